@@ -1,0 +1,491 @@
+package fsm
+
+import (
+	"fmt"
+	"time"
+
+	memdb "github.com/hashicorp/go-memdb"
+
+	"github.com/nops-dev/nops/structs"
+)
+
+// writer applies one request inside one write transaction. Every change
+// and the events that record it are committed together, or not at all.
+// Stored objects are never changed in place: a change inserts a copy.
+type writer struct {
+	txn   *memdb.Txn
+	index uint64
+}
+
+func conflict(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", structs.ErrConflict, fmt.Sprintf(format, args...))
+}
+
+func notFound(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", structs.ErrNotFound, fmt.Sprintf(format, args...))
+}
+
+func invalid(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", structs.ErrInvalid, fmt.Sprintf(format, args...))
+}
+
+func (w *writer) setMeta(key string, v uint64) error {
+	if err := w.txn.Insert(TableMeta, &metaRow{Key: key, Value: v}); err != nil {
+		return fmt.Errorf("update %s: %w", key, err)
+	}
+	return nil
+}
+
+// event appends one audit event, numbered after the last one.
+func (w *writer) event(m structs.WriteMeta, e structs.Event) error {
+	seq := metaValue(w.txn, metaEventSeq) + 1
+	e.Seq = seq
+	e.Index = w.index
+	if e.Time.IsZero() {
+		e.Time = m.Time
+	}
+	if e.Actor == "" {
+		e.Actor = m.Actor
+	}
+	if err := w.txn.Insert(TableEvents, &e); err != nil {
+		return fmt.Errorf("append event: %w", err)
+	}
+	return w.setMeta(metaEventSeq, seq)
+}
+
+func (w *writer) deployment(id string) (*structs.Deployment, error) {
+	raw, err := w.txn.First(TableDeployments, "id", id)
+	if err != nil {
+		return nil, fmt.Errorf("deployment lookup: %w", err)
+	}
+	if raw == nil {
+		return nil, notFound("deployment %q", id)
+	}
+	return raw.(*structs.Deployment).Copy(), nil
+}
+
+func (w *writer) put(table string, obj any) error {
+	if err := w.txn.Insert(table, obj); err != nil {
+		return fmt.Errorf("write %s: %w", table, err)
+	}
+	return nil
+}
+
+func (w *writer) deploymentCreate(req *structs.DeploymentCreateRequest) error {
+	d := req.Deployment
+	if d == nil || d.ID == "" || d.Namespace == "" || d.JobID == "" {
+		return invalid("a deployment needs an ID, a namespace and a job ID")
+	}
+	if d.State != structs.StateDetected {
+		return invalid("a deployment is created in state %s, not %q", structs.StateDetected, d.State)
+	}
+	if _, err := w.deployment(d.ID); err == nil {
+		return conflict("deployment %s already exists", d.ID)
+	}
+	if raw, err := w.txn.First(TableDeployments, "active", d.Key()); err != nil {
+		return fmt.Errorf("active deployment lookup: %w", err)
+	} else if raw != nil {
+		a := raw.(*structs.Deployment)
+		return conflict("job %s already has an active deployment %s (%s)", d.Key(), a.ID, a.State)
+	}
+	d = d.Copy()
+	d.CreateIndex, d.ModifyIndex = w.index, w.index
+	d.CreatedAt, d.UpdatedAt, d.StateEnteredAt = req.Time, req.Time, req.Time
+	msg := fmt.Sprintf("drift detected at commit %s", shortCommit(d.Commit))
+	if d.SkipRegister {
+		msg = fmt.Sprintf("retry of a job already in sync at commit %s: wait for health and run post-hooks", shortCommit(d.Commit))
+	}
+	if req.ConsumeLift {
+		raw, err := w.txn.First(TableLifts, "id", d.Namespace, d.JobID)
+		if err != nil {
+			return fmt.Errorf("lift lookup: %w", err)
+		}
+		if raw != nil {
+			lift := raw.(*structs.WindowLift)
+			d.LiftedWindow, d.LiftedBy = true, lift.Actor
+			if err := w.txn.Delete(TableLifts, lift); err != nil {
+				return fmt.Errorf("consume deploy-now: %w", err)
+			}
+			msg += fmt.Sprintf("; deploy now by %s lifts the sync window", lift.Actor)
+		}
+	}
+	// A new deployment replaces the block of the job's last one.
+	if _, err := w.txn.DeleteAll(TableBlocks, "id", d.Namespace, d.JobID); err != nil {
+		return fmt.Errorf("clear block: %w", err)
+	}
+	if err := w.put(TableDeployments, d); err != nil {
+		return err
+	}
+	return w.event(req.WriteMeta, structs.Event{
+		Kind: structs.EventKindDeployment, Object: d.ID, Namespace: d.Namespace, JobID: d.JobID,
+		To: string(d.State), Message: msg,
+	})
+}
+
+// move changes a deployment's state, checking the lifecycle table, and
+// writes the block a failure or a rejection leaves behind.
+func (w *writer) move(m structs.WriteMeta, d *structs.Deployment, to structs.DeploymentState, by structs.Trigger, msg string) error {
+	from := d.State
+	if from.Terminal() {
+		return conflict("deployment %s is %s, which is terminal", d.ID, from)
+	}
+	if !structs.CanTransition(from, to, by) {
+		return conflict("deployment %s cannot move from %s to %s by %s", d.ID, from, to, by)
+	}
+	d.State = to
+	d.StateEnteredAt, d.UpdatedAt = m.Time, m.Time
+	d.ModifyIndex = w.index
+	if err := w.put(TableDeployments, d); err != nil {
+		return err
+	}
+	if to == structs.StateFailed || to == structs.StateRejected {
+		b := &structs.Block{
+			Namespace: d.Namespace, JobID: d.JobID, DeploymentID: d.ID, SpecHash: d.SpecHash,
+			AfterRegister: d.Registered, JobModifyIndex: d.JobModifyIndex, CreateIndex: w.index,
+		}
+		if err := w.put(TableBlocks, b); err != nil {
+			return err
+		}
+	}
+	return w.event(m, structs.Event{
+		Kind: structs.EventKindDeployment, Object: d.ID, Namespace: d.Namespace, JobID: d.JobID,
+		From: string(from), To: string(to), Message: msg,
+	})
+}
+
+func (w *writer) deploymentTransition(req *structs.DeploymentTransitionRequest) error {
+	d, err := w.deployment(req.ID)
+	if err != nil {
+		return err
+	}
+	if req.From != "" && d.State != req.From {
+		return conflict("deployment %s is %s, not %s", d.ID, d.State, req.From)
+	}
+	if err := w.patch(d, req.Update); err != nil {
+		return err
+	}
+	if req.Error != "" {
+		d.Error = req.Error
+	}
+	msg := req.Message
+	if msg == "" {
+		msg = req.Error
+	}
+	return w.move(req.WriteMeta, d, req.To, structs.TriggerSystem, msg)
+}
+
+func (w *writer) deploymentUpdate(req *structs.DeploymentUpdateRequest) error {
+	d, err := w.deployment(req.ID)
+	if err != nil {
+		return err
+	}
+	if !d.State.Active() {
+		return conflict("deployment %s is %s, which is terminal", d.ID, d.State)
+	}
+	if req.State != "" && d.State != req.State {
+		return conflict("deployment %s is %s, not %s", d.ID, d.State, req.State)
+	}
+	if req.Update == nil {
+		return invalid("an update of deployment %s needs a patch", d.ID)
+	}
+	if err := w.patch(d, req.Update); err != nil {
+		return err
+	}
+	d.UpdatedAt = req.Time
+	d.ModifyIndex = w.index
+	if err := w.put(TableDeployments, d); err != nil {
+		return err
+	}
+	if req.Update.Message == "" {
+		return nil
+	}
+	return w.event(req.WriteMeta, structs.Event{
+		Kind: structs.EventKindDeployment, Object: d.ID, Namespace: d.Namespace, JobID: d.JobID,
+		From: string(d.State), To: string(d.State), Message: req.Update.Message,
+	})
+}
+
+// patch records a step's bookkeeping on d. It keeps the guarantees of SPEC
+// section 8.7: the register intent is recorded once per deployment, and a
+// hook run is dispatched at most once per (deployment, phase, position).
+func (w *writer) patch(d *structs.Deployment, p *structs.DeploymentPatch) error {
+	if p == nil {
+		return nil
+	}
+	if p.RegisterStartedAt != nil {
+		if !d.RegisterStartedAt.IsZero() {
+			return conflict("deployment %s already recorded its register at %s", d.ID, d.RegisterStartedAt.Format(time.RFC3339))
+		}
+		d.RegisterStartedAt = *p.RegisterStartedAt
+	}
+	if p.Registered != nil {
+		d.Registered = *p.Registered
+	}
+	if p.JobVersion != nil {
+		d.JobVersion = *p.JobVersion
+	}
+	if p.NomadEvalID != nil {
+		d.NomadEvalID = *p.NomadEvalID
+	}
+	if p.NomadDeploymentID != nil {
+		d.NomadDeploymentID = *p.NomadDeploymentID
+	}
+	if p.HealthDeadline != nil {
+		d.HealthDeadline = *p.HealthDeadline
+	}
+	if r := p.HookRun; r != nil {
+		return upsertHookRun(d, *r)
+	}
+	return nil
+}
+
+func upsertHookRun(d *structs.Deployment, r structs.HookRun) error {
+	for i, old := range d.HookRuns {
+		if old.Phase != r.Phase || old.Position != r.Position {
+			continue
+		}
+		switch {
+		case old.State == structs.HookRunSucceeded || old.State == structs.HookRunFailed:
+			return conflict("hook run %s/%d of deployment %s already ended %s", r.Phase, r.Position, d.ID, old.State)
+		case r.State == structs.HookRunDispatching:
+			return conflict("hook run %s/%d of deployment %s was already dispatched; a run is dispatched at most once", r.Phase, r.Position, d.ID)
+		case old.Token != r.Token:
+			return conflict("hook run %s/%d of deployment %s has token %s, not %s", r.Phase, r.Position, d.ID, old.Token, r.Token)
+		}
+		d.HookRuns[i] = r
+		return nil
+	}
+	if r.State != structs.HookRunDispatching {
+		return conflict("hook run %s/%d of deployment %s must record its dispatch first", r.Phase, r.Position, d.ID)
+	}
+	d.HookRuns = append(d.HookRuns, r)
+	return nil
+}
+
+func (w *writer) deploymentDecision(req *structs.DeploymentDecisionRequest) error {
+	d, err := w.deployment(req.ID)
+	if err != nil {
+		return err
+	}
+	if d.State != structs.StatePendingApproval {
+		return conflict("deployment %s is %s, not pending approval", d.ID, d.State)
+	}
+	var (
+		to structs.DeploymentState
+		by structs.Trigger
+	)
+	switch req.Decision {
+	case structs.DecisionApprove:
+		pause, err := pausedTxn(w.txn, d.Namespace, d.JobID)
+		if err != nil {
+			return err
+		}
+		if pause != nil {
+			what := "job " + d.Key()
+			if pause.Global {
+				what = "every job"
+			}
+			return conflict("%s is paused by %s (%s): resume before approving", what, pause.Actor, pause.Reason)
+		}
+		to, by = d.StartState(), structs.TriggerApprove
+	case structs.DecisionReject:
+		to, by = structs.StateRejected, structs.TriggerReject
+	default:
+		return invalid("decision must be approve or reject, not %q", req.Decision)
+	}
+	d.Decisions = append(d.Decisions, structs.Decision{
+		Kind: req.Decision, Actor: req.Actor, Comment: req.Comment, Time: req.Time,
+	})
+	msg := req.Decision + "d"
+	if req.Comment != "" {
+		msg += ": " + req.Comment
+	}
+	return w.move(req.WriteMeta, d, to, by, msg)
+}
+
+func (w *writer) pause(req *structs.PauseRequest) error {
+	if !req.Global && (req.Namespace == "" || req.JobID == "") {
+		return invalid("a job pause needs a namespace and a job ID")
+	}
+	p := &structs.Pause{
+		Key: req.Key(), Global: req.Global, Namespace: req.Namespace, JobID: req.JobID,
+		Actor: req.Actor, Reason: req.Reason, CreatedAt: req.Time, CreateIndex: w.index,
+	}
+	if err := w.put(TablePauses, p); err != nil {
+		return err
+	}
+	return w.event(req.WriteMeta, structs.Event{
+		Kind: structs.EventKindPause, Object: p.Key, Namespace: p.Namespace, JobID: p.JobID,
+		To: "paused", Message: req.Reason,
+	})
+}
+
+func (w *writer) resume(req *structs.ResumeRequest) error {
+	n, err := w.txn.DeleteAll(TablePauses, "id", req.Key())
+	if err != nil {
+		return fmt.Errorf("resume: %w", err)
+	}
+	if n == 0 {
+		if req.Global {
+			return notFound("jobs are not paused globally")
+		}
+		return notFound("job %s is not paused", req.Key())
+	}
+	return w.event(req.WriteMeta, structs.Event{
+		Kind: structs.EventKindPause, Object: req.Key(), Namespace: req.Namespace, JobID: req.JobID,
+		From: "paused", To: "resumed", Message: req.Reason,
+	})
+}
+
+func (w *writer) windowUpsert(req *structs.WindowUpsertRequest) error {
+	win := req.Window
+	if win == nil || win.Name == "" {
+		return invalid("a sync window needs a name")
+	}
+	if win.Kind != structs.WindowAllow && win.Kind != structs.WindowDeny {
+		return invalid("window %s: kind must be allow or deny, not %q", win.Name, win.Kind)
+	}
+	c := *win
+	c.CreateIndex, c.ModifyIndex = w.index, w.index
+	action := "created"
+	if raw, err := w.txn.First(TableWindows, "id", win.Name); err != nil {
+		return fmt.Errorf("window lookup: %w", err)
+	} else if raw != nil {
+		c.CreateIndex = raw.(*structs.SyncWindow).CreateIndex
+		action = "replaced"
+	}
+	if err := w.put(TableWindows, &c); err != nil {
+		return err
+	}
+	return w.event(req.WriteMeta, structs.Event{
+		Kind: structs.EventKindWindow, Object: c.Name, To: action,
+		Message: fmt.Sprintf("%s window %q %s for %s", c.Kind, c.Schedule, action, c.Duration),
+	})
+}
+
+func (w *writer) windowDelete(req *structs.WindowDeleteRequest) error {
+	n, err := w.txn.DeleteAll(TableWindows, "id", req.Name)
+	if err != nil {
+		return fmt.Errorf("delete window: %w", err)
+	}
+	if n == 0 {
+		return notFound("sync window %q", req.Name)
+	}
+	return w.event(req.WriteMeta, structs.Event{Kind: structs.EventKindWindow, Object: req.Name, To: "deleted"})
+}
+
+func (w *writer) windowLift(req *structs.WindowLiftRequest) error {
+	if req.Namespace == "" || req.JobID == "" {
+		return invalid("deploy now needs a namespace and a job ID")
+	}
+	l := &structs.WindowLift{Namespace: req.Namespace, JobID: req.JobID, Actor: req.Actor, CreatedAt: req.Time, CreateIndex: w.index}
+	if err := w.put(TableLifts, l); err != nil {
+		return err
+	}
+	return w.event(req.WriteMeta, structs.Event{
+		Kind: structs.EventKindJob, Object: l.Key(), Namespace: l.Namespace, JobID: l.JobID,
+		To: "deploy_now", Message: "deploy now: the next deployment lifts a closed sync window",
+	})
+}
+
+func (w *writer) jobStatusUpsert(req *structs.JobStatusUpsertRequest) error {
+	for _, st := range req.Statuses {
+		if st == nil || st.Namespace == "" || st.JobID == "" {
+			return invalid("a job status needs a namespace and a job ID")
+		}
+		c := *st
+		c.CreateIndex, c.ModifyIndex = w.index, w.index
+		if raw, err := w.txn.First(TableJobStatus, "id", st.Namespace, st.JobID); err != nil {
+			return fmt.Errorf("job status lookup: %w", err)
+		} else if raw != nil {
+			c.CreateIndex = raw.(*structs.JobStatus).CreateIndex
+		}
+		if err := w.put(TableJobStatus, &c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (w *writer) jobStatusDelete(req *structs.JobStatusDeleteRequest) error {
+	for _, key := range req.Keys {
+		ns, id, ok := splitKey(key)
+		if !ok {
+			return invalid("job key %q is not namespace/job", key)
+		}
+		if _, err := w.txn.DeleteAll(TableJobStatus, "id", ns, id); err != nil {
+			return fmt.Errorf("delete job status: %w", err)
+		}
+	}
+	return nil
+}
+
+func (w *writer) repoStatusUpsert(req *structs.RepoStatusUpsertRequest) error {
+	for _, r := range req.Repos {
+		if r == nil || r.Name == "" {
+			return invalid("a repository status needs a name")
+		}
+		c := *r
+		c.ModifyIndex = w.index
+		if err := w.put(TableRepoStatus, &c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (w *writer) detectionCycle(req *structs.DetectionCycleRequest) error {
+	if req.Cycle == nil {
+		return invalid("a detection cycle record needs a cycle")
+	}
+	c := *req.Cycle
+	c.Index = w.index
+	return w.put(TableCycle, &cycleRow{Key: cycleKey, Cycle: &c})
+}
+
+func (w *writer) retry(req *structs.RetryRequest) error {
+	raw, err := w.txn.First(TableBlocks, "id", req.Namespace, req.JobID)
+	if err != nil {
+		return fmt.Errorf("block lookup: %w", err)
+	}
+	if raw == nil || raw.(*structs.Block).Retried {
+		return conflict("job %s is not blocked", structs.JobKey(req.Namespace, req.JobID))
+	}
+	b := *raw.(*structs.Block)
+	b.Retried, b.RetriedBy = true, req.Actor
+	if err := w.put(TableBlocks, &b); err != nil {
+		return err
+	}
+	return w.event(req.WriteMeta, structs.Event{
+		Kind: structs.EventKindJob, Object: b.Key(), Namespace: b.Namespace, JobID: b.JobID,
+		From: "blocked", To: "retry", Message: fmt.Sprintf("retry after deployment %s", b.DeploymentID),
+	})
+}
+
+func (w *writer) eventAppend(req *structs.EventAppendRequest) error {
+	for _, e := range req.Events {
+		if e == nil || e.Kind == "" || e.Object == "" {
+			return invalid("an event needs a kind and an object")
+		}
+		if err := w.event(req.WriteMeta, *e); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func splitKey(key string) (string, string, bool) {
+	for i := 0; i < len(key); i++ {
+		if key[i] == '/' {
+			return key[:i], key[i+1:], i > 0 && i < len(key)-1
+		}
+	}
+	return "", "", false
+}
+
+func shortCommit(c string) string {
+	if len(c) > 8 {
+		return c[:8]
+	}
+	return c
+}

@@ -1,0 +1,25 @@
+// Package fsm is the Raft finite state machine of Nops: it applies committed
+// log entries to a go-memdb state store, and writes and restores snapshots.
+//
+// Guarantees:
+//
+//   - Deterministic: the FSM reads no clock, draws no random number and does
+//     no I/O. Times, IDs and actors are stamped by the leader in the request
+//     (structs.WriteMeta) before it is proposed, so every server applies the
+//     same entry to the same state.
+//   - The FSM enforces the invariants itself, whatever the caller checked:
+//     at most one active deployment per job; only the moves listed in
+//     structs.Transitions, each by its trigger; a terminal deployment never
+//     changes; an approval is refused while the job is paused; the register
+//     intent is recorded once per deployment and a hook run is dispatched at
+//     most once per (deployment, phase, position). A request that breaks one
+//     is answered with an error wrapping structs.ErrConflict,
+//     structs.ErrNotFound or structs.ErrInvalid, and changes nothing.
+//   - Every change appends its audit event in the same transaction: state
+//     and event are committed together or not at all.
+//   - A log entry that cannot be decoded panics: skipping it would let this
+//     server's state drift from its peers'.
+//
+// A snapshot is a header followed by type-tagged msgpack records, one per
+// stored object; restore reads them into a fresh store in one transaction.
+package fsm

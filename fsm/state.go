@@ -1,0 +1,350 @@
+package fsm
+
+import (
+	"fmt"
+	"sync"
+	"time"
+
+	memdb "github.com/hashicorp/go-memdb"
+
+	"github.com/nops-dev/nops/structs"
+)
+
+const (
+	metaLatestIndex = "latest_index"
+	metaEventSeq    = "event_seq"
+	cycleKey        = "cycle"
+)
+
+// cycleRow stores the last detection cycle in the meta table's companion.
+type cycleRow struct {
+	Key   string
+	Cycle *structs.DetectionCycle
+}
+
+// StateStore is the replicated state: a go-memdb database written only by
+// the FSM and read by everyone else. Readers get copies, never the stored
+// objects.
+type StateStore struct {
+	db *memdb.MemDB
+
+	mu     sync.Mutex
+	notify chan struct{}
+}
+
+// NewStateStore returns an empty state store.
+func NewStateStore() (*StateStore, error) {
+	db, err := memdb.NewMemDB(schema())
+	if err != nil {
+		return nil, fmt.Errorf("create state store: %w", err)
+	}
+	return &StateStore{db: db, notify: make(chan struct{})}, nil
+}
+
+// Changed returns a channel that is closed at the next change of the state.
+func (s *StateStore) Changed() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.notify
+}
+
+func (s *StateStore) broadcast() {
+	s.mu.Lock()
+	close(s.notify)
+	s.notify = make(chan struct{})
+	s.mu.Unlock()
+}
+
+// LatestIndex returns the Raft index of the last applied entry.
+func (s *StateStore) LatestIndex() uint64 {
+	return metaValue(s.db.Txn(false), metaLatestIndex)
+}
+
+func metaValue(txn *memdb.Txn, key string) uint64 {
+	raw, err := txn.First(TableMeta, "id", key)
+	if err != nil || raw == nil {
+		return 0
+	}
+	return raw.(*metaRow).Value
+}
+
+// Deployment returns one deployment, or nil.
+func (s *StateStore) Deployment(id string) (*structs.Deployment, error) {
+	raw, err := s.db.Txn(false).First(TableDeployments, "id", id)
+	if err != nil {
+		return nil, fmt.Errorf("deployment lookup: %w", err)
+	}
+	if raw == nil {
+		return nil, nil
+	}
+	return raw.(*structs.Deployment).Copy(), nil
+}
+
+// ActiveDeployment returns the job's active deployment, or nil.
+func (s *StateStore) ActiveDeployment(namespace, jobID string) (*structs.Deployment, error) {
+	raw, err := s.db.Txn(false).First(TableDeployments, "active", structs.JobKey(namespace, jobID))
+	if err != nil {
+		return nil, fmt.Errorf("active deployment lookup: %w", err)
+	}
+	if raw == nil {
+		return nil, nil
+	}
+	return raw.(*structs.Deployment).Copy(), nil
+}
+
+// ActiveDeployments returns every active deployment.
+func (s *StateStore) ActiveDeployments() ([]*structs.Deployment, error) {
+	it, err := s.db.Txn(false).Get(TableDeployments, "active_prefix", "")
+	if err != nil {
+		return nil, fmt.Errorf("active deployments: %w", err)
+	}
+	var out []*structs.Deployment
+	for raw := it.Next(); raw != nil; raw = it.Next() {
+		out = append(out, raw.(*structs.Deployment).Copy())
+	}
+	return out, nil
+}
+
+// DeploymentFilter selects deployments; empty fields match all.
+type DeploymentFilter struct {
+	Namespace string
+	JobID     string
+	State     structs.DeploymentState
+	// Before, when set, returns only deployments created before that Raft
+	// index (the pagination cursor).
+	Before uint64
+	Limit  int
+}
+
+// Deployments returns deployments newest first, and the cursor of the next
+// page (0 when there is none).
+func (s *StateStore) Deployments(f DeploymentFilter) ([]*structs.Deployment, uint64, error) {
+	txn := s.db.Txn(false)
+	var (
+		it  memdb.ResultIterator
+		err error
+	)
+	if f.Before > 0 {
+		it, err = txn.ReverseLowerBound(TableDeployments, "create", f.Before-1)
+	} else {
+		it, err = txn.GetReverse(TableDeployments, "create")
+	}
+	if err != nil {
+		return nil, 0, fmt.Errorf("list deployments: %w", err)
+	}
+	var out []*structs.Deployment
+	for raw := it.Next(); raw != nil; raw = it.Next() {
+		d := raw.(*structs.Deployment)
+		if (f.Namespace != "" && d.Namespace != f.Namespace) ||
+			(f.JobID != "" && d.JobID != f.JobID) ||
+			(f.State != "" && d.State != f.State) {
+			continue
+		}
+		if f.Limit > 0 && len(out) == f.Limit {
+			return out, out[len(out)-1].CreateIndex, nil
+		}
+		out = append(out, d.Copy())
+	}
+	return out, 0, nil
+}
+
+// LastDeployment returns the job's most recent deployment, or nil.
+func (s *StateStore) LastDeployment(namespace, jobID string) (*structs.Deployment, error) {
+	it, err := s.db.Txn(false).Get(TableDeployments, "job", namespace, jobID)
+	if err != nil {
+		return nil, fmt.Errorf("job deployments: %w", err)
+	}
+	var last *structs.Deployment
+	for raw := it.Next(); raw != nil; raw = it.Next() {
+		d := raw.(*structs.Deployment)
+		if last == nil || d.CreateIndex > last.CreateIndex {
+			last = d
+		}
+	}
+	return last.Copy(), nil
+}
+
+// EventFilter selects events; empty fields match all.
+type EventFilter struct {
+	// AfterSeq returns events with a greater sequence number.
+	AfterSeq uint64
+	// Since returns events at or after that time.
+	Since  time.Time
+	Kind   string
+	Object string
+	Limit  int
+}
+
+// Events returns events oldest first.
+func (s *StateStore) Events(f EventFilter) ([]*structs.Event, error) {
+	txn := s.db.Txn(false)
+	var (
+		it  memdb.ResultIterator
+		err error
+	)
+	switch {
+	case f.Object != "":
+		it, err = txn.Get(TableEvents, "object", f.Object)
+	case !f.Since.IsZero():
+		it, err = txn.LowerBound(TableEvents, "time", f.Since)
+	default:
+		it, err = txn.LowerBound(TableEvents, "id", f.AfterSeq+1)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list events: %w", err)
+	}
+	var out []*structs.Event
+	for raw := it.Next(); raw != nil; raw = it.Next() {
+		e := raw.(*structs.Event)
+		if e.Seq <= f.AfterSeq || (!f.Since.IsZero() && e.Time.Before(f.Since)) ||
+			(f.Kind != "" && e.Kind != f.Kind) || (f.Object != "" && e.Object != f.Object) {
+			continue
+		}
+		c := *e
+		out = append(out, &c)
+		if f.Limit > 0 && len(out) == f.Limit {
+			break
+		}
+	}
+	return out, nil
+}
+
+// Pauses returns every pause.
+func (s *StateStore) Pauses() ([]*structs.Pause, error) {
+	return list[structs.Pause](s.db.Txn(false), TablePauses)
+}
+
+// Paused returns the pause that holds the job (the global pause first), or
+// nil.
+func (s *StateStore) Paused(namespace, jobID string) (*structs.Pause, error) {
+	return pausedTxn(s.db.Txn(false), namespace, jobID)
+}
+
+func pausedTxn(txn *memdb.Txn, namespace, jobID string) (*structs.Pause, error) {
+	for _, key := range []string{structs.GlobalPauseKey, structs.JobKey(namespace, jobID)} {
+		raw, err := txn.First(TablePauses, "id", key)
+		if err != nil {
+			return nil, fmt.Errorf("pause lookup: %w", err)
+		}
+		if raw != nil {
+			c := *raw.(*structs.Pause)
+			return &c, nil
+		}
+	}
+	return nil, nil
+}
+
+// Windows returns every sync window, by name.
+func (s *StateStore) Windows() ([]*structs.SyncWindow, error) {
+	return list[structs.SyncWindow](s.db.Txn(false), TableWindows)
+}
+
+// Window returns one sync window, or nil.
+func (s *StateStore) Window(name string) (*structs.SyncWindow, error) {
+	return first[structs.SyncWindow](s.db.Txn(false), TableWindows, name)
+}
+
+// Lift returns the job's pending deploy-now request, or nil.
+func (s *StateStore) Lift(namespace, jobID string) (*structs.WindowLift, error) {
+	return first[structs.WindowLift](s.db.Txn(false), TableLifts, namespace, jobID)
+}
+
+// Lifts returns every pending deploy-now request.
+func (s *StateStore) Lifts() ([]*structs.WindowLift, error) {
+	return list[structs.WindowLift](s.db.Txn(false), TableLifts)
+}
+
+// Block returns the job's block, or nil.
+func (s *StateStore) Block(namespace, jobID string) (*structs.Block, error) {
+	return first[structs.Block](s.db.Txn(false), TableBlocks, namespace, jobID)
+}
+
+// Blocks returns every block.
+func (s *StateStore) Blocks() ([]*structs.Block, error) {
+	return list[structs.Block](s.db.Txn(false), TableBlocks)
+}
+
+// JobStatus returns the observed status of one job, or nil.
+func (s *StateStore) JobStatus(namespace, jobID string) (*structs.JobStatus, error) {
+	st, err := first[structs.JobStatus](s.db.Txn(false), TableJobStatus, namespace, jobID)
+	if st != nil {
+		st.Errors = append([]string(nil), st.Errors...)
+	}
+	return st, err
+}
+
+// JobStatuses returns the observed status of every job, by namespace and ID.
+func (s *StateStore) JobStatuses() ([]*structs.JobStatus, error) {
+	out, err := list[structs.JobStatus](s.db.Txn(false), TableJobStatus)
+	for _, st := range out {
+		st.Errors = append([]string(nil), st.Errors...)
+	}
+	return out, err
+}
+
+// RepoStatuses returns the observed status of every repository.
+func (s *StateStore) RepoStatuses() ([]*structs.RepoStatus, error) {
+	out, err := list[structs.RepoStatus](s.db.Txn(false), TableRepoStatus)
+	for _, r := range out {
+		r.ParseErrors = append([]string(nil), r.ParseErrors...)
+	}
+	return out, err
+}
+
+// DetectionCycle returns the last completed detection cycle, or nil.
+func (s *StateStore) DetectionCycle() (*structs.DetectionCycle, error) {
+	raw, err := s.db.Txn(false).First(TableCycle, "id", cycleKey)
+	if err != nil {
+		return nil, fmt.Errorf("detection cycle lookup: %w", err)
+	}
+	if raw == nil {
+		return nil, nil
+	}
+	c := *raw.(*cycleRow).Cycle
+	return &c, nil
+}
+
+// Counts returns the number of objects of each table, for snapshot
+// inspection and metrics.
+func (s *StateStore) Counts() (map[string]int, error) {
+	txn := s.db.Txn(false)
+	out := map[string]int{}
+	for _, t := range []string{TableDeployments, TableEvents, TablePauses, TableWindows, TableLifts,
+		TableBlocks, TableJobStatus, TableRepoStatus} {
+		it, err := txn.Get(t, "id")
+		if err != nil {
+			return nil, fmt.Errorf("count %s: %w", t, err)
+		}
+		n := 0
+		for raw := it.Next(); raw != nil; raw = it.Next() {
+			n++
+		}
+		out[t] = n
+	}
+	return out, nil
+}
+
+func first[T any](txn *memdb.Txn, table string, args ...any) (*T, error) {
+	raw, err := txn.First(table, "id", args...)
+	if err != nil {
+		return nil, fmt.Errorf("%s lookup: %w", table, err)
+	}
+	if raw == nil {
+		return nil, nil
+	}
+	c := *raw.(*T)
+	return &c, nil
+}
+
+func list[T any](txn *memdb.Txn, table string) ([]*T, error) {
+	it, err := txn.Get(table, "id")
+	if err != nil {
+		return nil, fmt.Errorf("list %s: %w", table, err)
+	}
+	var out []*T
+	for raw := it.Next(); raw != nil; raw = it.Next() {
+		c := *raw.(*T)
+		out = append(out, &c)
+	}
+	return out, nil
+}

@@ -1,0 +1,314 @@
+package structs
+
+import (
+	"fmt"
+	"time"
+)
+
+// DeploymentState is a state of the deployment lifecycle (SPEC section 3).
+type DeploymentState string
+
+const (
+	StateDetected        DeploymentState = "detected"
+	StatePendingApproval DeploymentState = "pending_approval"
+	StatePreHook         DeploymentState = "pre_hook"
+	StateApplying        DeploymentState = "applying"
+	StatePostHook        DeploymentState = "post_hook"
+	StateCompleted       DeploymentState = "completed"
+	StateFailed          DeploymentState = "failed"
+	StateRejected        DeploymentState = "rejected"
+	StateSuperseded      DeploymentState = "superseded"
+)
+
+// AllStates lists every state, in lifecycle order.
+var AllStates = []DeploymentState{
+	StateDetected, StatePendingApproval, StatePreHook, StateApplying, StatePostHook,
+	StateCompleted, StateFailed, StateRejected, StateSuperseded,
+}
+
+// Trigger says who moves a deployment: the reconcilers (system), or a
+// person's approve or reject.
+type Trigger string
+
+const (
+	TriggerSystem  Trigger = "system"
+	TriggerApprove Trigger = "approve"
+	TriggerReject  Trigger = "reject"
+)
+
+// Transition is one allowed move of the lifecycle.
+type Transition struct {
+	From, To DeploymentState
+	By       Trigger
+}
+
+// Transitions is the lifecycle as data: every allowed move and what may make
+// it. A state with no move out of it is terminal.
+//
+// detected may complete (the job was put in sync by hand) or fail (a hook it
+// declares is missing). Only approve and reject start or end a deployment
+// waiting in pending_approval; the system may only supersede it or complete
+// it when the job is already in sync.
+var Transitions = []Transition{
+	{StateDetected, StatePendingApproval, TriggerSystem},
+	{StateDetected, StatePreHook, TriggerSystem},
+	{StateDetected, StateApplying, TriggerSystem},
+	{StateDetected, StateSuperseded, TriggerSystem},
+	{StateDetected, StateCompleted, TriggerSystem},
+	{StateDetected, StateFailed, TriggerSystem},
+	{StatePendingApproval, StatePreHook, TriggerApprove},
+	{StatePendingApproval, StateApplying, TriggerApprove},
+	{StatePendingApproval, StateRejected, TriggerReject},
+	{StatePendingApproval, StateSuperseded, TriggerSystem},
+	{StatePendingApproval, StateCompleted, TriggerSystem},
+	{StatePreHook, StateApplying, TriggerSystem},
+	{StatePreHook, StateFailed, TriggerSystem},
+	{StateApplying, StatePostHook, TriggerSystem},
+	{StateApplying, StateCompleted, TriggerSystem},
+	{StateApplying, StateFailed, TriggerSystem},
+	{StatePostHook, StateCompleted, TriggerSystem},
+	{StatePostHook, StateFailed, TriggerSystem},
+}
+
+// Valid reports whether s is a known state.
+func (s DeploymentState) Valid() bool {
+	for _, k := range AllStates {
+		if s == k {
+			return true
+		}
+	}
+	return false
+}
+
+// Terminal reports whether s is a state that never changes again.
+func (s DeploymentState) Terminal() bool {
+	if !s.Valid() {
+		return false
+	}
+	for _, t := range Transitions {
+		if t.From == s {
+			return false
+		}
+	}
+	return true
+}
+
+// Active reports whether a deployment in s counts as the job's one active
+// deployment.
+func (s DeploymentState) Active() bool { return s.Valid() && !s.Terminal() }
+
+// Waiting reports whether a deployment in s has not started yet and may be
+// superseded.
+func (s DeploymentState) Waiting() bool {
+	return s == StateDetected || s == StatePendingApproval
+}
+
+// CanTransition reports whether by may move a deployment from one state to
+// the other. It is the one answer to that question.
+func CanTransition(from, to DeploymentState, by Trigger) bool {
+	for _, t := range Transitions {
+		if t.From == from && t.To == to && t.By == by {
+			return true
+		}
+	}
+	return false
+}
+
+// Policy decides what detection does with drift (SPEC section 2).
+type Policy string
+
+const (
+	PolicyAuto     Policy = "auto"
+	PolicyApproval Policy = "approval"
+	PolicyNone     Policy = "none"
+)
+
+// ParsePolicy validates a policy value.
+func ParsePolicy(s string) (Policy, error) {
+	switch p := Policy(s); p {
+	case PolicyAuto, PolicyApproval, PolicyNone:
+		return p, nil
+	}
+	return "", fmt.Errorf("invalid policy %q: want auto, approval or none", s)
+}
+
+// HookPhase says when a hook runs.
+type HookPhase string
+
+const (
+	PhasePre  HookPhase = "pre"
+	PhasePost HookPhase = "post"
+)
+
+// FrozenHook is a hook as it was when a deployment was detected.
+type FrozenHook struct {
+	Name  string    `json:"name"`
+	Phase HookPhase `json:"phase"`
+	// Position is the hook's place in its phase, from 0.
+	Position int `json:"position"`
+	// RevisionJobID is the job Nops registers for this revision:
+	// <hook-id>-<first 8 hex digits of Hash>.
+	RevisionJobID string `json:"revision_job_id"`
+	Hash          string `json:"hash"`
+	// Spec is the hook job to register, as JSON. Never shown by the API.
+	Spec []byte `json:"spec,omitempty"`
+	// Timeout is the hook's nops_hook_timeout, or the server default.
+	Timeout time.Duration `json:"timeout"`
+	// MetaKeys are the dispatch meta keys the hook declares.
+	MetaKeys []string `json:"meta_keys,omitempty"`
+}
+
+// HookRunState is the state of one run of one hook.
+type HookRunState string
+
+const (
+	// HookRunDispatching: the intent to dispatch is recorded; Nomad may or
+	// may not have the run.
+	HookRunDispatching HookRunState = "dispatching"
+	HookRunRunning     HookRunState = "running"
+	HookRunSucceeded   HookRunState = "succeeded"
+	HookRunFailed      HookRunState = "failed"
+)
+
+// HookRun is one run of one hook of one deployment.
+type HookRun struct {
+	Hook     string    `json:"hook"`
+	Phase    HookPhase `json:"phase"`
+	Position int       `json:"position"`
+	// Token is the dispatch idempotency token, unique to (deployment,
+	// phase, position).
+	Token           string       `json:"token"`
+	DispatchedJobID string       `json:"dispatched_job_id,omitempty"`
+	State           HookRunState `json:"state"`
+	Error           string       `json:"error,omitempty"`
+	StartedAt       time.Time    `json:"started_at"`
+	FinishedAt      time.Time    `json:"finished_at,omitzero"`
+}
+
+// HookRunToken is the idempotency token of a hook run.
+func HookRunToken(deploymentID string, phase HookPhase, position int) string {
+	return fmt.Sprintf("nops-%s-%s-%d", deploymentID, phase, position)
+}
+
+// Decision is a person's approve or reject.
+type Decision struct {
+	Kind    string    `json:"kind"` // "approve" or "reject"
+	Actor   string    `json:"actor"`
+	Comment string    `json:"comment,omitempty"`
+	Time    time.Time `json:"time"`
+}
+
+const (
+	DecisionApprove = "approve"
+	DecisionReject  = "reject"
+)
+
+// Deployment is one attempt to bring one job to its spec in git.
+type Deployment struct {
+	ID         string          `json:"id"`
+	Namespace  string          `json:"namespace"`
+	JobID      string          `json:"job_id"`
+	Repository string          `json:"repository"`
+	Commit     string          `json:"commit"`
+	File       string          `json:"file"`
+	Policy     Policy          `json:"policy"`
+	State      DeploymentState `json:"state"`
+	SpecHash   string          `json:"spec_hash"`
+	// Spec is the full job to register, as JSON. Never shown by the API.
+	Spec []byte `json:"spec,omitempty"`
+	// Diff is the redacted plan diff seen at detection.
+	Diff string `json:"diff"`
+	// DiffHash is the hash of the plan diff seen at detection; the register
+	// goes ahead only if a new plan shows the same diff.
+	DiffHash string `json:"diff_hash"`
+	// JobModifyIndex is the live job's modify index read at detection (0 for
+	// a new job); the register enforces it.
+	JobModifyIndex uint64 `json:"job_modify_index"`
+	// SkipRegister is set on a retry created while the live job already
+	// matches git: it waits for health and runs the post-hooks again.
+	SkipRegister bool `json:"skip_register,omitempty"`
+	// LiftedWindow is set when a deploy-now request lifted a closed sync
+	// window for this deployment.
+	LiftedWindow bool         `json:"lifted_window,omitempty"`
+	LiftedBy     string       `json:"lifted_by,omitempty"`
+	Hooks        []FrozenHook `json:"hooks"`
+	HookRuns     []HookRun    `json:"hook_runs"`
+	Decisions    []Decision   `json:"decisions"`
+	// RegisterStartedAt is recorded before the register: the intent. A
+	// deployment in applying with it set may have been registered.
+	RegisterStartedAt time.Time `json:"register_started_at,omitzero"`
+	// Registered is set once Nomad answered the register.
+	Registered        bool   `json:"registered,omitempty"`
+	JobVersion        uint64 `json:"job_version,omitempty"`
+	NomadEvalID       string `json:"nomad_eval_id,omitempty"`
+	NomadDeploymentID string `json:"nomad_deployment_id,omitempty"`
+	// HealthDeadline is when the apply timeout runs out; zero while
+	// canaries wait for promotion.
+	HealthDeadline time.Time `json:"health_deadline,omitzero"`
+	ApplyTimeout   time.Duration `json:"apply_timeout"`
+	Error          string        `json:"error,omitempty"`
+	CreatedAt      time.Time     `json:"created_at"`
+	UpdatedAt      time.Time     `json:"updated_at"`
+	StateEnteredAt time.Time     `json:"state_entered_at"`
+	CreateIndex    uint64        `json:"create_index"`
+	ModifyIndex    uint64        `json:"modify_index"`
+}
+
+// JobKey is the namespace/job-ID identity of a job.
+func JobKey(namespace, jobID string) string { return namespace + "/" + jobID }
+
+// Key returns the deployment's job key.
+func (d *Deployment) Key() string { return JobKey(d.Namespace, d.JobID) }
+
+// Copy returns a deep copy, so a reader never shares slices with the store.
+func (d *Deployment) Copy() *Deployment {
+	if d == nil {
+		return nil
+	}
+	c := *d
+	c.Hooks = append([]FrozenHook(nil), d.Hooks...)
+	c.HookRuns = append([]HookRun(nil), d.HookRuns...)
+	c.Decisions = append([]Decision(nil), d.Decisions...)
+	return &c
+}
+
+// Public returns a copy fit for the API: without the job spec and the hook
+// specs.
+func (d *Deployment) Public() *Deployment {
+	c := d.Copy()
+	c.Spec = nil
+	for i := range c.Hooks {
+		c.Hooks[i].Spec = nil
+	}
+	return c
+}
+
+// HooksOf returns the frozen hooks of one phase, in order.
+func (d *Deployment) HooksOf(phase HookPhase) []FrozenHook {
+	var out []FrozenHook
+	for _, h := range d.Hooks {
+		if h.Phase == phase {
+			out = append(out, h)
+		}
+	}
+	return out
+}
+
+// HookRun returns the run of the hook at (phase, position), if any.
+func (d *Deployment) HookRun(phase HookPhase, position int) (HookRun, bool) {
+	for _, r := range d.HookRuns {
+		if r.Phase == phase && r.Position == position {
+			return r, true
+		}
+	}
+	return HookRun{}, false
+}
+
+// StartState is the state a deployment enters once it may run: pre_hook
+// when it has pre-hooks, else applying.
+func (d *Deployment) StartState() DeploymentState {
+	if len(d.HooksOf(PhasePre)) > 0 {
+		return StatePreHook
+	}
+	return StateApplying
+}

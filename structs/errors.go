@@ -1,0 +1,21 @@
+package structs
+
+import "errors"
+
+// Sentinel errors shared by the state store, the API and the reconcilers.
+// The FSM wraps them with the detail of the refused request; callers test
+// them with errors.Is and the HTTP layer maps them to status codes.
+var (
+	// ErrNotFound: the object the request names does not exist (404).
+	ErrNotFound = errors.New("not found")
+	// ErrConflict: the request breaks an invariant or does not fit the
+	// object's current state (409).
+	ErrConflict = errors.New("conflict")
+	// ErrInvalid: the request itself is malformed (400).
+	ErrInvalid = errors.New("invalid request")
+	// ErrNotLeader: this server is not the leader; the write must be
+	// forwarded.
+	ErrNotLeader = errors.New("not the cluster leader")
+	// ErrNoLeader: the cluster has no leader (503).
+	ErrNoLeader = errors.New("no cluster leader")
+)

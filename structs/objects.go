@@ -1,0 +1,180 @@
+package structs
+
+import "time"
+
+// Event kinds: what an audit event is about.
+const (
+	EventKindDeployment = "deployment"
+	EventKindJob        = "job"
+	EventKindPause      = "pause"
+	EventKindWindow     = "window"
+)
+
+// Event is one line of the audit log. Every state change and every decision
+// appends one, in the same Raft entry.
+type Event struct {
+	// Seq orders events; it is assigned by the FSM.
+	Seq  uint64    `json:"seq"`
+	Time time.Time `json:"time"`
+	Kind string    `json:"kind"`
+	// Object names what the event is about: a deployment ID, a job key
+	// (namespace/job), a window name, or "*" for every job.
+	Object    string `json:"object"`
+	Namespace string `json:"namespace,omitempty"`
+	JobID     string `json:"job_id,omitempty"`
+	From      string `json:"from,omitempty"`
+	To        string `json:"to,omitempty"`
+	Actor     string `json:"actor"`
+	Message   string `json:"message,omitempty"`
+	Index     uint64 `json:"index"`
+}
+
+// GlobalPauseKey is the pause key of the pause of every job.
+const GlobalPauseKey = "*"
+
+// Pause holds one job, or every job when Global is set.
+type Pause struct {
+	Key         string    `json:"key"`
+	Global      bool      `json:"global"`
+	Namespace   string    `json:"namespace,omitempty"`
+	JobID       string    `json:"job_id,omitempty"`
+	Actor       string    `json:"actor"`
+	Reason      string    `json:"reason"`
+	CreatedAt   time.Time `json:"created_at"`
+	CreateIndex uint64    `json:"create_index"`
+}
+
+// WindowKind is allow or deny.
+type WindowKind string
+
+const (
+	WindowAllow WindowKind = "allow"
+	WindowDeny  WindowKind = "deny"
+)
+
+// SyncWindow is a cluster-wide schedule that opens or closes deployments
+// (SPEC section 6).
+type SyncWindow struct {
+	Name string     `json:"name"`
+	Kind WindowKind `json:"kind"`
+	// Schedule is a 5-field cron expression for the window's starts.
+	Schedule string `json:"schedule"`
+	// Duration is how long the window stays active after each start, as a
+	// Go duration.
+	Duration string `json:"duration"`
+	// Timezone is an IANA name; empty means UTC.
+	Timezone    string   `json:"timezone"`
+	Namespaces  []string `json:"namespaces"`
+	Jobs        []string `json:"jobs"`
+	CreateIndex uint64   `json:"create_index"`
+	ModifyIndex uint64   `json:"modify_index"`
+}
+
+// WindowLift is a stored deploy-now request, consumed by the next deployment
+// detection creates for the job.
+type WindowLift struct {
+	Namespace   string    `json:"namespace"`
+	JobID       string    `json:"job_id"`
+	Actor       string    `json:"actor"`
+	CreatedAt   time.Time `json:"created_at"`
+	CreateIndex uint64    `json:"create_index"`
+}
+
+// Key returns the lift's job key.
+func (l *WindowLift) Key() string { return JobKey(l.Namespace, l.JobID) }
+
+// Block keeps detection from creating the same deployment again after one
+// failed or was rejected (SPEC section 4). The FSM writes it when a
+// deployment ends failed or rejected; a retry or a newer deployment removes it.
+type Block struct {
+	Namespace    string `json:"namespace"`
+	JobID        string `json:"job_id"`
+	DeploymentID string `json:"deployment_id"`
+	SpecHash     string `json:"spec_hash"`
+	// AfterRegister is set when the deployment failed after its register;
+	// such a block survives changes of the live job.
+	AfterRegister bool `json:"after_register"`
+	// JobModifyIndex is the live job's modify index the deployment saw.
+	JobModifyIndex uint64 `json:"job_modify_index"`
+	// Retried is set by a person's retry: the block no longer holds, and
+	// the next cycle creates a deployment even when the job is in sync (it
+	// then waits for health and runs the post-hooks again).
+	Retried     bool   `json:"retried"`
+	RetriedBy   string `json:"retried_by,omitempty"`
+	CreateIndex uint64 `json:"create_index"`
+}
+
+// Key returns the block's job key.
+func (b *Block) Key() string { return JobKey(b.Namespace, b.JobID) }
+
+// Blocks reports whether the block still holds for a job whose git spec hash
+// and live modify index are the ones given.
+func (b *Block) Blocks(specHash string, liveModifyIndex uint64) bool {
+	if b == nil || b.Retried || b.SpecHash != specHash {
+		return false
+	}
+	return b.AfterRegister || b.JobModifyIndex == liveModifyIndex
+}
+
+// SyncState is a managed job's observed sync.
+type SyncState string
+
+const (
+	SyncInSync SyncState = "in_sync"
+	SyncDrift  SyncState = "drift"
+	SyncError  SyncState = "error"
+)
+
+// JobStatus is the observed status of one managed job, replicated when it
+// changes.
+type JobStatus struct {
+	Namespace  string    `json:"namespace"`
+	JobID      string    `json:"job_id"`
+	Repository string    `json:"repository"`
+	File       string    `json:"file"`
+	Commit     string    `json:"commit"`
+	Policy     Policy    `json:"policy"`
+	Sync       SyncState `json:"sync"`
+	// DriftSummary is a one-line redacted summary of the plan diff.
+	DriftSummary string   `json:"drift_summary,omitempty"`
+	SpecHash     string   `json:"spec_hash,omitempty"`
+	Hold         string   `json:"hold,omitempty"`
+	Blocked      bool     `json:"blocked"`
+	Errors       []string `json:"errors,omitempty"`
+	// Orphan is set for a job Nops deployed that git no longer declares.
+	Orphan bool `json:"orphan,omitempty"`
+	// LiveModifyIndex is the live job's modify index when last observed.
+	LiveModifyIndex uint64    `json:"live_modify_index"`
+	ObservedAt      time.Time `json:"observed_at"`
+	CreateIndex     uint64    `json:"create_index"`
+	ModifyIndex     uint64    `json:"modify_index"`
+}
+
+// Key returns the status's job key.
+func (s *JobStatus) Key() string { return JobKey(s.Namespace, s.JobID) }
+
+// RepoStatus is the observed status of one repository.
+type RepoStatus struct {
+	Name        string    `json:"name"`
+	URL         string    `json:"url"`
+	Branch      string    `json:"branch"`
+	Path        string    `json:"path"`
+	Head        string    `json:"head,omitempty"`
+	LastFetch   time.Time `json:"last_fetch,omitzero"`
+	FetchError  string    `json:"fetch_error,omitempty"`
+	ParseErrors []string  `json:"parse_errors,omitempty"`
+	Files       int       `json:"files"`
+	ModifyIndex uint64    `json:"modify_index"`
+}
+
+// DetectionCycle records the leader's last completed detection cycle, so
+// every server shows how fresh its view is.
+type DetectionCycle struct {
+	Leader     string    `json:"leader"`
+	StartedAt  time.Time `json:"started_at"`
+	FinishedAt time.Time `json:"finished_at"`
+	Jobs       int       `json:"jobs"`
+	Drifted    int       `json:"drifted"`
+	Created    int       `json:"created"`
+	Index      uint64    `json:"index"`
+}

@@ -1,0 +1,141 @@
+package structs
+
+import "time"
+
+// WriteMeta is stamped by the leader on every request before it is applied,
+// so that the FSM stays deterministic.
+type WriteMeta struct {
+	Time  time.Time `json:"time"`
+	Actor string    `json:"actor"`
+}
+
+// DeploymentCreateRequest creates a deployment in state detected.
+type DeploymentCreateRequest struct {
+	WriteMeta
+	Deployment *Deployment `json:"deployment"`
+	// ConsumeLift consumes the job's deploy-now request, if any, and records
+	// it on the deployment.
+	ConsumeLift bool `json:"consume_lift"`
+}
+
+// DeploymentTransitionRequest moves a deployment to another state, and may
+// update its bookkeeping in the same entry.
+type DeploymentTransitionRequest struct {
+	WriteMeta
+	ID string `json:"id"`
+	// From, when set, must be the deployment's current state: a
+	// compare-and-set that keeps a stale decision from applying.
+	From    DeploymentState `json:"from,omitempty"`
+	To      DeploymentState `json:"to"`
+	Message string          `json:"message,omitempty"`
+	Error   string          `json:"error,omitempty"`
+	Update  *DeploymentPatch `json:"update,omitempty"`
+}
+
+// DeploymentPatch is the bookkeeping a step records on a deployment. Nil
+// fields are left as they are.
+type DeploymentPatch struct {
+	HookRun           *HookRun   `json:"hook_run,omitempty"`
+	RegisterStartedAt *time.Time `json:"register_started_at,omitempty"`
+	Registered        *bool      `json:"registered,omitempty"`
+	JobVersion        *uint64    `json:"job_version,omitempty"`
+	NomadEvalID       *string    `json:"nomad_eval_id,omitempty"`
+	NomadDeploymentID *string    `json:"nomad_deployment_id,omitempty"`
+	HealthDeadline    *time.Time `json:"health_deadline,omitempty"`
+	Message           string     `json:"message,omitempty"`
+}
+
+// DeploymentUpdateRequest records bookkeeping on an active deployment
+// without a change of state.
+type DeploymentUpdateRequest struct {
+	WriteMeta
+	ID     string           `json:"id"`
+	State  DeploymentState  `json:"state,omitempty"`
+	Update *DeploymentPatch `json:"update"`
+}
+
+// DeploymentDecisionRequest is a person's approve or reject.
+type DeploymentDecisionRequest struct {
+	WriteMeta
+	ID       string `json:"id"`
+	Decision string `json:"decision"`
+	Comment  string `json:"comment,omitempty"`
+}
+
+// PauseRequest pauses one job, or every job when Global is set.
+type PauseRequest struct {
+	WriteMeta
+	Global    bool   `json:"global"`
+	Namespace string `json:"namespace,omitempty"`
+	JobID     string `json:"job_id,omitempty"`
+	Reason    string `json:"reason"`
+}
+
+// Key returns the pause key the request is about.
+func (r *PauseRequest) Key() string {
+	if r.Global {
+		return GlobalPauseKey
+	}
+	return JobKey(r.Namespace, r.JobID)
+}
+
+// ResumeRequest ends a pause.
+type ResumeRequest = PauseRequest
+
+// WindowUpsertRequest creates or replaces a sync window.
+type WindowUpsertRequest struct {
+	WriteMeta
+	Window *SyncWindow `json:"window"`
+}
+
+// WindowDeleteRequest deletes a sync window.
+type WindowDeleteRequest struct {
+	WriteMeta
+	Name string `json:"name"`
+}
+
+// WindowLiftRequest stores a deploy-now request.
+type WindowLiftRequest struct {
+	WriteMeta
+	Namespace string `json:"namespace"`
+	JobID     string `json:"job_id"`
+}
+
+// JobStatusUpsertRequest writes the observed status of jobs that changed.
+type JobStatusUpsertRequest struct {
+	WriteMeta
+	Statuses []*JobStatus `json:"statuses"`
+}
+
+// JobStatusDeleteRequest removes the observed status of jobs no longer
+// managed nor orphaned.
+type JobStatusDeleteRequest struct {
+	WriteMeta
+	Keys []string `json:"keys"`
+}
+
+// RepoStatusUpsertRequest writes the observed status of repositories.
+type RepoStatusUpsertRequest struct {
+	WriteMeta
+	Repos []*RepoStatus `json:"repos"`
+}
+
+// DetectionCycleRequest records a completed detection cycle.
+type DetectionCycleRequest struct {
+	WriteMeta
+	Cycle *DetectionCycle `json:"cycle"`
+}
+
+// RetryRequest lifts the block of a job.
+type RetryRequest struct {
+	WriteMeta
+	Namespace string `json:"namespace"`
+	JobID     string `json:"job_id"`
+}
+
+// EventAppendRequest appends events that go with no state change (a
+// promote, an observation worth auditing).
+type EventAppendRequest struct {
+	WriteMeta
+	Events []*Event `json:"events"`
+}
