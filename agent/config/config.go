@@ -1,0 +1,688 @@
+// Package config builds the configuration of one Nops server (`nops serve`)
+// from command-line flags, NOPS_* environment variables and HCL config files.
+//
+// Every setting has one name. The flag is -name, the environment variable is
+// NOPS_NAME (upper case, dashes to underscores) and the config file attribute
+// is name with underscores; repository, consul, acl, tls, notify and webhook
+// are config file blocks only. Precedence is per key: flag, then environment,
+// then config files in the order given, then the default.
+//
+// Guarantee: Load either returns a configuration that passed Validate, or an
+// error listing every problem it found, each naming its key (and its file and
+// line for config files). Unknown flags, unknown attributes and blocks in
+// files, and values of the wrong type or out of range are all errors; nothing
+// is silently ignored. Loading never reads the process environment directly:
+// callers pass a lookup function.
+package config
+
+import (
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"path"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Defaults of the settings that have one.
+const (
+	DefaultBind                  = "0.0.0.0"
+	DefaultHTTPPort              = 4650
+	DefaultRPCPort               = 4651
+	DefaultSerfPort              = 4652
+	DefaultNomadAddr             = "http://127.0.0.1:4646"
+	DefaultDriftInterval         = time.Minute
+	DefaultEngineInterval        = 5 * time.Second
+	DefaultApplyTimeout          = 15 * time.Minute
+	DefaultHookTimeout           = 10 * time.Minute
+	DefaultPolicy                = PolicyAuto
+	DefaultLogLevel              = "info"
+	DefaultRaftSnapshotThreshold = 8192
+	DefaultRaftSnapshotInterval  = 2 * time.Minute
+
+	DefaultRepoBranch       = "main"
+	DefaultRepoPath         = "."
+	DefaultRepoPollInterval = 30 * time.Second
+
+	DefaultConsulAddress     = "127.0.0.1:8500"
+	DefaultConsulServiceName = "nops"
+
+	// DevAddress is the address a -dev server binds and advertises.
+	DevAddress = "127.0.0.1"
+)
+
+// Deployment policies of jobs (meta nops_policy and -default-policy).
+const (
+	PolicyAuto     = "auto"
+	PolicyApproval = "approval"
+	PolicyNone     = "none"
+)
+
+// Kinds of notification targets.
+const (
+	NotifyKindWebhook = "webhook"
+	NotifyKindSlack   = "slack"
+)
+
+// Events a notification target can subscribe to. A target with no events
+// receives all of them.
+const (
+	NotifyEventCreated         = "created"
+	NotifyEventPendingApproval = "pending_approval"
+	NotifyEventCompleted       = "completed"
+	NotifyEventFailed          = "failed"
+)
+
+// Config is the configuration of one Nops server.
+type Config struct {
+	// DataDir holds the Raft log, snapshots and node ID. Required unless
+	// Dev; a dev server with no data dir uses a temporary one that the
+	// agent creates.
+	DataDir string
+
+	// Bind is the address the server listens on. Advertise is the address
+	// other servers use to reach it: by default the bind address when that
+	// is a specific address, else the first private IPv4 of the machine
+	// (127.0.0.1 when it has none).
+	Bind, Advertise string
+
+	// Ports of the HTTP API and dashboard, of Raft and forwarding, and of
+	// serf gossip. 0 picks a free port (for tests).
+	HTTPPort, RPCPort, SerfPort int
+
+	// BootstrapExpect is the number of servers that form a new cluster.
+	BootstrapExpect int
+
+	// RetryJoin lists host:port serf addresses of other servers. Load adds
+	// the serf port to entries given without one.
+	RetryJoin []string
+
+	// Dev runs a single server bound to 127.0.0.1 that bootstraps itself.
+	Dev bool
+
+	// NodeName names this server in serf and Raft. Default: the hostname.
+	NodeName string
+
+	// The Nomad cluster. Defaults come from NOMAD_ADDR, NOMAD_TOKEN and
+	// NOMAD_REGION.
+	NomadAddr, NomadToken, NomadRegion string
+
+	// Namespaces are the Nomad namespaces Nops manages; "*" means all.
+	Namespaces []string
+
+	// DriftInterval paces detection, EngineInterval the deployment engine.
+	DriftInterval, EngineInterval time.Duration
+
+	// ApplyTimeout and HookTimeout apply to jobs that set no timeout meta.
+	ApplyTimeout, HookTimeout time.Duration
+
+	// DefaultPolicy applies to jobs without nops_policy.
+	DefaultPolicy string
+
+	// Repositories are the git repositories watched, in configuration
+	// order: repository blocks first, then -repo flags.
+	Repositories []Repository
+
+	// Consul is nil when there is no consul block.
+	Consul *ConsulConfig
+
+	ACL     ACLConfig
+	TLS     TLSConfig
+	Notify  []NotifyConfig
+	Webhook WebhookConfig
+
+	// LogLevel is one of trace, debug, info, warn, error.
+	LogLevel string
+	LogJSON  bool
+
+	// RedactKeys are key fragments, in addition to DefaultRedactKeys, that
+	// mark a meta or env key as secret. See SecretKeyFragments.
+	RedactKeys []string
+
+	// Raft snapshot tuning.
+	RaftSnapshotThreshold uint64
+	RaftSnapshotInterval  time.Duration
+}
+
+// Repository is one git repository watched for job files.
+type Repository struct {
+	Name, URL, Branch, Path string
+	PollInterval            time.Duration
+	// Auth is nil when the repository needs no credentials.
+	Auth *RepoAuth
+}
+
+// RepoAuth holds the credentials of a repository. Secrets are given
+// directly or by the name of an environment variable (the *Env fields);
+// Resolve reads the latter.
+type RepoAuth struct {
+	Username, Password, Token                       string
+	SSHKeyFile, SSHKeyPassphrase, SSHKnownHostsFile string
+	PasswordEnv, TokenEnv, SSHKeyPassphraseEnv      string
+}
+
+// ConsulConfig enables peer discovery through Consul.
+type ConsulConfig struct {
+	Address, Token, ServiceName string
+	AutoJoin                    bool
+}
+
+// ACLConfig enables access control on the API.
+type ACLConfig struct {
+	Enabled bool
+}
+
+// TLSConfig secures HTTP and server-to-server traffic. HTTP and RPC use TLS
+// when CertFile and KeyFile are set; VerifyIncoming requires client
+// certificates signed by CAFile. EncryptKey is the base64 serf gossip key
+// (16, 24 or 32 bytes).
+type TLSConfig struct {
+	CAFile, CertFile, KeyFile string
+	VerifyIncoming            bool
+	EncryptKey                string
+}
+
+// Enabled reports whether HTTP and RPC use TLS.
+func (t TLSConfig) Enabled() bool { return t.CertFile != "" && t.KeyFile != "" }
+
+// NotifyConfig is one notification target. The URL is given directly or by
+// the name of an environment variable (URLEnv); ResolveURL reads it.
+type NotifyConfig struct {
+	Name, Kind, URL, URLEnv string
+	// Events filters what is sent; empty means every event.
+	Events []string
+}
+
+// WebhookConfig configures the git push webhook. SecretEnv names the
+// environment variable holding the HMAC secret.
+type WebhookConfig struct {
+	SecretEnv string
+}
+
+// DefaultRedactKeys returns the key fragments that always mark a meta or
+// env key as secret.
+func DefaultRedactKeys() []string {
+	return []string{"password", "secret", "token", "key", "credential", "passwd", "private", "auth", "cert", "apikey"}
+}
+
+// SecretKeyFragments returns DefaultRedactKeys followed by the configured
+// RedactKeys, lower-cased and without duplicates. A key is secret when it
+// contains any of them, ignoring case.
+func (c *Config) SecretKeyFragments() []string {
+	seen := make(map[string]bool)
+	var out []string
+	for _, k := range append(DefaultRedactKeys(), c.RedactKeys...) {
+		k = strings.ToLower(strings.TrimSpace(k))
+		if k == "" || seen[k] {
+			continue
+		}
+		seen[k] = true
+		out = append(out, k)
+	}
+	return out
+}
+
+// Default returns the configuration used when nothing is set. DataDir and
+// BootstrapExpect are unset (both are required unless Dev).
+func Default() *Config {
+	return &Config{
+		Bind:                  DefaultBind,
+		Advertise:             defaultAdvertise(),
+		HTTPPort:              DefaultHTTPPort,
+		RPCPort:               DefaultRPCPort,
+		SerfPort:              DefaultSerfPort,
+		NodeName:              defaultNodeName(),
+		NomadAddr:             DefaultNomadAddr,
+		Namespaces:            []string{"default"},
+		DriftInterval:         DefaultDriftInterval,
+		EngineInterval:        DefaultEngineInterval,
+		ApplyTimeout:          DefaultApplyTimeout,
+		HookTimeout:           DefaultHookTimeout,
+		DefaultPolicy:         DefaultPolicy,
+		LogLevel:              DefaultLogLevel,
+		RaftSnapshotThreshold: DefaultRaftSnapshotThreshold,
+		RaftSnapshotInterval:  DefaultRaftSnapshotInterval,
+	}
+}
+
+// newRepository returns a repository with the defaults of its fields.
+func newRepository(name string) Repository {
+	return Repository{Name: name, Branch: DefaultRepoBranch, Path: DefaultRepoPath, PollInterval: DefaultRepoPollInterval}
+}
+
+func defaultNodeName() string {
+	if h, err := os.Hostname(); err == nil && h != "" {
+		return h
+	}
+	return "nops"
+}
+
+func defaultAdvertise() string {
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return DevAddress
+	}
+	return firstPrivateIPv4(addrs)
+}
+
+// firstPrivateIPv4 returns the first private IPv4 address among addrs, or
+// 127.0.0.1 when there is none.
+func firstPrivateIPv4(addrs []net.Addr) string {
+	for _, a := range addrs {
+		var ip net.IP
+		switch v := a.(type) {
+		case *net.IPNet:
+			ip = v.IP
+		case *net.IPAddr:
+			ip = v.IP
+		}
+		if ip4 := ip.To4(); ip4 != nil && ip4.IsPrivate() {
+			return ip4.String()
+		}
+	}
+	return DevAddress
+}
+
+// Validate completes dev mode (bind and advertise 127.0.0.1, bootstrap
+// expect 1) and checks every setting and the rules between them. It returns
+// every problem found, each naming its key.
+func (c *Config) Validate() error {
+	var errs []error
+	add := func(key, format string, args ...any) {
+		errs = append(errs, keyErrorf(key, format, args...))
+	}
+
+	if c.Dev {
+		c.Bind, c.Advertise = DevAddress, DevAddress
+		if c.BootstrapExpect > 1 {
+			add("bootstrap-expect", "a -dev server runs alone; got %d", c.BootstrapExpect)
+		}
+		c.BootstrapExpect = 1
+		if len(c.RetryJoin) > 0 {
+			add("retry-join", "a -dev server runs alone and joins no other server")
+		}
+	} else {
+		if c.DataDir == "" {
+			add("data-dir", "required unless -dev")
+		}
+		if c.BootstrapExpect < 1 {
+			add("bootstrap-expect", "required unless -dev: the number of servers that form the cluster (1, 3 or 5)")
+		}
+	}
+
+	// Every field that has its own check: ports, addresses, durations,
+	// policy, log level, namespaces, retry-join.
+	for _, f := range c.fields() {
+		if err := f.v.check(); err != nil {
+			errs = append(errs, &keyError{key: f.name, err: err})
+		}
+	}
+
+	ports := map[int]string{}
+	for _, p := range []struct {
+		name string
+		port int
+	}{{"http-port", c.HTTPPort}, {"rpc-port", c.RPCPort}, {"serf-port", c.SerfPort}} {
+		if p.port == 0 {
+			continue
+		}
+		if other, ok := ports[p.port]; ok {
+			add(p.name, "port %d is already used by %s", p.port, other)
+			continue
+		}
+		ports[p.port] = p.name
+	}
+	if c.NodeName == "" {
+		add("node", "must not be empty")
+	}
+
+	errs = append(errs, c.validateRepositories()...)
+	errs = append(errs, c.validateBlocks()...)
+	return errors.Join(errs...)
+}
+
+func (c *Config) validateRepositories() []error {
+	var errs []error
+	seen := make(map[string]bool)
+	for i, r := range c.Repositories {
+		key := fmt.Sprintf("repository %q", r.Name)
+		if r.Name == "" {
+			key = fmt.Sprintf("repository #%d", i+1)
+		}
+		add := func(format string, args ...any) {
+			errs = append(errs, keyErrorf(key, format, args...))
+		}
+		if err := checkName(r.Name); err != nil {
+			add("name: %v", err)
+		} else if seen[r.Name] {
+			add("name: defined more than once")
+		}
+		seen[r.Name] = true
+		if err := checkRepoURL(r.URL); err != nil {
+			add("url: %v", err)
+		}
+		if err := checkBranch(r.Branch); err != nil {
+			add("branch: %v", err)
+		}
+		if err := checkRepoPath(r.Path); err != nil {
+			add("path: %v", err)
+		}
+		if err := checkPositiveDuration(r.PollInterval); err != nil {
+			add("poll_interval: %v", err)
+		}
+		if a := r.Auth; a != nil {
+			if a.Password != "" && a.PasswordEnv != "" {
+				add("auth: set password or password_env, not both")
+			}
+			if a.Token != "" && a.TokenEnv != "" {
+				add("auth: set token or token_env, not both")
+			}
+			if a.SSHKeyPassphrase != "" && a.SSHKeyPassphraseEnv != "" {
+				add("auth: set ssh_key_passphrase or ssh_key_passphrase_env, not both")
+			}
+			hasPassword := a.Password != "" || a.PasswordEnv != ""
+			hasToken := a.Token != "" || a.TokenEnv != ""
+			if hasPassword && hasToken {
+				add("auth: set a password or a token, not both")
+			}
+			if a.SSHKeyFile != "" && (hasPassword || hasToken) {
+				add("auth: ssh_key_file cannot be combined with a password or a token")
+			}
+			if a.SSHKeyFile == "" && (a.SSHKeyPassphrase != "" || a.SSHKeyPassphraseEnv != "") {
+				add("auth: ssh_key_passphrase needs ssh_key_file")
+			}
+		}
+	}
+	return errs
+}
+
+func (c *Config) validateBlocks() []error {
+	var errs []error
+	add := func(key, format string, args ...any) {
+		errs = append(errs, keyErrorf(key, format, args...))
+	}
+	if c.Consul != nil {
+		if c.Consul.Address == "" {
+			add("consul", "address must not be empty")
+		}
+		if err := checkName(c.Consul.ServiceName); err != nil {
+			add("consul", "service_name: %v", err)
+		}
+	}
+
+	t := c.TLS
+	if (t.CertFile == "") != (t.KeyFile == "") {
+		add("tls", "cert_file and key_file must be set together")
+	}
+	if t.VerifyIncoming && (t.CAFile == "" || !t.Enabled()) {
+		add("tls", "verify_incoming needs ca_file, cert_file and key_file")
+	}
+	if t.EncryptKey != "" {
+		if err := checkEncryptKey(t.EncryptKey); err != nil {
+			add("tls", "encrypt_key: %v", err)
+		}
+	}
+
+	seen := make(map[string]bool)
+	for i, n := range c.Notify {
+		key := fmt.Sprintf("notify %q", n.Name)
+		if n.Name == "" {
+			key = fmt.Sprintf("notify #%d", i+1)
+		}
+		if err := checkName(n.Name); err != nil {
+			add(key, "name: %v", err)
+		} else if seen[n.Name] {
+			add(key, "name: defined more than once")
+		}
+		seen[n.Name] = true
+		switch n.Kind {
+		case NotifyKindWebhook, NotifyKindSlack:
+		case "":
+			add(key, "kind is required (%s or %s)", NotifyKindWebhook, NotifyKindSlack)
+		default:
+			add(key, "kind: invalid value %q: must be %s or %s", n.Kind, NotifyKindWebhook, NotifyKindSlack)
+		}
+		if (n.URL == "") == (n.URLEnv == "") {
+			add(key, "set exactly one of url and url_env")
+		}
+		if n.URL != "" {
+			if err := checkHTTPURL(n.URL); err != nil {
+				add(key, "url: %v", err)
+			}
+		}
+		for _, e := range n.Events {
+			switch e {
+			case NotifyEventCreated, NotifyEventPendingApproval, NotifyEventCompleted, NotifyEventFailed:
+			default:
+				add(key, "events: unknown event %q: must be one of %s, %s, %s, %s", e,
+					NotifyEventCreated, NotifyEventPendingApproval, NotifyEventCompleted, NotifyEventFailed)
+			}
+		}
+	}
+	return errs
+}
+
+// keyError is a problem with one setting. Its message starts with the key.
+type keyError struct {
+	key string
+	err error
+}
+
+func keyErrorf(key, format string, args ...any) *keyError {
+	return &keyError{key: key, err: fmt.Errorf(format, args...)}
+}
+
+func (e *keyError) Error() string { return e.key + ": " + e.err.Error() }
+
+func (e *keyError) Unwrap() error { return e.err }
+
+// Checks shared by the layers and Validate.
+
+func checkPort(p int) error {
+	if p < 0 || p > 65535 {
+		return fmt.Errorf("invalid port %d: must be between 1 and 65535 (or 0 for any free port)", p)
+	}
+	return nil
+}
+
+func checkBootstrapExpect(n int) error {
+	if n < 0 {
+		return fmt.Errorf("invalid value %d: must be at least 1", n)
+	}
+	return nil
+}
+
+func checkBind(s string) error {
+	if net.ParseIP(s) == nil {
+		return fmt.Errorf("invalid address %q: must be an IP address", s)
+	}
+	return nil
+}
+
+func checkAdvertise(s string) error {
+	ip := net.ParseIP(s)
+	if ip == nil {
+		return fmt.Errorf("invalid address %q: must be an IP address", s)
+	}
+	if ip.IsUnspecified() {
+		return fmt.Errorf("invalid address %q: other servers cannot reach an unspecified address", s)
+	}
+	return nil
+}
+
+func checkPolicy(s string) error {
+	switch s {
+	case PolicyAuto, PolicyApproval, PolicyNone:
+		return nil
+	}
+	return fmt.Errorf("invalid policy %q: must be %s, %s or %s", s, PolicyAuto, PolicyApproval, PolicyNone)
+}
+
+func checkLogLevel(s string) error {
+	switch s {
+	case "trace", "debug", "info", "warn", "error":
+		return nil
+	}
+	return fmt.Errorf("invalid log level %q: must be trace, debug, info, warn or error", s)
+}
+
+func checkNamespaces(l []string) error {
+	if len(l) == 0 {
+		return errors.New("at least one namespace is required (\"*\" for all)")
+	}
+	for _, ns := range l {
+		if ns == "" {
+			return errors.New("namespace names must not be empty")
+		}
+		if ns == "*" && len(l) > 1 {
+			return errors.New("\"*\" means every namespace and cannot be combined with others")
+		}
+	}
+	return nil
+}
+
+func checkNomadAddr(s string) error {
+	u, err := url.Parse(s)
+	if err != nil {
+		return fmt.Errorf("invalid address %q: %w", s, err)
+	}
+	switch u.Scheme {
+	case "http", "https":
+		if u.Host == "" {
+			return fmt.Errorf("invalid address %q: no host", s)
+		}
+	case "unix":
+	default:
+		return fmt.Errorf("invalid address %q: must be an http://, https:// or unix:// URL", s)
+	}
+	return nil
+}
+
+func checkRetryJoin(l []string) error {
+	for _, a := range l {
+		if _, _, err := splitJoinAddr(a); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// splitJoinAddr splits a retry-join address into host and port; port is
+// empty when the address has none.
+func splitJoinAddr(a string) (host, port string, err error) {
+	if a == "" {
+		return "", "", errors.New("empty address")
+	}
+	if net.ParseIP(a) != nil {
+		return a, "", nil
+	}
+	if !strings.Contains(a, ":") {
+		host = a
+	} else {
+		host, port, err = net.SplitHostPort(a)
+		if err != nil {
+			return "", "", fmt.Errorf("invalid address %q: must be host or host:port", a)
+		}
+		n, perr := strconv.Atoi(port)
+		if perr != nil || n < 1 || n > 65535 {
+			return "", "", fmt.Errorf("invalid address %q: port must be between 1 and 65535", a)
+		}
+	}
+	if host == "" || strings.ContainsAny(host, " /") {
+		return "", "", fmt.Errorf("invalid address %q: must be host or host:port", a)
+	}
+	return host, port, nil
+}
+
+func checkRedactKeys(l []string) error {
+	for _, k := range l {
+		if strings.TrimSpace(k) == "" {
+			return errors.New("key fragments must not be empty")
+		}
+	}
+	return nil
+}
+
+func checkSnapshotThreshold(n uint64) error {
+	if n == 0 {
+		return errors.New("must be greater than zero")
+	}
+	return nil
+}
+
+// checkName checks the name of a repository, notify target or service:
+// letters, digits, '-', '_' and '.', starting with a letter or digit, so
+// that it is safe in URLs and logs.
+func checkName(s string) error {
+	if s == "" {
+		return errors.New("must not be empty")
+	}
+	for i, r := range s {
+		alnum := r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9'
+		if alnum || i > 0 && (r == '-' || r == '_' || r == '.') {
+			continue
+		}
+		return fmt.Errorf("invalid name %q: use letters, digits, '-', '_' and '.', starting with a letter or digit", s)
+	}
+	return nil
+}
+
+func checkRepoURL(s string) error {
+	if s == "" {
+		return errors.New("required")
+	}
+	if strings.ContainsAny(s, " \t\n") {
+		return fmt.Errorf("invalid URL %q: contains white space", s)
+	}
+	return nil
+}
+
+func checkBranch(s string) error {
+	if s == "" {
+		return errors.New("must not be empty")
+	}
+	if strings.ContainsAny(s, " \t\n:~^?*[\\") || strings.Contains(s, "..") {
+		return fmt.Errorf("invalid branch %q", s)
+	}
+	return nil
+}
+
+// checkRepoPath accepts a slash-separated path inside the repository.
+func checkRepoPath(s string) error {
+	if s == "" {
+		return errors.New("must not be empty (use \".\" for the repository root)")
+	}
+	if path.IsAbs(s) || strings.Contains(s, "\\") {
+		return fmt.Errorf("invalid path %q: must be relative to the repository root", s)
+	}
+	if c := path.Clean(s); c == ".." || strings.HasPrefix(c, "../") {
+		return fmt.Errorf("invalid path %q: leaves the repository", s)
+	}
+	return nil
+}
+
+// checkHTTPURL checks a notification URL. The URL is not quoted back: a
+// Slack or webhook URL often carries a secret.
+func checkHTTPURL(s string) error {
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return errors.New("must be an http:// or https:// URL")
+	}
+	return nil
+}
+
+func checkEncryptKey(s string) error {
+	key, err := base64.StdEncoding.DecodeString(s)
+	if err != nil {
+		return errors.New("not valid base64")
+	}
+	switch len(key) {
+	case 16, 24, 32:
+		return nil
+	}
+	return fmt.Errorf("decodes to %d bytes: must be 16, 24 or 32", len(key))
+}

@@ -1,0 +1,103 @@
+package config
+
+import (
+	"strings"
+)
+
+// field is one top-level setting: flag -name, environment variable
+// NOPS_NAME and config file attribute name_with_underscores.
+type field struct {
+	name  string
+	usage string
+	// defText replaces the default shown in help when the default depends
+	// on the machine or the environment.
+	defText string
+	v       value
+}
+
+func (f field) envName() string { return envName(f.name) }
+
+func (f field) hclName() string { return hclName(f.name) }
+
+func envName(flagName string) string {
+	return "NOPS_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
+}
+
+func hclName(flagName string) string { return strings.ReplaceAll(flagName, "-", "_") }
+
+// Flags that are not settings of Config but drive loading. They have
+// environment variables but no config file attribute.
+const (
+	flagConfig = "config"
+	flagRepo   = "repo"
+)
+
+// fields binds every top-level setting to its place in c, in the order of
+// the help text.
+func (c *Config) fields() []field {
+	lower := func(s string) string { return strings.ToLower(strings.TrimSpace(s)) }
+	logLevel := stringValue(&c.LogLevel, checkLogLevel).(*typed[string])
+	logLevel.normalize = lower
+
+	return []field{
+		{name: "data-dir", usage: "Directory for the Raft log, snapshots and node ID. Required unless -dev.",
+			v: stringValue(&c.DataDir, nil)},
+		{name: "dev", usage: "Run a single server bound to 127.0.0.1 that bootstraps itself, with a temporary data dir unless -data-dir is set.",
+			v: boolValue(&c.Dev)},
+		{name: "node", usage: "Name of this server in the cluster.", defText: "hostname",
+			v: stringValue(&c.NodeName, nil)},
+		{name: "bind", usage: "IP address to listen on.",
+			v: stringValue(&c.Bind, checkBind)},
+		{name: "advertise", usage: "IP address other servers use to reach this one.",
+			defText: "the bind address, or the first private IPv4 when binding 0.0.0.0",
+			v:       stringValue(&c.Advertise, checkAdvertise)},
+		{name: "http-port", usage: "Port of the HTTP API and dashboard (0 picks a free port).",
+			v: intValue(&c.HTTPPort, checkPort)},
+		{name: "rpc-port", usage: "Port of Raft and server-to-server forwarding (0 picks a free port).",
+			v: intValue(&c.RPCPort, checkPort)},
+		{name: "serf-port", usage: "Port of serf gossip (0 picks a free port).",
+			v: intValue(&c.SerfPort, checkPort)},
+		{name: "bootstrap-expect", usage: "Number of servers that form a new cluster. Required unless -dev.",
+			defText: "1 with -dev",
+			v:       intValue(&c.BootstrapExpect, checkBootstrapExpect)},
+		{name: "retry-join", usage: "Serf address host[:port] of another server to join. Repeatable or comma-separated.",
+			v: listValue(&c.RetryJoin, nil, checkRetryJoin)},
+		{name: "nomad-addr", usage: "Address of the Nomad API.", defText: "NOMAD_ADDR, else " + DefaultNomadAddr,
+			v: stringValue(&c.NomadAddr, checkNomadAddr)},
+		{name: "nomad-token", usage: "Nomad ACL token.", defText: "NOMAD_TOKEN",
+			v: stringValue(&c.NomadToken, nil)},
+		{name: "nomad-region", usage: "Nomad region.", defText: "NOMAD_REGION",
+			v: stringValue(&c.NomadRegion, nil)},
+		{name: "namespaces", usage: "Comma-separated Nomad namespaces to manage; \"*\" for all.",
+			v: listValue(&c.Namespaces, nil, checkNamespaces)},
+		{name: "drift-interval", usage: "Interval between detection cycles.",
+			v: durationValue(&c.DriftInterval)},
+		{name: "engine-interval", usage: "Interval between deployment engine passes.",
+			v: durationValue(&c.EngineInterval)},
+		{name: "apply-timeout", usage: "Limit for register and health of a job without nops_apply_timeout.",
+			v: durationValue(&c.ApplyTimeout)},
+		{name: "hook-timeout", usage: "Limit for one hook run of a hook without nops_hook_timeout.",
+			v: durationValue(&c.HookTimeout)},
+		{name: "default-policy", usage: "Policy of jobs without nops_policy: auto, approval or none.",
+			v: stringValue(&c.DefaultPolicy, checkPolicy)},
+		{name: "log-level", usage: "Log level: trace, debug, info, warn or error.",
+			v: logLevel},
+		{name: "log-json", usage: "Write logs as JSON.",
+			v: boolValue(&c.LogJSON)},
+		{name: "redact-keys", usage: "Comma-separated key fragments that mark meta and env keys as secret, in addition to: " +
+			strings.Join(DefaultRedactKeys(), ", ") + ".",
+			v: listValue(&c.RedactKeys, lowerAll, checkRedactKeys)},
+		{name: "raft-snapshot-threshold", usage: "Raft log entries between snapshots.",
+			v: uint64Value(&c.RaftSnapshotThreshold, checkSnapshotThreshold)},
+		{name: "raft-snapshot-interval", usage: "Interval between checks whether to snapshot.",
+			v: durationValue(&c.RaftSnapshotInterval)},
+	}
+}
+
+func lowerAll(l []string) []string {
+	out := make([]string, len(l))
+	for i, s := range l {
+		out[i] = strings.ToLower(strings.TrimSpace(s))
+	}
+	return out
+}

@@ -1,0 +1,296 @@
+package config
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/hclparse"
+)
+
+// Block types of config files.
+const (
+	blockRepository = "repository"
+	blockAuth       = "auth"
+	blockConsul     = "consul"
+	blockACL        = "acl"
+	blockTLS        = "tls"
+	blockNotify     = "notify"
+	blockWebhook    = "webhook"
+)
+
+// loadPath loads one -config argument: a file, or a directory whose *.hcl
+// and *.json files load in lexical order.
+func (l *loader) loadPath(p string) {
+	info, err := os.Stat(p)
+	if err != nil {
+		l.errs = append(l.errs, fmt.Errorf("config file: %w", err))
+		return
+	}
+	if !info.IsDir() {
+		l.loadFile(p)
+		return
+	}
+	entries, err := os.ReadDir(p)
+	if err != nil {
+		l.errs = append(l.errs, fmt.Errorf("config directory: %w", err))
+		return
+	}
+	for _, e := range entries {
+		if e.IsDir() || !(strings.HasSuffix(e.Name(), ".hcl") || strings.HasSuffix(e.Name(), ".json")) {
+			continue
+		}
+		l.loadFile(filepath.Join(p, e.Name()))
+	}
+}
+
+// loadFile applies one config file. Files ending in .json use the JSON
+// syntax of HCL.
+func (l *loader) loadFile(p string) {
+	parser := hclparse.NewParser()
+	var file *hcl.File
+	var diags hcl.Diagnostics
+	if strings.HasSuffix(p, ".json") {
+		file, diags = parser.ParseJSONFile(p)
+	} else {
+		file, diags = parser.ParseHCLFile(p)
+	}
+	l.addDiags(diags)
+	if diags.HasErrors() || file == nil {
+		return
+	}
+
+	c := l.cfg
+	var attrs []attrField
+	for _, f := range c.fields() {
+		attrs = append(attrs, attrField{name: f.hclName(), key: f.name, v: f.v})
+	}
+	content, set := l.decodeBody(file.Body, attrs, []hcl.BlockHeaderSchema{
+		{Type: blockRepository, LabelNames: []string{"name"}},
+		{Type: blockConsul},
+		{Type: blockACL},
+		{Type: blockTLS},
+		{Type: blockNotify, LabelNames: []string{"name"}},
+		{Type: blockWebhook},
+	})
+	for key, attr := range set {
+		l.origin[key] = fmt.Sprintf("%s:%d", attr.Range.Filename, attr.Range.Start.Line)
+	}
+	if content == nil {
+		return
+	}
+
+	seen := make(map[string]*hcl.Block)
+	for _, b := range content.Blocks {
+		id := b.Type
+		if len(b.Labels) > 0 {
+			id += " " + fmt.Sprintf("%q", b.Labels[0])
+		}
+		if first, dup := seen[id]; dup {
+			l.addDiags(hcl.Diagnostics{{
+				Severity: hcl.DiagError,
+				Summary:  fmt.Sprintf("Duplicate %s block", id),
+				Detail:   fmt.Sprintf("A %s block is already defined at %s; define each one once per file.", id, first.DefRange),
+				Subject:  b.DefRange.Ptr(),
+			}})
+			continue
+		}
+		seen[id] = b
+
+		switch b.Type {
+		case blockRepository:
+			l.decodeRepository(b)
+		case blockConsul:
+			if c.Consul == nil {
+				c.Consul = l.newConsul()
+			}
+			l.decodeBody(b.Body, consulFields(c.Consul), nil)
+		case blockACL:
+			l.decodeBody(b.Body, []attrField{
+				{name: "enabled", v: boolValue(&c.ACL.Enabled)},
+			}, nil)
+		case blockTLS:
+			l.decodeBody(b.Body, tlsFields(&c.TLS), nil)
+		case blockNotify:
+			l.decodeNotify(b)
+		case blockWebhook:
+			l.decodeBody(b.Body, []attrField{
+				{name: "secret_env", v: stringValue(&c.Webhook.SecretEnv, nil)},
+			}, nil)
+		}
+	}
+}
+
+// decodeRepository merges a repository block into the repository of the
+// same name, or adds one.
+func (l *loader) decodeRepository(b *hcl.Block) {
+	c := l.cfg
+	name := b.Labels[0]
+	i := indexOf(len(c.Repositories), func(i int) bool { return c.Repositories[i].Name == name })
+	if i < 0 {
+		c.Repositories = append(c.Repositories, newRepository(name))
+		i = len(c.Repositories) - 1
+	}
+	r := &c.Repositories[i]
+	content, _ := l.decodeBody(b.Body, []attrField{
+		{name: "url", v: stringValue(&r.URL, nil)},
+		{name: "branch", v: stringValue(&r.Branch, checkBranch)},
+		{name: "path", v: stringValue(&r.Path, checkRepoPath)},
+		{name: "poll_interval", v: durationValue(&r.PollInterval)},
+	}, []hcl.BlockHeaderSchema{{Type: blockAuth}})
+	if content == nil {
+		return
+	}
+	for n, ab := range content.Blocks {
+		if n > 0 {
+			l.addDiags(hcl.Diagnostics{{
+				Severity: hcl.DiagError,
+				Summary:  "Duplicate auth block",
+				Detail:   fmt.Sprintf("Repository %q already has an auth block at %s.", name, content.Blocks[0].DefRange),
+				Subject:  ab.DefRange.Ptr(),
+			}})
+			continue
+		}
+		if r.Auth == nil {
+			r.Auth = &RepoAuth{}
+		}
+		l.decodeBody(ab.Body, authFields(r.Auth), nil)
+	}
+}
+
+// decodeNotify merges a notify block into the target of the same name, or
+// adds one.
+func (l *loader) decodeNotify(b *hcl.Block) {
+	c := l.cfg
+	name := b.Labels[0]
+	i := indexOf(len(c.Notify), func(i int) bool { return c.Notify[i].Name == name })
+	if i < 0 {
+		c.Notify = append(c.Notify, NotifyConfig{Name: name})
+		i = len(c.Notify) - 1
+	}
+	n := &c.Notify[i]
+	l.decodeBody(b.Body, []attrField{
+		{name: "kind", v: stringValue(&n.Kind, nil)},
+		{name: "url", v: stringValue(&n.URL, nil)},
+		{name: "url_env", v: stringValue(&n.URLEnv, nil)},
+		{name: "events", v: listValue(&n.Events, nil, nil)},
+	}, nil)
+}
+
+// newConsul returns the defaults of a consul block: the address and token
+// of the consul CLI's environment, or the local agent.
+func (l *loader) newConsul() *ConsulConfig {
+	cc := &ConsulConfig{Address: DefaultConsulAddress, ServiceName: DefaultConsulServiceName, AutoJoin: true}
+	if s, ok := l.lookupEnv(envConsulAddr); ok && s != "" {
+		cc.Address = s
+	}
+	if s, ok := l.lookupEnv(envConsulToken); ok && s != "" {
+		cc.Token = s
+	}
+	return cc
+}
+
+func consulFields(cc *ConsulConfig) []attrField {
+	return []attrField{
+		{name: "address", v: stringValue(&cc.Address, nil)},
+		{name: "token", v: stringValue(&cc.Token, nil)},
+		{name: "service_name", v: stringValue(&cc.ServiceName, checkName)},
+		{name: "auto_join", v: boolValue(&cc.AutoJoin)},
+	}
+}
+
+func tlsFields(t *TLSConfig) []attrField {
+	return []attrField{
+		{name: "ca_file", v: stringValue(&t.CAFile, nil)},
+		{name: "cert_file", v: stringValue(&t.CertFile, nil)},
+		{name: "key_file", v: stringValue(&t.KeyFile, nil)},
+		{name: "verify_incoming", v: boolValue(&t.VerifyIncoming)},
+		{name: "encrypt_key", v: stringValue(&t.EncryptKey, checkEncryptKey)},
+	}
+}
+
+func authFields(a *RepoAuth) []attrField {
+	return []attrField{
+		{name: "username", v: stringValue(&a.Username, nil)},
+		{name: "password", v: stringValue(&a.Password, nil)},
+		{name: "password_env", v: stringValue(&a.PasswordEnv, nil)},
+		{name: "token", v: stringValue(&a.Token, nil)},
+		{name: "token_env", v: stringValue(&a.TokenEnv, nil)},
+		{name: "ssh_key_file", v: stringValue(&a.SSHKeyFile, nil)},
+		{name: "ssh_key_passphrase", v: stringValue(&a.SSHKeyPassphrase, nil)},
+		{name: "ssh_key_passphrase_env", v: stringValue(&a.SSHKeyPassphraseEnv, nil)},
+		{name: "ssh_known_hosts_file", v: stringValue(&a.SSHKnownHostsFile, nil)},
+	}
+}
+
+// attrField is one attribute of a config file body.
+type attrField struct {
+	name string // attribute name
+	key  string // top-level setting name, for origins; empty in blocks
+	v    value
+}
+
+// decodeBody decodes body against a strict schema made of attrs and
+// blocks: unknown attributes and blocks are errors. It decodes the
+// attributes in source order and returns the content, for the caller to
+// handle the blocks, and the attributes set by key.
+func (l *loader) decodeBody(body hcl.Body, attrs []attrField, blocks []hcl.BlockHeaderSchema) (*hcl.BodyContent, map[string]*hcl.Attribute) {
+	schema := &hcl.BodySchema{Blocks: blocks}
+	byName := make(map[string]attrField, len(attrs))
+	for _, a := range attrs {
+		schema.Attributes = append(schema.Attributes, hcl.AttributeSchema{Name: a.name})
+		byName[a.name] = a
+	}
+	content, diags := body.Content(schema)
+	l.addDiags(diags)
+	if content == nil {
+		return nil, nil
+	}
+
+	list := make([]*hcl.Attribute, 0, len(content.Attributes))
+	for _, attr := range content.Attributes {
+		list = append(list, attr)
+	}
+	sort.Slice(list, func(i, j int) bool { return list[i].Range.Start.Byte < list[j].Range.Start.Byte })
+
+	set := make(map[string]*hcl.Attribute)
+	for _, attr := range list {
+		a := byName[attr.Name]
+		if err := a.v.decode(attr.Expr); err != nil {
+			if a.key != "" {
+				l.bad[a.key] = true
+			}
+			l.addDiags(hcl.Diagnostics{{
+				Severity: hcl.DiagError,
+				Summary:  fmt.Sprintf("Invalid value for %q", attr.Name),
+				Detail:   err.Error(),
+				Subject:  attr.Expr.Range().Ptr(),
+			}})
+			continue
+		}
+		if a.key != "" {
+			set[a.key] = attr
+		}
+	}
+	return content, set
+}
+
+func (l *loader) addDiags(diags hcl.Diagnostics) {
+	for _, d := range diags {
+		if d.Severity == hcl.DiagError {
+			l.errs = append(l.errs, d)
+		}
+	}
+}
+
+func indexOf(n int, match func(int) bool) int {
+	for i := 0; i < n; i++ {
+		if match(i) {
+			return i
+		}
+	}
+	return -1
+}
