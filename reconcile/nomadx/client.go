@@ -1,0 +1,236 @@
+// Package nomadx is the layer between Nops and the Nomad HTTP API: parsing job
+// files through Nomad, planning with a diff, check-and-set registers, health of
+// a registered version, dispatch of hook jobs with idempotency tokens, and the
+// hashes Nops uses to tell whether two specs or two diffs are the same.
+//
+// Guarantees:
+//
+//   - Every request to Nomad goes through one counting transport, so Stats (and
+//     the optional Prometheus counters) account for every call, including the
+//     ones made through API().
+//   - A register is always a check-and-set (Register never overwrites a job
+//     changed since the index the caller read); a lost race is reported as
+//     ErrIndexMismatch.
+//   - A dispatch always carries an idempotency token, so repeating it returns
+//     the run Nomad already created instead of a second one.
+//   - PlanResult.Text is rendered from a redacted copy of the diff (package
+//     redact); the raw diff stays in PlanResult.Diff for hashing only.
+//   - SpecHash, JobHash and DiffHash depend only on the spec or diff, never on
+//     fields Nomad fills in at registration or on counts left to an autoscaler.
+package nomadx
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/hashicorp/go-cleanhttp"
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/nomad/api"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/nops-dev/nops/reconcile/redact"
+)
+
+// Config selects the Nomad cluster. Empty fields fall back to the standard
+// Nomad environment variables (NOMAD_ADDR, NOMAD_TOKEN, NOMAD_REGION,
+// NOMAD_CACERT, NOMAD_CAPATH, NOMAD_CLIENT_CERT, NOMAD_CLIENT_KEY,
+// NOMAD_TLS_SERVER_NAME, NOMAD_SKIP_VERIFY), then to Nomad's defaults;
+// explicit settings always win.
+type Config struct {
+	// Address of a Nomad agent, for example https://nomad.example:4646.
+	Address string
+	// Token is the ACL secret ID sent with every request.
+	Token string
+	// Region sent with every request; empty means the agent's region.
+	Region string
+
+	// CACert, ClientCert and ClientKey are PEM file paths for TLS.
+	CACert     string
+	ClientCert string
+	ClientKey  string
+	// TLSServerName overrides the server name checked in Nomad's certificate.
+	TLSServerName string
+	// TLSSkipVerify disables certificate verification (never in production).
+	TLSSkipVerify bool
+
+	// RedactKeys are extra secret-looking key fragments, added to
+	// redact.DefaultKeys, used to redact PlanResult.Text.
+	RedactKeys []string
+
+	// Registerer, when set, receives the counters nops_nomad_requests_total
+	// and nops_nomad_request_errors_total (label "operation").
+	Registerer prometheus.Registerer
+
+	// BlockingWait bounds blocking queries (WaitJobs); 0 means 5 minutes.
+	BlockingWait time.Duration
+}
+
+// Client talks to one Nomad cluster. It is safe for concurrent use.
+type Client struct {
+	api      *api.Client
+	logger   hclog.Logger
+	counters *counters
+	redactor *redact.Redactor
+	wait     time.Duration
+	address  string
+}
+
+// New builds a Client. It does not contact Nomad.
+func New(cfg Config, logger hclog.Logger) (*Client, error) {
+	if logger == nil {
+		logger = hclog.NewNullLogger()
+	}
+	apiCfg := api.DefaultConfig()
+	if cfg.Address != "" {
+		apiCfg.Address = cfg.Address
+	}
+	if cfg.Token != "" {
+		apiCfg.SecretID = cfg.Token
+	}
+	if cfg.Region != "" {
+		apiCfg.Region = cfg.Region
+	}
+	if cfg.CACert != "" {
+		apiCfg.TLSConfig.CACert = cfg.CACert
+	}
+	if cfg.ClientCert != "" {
+		apiCfg.TLSConfig.ClientCert = cfg.ClientCert
+	}
+	if cfg.ClientKey != "" {
+		apiCfg.TLSConfig.ClientKey = cfg.ClientKey
+	}
+	if cfg.TLSServerName != "" {
+		apiCfg.TLSConfig.TLSServerName = cfg.TLSServerName
+	}
+	if cfg.TLSSkipVerify {
+		apiCfg.TLSConfig.Insecure = true
+	}
+
+	u, err := url.Parse(apiCfg.Address)
+	if err != nil {
+		return nil, fmt.Errorf("invalid Nomad address %q: %w", apiCfg.Address, err)
+	}
+	transport := cleanhttp.DefaultPooledTransport()
+	transport.TLSHandshakeTimeout = 10 * time.Second
+	transport.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12}
+	transport.ForceAttemptHTTP2 = false
+	switch u.Scheme {
+	case "http", "https":
+		if u.Host == "" {
+			return nil, fmt.Errorf("invalid Nomad address %q: missing host", apiCfg.Address)
+		}
+	case "unix":
+		socket := u.Path
+		if socket == "" {
+			return nil, fmt.Errorf("invalid Nomad address %q: missing socket path", apiCfg.Address)
+		}
+		transport.DialContext = func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", socket)
+		}
+	default:
+		return nil, fmt.Errorf("invalid Nomad address %q: scheme must be http, https or unix", apiCfg.Address)
+	}
+
+	httpClient := &http.Client{Transport: transport}
+	if err := api.ConfigureTLS(httpClient, apiCfg.TLSConfig); err != nil {
+		return nil, fmt.Errorf("configure TLS for Nomad: %w", err)
+	}
+
+	ctrs, err := newCounters(cfg.Registerer)
+	if err != nil {
+		return nil, err
+	}
+	httpClient.Transport = &countingTransport{next: transport, counters: ctrs}
+	apiCfg.HttpClient = httpClient
+
+	client, err := api.NewClient(apiCfg)
+	if err != nil {
+		return nil, fmt.Errorf("create Nomad client: %w", err)
+	}
+	wait := cfg.BlockingWait
+	if wait <= 0 {
+		wait = 5 * time.Minute
+	}
+	return &Client{
+		api:      client,
+		logger:   logger,
+		counters: ctrs,
+		redactor: redact.New(cfg.RedactKeys...),
+		wait:     wait,
+		address:  apiCfg.Address,
+	}, nil
+}
+
+// API returns the underlying Nomad API client for calls this package does not
+// wrap. Its requests are counted too.
+func (c *Client) API() *api.Client { return c.api }
+
+// Address returns the Nomad address in use.
+func (c *Client) Address() string { return c.address }
+
+// Stats returns a snapshot of the request counters.
+func (c *Client) Stats() Stats { return c.counters.snapshot() }
+
+// Redactor returns the redactor used for PlanResult.Text.
+func (c *Client) Redactor() *redact.Redactor { return c.redactor }
+
+// Ping asks the agent for its leader, a cheap check that Nomad is reachable.
+func (c *Client) Ping(ctx context.Context) error {
+	var leader string
+	if _, err := c.api.Raw().Query("/v1/status/leader", &leader, c.queryOpts(ctx, "status.leader", "")); err != nil {
+		return fmt.Errorf("reach Nomad at %s: %w", c.address, err)
+	}
+	if leader == "" {
+		return fmt.Errorf("reach Nomad at %s: no cluster leader", c.address)
+	}
+	return nil
+}
+
+func (c *Client) queryOpts(ctx context.Context, op, ns string) *api.QueryOptions {
+	q := &api.QueryOptions{Namespace: ns}
+	return q.WithContext(withOperation(ctx, op))
+}
+
+func (c *Client) writeOpts(ctx context.Context, op, ns string) *api.WriteOptions {
+	w := &api.WriteOptions{Namespace: ns}
+	return w.WithContext(withOperation(ctx, op))
+}
+
+// statusCode returns the HTTP status of a Nomad error answer, or 0.
+func statusCode(err error) int {
+	var ure api.UnexpectedResponseError
+	if errors.As(err, &ure) && ure.HasStatusCode() {
+		return ure.StatusCode()
+	}
+	var pure *api.UnexpectedResponseError
+	if errors.As(err, &pure) && pure != nil && pure.HasStatusCode() {
+		return pure.StatusCode()
+	}
+	return 0
+}
+
+func isNotFound(err error) bool {
+	return err != nil && statusCode(err) == http.StatusNotFound
+}
+
+func namespaceOrDefault(ns string) string {
+	if ns == "" {
+		return api.DefaultNamespace
+	}
+	return ns
+}
+
+func deref[T any](p *T) T {
+	var zero T
+	if p == nil {
+		return zero
+	}
+	return *p
+}

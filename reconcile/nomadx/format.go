@@ -1,0 +1,183 @@
+package nomadx
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/hashicorp/nomad/api"
+)
+
+// FormatDiff renders a job diff like `nomad job plan` does, without colour:
+//
+//	+/- Job: "web"
+//	+/- Task Group: "web" (1 create/destroy update)
+//	  +/- Task: "web" (forces create/destroy update)
+//	    +/- Env[LEVEL]: "info" => "debug"
+//
+// When verbose is false, added and deleted groups and tasks are shown by name
+// only, as Nomad does. The output depends only on the diff. Pass a redacted
+// diff (redact.Diff) for anything a person or a log will see.
+func FormatDiff(diff *api.JobDiff, verbose bool) string {
+	if diff == nil {
+		return ""
+	}
+	var b strings.Builder
+	marker, _ := diffMarker(diff.Type)
+	fmt.Fprintf(&b, "%sJob: %q\n", marker, diff.ID)
+
+	longestField, longestMarker := longestPrefixes(diff.Fields, diff.Objects)
+	for _, tg := range diff.TaskGroups {
+		if _, l := diffMarker(tg.Type); l > longestMarker {
+			longestMarker = l
+		}
+	}
+	if diff.Type == DiffTypeEdited || verbose {
+		fo := alignedFieldsAndObjects(diff.Fields, diff.Objects, 0, longestField, longestMarker)
+		b.WriteString(fo)
+		if fo != "" {
+			b.WriteString("\n")
+		}
+	}
+	for _, tg := range diff.TaskGroups {
+		_, l := diffMarker(tg.Type)
+		b.WriteString(formatTaskGroupDiff(tg, longestMarker-l, verbose))
+		b.WriteString("\n")
+	}
+	return strings.TrimRight(b.String(), "\n") + "\n"
+}
+
+func formatTaskGroupDiff(tg *api.TaskGroupDiff, prefix int, verbose bool) string {
+	var b strings.Builder
+	marker, _ := diffMarker(tg.Type)
+	fmt.Fprintf(&b, "%s%sTask Group: %q", marker, strings.Repeat(" ", prefix), tg.Name)
+	if len(tg.Updates) > 0 {
+		kinds := make([]string, 0, len(tg.Updates))
+		for k := range tg.Updates {
+			kinds = append(kinds, k)
+		}
+		sort.Strings(kinds)
+		updates := make([]string, 0, len(kinds))
+		for _, k := range kinds {
+			updates = append(updates, fmt.Sprintf("%d %s", tg.Updates[k], k))
+		}
+		fmt.Fprintf(&b, " (%s)", strings.Join(updates, ", "))
+	}
+	b.WriteString("\n")
+
+	longestField, longestMarker := longestPrefixes(tg.Fields, tg.Objects)
+	for _, t := range tg.Tasks {
+		if _, l := diffMarker(t.Type); l > longestMarker {
+			longestMarker = l
+		}
+	}
+	sub := prefix + 2
+	if tg.Type == DiffTypeEdited || verbose {
+		fo := alignedFieldsAndObjects(tg.Fields, tg.Objects, sub, longestField, longestMarker)
+		b.WriteString(fo)
+		if fo != "" {
+			b.WriteString("\n")
+		}
+	}
+	for _, t := range tg.Tasks {
+		_, l := diffMarker(t.Type)
+		b.WriteString(formatTaskDiff(t, sub, longestMarker-l, verbose))
+		b.WriteString("\n")
+	}
+	return b.String()
+}
+
+func formatTaskDiff(t *api.TaskDiff, start, prefix int, verbose bool) string {
+	var b strings.Builder
+	marker, _ := diffMarker(t.Type)
+	fmt.Fprintf(&b, "%s%s%sTask: %q", strings.Repeat(" ", start), marker, strings.Repeat(" ", prefix), t.Name)
+	if len(t.Annotations) > 0 {
+		fmt.Fprintf(&b, " (%s)", strings.Join(t.Annotations, ", "))
+	}
+	if t.Type == DiffTypeNone || ((t.Type == DiffTypeAdded || t.Type == DiffTypeDeleted) && !verbose) {
+		return b.String()
+	}
+	b.WriteString("\n")
+	longestField, longestMarker := longestPrefixes(t.Fields, t.Objects)
+	b.WriteString(alignedFieldsAndObjects(t.Fields, t.Objects, start+2, longestField, longestMarker))
+	return b.String()
+}
+
+func formatObjectDiff(o *api.ObjectDiff, start, prefix int) string {
+	var b strings.Builder
+	marker, markerLen := diffMarker(o.Type)
+	fmt.Fprintf(&b, "%s%s%s%s {\n", strings.Repeat(" ", start), marker, strings.Repeat(" ", prefix), o.Name)
+	longestField, longestMarker := longestPrefixes(o.Fields, o.Objects)
+	b.WriteString(alignedFieldsAndObjects(o.Fields, o.Objects, start+prefix+2, longestField, longestMarker))
+	fmt.Fprintf(&b, "\n%s}", strings.Repeat(" ", start+markerLen+prefix))
+	return b.String()
+}
+
+func formatFieldDiff(f *api.FieldDiff, start, keyPrefix, valuePrefix int) string {
+	marker, _ := diffMarker(f.Type)
+	out := fmt.Sprintf("%s%s%s%s: %s", strings.Repeat(" ", start), marker,
+		strings.Repeat(" ", keyPrefix), f.Name, strings.Repeat(" ", valuePrefix))
+	switch f.Type {
+	case DiffTypeAdded:
+		out += fmt.Sprintf("%q", f.New)
+	case DiffTypeDeleted:
+		out += fmt.Sprintf("%q", f.Old)
+	case DiffTypeEdited:
+		out += fmt.Sprintf("%q => %q", f.Old, f.New)
+	default:
+		out += fmt.Sprintf("%q", f.New)
+	}
+	if len(f.Annotations) > 0 {
+		out += fmt.Sprintf(" (%s)", strings.Join(f.Annotations, ", "))
+	}
+	return out
+}
+
+func alignedFieldsAndObjects(fields []*api.FieldDiff, objects []*api.ObjectDiff, start, longestField, longestMarker int) string {
+	var b strings.Builder
+	for i, f := range fields {
+		_, l := diffMarker(f.Type)
+		b.WriteString(formatFieldDiff(f, start, longestMarker-l, longestField-len(f.Name)))
+		if i+1 != len(fields) || len(objects) > 0 {
+			b.WriteString("\n")
+		}
+	}
+	for i, o := range objects {
+		_, l := diffMarker(o.Type)
+		b.WriteString(formatObjectDiff(o, start, longestMarker-l))
+		if i+1 != len(objects) {
+			b.WriteString("\n")
+		}
+	}
+	return b.String()
+}
+
+func longestPrefixes(fields []*api.FieldDiff, objects []*api.ObjectDiff) (longestField, longestMarker int) {
+	for _, f := range fields {
+		if l := len(f.Name); l > longestField {
+			longestField = l
+		}
+		if _, l := diffMarker(f.Type); l > longestMarker {
+			longestMarker = l
+		}
+	}
+	for _, o := range objects {
+		if _, l := diffMarker(o.Type); l > longestMarker {
+			longestMarker = l
+		}
+	}
+	return longestField, longestMarker
+}
+
+func diffMarker(diffType string) (string, int) {
+	switch diffType {
+	case DiffTypeAdded:
+		return "+ ", 2
+	case DiffTypeDeleted:
+		return "- ", 2
+	case DiffTypeEdited:
+		return "+/- ", 4
+	default:
+		return "", 0
+	}
+}
