@@ -1,0 +1,91 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strconv"
+
+	consulapi "github.com/hashicorp/consul/api"
+)
+
+// setupConsul registers this server as service nops in the local Consul
+// agent and adds the Consul catalog as a source of servers to join.
+func (m *membership) setupConsul() error {
+	cc := m.s.config.Consul
+	cfg := consulapi.DefaultConfig()
+	if cc.Address != "" {
+		cfg.Address = cc.Address
+	}
+	if cc.Token != "" {
+		cfg.Token = cc.Token
+	}
+	client, err := consulapi.NewClient(cfg)
+	if err != nil {
+		return fmt.Errorf("consul client: %w", err)
+	}
+	name := cc.ServiceName
+	if name == "" {
+		name = "nops"
+	}
+	s := m.s
+	httpPort := s.httpLn.Addr().(*net.TCPAddr).Port
+	serfPort := int(m.serf.Memberlist().LocalNode().Port)
+	_, rpcPort, _ := net.SplitHostPort(s.rpcAddr)
+	id := name + "-" + s.nodeID
+	reg := &consulapi.AgentServiceRegistration{
+		ID: id, Name: name, Address: s.config.Advertise, Port: httpPort,
+		Tags: []string{"nops-server"},
+		Meta: map[string]string{
+			"node_id": s.nodeID, "serf_port": strconv.Itoa(serfPort), "rpc_port": rpcPort,
+			"http_port": strconv.Itoa(httpPort), "version": Version,
+		},
+		// The check asks only whether the process answers, so a cluster
+		// without a leader still finds its servers.
+		Check: &consulapi.AgentServiceCheck{
+			TCP:      net.JoinHostPort(s.config.Advertise, strconv.Itoa(serfPort)),
+			Interval: "10s", Timeout: "2s",
+			DeregisterCriticalServiceAfter: "72h",
+		},
+	}
+	if err := client.Agent().ServiceRegister(reg); err != nil {
+		// The catalog may come up later; keep trying in the discovery loop.
+		m.logger.Warn("consul service registration failed; will retry", "error", err)
+	}
+	registered := false
+	m.consulDeregister = func() {
+		if err := client.Agent().ServiceDeregister(id); err != nil {
+			m.logger.Warn("consul deregister", "error", err)
+		}
+	}
+	if !cc.AutoJoin {
+		return nil
+	}
+	m.discover = append(m.discover, func(ctx context.Context) ([]string, error) {
+		if !registered {
+			if err := client.Agent().ServiceRegister(reg); err == nil {
+				registered = true
+			}
+		}
+		q := (&consulapi.QueryOptions{}).WithContext(ctx)
+		entries, _, err := client.Catalog().Service(name, "", q)
+		if err != nil {
+			return nil, fmt.Errorf("consul catalog: %w", err)
+		}
+		var out []string
+		for _, e := range entries {
+			if e.ServiceMeta["node_id"] == s.nodeID {
+				continue
+			}
+			addr := e.ServiceAddress
+			if addr == "" {
+				addr = e.Address
+			}
+			if p := e.ServiceMeta["serf_port"]; p != "" {
+				out = append(out, net.JoinHostPort(addr, p))
+			}
+		}
+		return out, nil
+	})
+	return nil
+}

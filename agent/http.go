@@ -1,0 +1,366 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/nops-dev/nops/structs"
+)
+
+const (
+	// maxBody bounds a request body; a larger one answers 413.
+	maxBody = 1 << 20
+	// maxSnapshotBody bounds a snapshot restore upload.
+	maxSnapshotBody = 1 << 30
+
+	headerIndex       = "X-Nops-Index"
+	headerKnownLeader = "X-Nops-Known-Leader"
+	headerLastContact = "X-Nops-Last-Contact"
+	headerNextToken   = "X-Nops-Next-Token"
+	headerForwarded   = "X-Nops-Forwarded"
+	headerActor       = "X-Nops-Actor"
+	headerNotLeader   = "X-Nops-Not-Leader"
+)
+
+// HTTPError is an error with a status code and, for bad input, every
+// problem found.
+type HTTPError struct {
+	Code     int
+	Msg      string
+	Problems []string
+}
+
+func (e *HTTPError) Error() string { return e.Msg }
+
+func badRequest(problems ...string) *HTTPError {
+	return &HTTPError{Code: http.StatusBadRequest, Msg: strings.Join(problems, "; "), Problems: problems}
+}
+
+// handlerFunc answers a request with a value to encode as JSON, or an error.
+type handlerFunc func(w http.ResponseWriter, r *http.Request) (any, error)
+
+// httpAPI serves the v1 API on the HTTP port and, for requests forwarded by
+// followers, on the RPC port.
+type httpAPI struct {
+	s      *Server
+	logger hclog.Logger
+
+	mu      sync.Mutex
+	clients map[string]*http.Client
+}
+
+func newHTTPAPI(s *Server) *httpAPI {
+	return &httpAPI{s: s, logger: s.logger.Named("http"), clients: map[string]*http.Client{}}
+}
+
+// Route kinds.
+const (
+	kindRead  = "read"
+	kindWrite = "write"
+)
+
+func (a *httpAPI) handler(internal bool) http.Handler {
+	mux := http.NewServeMux()
+	route := func(pattern, kind string, fn handlerFunc) {
+		mux.Handle(pattern, a.wrap(kind, internal, fn))
+	}
+	a.routes(route)
+	mux.Handle("GET /metrics", promhttp.HandlerFor(a.s.metrics, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, &HTTPError{Code: http.StatusNotFound, Msg: fmt.Sprintf("no such endpoint: %s %s", r.Method, r.URL.Path)})
+	})
+	return mux
+}
+
+// wrap applies the cluster rules to a handler: writes run on the leader
+// (forwarded there from a follower), consistent reads too; every answer
+// carries the index and leader headers.
+func (a *httpAPI) wrap(kind string, internal bool, fn handlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			if p := recover(); p != nil {
+				a.logger.Error("panic in handler", "path", r.URL.Path, "panic", p)
+				writeError(w, &HTTPError{Code: http.StatusInternalServerError, Msg: "internal error"})
+			}
+		}()
+		limit := int64(maxBody)
+		if r.URL.Path == "/v1/operator/snapshot" {
+			limit = maxSnapshotBody
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, limit)
+		needLeader := kind == kindWrite || (kind == kindRead && r.URL.Query().Has("consistent"))
+		if needLeader {
+			if !a.s.IsLeader() {
+				if internal {
+					w.Header().Set(headerNotLeader, "true")
+					writeError(w, &HTTPError{Code: http.StatusServiceUnavailable, Msg: structs.ErrNotLeader.Error()})
+					return
+				}
+				a.forward(w, r)
+				return
+			}
+			if kind == kindRead {
+				if err := a.s.raft.VerifyLeader().Error(); err != nil {
+					writeError(w, &HTTPError{Code: http.StatusServiceUnavailable, Msg: "leadership lost: " + err.Error()})
+					return
+				}
+			}
+		}
+		a.setMeta(w)
+		out, err := fn(w, r)
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		if out == nil {
+			return
+		}
+		if raw, ok := out.(rawBody); ok {
+			w.Header().Set("Content-Type", raw.contentType)
+			_, _ = w.Write(raw.body)
+			return
+		}
+		writeJSON(w, http.StatusOK, out)
+	})
+}
+
+type rawBody struct {
+	contentType string
+	body        []byte
+}
+
+func (a *httpAPI) setMeta(w http.ResponseWriter) {
+	h := w.Header()
+	h.Set(headerIndex, strconv.FormatUint(a.s.State().LatestIndex(), 10))
+	leader, _ := a.s.Leader()
+	h.Set(headerKnownLeader, strconv.FormatBool(leader != ""))
+	contact := time.Duration(0)
+	if !a.s.IsLeader() {
+		if last := a.s.raft.LastContact(); !last.IsZero() {
+			contact = time.Since(last)
+		}
+	}
+	h.Set(headerLastContact, strconv.FormatInt(contact.Milliseconds(), 10))
+}
+
+// forward sends the request to the leader's RPC port and copies its answer
+// back. It waits up to leaderWait for a leader, and retries only what the
+// leader cannot have applied: a failed connect, or an answer that says it
+// is not the leader.
+func (a *httpAPI) forward(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		writeError(w, decodeError(err))
+		return
+	}
+	deadline := time.Now().Add(leaderWait)
+	for {
+		leader, _ := a.s.Leader()
+		if leader == "" || leader == a.s.rpcAddr {
+			if a.s.IsLeader() {
+				// Leadership came here while we waited.
+				r.Body = io.NopCloser(bytes.NewReader(body))
+				a.s.httpServer.Handler.ServeHTTP(w, r)
+				return
+			}
+			if time.Now().After(deadline) {
+				a.setMeta(w)
+				writeError(w, &HTTPError{Code: http.StatusServiceUnavailable, Msg: structs.ErrNoLeader.Error()})
+				return
+			}
+			select {
+			case <-r.Context().Done():
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+			continue
+		}
+		resp, sent, err := a.send(r, leader, body)
+		if err == nil && resp.Header.Get(headerNotLeader) == "" {
+			defer resp.Body.Close()
+			for k, vs := range resp.Header {
+				for _, v := range vs {
+					w.Header().Add(k, v)
+				}
+			}
+			w.WriteHeader(resp.StatusCode)
+			_, _ = io.Copy(w, resp.Body)
+			return
+		}
+		if resp != nil {
+			resp.Body.Close()
+		}
+		if err != nil && sent {
+			a.setMeta(w)
+			writeError(w, &HTTPError{Code: http.StatusBadGateway,
+				Msg: fmt.Sprintf("lost the leader %s while forwarding; the request may or may not have been applied: %v", leader, err)})
+			return
+		}
+		if time.Now().After(deadline) {
+			a.setMeta(w)
+			msg := structs.ErrNoLeader.Error()
+			if err != nil {
+				msg += ": " + err.Error()
+			}
+			writeError(w, &HTTPError{Code: http.StatusServiceUnavailable, Msg: msg})
+			return
+		}
+		select {
+		case <-r.Context().Done():
+			return
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// send forwards one request. sent reports whether the request may have
+// reached the leader (an error after that point must not be retried).
+func (a *httpAPI) send(r *http.Request, leader string, body []byte) (*http.Response, bool, error) {
+	a.mu.Lock()
+	client, ok := a.clients[leader]
+	if !ok {
+		client = a.s.rpcHTTPClient(leader)
+		a.clients[leader] = client
+	}
+	a.mu.Unlock()
+	ctx, cancel := context.WithTimeout(r.Context(), 60*time.Second)
+	req, err := http.NewRequestWithContext(ctx, r.Method, "http://"+leader+r.URL.RequestURI(), bytes.NewReader(body))
+	if err != nil {
+		cancel()
+		return nil, false, err
+	}
+	req.Header = r.Header.Clone()
+	req.Header.Set(headerForwarded, a.s.nodeID)
+	var sent bool
+	trace := &connTrace{onConn: func() { sent = true }}
+	req = req.WithContext(withConnTrace(req.Context(), trace))
+	resp, err := client.Do(req)
+	if err != nil {
+		cancel()
+		return nil, sent, err
+	}
+	resp.Body = &cancelBody{ReadCloser: resp.Body, cancel: cancel}
+	return resp, true, nil
+}
+
+type cancelBody struct {
+	io.ReadCloser
+	cancel context.CancelFunc
+}
+
+func (b *cancelBody) Close() error {
+	err := b.ReadCloser.Close()
+	b.cancel()
+	return err
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}
+
+func writeError(w http.ResponseWriter, err error) {
+	var he *HTTPError
+	if !errors.As(err, &he) {
+		he = &HTTPError{Code: statusOf(err), Msg: err.Error()}
+	}
+	body := map[string]any{"error": he.Msg}
+	if len(he.Problems) > 1 {
+		body["problems"] = he.Problems
+	}
+	writeJSON(w, he.Code, body)
+}
+
+func statusOf(err error) int {
+	switch {
+	case errors.Is(err, structs.ErrInvalid):
+		return http.StatusBadRequest
+	case errors.Is(err, structs.ErrNotFound):
+		return http.StatusNotFound
+	case errors.Is(err, structs.ErrConflict):
+		return http.StatusConflict
+	case errors.Is(err, structs.ErrNoLeader), errors.Is(err, structs.ErrNotLeader), errors.Is(err, raft.ErrNotLeader):
+		return http.StatusServiceUnavailable
+	}
+	return http.StatusInternalServerError
+}
+
+// decode reads a JSON body strictly: unknown fields, trailing data and an
+// oversize body are errors. An empty body leaves out untouched.
+func decode(r *http.Request, out any) error {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		return decodeError(err)
+	}
+	if len(bytes.TrimSpace(body)) == 0 {
+		return nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(out); err != nil {
+		return decodeError(err)
+	}
+	if dec.More() {
+		return badRequest("request body has data after the JSON value")
+	}
+	return nil
+}
+
+func decodeError(err error) error {
+	var mbe *http.MaxBytesError
+	var se *json.SyntaxError
+	var te *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &mbe):
+		return &HTTPError{Code: http.StatusRequestEntityTooLarge, Msg: fmt.Sprintf("request body too large: the limit is %d bytes", mbe.Limit)}
+	case errors.As(err, &se):
+		return badRequest(fmt.Sprintf("malformed JSON at offset %d: %v", se.Offset, se))
+	case errors.As(err, &te):
+		return badRequest(fmt.Sprintf("field %q must be %s, not %s", te.Field, te.Type, te.Value))
+	case strings.HasPrefix(err.Error(), "json: unknown field"):
+		return badRequest("unknown field " + strings.TrimPrefix(err.Error(), "json: unknown field "))
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return badRequest("malformed JSON: unexpected end of input")
+	}
+	return badRequest("bad request body: " + err.Error())
+}
+
+// writeMeta stamps a request on the leader: the time and who asked.
+func writeMeta(r *http.Request) structs.WriteMeta {
+	actor := strings.TrimSpace(r.Header.Get(headerActor))
+	if actor == "" {
+		actor = "anonymous"
+	}
+	if len(actor) > 128 {
+		actor = actor[:128]
+	}
+	return structs.WriteMeta{Time: time.Now().UTC(), Actor: actor}
+}
+
+func queryInt(r *http.Request, key string) (int, error) {
+	v := r.URL.Query().Get(key)
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 {
+		return 0, badRequest(fmt.Sprintf("query parameter %s must be a non-negative integer, not %q", key, v))
+	}
+	return n, nil
+}

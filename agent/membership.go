@@ -1,0 +1,400 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+	"github.com/hashicorp/serf/serf"
+)
+
+// Serf tags every Nops server carries.
+const (
+	tagRole            = "role"
+	tagID              = "id"
+	tagRPCAddr         = "rpc_addr"
+	tagHTTPAddr        = "http_addr"
+	tagBootstrapExpect = "bootstrap_expect"
+	tagVersion         = "version"
+	roleNops           = "nops"
+)
+
+// serverInfo is a Nops server as gossip describes it.
+type serverInfo struct {
+	Name            string
+	ID              string
+	RPCAddr         string
+	HTTPAddr        string
+	BootstrapExpect int
+	Status          serf.MemberStatus
+}
+
+func parseMember(m serf.Member) (serverInfo, bool) {
+	if m.Tags[tagRole] != roleNops {
+		return serverInfo{}, false
+	}
+	expect, _ := strconv.Atoi(m.Tags[tagBootstrapExpect])
+	return serverInfo{
+		Name: m.Name, ID: m.Tags[tagID], RPCAddr: m.Tags[tagRPCAddr], HTTPAddr: m.Tags[tagHTTPAddr],
+		BootstrapExpect: expect, Status: m.Status,
+	}, true
+}
+
+// membership runs serf gossip between servers: joining (retry-join and
+// discovery), bootstrap with -bootstrap-expect, and, on the leader, keeping
+// the Raft configuration in line with the live members.
+type membership struct {
+	s       *Server
+	logger  hclog.Logger
+	serf    *serf.Serf
+	eventCh chan serf.Event
+	// reconcileCh wakes the leader's reconcile of Raft peers.
+	reconcileCh chan struct{}
+
+	mu           sync.Mutex
+	bootstrapped bool
+	joined       bool
+
+	discover         []func(ctx context.Context) ([]string, error)
+	consulDeregister func()
+
+	stopCh chan struct{}
+	wg     sync.WaitGroup
+}
+
+func (s *Server) setupMembership() error {
+	cfg := s.config
+	m := &membership{
+		s: s, logger: s.logger.Named("serf"),
+		eventCh:     make(chan serf.Event, 256),
+		reconcileCh: make(chan struct{}, 1),
+		stopCh:      make(chan struct{}),
+	}
+	sc := serf.DefaultConfig()
+	sc.NodeName = s.nodeName()
+	sc.Tags = map[string]string{
+		tagRole: roleNops, tagID: s.nodeID, tagRPCAddr: s.rpcAddr,
+		tagHTTPAddr:        net.JoinHostPort(cfg.Advertise, strconv.Itoa(s.httpLn.Addr().(*net.TCPAddr).Port)),
+		tagBootstrapExpect: strconv.Itoa(cfg.BootstrapExpect),
+		tagVersion:         Version,
+	}
+	sc.EventCh = m.eventCh
+	sc.Logger = nil
+	sc.MemberlistConfig.Logger = nil
+	sc.LogOutput = m.logger.StandardWriter(&hclog.StandardLoggerOptions{InferLevels: true})
+	sc.MemberlistConfig.LogOutput = sc.LogOutput
+	sc.MemberlistConfig.BindAddr = cfg.Bind
+	sc.MemberlistConfig.BindPort = cfg.SerfPort
+	sc.MemberlistConfig.AdvertiseAddr = cfg.Advertise
+	if cfg.SerfPort == 0 {
+		port, err := freeUDPTCPPort(cfg.Bind)
+		if err != nil {
+			return err
+		}
+		sc.MemberlistConfig.BindPort = port
+	}
+	sc.MemberlistConfig.AdvertisePort = sc.MemberlistConfig.BindPort
+	if cfg.BootstrapExpect == 1 || cfg.Dev {
+		sc.MemberlistConfig = tuneLocal(sc.MemberlistConfig)
+	}
+	if cfg.TLS.EncryptKey != "" {
+		key, err := decodeGossipKey(cfg.TLS.EncryptKey)
+		if err != nil {
+			return err
+		}
+		sc.MemberlistConfig.SecretKey = key
+	}
+	sc.SnapshotPath = ""
+	// A server that restarts with the same name replaces its old self.
+	sc.EnableNameConflictResolution = false
+	serfNode, err := serf.Create(sc)
+	if err != nil {
+		return fmt.Errorf("start serf: %w", err)
+	}
+	m.serf = serfNode
+	s.membership = m
+	if cfg.Consul != nil {
+		if err := m.setupConsul(); err != nil {
+			return err
+		}
+	}
+	m.wg.Add(1)
+	go m.handleEvents()
+	if len(cfg.RetryJoin) > 0 || len(m.discover) > 0 {
+		m.wg.Add(1)
+		go m.retryJoin()
+	}
+	return nil
+}
+
+// SerfAddr returns the gossip address of this server.
+func (s *Server) SerfAddr() string {
+	n := s.membership.serf.Memberlist().LocalNode()
+	return net.JoinHostPort(n.Addr.String(), strconv.Itoa(int(n.Port)))
+}
+
+// Join joins the servers at the given serf addresses.
+func (s *Server) Join(addrs []string) (int, error) {
+	return s.membership.serf.Join(addrs, true)
+}
+
+// Members returns the serf members.
+func (s *Server) Members() []serf.Member { return s.membership.serf.Members() }
+
+func (m *membership) handleEvents() {
+	defer m.wg.Done()
+	for {
+		select {
+		case <-m.stopCh:
+			return
+		case e := <-m.eventCh:
+			if me, ok := e.(serf.MemberEvent); ok {
+				for _, mem := range me.Members {
+					m.logger.Debug("member event", "event", me.EventType().String(), "member", mem.Name)
+				}
+				m.maybeBootstrap()
+				select {
+				case m.reconcileCh <- struct{}{}:
+				default:
+				}
+			}
+		}
+	}
+}
+
+// retryJoin joins the configured and discovered servers until the cluster has
+// a leader, then keeps trying slowly for servers it has lost.
+func (m *membership) retryJoin() {
+	defer m.wg.Done()
+	addrs := m.s.config.RetryJoin
+	for attempt := 0; ; attempt++ {
+		targets := append([]string(nil), addrs...)
+		for _, d := range m.discover {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			found, err := d(ctx)
+			cancel()
+			if err != nil {
+				m.logger.Warn("discovery failed", "error", err)
+			}
+			targets = append(targets, found...)
+		}
+		if len(targets) > 0 {
+			n, err := m.serf.Join(targets, true)
+			if err != nil && n == 0 {
+				m.logger.Warn("join failed; will retry", "addrs", targets, "error", err)
+			} else if n > 0 {
+				m.mu.Lock()
+				m.joined = true
+				m.mu.Unlock()
+			}
+		}
+		wait := time.Second
+		if addr, _ := m.s.Leader(); addr != "" && m.aliveServers() >= 2 {
+			wait = 30 * time.Second
+		}
+		select {
+		case <-m.stopCh:
+			return
+		case <-time.After(wait):
+		}
+	}
+}
+
+func (m *membership) servers() []serverInfo {
+	var out []serverInfo
+	for _, mem := range m.serf.Members() {
+		if si, ok := parseMember(mem); ok {
+			out = append(out, si)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+func (m *membership) aliveServers() int {
+	n := 0
+	for _, si := range m.servers() {
+		if si.Status == serf.StatusAlive {
+			n++
+		}
+	}
+	return n
+}
+
+// maybeBootstrap forms a new cluster once bootstrap_expect servers see each
+// other. Every server computes the same configuration from the same members,
+// so they all bootstrap the same cluster. It never bootstraps a server that
+// has Raft state, nor when any peer already belongs to a cluster: existing
+// state always wins.
+func (m *membership) maybeBootstrap() {
+	expect := m.s.config.BootstrapExpect
+	if expect <= 1 {
+		return
+	}
+	m.mu.Lock()
+	if m.bootstrapped {
+		m.mu.Unlock()
+		return
+	}
+	m.mu.Unlock()
+	if idx := m.s.raft.LastIndex(); idx > 0 {
+		m.markBootstrapped()
+		return
+	}
+	var alive []serverInfo
+	for _, si := range m.servers() {
+		if si.Status != serf.StatusAlive {
+			continue
+		}
+		if si.BootstrapExpect != expect {
+			m.logger.Error("peer has a different bootstrap_expect; not bootstrapping",
+				"peer", si.Name, "peer_expect", si.BootstrapExpect, "expect", expect)
+			return
+		}
+		alive = append(alive, si)
+	}
+	if len(alive) < expect {
+		return
+	}
+	for _, si := range alive {
+		if si.ID == m.s.nodeID {
+			continue
+		}
+		peers, err := m.peerRaftPeers(si)
+		if err != nil {
+			m.logger.Warn("cannot ask peer for its cluster; will retry", "peer", si.Name, "error", err)
+			return
+		}
+		if len(peers) > 0 {
+			m.logger.Info("peer already belongs to a cluster; waiting to be added", "peer", si.Name)
+			m.markBootstrapped()
+			return
+		}
+	}
+	var servers []raft.Server
+	for _, si := range alive {
+		servers = append(servers, raft.Server{ID: raft.ServerID(si.ID), Address: raft.ServerAddress(si.RPCAddr), Suffrage: raft.Voter})
+	}
+	m.logger.Info("bootstrapping the cluster", "servers", len(servers))
+	if err := m.s.raft.BootstrapCluster(raft.Configuration{Servers: servers}).Error(); err != nil {
+		m.logger.Error("bootstrap failed", "error", err)
+	}
+	m.markBootstrapped()
+}
+
+func (m *membership) markBootstrapped() {
+	m.mu.Lock()
+	m.bootstrapped = true
+	m.mu.Unlock()
+}
+
+// peerRaftPeers asks a peer, over its RPC port, which Raft peers it knows.
+func (m *membership) peerRaftPeers(si serverInfo) ([]string, error) {
+	client := m.s.rpcHTTPClient(si.RPCAddr)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+si.RPCAddr+"/v1/status/peers?stale", nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("status %d: %s", resp.StatusCode, body)
+	}
+	var peers []string
+	if err := json.Unmarshal(body, &peers); err != nil {
+		return nil, fmt.Errorf("decode peers: %w", err)
+	}
+	return peers, nil
+}
+
+// runLeader keeps the Raft configuration in line with serf: alive servers
+// become voters, servers that left or were reaped are removed. Failed
+// servers stay until they come back or an operator removes them.
+func (m *membership) runLeader(ctx context.Context) {
+	tick := time.NewTicker(10 * time.Second)
+	defer tick.Stop()
+	for {
+		m.reconcilePeers()
+		select {
+		case <-ctx.Done():
+			return
+		case <-m.reconcileCh:
+		case <-tick.C:
+		}
+	}
+}
+
+func (m *membership) reconcilePeers() {
+	r := m.s.raft
+	if r.State() != raft.Leader {
+		return
+	}
+	f := r.GetConfiguration()
+	if err := f.Error(); err != nil {
+		m.logger.Warn("read raft configuration", "error", err)
+		return
+	}
+	known := map[raft.ServerID]raft.Server{}
+	for _, srv := range f.Configuration().Servers {
+		known[srv.ID] = srv
+	}
+	for _, si := range m.servers() {
+		id := raft.ServerID(si.ID)
+		switch si.Status {
+		case serf.StatusAlive:
+			if srv, ok := known[id]; ok && srv.Address == raft.ServerAddress(si.RPCAddr) {
+				continue
+			}
+			m.logger.Info("adding server as voter", "server", si.Name, "addr", si.RPCAddr)
+			if err := r.AddVoter(id, raft.ServerAddress(si.RPCAddr), 0, 10*time.Second).Error(); err != nil {
+				m.logger.Warn("add voter failed", "server", si.Name, "error", err)
+			}
+		case serf.StatusLeft:
+			if _, ok := known[id]; !ok || id == raft.ServerID(m.s.nodeID) {
+				continue
+			}
+			m.logger.Info("removing server that left", "server", si.Name)
+			if err := r.RemoveServer(id, 0, 10*time.Second).Error(); err != nil {
+				m.logger.Warn("remove server failed", "server", si.Name, "error", err)
+			}
+		}
+	}
+}
+
+func (m *membership) leave() {
+	if m.consulDeregister != nil {
+		m.consulDeregister()
+	}
+	if m.s.IsLeader() {
+		// Hand over leadership before leaving, so the cluster keeps going.
+		_ = m.s.raft.LeadershipTransfer().Error()
+	}
+	if err := m.serf.Leave(); err != nil {
+		m.logger.Warn("serf leave", "error", err)
+	}
+}
+
+func (m *membership) shutdown() {
+	select {
+	case <-m.stopCh:
+	default:
+		close(m.stopCh)
+	}
+	_ = m.serf.Shutdown()
+	m.wg.Wait()
+}

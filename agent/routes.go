@@ -1,0 +1,584 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/nops-dev/nops/agent/snapshot"
+	"github.com/nops-dev/nops/fsm"
+	"github.com/nops-dev/nops/reconcile/holds"
+	"github.com/nops-dev/nops/structs"
+)
+
+func (a *httpAPI) routes(route func(pattern, kind string, fn handlerFunc)) {
+	route("GET /v1/status/leader", kindRead, a.statusLeader)
+	route("GET /v1/status/peers", kindRead, a.statusPeers)
+	route("GET /v1/agent/self", kindRead, a.agentSelf)
+	route("GET /v1/agent/members", kindRead, a.agentMembers)
+	route("GET /v1/health", kindRead, a.health)
+
+	route("GET /v1/deployments", kindRead, a.deploymentList)
+	route("GET /v1/deployment/{id}", kindRead, a.deploymentGet)
+	route("GET /v1/deployment/{id}/events", kindRead, a.deploymentEvents)
+	route("POST /v1/deployment/{id}/approve", kindWrite, a.deploymentApprove)
+	route("POST /v1/deployment/{id}/reject", kindWrite, a.deploymentReject)
+
+	route("GET /v1/pauses", kindRead, a.pauseList)
+	route("POST /v1/pause", kindWrite, a.pauseAll)
+	route("POST /v1/resume", kindWrite, a.resumeAll)
+	route("POST /v1/job/{ns}/{id}/pause", kindWrite, a.jobPause)
+	route("POST /v1/job/{ns}/{id}/resume", kindWrite, a.jobResume)
+	route("POST /v1/job/{ns}/{id}/deploy-now", kindWrite, a.jobDeployNow)
+
+	route("GET /v1/windows", kindRead, a.windowList)
+	route("GET /v1/window/{name}", kindRead, a.windowGet)
+	route("PUT /v1/window/{name}", kindWrite, a.windowPut)
+	route("DELETE /v1/window/{name}", kindWrite, a.windowDelete)
+
+	route("GET /v1/events", kindRead, a.eventList)
+
+	route("GET /v1/operator/raft/configuration", kindRead, a.raftConfiguration)
+	route("DELETE /v1/operator/raft/peer", kindWrite, a.raftRemovePeer)
+	route("POST /v1/operator/raft/transfer-leadership", kindWrite, a.raftTransfer)
+	route("GET /v1/operator/snapshot", kindWrite, a.snapshotSave)
+	route("PUT /v1/operator/snapshot", kindWrite, a.snapshotRestore)
+
+	if a.s.routes != nil {
+		a.s.routes(func(pattern string, write bool, fn func(w http.ResponseWriter, r *http.Request) (any, error)) {
+			kind := kindRead
+			if write {
+				kind = kindWrite
+			}
+			route(pattern, kind, fn)
+		})
+	}
+}
+
+func (a *httpAPI) statusLeader(_ http.ResponseWriter, _ *http.Request) (any, error) {
+	addr, _ := a.s.Leader()
+	return addr, nil
+}
+
+func (a *httpAPI) statusPeers(_ http.ResponseWriter, _ *http.Request) (any, error) {
+	f := a.s.raft.GetConfiguration()
+	if err := f.Error(); err != nil {
+		return nil, fmt.Errorf("raft configuration: %w", err)
+	}
+	peers := []string{}
+	for _, srv := range f.Configuration().Servers {
+		peers = append(peers, string(srv.Address))
+	}
+	return peers, nil
+}
+
+// AgentSelf is this server as /v1/agent/self shows it.
+type AgentSelf struct {
+	NodeID     string            `json:"node_id"`
+	Name       string            `json:"name"`
+	Version    string            `json:"version"`
+	HTTPAddr   string            `json:"http_addr"`
+	RPCAddr    string            `json:"rpc_addr"`
+	SerfAddr   string            `json:"serf_addr"`
+	RaftState  string            `json:"raft_state"`
+	Leader     string            `json:"leader"`
+	LeaderID   string            `json:"leader_id"`
+	IsLeader   bool              `json:"is_leader"`
+	LoopsOn    bool              `json:"leader_loops_running"`
+	Stats      map[string]string `json:"raft_stats"`
+	Dev        bool              `json:"dev"`
+	Namespaces []string          `json:"namespaces"`
+}
+
+func (a *httpAPI) agentSelf(_ http.ResponseWriter, _ *http.Request) (any, error) {
+	s := a.s
+	leader, leaderID := s.Leader()
+	return &AgentSelf{
+		NodeID: s.nodeID, Name: s.nodeName(), Version: Version, HTTPAddr: s.HTTPAddr(), RPCAddr: s.rpcAddr,
+		SerfAddr: s.SerfAddr(), RaftState: s.raft.State().String(), Leader: leader, LeaderID: leaderID,
+		IsLeader: s.IsLeader(), LoopsOn: s.LeaderLoopsRunning(), Stats: s.raft.Stats(), Dev: s.config.Dev,
+		Namespaces: s.config.Namespaces,
+	}, nil
+}
+
+// Member is a serf member as /v1/agent/members shows it.
+type Member struct {
+	Name   string            `json:"name"`
+	Addr   string            `json:"addr"`
+	Port   uint16            `json:"port"`
+	Status string            `json:"status"`
+	Tags   map[string]string `json:"tags"`
+}
+
+func (a *httpAPI) agentMembers(_ http.ResponseWriter, _ *http.Request) (any, error) {
+	out := []Member{}
+	for _, m := range a.s.Members() {
+		out = append(out, Member{Name: m.Name, Addr: m.Addr.String(), Port: m.Port, Status: m.Status.String(), Tags: m.Tags})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+func (a *httpAPI) health(w http.ResponseWriter, _ *http.Request) (any, error) {
+	leader, _ := a.s.Leader()
+	if leader == "" {
+		return nil, &HTTPError{Code: http.StatusServiceUnavailable, Msg: structs.ErrNoLeader.Error()}
+	}
+	return map[string]any{"status": "ok", "leader": leader, "node": a.s.nodeName()}, nil
+}
+
+func (a *httpAPI) deploymentList(w http.ResponseWriter, r *http.Request) (any, error) {
+	q := r.URL.Query()
+	var problems []string
+	f := fsm.DeploymentFilter{Namespace: q.Get("namespace"), JobID: q.Get("job"), State: structs.DeploymentState(q.Get("state"))}
+	if f.State != "" && !f.State.Valid() {
+		problems = append(problems, fmt.Sprintf("state: %q is not a deployment state", f.State))
+	}
+	limit, err := queryInt(r, "limit")
+	if err != nil {
+		problems = append(problems, err.Error())
+	}
+	f.Limit = limit
+	if next := q.Get("next"); next != "" {
+		n, err := strconv.ParseUint(next, 10, 64)
+		if err != nil {
+			problems = append(problems, fmt.Sprintf("next: %q is not a page token", next))
+		}
+		f.Before = n
+	}
+	if len(problems) > 0 {
+		return nil, badRequest(problems...)
+	}
+	list, next, err := a.s.State().Deployments(f)
+	if err != nil {
+		return nil, err
+	}
+	if next > 0 {
+		w.Header().Set(headerNextToken, strconv.FormatUint(next, 10))
+	}
+	out := make([]*structs.Deployment, 0, len(list))
+	for _, d := range list {
+		out = append(out, d.Public())
+	}
+	return out, nil
+}
+
+func (a *httpAPI) lookupDeployment(r *http.Request) (*structs.Deployment, error) {
+	id := r.PathValue("id")
+	d, err := a.s.State().Deployment(id)
+	if err != nil {
+		return nil, err
+	}
+	if d == nil {
+		// Accept a unique prefix, as Nomad does for IDs.
+		if len(id) >= 4 {
+			list, _, err := a.s.State().Deployments(fsm.DeploymentFilter{})
+			if err != nil {
+				return nil, err
+			}
+			var found []*structs.Deployment
+			for _, c := range list {
+				if strings.HasPrefix(c.ID, id) {
+					found = append(found, c)
+				}
+			}
+			if len(found) == 1 {
+				return found[0], nil
+			}
+			if len(found) > 1 {
+				return nil, badRequest(fmt.Sprintf("deployment ID prefix %q matches %d deployments", id, len(found)))
+			}
+		}
+		return nil, fmt.Errorf("%w: deployment %q", structs.ErrNotFound, id)
+	}
+	return d, nil
+}
+
+func (a *httpAPI) deploymentGet(_ http.ResponseWriter, r *http.Request) (any, error) {
+	d, err := a.lookupDeployment(r)
+	if err != nil {
+		return nil, err
+	}
+	return d.Public(), nil
+}
+
+func (a *httpAPI) deploymentEvents(_ http.ResponseWriter, r *http.Request) (any, error) {
+	d, err := a.lookupDeployment(r)
+	if err != nil {
+		return nil, err
+	}
+	events, err := a.s.State().Events(fsm.EventFilter{Object: d.ID})
+	if err != nil {
+		return nil, err
+	}
+	return nonNil(events), nil
+}
+
+// ApproveRequest is the body of an approve.
+type ApproveRequest struct {
+	Comment string `json:"comment"`
+}
+
+// RejectRequest is the body of a reject.
+type RejectRequest struct {
+	Reason string `json:"reason"`
+}
+
+// ReasonRequest is the body of a pause or resume.
+type ReasonRequest struct {
+	Reason string `json:"reason"`
+}
+
+func (a *httpAPI) decide(r *http.Request, decision, comment string) (any, error) {
+	d, err := a.lookupDeployment(r)
+	if err != nil {
+		return nil, err
+	}
+	if len(comment) > 4096 {
+		return nil, badRequest("comment: at most 4096 characters")
+	}
+	req := &structs.DeploymentDecisionRequest{WriteMeta: writeMeta(r), ID: d.ID, Decision: decision, Comment: comment}
+	if _, err := a.s.Apply(structs.DeploymentDecisionRequestType, req); err != nil {
+		return nil, err
+	}
+	a.s.Kick()
+	d, err = a.s.State().Deployment(d.ID)
+	if err != nil {
+		return nil, err
+	}
+	return d.Public(), nil
+}
+
+func (a *httpAPI) deploymentApprove(_ http.ResponseWriter, r *http.Request) (any, error) {
+	var body ApproveRequest
+	if err := decode(r, &body); err != nil {
+		return nil, err
+	}
+	return a.decide(r, structs.DecisionApprove, body.Comment)
+}
+
+func (a *httpAPI) deploymentReject(_ http.ResponseWriter, r *http.Request) (any, error) {
+	var body RejectRequest
+	if err := decode(r, &body); err != nil {
+		return nil, err
+	}
+	return a.decide(r, structs.DecisionReject, body.Reason)
+}
+
+func (a *httpAPI) pauseList(_ http.ResponseWriter, _ *http.Request) (any, error) {
+	p, err := a.s.State().Pauses()
+	return nonNil(p), err
+}
+
+func (a *httpAPI) pauseOrResume(r *http.Request, t structs.MessageType, global bool) (any, error) {
+	var body ReasonRequest
+	if err := decode(r, &body); err != nil {
+		return nil, err
+	}
+	req := &structs.PauseRequest{WriteMeta: writeMeta(r), Global: global, Reason: body.Reason}
+	if !global {
+		req.Namespace, req.JobID = r.PathValue("ns"), r.PathValue("id")
+	}
+	if len(body.Reason) > 4096 {
+		return nil, badRequest("reason: at most 4096 characters")
+	}
+	if _, err := a.s.Apply(t, req); err != nil {
+		return nil, err
+	}
+	a.s.Kick()
+	return a.s.State().Pauses()
+}
+
+func (a *httpAPI) pauseAll(_ http.ResponseWriter, r *http.Request) (any, error) {
+	return a.pauseOrResume(r, structs.PauseRequestType, true)
+}
+
+func (a *httpAPI) resumeAll(_ http.ResponseWriter, r *http.Request) (any, error) {
+	return a.pauseOrResume(r, structs.ResumeRequestType, true)
+}
+
+func (a *httpAPI) jobPause(_ http.ResponseWriter, r *http.Request) (any, error) {
+	return a.pauseOrResume(r, structs.PauseRequestType, false)
+}
+
+func (a *httpAPI) jobResume(_ http.ResponseWriter, r *http.Request) (any, error) {
+	return a.pauseOrResume(r, structs.ResumeRequestType, false)
+}
+
+func (a *httpAPI) jobDeployNow(_ http.ResponseWriter, r *http.Request) (any, error) {
+	if err := decode(r, &struct{}{}); err != nil {
+		return nil, err
+	}
+	req := &structs.WindowLiftRequest{WriteMeta: writeMeta(r), Namespace: r.PathValue("ns"), JobID: r.PathValue("id")}
+	if _, err := a.s.Apply(structs.WindowLiftRequestType, req); err != nil {
+		return nil, err
+	}
+	a.s.Kick()
+	return a.s.State().Lift(req.Namespace, req.JobID)
+}
+
+func (a *httpAPI) windowList(_ http.ResponseWriter, _ *http.Request) (any, error) {
+	w, err := a.s.State().Windows()
+	return nonNil(w), err
+}
+
+func (a *httpAPI) windowGet(_ http.ResponseWriter, r *http.Request) (any, error) {
+	w, err := a.s.State().Window(r.PathValue("name"))
+	if err != nil {
+		return nil, err
+	}
+	if w == nil {
+		return nil, fmt.Errorf("%w: sync window %q", structs.ErrNotFound, r.PathValue("name"))
+	}
+	return w, nil
+}
+
+// WindowSpec is the body of PUT /v1/window/{name}.
+type WindowSpec struct {
+	Name       string   `json:"name"`
+	Kind       string   `json:"kind"`
+	Schedule   string   `json:"schedule"`
+	Duration   string   `json:"duration"`
+	Timezone   string   `json:"timezone"`
+	Namespaces []string `json:"namespaces"`
+	Jobs       []string `json:"jobs"`
+}
+
+func (a *httpAPI) windowPut(_ http.ResponseWriter, r *http.Request) (any, error) {
+	var spec WindowSpec
+	if err := decode(r, &spec); err != nil {
+		return nil, err
+	}
+	name := r.PathValue("name")
+	var problems []string
+	if spec.Name != "" && spec.Name != name {
+		problems = append(problems, fmt.Sprintf("name: body names %q but the path names %q", spec.Name, name))
+	}
+	tz := spec.Timezone
+	if tz == "" {
+		tz = "UTC"
+	}
+	win := &structs.SyncWindow{
+		Name: name, Kind: structs.WindowKind(spec.Kind), Schedule: spec.Schedule, Duration: spec.Duration,
+		Timezone: tz, Namespaces: spec.Namespaces, Jobs: spec.Jobs,
+	}
+	problems = append(problems, holds.Validate(win)...)
+	if len(problems) > 0 {
+		return nil, badRequest(problems...)
+	}
+	if _, err := a.s.Apply(structs.WindowUpsertRequestType, &structs.WindowUpsertRequest{WriteMeta: writeMeta(r), Window: win}); err != nil {
+		return nil, err
+	}
+	a.s.Kick()
+	return a.s.State().Window(name)
+}
+
+func (a *httpAPI) windowDelete(_ http.ResponseWriter, r *http.Request) (any, error) {
+	req := &structs.WindowDeleteRequest{WriteMeta: writeMeta(r), Name: r.PathValue("name")}
+	if _, err := a.s.Apply(structs.WindowDeleteRequestType, req); err != nil {
+		return nil, err
+	}
+	a.s.Kick()
+	return map[string]string{"deleted": req.Name}, nil
+}
+
+// eventList serves the audit log. since takes an RFC 3339 time or an event
+// sequence number; with wait, the request blocks until an event newer than
+// since arrives or the wait runs out (for `nops events -follow`).
+func (a *httpAPI) eventList(_ http.ResponseWriter, r *http.Request) (any, error) {
+	q := r.URL.Query()
+	var problems []string
+	f := fsm.EventFilter{Kind: q.Get("kind"), Object: q.Get("object")}
+	if since := q.Get("since"); since != "" {
+		if n, err := strconv.ParseUint(since, 10, 64); err == nil {
+			f.AfterSeq = n
+		} else if t, err := time.Parse(time.RFC3339, since); err == nil {
+			f.Since = t
+		} else {
+			problems = append(problems, fmt.Sprintf("since: %q is neither an RFC 3339 time nor an event sequence number", since))
+		}
+	}
+	limit, err := queryInt(r, "limit")
+	if err != nil {
+		problems = append(problems, err.Error())
+	}
+	f.Limit = limit
+	var wait time.Duration
+	if v := q.Get("wait"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 || d > 5*time.Minute {
+			problems = append(problems, fmt.Sprintf("wait: %q must be a duration of at most 5m", v))
+		}
+		wait = d
+	}
+	if len(problems) > 0 {
+		return nil, badRequest(problems...)
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), wait)
+	defer cancel()
+	for {
+		st := a.s.State()
+		changed := st.Changed()
+		events, err := st.Events(f)
+		if err != nil {
+			return nil, err
+		}
+		if len(events) > 0 || wait == 0 {
+			return nonNil(events), nil
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return []*structs.Event{}, nil
+		}
+	}
+}
+
+// RaftServer is one peer as the operator endpoints show it.
+type RaftServer struct {
+	Node         string `json:"node"`
+	ID           string `json:"id"`
+	Address      string `json:"address"`
+	Leader       bool   `json:"leader"`
+	Voter        bool   `json:"voter"`
+	RaftProtocol string `json:"raft_protocol"`
+}
+
+// RaftConfiguration is the answer of /v1/operator/raft/configuration.
+type RaftConfiguration struct {
+	Servers []RaftServer `json:"servers"`
+	Index   uint64       `json:"index"`
+}
+
+func (a *httpAPI) raftConfiguration(_ http.ResponseWriter, _ *http.Request) (any, error) {
+	f := a.s.raft.GetConfiguration()
+	if err := f.Error(); err != nil {
+		return nil, fmt.Errorf("raft configuration: %w", err)
+	}
+	names := map[string]string{}
+	for _, m := range a.s.Members() {
+		if si, ok := parseMember(m); ok {
+			names[si.ID] = si.Name
+		}
+	}
+	_, leaderID := a.s.Leader()
+	out := &RaftConfiguration{Index: f.Index(), Servers: []RaftServer{}}
+	for _, srv := range f.Configuration().Servers {
+		node := names[string(srv.ID)]
+		if node == "" {
+			node = "(unknown)"
+		}
+		out.Servers = append(out.Servers, RaftServer{
+			Node: node, ID: string(srv.ID), Address: string(srv.Address), Leader: string(srv.ID) == leaderID,
+			Voter: srv.Suffrage == raft.Voter, RaftProtocol: strconv.Itoa(raft.ProtocolVersionMax),
+		})
+	}
+	return out, nil
+}
+
+func (a *httpAPI) raftRemovePeer(_ http.ResponseWriter, r *http.Request) (any, error) {
+	id := r.URL.Query().Get("id")
+	if id == "" {
+		return nil, badRequest("id: the peer's ID is required")
+	}
+	f := a.s.raft.GetConfiguration()
+	if err := f.Error(); err != nil {
+		return nil, err
+	}
+	found := false
+	for _, srv := range f.Configuration().Servers {
+		if string(srv.ID) == id {
+			found = true
+		}
+	}
+	if !found {
+		return nil, fmt.Errorf("%w: no raft peer with ID %q", structs.ErrNotFound, id)
+	}
+	if err := a.s.raft.RemoveServer(raft.ServerID(id), 0, 10*time.Second).Error(); err != nil {
+		return nil, fmt.Errorf("remove peer %s: %w", id, err)
+	}
+	return map[string]string{"removed": id}, nil
+}
+
+func (a *httpAPI) raftTransfer(_ http.ResponseWriter, r *http.Request) (any, error) {
+	id := r.URL.Query().Get("id")
+	var f raft.Future
+	if id == "" {
+		f = a.s.raft.LeadershipTransfer()
+	} else {
+		var addr raft.ServerAddress
+		cf := a.s.raft.GetConfiguration()
+		if err := cf.Error(); err != nil {
+			return nil, err
+		}
+		for _, srv := range cf.Configuration().Servers {
+			if string(srv.ID) == id {
+				addr = srv.Address
+			}
+		}
+		if addr == "" {
+			return nil, fmt.Errorf("%w: no raft peer with ID %q", structs.ErrNotFound, id)
+		}
+		f = a.s.raft.LeadershipTransferToServer(raft.ServerID(id), addr)
+	}
+	if err := f.Error(); err != nil {
+		return nil, fmt.Errorf("%w: leadership transfer: %v", structs.ErrConflict, err)
+	}
+	addr, lid := a.s.Leader()
+	return map[string]string{"leader": addr, "leader_id": lid}, nil
+}
+
+func (a *httpAPI) snapshotSave(w http.ResponseWriter, _ *http.Request) (any, error) {
+	f := a.s.raft.Snapshot()
+	if err := f.Error(); err != nil {
+		return nil, fmt.Errorf("take snapshot: %w", err)
+	}
+	meta, rc, err := f.Open()
+	if err != nil {
+		return nil, fmt.Errorf("open snapshot: %w", err)
+	}
+	defer rc.Close()
+	w.Header().Set("Content-Type", "application/x-nops-snapshot")
+	w.Header().Set(headerIndex, strconv.FormatUint(meta.Index, 10))
+	if err := snapshot.Write(w, meta, rc); err != nil {
+		a.logger.Error("write snapshot archive", "error", err)
+	}
+	return nil, nil
+}
+
+func (a *httpAPI) snapshotRestore(_ http.ResponseWriter, r *http.Request) (any, error) {
+	arc, err := snapshot.Read(r.Body)
+	if err != nil {
+		if he := decodeError(err); isTooLarge(he) {
+			return nil, he
+		}
+		return nil, badRequest("snapshot archive: " + err.Error())
+	}
+	if _, err := fsm.ReadOnly(arc.State()); err != nil {
+		return nil, badRequest("snapshot state: " + err.Error())
+	}
+	if err := a.s.raft.Restore(arc.Meta, arc.State(), 0); err != nil {
+		return nil, fmt.Errorf("restore snapshot: %w", err)
+	}
+	a.s.Kick()
+	return map[string]any{"restored_index": arc.Meta.Index, "term": arc.Meta.Term}, nil
+}
+
+func isTooLarge(err error) bool {
+	he, ok := err.(*HTTPError)
+	return ok && he.Code == http.StatusRequestEntityTooLarge
+}
+
+func nonNil[T any](s []*T) []*T {
+	if s == nil {
+		return []*T{}
+	}
+	return s
+}
+

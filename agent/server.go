@@ -1,0 +1,416 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/nops-dev/nops/agent/config"
+	"github.com/nops-dev/nops/fsm"
+	"github.com/nops-dev/nops/structs"
+)
+
+// Version is the build's version, set by the linker.
+var Version = "0.1.0-dev"
+
+const (
+	raftApplyTimeout = 10 * time.Second
+	// leaderWait is how long a write waits for a leader before 503.
+	leaderWait = 5 * time.Second
+)
+
+// LeaderFunc runs the leader's loops until ctx is cancelled, and returns once
+// every loop has stopped.
+type LeaderFunc func(ctx context.Context, s *Server)
+
+// Server is one Nops server.
+type Server struct {
+	config *config.Config
+	logger hclog.Logger
+	nodeID string
+
+	fsm       *fsm.FSM
+	raft      *raft.Raft
+	raftStore *raftboltdb.BoltStore
+	transport *raft.NetworkTransport
+	mux       *rpcMux
+	rpcAddr   string
+
+	httpLn     net.Listener
+	httpServer *http.Server
+	rpcHTTP    *http.Server
+	metrics    *prometheus.Registry
+
+	membership *membership
+
+	leaderNotify chan bool
+	leaderFn     LeaderFunc
+	leaderMu     sync.Mutex
+	leaderCancel context.CancelFunc
+	leaderDone   chan struct{}
+	leaderSince  time.Time
+
+	routes func(add RouteAdder)
+	kick   chan struct{}
+
+	tempDir string
+
+	shutdownOnce sync.Once
+	shutdownCh   chan struct{}
+	wg           sync.WaitGroup
+}
+
+// RouteAdder adds an API route; write routes run on the leader.
+type RouteAdder func(pattern string, write bool, fn func(w http.ResponseWriter, r *http.Request) (any, error))
+
+// Options carries what the caller wires into a server.
+type Options struct {
+	// Leader runs the leader-only loops. Nil runs none.
+	Leader LeaderFunc
+	// Routes adds the API routes of the reconcilers.
+	Routes func(add RouteAdder)
+}
+
+// New starts a server: Raft, the RPC and HTTP listeners, and membership.
+func New(cfg *config.Config, logger hclog.Logger, opts Options) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	s := &Server{
+		config:     cfg,
+		logger:     logger,
+		leaderFn:   opts.Leader,
+		routes:     opts.Routes,
+		kick:       make(chan struct{}, 1),
+		shutdownCh: make(chan struct{}),
+		metrics:    prometheus.NewRegistry(),
+	}
+	if cfg.Dev && cfg.DataDir == "" {
+		dir, err := os.MkdirTemp("", "nops-dev-")
+		if err != nil {
+			return nil, fmt.Errorf("create dev data dir: %w", err)
+		}
+		s.tempDir = dir
+		cfg.DataDir = dir
+	}
+	if err := s.setup(); err != nil {
+		s.Shutdown()
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Server) setup() error {
+	cfg := s.config
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return fmt.Errorf("create data dir: %w", err)
+	}
+	id, err := loadNodeID(cfg.DataDir)
+	if err != nil {
+		return err
+	}
+	s.nodeID = id
+	s.logger = s.logger.With("node", s.nodeName())
+
+	f, err := fsm.New(s.logger)
+	if err != nil {
+		return err
+	}
+	s.fsm = f
+
+	rpcLn, err := net.Listen("tcp", net.JoinHostPort(cfg.Bind, strconv.Itoa(cfg.RPCPort)))
+	if err != nil {
+		return fmt.Errorf("listen on rpc port: %w", err)
+	}
+	port := rpcLn.Addr().(*net.TCPAddr).Port
+	advertise := &net.TCPAddr{IP: net.ParseIP(cfg.Advertise), Port: port}
+	if advertise.IP == nil {
+		rpcLn.Close()
+		return fmt.Errorf("advertise address %q is not an IP address", cfg.Advertise)
+	}
+	s.rpcAddr = advertise.String()
+	s.mux = newRPCMux(rpcLn, advertise)
+	go s.mux.serve()
+
+	if err := s.setupRaft(); err != nil {
+		return err
+	}
+
+	httpLn, err := net.Listen("tcp", net.JoinHostPort(cfg.Bind, strconv.Itoa(cfg.HTTPPort)))
+	if err != nil {
+		return fmt.Errorf("listen on http port: %w", err)
+	}
+	s.httpLn = httpLn
+	api := newHTTPAPI(s)
+	s.httpServer = &http.Server{Handler: api.handler(false), ReadHeaderTimeout: 10 * time.Second}
+	s.rpcHTTP = &http.Server{Handler: api.handler(true), ReadHeaderTimeout: 10 * time.Second}
+	s.wg.Add(2)
+	go func() {
+		defer s.wg.Done()
+		if err := s.httpServer.Serve(httpLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			s.logger.Error("http server stopped", "error", err)
+		}
+	}()
+	go func() {
+		defer s.wg.Done()
+		if err := s.rpcHTTP.Serve(&chanListener{m: s.mux, ch: s.mux.httpCh}); err != nil &&
+			!errors.Is(err, http.ErrServerClosed) && !errors.Is(err, net.ErrClosed) {
+			s.logger.Error("rpc http server stopped", "error", err)
+		}
+	}()
+
+	if err := s.setupMembership(); err != nil {
+		return err
+	}
+	s.registerMetrics()
+
+	s.wg.Add(1)
+	go s.monitorLeadership()
+	s.logger.Info("server started", "http", s.HTTPAddr(), "rpc", s.rpcAddr, "data_dir", cfg.DataDir,
+		"bootstrap_expect", cfg.BootstrapExpect)
+	return nil
+}
+
+func (s *Server) nodeName() string {
+	if s.config.NodeName != "" {
+		return s.config.NodeName
+	}
+	return s.nodeID[:8]
+}
+
+// loadNodeID reads the node ID persisted in the data dir, or creates it.
+func loadNodeID(dataDir string) (string, error) {
+	path := filepath.Join(dataDir, "node-id")
+	b, err := os.ReadFile(path)
+	if err == nil {
+		id := strings.TrimSpace(string(b))
+		if _, perr := uuid.Parse(id); perr != nil {
+			return "", fmt.Errorf("node ID in %s is not a UUID: %w", path, perr)
+		}
+		return id, nil
+	}
+	if !errors.Is(err, os.ErrNotExist) {
+		return "", fmt.Errorf("read node ID: %w", err)
+	}
+	id := uuid.NewString()
+	if err := os.WriteFile(path, []byte(id+"\n"), 0o600); err != nil {
+		return "", fmt.Errorf("write node ID: %w", err)
+	}
+	return id, nil
+}
+
+func (s *Server) setupRaft() error {
+	cfg := s.config
+	dir := filepath.Join(cfg.DataDir, "raft")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("create raft dir: %w", err)
+	}
+	store, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(dir, "raft.db")})
+	if err != nil {
+		return fmt.Errorf("open raft store: %w", err)
+	}
+	s.raftStore = store
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(dir, 2, s.logger.Named("raft"))
+	if err != nil {
+		return fmt.Errorf("open snapshot store: %w", err)
+	}
+	layer := &raftLayer{chanListener{m: s.mux, ch: s.mux.raftCh}}
+	s.transport = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+		Stream: layer, MaxPool: 3, Timeout: 10 * time.Second, Logger: s.logger.Named("raft.transport"),
+	})
+
+	rc := raft.DefaultConfig()
+	rc.LocalID = raft.ServerID(s.nodeID)
+	rc.Logger = s.logger.Named("raft")
+	rc.SnapshotThreshold = cfg.RaftSnapshotThreshold
+	if cfg.RaftSnapshotInterval > 0 {
+		rc.SnapshotInterval = cfg.RaftSnapshotInterval
+	}
+	if cfg.Dev || cfg.BootstrapExpect == 1 {
+		// A lone server needs no patience with absent peers.
+		rc.HeartbeatTimeout = 500 * time.Millisecond
+		rc.ElectionTimeout = 500 * time.Millisecond
+		rc.LeaderLeaseTimeout = 250 * time.Millisecond
+	}
+	s.leaderNotify = make(chan bool, 10)
+	rc.NotifyCh = s.leaderNotify
+
+	existing, err := raft.HasExistingState(store, store, snaps)
+	if err != nil {
+		return fmt.Errorf("read raft state: %w", err)
+	}
+	r, err := raft.NewRaft(rc, s.fsm, store, store, snaps, s.transport)
+	if err != nil {
+		return fmt.Errorf("start raft: %w", err)
+	}
+	s.raft = r
+	if !existing && cfg.BootstrapExpect == 1 {
+		s.logger.Info("bootstrapping a single-server cluster")
+		f := r.BootstrapCluster(raft.Configuration{Servers: []raft.Server{{
+			ID: rc.LocalID, Address: raft.ServerAddress(s.rpcAddr), Suffrage: raft.Voter,
+		}}})
+		if err := f.Error(); err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
+			return fmt.Errorf("bootstrap: %w", err)
+		}
+	}
+	return nil
+}
+
+// NodeID returns the server's persistent node ID (its Raft server ID).
+func (s *Server) NodeID() string { return s.nodeID }
+
+// RPCAddr returns the advertised Raft and forwarding address.
+func (s *Server) RPCAddr() string { return s.rpcAddr }
+
+// HTTPAddr returns the address the HTTP API listens on.
+func (s *Server) HTTPAddr() string {
+	if s.httpLn == nil {
+		return ""
+	}
+	return s.httpLn.Addr().String()
+}
+
+// State returns the replicated state store.
+func (s *Server) State() *fsm.StateStore { return s.fsm.State() }
+
+// Raft returns the server's Raft node.
+func (s *Server) Raft() *raft.Raft { return s.raft }
+
+// Logger returns the server's logger.
+func (s *Server) Logger() hclog.Logger { return s.logger }
+
+// Config returns the server's configuration.
+func (s *Server) Config() *config.Config { return s.config }
+
+// Metrics returns the server's Prometheus registry.
+func (s *Server) Metrics() *prometheus.Registry { return s.metrics }
+
+// IsLeader reports whether this server is the Raft leader.
+func (s *Server) IsLeader() bool { return s.raft.State() == raft.Leader }
+
+// Leader returns the leader's RPC address and ID, empty when unknown.
+func (s *Server) Leader() (string, string) {
+	addr, id := s.raft.LeaderWithID()
+	return string(addr), string(id)
+}
+
+// Kick wakes the leader loops after a change that can move a job: a
+// decision, a pause, a window change.
+func (s *Server) Kick() {
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
+}
+
+// Kicked returns the channel Kick signals on.
+func (s *Server) Kicked() <-chan struct{} { return s.kick }
+
+// ShutdownCh is closed when the server shuts down.
+func (s *Server) ShutdownCh() <-chan struct{} { return s.shutdownCh }
+
+// Apply proposes a request through Raft and waits until it is applied on
+// this server. It returns the entry's index. A business error of the FSM is
+// returned as is (wrapping structs.ErrConflict and friends); on a follower it
+// returns structs.ErrNotLeader.
+func (s *Server) Apply(t structs.MessageType, req any) (uint64, error) {
+	buf, err := structs.Encode(t, req)
+	if err != nil {
+		return 0, err
+	}
+	f := s.raft.Apply(buf, raftApplyTimeout)
+	if err := f.Error(); err != nil {
+		if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) ||
+			errors.Is(err, raft.ErrLeadershipTransferInProgress) {
+			return 0, fmt.Errorf("%w: %v", structs.ErrNotLeader, err)
+		}
+		return 0, fmt.Errorf("raft apply %s: %w", t, err)
+	}
+	if resp, ok := f.Response().(error); ok && resp != nil {
+		return f.Index(), resp
+	}
+	return f.Index(), nil
+}
+
+// WaitForLeader blocks until the cluster has a leader or the timeout runs
+// out.
+func (s *Server) WaitForLeader(ctx context.Context, timeout time.Duration) (string, error) {
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	tick := time.NewTicker(25 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if addr, _ := s.Leader(); addr != "" {
+			return addr, nil
+		}
+		select {
+		case <-ctx.Done():
+			return "", ctx.Err()
+		case <-s.shutdownCh:
+			return "", errClosed
+		case <-deadline.C:
+			return "", structs.ErrNoLeader
+		case <-tick.C:
+		}
+	}
+}
+
+// Leave leaves the cluster gracefully: serf leave, and, as leader, hand the
+// leadership over first.
+func (s *Server) Leave() {
+	if s.membership != nil {
+		s.membership.leave()
+	}
+}
+
+// Shutdown stops the server. It is safe to call more than once.
+func (s *Server) Shutdown() {
+	s.shutdownOnce.Do(func() {
+		close(s.shutdownCh)
+		s.revokeLeadership()
+		if s.membership != nil {
+			s.membership.shutdown()
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if s.httpServer != nil {
+			_ = s.httpServer.Shutdown(ctx)
+		}
+		if s.rpcHTTP != nil {
+			_ = s.rpcHTTP.Shutdown(ctx)
+		}
+		if s.raft != nil {
+			if err := s.raft.Shutdown().Error(); err != nil {
+				s.logger.Warn("raft shutdown", "error", err)
+			}
+		}
+		if s.transport != nil {
+			_ = s.transport.Close()
+		}
+		if s.mux != nil {
+			_ = s.mux.Close()
+		}
+		if s.raftStore != nil {
+			_ = s.raftStore.Close()
+		}
+		s.wg.Wait()
+		if s.tempDir != "" {
+			_ = os.RemoveAll(s.tempDir)
+		}
+		s.logger.Info("server stopped")
+	})
+}
