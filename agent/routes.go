@@ -581,4 +581,3 @@ func nonNil[T any](s []*T) []*T {
 	}
 	return s
 }
-
