@@ -580,6 +580,9 @@ func splitJoinAddr(a string) (host, port string, err error) {
 	if net.ParseIP(a) != nil {
 		return a, "", nil
 	}
+	if strings.HasPrefix(a, "[") && strings.HasSuffix(a, "]") && net.ParseIP(a[1:len(a)-1]) != nil {
+		return a[1 : len(a)-1], "", nil
+	}
 	if !strings.Contains(a, ":") {
 		host = a
 	} else {
