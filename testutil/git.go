@@ -1,0 +1,219 @@
+package testutil
+
+import (
+	"bytes"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/cgi"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// GitRepo is a git repository with a working tree in t.TempDir(), made and
+// changed with the git CLI. Its default branch is main. Its methods fail the
+// test on any error.
+type GitRepo struct {
+	// Dir is the working tree; the repository is Dir/.git.
+	Dir string
+
+	t testing.TB
+}
+
+// NewGitRepo creates an empty repository on branch main, with a local
+// user.name and user.email, and with no global or system git configuration
+// in effect.
+func NewGitRepo(t testing.TB) *GitRepo {
+	t.Helper()
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Fatalf("testutil: the git CLI is required: %v", err)
+	}
+	r := &GitRepo{Dir: filepath.Join(t.TempDir(), "repo"), t: t}
+	if err := os.MkdirAll(r.Dir, 0o755); err != nil {
+		t.Fatalf("testutil: %v", err)
+	}
+	r.Git("init", "--quiet", "--initial-branch=main")
+	r.Git("config", "user.name", "Nops Test")
+	r.Git("config", "user.email", "test@nops.invalid")
+	r.Git("config", "commit.gpgsign", "false")
+	// Let `git http-backend` answer pushes too when the repository is
+	// served over HTTP.
+	r.Git("config", "http.receivepack", "true")
+	r.Git("config", "receive.denyCurrentBranch", "updateInstead")
+	return r
+}
+
+// Git runs git with args in the working tree and returns its trimmed
+// standard output.
+func (r *GitRepo) Git(args ...string) string {
+	r.t.Helper()
+	cmd := exec.Command("git", args...)
+	cmd.Dir = r.Dir
+	cmd.Env = gitEnv()
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout = &stdout
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		r.t.Fatalf("testutil: git %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
+	}
+	return strings.TrimSpace(stdout.String())
+}
+
+// WriteFile writes content to path (slash-separated, relative to the working
+// tree), creating parent directories. The change is committed by Commit.
+func (r *GitRepo) WriteFile(path, content string) {
+	r.t.Helper()
+	full, err := r.path(path)
+	if err != nil {
+		r.t.Fatalf("testutil: %v", err)
+	}
+	if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+		r.t.Fatalf("testutil: %v", err)
+	}
+	if err := os.WriteFile(full, []byte(content), 0o644); err != nil {
+		r.t.Fatalf("testutil: %v", err)
+	}
+}
+
+// Remove deletes path (a file or a directory) from the working tree. The
+// change is committed by Commit.
+func (r *GitRepo) Remove(path string) {
+	r.t.Helper()
+	full, err := r.path(path)
+	if err != nil {
+		r.t.Fatalf("testutil: %v", err)
+	}
+	if _, err := os.Lstat(full); err != nil {
+		r.t.Fatalf("testutil: removing %s: %v", path, err)
+	}
+	if err := os.RemoveAll(full); err != nil {
+		r.t.Fatalf("testutil: %v", err)
+	}
+}
+
+// Commit stages every change of the working tree and commits it on the
+// current branch, even if nothing changed, and returns the commit's full
+// hash.
+func (r *GitRepo) Commit(msg string) string {
+	r.t.Helper()
+	r.Git("add", "--all")
+	r.Git("commit", "--quiet", "--allow-empty", "--no-verify", "-m", msg)
+	return r.Head()
+}
+
+// Head returns the full hash of the commit HEAD points to.
+func (r *GitRepo) Head() string {
+	r.t.Helper()
+	return r.Git("rev-parse", "HEAD")
+}
+
+// URL returns the repository's file:// URL, which go-git and the git CLI
+// both clone from.
+func (r *GitRepo) URL() string {
+	return (&url.URL{Scheme: "file", Path: filepath.ToSlash(r.Dir)}).String()
+}
+
+// path resolves a slash-separated path inside the working tree, refusing
+// anything that would leave it.
+func (r *GitRepo) path(p string) (string, error) {
+	clean := filepath.Clean(filepath.FromSlash(p))
+	if p == "" || filepath.IsAbs(clean) || clean == "." || clean == ".." || strings.HasPrefix(clean, ".."+string(filepath.Separator)) {
+		return "", fmt.Errorf("path %q is not inside the repository", p)
+	}
+	return filepath.Join(r.Dir, clean), nil
+}
+
+// ServeOption changes the HTTP server started by GitRepo.ServeHTTP.
+type ServeOption func(*serveOptions)
+
+type serveOptions struct {
+	user, password string
+}
+
+// WithBasicAuth makes the server require HTTP basic authentication with
+// user and password; other requests get 401.
+func WithBasicAuth(user, password string) ServeOption {
+	return func(o *serveOptions) {
+		o.user = user
+		o.password = password
+	}
+}
+
+// ServeHTTP serves the repository with the git smart HTTP protocol (`git
+// http-backend`) on 127.0.0.1 until the end of the test, and returns its
+// clone URL, "http://127.0.0.1:<port>/repo". Fetches and pushes both work.
+func (r *GitRepo) ServeHTTP(t testing.TB, opts ...ServeOption) string {
+	t.Helper()
+	var o serveOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+
+	gitBin, err := exec.LookPath("git")
+	if err != nil {
+		t.Fatalf("testutil: the git CLI is required: %v", err)
+	}
+	backend := &cgi.Handler{
+		Path: gitBin,
+		Args: []string{"http-backend"},
+		Env: append(gitEnv(),
+			"GIT_PROJECT_ROOT="+filepath.Dir(r.Dir),
+			"GIT_HTTP_EXPORT_ALL=1",
+		),
+	}
+	var handler http.Handler = backend
+	if o.user != "" || o.password != "" {
+		handler = basicAuth(o.user, o.password, backend)
+	}
+
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("testutil: listening for the git HTTP server: %v", err)
+	}
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			t.Errorf("testutil: git HTTP server: %v", err)
+		}
+	}()
+	t.Cleanup(func() { _ = srv.Close() })
+
+	return fmt.Sprintf("http://%s/%s", l.Addr(), filepath.Base(r.Dir))
+}
+
+func basicAuth(user, password string, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		u, p, ok := req.BasicAuth()
+		if !ok || subtle.ConstantTimeCompare([]byte(u), []byte(user)) != 1 ||
+			subtle.ConstantTimeCompare([]byte(p), []byte(password)) != 1 {
+			w.Header().Set("WWW-Authenticate", `Basic realm="git"`)
+			http.Error(w, "unauthorized", http.StatusUnauthorized)
+			return
+		}
+		next.ServeHTTP(w, req)
+	})
+}
+
+// gitEnv is the environment of the git commands of this package: no global
+// or system configuration, no prompts, and fixed author and committer.
+func gitEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if strings.HasPrefix(kv, "GIT_") {
+			continue
+		}
+		env = append(env, kv)
+	}
+	return append(env,
+		"GIT_CONFIG_NOSYSTEM=1",
+		"GIT_CONFIG_GLOBAL="+os.DevNull,
+		"GIT_TERMINAL_PROMPT=0",
+	)
+}

@@ -1,0 +1,419 @@
+package testutil
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	nomadapi "github.com/hashicorp/nomad/api"
+)
+
+const (
+	// agentStartTimeout bounds the start of one agent, from exec to ready.
+	// It is generous because go test runs many packages at once, each of
+	// which may start agents, on machines with few cores.
+	agentStartTimeout = 90 * time.Second
+
+	// agentStartAttempts is how many times an agent is started on new ports
+	// when the ports it was given were taken by another process.
+	agentStartAttempts = 3
+
+	// WaitTimeout bounds the Wait* helpers of NomadAgent: how long a mock
+	// job may take to reach the state a test waits for.
+	WaitTimeout = 2 * time.Minute
+)
+
+// nomadAgentConfig is the configuration every test agent gets, on top of
+// -dev. The cloud fingerprinters are denied because they abort the client
+// when there is no cloud metadata service; only the drivers tests use are
+// loaded (java, docker and qemu cost startup time and find nothing here);
+// raw_exec is enabled for tests that run real commands; Consul integration is off so that a Consul agent
+// on the default port (a developer's, or one from another test) is never
+// touched.
+const nomadAgentConfig = `
+data_dir             = %q
+disable_update_check = true
+log_level            = "DEBUG"
+
+ports {
+  http = %d
+  rpc  = %d
+  serf = %d
+}
+
+client {
+  options {
+    "fingerprint.denylist" = "env_aws,env_gce,env_azure,env_digitalocean"
+    "driver.allowlist"     = "mock_driver,raw_exec,exec"
+  }
+}
+
+plugin "raw_exec" {
+  config {
+    enabled = true
+  }
+}
+
+consul {
+  auto_advertise   = false
+  server_auto_join = false
+  client_auto_join = false
+}
+`
+
+// NomadAgent is a Nomad dev agent (server and client in one process) private
+// to one test.
+type NomadAgent struct {
+	// Addr is the HTTP address, "http://127.0.0.1:<port>", suitable for
+	// NOMAD_ADDR or -nomad-addr.
+	Addr string
+
+	// Client is an API client for Addr, with no token and the default
+	// namespace.
+	Client *nomadapi.Client
+
+	HTTPPort int
+	RPCPort  int
+	SerfPort int
+
+	// NodeID is the ID of the agent's client node.
+	NodeID string
+
+	// Dir holds the agent's configuration file, data directory (with the
+	// client's state, alloc and plugin directories) and log.
+	Dir string
+
+	// LogPath is the file the agent's stdout and stderr are written to.
+	LogPath string
+
+	proc *process
+}
+
+// NomadOption changes the agent StartNomad starts.
+type NomadOption func(*nomadOptions)
+
+type nomadOptions struct {
+	extraConfig []string
+}
+
+// WithNomadConfig adds HCL to the agent's configuration, for example
+// `acl { enabled = true }`. It is written to its own file, loaded after the
+// default one.
+func WithNomadConfig(hcl string) NomadOption {
+	return func(o *nomadOptions) {
+		o.extraConfig = append(o.extraConfig, hcl)
+	}
+}
+
+// StartNomad starts `nomad agent -dev -bind=127.0.0.1` on free ports, with
+// its data under t.TempDir(), and returns once the agent has a leader and a
+// ready, eligible client node with a healthy mock_driver. The agent is
+// stopped in t.Cleanup; if the test failed, the tail of its log is printed.
+func StartNomad(t testing.TB, opts ...NomadOption) *NomadAgent {
+	t.Helper()
+
+	bin := NomadBinary(t)
+	var o nomadOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+
+	root := t.TempDir()
+	start := time.Now()
+	var err error
+	for attempt := 1; attempt <= agentStartAttempts; attempt++ {
+		var a *NomadAgent
+		a, err = startNomad(bin, filepath.Join(root, fmt.Sprintf("nomad-%d", attempt)), o)
+		if err == nil {
+			t.Cleanup(func() {
+				a.Stop()
+				if t.Failed() {
+					t.Logf("testutil: nomad agent %s log (%s), last %d lines:\n%s", a.Addr, a.LogPath, logTailLines, tailFile(a.LogPath, logTailLines))
+				}
+			})
+			t.Logf("testutil: nomad agent ready at %s in %s", a.Addr, time.Since(start).Round(time.Millisecond))
+			return a
+		}
+		if !errors.Is(err, errPortInUse) {
+			break
+		}
+	}
+	t.Fatalf("testutil: starting nomad agent: %v", err)
+	return nil
+}
+
+func startNomad(bin, dir string, o nomadOptions) (*NomadAgent, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("creating agent directory: %w", err)
+	}
+	ports, err := freePorts(3)
+	if err != nil {
+		return nil, err
+	}
+
+	a := &NomadAgent{
+		Addr:     fmt.Sprintf("http://127.0.0.1:%d", ports[0]),
+		HTTPPort: ports[0],
+		RPCPort:  ports[1],
+		SerfPort: ports[2],
+		Dir:      dir,
+		LogPath:  filepath.Join(dir, "nomad.log"),
+	}
+
+	configPath := filepath.Join(dir, "agent.hcl")
+	config := fmt.Sprintf(nomadAgentConfig, filepath.Join(dir, "data"), a.HTTPPort, a.RPCPort, a.SerfPort)
+	if err := os.WriteFile(configPath, []byte(config), 0o644); err != nil {
+		return nil, fmt.Errorf("writing agent config: %w", err)
+	}
+	args := []string{"agent", "-dev", "-bind=127.0.0.1", "-config=" + configPath}
+	for i, extra := range o.extraConfig {
+		path := filepath.Join(dir, fmt.Sprintf("extra-%d.hcl", i))
+		if err := os.WriteFile(path, []byte(extra), 0o644); err != nil {
+			return nil, fmt.Errorf("writing agent config: %w", err)
+		}
+		args = append(args, "-config="+path)
+	}
+
+	a.Client, err = nomadapi.NewClient(&nomadapi.Config{Address: a.Addr})
+	if err != nil {
+		return nil, fmt.Errorf("creating API client: %w", err)
+	}
+
+	a.proc, err = startProcess("nomad agent", a.LogPath, bin, args, agentEnv())
+	if err != nil {
+		return nil, err
+	}
+
+	if err := waitReady(a.proc, a.ready); err != nil {
+		a.Stop()
+		return nil, fmt.Errorf("%w\nlast lines of %s:\n%s", err, a.LogPath, tailFile(a.LogPath, logTailLines))
+	}
+	return a, nil
+}
+
+// ready reports whether the agent has a leader and a ready client node whose
+// mock_driver is healthy.
+func (a *NomadAgent) ready() (bool, error) {
+	leader, err := a.Client.Status().Leader()
+	if err != nil {
+		return false, fmt.Errorf("reading leader: %w", err)
+	}
+	if leader == "" {
+		return false, errors.New("no leader yet")
+	}
+
+	nodes, _, err := a.Client.Nodes().List(nil)
+	if err != nil {
+		return false, fmt.Errorf("listing nodes: %w", err)
+	}
+	if len(nodes) != 1 {
+		return false, fmt.Errorf("%d client nodes registered, want 1", len(nodes))
+	}
+	node := nodes[0]
+	if node.Status != nomadapi.NodeStatusReady {
+		return false, fmt.Errorf("node %s status %q", node.ID, node.Status)
+	}
+	if node.SchedulingEligibility != nomadapi.NodeSchedulingEligible {
+		return false, fmt.Errorf("node %s scheduling eligibility %q", node.ID, node.SchedulingEligibility)
+	}
+	driver := node.Drivers["mock_driver"]
+	if driver == nil || !driver.Detected || !driver.Healthy {
+		return false, fmt.Errorf("node %s: mock_driver not detected and healthy yet", node.ID)
+	}
+	a.NodeID = node.ID
+	return true, nil
+}
+
+// Stop stops the agent (SIGINT, then SIGKILL after a grace period) and
+// removes the mounts it may have left. It is safe to call more than once,
+// for tests that need Nomad to go away; t.Cleanup calls it anyway.
+func (a *NomadAgent) Stop() {
+	a.proc.stop()
+	unmountUnder(a.Dir)
+}
+
+// ParseJob parses a job specification through the agent's
+// /v1/jobs/parse endpoint, with canonicalization.
+func (a *NomadAgent) ParseJob(t testing.TB, hcl string) *nomadapi.Job {
+	t.Helper()
+	job, err := a.Client.Jobs().ParseHCLOpts(&nomadapi.JobsParseRequest{JobHCL: hcl, Canonicalize: true})
+	if err != nil {
+		t.Fatalf("testutil: parsing job: %v\n%s", err, hcl)
+	}
+	return job
+}
+
+// RegisteredJob is the result of NomadAgent.RegisterJobHCL.
+type RegisteredJob struct {
+	Namespace      string
+	ID             string
+	EvalID         string
+	JobModifyIndex uint64
+	Job            *nomadapi.Job
+}
+
+// RegisterJobHCL parses a job specification through the agent and registers
+// it.
+func (a *NomadAgent) RegisterJobHCL(t testing.TB, hcl string) *RegisteredJob {
+	t.Helper()
+	job := a.ParseJob(t, hcl)
+	resp, _, err := a.Client.Jobs().Register(job, &nomadapi.WriteOptions{Namespace: *job.Namespace})
+	if err != nil {
+		t.Fatalf("testutil: registering job %q: %v", *job.ID, err)
+	}
+	return &RegisteredJob{
+		Namespace:      *job.Namespace,
+		ID:             *job.ID,
+		EvalID:         resp.EvalID,
+		JobModifyIndex: resp.JobModifyIndex,
+		Job:            job,
+	}
+}
+
+// WaitForDeployment waits until the Nomad deployment created by the register
+// of job reaches status want (one of the nomadapi.DeploymentStatus* values),
+// and returns it. It fails the test at once if the deployment ends in another
+// terminal status, and after WaitTimeout otherwise.
+func (a *NomadAgent) WaitForDeployment(t testing.TB, job *RegisteredJob, want string) *nomadapi.Deployment {
+	t.Helper()
+	var found *nomadapi.Deployment
+	a.wait(t, func() (bool, error) {
+		deployments, _, err := a.Client.Jobs().Deployments(job.ID, true, &nomadapi.QueryOptions{Namespace: job.Namespace})
+		if err != nil {
+			return false, fmt.Errorf("listing deployments of job %q: %w", job.ID, err)
+		}
+		for _, d := range deployments {
+			if d.JobModifyIndex != job.JobModifyIndex {
+				continue
+			}
+			found = d
+			if d.Status == want {
+				return true, nil
+			}
+			if isTerminalDeploymentStatus(d.Status) {
+				return false, stopPolling(fmt.Errorf("deployment %s of job %q is %q (%s), want %q", d.ID, job.ID, d.Status, d.StatusDescription, want))
+			}
+			return false, fmt.Errorf("deployment %s of job %q is %q (%s), want %q", d.ID, job.ID, d.Status, d.StatusDescription, want)
+		}
+		return false, fmt.Errorf("no deployment yet for job %q at modify index %d", job.ID, job.JobModifyIndex)
+	})
+	return found
+}
+
+// WaitForAllocs waits until exactly n allocations of the job have client
+// status clientStatus (one of the nomadapi.AllocClientStatus* values), and
+// returns them.
+func (a *NomadAgent) WaitForAllocs(t testing.TB, namespace, jobID, clientStatus string, n int) []*nomadapi.AllocationListStub {
+	t.Helper()
+	var matched []*nomadapi.AllocationListStub
+	a.wait(t, func() (bool, error) {
+		allocs, _, err := a.Client.Jobs().Allocations(jobID, true, &nomadapi.QueryOptions{Namespace: namespace})
+		if err != nil {
+			return false, fmt.Errorf("listing allocations of job %q: %w", jobID, err)
+		}
+		matched = matched[:0]
+		var states []string
+		for _, alloc := range allocs {
+			states = append(states, alloc.ClientStatus)
+			if alloc.ClientStatus == clientStatus {
+				matched = append(matched, alloc)
+			}
+		}
+		if len(matched) != n {
+			return false, fmt.Errorf("job %q has %d allocations %q, want %d (all: %s)", jobID, len(matched), clientStatus, n, strings.Join(states, ","))
+		}
+		return true, nil
+	})
+	return matched
+}
+
+// WaitForJobStatus waits until the job's status is want ("pending",
+// "running" or "dead") and returns the job.
+func (a *NomadAgent) WaitForJobStatus(t testing.TB, namespace, jobID, want string) *nomadapi.Job {
+	t.Helper()
+	var job *nomadapi.Job
+	a.wait(t, func() (bool, error) {
+		var err error
+		job, _, err = a.Client.Jobs().Info(jobID, &nomadapi.QueryOptions{Namespace: namespace})
+		if err != nil {
+			return false, fmt.Errorf("reading job %q: %w", jobID, err)
+		}
+		if *job.Status != want {
+			return false, fmt.Errorf("job %q is %q, want %q", jobID, *job.Status, want)
+		}
+		return true, nil
+	})
+	return job
+}
+
+// wait polls fn until WaitTimeout, failing the test at once when fn returns
+// an error made by stopPolling, or when the agent exits.
+func (a *NomadAgent) wait(t testing.TB, fn func() (bool, error)) {
+	t.Helper()
+	if err := waitReadyTimeout(a.proc, WaitTimeout, fn); err != nil {
+		t.Fatalf("testutil: %v", err)
+	}
+}
+
+func isTerminalDeploymentStatus(status string) bool {
+	switch status {
+	case nomadapi.DeploymentStatusSuccessful, nomadapi.DeploymentStatusFailed, nomadapi.DeploymentStatusCancelled:
+		return true
+	}
+	return false
+}
+
+// permanentError ends polling at once.
+type permanentError struct{ err error }
+
+func (e *permanentError) Error() string { return e.err.Error() }
+func (e *permanentError) Unwrap() error { return e.err }
+
+// stopPolling wraps err so that waitReadyTimeout gives up at once.
+func stopPolling(err error) error { return &permanentError{err: err} }
+
+// waitReady polls ready until it succeeds, the process exits, or
+// agentStartTimeout passes.
+func waitReady(p *process, ready func() (bool, error)) error {
+	return waitReadyTimeout(p, agentStartTimeout, ready)
+}
+
+func waitReadyTimeout(p *process, timeout time.Duration, ready func() (bool, error)) error {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	go func() {
+		select {
+		case <-p.done:
+			cancel(p.exitError())
+		case <-ctx.Done():
+		}
+	}()
+
+	return poll(ctx, timeout, func() (bool, error) {
+		ok, err := ready()
+		var perm *permanentError
+		if errors.As(err, &perm) {
+			cancel(perm.err)
+		}
+		return ok, err
+	})
+}
+
+// agentEnv is the environment of an agent: the test's, without the
+// variables that would point the agent at something else.
+func agentEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		name, _, _ := strings.Cut(kv, "=")
+		if strings.HasPrefix(name, "NOMAD_") || strings.HasPrefix(name, "CONSUL_") || strings.HasPrefix(name, "VAULT_") {
+			continue
+		}
+		env = append(env, kv)
+	}
+	return env
+}
