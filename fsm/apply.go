@@ -263,16 +263,20 @@ func upsertHookRun(d *structs.Deployment, r structs.HookRun) error {
 }
 
 func (w *writer) deploymentDecision(req *structs.DeploymentDecisionRequest) error {
+	if req.Decision != structs.DecisionApprove && req.Decision != structs.DecisionReject {
+		return invalid("decision must be approve or reject, not %q", req.Decision)
+	}
 	d, err := w.deployment(req.ID)
 	if err != nil {
 		return err
 	}
 	if d.State != structs.StatePendingApproval {
-		return conflict("deployment %s is %s, not pending approval", d.ID, d.State)
+		return conflict("deployment %s is %s, not pending approval: cannot %s it", d.ID, d.State, req.Decision)
 	}
 	var (
-		to structs.DeploymentState
-		by structs.Trigger
+		to  structs.DeploymentState
+		by  structs.Trigger
+		msg string
 	)
 	switch req.Decision {
 	case structs.DecisionApprove:
@@ -287,16 +291,13 @@ func (w *writer) deploymentDecision(req *structs.DeploymentDecisionRequest) erro
 			}
 			return conflict("%s is paused by %s (%s): resume before approving", what, pause.Actor, pause.Reason)
 		}
-		to, by = d.StartState(), structs.TriggerApprove
+		to, by, msg = d.StartState(), structs.TriggerApprove, "approved"
 	case structs.DecisionReject:
-		to, by = structs.StateRejected, structs.TriggerReject
-	default:
-		return invalid("decision must be approve or reject, not %q", req.Decision)
+		to, by, msg = structs.StateRejected, structs.TriggerReject, "rejected"
 	}
 	d.Decisions = append(d.Decisions, structs.Decision{
 		Kind: req.Decision, Actor: req.Actor, Comment: req.Comment, Time: req.Time,
 	})
-	msg := req.Decision + "d"
 	if req.Comment != "" {
 		msg += ": " + req.Comment
 	}

@@ -92,11 +92,18 @@ func (f *FSM) Apply(l *raft.Log) any {
 	default:
 		if ignoreUnknown {
 			f.logger.Warn("ignoring unknown message type", "type", t, "index", l.Index)
+			txn.Abort()
+			st.recordIndex(l.Index)
 			return nil
 		}
 		panic(fmt.Errorf("fsm: unknown message type %d at index %d", t, l.Index))
 	}
 	if err != nil {
+		// The refused request changes nothing, but the entry is applied:
+		// the latest index moves on, so that a reader waiting for it does
+		// not wait forever.
+		txn.Abort()
+		st.recordIndex(l.Index)
 		return err
 	}
 	if err := w.setMeta(metaLatestIndex, l.Index); err != nil {
@@ -153,4 +160,3 @@ func ReadOnly(r io.Reader) (*StateStore, error) {
 	}
 	return st, nil
 }
-

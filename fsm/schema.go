@@ -46,7 +46,12 @@ func schema() *memdb.DBSchema {
 				// active indexes the non-terminal deployments by job key; the
 				// FSM keeps it to at most one per job.
 				"active": {Name: "active", Unique: true, AllowMissing: true, Indexer: activeIndex{}},
-				"create": {Name: "create", Indexer: &memdb.UintFieldIndex{Field: "CreateIndex"}},
+				// create orders deployments by creation; it is unique, as
+				// one log entry creates at most one deployment, so that a
+				// reverse range scan from a cursor finds the deployment
+				// created just before it (a non-unique index appends the
+				// ID to each key, and the scan would skip it).
+				"create": {Name: "create", Unique: true, Indexer: &memdb.UintFieldIndex{Field: "CreateIndex"}},
 			},
 		},
 		TableEvents: {

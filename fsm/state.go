@@ -55,6 +55,18 @@ func (s *StateStore) broadcast() {
 	s.mu.Unlock()
 }
 
+// recordIndex records the index of an applied entry that changed nothing
+// else (a refused request, a skipped unknown type).
+func (s *StateStore) recordIndex(index uint64) {
+	txn := s.db.Txn(true)
+	if err := txn.Insert(TableMeta, &metaRow{Key: metaLatestIndex, Value: index}); err != nil {
+		txn.Abort()
+		return
+	}
+	txn.Commit()
+	s.broadcast()
+}
+
 // LatestIndex returns the Raft index of the last applied entry.
 func (s *StateStore) LatestIndex() uint64 {
 	return metaValue(s.db.Txn(false), metaLatestIndex)
@@ -236,12 +248,27 @@ func pausedTxn(txn *memdb.Txn, namespace, jobID string) (*structs.Pause, error) 
 
 // Windows returns every sync window, by name.
 func (s *StateStore) Windows() ([]*structs.SyncWindow, error) {
-	return list[structs.SyncWindow](s.db.Txn(false), TableWindows)
+	out, err := list[structs.SyncWindow](s.db.Txn(false), TableWindows)
+	for _, w := range out {
+		copyWindowSlices(w)
+	}
+	return out, err
 }
 
 // Window returns one sync window, or nil.
 func (s *StateStore) Window(name string) (*structs.SyncWindow, error) {
-	return first[structs.SyncWindow](s.db.Txn(false), TableWindows, name)
+	w, err := first[structs.SyncWindow](s.db.Txn(false), TableWindows, name)
+	if w != nil {
+		copyWindowSlices(w)
+	}
+	return w, err
+}
+
+// copyWindowSlices keeps a window handed to a reader from sharing its
+// selectors with the stored one.
+func copyWindowSlices(w *structs.SyncWindow) {
+	w.Namespaces = append([]string(nil), w.Namespaces...)
+	w.Jobs = append([]string(nil), w.Jobs...)
 }
 
 // Lift returns the job's pending deploy-now request, or nil.

@@ -2,6 +2,7 @@ package structs
 
 import (
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -244,7 +245,7 @@ type Deployment struct {
 	NomadDeploymentID string `json:"nomad_deployment_id,omitempty"`
 	// HealthDeadline is when the apply timeout runs out; zero while
 	// canaries wait for promotion.
-	HealthDeadline time.Time `json:"health_deadline,omitzero"`
+	HealthDeadline time.Time     `json:"health_deadline,omitzero"`
 	ApplyTimeout   time.Duration `json:"apply_timeout"`
 	Error          string        `json:"error,omitempty"`
 	CreatedAt      time.Time     `json:"created_at"`
@@ -266,9 +267,14 @@ func (d *Deployment) Copy() *Deployment {
 		return nil
 	}
 	c := *d
-	c.Hooks = append([]FrozenHook(nil), d.Hooks...)
-	c.HookRuns = append([]HookRun(nil), d.HookRuns...)
-	c.Decisions = append([]Decision(nil), d.Decisions...)
+	c.Spec = slices.Clone(d.Spec)
+	c.Hooks = slices.Clone(d.Hooks)
+	for i := range c.Hooks {
+		c.Hooks[i].Spec = slices.Clone(c.Hooks[i].Spec)
+		c.Hooks[i].MetaKeys = slices.Clone(c.Hooks[i].MetaKeys)
+	}
+	c.HookRuns = slices.Clone(d.HookRuns)
+	c.Decisions = slices.Clone(d.Decisions)
 	return &c
 }
 

@@ -25,10 +25,10 @@ type DeploymentTransitionRequest struct {
 	ID string `json:"id"`
 	// From, when set, must be the deployment's current state: a
 	// compare-and-set that keeps a stale decision from applying.
-	From    DeploymentState `json:"from,omitempty"`
-	To      DeploymentState `json:"to"`
-	Message string          `json:"message,omitempty"`
-	Error   string          `json:"error,omitempty"`
+	From    DeploymentState  `json:"from,omitempty"`
+	To      DeploymentState  `json:"to"`
+	Message string           `json:"message,omitempty"`
+	Error   string           `json:"error,omitempty"`
 	Update  *DeploymentPatch `json:"update,omitempty"`
 }
 
