@@ -181,3 +181,76 @@ func diffMarker(diffType string) (string, int) {
 		return "", 0
 	}
 }
+
+// pruneEmptyEdits downgrades to "None" every object, task, group and job
+// that Nomad marks "Edited" although nothing in it changed, and drops such
+// objects. Nomad does this for a group's scaling block: its policy carries
+// server-side indexes that a parsed job lacks, so every plan of a job with a
+// scaling block would otherwise look like a change.
+func pruneEmptyEdits(d *api.JobDiff) {
+	if d == nil {
+		return
+	}
+	d.Objects = pruneObjects(d.Objects)
+	groupsChanged := false
+	for _, tg := range d.TaskGroups {
+		if tg == nil {
+			continue
+		}
+		tg.Objects = pruneObjects(tg.Objects)
+		tasksChanged := false
+		for _, t := range tg.Tasks {
+			if t == nil {
+				continue
+			}
+			t.Objects = pruneObjects(t.Objects)
+			if t.Type == DiffTypeEdited && !fieldsChanged(t.Fields) && !objectsChanged(t.Objects) {
+				t.Type = DiffTypeNone
+			}
+			tasksChanged = tasksChanged || t.Type != DiffTypeNone
+		}
+		if tg.Type == DiffTypeEdited && !tasksChanged && !fieldsChanged(tg.Fields) && !objectsChanged(tg.Objects) {
+			tg.Type = DiffTypeNone
+		}
+		groupsChanged = groupsChanged || tg.Type != DiffTypeNone
+	}
+	if d.Type == DiffTypeEdited && !groupsChanged && !fieldsChanged(d.Fields) && !objectsChanged(d.Objects) {
+		d.Type = DiffTypeNone
+	}
+}
+
+func pruneObjects(in []*api.ObjectDiff) []*api.ObjectDiff {
+	if in == nil {
+		return nil
+	}
+	out := in[:0]
+	for _, o := range in {
+		if o == nil {
+			continue
+		}
+		o.Objects = pruneObjects(o.Objects)
+		if o.Type == DiffTypeEdited && !fieldsChanged(o.Fields) && !objectsChanged(o.Objects) {
+			continue
+		}
+		out = append(out, o)
+	}
+	return out
+}
+
+func fieldsChanged(fields []*api.FieldDiff) bool {
+	for _, f := range fields {
+		if f != nil && f.Type != DiffTypeNone && f.Type != "" {
+			return true
+		}
+	}
+	return false
+}
+
+func objectsChanged(objects []*api.ObjectDiff) bool {
+	for _, o := range objects {
+		if o != nil && o.Type != DiffTypeNone && o.Type != "" {
+			return true
+		}
+	}
+	return false
+}

@@ -126,6 +126,10 @@ const (
 )
 
 // Plan runs a dry-run register of job with a diff against the live job.
+//
+// Nomad marks a group's scaling block "Edited" on every plan, even when
+// nothing in it changed (the live policy carries server-side indexes); Plan
+// drops such empty edits so that a job with a scaling block can be in sync.
 func (c *Client) Plan(ctx context.Context, job *api.Job) (*PlanResult, error) {
 	if job == nil || job.ID == nil || *job.ID == "" {
 		return nil, errors.New("plan job: the job has no ID")
@@ -138,6 +142,7 @@ func (c *Client) Plan(ctx context.Context, job *api.Job) (*PlanResult, error) {
 	if resp.Diff == nil {
 		return nil, fmt.Errorf("plan job %q in namespace %q: Nomad returned no diff", *job.ID, ns)
 	}
+	pruneEmptyEdits(resp.Diff)
 	res := &PlanResult{
 		Type:           resp.Diff.Type,
 		Diff:           resp.Diff,
