@@ -10,11 +10,14 @@
 //
 //   - every template's embedded text (EmbeddedTmpl, the `data` of a template
 //     block) is replaced by Redacted, whatever its key;
-//   - every field whose name, or any [bracketed] map key in its name, contains
-//     a secret-looking fragment (see DefaultKeys, case-insensitive) is replaced
-//     by Redacted: `Env[DB_PASSWORD]`, `Meta[api_token]`,
-//     `auth[0][password]`, ...;
-//   - every field inside an object whose name looks secret is replaced too.
+//   - every field whose key looks secret is replaced by Redacted. The keys
+//     are the ones an operator chooses: the [bracketed] map keys in a field's
+//     name (`Env[DB_PASSWORD]`, `Meta[api_token]`, `auth[0][password]`) and
+//     driver config attributes (`password`, `API_TOKEN`); a key looks secret when it
+//     contains one of the fragments (see DefaultKeys), ignoring case. Nomad's
+//     own field names (capitalised Go names such as `ErrMissingKey`) are not
+//     operator keys and are left alone;
+//   - every field inside an object whose key looks secret is replaced too.
 //
 // The structure of the diff is kept: the type of each change (Added, Deleted,
 // Edited) and the names of the fields stay visible, so a reader can still see
@@ -37,6 +40,10 @@ const Redacted = "(redacted)"
 // embeddedTemplateField is the diff field Nomad uses for a template's inline
 // `data`.
 const embeddedTemplateField = "EmbeddedTmpl"
+
+// driverConfigObject is the diff object of a task's driver config, whose
+// attribute names are chosen by the operator (and the driver), not Nomad.
+const driverConfigObject = "Config"
 
 // DefaultKeys returns the fragments that make a key look secret. A key matches
 // when it contains one of them, ignoring case. A new slice is returned on each
@@ -82,16 +89,41 @@ func Diff(diff *api.JobDiff, keys []string) *api.JobDiff {
 	return New(keys...).Diff(diff)
 }
 
-// IsSecretKey reports whether a field or object name looks secret: the name
-// itself or any [bracketed] part of it contains a secret fragment.
+// IsSecretKey reports whether a field or object name from a diff holds an
+// operator-chosen key that looks secret: one of its [bracketed] parts, or the
+// name itself when it is not one of Nomad's capitalised field names, contains
+// a secret fragment.
 func (r *Redactor) IsSecretKey(name string) bool {
-	lower := strings.ToLower(name)
+	base, rest, _ := strings.Cut(name, "[")
+	if base != "" && !isNomadFieldName(base) && r.matches(base) {
+		return true
+	}
+	for rest != "" {
+		var part string
+		part, rest, _ = strings.Cut(rest, "]")
+		if r.matches(part) {
+			return true
+		}
+		_, rest, _ = strings.Cut(rest, "[")
+	}
+	return false
+}
+
+func (r *Redactor) matches(key string) bool {
+	lower := strings.ToLower(key)
 	for _, f := range r.fragments {
 		if strings.Contains(lower, f) {
 			return true
 		}
 	}
 	return false
+}
+
+// isNomadFieldName reports whether name is one of Nomad's struct field names
+// (exported Go names start with an upper-case letter), as opposed to a key an
+// operator wrote in a job file.
+func isNomadFieldName(name string) bool {
+	return name[0] >= 'A' && name[0] <= 'Z'
 }
 
 // Diff returns a redacted deep copy of diff. A nil diff gives nil.
@@ -102,8 +134,8 @@ func (r *Redactor) Diff(diff *api.JobDiff) *api.JobDiff {
 	out := &api.JobDiff{
 		Type:    diff.Type,
 		ID:      diff.ID,
-		Fields:  r.fields(diff.Fields, false),
-		Objects: r.objects(diff.Objects, false),
+		Fields:  r.fields(diff.Fields, false, false),
+		Objects: r.objects(diff.Objects, false, false),
 	}
 	if diff.TaskGroups != nil {
 		out.TaskGroups = make([]*api.TaskGroupDiff, 0, len(diff.TaskGroups))
@@ -121,8 +153,8 @@ func (r *Redactor) taskGroup(tg *api.TaskGroupDiff) *api.TaskGroupDiff {
 	out := &api.TaskGroupDiff{
 		Type:    tg.Type,
 		Name:    tg.Name,
-		Fields:  r.fields(tg.Fields, false),
-		Objects: r.objects(tg.Objects, false),
+		Fields:  r.fields(tg.Fields, false, false),
+		Objects: r.objects(tg.Objects, false, false),
 	}
 	if tg.Updates != nil {
 		out.Updates = make(map[string]uint64, len(tg.Updates))
@@ -139,8 +171,8 @@ func (r *Redactor) taskGroup(tg *api.TaskGroupDiff) *api.TaskGroupDiff {
 			out.Tasks = append(out.Tasks, &api.TaskDiff{
 				Type:        t.Type,
 				Name:        t.Name,
-				Fields:      r.fields(t.Fields, false),
-				Objects:     r.objects(t.Objects, false),
+				Fields:      r.fields(t.Fields, false, false),
+				Objects:     r.objects(t.Objects, false, false),
 				Annotations: cloneStrings(t.Annotations),
 			})
 		}
@@ -148,7 +180,9 @@ func (r *Redactor) taskGroup(tg *api.TaskGroupDiff) *api.TaskGroupDiff {
 	return out
 }
 
-func (r *Redactor) objects(in []*api.ObjectDiff, secret bool) []*api.ObjectDiff {
+// objects copies object diffs. secret: everything inside is secret.
+// operator: the names inside are operator-chosen keys (driver config).
+func (r *Redactor) objects(in []*api.ObjectDiff, secret, operator bool) []*api.ObjectDiff {
 	if in == nil {
 		return nil
 	}
@@ -157,18 +191,28 @@ func (r *Redactor) objects(in []*api.ObjectDiff, secret bool) []*api.ObjectDiff 
 		if o == nil {
 			continue
 		}
-		inner := secret || r.IsSecretKey(o.Name)
+		inner := secret || r.isSecret(o.Name, operator)
+		innerOperator := operator || o.Name == driverConfigObject
 		out = append(out, &api.ObjectDiff{
 			Type:    o.Type,
 			Name:    o.Name,
-			Fields:  r.fields(o.Fields, inner),
-			Objects: r.objects(o.Objects, inner),
+			Fields:  r.fields(o.Fields, inner, innerOperator),
+			Objects: r.objects(o.Objects, inner, innerOperator),
 		})
 	}
 	return out
 }
 
-func (r *Redactor) fields(in []*api.FieldDiff, secret bool) []*api.FieldDiff {
+// isSecret is IsSecretKey, where operator says the whole name is an
+// operator-chosen key whatever its case.
+func (r *Redactor) isSecret(name string, operator bool) bool {
+	if operator && r.matches(name) {
+		return true
+	}
+	return r.IsSecretKey(name)
+}
+
+func (r *Redactor) fields(in []*api.FieldDiff, secret, operator bool) []*api.FieldDiff {
 	if in == nil {
 		return nil
 	}
@@ -184,7 +228,7 @@ func (r *Redactor) fields(in []*api.FieldDiff, secret bool) []*api.FieldDiff {
 			New:         f.New,
 			Annotations: cloneStrings(f.Annotations),
 		}
-		if secret || f.Name == embeddedTemplateField || r.IsSecretKey(f.Name) {
+		if secret || f.Name == embeddedTemplateField || r.isSecret(f.Name, operator) {
 			c.Old = mask(c.Old)
 			c.New = mask(c.New)
 		}
