@@ -24,6 +24,8 @@ type harness struct {
 	fsm   *FSM
 	index uint64
 	now   time.Time
+	// log is every entry applied through the harness.
+	log []*raft.Log
 }
 
 func newHarness(t testing.TB) *harness {
@@ -52,7 +54,9 @@ func (h *harness) apply(t structs.MessageType, req any) error {
 		h.t.Fatalf("encode %s: %v", t, err)
 	}
 	h.index++
-	resp := h.fsm.Apply(&raft.Log{Index: h.index, Term: 1, Type: raft.LogCommand, Data: data})
+	l := &raft.Log{Index: h.index, Term: 1, Type: raft.LogCommand, Data: data}
+	h.log = append(h.log, l)
+	resp := h.fsm.Apply(l)
 	if resp == nil {
 		return nil
 	}

@@ -1,0 +1,488 @@
+package fsm
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nops-dev/nops/structs"
+)
+
+// populate fills every table through FSM.Apply, so that every field of
+// every stored kind, nested ones included, is set in at least one object.
+func populate(t testing.TB, h *harness) {
+	t.Helper()
+	// A deployment that goes the whole way: deploy now, approval, two
+	// pre-hooks, register, a post-hook that fails, a retry.
+	h.mustApply(structs.WindowLiftRequestType, &structs.WindowLiftRequest{WriteMeta: h.meta("alice"), Namespace: "default", JobID: "web"})
+	full := testDeployment("full", "default", "web", 2, 1)
+	full.Policy = structs.PolicyApproval
+	h.mustApply(structs.DeploymentCreateRequestType, &structs.DeploymentCreateRequest{WriteMeta: h.meta("detector"), Deployment: full, ConsumeLift: true})
+	h.mustTransition("full", structs.StatePendingApproval, nil)
+	h.mustApply(structs.DeploymentDecisionRequestType, &structs.DeploymentDecisionRequest{WriteMeta: h.meta("bob"), ID: "full", Decision: "approve", Comment: "after the backup"})
+	d := h.deployment("full")
+	for pos := 0; pos < 2; pos++ {
+		for _, s := range []structs.HookRunState{structs.HookRunDispatching, structs.HookRunRunning, structs.HookRunSucceeded} {
+			if err := h.update("full", &structs.DeploymentPatch{HookRun: hookRun(d, structs.PhasePre, pos, s, h.now), Message: fmt.Sprintf("pre-hook %d %s", pos, s)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	at, deadline := h.now, h.now.Add(15*time.Minute)
+	h.mustTransition("full", structs.StateApplying, &structs.DeploymentPatch{RegisterStartedAt: &at})
+	if err := h.update("full", &structs.DeploymentPatch{Registered: ptr(true), JobVersion: ptr(uint64(4)), NomadEvalID: ptr("eval-1"), NomadDeploymentID: ptr("dep-1"), HealthDeadline: &deadline}); err != nil {
+		t.Fatal(err)
+	}
+	h.mustTransition("full", structs.StatePostHook, nil)
+	if err := h.update("full", &structs.DeploymentPatch{HookRun: hookRun(d, structs.PhasePost, 0, structs.HookRunDispatching, h.now)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.apply(structs.DeploymentTransitionRequestType, &structs.DeploymentTransitionRequest{
+		WriteMeta: h.meta("engine"), ID: "full", From: structs.StatePostHook, To: structs.StateFailed,
+		Error:  "post-hook smoke failed",
+		Update: &structs.DeploymentPatch{HookRun: hookRun(d, structs.PhasePost, 0, structs.HookRunFailed, h.now)},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	h.mustApply(structs.RetryRequestType, &structs.RetryRequest{WriteMeta: h.meta("carol"), Namespace: "default", JobID: "web"})
+
+	// A retry of a job already in sync, waiting.
+	skip := testDeployment("skip", "prod", "api", 0, 1)
+	skip.SkipRegister = true
+	h.create(skip)
+	// Some more history.
+	for i := 0; i < 5; i++ {
+		id := fmt.Sprintf("old-%d", i)
+		h.create(testDeployment(id, "default", "batch", 0, 0))
+		h.mustTransition(id, []structs.DeploymentState{structs.StateCompleted, structs.StateSuperseded}[i%2], nil)
+	}
+
+	h.mustApply(structs.PauseRequestType, &structs.PauseRequest{WriteMeta: h.meta("alice"), Namespace: "prod", JobID: "api", Reason: "incident"})
+	h.mustApply(structs.PauseRequestType, &structs.PauseRequest{WriteMeta: h.meta("alice"), Global: true, Reason: "freeze"})
+	h.mustApply(structs.WindowUpsertRequestType, &structs.WindowUpsertRequest{WriteMeta: h.meta("alice"), Window: testWindow("nights")})
+	h.mustApply(structs.WindowUpsertRequestType, &structs.WindowUpsertRequest{WriteMeta: h.meta("alice"), Window: testWindow("nights")})
+	h.mustApply(structs.WindowLiftRequestType, &structs.WindowLiftRequest{WriteMeta: h.meta("bob"), Namespace: "prod", JobID: "api"})
+	h.mustApply(structs.JobStatusUpsertRequestType, &structs.JobStatusUpsertRequest{WriteMeta: h.meta("detector"), Statuses: []*structs.JobStatus{testJobStatus("web"), testJobStatus("api")}})
+	h.mustApply(structs.JobStatusUpsertRequestType, &structs.JobStatusUpsertRequest{WriteMeta: h.meta("detector"), Statuses: []*structs.JobStatus{testJobStatus("web")}})
+	h.mustApply(structs.RepoStatusUpsertRequestType, &structs.RepoStatusUpsertRequest{WriteMeta: h.meta("gitwatch"), Repos: []*structs.RepoStatus{testRepoStatus("infra")}})
+	h.mustApply(structs.DetectionCycleRequestType, &structs.DetectionCycleRequest{WriteMeta: h.meta("detector"), Cycle: &structs.DetectionCycle{
+		Leader: "nops-1", StartedAt: h.now.Add(-2 * time.Second), FinishedAt: h.now, Jobs: 3, Drifted: 2, Created: 1,
+	}})
+	h.mustApply(structs.EventAppendRequestType, &structs.EventAppendRequest{WriteMeta: h.meta("engine"), Events: []*structs.Event{{
+		Time: h.now.Add(-time.Second), Kind: structs.EventKindDeployment, Object: "full", Namespace: "default", JobID: "web",
+		From: "post_hook", To: "post_hook", Actor: "dave", Message: "canaries promoted",
+	}}})
+	// A refused entry at the end, so the latest index is its index.
+	if err := h.decide("skip", structs.DecisionApprove, "bob"); err == nil {
+		t.Fatalf("approve of a detected deployment was accepted")
+	}
+}
+
+// tableObjects returns the stored objects of a table in index order.
+func tableObjects(t testing.TB, st *StateStore, table string) []any {
+	t.Helper()
+	it, err := st.db.Txn(false).Get(table, "id")
+	if err != nil {
+		t.Fatalf("list %s: %v", table, err)
+	}
+	var out []any
+	for raw := it.Next(); raw != nil; raw = it.Next() {
+		out = append(out, raw)
+	}
+	return out
+}
+
+var timeType = reflect.TypeFor[time.Time]()
+
+// fieldPaths lists the paths of every field of t, through structs, slices
+// and pointers.
+func fieldPaths(t reflect.Type, prefix string, out map[string]bool) {
+	switch t.Kind() {
+	case reflect.Pointer, reflect.Slice:
+		if t.Kind() == reflect.Slice && t.Elem().Kind() == reflect.Uint8 {
+			return
+		}
+		fieldPaths(t.Elem(), prefix+"[]", out)
+	case reflect.Struct:
+		if t == timeType {
+			return
+		}
+		for i := 0; i < t.NumField(); i++ {
+			f := t.Field(i)
+			if !f.IsExported() {
+				continue
+			}
+			p := prefix + "." + f.Name
+			out[p] = false
+			fieldPaths(f.Type, p, out)
+		}
+	}
+}
+
+// markSet records which field paths are set (not zero) in v.
+func markSet(v reflect.Value, prefix string, set map[string]bool) {
+	switch v.Kind() {
+	case reflect.Pointer:
+		if !v.IsNil() {
+			markSet(v.Elem(), prefix+"[]", set)
+		}
+	case reflect.Slice:
+		if v.Type().Elem().Kind() == reflect.Uint8 {
+			return
+		}
+		for i := 0; i < v.Len(); i++ {
+			markSet(v.Index(i), prefix+"[]", set)
+		}
+	case reflect.Struct:
+		if v.Type() == timeType {
+			return
+		}
+		for i := 0; i < v.NumField(); i++ {
+			f := v.Type().Field(i)
+			if !f.IsExported() {
+				continue
+			}
+			p := prefix + "." + f.Name
+			if !v.Field(i).IsZero() {
+				set[p] = true
+			}
+			markSet(v.Field(i), p, set)
+		}
+	}
+}
+
+// equalTimes is reflect.DeepEqual, but compares times as instants, so that
+// the time zone a decoder picks does not matter.
+func equalTimes(a, b reflect.Value) bool {
+	if a.Type() != b.Type() {
+		return false
+	}
+	switch a.Kind() {
+	case reflect.Pointer, reflect.Interface:
+		if a.IsNil() || b.IsNil() {
+			return a.IsNil() == b.IsNil()
+		}
+		return equalTimes(a.Elem(), b.Elem())
+	case reflect.Slice:
+		if a.IsNil() != b.IsNil() || a.Len() != b.Len() {
+			return false
+		}
+		for i := 0; i < a.Len(); i++ {
+			if !equalTimes(a.Index(i), b.Index(i)) {
+				return false
+			}
+		}
+		return true
+	case reflect.Struct:
+		if a.Type() == timeType {
+			return a.Interface().(time.Time).Equal(b.Interface().(time.Time))
+		}
+		for i := 0; i < a.NumField(); i++ {
+			if !a.Type().Field(i).IsExported() {
+				continue
+			}
+			if !equalTimes(a.Field(i), b.Field(i)) {
+				return false
+			}
+		}
+		return true
+	default:
+		return reflect.DeepEqual(a.Interface(), b.Interface())
+	}
+}
+
+// assertSameState compares every object of every table of two stores.
+func assertSameState(t *testing.T, want, got *StateStore) {
+	t.Helper()
+	for _, tbl := range snapshotTables {
+		w, g := tableObjects(t, want, tbl.table), tableObjects(t, got, tbl.table)
+		if len(w) != len(g) {
+			t.Errorf("%s: %d objects, want %d", tbl.table, len(g), len(w))
+			continue
+		}
+		for i := range w {
+			if !equalTimes(reflect.ValueOf(w[i]), reflect.ValueOf(g[i])) {
+				t.Errorf("%s object %d:\n got %#v\nwant %#v", tbl.table, i, g[i], w[i])
+			}
+		}
+	}
+	if want.LatestIndex() != got.LatestIndex() {
+		t.Errorf("latest index %d, want %d", got.LatestIndex(), want.LatestIndex())
+	}
+}
+
+// TestSnapshotRoundTrip persists a state in which every table and every
+// field is set, restores it into a new FSM and compares every object.
+func TestSnapshotRoundTrip(t *testing.T) {
+	h := newHarness(t)
+	populate(t, h)
+
+	// Every table is populated, with every field set somewhere.
+	for _, tbl := range snapshotTables {
+		objs := tableObjects(t, h.state(), tbl.table)
+		if len(objs) == 0 {
+			t.Errorf("table %s is empty", tbl.table)
+			continue
+		}
+		paths, set := map[string]bool{}, map[string]bool{}
+		fieldPaths(reflect.TypeOf(tbl.new()), tbl.table, paths)
+		for _, o := range objs {
+			markSet(reflect.ValueOf(o), tbl.table, set)
+		}
+		for p := range paths {
+			if !set[p] {
+				t.Errorf("no object sets %s: the round trip would not show it is lost", p)
+			}
+		}
+	}
+
+	snap := persist(t, h.fsm)
+	restored := restore(t, snap)
+	assertSameState(t, h.state(), restored.State())
+
+	// The readers see the same state.
+	wantCounts, _ := h.state().Counts()
+	gotCounts, _ := restored.State().Counts()
+	if !reflect.DeepEqual(wantCounts, gotCounts) {
+		t.Errorf("counts %v, want %v", gotCounts, wantCounts)
+	}
+	if wantCounts[TableDeployments] != 7 || wantCounts[TableEvents] < 30 {
+		t.Errorf("counts %v", wantCounts)
+	}
+	d := restored.State().Deployments
+	if all, _, _ := d(DeploymentFilter{}); len(all) != 7 || all[0].ID != "old-4" {
+		t.Errorf("restored deployments, newest first: %v", all)
+	}
+	if active, _ := restored.State().ActiveDeployments(); len(active) != 1 || active[0].ID != "skip" {
+		t.Errorf("restored active deployments: %v", active)
+	}
+	full, _ := restored.State().Deployment("full")
+	if full == nil || len(full.HookRuns) != 3 || len(full.Decisions) != 1 || !full.LiftedWindow || !full.Registered {
+		t.Errorf("restored deployment: %+v", full)
+	}
+
+	// The restored FSM goes on applying where the other left off: event
+	// numbers continue, and the job keeps its one active deployment.
+	h2 := &harness{t: t, fsm: restored, index: h.index, now: h.now}
+	h2.refused(structs.ErrConflict, []string{"active deployment skip"}, func() error {
+		return h2.apply(structs.DeploymentCreateRequestType, &structs.DeploymentCreateRequest{WriteMeta: h2.meta("d"), Deployment: testDeployment("again", "prod", "api", 0, 0)})
+	})
+	last := h.events()[len(h.events())-1].Seq
+	h2.mustTransition("skip", structs.StateSuperseded, nil)
+	if evs := h2.eventsSince(int(last)); len(evs) != 1 || evs[0].Seq != last+1 {
+		t.Errorf("events after restore: %+v", evs)
+	}
+
+	// ReadOnly reads the same snapshot into a store for inspection.
+	ro, err := ReadOnly(bytes.NewReader(snap))
+	if err != nil {
+		t.Fatalf("read only: %v", err)
+	}
+	assertSameState(t, h.state(), ro)
+
+	// A snapshot is a point in time: entries applied after it do not
+	// reach it.
+	s, err := h.fsm.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.mustTransition("skip", structs.StateSuperseded, nil)
+	sink := &bufferSink{}
+	if err := s.Persist(sink); err != nil {
+		t.Fatal(err)
+	}
+	s.Release()
+	if !bytes.Equal(sink.Bytes(), snap) {
+		t.Errorf("a snapshot taken before an entry holds that entry")
+	}
+}
+
+// TestSnapshotEmpty round-trips an empty state.
+func TestSnapshotEmpty(t *testing.T) {
+	h := newHarness(t)
+	snap := persist(t, h.fsm)
+	if len(snap) != len(snapshotMagic)+5+8 {
+		t.Fatalf("empty snapshot of %d bytes", len(snap))
+	}
+	restored := restore(t, snap)
+	assertSameState(t, h.state(), restored.State())
+}
+
+// TestRestoreReplacesState checks that a restore replaces the whole state
+// and wakes watchers, and that a failed restore keeps the old state.
+func TestRestoreReplacesState(t *testing.T) {
+	src := newHarness(t)
+	src.create(testDeployment("d1", "default", "web", 0, 0))
+	snap := persist(t, src.fsm)
+
+	h := newHarness(t)
+	populate(t, h)
+	before := dumpStore(t, h.state())
+	old := h.state()
+	changed := old.Changed()
+
+	if err := h.fsm.Restore(io.NopCloser(bytes.NewReader(snap[:len(snap)-1]))); err == nil {
+		t.Fatalf("restore of a truncated snapshot succeeded")
+	}
+	if h.state() != old || dumpStore(t, h.state()) != before {
+		t.Fatalf("a failed restore changed the state")
+	}
+	if err := h.fsm.Restore(io.NopCloser(bytes.NewReader(snap))); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-changed:
+	default:
+		t.Fatalf("watchers of the old store were not woken by the restore")
+	}
+	assertSameState(t, src.state(), h.state())
+}
+
+// TestRestoreCorrupt checks that a damaged snapshot is refused with an
+// error, never a panic, and never restored as a partial state.
+func TestRestoreCorrupt(t *testing.T) {
+	h := newHarness(t)
+	populate(t, h)
+	snap := persist(t, h.fsm)
+
+	tryRestore := func(b []byte) (err error) {
+		defer func() {
+			if r := recover(); r != nil {
+				err = fmt.Errorf("panic: %v", r)
+				t.Errorf("restore panicked: %v", r)
+			}
+		}()
+		_, err = ReadOnly(bytes.NewReader(b))
+		return err
+	}
+	record := func(kind byte, body []byte) []byte {
+		b := []byte{kind, 0, 0, 0, 0}
+		binary.BigEndian.PutUint32(b[1:], uint32(len(body)))
+		return append(b, body...)
+	}
+	end := func(n uint64) []byte {
+		b := make([]byte, 8)
+		binary.BigEndian.PutUint64(b, n)
+		return record(byte(snapshotEnd), b)
+	}
+	cat := func(parts ...[]byte) []byte { return bytes.Join(parts, nil) }
+	magic := snapshotMagic[:]
+
+	for _, tc := range []struct {
+		name string
+		data []byte
+		want string
+	}{
+		{"empty", nil, "read snapshot header"},
+		{"short header", magic[:5], "read snapshot header"},
+		{"wrong magic", cat([]byte("NOPSSNP\x09"), end(0)), "not a Nops state snapshot"},
+		{"raft bytes", []byte("{\"Deployments\":[]}"), "not a Nops state snapshot"},
+		{"header only", magic, "truncated after 0 records"},
+		{"cut in a record header", cat(magic, []byte{0, 0}), "read snapshot record 1"},
+		{"cut in a record body", cat(magic, []byte{byte(PauseSnapshot), 0, 0, 0, 9, 0x80}), "read snapshot record 1"},
+		{"unknown record type", cat(magic, record(77, []byte{0x80}), end(1)), "unknown type 77"},
+		{"undecodable record", cat(magic, record(byte(PauseSnapshot), []byte{0xc1}), end(1)), "decode snapshot pauses record"},
+		{"record of the wrong shape", cat(magic, record(byte(PauseSnapshot), []byte{0x93, 1, 2, 3}), end(1)), "decode snapshot pauses record"},
+		{"trailing bytes in a record", cat(magic, record(byte(MetaSnapshot), []byte{0x80, 0x80}), end(1)), "trailing bytes"},
+		{"object without its key", cat(magic, record(byte(PauseSnapshot), []byte{0x80}), end(1)), "restore pauses"},
+		{"huge record length", cat(magic, []byte{byte(DeploymentSnapshot), 0xff, 0xff, 0xff, 0xff}), "over the limit"},
+		{"large record length, little data", cat(magic, []byte{byte(DeploymentSnapshot), 0x0f, 0xff, 0xff, 0xff}, make([]byte, 3<<20)), "unexpected EOF"},
+		{"end count too high", cat(magic, end(1)), "end record does not match the 0 records"},
+		{"end of the wrong size", cat(magic, record(byte(snapshotEnd), []byte{0})), "end record does not match"},
+		{"data after the end", cat(snap, []byte{0}), "data after its end record"},
+		{"two snapshots", cat(snap, snap), "data after its end record"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tryRestore(tc.data)
+			if err == nil {
+				t.Fatalf("restore succeeded")
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %q does not say %q", err, tc.want)
+			}
+		})
+	}
+
+	// The positions to damage: every byte of the framing (the magic and
+	// each record header) and its neighbours, and a sample of the bodies.
+	// Restoring every position of every body would only repeat these.
+	header := map[int]bool{}
+	for i := range snapshotMagic {
+		header[i] = true
+	}
+	for off := len(snapshotMagic); off < len(snap); {
+		for i := 0; i < 5; i++ {
+			header[off+i] = true
+		}
+		off += 5 + int(binary.BigEndian.Uint32(snap[off+1:]))
+	}
+	var positions []int
+	for i := range snap {
+		if header[i] || header[i-1] || header[i+1] || i%17 == 0 {
+			positions = append(positions, i)
+		}
+	}
+	// Every prefix is refused.
+	for _, n := range positions {
+		if err := tryRestore(snap[:n]); err == nil {
+			t.Fatalf("a snapshot cut to %d of %d bytes was restored", n, len(snap))
+		}
+	}
+	// A flipped byte gives an error or a state, never a panic; a flip in
+	// the magic or in a record's type or length is always refused.
+	refused := 0
+	for _, i := range positions {
+		b := bytes.Clone(snap)
+		b[i] ^= 0xff
+		err := tryRestore(b)
+		if err != nil {
+			refused++
+		} else if header[i] {
+			t.Errorf("a snapshot with byte %d of its framing flipped was restored", i)
+		}
+	}
+	if refused == 0 {
+		t.Fatalf("no corrupt snapshot was refused")
+	}
+	t.Logf("%d of %d single-byte corruptions refused", refused, len(positions))
+}
+
+// TestDeterminism applies the same log to two FSMs and checks that their
+// snapshots are the same bytes, before and after a restore.
+func TestDeterminism(t *testing.T) {
+	a := newHarness(t)
+	populate(t, a)
+	log := a.log
+
+	b := newHarness(t)
+	for _, l := range log {
+		b.fsm.Apply(l)
+	}
+	sa, sb := persist(t, a.fsm), persist(t, b.fsm)
+	if !bytes.Equal(sa, sb) {
+		t.Fatalf("the same log gave different snapshots (%d and %d bytes)", len(sa), len(sb))
+	}
+	// A restored FSM writes the same snapshot, and goes on the same way.
+	c := restore(t, sa)
+	if sc := persist(t, c); !bytes.Equal(sa, sc) {
+		t.Fatalf("a restored FSM wrote a different snapshot")
+	}
+	more := newHarness(t)
+	more.index, more.now = a.index, a.now
+	more.fsm = c
+	more.create(testDeployment("late", "default", "late", 1, 0))
+	more.mustTransition("late", structs.StatePreHook, nil)
+	for _, l := range more.log {
+		a.fsm.Apply(l)
+		b.fsm.Apply(l)
+	}
+	sa, sb, sc := persist(t, a.fsm), persist(t, b.fsm), persist(t, c)
+	if !bytes.Equal(sa, sb) || !bytes.Equal(sa, sc) {
+		t.Fatalf("FSMs diverged after more entries")
+	}
+}

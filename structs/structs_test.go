@@ -1,0 +1,309 @@
+package structs
+
+import (
+	"errors"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestStateClasses(t *testing.T) {
+	for _, tc := range []struct {
+		state                   DeploymentState
+		valid, terminal, active bool
+		waiting                 bool
+	}{
+		{StateDetected, true, false, true, true},
+		{StatePendingApproval, true, false, true, true},
+		{StatePreHook, true, false, true, false},
+		{StateApplying, true, false, true, false},
+		{StatePostHook, true, false, true, false},
+		{StateCompleted, true, true, false, false},
+		{StateFailed, true, true, false, false},
+		{StateRejected, true, true, false, false},
+		{StateSuperseded, true, true, false, false},
+		{"", false, false, false, false},
+		{"paused", false, false, false, false},
+	} {
+		t.Run(string(tc.state), func(t *testing.T) {
+			if got := tc.state.Valid(); got != tc.valid {
+				t.Errorf("Valid() = %v", got)
+			}
+			if got := tc.state.Terminal(); got != tc.terminal {
+				t.Errorf("Terminal() = %v", got)
+			}
+			if got := tc.state.Active(); got != tc.active {
+				t.Errorf("Active() = %v", got)
+			}
+			if got := tc.state.Waiting(); got != tc.waiting {
+				t.Errorf("Waiting() = %v", got)
+			}
+		})
+	}
+	if len(AllStates) != 9 {
+		t.Fatalf("%d states", len(AllStates))
+	}
+}
+
+// TestTransitions pins the lifecycle of SPEC section 3: the table below is
+// written from the spec, independently of Transitions.
+func TestTransitions(t *testing.T) {
+	type move struct {
+		from, to DeploymentState
+		by       Trigger
+	}
+	want := map[move]bool{
+		{StateDetected, StatePendingApproval, TriggerSystem}:   true,
+		{StateDetected, StatePreHook, TriggerSystem}:           true,
+		{StateDetected, StateApplying, TriggerSystem}:          true,
+		{StateDetected, StateSuperseded, TriggerSystem}:        true,
+		{StateDetected, StateCompleted, TriggerSystem}:         true,
+		{StateDetected, StateFailed, TriggerSystem}:            true,
+		{StatePendingApproval, StatePreHook, TriggerApprove}:   true,
+		{StatePendingApproval, StateApplying, TriggerApprove}:  true,
+		{StatePendingApproval, StateRejected, TriggerReject}:   true,
+		{StatePendingApproval, StateSuperseded, TriggerSystem}: true,
+		{StatePendingApproval, StateCompleted, TriggerSystem}:  true,
+		{StatePreHook, StateApplying, TriggerSystem}:           true,
+		{StatePreHook, StateFailed, TriggerSystem}:             true,
+		{StateApplying, StatePostHook, TriggerSystem}:          true,
+		{StateApplying, StateCompleted, TriggerSystem}:         true,
+		{StateApplying, StateFailed, TriggerSystem}:            true,
+		{StatePostHook, StateCompleted, TriggerSystem}:         true,
+		{StatePostHook, StateFailed, TriggerSystem}:            true,
+	}
+	states := append(slices.Clone(AllStates), "", "unknown")
+	for _, from := range states {
+		for _, to := range states {
+			for _, by := range []Trigger{TriggerSystem, TriggerApprove, TriggerReject, "other"} {
+				if got := CanTransition(from, to, by); got != want[move{from, to, by}] {
+					t.Errorf("CanTransition(%s, %s, %s) = %v", from, to, by, got)
+				}
+			}
+		}
+	}
+	if len(Transitions) != len(want) {
+		t.Errorf("%d transitions, want %d", len(Transitions), len(want))
+	}
+	for _, tr := range Transitions {
+		if !tr.From.Valid() || !tr.To.Valid() || tr.To == StateDetected || tr.From.Terminal() {
+			t.Errorf("bad transition %+v", tr)
+		}
+	}
+}
+
+// TestBlockBlocks covers the rules of SPEC section 4 on blocks.
+func TestBlockBlocks(t *testing.T) {
+	before := &Block{Namespace: "default", JobID: "web", SpecHash: "h1", JobModifyIndex: 10}
+	after := &Block{Namespace: "default", JobID: "web", SpecHash: "h1", JobModifyIndex: 10, AfterRegister: true}
+	retried := &Block{SpecHash: "h1", JobModifyIndex: 10, AfterRegister: true, Retried: true, RetriedBy: "alice"}
+	for _, tc := range []struct {
+		name      string
+		b         *Block
+		specHash  string
+		liveIndex uint64
+		want      bool
+	}{
+		{"no block", nil, "h1", 10, false},
+		{"before register, nothing changed", before, "h1", 10, true},
+		{"before register, spec changed", before, "h2", 10, false},
+		{"before register, live job changed", before, "h1", 11, false},
+		{"before register, both changed", before, "h2", 11, false},
+		{"after register, nothing changed", after, "h1", 10, true},
+		{"after register, live job changed (auto_revert)", after, "h1", 11, true},
+		{"after register, spec changed", after, "h2", 10, false},
+		{"retried", retried, "h1", 10, false},
+		{"retried, live job changed", retried, "h1", 11, false},
+		{"new job, nothing changed", &Block{SpecHash: "h1"}, "h1", 0, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := tc.b.Blocks(tc.specHash, tc.liveIndex); got != tc.want {
+				t.Fatalf("Blocks(%q, %d) = %v, want %v", tc.specHash, tc.liveIndex, got, tc.want)
+			}
+		})
+	}
+	if before.Key() != "default/web" {
+		t.Fatalf("key %q", before.Key())
+	}
+}
+
+func TestParsePolicy(t *testing.T) {
+	for _, s := range []string{"auto", "approval", "none"} {
+		if p, err := ParsePolicy(s); err != nil || string(p) != s {
+			t.Errorf("ParsePolicy(%q) = %q, %v", s, p, err)
+		}
+	}
+	for _, s := range []string{"", "Auto", "manual", " auto"} {
+		_, err := ParsePolicy(s)
+		if err == nil || !strings.Contains(err.Error(), "invalid policy") || !strings.Contains(err.Error(), s) {
+			t.Errorf("ParsePolicy(%q) error = %v", s, err)
+		}
+	}
+}
+
+// TestMessageTypesAppendOnly pins the value of every message type: a log
+// written by one version must read the same in every later one.
+func TestMessageTypesAppendOnly(t *testing.T) {
+	want := []string{
+		"DeploymentCreate", "DeploymentTransition", "DeploymentUpdate", "DeploymentDecision",
+		"Pause", "Resume", "WindowUpsert", "WindowDelete", "WindowLift", "JobStatusUpsert",
+		"JobStatusDelete", "RepoStatusUpsert", "DetectionCycle", "Retry", "EventAppend",
+	}
+	got := MessageTypes()
+	if len(got) < len(want) {
+		t.Fatalf("%d message types, want at least %d", len(got), len(want))
+	}
+	for i, mt := range got {
+		if int(mt) != i {
+			t.Fatalf("message type %d has value %d", i, mt)
+		}
+		if mt&IgnoreUnknownTypeFlag != 0 {
+			t.Fatalf("message type %s uses the ignore-unknown bit", mt)
+		}
+		if i < len(want) && mt.String() != want[i] {
+			t.Errorf("message type %d is %s, want %s", i, mt, want[i])
+		}
+		if (mt | IgnoreUnknownTypeFlag).String() != mt.String() {
+			t.Errorf("the ignore-unknown bit changes the name of %s", mt)
+		}
+	}
+	if s := MessageType(99).String(); s != "MessageType(99)" {
+		t.Errorf("unknown type prints %q", s)
+	}
+}
+
+func TestEncodeDecode(t *testing.T) {
+	now := time.Date(2025, 3, 1, 9, 30, 0, 123456789, time.FixedZone("CET", 3600))
+	req := &DeploymentTransitionRequest{
+		WriteMeta: WriteMeta{Time: now, Actor: "alice"},
+		ID:        "d1", From: StatePostHook, To: StateFailed, Message: "m", Error: "e",
+		Update: &DeploymentPatch{
+			HookRun: &HookRun{Hook: "smoke", Phase: PhasePost, Position: 1, Token: "tok", DispatchedJobID: "smoke/dispatch-1",
+				State: HookRunFailed, Error: "exit 1", StartedAt: now, FinishedAt: now.Add(time.Minute)},
+			RegisterStartedAt: &now, Registered: new(bool), JobVersion: new(uint64),
+			NomadEvalID: new(string), HealthDeadline: &now, Message: "x",
+		},
+	}
+	data, err := Encode(DeploymentTransitionRequestType, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if MessageType(data[0]) != DeploymentTransitionRequestType {
+		t.Fatalf("type byte %d", data[0])
+	}
+	// The body uses the JSON names, as snapshots and every reader do.
+	for _, name := range []string{"actor", "register_started_at", "dispatched_job_id"} {
+		if !strings.Contains(string(data), name) {
+			t.Errorf("encoded entry does not use the field name %q", name)
+		}
+	}
+	var got DeploymentTransitionRequest
+	if err := Decode(data[1:], &got); err != nil {
+		t.Fatal(err)
+	}
+	if !got.Time.Equal(now) || !got.Update.RegisterStartedAt.Equal(now) || !got.Update.HookRun.FinishedAt.Equal(now.Add(time.Minute)) {
+		t.Fatalf("times did not survive: %+v", got)
+	}
+	// Compare the rest with the times made equal.
+	got.Time, got.Update.RegisterStartedAt, got.Update.HealthDeadline = now, &now, &now
+	got.Update.HookRun.StartedAt, got.Update.HookRun.FinishedAt = now, now.Add(time.Minute)
+	if !reflect.DeepEqual(&got, req) {
+		t.Fatalf("decoded %+v\nwant %+v", got, req)
+	}
+
+	if err := Decode([]byte{0xc1}, &got); err == nil || !strings.Contains(err.Error(), "DeploymentTransitionRequest") {
+		t.Fatalf("decode of garbage: %v", err)
+	}
+	if _, err := Encode(PauseRequestType, make(chan int)); err == nil || !strings.Contains(err.Error(), "Pause") {
+		t.Fatalf("encode of a channel: %v", err)
+	}
+}
+
+func TestDeploymentHelpers(t *testing.T) {
+	d := &Deployment{
+		ID: "d1", Namespace: "default", JobID: "web", Spec: []byte("spec"),
+		Hooks: []FrozenHook{
+			{Name: "backup", Phase: PhasePre, Position: 0, Spec: []byte("b"), MetaKeys: []string{"k"}},
+			{Name: "smoke", Phase: PhasePost, Position: 0, Spec: []byte("s")},
+			{Name: "migrate", Phase: PhasePre, Position: 1, Spec: []byte("m")},
+		},
+		HookRuns:  []HookRun{{Hook: "backup", Phase: PhasePre, Position: 0, State: HookRunRunning}},
+		Decisions: []Decision{{Kind: DecisionApprove, Actor: "alice"}},
+	}
+	if d.Key() != "default/web" || JobKey("a", "b") != "a/b" {
+		t.Fatalf("keys")
+	}
+	if pre := d.HooksOf(PhasePre); len(pre) != 2 || pre[0].Name != "backup" || pre[1].Name != "migrate" {
+		t.Fatalf("pre-hooks %+v", pre)
+	}
+	if d.StartState() != StatePreHook {
+		t.Fatalf("start state with pre-hooks: %s", d.StartState())
+	}
+	if r, ok := d.HookRun(PhasePre, 0); !ok || r.Hook != "backup" {
+		t.Fatalf("hook run pre/0: %+v %v", r, ok)
+	}
+	if _, ok := d.HookRun(PhasePost, 0); ok {
+		t.Fatalf("hook run post/0 found")
+	}
+	if (&Deployment{Hooks: d.HooksOf(PhasePost)}).StartState() != StateApplying {
+		t.Fatalf("start state with post-hooks only")
+	}
+	if HookRunToken("d1", PhasePost, 2) != "nops-d1-post-2" {
+		t.Fatalf("token %q", HookRunToken("d1", PhasePost, 2))
+	}
+
+	// Copy is deep: changing the copy leaves the original alone.
+	c := d.Copy()
+	if !reflect.DeepEqual(c, d) {
+		t.Fatalf("copy differs")
+	}
+	c.Spec[0] = 'X'
+	c.Hooks[0].Spec[0] = 'X'
+	c.Hooks[0].MetaKeys[0] = "X"
+	c.Hooks[1].Name = "X"
+	c.HookRuns[0].State = HookRunFailed
+	c.Decisions[0].Actor = "X"
+	if string(d.Spec) != "spec" || string(d.Hooks[0].Spec) != "b" || d.Hooks[0].MetaKeys[0] != "k" ||
+		d.Hooks[1].Name != "smoke" || d.HookRuns[0].State != HookRunRunning || d.Decisions[0].Actor != "alice" {
+		t.Fatalf("changing a copy changed the original: %+v", d)
+	}
+	if (*Deployment)(nil).Copy() != nil {
+		t.Fatalf("copy of nil")
+	}
+
+	p := d.Public()
+	if p.Spec != nil || p.Hooks[0].Spec != nil || p.Hooks[2].Spec != nil || p.Hooks[0].Name != "backup" {
+		t.Fatalf("public copy keeps specs: %+v", p)
+	}
+	if d.Spec == nil || d.Hooks[0].Spec == nil {
+		t.Fatalf("Public changed the original")
+	}
+}
+
+func TestKeys(t *testing.T) {
+	if k := (&PauseRequest{Global: true, Namespace: "x", JobID: "y"}).Key(); k != GlobalPauseKey {
+		t.Errorf("global pause key %q", k)
+	}
+	if k := (&PauseRequest{Namespace: "x", JobID: "y"}).Key(); k != "x/y" {
+		t.Errorf("job pause key %q", k)
+	}
+	if k := (&WindowLift{Namespace: "x", JobID: "y"}).Key(); k != "x/y" {
+		t.Errorf("lift key %q", k)
+	}
+	if k := (&JobStatus{Namespace: "x", JobID: "y"}).Key(); k != "x/y" {
+		t.Errorf("status key %q", k)
+	}
+}
+
+func TestErrorsAreDistinct(t *testing.T) {
+	errs := []error{ErrNotFound, ErrConflict, ErrInvalid, ErrNotLeader, ErrNoLeader}
+	for i, a := range errs {
+		for j, b := range errs {
+			if (i == j) != errors.Is(a, b) {
+				t.Errorf("errors.Is(%v, %v) = %v", a, b, i != j)
+			}
+		}
+	}
+}
