@@ -54,9 +54,15 @@ func StartConsul(t testing.TB) *ConsulAgent {
 		a, err = startConsul(bin, filepath.Join(root, fmt.Sprintf("consul-%d", attempt)))
 		if err == nil {
 			t.Cleanup(func() {
-				a.Stop()
+				// The tail before the shutdown is the part that explains
+				// a failure.
+				var tail string
 				if t.Failed() {
-					t.Logf("testutil: consul agent %s log (%s), last %d lines:\n%s", a.Addr, a.LogPath, logTailLines, tailFile(a.LogPath, logTailLines))
+					tail = tailFile(a.LogPath, logTailLines)
+				}
+				a.Stop()
+				if tail != "" {
+					t.Logf("testutil: consul agent %s log (%s), last %d lines before shutdown:\n%s", a.Addr, a.LogPath, logTailLines, tail)
 				}
 			})
 			t.Logf("testutil: consul agent ready at %s in %s", a.Addr, time.Since(start).Round(time.Millisecond))
@@ -105,6 +111,7 @@ func startConsul(bin, dir string) (*ConsulAgent, error) {
 		"-disable-host-node-id",
 		"-hcl=connect { enabled = false }",
 		"-hcl=disable_update_check = true",
+		"-log-level=info",
 	}
 
 	a.Client, err = consulapi.NewClient(&consulapi.Config{Address: a.Addr})

@@ -38,7 +38,7 @@ const (
 const nomadAgentConfig = `
 data_dir             = %q
 disable_update_check = true
-log_level            = "DEBUG"
+log_level            = "INFO"
 
 ports {
   http = %d
@@ -102,8 +102,9 @@ type nomadOptions struct {
 }
 
 // WithNomadConfig adds HCL to the agent's configuration, for example
-// `acl { enabled = true }`. It is written to its own file, loaded after the
-// default one.
+// `acl { enabled = true }`, or `log_level = "DEBUG"` when INFO does not
+// explain a failure. It is written to its own file, loaded after the default
+// one, so its settings win.
 func WithNomadConfig(hcl string) NomadOption {
 	return func(o *nomadOptions) {
 		o.extraConfig = append(o.extraConfig, hcl)
@@ -131,9 +132,15 @@ func StartNomad(t testing.TB, opts ...NomadOption) *NomadAgent {
 		a, err = startNomad(bin, filepath.Join(root, fmt.Sprintf("nomad-%d", attempt)), o)
 		if err == nil {
 			t.Cleanup(func() {
-				a.Stop()
+				// The tail before the shutdown is the part that explains
+				// a failure.
+				var tail string
 				if t.Failed() {
-					t.Logf("testutil: nomad agent %s log (%s), last %d lines:\n%s", a.Addr, a.LogPath, logTailLines, tailFile(a.LogPath, logTailLines))
+					tail = tailFile(a.LogPath, logTailLines)
+				}
+				a.Stop()
+				if tail != "" {
+					t.Logf("testutil: nomad agent %s log (%s), last %d lines before shutdown:\n%s", a.Addr, a.LogPath, logTailLines, tail)
 				}
 			})
 			t.Logf("testutil: nomad agent ready at %s in %s", a.Addr, time.Since(start).Round(time.Millisecond))
@@ -281,28 +288,74 @@ func (a *NomadAgent) RegisterJobHCL(t testing.TB, hcl string) *RegisteredJob {
 // terminal status, and after WaitTimeout otherwise.
 func (a *NomadAgent) WaitForDeployment(t testing.TB, job *RegisteredJob, want string) *nomadapi.Deployment {
 	t.Helper()
-	var found *nomadapi.Deployment
+	var d *nomadapi.Deployment
 	a.wait(t, func() (bool, error) {
-		deployments, _, err := a.Client.Jobs().Deployments(job.ID, true, &nomadapi.QueryOptions{Namespace: job.Namespace})
-		if err != nil {
-			return false, fmt.Errorf("listing deployments of job %q: %w", job.ID, err)
+		var err error
+		if d, err = a.deploymentOf(job); err != nil {
+			return false, err
 		}
-		for _, d := range deployments {
-			if d.JobModifyIndex != job.JobModifyIndex {
+		if d.Status == want {
+			return true, nil
+		}
+		err = fmt.Errorf("deployment %s of job %q is %q (%s), want %q", d.ID, job.ID, d.Status, d.StatusDescription, want)
+		if isTerminalDeploymentStatus(d.Status) {
+			return false, stopPolling(err)
+		}
+		return false, err
+	})
+	return d
+}
+
+// WaitForCanariesHealthy waits until the Nomad deployment created by the
+// register of job has, in every task group that wants canaries, as many
+// healthy canaries as it wants, and is waiting for a promotion. It returns
+// the deployment.
+func (a *NomadAgent) WaitForCanariesHealthy(t testing.TB, job *RegisteredJob) *nomadapi.Deployment {
+	t.Helper()
+	var d *nomadapi.Deployment
+	a.wait(t, func() (bool, error) {
+		var err error
+		if d, err = a.deploymentOf(job); err != nil {
+			return false, err
+		}
+		if isTerminalDeploymentStatus(d.Status) {
+			return false, stopPolling(fmt.Errorf("deployment %s of job %q is %q (%s) while waiting for canaries", d.ID, job.ID, d.Status, d.StatusDescription))
+		}
+		groups := 0
+		for name, g := range d.TaskGroups {
+			if g.DesiredCanaries == 0 {
 				continue
 			}
-			found = d
-			if d.Status == want {
-				return true, nil
+			groups++
+			if g.Promoted {
+				return false, stopPolling(fmt.Errorf("deployment %s of job %q: group %q is already promoted", d.ID, job.ID, name))
 			}
-			if isTerminalDeploymentStatus(d.Status) {
-				return false, stopPolling(fmt.Errorf("deployment %s of job %q is %q (%s), want %q", d.ID, job.ID, d.Status, d.StatusDescription, want))
+			if g.HealthyAllocs < g.DesiredCanaries {
+				return false, fmt.Errorf("deployment %s of job %q: group %q has %d healthy canaries of %d", d.ID, job.ID, name, g.HealthyAllocs, g.DesiredCanaries)
 			}
-			return false, fmt.Errorf("deployment %s of job %q is %q (%s), want %q", d.ID, job.ID, d.Status, d.StatusDescription, want)
 		}
-		return false, fmt.Errorf("no deployment yet for job %q at modify index %d", job.ID, job.JobModifyIndex)
+		if groups == 0 {
+			return false, stopPolling(fmt.Errorf("deployment %s of job %q has no canaries", d.ID, job.ID))
+		}
+		return true, nil
 	})
-	return found
+	return d
+}
+
+// deploymentOf returns the Nomad deployment that the register of job
+// created, matched by the job modify index, or an error if there is none
+// yet.
+func (a *NomadAgent) deploymentOf(job *RegisteredJob) (*nomadapi.Deployment, error) {
+	deployments, _, err := a.Client.Jobs().Deployments(job.ID, true, &nomadapi.QueryOptions{Namespace: job.Namespace})
+	if err != nil {
+		return nil, fmt.Errorf("listing deployments of job %q: %w", job.ID, err)
+	}
+	for _, d := range deployments {
+		if d.JobModifyIndex == job.JobModifyIndex {
+			return d, nil
+		}
+	}
+	return nil, fmt.Errorf("no deployment yet for job %q at modify index %d", job.ID, job.JobModifyIndex)
 }
 
 // WaitForAllocs waits until exactly n allocations of the job have client

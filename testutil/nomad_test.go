@@ -3,7 +3,10 @@ package testutil
 import (
 	"slices"
 	"testing"
+	"time"
 
+	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/hclsyntax"
 	nomadapi "github.com/hashicorp/nomad/api"
 )
 
@@ -116,4 +119,118 @@ func TestStartNomad_FailingHookRunFails(t *testing.T) {
 	}
 	nomad.WaitForAllocs(t, hook.Namespace, resp.DispatchedJobID, nomadapi.AllocClientStatusFailed, 1)
 	nomad.WaitForJobStatus(t, hook.Namespace, resp.DispatchedJobID, "dead")
+}
+
+func TestStartNomad_CanaryDeploymentWaitsForPromotion(t *testing.T) {
+	t.Parallel()
+	nomad := StartNomad(t)
+
+	v1 := nomad.RegisterJobHCL(t, ServiceJobHCL("api", WithCanaries(1, false), WithMeta("version", "1")))
+	nomad.WaitForDeployment(t, v1, nomadapi.DeploymentStatusSuccessful)
+
+	v2 := nomad.RegisterJobHCL(t, ServiceJobHCL("api", WithCanaries(1, false), WithMeta("version", "2")))
+	d := nomad.WaitForCanariesHealthy(t, v2)
+	if d.Status != nomadapi.DeploymentStatusRunning {
+		t.Fatalf("deployment status %q while canaries wait, want running", d.Status)
+	}
+	if _, _, err := nomad.Client.Deployments().PromoteAll(d.ID, nil); err != nil {
+		t.Fatalf("promoting: %v", err)
+	}
+	nomad.WaitForDeployment(t, v2, nomadapi.DeploymentStatusSuccessful)
+}
+
+func TestJobHCL_ParsesInNomad(t *testing.T) {
+	t.Parallel()
+	nomad := StartNomad(t)
+
+	t.Run("service", func(t *testing.T) {
+		job := nomad.ParseJob(t, ServiceJobHCL("web",
+			WithNamespace("prod"),
+			WithMeta("nops_managed", "true"),
+			WithMeta("odd.key-name", `quote " backslash \ %{x} ${y}`),
+			WithCount(3),
+			WithScaling(1, 5),
+			WithCanaries(2, true),
+			WithAutoRevert(),
+			WithUpdate(2*time.Second, 20*time.Second, 40*time.Second),
+		))
+		if *job.Type != "service" || *job.Namespace != "prod" {
+			t.Fatalf("type %q namespace %q", *job.Type, *job.Namespace)
+		}
+		if got := job.Meta["odd.key-name"]; got != `quote " backslash \ %{x} ${y}` {
+			t.Fatalf("meta odd.key-name = %q", got)
+		}
+		g := job.TaskGroups[0]
+		if *g.Count != 3 || g.Scaling == nil || *g.Scaling.Min != 1 || *g.Scaling.Max != 5 {
+			t.Fatalf("count %d scaling %+v", *g.Count, g.Scaling)
+		}
+		u := g.Update
+		if *u.Canary != 2 || !*u.AutoPromote || !*u.AutoRevert ||
+			*u.MinHealthyTime != 2*time.Second || *u.HealthyDeadline != 20*time.Second || *u.ProgressDeadline != 40*time.Second {
+			t.Fatalf("update block %+v", u)
+		}
+		task := g.Tasks[0]
+		if task.Driver != "mock_driver" || task.Config["run_for"] != "1h0m0s" || *task.Resources.CPU != 10 || *task.Resources.MemoryMB != 16 {
+			t.Fatalf("task %+v config %v", task, task.Config)
+		}
+	})
+
+	t.Run("failing service", func(t *testing.T) {
+		job := nomad.ParseJob(t, ServiceJobHCL("broken", WithFailure()))
+		g := job.TaskGroups[0]
+		if g.Tasks[0].Config["start_error"] == nil || *g.RestartPolicy.Attempts != 0 || *g.ReschedulePolicy.Attempts != 0 || *g.Update.ProgressDeadline != 0 {
+			t.Fatalf("config %v restart %+v reschedule %+v update %+v", g.Tasks[0].Config, g.RestartPolicy, g.ReschedulePolicy, g.Update)
+		}
+	})
+
+	t.Run("batch", func(t *testing.T) {
+		job := nomad.ParseJob(t, BatchJobHCL("once", WithRunFor(time.Second), WithExitCode(3)))
+		task := job.TaskGroups[0].Tasks[0]
+		if *job.Type != "batch" || job.ParameterizedJob != nil || task.Config["run_for"] != "1s" || task.Config["exit_code"] != float64(3) {
+			t.Fatalf("type %q parameterized %v config %v", *job.Type, job.ParameterizedJob, task.Config)
+		}
+	})
+
+	t.Run("hook", func(t *testing.T) {
+		job := nomad.ParseJob(t, HookJobHCL("backup", WithHookMeta([]string{"nops_deployment"}, nil), WithMeta("nops_hook_timeout", "1m")))
+		p := job.ParameterizedJob
+		if p == nil || !slices.Equal(p.MetaRequired, []string{"nops_deployment"}) || len(p.MetaOptional) != 0 {
+			t.Fatalf("parameterized %+v", p)
+		}
+		if job.Meta["nops_role"] != "hook" || job.Meta["nops_hook_timeout"] != "1m" {
+			t.Fatalf("meta %v", job.Meta)
+		}
+	})
+}
+
+func TestHCLString_RoundTrips(t *testing.T) {
+	inputs := []string{
+		"plain",
+		`a"b\c`,
+		"line\nnext\tx\r",
+		"${var} %{if}",
+		"$ alone % too, trailing $",
+		"double $${x} and $$$",
+		"percent %%{x}",
+		"mixed ${a}%{b}$",
+		"bell\a and nul \x00",
+		"ünïcode ✓",
+		"",
+	}
+	for _, in := range inputs {
+		quoted := hclString(in)
+		expr, diags := hclsyntax.ParseExpression([]byte(quoted), "test.hcl", hcl.InitialPos)
+		if diags.HasErrors() {
+			t.Errorf("hclString(%q) = %s does not parse: %v", in, quoted, diags)
+			continue
+		}
+		v, diags := expr.Value(nil)
+		if diags.HasErrors() {
+			t.Errorf("hclString(%q) = %s does not evaluate: %v", in, quoted, diags)
+			continue
+		}
+		if got := v.AsString(); got != in {
+			t.Errorf("hclString(%q) = %s, which HCL reads as %q", in, quoted, got)
+		}
+	}
 }

@@ -32,6 +32,9 @@ type process struct {
 	cmd     *exec.Cmd
 	logPath string
 
+	// grace is how long stop waits after SIGINT before it kills.
+	grace time.Duration
+
 	// done is closed once the process has exited and waitErr is set.
 	done    chan struct{}
 	waitErr error
@@ -61,6 +64,7 @@ func startProcess(name, logPath, bin string, args []string, env []string) (*proc
 		name:    name,
 		cmd:     cmd,
 		logPath: logPath,
+		grace:   stopGrace,
 		done:    make(chan struct{}),
 	}
 	go func() {
@@ -95,7 +99,7 @@ func (p *process) exitError() error {
 	return fmt.Errorf("%s exited: %w", p.name, waitErr)
 }
 
-// stop sends SIGINT, waits up to stopGrace for the process to exit, then
+// stop sends SIGINT, waits up to p.grace for the process to exit, then
 // kills its whole process group (which also reaps helpers it started, such
 // as task executors). It is safe to call more than once.
 func (p *process) stop() {
@@ -106,7 +110,7 @@ func (p *process) stop() {
 			_ = p.cmd.Process.Signal(os.Interrupt)
 			select {
 			case <-p.done:
-			case <-time.After(stopGrace):
+			case <-time.After(p.grace):
 				killProcessGroup(p.cmd.Process)
 				<-p.done
 			}

@@ -1,0 +1,213 @@
+package testutil
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestPoll(t *testing.T) {
+	t.Parallel()
+	errNotYet := errors.New("not yet")
+
+	t.Run("succeeds once the condition holds", func(t *testing.T) {
+		calls := 0
+		err := poll(context.Background(), 10*time.Second, func() (bool, error) {
+			calls++
+			return calls == 3, errNotYet
+		})
+		if err != nil || calls != 3 {
+			t.Fatalf("err %v after %d calls, want nil after 3", err, calls)
+		}
+	})
+
+	t.Run("times out with the last error", func(t *testing.T) {
+		err := poll(context.Background(), 50*time.Millisecond, func() (bool, error) { return false, errNotYet })
+		if !errors.Is(err, errNotYet) || !strings.Contains(err.Error(), "timed out") {
+			t.Fatalf("err %v, want a timeout wrapping %v", err, errNotYet)
+		}
+	})
+
+	t.Run("times out without an error", func(t *testing.T) {
+		err := poll(context.Background(), 50*time.Millisecond, func() (bool, error) { return false, nil })
+		if !errors.Is(err, errConditionNotMet) {
+			t.Fatalf("err %v, want %v", err, errConditionNotMet)
+		}
+	})
+
+	t.Run("stops at once when the context ends with a cause", func(t *testing.T) {
+		errGone := errors.New("agent gone")
+		ctx, cancel := context.WithCancelCause(context.Background())
+		calls := 0
+		start := time.Now()
+		err := poll(ctx, time.Minute, func() (bool, error) {
+			calls++
+			cancel(errGone)
+			return false, errNotYet
+		})
+		if !errors.Is(err, errGone) || calls != 1 || time.Since(start) > 10*time.Second {
+			t.Fatalf("err %v after %d calls in %s, want %v after 1 call", err, calls, time.Since(start), errGone)
+		}
+	})
+}
+
+func TestWaitForListen(t *testing.T) {
+	t.Parallel()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	WaitForListen(t, l.Addr().String(), 10*time.Second)
+}
+
+func TestFreePorts(t *testing.T) {
+	t.Parallel()
+	ports := FreePorts(t, 20)
+	seen := make(map[int]bool)
+	for _, p := range ports {
+		if p <= 0 || p > 65535 || seen[p] {
+			t.Fatalf("ports %v: bad or repeated port %d", ports, p)
+		}
+		seen[p] = true
+		// Each port can be bound on TCP and UDP.
+		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
+		if err != nil {
+			t.Fatalf("port %d not free on TCP: %v", p, err)
+		}
+		pc, err := net.ListenPacket("udp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
+		if err != nil {
+			l.Close()
+			t.Fatalf("port %d not free on UDP: %v", p, err)
+		}
+		l.Close()
+		pc.Close()
+	}
+	if _, err := freePorts(0); err == nil {
+		t.Fatal("freePorts(0) returned no error")
+	}
+}
+
+// TestProcess_ExitClassification runs stand-in agents (shell scripts) to
+// check that an agent that dies at startup is reported at once, with
+// errPortInUse only when its log says a port was taken.
+func TestProcess_ExitClassification(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	script := func(name, body string) string {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, []byte("#!/bin/sh\n"+body+"\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	neverReady := func() (bool, error) { return false, errors.New("not ready") }
+
+	cases := []struct {
+		name      string
+		body      string
+		portInUse bool
+	}{
+		{"port taken", `echo "Error starting agent: listen tcp 127.0.0.1:4646: bind: address already in use"; exit 1`, true},
+		{"bad config", `echo "Error loading configuration: unexpected token"; exit 1`, false},
+		{"clean exit", `exit 0`, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			bin := script(strings.ReplaceAll(tc.name, " ", "-")+".sh", tc.body)
+			p, err := startProcess("stand-in", filepath.Join(dir, tc.name+".log"), bin, nil, agentEnv())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer p.stop()
+
+			start := time.Now()
+			err = waitReady(p, neverReady)
+			if err == nil {
+				t.Fatal("waitReady succeeded for an agent that exited")
+			}
+			if time.Since(start) > 30*time.Second {
+				t.Fatalf("exit noticed after %s", time.Since(start))
+			}
+			if got := errors.Is(err, errPortInUse); got != tc.portInUse {
+				t.Fatalf("errors.Is(%v, errPortInUse) = %t, want %t", err, got, tc.portInUse)
+			}
+		})
+	}
+}
+
+func TestProcess_StopKillsWhatIgnoresSIGINT(t *testing.T) {
+	t.Parallel()
+	if runtime.GOOS != "linux" {
+		t.Skip("reads /proc")
+	}
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "stubborn.sh")
+	// The shell ignores SIGINT and so does the sleep it starts in the
+	// background, which stands for a helper such as a task executor.
+	if err := os.WriteFile(bin, []byte("#!/bin/sh\ntrap '' INT\nsleep 600 &\necho started $!\nwait\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	p, err := startProcess("stubborn", filepath.Join(dir, "log"), bin, nil, agentEnv())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.grace = 300 * time.Millisecond
+	var child int
+	WaitForResult(t, 10*time.Second, func() (bool, error) {
+		_, err := fmt.Sscanf(tailFile(p.logPath, 1), "started %d", &child)
+		return err == nil, err
+	})
+
+	start := time.Now()
+	p.stop()
+	if exited, _ := p.exited(); !exited {
+		t.Fatal("process still running after stop")
+	}
+	if elapsed := time.Since(start); elapsed < p.grace || elapsed > p.grace+10*time.Second {
+		t.Fatalf("stop took %s, want about %s", elapsed, p.grace)
+	}
+	p.stop() // idempotent
+
+	// The helper went with the process group: gone, or a zombie waiting for
+	// whoever adopted it.
+	WaitForResult(t, 10*time.Second, func() (bool, error) {
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", child))
+		if errors.Is(err, os.ErrNotExist) {
+			return true, nil
+		}
+		if err != nil {
+			return false, err
+		}
+		if fields := strings.Fields(string(stat)); len(fields) > 2 && fields[2] == "Z" {
+			return true, nil
+		}
+		return false, fmt.Errorf("helper %d still running", child)
+	})
+}
+
+func TestTailFile(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "log")
+	var b strings.Builder
+	for i := range 100 {
+		b.WriteString("line " + strconv.Itoa(i) + "\n")
+	}
+	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := tailFile(path, 3), "line 97\nline 98\nline 99"; got != want {
+		t.Fatalf("tailFile = %q, want %q", got, want)
+	}
+	if got := tailFile(filepath.Join(t.TempDir(), "missing"), 3); !strings.Contains(got, "log unavailable") {
+		t.Fatalf("tailFile of a missing file = %q", got)
+	}
+}
