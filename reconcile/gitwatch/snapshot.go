@@ -1,0 +1,128 @@
+package gitwatch
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"fmt"
+	"path"
+	"sort"
+	"strings"
+
+	"github.com/go-git/go-git/v5/plumbing/filemode"
+	"github.com/go-git/go-git/v5/plumbing/object"
+)
+
+// Job file name suffixes, and the suffix of a job's variables file.
+const (
+	jobSuffixHCL = ".nomad.hcl"
+	jobSuffix    = ".nomad"
+	varsSuffix   = ".vars.hcl"
+)
+
+// Snapshot is the set of job files of one repository at one commit. A
+// published snapshot is never modified; callers must not modify it either.
+type Snapshot struct {
+	// Repo is the repository's configured name.
+	Repo string
+	// Commit is the full hash of the commit the files come from.
+	Commit string
+	// Branch is the branch followed (the remote's default branch when none
+	// is configured and the remote names it).
+	Branch string
+	// Files are the job files under the configured path, sorted by path.
+	Files []JobFile
+}
+
+// JobFile is one job file and its optional variables file.
+type JobFile struct {
+	// Path is relative to the repository root, slash-separated.
+	Path    string
+	Content string
+	// VarsPath is the variables file beside the job file
+	// (web.nomad.hcl → web.vars.hcl), empty when there is none.
+	VarsPath string
+	Vars     string
+}
+
+// ContentHash is the SHA-256 of the job file and its variables, the key for
+// caching a parse: equal hashes parse to equal jobs.
+func (f JobFile) ContentHash() string {
+	h := sha256.New()
+	var n [8]byte
+	for _, s := range []string{f.Content, f.Vars} {
+		binary.BigEndian.PutUint64(n[:], uint64(len(s)))
+		h.Write(n[:])
+		h.Write([]byte(s))
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// IsJobFile reports whether a file name is a job file (*.nomad.hcl or
+// *.nomad).
+func IsJobFile(name string) bool {
+	base := path.Base(name)
+	return (strings.HasSuffix(base, jobSuffixHCL) && len(base) > len(jobSuffixHCL)) ||
+		(strings.HasSuffix(base, jobSuffix) && len(base) > len(jobSuffix))
+}
+
+// VarsPathFor returns the path of the variables file that belongs to a job
+// file: web.nomad.hcl and web.nomad both pair with web.vars.hcl.
+func VarsPathFor(jobPath string) string {
+	dir, base := path.Split(jobPath)
+	switch {
+	case strings.HasSuffix(base, jobSuffixHCL):
+		base = strings.TrimSuffix(base, jobSuffixHCL)
+	case strings.HasSuffix(base, jobSuffix):
+		base = strings.TrimSuffix(base, jobSuffix)
+	}
+	return dir + base + varsSuffix
+}
+
+// readJobFiles collects the job files under dir ("" for the root) of a
+// commit's tree, each with its variables file. Symbolic links and
+// submodules are not followed.
+func readJobFiles(tree *object.Tree, dir string) ([]JobFile, error) {
+	prefix := ""
+	if dir != "" {
+		prefix = dir + "/"
+	}
+	contents := map[string]string{}
+	var jobs []string
+	err := tree.Files().ForEach(func(f *object.File) error {
+		if prefix != "" && !strings.HasPrefix(f.Name, prefix) {
+			return nil
+		}
+		if f.Mode != filemode.Regular && f.Mode != filemode.Executable {
+			return nil
+		}
+		isJob := IsJobFile(f.Name)
+		if !isJob && !strings.HasSuffix(f.Name, varsSuffix) {
+			return nil
+		}
+		c, err := f.Contents()
+		if err != nil {
+			return fmt.Errorf("read %s: %w", f.Name, err)
+		}
+		contents[f.Name] = c
+		if isJob {
+			jobs = append(jobs, f.Name)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	sort.Strings(jobs)
+	files := make([]JobFile, 0, len(jobs))
+	for _, p := range jobs {
+		jf := JobFile{Path: p, Content: contents[p]}
+		if vp := VarsPathFor(p); vp != p {
+			if v, ok := contents[vp]; ok {
+				jf.VarsPath, jf.Vars = vp, v
+			}
+		}
+		files = append(files, jf)
+	}
+	return files, nil
+}

@@ -1,0 +1,429 @@
+// Package gitwatch turns git repositories into snapshots of job files.
+//
+// A Watcher polls each configured repository in its own goroutine, and can be
+// told to fetch at once (Refresh for a webhook, FetchNow to wait for it). A
+// poll asks the remote for the head of the branch (one ls-remote round trip)
+// and, only when the head moved, makes a shallow, single-branch clone of that
+// commit into memory, reads every job file under the configured path with its
+// variables file, and publishes the result as a new Snapshot. Nothing touches
+// the local disk, and the clone is dropped once read, so memory holds one
+// snapshot per repository however long the Watcher runs (a long-lived
+// repository that fetched every new commit into it would only grow).
+//
+// Guarantees:
+//
+//   - Snapshots always returns, for every repository that was fetched once,
+//     a complete snapshot of one commit: a failed fetch keeps the last good
+//     snapshot and records the error on the repository's status.
+//   - Notify fires (coalesced) after a snapshot with a new head is published,
+//     including the first snapshot of each repository.
+//   - Fetches of one repository never overlap; Refresh requests coalesce.
+//   - Passwords and tokens never appear in status or logs.
+package gitwatch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	git "github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/config"
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/transport"
+	"github.com/go-git/go-git/v5/storage/memory"
+	"github.com/hashicorp/go-hclog"
+)
+
+// FetchTimeout bounds one fetch of one repository.
+const FetchTimeout = 2 * time.Minute
+
+// ErrUnknownRepo is returned for a repository name that is not configured.
+var ErrUnknownRepo = errors.New("unknown repository")
+
+// RepoStatus is what an operator sees of a repository.
+type RepoStatus struct {
+	Name string
+	// URL with any password or token removed.
+	URL    string
+	Branch string
+	Path   string
+	// Head is the commit of the current snapshot, empty before the first
+	// successful fetch.
+	Head string
+	// LastFetch is when the last fetch ended, successful or not.
+	LastFetch time.Time
+	// LastSuccess is when a fetch last succeeded.
+	LastSuccess time.Time
+	// LastChange is when the head last moved.
+	LastChange time.Time
+	// LastError is the error of the last fetch, empty when it succeeded.
+	LastError string
+	// FileCount is the number of job files in the current snapshot.
+	FileCount int
+}
+
+// Watcher watches a fixed set of repositories. It is safe for concurrent
+// use.
+type Watcher struct {
+	logger hclog.Logger
+	repos  []*repo
+	byName map[string]*repo
+	notify chan struct{}
+}
+
+type repo struct {
+	cfg    RepoConfig
+	dir    string // cleaned Path
+	logger hclog.Logger
+
+	refresh chan struct{}
+	fetchMu sync.Mutex // one fetch at a time
+
+	mu       sync.RWMutex
+	snapshot *Snapshot
+	status   RepoStatus
+}
+
+// New validates the configuration of every repository and returns a Watcher
+// for them. It does not contact any remote; Run and FetchNow do.
+func New(repos []RepoConfig, logger hclog.Logger) (*Watcher, error) {
+	if logger == nil {
+		logger = hclog.NewNullLogger()
+	}
+	w := &Watcher{
+		logger: logger,
+		byName: make(map[string]*repo, len(repos)),
+		notify: make(chan struct{}, 1),
+	}
+	var errs []error
+	for _, cfg := range repos {
+		if err := cfg.Validate(); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if _, dup := w.byName[cfg.Name]; dup {
+			errs = append(errs, fmt.Errorf("repository %q is configured twice", cfg.Name))
+			continue
+		}
+		dir, _ := cleanPath(cfg.Path)
+		if cfg.PollInterval == 0 {
+			cfg.PollInterval = DefaultPollInterval
+		}
+		r := &repo{
+			cfg:     cfg,
+			dir:     dir,
+			logger:  logger.With("repo", cfg.Name),
+			refresh: make(chan struct{}, 1),
+			status: RepoStatus{
+				Name:   cfg.Name,
+				URL:    SafeURL(cfg.URL),
+				Branch: cfg.Branch,
+				Path:   dir,
+			},
+		}
+		w.repos = append(w.repos, r)
+		w.byName[cfg.Name] = r
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return w, nil
+}
+
+// Run polls every repository until ctx ends: at once, then every
+// PollInterval and on every Refresh. It returns when all pollers stopped.
+func (w *Watcher) Run(ctx context.Context) {
+	var wg sync.WaitGroup
+	for _, r := range w.repos {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			w.poll(ctx, r)
+		}()
+	}
+	wg.Wait()
+}
+
+func (w *Watcher) poll(ctx context.Context, r *repo) {
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-timer.C:
+		case <-r.refresh:
+			if !timer.Stop() {
+				select {
+				case <-timer.C:
+				default:
+				}
+			}
+		}
+		_ = w.fetch(ctx, r)
+		timer.Reset(r.cfg.PollInterval)
+	}
+}
+
+// Refresh asks the poller of a repository to fetch now. It does not wait;
+// requests made while a fetch is pending coalesce into one.
+func (w *Watcher) Refresh(name string) error {
+	r, ok := w.byName[name]
+	if !ok {
+		return fmt.Errorf("refresh %q: %w", name, ErrUnknownRepo)
+	}
+	select {
+	case r.refresh <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+// RefreshAll asks every poller to fetch now, without waiting.
+func (w *Watcher) RefreshAll() {
+	for _, r := range w.repos {
+		select {
+		case r.refresh <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// FetchNow fetches a repository and returns when its snapshot and status are
+// up to date, with the fetch error if any.
+func (w *Watcher) FetchNow(ctx context.Context, name string) error {
+	r, ok := w.byName[name]
+	if !ok {
+		return fmt.Errorf("fetch %q: %w", name, ErrUnknownRepo)
+	}
+	return w.fetch(ctx, r)
+}
+
+// Notify returns a channel that receives a value after the head of any
+// repository moved. Several moves before a receive give one value.
+func (w *Watcher) Notify() <-chan struct{} { return w.notify }
+
+// Snapshots returns the current snapshot of every repository that has one,
+// in configuration order.
+func (w *Watcher) Snapshots() []*Snapshot {
+	out := make([]*Snapshot, 0, len(w.repos))
+	for _, r := range w.repos {
+		r.mu.RLock()
+		s := r.snapshot
+		r.mu.RUnlock()
+		if s != nil {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// Snapshot returns the current snapshot of one repository, nil before its
+// first successful fetch.
+func (w *Watcher) Snapshot(name string) *Snapshot {
+	r, ok := w.byName[name]
+	if !ok {
+		return nil
+	}
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.snapshot
+}
+
+// Status returns the status of every repository, in configuration order.
+func (w *Watcher) Status() []RepoStatus {
+	out := make([]RepoStatus, 0, len(w.repos))
+	for _, r := range w.repos {
+		r.mu.RLock()
+		out = append(out, r.status)
+		r.mu.RUnlock()
+	}
+	return out
+}
+
+// fetch brings one repository up to date and records the outcome.
+func (w *Watcher) fetch(ctx context.Context, r *repo) error {
+	r.fetchMu.Lock()
+	defer r.fetchMu.Unlock()
+
+	parent := ctx
+	ctx, cancel := context.WithTimeout(ctx, FetchTimeout)
+	defer cancel()
+	start := time.Now()
+
+	snap, err := r.fetchSnapshot(ctx)
+	now := time.Now()
+	if err != nil && parent.Err() != nil {
+		// Shutting down: not a failure of the repository.
+		return fmt.Errorf("fetch %q: %w", r.cfg.Name, parent.Err())
+	}
+
+	r.mu.Lock()
+	r.status.LastFetch = now
+	if err != nil {
+		err = r.scrub(err)
+		prev := r.status.LastError
+		r.status.LastError = err.Error()
+		r.mu.Unlock()
+		if prev != err.Error() {
+			r.logger.Warn("fetch failed; keeping the last good snapshot", "url", r.status.URL, "error", err)
+		} else {
+			r.logger.Debug("fetch failed again", "error", err)
+		}
+		return err
+	}
+	r.status.LastError = ""
+	r.status.LastSuccess = now
+	moved := snap != nil
+	if moved {
+		r.snapshot = snap
+		r.status.Head = snap.Commit
+		r.status.Branch = snap.Branch
+		r.status.FileCount = len(snap.Files)
+		r.status.LastChange = now
+	}
+	r.mu.Unlock()
+
+	if moved {
+		r.logger.Info("new commit", "commit", snap.Commit, "branch", snap.Branch, "files", len(snap.Files), "duration", now.Sub(start))
+		select {
+		case w.notify <- struct{}{}:
+		default:
+		}
+	}
+	return nil
+}
+
+// fetchSnapshot returns the snapshot of the remote head, or nil when the
+// head is the one of the current snapshot.
+func (r *repo) fetchSnapshot(ctx context.Context) (*Snapshot, error) {
+	auth, err := r.cfg.authMethod()
+	if err != nil {
+		return nil, err
+	}
+	head, branch, err := r.remoteHead(ctx, auth)
+	if err != nil {
+		return nil, err
+	}
+	r.mu.RLock()
+	cur := r.snapshot
+	r.mu.RUnlock()
+	if cur != nil && cur.Commit == head.String() {
+		return nil, nil
+	}
+	return r.clone(ctx, auth, branch)
+}
+
+// remoteHead asks the remote for the commit the followed branch points to.
+// With no configured branch it follows HEAD and returns the branch HEAD
+// names, when the remote says.
+func (r *repo) remoteHead(ctx context.Context, auth transport.AuthMethod) (plumbing.Hash, string, error) {
+	remote := git.NewRemote(memory.NewStorage(), &config.RemoteConfig{Name: "origin", URLs: []string{r.cfg.URL}})
+	refs, err := remote.ListContext(ctx, &git.ListOptions{Auth: auth})
+	if err != nil {
+		if errors.Is(err, transport.ErrEmptyRemoteRepository) {
+			return plumbing.ZeroHash, "", errors.New("the repository is empty")
+		}
+		return plumbing.ZeroHash, "", fmt.Errorf("list remote refs: %w", err)
+	}
+	byName := make(map[plumbing.ReferenceName]*plumbing.Reference, len(refs))
+	for _, ref := range refs {
+		byName[ref.Name()] = ref
+	}
+	if r.cfg.Branch != "" {
+		ref, ok := byName[plumbing.NewBranchReferenceName(r.cfg.Branch)]
+		if !ok {
+			return plumbing.ZeroHash, "", fmt.Errorf("branch %q not found", r.cfg.Branch)
+		}
+		return ref.Hash(), r.cfg.Branch, nil
+	}
+	head, ok := byName[plumbing.HEAD]
+	if !ok {
+		return plumbing.ZeroHash, "", errors.New("the remote has no HEAD; configure a branch")
+	}
+	if head.Type() == plumbing.SymbolicReference {
+		target, ok := byName[head.Target()]
+		if !ok {
+			return plumbing.ZeroHash, "", fmt.Errorf("the remote HEAD points to missing %s", head.Target())
+		}
+		return target.Hash(), head.Target().Short(), nil
+	}
+	// HEAD without symref: find a branch at the same commit.
+	for name, ref := range byName {
+		if name.IsBranch() && ref.Hash() == head.Hash() {
+			return head.Hash(), name.Short(), nil
+		}
+	}
+	return head.Hash(), "", nil
+}
+
+// clone makes a shallow, single-branch, in-memory clone of the branch (HEAD
+// when empty) and reads its job files.
+func (r *repo) clone(ctx context.Context, auth transport.AuthMethod, branch string) (*Snapshot, error) {
+	opts := &git.CloneOptions{
+		URL:          r.cfg.URL,
+		Auth:         auth,
+		SingleBranch: true,
+		Depth:        1,
+		Tags:         git.NoTags,
+		NoCheckout:   true,
+	}
+	if branch != "" {
+		opts.ReferenceName = plumbing.NewBranchReferenceName(branch)
+	}
+	repo, err := git.CloneContext(ctx, memory.NewStorage(), nil, opts)
+	if err != nil {
+		return nil, fmt.Errorf("clone: %w", err)
+	}
+	head, err := repo.Head()
+	if err != nil {
+		return nil, fmt.Errorf("read cloned head: %w", err)
+	}
+	commit, err := repo.CommitObject(head.Hash())
+	if err != nil {
+		return nil, fmt.Errorf("read commit %s: %w", head.Hash(), err)
+	}
+	tree, err := commit.Tree()
+	if err != nil {
+		return nil, fmt.Errorf("read tree of commit %s: %w", head.Hash(), err)
+	}
+	files, err := readJobFiles(tree, r.dir)
+	if err != nil {
+		return nil, fmt.Errorf("read job files of commit %s: %w", head.Hash(), err)
+	}
+	if branch == "" && head.Name().IsBranch() {
+		branch = head.Name().Short()
+	}
+	return &Snapshot{
+		Repo:   r.cfg.Name,
+		Commit: head.Hash().String(),
+		Branch: branch,
+		Files:  files,
+	}, nil
+}
+
+// scrub removes configured secrets, and the trailing newline some servers
+// end their answer with, from an error message.
+func (r *repo) scrub(err error) error {
+	msg := err.Error()
+	clean := strings.TrimSpace(msg)
+	secrets := []string{r.cfg.Auth.Password, r.cfg.Auth.Token, r.cfg.Auth.SSHKeyPassphrase}
+	if u, perr := url.Parse(r.cfg.URL); perr == nil && u.User != nil {
+		if p, ok := u.User.Password(); ok {
+			secrets = append(secrets, p)
+		}
+	}
+	for _, secret := range secrets {
+		if secret != "" {
+			clean = strings.ReplaceAll(clean, secret, "(redacted)")
+		}
+	}
+	if clean == msg {
+		return err
+	}
+	return errors.New(clean)
+}
