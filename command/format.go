@@ -1,0 +1,96 @@
+package command
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// formatTime renders t in RFC 3339 UTC, "-" when zero.
+func formatTime(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.UTC().Format(time.RFC3339)
+}
+
+// timeAgo renders t in RFC 3339 UTC followed by how long ago it was.
+func (m *Meta) timeAgo(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return formatTime(t) + " (" + m.ago(t) + ")"
+}
+
+// ago renders how long ago t was, "3m12s ago", or "in 5s" for a time ahead.
+func (m *Meta) ago(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	d := m.now().Sub(t)
+	if d < 0 {
+		return "in " + humanDuration(-d)
+	}
+	return humanDuration(d) + " ago"
+}
+
+// humanDuration renders d with its two largest units: 45s, 3m12s, 2h5m,
+// 3d4h.
+func humanDuration(d time.Duration) string {
+	d = d.Round(time.Second)
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%ds", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm%ds", int(d.Minutes()), int(d.Seconds())%60)
+	case d < 24*time.Hour:
+		return fmt.Sprintf("%dh%dm", int(d.Hours()), int(d.Minutes())%60)
+	}
+	days := int(d.Hours()) / 24
+	return fmt.Sprintf("%dd%dh", days, int(d.Hours())%24)
+}
+
+// shortID returns the first 8 characters of an ID unless verbose.
+func shortID(id string, verbose bool) string {
+	if verbose || len(id) <= 8 {
+		return id
+	}
+	return id[:8]
+}
+
+// shortCommit returns the first 12 characters of a commit hash.
+func shortCommit(c string) string {
+	if len(c) <= 12 {
+		return c
+	}
+	return c[:12]
+}
+
+// orDash returns s, or "-" when it is empty.
+func orDash(s string) string {
+	if strings.TrimSpace(s) == "" {
+		return "-"
+	}
+	return s
+}
+
+// list renders a list of strings, "*" when empty (matches all).
+func globList(l []string) string {
+	if len(l) == 0 {
+		return "*"
+	}
+	return strings.Join(l, ",")
+}
+
+// yesNo renders a bool.
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}
+
+// oneLine collapses whitespace so a message fits one table cell.
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(s), " ")
+}

@@ -1,0 +1,332 @@
+package command
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/nops-dev/nops/structs"
+)
+
+// jobStatusCommand shows one managed job.
+type jobStatusCommand struct {
+	m *Meta
+}
+
+func (c *jobStatusCommand) Synopsis() string {
+	return "Show a managed job: sync, hold, block, deployments"
+}
+
+func (c *jobStatusCommand) Help() string {
+	return `Usage: nops job status [options] <job>
+
+  Shows the observed status of a managed job: its sync state and drift,
+  its hold and block, its errors, and its active and last deployments.
+
+Options:
+
+  -namespace=<ns>
+    The job's Nomad namespace. Default: default.
+` + apiFlagsHelp
+}
+
+func (c *jobStatusCommand) Run(ctx context.Context, args []string) int {
+	m := c.m
+	var f apiFlags
+	var ns string
+	fs := newFlagSet("job status")
+	f.register(m, fs)
+	fs.StringVar(&ns, "namespace", "default", "")
+	pos, code, ok := m.parse(c, fs, args, 1, 1, "a job ID")
+	if !ok {
+		return code
+	}
+	api, err := m.client(&f)
+	if err != nil {
+		return m.fail(err)
+	}
+	job, _, err := api.Job(ctx, ns, pos[0], nil)
+	if err != nil {
+		return m.fail(fmt.Errorf("job %s: %w", structs.JobKey(ns, pos[0]), err))
+	}
+	if f.json {
+		return m.printJSON(job)
+	}
+	pairs := []string{"Job", structs.JobKey(ns, pos[0])}
+	if s := job.Status; s != nil {
+		sync := string(s.Sync)
+		if s.DriftSummary != "" {
+			sync += ": " + oneLine(s.DriftSummary)
+		}
+		pairs = append(pairs,
+			"Repository", orDash(s.Repository),
+			"File", orDash(s.File),
+			"Commit", orDash(s.Commit),
+			"Policy", orDash(string(s.Policy)),
+			"Sync", orDash(sync),
+			"Hold", orDash(s.Hold),
+			"Orphan", yesNo(s.Orphan),
+			"Observed", m.timeAgo(s.ObservedAt),
+		)
+	}
+	if p := job.Pause; p != nil {
+		who := "this job"
+		if p.Global {
+			who = "every job"
+		}
+		pairs = append(pairs, "Paused", fmt.Sprintf("%s, by %s %s: %s", who, orDash(p.Actor), m.ago(p.CreatedAt), orDash(p.Reason)))
+	}
+	if b := job.Block; b != nil {
+		text := fmt.Sprintf("after deployment %s", shortID(b.DeploymentID, false))
+		if b.Retried {
+			text += fmt.Sprintf(" (retried by %s: no longer holds)", orDash(b.RetriedBy))
+		} else if b.AfterRegister {
+			text += " failed after its register: until the spec changes or a retry"
+		} else {
+			text += ": until the spec or the live job changes, or a retry"
+		}
+		pairs = append(pairs, "Blocked", text)
+	} else {
+		pairs = append(pairs, "Blocked", "no")
+	}
+	m.kv(pairs...)
+	if s := job.Status; s != nil && len(s.Errors) > 0 {
+		fmt.Fprintln(m.stdout, "\nErrors")
+		for _, e := range s.Errors {
+			fmt.Fprintf(m.stdout, "  * %s\n", oneLine(e))
+		}
+	}
+	for _, sec := range []struct {
+		title string
+		d     *structs.Deployment
+	}{{"Active deployment", job.ActiveDeployment}, {"Last deployment", job.LastDeployment}} {
+		fmt.Fprintf(m.stdout, "\n%s\n", sec.title)
+		if sec.d == nil {
+			fmt.Fprintln(m.stdout, "  none")
+			continue
+		}
+		tw := m.table()
+		fmt.Fprintln(tw, "ID\tState\tCommit\tCreated\tUpdated\tError")
+		d := sec.d
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", shortID(d.ID, false), d.State, orDash(shortCommit(d.Commit)),
+			m.ago(d.CreatedAt), m.ago(d.UpdatedAt), orDash(oneLine(d.Error)))
+		tw.Flush()
+	}
+	return exitOK
+}
+
+// jobAction is what a jobActionCommand does.
+type jobAction string
+
+const (
+	jobRetry     jobAction = "retry"
+	jobPause     jobAction = "pause"
+	jobResume    jobAction = "resume"
+	jobDeployNow jobAction = "deploy-now"
+)
+
+// jobActionCommand retries, pauses, resumes or deploys now one job.
+type jobActionCommand struct {
+	m      *Meta
+	action jobAction
+}
+
+func (c *jobActionCommand) Synopsis() string {
+	switch c.action {
+	case jobRetry:
+		return "Lift the block of a job after a failed or rejected deployment"
+	case jobPause:
+		return "Pause a job: no new deployment starts for it"
+	case jobResume:
+		return "Resume a paused job"
+	}
+	return "Lift a closed sync window for the job's next deployment"
+}
+
+func (c *jobActionCommand) Help() string {
+	var desc, opts string
+	switch c.action {
+	case jobRetry:
+		desc = `  Lifts the block a failed or rejected deployment left on the job, so the
+  next detection cycle creates a deployment again. When the live job already
+  matches git, that deployment skips the register, waits for health and runs
+  the post-hooks again.`
+	case jobPause:
+		desc = `  Pauses one job: its drift still shows, but no deployment is created for
+  it, a deployment waiting to start is superseded and approvals are refused.
+  A deployment already running finishes.`
+		opts = "\n  -reason=<text>\n    Why the job is paused. Required.\n"
+	case jobResume:
+		desc = `  Ends the pause of one job; detection runs again from git.`
+		opts = "\n  -reason=<text>\n    Why the job is resumed. Required.\n"
+	case jobDeployNow:
+		desc = `  Lifts a closed sync window for exactly one deployment of the job: the next
+  deployment detection creates for it may wait for approval and run while
+  the window stays closed. It does not lift a pause.`
+	}
+	return fmt.Sprintf(`Usage: nops job %s [options] <job>
+
+%s
+
+Options:
+
+  -namespace=<ns>
+    The job's Nomad namespace. Default: default.
+%s%s`, c.action, desc, opts, apiFlagsHelp)
+}
+
+func (c *jobActionCommand) Run(ctx context.Context, args []string) int {
+	m := c.m
+	var f apiFlags
+	var ns, reason string
+	fs := newFlagSet("job " + string(c.action))
+	f.register(m, fs)
+	fs.StringVar(&ns, "namespace", "default", "")
+	withReason := c.action == jobPause || c.action == jobResume
+	if withReason {
+		fs.StringVar(&reason, "reason", "", "")
+	}
+	pos, code, ok := m.parse(c, fs, args, 1, 1, "a job ID")
+	if !ok {
+		return code
+	}
+	if withReason && strings.TrimSpace(reason) == "" {
+		return m.usageError(c, errors.New("-reason is required: say why, it is recorded with who did it"))
+	}
+	api, err := m.client(&f)
+	if err != nil {
+		return m.fail(err)
+	}
+	key := structs.JobKey(ns, pos[0])
+	var out any
+	var msg string
+	switch c.action {
+	case jobRetry:
+		err = api.RetryJob(ctx, ns, pos[0])
+		out, msg = map[string]any{"namespace": ns, "job_id": pos[0], "retried": true}, "Job "+key+": block lifted; the next detection cycle may deploy it again"
+	case jobPause:
+		out, err = api.PauseJob(ctx, ns, pos[0], reason)
+		msg = "Job " + key + " paused"
+	case jobResume:
+		out, err = api.ResumeJob(ctx, ns, pos[0], reason)
+		msg = "Job " + key + " resumed"
+	case jobDeployNow:
+		out, err = api.DeployNow(ctx, ns, pos[0])
+		msg = "Job " + key + ": its next deployment lifts a closed sync window"
+	}
+	if err != nil {
+		return m.fail(fmt.Errorf("%s job %s: %w", c.action, key, err))
+	}
+	if f.json {
+		return m.printJSON(out)
+	}
+	fmt.Fprintln(m.stdout, msg)
+	return exitOK
+}
+
+// pauseAllCommand pauses or resumes every job.
+type pauseAllCommand struct {
+	m     *Meta
+	pause bool
+}
+
+func (c *pauseAllCommand) name() string {
+	if c.pause {
+		return "pause"
+	}
+	return "resume"
+}
+
+func (c *pauseAllCommand) Synopsis() string {
+	if c.pause {
+		return "Pause every job"
+	}
+	return "Resume every job after nops pause"
+}
+
+func (c *pauseAllCommand) Help() string {
+	if c.pause {
+		return `Usage: nops pause -reason=<text> [options]
+
+  Pauses every job: drift still shows, but no deployment is created, a
+  deployment waiting to start is superseded and approvals are refused. A
+  deployment already running finishes. Pauses of single jobs stay.
+
+Options:
+
+  -reason=<text>
+    Why every job is paused. Required.
+` + apiFlagsHelp
+	}
+	return `Usage: nops resume -reason=<text> [options]
+
+  Ends the pause of every job set by "nops pause". Pauses of single jobs stay
+  (see "nops job resume"). Detection runs again from git.
+
+Options:
+
+  -reason=<text>
+    Why every job is resumed. Required.
+` + apiFlagsHelp
+}
+
+func (c *pauseAllCommand) Run(ctx context.Context, args []string) int {
+	m := c.m
+	var f apiFlags
+	var reason string
+	fs := newFlagSet(c.name())
+	f.register(m, fs)
+	fs.StringVar(&reason, "reason", "", "")
+	if _, code, ok := m.parse(c, fs, args, 0, 0, ""); !ok {
+		return code
+	}
+	if strings.TrimSpace(reason) == "" {
+		return m.usageError(c, errors.New("-reason is required: say why, it is recorded with who did it"))
+	}
+	api, err := m.client(&f)
+	if err != nil {
+		return m.fail(err)
+	}
+	var pauses []*structs.Pause
+	if c.pause {
+		pauses, err = api.PauseAll(ctx, reason)
+	} else {
+		pauses, err = api.ResumeAll(ctx, reason)
+	}
+	if err != nil {
+		return m.fail(fmt.Errorf("%s every job: %w", c.name(), err))
+	}
+	if f.json {
+		if pauses == nil {
+			pauses = []*structs.Pause{}
+		}
+		return m.printJSON(pauses)
+	}
+	if c.pause {
+		fmt.Fprintln(m.stdout, "Every job is paused")
+	} else {
+		fmt.Fprintln(m.stdout, "Every job is resumed")
+	}
+	m.printPauses(pauses)
+	return exitOK
+}
+
+// printPauses prints the current pauses.
+func (m *Meta) printPauses(pauses []*structs.Pause) {
+	if len(pauses) == 0 {
+		fmt.Fprintln(m.stdout, "No pauses in effect")
+		return
+	}
+	fmt.Fprintln(m.stdout, "\nPauses in effect")
+	tw := m.table()
+	fmt.Fprintln(tw, "Job\tActor\tSince\tReason")
+	for _, p := range pauses {
+		job := p.Key
+		if p.Global {
+			job = "* (every job)"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", job, orDash(p.Actor), m.timeAgo(p.CreatedAt), orDash(oneLine(p.Reason)))
+	}
+	tw.Flush()
+}

@@ -1,0 +1,372 @@
+package command
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+
+	"github.com/nops-dev/nops/agent/snapshot"
+	"github.com/nops-dev/nops/fsm"
+)
+
+// raftListPeersCommand lists the Raft peers.
+type raftListPeersCommand struct {
+	m *Meta
+}
+
+func (c *raftListPeersCommand) Synopsis() string { return "List the Raft peers" }
+
+func (c *raftListPeersCommand) Help() string {
+	return `Usage: nops operator raft list-peers [options]
+
+  Lists the servers of the Raft configuration: node name, Raft ID, address,
+  whether each is the leader or a follower, whether it votes, and its Raft
+  protocol version.
+` + apiFlagsHelp
+}
+
+func (c *raftListPeersCommand) Run(ctx context.Context, args []string) int {
+	m := c.m
+	var f apiFlags
+	fs := newFlagSet("operator raft list-peers")
+	f.register(m, fs)
+	if _, code, ok := m.parse(c, fs, args, 0, 0, ""); !ok {
+		return code
+	}
+	api, err := m.client(&f)
+	if err != nil {
+		return m.fail(err)
+	}
+	conf, _, err := api.RaftConfiguration(ctx, nil)
+	if err != nil {
+		return m.fail(err)
+	}
+	if f.json {
+		return m.printJSON(conf)
+	}
+	tw := m.table()
+	fmt.Fprintln(tw, "Node\tID\tAddress\tState\tVoter\tRaftProtocol")
+	for _, s := range conf.Servers {
+		state := "follower"
+		if s.Leader {
+			state = "leader"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%t\t%s\n", s.Node, s.ID, s.Address, state, s.Voter, s.RaftProtocol)
+	}
+	tw.Flush()
+	return exitOK
+}
+
+// raftRemovePeerCommand removes a server from the Raft configuration.
+type raftRemovePeerCommand struct {
+	m *Meta
+}
+
+func (c *raftRemovePeerCommand) Synopsis() string { return "Remove a server from the Raft peers" }
+
+func (c *raftRemovePeerCommand) Help() string {
+	return `Usage: nops operator raft remove-peer -peer-id=<id> [options]
+
+  Removes a server from the Raft configuration, for a server that failed
+  and will not come back. A server that left gracefully is removed by the
+  leader on its own.
+
+Options:
+
+  -peer-id=<id>
+    The Raft ID of the server to remove (see list-peers). Required.
+` + apiFlagsHelp
+}
+
+func (c *raftRemovePeerCommand) Run(ctx context.Context, args []string) int {
+	m := c.m
+	var f apiFlags
+	var id string
+	fs := newFlagSet("operator raft remove-peer")
+	f.register(m, fs)
+	fs.StringVar(&id, "peer-id", "", "")
+	if _, code, ok := m.parse(c, fs, args, 0, 0, ""); !ok {
+		return code
+	}
+	if id == "" {
+		return m.usageError(c, errors.New("-peer-id is required"))
+	}
+	api, err := m.client(&f)
+	if err != nil {
+		return m.fail(err)
+	}
+	if err := api.RaftRemovePeer(ctx, id); err != nil {
+		return m.fail(fmt.Errorf("remove peer %s: %w", id, err))
+	}
+	if f.json {
+		return m.printJSON(map[string]string{"removed": id})
+	}
+	fmt.Fprintf(m.stdout, "Removed peer with ID %q\n", id)
+	return exitOK
+}
+
+// raftTransferCommand hands the leadership over.
+type raftTransferCommand struct {
+	m *Meta
+}
+
+func (c *raftTransferCommand) Synopsis() string {
+	return "Hand the Raft leadership over to another server"
+}
+
+func (c *raftTransferCommand) Help() string {
+	return `Usage: nops operator raft transfer-leadership [-peer-id=<id>] [options]
+
+  Hands the leadership over to another voter: the one named by -peer-id, or
+  any when none is given. The leader stops its loops before it steps down.
+
+Options:
+
+  -peer-id=<id>
+    The Raft ID of the server to take over (see list-peers).
+` + apiFlagsHelp
+}
+
+func (c *raftTransferCommand) Run(ctx context.Context, args []string) int {
+	m := c.m
+	var f apiFlags
+	var id string
+	fs := newFlagSet("operator raft transfer-leadership")
+	f.register(m, fs)
+	fs.StringVar(&id, "peer-id", "", "")
+	if _, code, ok := m.parse(c, fs, args, 0, 0, ""); !ok {
+		return code
+	}
+	api, err := m.client(&f)
+	if err != nil {
+		return m.fail(err)
+	}
+	res, err := api.RaftTransferLeadership(ctx, id)
+	if err != nil {
+		return m.fail(fmt.Errorf("transfer leadership: %w", err))
+	}
+	if f.json {
+		return m.printJSON(res)
+	}
+	fmt.Fprintf(m.stdout, "Leadership transferred: the leader is now %s (%s)\n", orDash(res.LeaderID), orDash(res.Leader))
+	return exitOK
+}
+
+// snapshotSaveCommand saves a snapshot of the cluster's state to a file.
+type snapshotSaveCommand struct {
+	m *Meta
+}
+
+func (c *snapshotSaveCommand) Synopsis() string {
+	return "Save a snapshot of the cluster's state to a file"
+}
+
+func (c *snapshotSaveCommand) Help() string {
+	return `Usage: nops operator snapshot save [options] <file>
+
+  Has the leader take a snapshot of the replicated state and writes it to
+  file: a gzipped tar of the Raft snapshot and its SHA-256 sums. The file
+  is verified before it replaces anything at that path.
+` + apiFlagsHelp
+}
+
+func (c *snapshotSaveCommand) Run(ctx context.Context, args []string) int {
+	m := c.m
+	var f apiFlags
+	fs := newFlagSet("operator snapshot save")
+	f.register(m, fs)
+	pos, code, ok := m.parse(c, fs, args, 1, 1, "a file to write")
+	if !ok {
+		return code
+	}
+	path := pos[0]
+	api, err := m.client(&f)
+	if err != nil {
+		return m.fail(err)
+	}
+	body, _, err := api.SnapshotSave(ctx)
+	if err != nil {
+		return m.fail(fmt.Errorf("save snapshot: %w", err))
+	}
+	defer body.Close()
+	arc, err := writeVerified(path, body)
+	if err != nil {
+		return m.fail(fmt.Errorf("save snapshot: %w", err))
+	}
+	if f.json {
+		return m.printJSON(map[string]any{"file": path, "index": arc.Meta.Index, "term": arc.Meta.Term, "size": arc.Size()})
+	}
+	fmt.Fprintf(m.stdout, "Snapshot saved to %s: index %d, term %d, %d bytes of state\n", path, arc.Meta.Index, arc.Meta.Term, arc.Size())
+	return exitOK
+}
+
+// writeVerified copies r to a temporary file beside path, verifies it as a
+// snapshot archive, and renames it to path.
+func writeVerified(path string, r io.Reader) (*snapshot.Archive, error) {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return nil, fmt.Errorf("create file: %w", err)
+	}
+	done := false
+	defer func() {
+		if !done {
+			tmp.Close()
+			os.Remove(tmp.Name())
+		}
+	}()
+	if _, err := io.Copy(tmp, r); err != nil {
+		return nil, fmt.Errorf("receive snapshot: %w", err)
+	}
+	if err := tmp.Sync(); err != nil {
+		return nil, fmt.Errorf("write %s: %w", tmp.Name(), err)
+	}
+	if _, err := tmp.Seek(0, io.SeekStart); err != nil {
+		return nil, fmt.Errorf("read back %s: %w", tmp.Name(), err)
+	}
+	arc, err := snapshot.Read(tmp)
+	if err != nil {
+		return nil, fmt.Errorf("the snapshot received is not valid: %w", err)
+	}
+	if err := tmp.Close(); err != nil {
+		return nil, fmt.Errorf("write %s: %w", tmp.Name(), err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return nil, fmt.Errorf("rename to %s: %w", path, err)
+	}
+	done = true
+	return arc, nil
+}
+
+// snapshotRestoreCommand restores the cluster's state from a file.
+type snapshotRestoreCommand struct {
+	m *Meta
+}
+
+func (c *snapshotRestoreCommand) Synopsis() string {
+	return "Restore the cluster's state from a snapshot file"
+}
+
+func (c *snapshotRestoreCommand) Help() string {
+	return `Usage: nops operator snapshot restore [options] <file>
+
+  Replaces the replicated state of the whole cluster with the snapshot in
+  file (written by "nops operator snapshot save"). The file is verified
+  before it is sent. Everything since the snapshot is lost.
+` + apiFlagsHelp
+}
+
+func (c *snapshotRestoreCommand) Run(ctx context.Context, args []string) int {
+	m := c.m
+	var f apiFlags
+	fs := newFlagSet("operator snapshot restore")
+	f.register(m, fs)
+	pos, code, ok := m.parse(c, fs, args, 1, 1, "a snapshot file")
+	if !ok {
+		return code
+	}
+	raw, err := os.ReadFile(pos[0])
+	if err != nil {
+		return m.fail(fmt.Errorf("read snapshot: %w", err))
+	}
+	if _, err := snapshot.Read(bytes.NewReader(raw)); err != nil {
+		return m.fail(fmt.Errorf("snapshot file %s: %w", pos[0], err))
+	}
+	api, err := m.client(&f)
+	if err != nil {
+		return m.fail(err)
+	}
+	res, err := api.SnapshotRestore(ctx, bytes.NewReader(raw))
+	if err != nil {
+		return m.fail(fmt.Errorf("restore snapshot: %w", err))
+	}
+	if f.json {
+		return m.printJSON(res)
+	}
+	fmt.Fprintf(m.stdout, "Snapshot restored: index %d, term %d\n", res.RestoredIndex, res.Term)
+	return exitOK
+}
+
+// snapshotInspectCommand describes a snapshot file, offline.
+type snapshotInspectCommand struct {
+	m *Meta
+}
+
+func (c *snapshotInspectCommand) Synopsis() string { return "Describe a snapshot file (offline)" }
+
+func (c *snapshotInspectCommand) Help() string {
+	return `Usage: nops operator snapshot inspect [-json] <file>
+
+  Verifies a snapshot file and prints its Raft index, term and size, and
+  how many objects of each kind its state holds. It does not contact a
+  server.
+
+Options:
+
+  -json
+    Print the description as JSON.
+`
+}
+
+// snapshotInfo is the description of a snapshot file.
+type snapshotInfo struct {
+	ID     string         `json:"id"`
+	Index  uint64         `json:"index"`
+	Term   uint64         `json:"term"`
+	Size   int            `json:"size"`
+	Counts map[string]int `json:"counts"`
+}
+
+func (c *snapshotInspectCommand) Run(_ context.Context, args []string) int {
+	m := c.m
+	fs := newFlagSet("operator snapshot inspect")
+	asJSON := fs.Bool("json", false, "")
+	pos, code, ok := m.parse(c, fs, args, 1, 1, "a snapshot file")
+	if !ok {
+		return code
+	}
+	file, err := os.Open(pos[0])
+	if err != nil {
+		return m.fail(fmt.Errorf("open snapshot: %w", err))
+	}
+	defer file.Close()
+	arc, err := snapshot.Read(file)
+	if err != nil {
+		return m.fail(fmt.Errorf("snapshot file %s: %w", pos[0], err))
+	}
+	st, err := fsm.ReadOnly(arc.State())
+	if err != nil {
+		return m.fail(fmt.Errorf("snapshot file %s: read state: %w", pos[0], err))
+	}
+	counts, err := st.Counts()
+	if err != nil {
+		return m.fail(fmt.Errorf("snapshot file %s: %w", pos[0], err))
+	}
+	info := snapshotInfo{ID: arc.Meta.ID, Index: arc.Meta.Index, Term: arc.Meta.Term, Size: arc.Size(), Counts: counts}
+	if *asJSON {
+		return m.printJSON(info)
+	}
+	m.kv(
+		"ID", info.ID,
+		"Index", fmt.Sprint(info.Index),
+		"Term", fmt.Sprint(info.Term),
+		"Size", fmt.Sprintf("%d bytes", info.Size),
+	)
+	kinds := make([]string, 0, len(counts))
+	for k := range counts {
+		kinds = append(kinds, k)
+	}
+	sort.Strings(kinds)
+	fmt.Fprintln(m.stdout)
+	tw := m.table()
+	fmt.Fprintln(tw, "Kind\tCount")
+	for _, k := range kinds {
+		fmt.Fprintf(tw, "%s\t%d\n", k, counts[k])
+	}
+	tw.Flush()
+	return exitOK
+}

@@ -1,0 +1,102 @@
+package command
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"strings"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/nops-dev/nops/agent"
+	"github.com/nops-dev/nops/agent/config"
+)
+
+// serveCommand runs a server until the context is cancelled (SIGINT or
+// SIGTERM), then leaves the cluster and shuts down.
+type serveCommand struct {
+	m *Meta
+}
+
+func (c *serveCommand) Synopsis() string { return "Run a Nops server" }
+
+func (c *serveCommand) Help() string { return config.Usage() }
+
+func (c *serveCommand) Run(ctx context.Context, args []string) int {
+	m := c.m
+	cfg, err := config.Load(args, m.lookupEnv)
+	if errors.Is(err, flag.ErrHelp) {
+		fmt.Fprint(m.stdout, c.Help())
+		return exitOK
+	}
+	if err != nil {
+		return c.configError(err)
+	}
+	logger := hclog.New(&hclog.LoggerOptions{
+		Name:       "nops",
+		Level:      hclog.LevelFromString(cfg.LogLevel),
+		JSONFormat: cfg.LogJSON,
+		Output:     m.stderr,
+	})
+	srv, cleanup, err := startServer(cfg, logger)
+	if err != nil {
+		return m.fail(err)
+	}
+	self := srv.Config()
+	fmt.Fprintf(m.stdout, "==> Nops server started (version %s)\n", agent.Version)
+	m.kv(
+		"      Node", fmt.Sprintf("%s (%s)", self.NodeName, srv.NodeID()),
+		"      HTTP", srv.HTTPAddr(),
+		"       RPC", srv.RPCAddr(),
+		"  Data dir", self.DataDir,
+		"  Dev mode", fmt.Sprint(self.Dev),
+	)
+	fmt.Fprintln(m.stdout, "==> Log data will now stream in as it occurs:")
+
+	<-ctx.Done()
+	logger.Info("caught signal: leaving the cluster and shutting down")
+	srv.Leave()
+	srv.Shutdown()
+	if cleanup != nil {
+		cleanup()
+	}
+	fmt.Fprintln(m.stdout, "==> Nops server stopped")
+	return exitOK
+}
+
+// startServer builds the options through buildOptions and starts a server.
+func startServer(cfg *config.Config, logger hclog.Logger) (*agent.Server, func(), error) {
+	opts, cleanup, err := buildOptions(cfg, logger)
+	if err != nil {
+		return nil, nil, fmt.Errorf("wire the server: %w", err)
+	}
+	srv, err := agent.New(cfg, logger, opts)
+	if err != nil {
+		if cleanup != nil {
+			cleanup()
+		}
+		return nil, nil, fmt.Errorf("start the server: %w", err)
+	}
+	return srv, cleanup, nil
+}
+
+// configError prints every configuration problem. A problem with the
+// command line itself is a usage error (2); bad values are errors (1).
+func (c *serveCommand) configError(err error) int {
+	problems := strings.Split(err.Error(), "\n")
+	usage := false
+	fmt.Fprintln(c.m.stderr, "Error: invalid configuration:")
+	for _, p := range problems {
+		// config.Load prefixes the errors of the command line's syntax.
+		if strings.HasPrefix(p, "flags: ") {
+			usage = true
+		}
+		fmt.Fprintf(c.m.stderr, "  * %s\n", p)
+	}
+	if usage {
+		fmt.Fprintln(c.m.stderr, "\nRun \"nops serve -h\" for the options.")
+		return exitUsage
+	}
+	return exitError
+}

@@ -1,0 +1,192 @@
+package command
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/nops-dev/nops/rpc/client"
+	"github.com/nops-dev/nops/structs"
+)
+
+// statusCommand shows the cluster at a glance.
+type statusCommand struct {
+	m *Meta
+}
+
+func (c *statusCommand) Synopsis() string {
+	return "Show the cluster, its jobs and deployments at a glance"
+}
+
+func (c *statusCommand) Help() string {
+	return `Usage: nops status [options]
+
+  Shows the leader, the server answering, the Raft peers, the managed jobs
+  by sync state, the deployments by state and the last detection cycle.
+  Parts that the server does not serve are shown as unavailable.
+` + apiFlagsHelp
+}
+
+// statusOutput is the JSON form of nops status.
+type statusOutput struct {
+	Server             *client.AgentSelf         `json:"server"`
+	Raft               *client.RaftConfiguration `json:"raft"`
+	Index              uint64                    `json:"index"`
+	JobsBySync         map[string]int            `json:"jobs_by_sync"`
+	DeploymentsByState map[string]int            `json:"deployments_by_state"`
+	LastDetection      *structs.DetectionCycle   `json:"last_detection"`
+	Unavailable        []string                  `json:"unavailable,omitempty"`
+}
+
+func (c *statusCommand) Run(ctx context.Context, args []string) int {
+	m := c.m
+	var f apiFlags
+	fs := newFlagSet("status")
+	f.register(m, fs)
+	if _, code, ok := m.parse(c, fs, args, 0, 0, ""); !ok {
+		return code
+	}
+	api, err := m.client(&f)
+	if err != nil {
+		return m.fail(err)
+	}
+	out := statusOutput{}
+	self, meta, err := api.Self(ctx, nil)
+	if err != nil {
+		return m.fail(err)
+	}
+	out.Server, out.Index = self, meta.LastIndex
+	if out.Raft, _, err = api.RaftConfiguration(ctx, nil); err != nil {
+		return m.fail(err)
+	}
+	unavailable := func(what string, err error) bool {
+		if client.IsNotFound(err) {
+			out.Unavailable = append(out.Unavailable, what)
+			return true
+		}
+		return false
+	}
+	if jobs, _, err := api.Jobs(ctx, nil); err == nil {
+		out.JobsBySync = map[string]int{}
+		for _, j := range jobs {
+			out.JobsBySync[string(j.Sync)]++
+		}
+	} else if !unavailable("jobs", err) {
+		return m.fail(err)
+	}
+	deps, _, err := api.Deployments(ctx, client.DeploymentFilter{}, nil)
+	if err != nil {
+		return m.fail(err)
+	}
+	out.DeploymentsByState = map[string]int{}
+	for _, d := range deps {
+		out.DeploymentsByState[string(d.State)]++
+	}
+	if cycle, _, err := api.DetectionCycle(ctx, nil); err == nil {
+		out.LastDetection = cycle
+	} else if !unavailable("last detection", err) {
+		return m.fail(err)
+	}
+
+	if f.json {
+		return m.printJSON(out)
+	}
+	c.print(&out)
+	return exitOK
+}
+
+func (c *statusCommand) print(out *statusOutput) {
+	m := c.m
+	self := out.Server
+	leader := "none known"
+	voters := 0
+	for _, s := range out.Raft.Servers {
+		if s.Leader {
+			leader = fmt.Sprintf("%s (%s)", s.Address, s.Node)
+		}
+		if s.Voter {
+			voters++
+		}
+	}
+	role := self.RaftState
+	if self.IsLeader {
+		role = "leader"
+		if !self.LoopsOn {
+			role += ", loops not running"
+		}
+	}
+	this := fmt.Sprintf("%s (%s), version %s", self.Name, strings.ToLower(role), self.Version)
+	if self.Dev {
+		this += ", dev mode"
+	}
+	pairs := []string{
+		"Leader", leader,
+		"This server", this,
+		"HTTP address", self.HTTPAddr,
+		"Raft peers", fmt.Sprintf("%d (%d voters)", len(out.Raft.Servers), voters),
+		"State index", fmt.Sprint(out.Index),
+		"Namespaces", strings.Join(self.Namespaces, ","),
+	}
+	if out.JobsBySync != nil {
+		pairs = append(pairs, "Jobs", countSummary(out.JobsBySync,
+			[]string{string(structs.SyncInSync), string(structs.SyncDrift), string(structs.SyncError)}))
+	} else {
+		pairs = append(pairs, "Jobs", "unavailable (this server does not serve /v1/jobs)")
+	}
+	var states []string
+	for _, s := range structs.AllStates {
+		states = append(states, string(s))
+	}
+	pairs = append(pairs, "Deployments", countSummary(out.DeploymentsByState, states))
+	switch cy := out.LastDetection; {
+	case cy != nil:
+		pairs = append(pairs, "Last detection", fmt.Sprintf("%s by %s: %d jobs, %d drifted, %d deployments created",
+			m.timeAgo(cy.FinishedAt), orDash(cy.Leader), cy.Jobs, cy.Drifted, cy.Created))
+	case contains(out.Unavailable, "last detection"):
+		pairs = append(pairs, "Last detection", "unavailable (this server does not serve it)")
+	default:
+		pairs = append(pairs, "Last detection", "none yet")
+	}
+	m.kv(pairs...)
+}
+
+// countSummary renders counts as "5: 2 in_sync, 3 drift", in the order of
+// known and then any other keys, leaving out zeros.
+func countSummary(counts map[string]int, order []string) string {
+	total := 0
+	for _, n := range counts {
+		total += n
+	}
+	if total == 0 {
+		return "0"
+	}
+	seen := map[string]bool{}
+	var parts []string
+	for _, k := range order {
+		seen[k] = true
+		if counts[k] > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", counts[k], k))
+		}
+	}
+	var other []string
+	for k := range counts {
+		if !seen[k] && counts[k] > 0 {
+			other = append(other, k)
+		}
+	}
+	sort.Strings(other)
+	for _, k := range other {
+		parts = append(parts, fmt.Sprintf("%d %s", counts[k], k))
+	}
+	return fmt.Sprintf("%d: %s", total, strings.Join(parts, ", "))
+}
+
+func contains(l []string, s string) bool {
+	for _, v := range l {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,71 @@
+package client
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+
+	"github.com/nops-dev/nops/structs"
+)
+
+// Deployments lists deployments newest first. With q.Limit set, the answer
+// is one page and QueryMeta.NextToken names the next one.
+func (c *Client) Deployments(ctx context.Context, f DeploymentFilter, q *QueryOptions) ([]*structs.Deployment, *QueryMeta, error) {
+	v := url.Values{}
+	if f.Namespace != "" {
+		v.Set("namespace", f.Namespace)
+	}
+	if f.JobID != "" {
+		v.Set("job", f.JobID)
+	}
+	if f.State != "" {
+		v.Set("state", f.State)
+	}
+	var out []*structs.Deployment
+	meta, err := c.get(ctx, "/v1/deployments", v, q, &out)
+	return out, meta, err
+}
+
+// Deployment returns one deployment (without its job spec). id may be a
+// unique prefix of at least 4 characters.
+func (c *Client) Deployment(ctx context.Context, id string, q *QueryOptions) (*structs.Deployment, *QueryMeta, error) {
+	var out structs.Deployment
+	meta, err := c.get(ctx, "/v1/deployment/"+seg(id), nil, q, &out)
+	if err != nil {
+		return nil, nil, err
+	}
+	return &out, meta, nil
+}
+
+// DeploymentEvents returns the events of one deployment, oldest first.
+func (c *Client) DeploymentEvents(ctx context.Context, id string, q *QueryOptions) ([]*structs.Event, *QueryMeta, error) {
+	var out []*structs.Event
+	meta, err := c.get(ctx, "/v1/deployment/"+seg(id)+"/events", nil, q, &out)
+	return out, meta, err
+}
+
+// Approve approves a deployment waiting for approval and returns it as it
+// is after the decision. The server answers 409 when it is not pending or
+// the job is paused.
+func (c *Client) Approve(ctx context.Context, id, comment string) (*structs.Deployment, error) {
+	var out structs.Deployment
+	if err := c.write(ctx, http.MethodPost, "/v1/deployment/"+seg(id)+"/approve", nil, &ApproveRequest{Comment: comment}, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// Reject rejects a deployment waiting for approval and returns it as it is
+// after the decision.
+func (c *Client) Reject(ctx context.Context, id, reason string) (*structs.Deployment, error) {
+	var out structs.Deployment
+	if err := c.write(ctx, http.MethodPost, "/v1/deployment/"+seg(id)+"/reject", nil, &RejectRequest{Reason: reason}, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// Promote promotes the canaries of a deployment that wait for it.
+func (c *Client) Promote(ctx context.Context, id string) error {
+	return c.write(ctx, http.MethodPost, "/v1/deployment/"+seg(id)+"/promote", nil, nil, nil)
+}

@@ -1,0 +1,102 @@
+package client
+
+import (
+	"context"
+	"net/http"
+
+	"github.com/nops-dev/nops/structs"
+)
+
+func jobPath(namespace, jobID string) string {
+	if namespace == "" {
+		namespace = "default"
+	}
+	return "/v1/job/" + seg(namespace) + "/" + seg(jobID)
+}
+
+// Jobs lists the observed status of every managed job.
+func (c *Client) Jobs(ctx context.Context, q *QueryOptions) ([]*structs.JobStatus, *QueryMeta, error) {
+	var out []*structs.JobStatus
+	meta, err := c.get(ctx, "/v1/jobs", nil, q, &out)
+	return out, meta, err
+}
+
+// Job returns one managed job with its hold, block and deployments. An
+// empty namespace means "default".
+func (c *Client) Job(ctx context.Context, namespace, jobID string, q *QueryOptions) (*JobDetail, *QueryMeta, error) {
+	var out JobDetail
+	meta, err := c.get(ctx, jobPath(namespace, jobID), nil, q, &out)
+	if err != nil {
+		return nil, nil, err
+	}
+	return &out, meta, nil
+}
+
+// RetryJob lifts the block of a job, so the next detection cycle may create
+// a deployment for it again.
+func (c *Client) RetryJob(ctx context.Context, namespace, jobID string) error {
+	return c.write(ctx, http.MethodPost, jobPath(namespace, jobID)+"/retry", nil, nil, nil)
+}
+
+// PauseJob pauses one job and returns every pause.
+func (c *Client) PauseJob(ctx context.Context, namespace, jobID, reason string) ([]*structs.Pause, error) {
+	var out []*structs.Pause
+	err := c.write(ctx, http.MethodPost, jobPath(namespace, jobID)+"/pause", nil, &ReasonRequest{Reason: reason}, &out)
+	return out, err
+}
+
+// ResumeJob ends the pause of one job and returns every pause left.
+func (c *Client) ResumeJob(ctx context.Context, namespace, jobID, reason string) ([]*structs.Pause, error) {
+	var out []*structs.Pause
+	err := c.write(ctx, http.MethodPost, jobPath(namespace, jobID)+"/resume", nil, &ReasonRequest{Reason: reason}, &out)
+	return out, err
+}
+
+// DeployNow stores a request to lift a closed sync window for the job's
+// next deployment, and returns it.
+func (c *Client) DeployNow(ctx context.Context, namespace, jobID string) (*structs.WindowLift, error) {
+	var out *structs.WindowLift
+	err := c.write(ctx, http.MethodPost, jobPath(namespace, jobID)+"/deploy-now", nil, nil, &out)
+	return out, err
+}
+
+// Pauses lists the current pauses.
+func (c *Client) Pauses(ctx context.Context, q *QueryOptions) ([]*structs.Pause, *QueryMeta, error) {
+	var out []*structs.Pause
+	meta, err := c.get(ctx, "/v1/pauses", nil, q, &out)
+	return out, meta, err
+}
+
+// PauseAll pauses every job and returns every pause.
+func (c *Client) PauseAll(ctx context.Context, reason string) ([]*structs.Pause, error) {
+	var out []*structs.Pause
+	err := c.write(ctx, http.MethodPost, "/v1/pause", nil, &ReasonRequest{Reason: reason}, &out)
+	return out, err
+}
+
+// ResumeAll ends the pause of every job and returns the pauses left (those
+// of single jobs).
+func (c *Client) ResumeAll(ctx context.Context, reason string) ([]*structs.Pause, error) {
+	var out []*structs.Pause
+	err := c.write(ctx, http.MethodPost, "/v1/resume", nil, &ReasonRequest{Reason: reason}, &out)
+	return out, err
+}
+
+// Orphans lists the jobs Nops deployed that git no longer declares.
+func (c *Client) Orphans(ctx context.Context, q *QueryOptions) ([]*structs.JobStatus, *QueryMeta, error) {
+	var out []*structs.JobStatus
+	meta, err := c.get(ctx, "/v1/orphans", nil, q, &out)
+	return out, meta, err
+}
+
+// Repos lists the observed status of every repository.
+func (c *Client) Repos(ctx context.Context, q *QueryOptions) ([]*structs.RepoStatus, *QueryMeta, error) {
+	var out []*structs.RepoStatus
+	meta, err := c.get(ctx, "/v1/repos", nil, q, &out)
+	return out, meta, err
+}
+
+// RefreshRepo asks the leader to fetch a repository now.
+func (c *Client) RefreshRepo(ctx context.Context, name string) error {
+	return c.write(ctx, http.MethodPost, "/v1/repo/"+seg(name)+"/refresh", nil, nil, nil)
+}
