@@ -444,3 +444,39 @@ func TestJobFileHelpers(t *testing.T) {
 		t.Error("SafeURL")
 	}
 }
+
+func TestWatcher_Match(t *testing.T) {
+	repo := testutil.NewGitRepo(t)
+	repo.WriteFile("web.nomad.hcl", `job "web" {}`)
+	repo.Commit("v1")
+	w := newWatcher(t,
+		RepoConfig{Name: "https", URL: "https://GitHub.com/acme/ops.git", Branch: "main"},
+		RepoConfig{Name: "ssh", URL: "git@github.com:acme/ops.git", Branch: "main"},
+		RepoConfig{Name: "release", URL: "ssh://git@github.com:22/acme/ops", Branch: "release"},
+		RepoConfig{Name: "other", URL: "https://github.com/acme/other.git", Branch: "main"},
+		RepoConfig{Name: "local", URL: repo.URL()},
+	)
+	got := strings.Join(w.Match([]string{"https://github.com/acme/ops", "git@github.com:acme/ops.git"}, "main"), ",")
+	if got != "https,ssh" {
+		t.Errorf("Match(ops, main) = %s, want https,ssh", got)
+	}
+	if got := strings.Join(w.Match([]string{"https://github.com/acme/ops.git"}, "release"), ","); got != "release" {
+		t.Errorf("Match(ops, release) = %s", got)
+	}
+	// Default branch: any branch before the first fetch, then the resolved one.
+	if got := w.Match([]string{repo.URL()}, "feature"); len(got) != 1 {
+		t.Errorf("Match(local, feature) before a fetch = %v, want [local]", got)
+	}
+	if err := w.FetchNow(ctxFor(t), "local"); err != nil {
+		t.Fatal(err)
+	}
+	if got := w.Match([]string{repo.URL()}, "feature"); len(got) != 0 {
+		t.Errorf("Match(local, feature) after a fetch = %v, want none", got)
+	}
+	if got := w.Match([]string{repo.URL() + "/"}, "main"); len(got) != 1 {
+		t.Errorf("Match(local, main) = %v, want [local]", got)
+	}
+	if !w.Has("local") || w.Has("nosuch") {
+		t.Error("Has")
+	}
+}

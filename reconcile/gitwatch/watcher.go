@@ -427,3 +427,55 @@ func (r *repo) scrub(err error) error {
 	}
 	return errors.New(clean)
 }
+
+// Has reports whether a repository of that name is configured.
+func (w *Watcher) Has(name string) bool {
+	_, ok := w.byName[name]
+	return ok
+}
+
+// Match returns the names of the repositories that a push of branch to any
+// of urls concerns: the repository URL is the same (ignoring scheme, user,
+// port, case and a ".git" suffix, so https and SSH forms of one repository
+// match), and the repository follows that branch. A repository that follows
+// the remote's default branch matches the branch it last resolved to, or any
+// branch before its first fetch.
+func (w *Watcher) Match(urls []string, branch string) []string {
+	want := make(map[string]bool, len(urls))
+	for _, u := range urls {
+		if k := repoKey(u); k != "" {
+			want[k] = true
+		}
+	}
+	var out []string
+	for _, r := range w.repos {
+		if !want[repoKey(r.cfg.URL)] {
+			continue
+		}
+		followed := r.cfg.Branch
+		if followed == "" {
+			r.mu.RLock()
+			followed = r.status.Branch
+			r.mu.RUnlock()
+		}
+		if followed == "" || followed == branch {
+			out = append(out, r.cfg.Name)
+		}
+	}
+	return out
+}
+
+// repoKey reduces a repository URL to host and path for comparison.
+func repoKey(raw string) string {
+	ep, err := transport.NewEndpoint(strings.TrimSpace(raw))
+	if err != nil {
+		return ""
+	}
+	p := strings.Trim(ep.Path, "/")
+	p = strings.TrimSuffix(p, ".git")
+	p = strings.Trim(p, "/")
+	if p == "" {
+		return ""
+	}
+	return strings.ToLower(ep.Host) + "/" + strings.ToLower(p)
+}

@@ -106,7 +106,9 @@ type HealthResult struct {
 //   - otherwise (batch and system jobs), it is healthy when every allocation
 //     of the version is running or complete, and failed when one failed;
 //   - a periodic or parameterized job, which has no allocations of its own,
-//     is healthy once registered.
+//     is healthy once registered;
+//   - a job that was stopped, removed, or changed to a newer version before
+//     this one became healthy has failed.
 //
 // evalID may be empty (for example after a failover); the job's evaluations
 // are then consulted instead.
@@ -118,6 +120,9 @@ func (c *Client) Health(ctx context.Context, ns, jobID string, version uint64, e
 			return HealthResult{State: HealthFailed, Message: fmt.Sprintf("job %q no longer exists in Nomad", jobID)}, nil
 		}
 		return HealthResult{}, err
+	}
+	if deref(job.Stop) {
+		return HealthResult{State: HealthFailed, Message: fmt.Sprintf("job %q was stopped", jobID)}, nil
 	}
 	current := deref(job.Version)
 	if current < version {
