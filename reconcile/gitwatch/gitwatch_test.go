@@ -125,7 +125,7 @@ func TestSnapshot_FilesPathAndVars(t *testing.T) {
 	}
 
 	st := w.Status()[0]
-	if st.Head != head2 || st.FileCount != 3 || st.LastError != "" || st.Path != "jobs" || st.LastFetch.IsZero() || st.LastSuccess.IsZero() || st.Branch != "main" {
+	if st.Head != head2 || st.Files != 3 || st.LastError != "" || st.Path != "jobs" || st.LastFetch.IsZero() || st.LastSuccess.IsZero() || st.Branch != "main" {
 		t.Errorf("status = %+v", st)
 	}
 
@@ -235,7 +235,7 @@ func TestWatcher_FetchFailureKeepsLastGood(t *testing.T) {
 		t.Error("the last good snapshot was dropped")
 	}
 	st := w.Status()[0]
-	if st.LastError == "" || st.Head != head || st.FileCount != 1 || !st.LastFetch.After(st.LastSuccess) {
+	if st.LastError == "" || st.Head != head || st.Files != 1 || !st.LastFetch.After(st.LastSuccess) {
 		t.Errorf("status after a failed fetch = %+v", st)
 	}
 

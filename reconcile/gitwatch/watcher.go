@@ -62,8 +62,8 @@ type RepoStatus struct {
 	LastChange time.Time
 	// LastError is the error of the last fetch, empty when it succeeded.
 	LastError string
-	// FileCount is the number of job files in the current snapshot.
-	FileCount int
+	// Files is the number of job files in the current snapshot.
+	Files int
 }
 
 // Watcher watches a fixed set of repositories. It is safe for concurrent
@@ -283,7 +283,7 @@ func (w *Watcher) fetch(ctx context.Context, r *repo) error {
 		r.snapshot = snap
 		r.status.Head = snap.Commit
 		r.status.Branch = snap.Branch
-		r.status.FileCount = len(snap.Files)
+		r.status.Files = len(snap.Files)
 		r.status.LastChange = now
 	}
 	r.mu.Unlock()
