@@ -13,10 +13,10 @@
 //   - every field whose key looks secret is replaced by Redacted. The keys
 //     are the ones an operator chooses: the [bracketed] map keys in a field's
 //     name (`Env[DB_PASSWORD]`, `Meta[api_token]`, `auth[0][password]`) and
-//     driver config attributes (`password`, `API_TOKEN`); a key looks secret when it
-//     contains one of the fragments (see DefaultKeys), ignoring case. Nomad's
-//     own field names (capitalised Go names such as `ErrMissingKey`) are not
-//     operator keys and are left alone;
+//     driver config attributes (`password`, `API_TOKEN`); a key looks secret
+//     when it contains one of the fragments (see DefaultKeys), ignoring case.
+//     Nomad's own field names (capitalised Go names such as `ErrMissingKey`)
+//     are not operator keys and are left alone;
 //   - every field inside an object whose key looks secret is replaced too.
 //
 // The structure of the diff is kept: the type of each change (Added, Deleted,
