@@ -3,6 +3,7 @@ package nomadx
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -311,13 +312,29 @@ job "needs-image" {
 			t.Fatal(err)
 		}
 		job := mustParse(t, c, batchHCL("listed", `run_for = "1s"`, `meta { nops_managed = "true" }`), "")
+		// Block on the job index until the new job shows; other subtests
+		// register jobs too, so one wake-up may be theirs.
 		done := make(chan struct{})
-		var stubs []*api.JobListStub
-		var next uint64
+		var found *api.JobListStub
 		var waitErr error
+		wakeups := 0
 		go func() {
 			defer close(done)
-			stubs, next, waitErr = c.WaitJobs(ctx, "*", index)
+			for found == nil && waitErr == nil {
+				var stubs []*api.JobListStub
+				var next uint64
+				stubs, next, waitErr = c.WaitJobs(ctx, "*", index)
+				if waitErr == nil && next <= index {
+					waitErr = fmt.Errorf("blocking query returned index %d after %d", next, index)
+				}
+				index = next
+				wakeups++
+				for _, s := range stubs {
+					if s.ID == "listed" {
+						found = s
+					}
+				}
+			}
 		}()
 		reg := mustRegister(t, c, job, 0)
 		select {
@@ -325,17 +342,11 @@ job "needs-image" {
 		case <-time.After(30 * time.Second):
 			t.Fatal("blocking WaitJobs did not return after a register")
 		}
-		if waitErr != nil || next <= index {
-			t.Fatalf("WaitJobs: index %d -> %d, error %v", index, next, waitErr)
+		if waitErr != nil {
+			t.Fatalf("WaitJobs: %v", waitErr)
 		}
-		var found *api.JobListStub
-		for _, s := range stubs {
-			if s.ID == "listed" {
-				found = s
-			}
-		}
-		if found == nil || found.JobModifyIndex != reg.JobModifyIndex || found.Meta["nops_managed"] != "true" || found.Namespace != "default" {
-			t.Fatalf("WaitJobs stub for the new job = %+v", found)
+		if found.JobModifyIndex != reg.JobModifyIndex || found.Meta["nops_managed"] != "true" || found.Namespace != "default" {
+			t.Fatalf("WaitJobs stub for the new job = %+v (after %d wake-ups)", found, wakeups)
 		}
 		all, err := c.ListJobs(ctx, "default")
 		if err != nil || len(all) == 0 {
@@ -509,7 +520,9 @@ job "needs-image" {
 		ctx := testContext(t)
 		hcl := strings.ReplaceAll(readTestdata(t, "web.nomad.hcl"), `job "web"`, `job "scaled"`)
 		job := mustParse(t, c, hcl, "")
-		mustRegister(t, c, job, 0)
+		reg := mustRegister(t, c, job, 0)
+		// Nomad refuses to scale during a deployment.
+		waitHealth(t, c, "default", "scaled", 0, reg.EvalID, HealthHealthy)
 
 		// The autoscaler moves the "api" group to 4.
 		if _, _, err := c.API().Jobs().Scale("scaled", "api", new(4), "autoscaler", false, nil, nil); err != nil {
