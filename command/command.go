@@ -160,12 +160,45 @@ func (m *Meta) run(ctx context.Context, args []string) int {
 		fmt.Fprint(m.stdout, c.Help())
 		return exitOK
 	}
+	globals, args := leadingAPIFlags(args)
 	name, rest := lookup(cmds, args)
+	if len(globals) > 0 {
+		rest = append(globals, rest...)
+	}
 	if name == "" {
+		if len(args) == 0 {
+			fmt.Fprintf(m.stderr, "Error: API options must be followed by a command\n\n%s", m.usage(cmds))
+			return exitUsage
+		}
 		fmt.Fprintf(m.stderr, "Error: unknown command %q\n\n%s", args[0], m.usage(cmds))
 		return exitUsage
 	}
 	return cmds[name].Run(ctx, rest)
+}
+
+// leadingAPIFlags splits off the API flags given before the command
+// (nops -address=X status), which are then handed to the command.
+func leadingAPIFlags(args []string) (flags, rest []string) {
+	for len(args) > 0 {
+		a := args[0]
+		name, _, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if !strings.HasPrefix(a, "-") || a == "-" || a == "--" {
+			break
+		}
+		switch name {
+		case "json":
+			flags, args = append(flags, a), args[1:]
+		case "address", "token":
+			if hasValue || len(args) < 2 {
+				flags, args = append(flags, a), args[1:]
+			} else {
+				flags, args = append(flags, a, args[1]), args[2:]
+			}
+		default:
+			return flags, args
+		}
+	}
+	return flags, args
 }
 
 // lookup finds the longest command name that args start with.

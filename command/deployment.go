@@ -354,7 +354,11 @@ func (c *deploymentDecideCommand) Run(ctx context.Context, args []string) int {
 	if f.json {
 		return m.printJSON(d)
 	}
-	fmt.Fprintf(m.stdout, "Deployment %s of %s %sd: now %s\n", shortID(d.ID, false), structs.JobKey(d.Namespace, d.JobID), c.verb(), d.State)
+	done := "rejected"
+	if c.approve {
+		done = "approved"
+	}
+	fmt.Fprintf(m.stdout, "Deployment %s of %s %s: now %s\n", shortID(d.ID, false), structs.JobKey(d.Namespace, d.JobID), done, d.State)
 	return exitOK
 }
 

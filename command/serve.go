@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 
@@ -17,6 +18,9 @@ import (
 // SIGTERM), then leaves the cluster and shuts down.
 type serveCommand struct {
 	m *Meta
+	// shutdownTimeout bounds the graceful leave and shutdown; zero means
+	// defaultShutdownTimeout.
+	shutdownTimeout time.Duration
 }
 
 func (c *serveCommand) Synopsis() string { return "Run a Nops server" }
@@ -44,25 +48,55 @@ func (c *serveCommand) Run(ctx context.Context, args []string) int {
 		return m.fail(err)
 	}
 	self := srv.Config()
-	fmt.Fprintf(m.stdout, "==> Nops server started (version %s)\n", agent.Version)
-	m.kv(
-		"      Node", fmt.Sprintf("%s (%s)", self.NodeName, srv.NodeID()),
-		"      HTTP", srv.HTTPAddr(),
-		"       RPC", srv.RPCAddr(),
-		"  Data dir", self.DataDir,
-		"  Dev mode", fmt.Sprint(self.Dev),
-	)
-	fmt.Fprintln(m.stdout, "==> Log data will now stream in as it occurs:")
+	fmt.Fprintf(m.stdout, "==> Nops server started (version %s)\n\n", agent.Version)
+	for _, kv := range [][2]string{
+		{"Node", fmt.Sprintf("%s (%s)", self.NodeName, srv.NodeID())},
+		{"HTTP addr", srv.HTTPAddr()},
+		{"RPC addr", srv.RPCAddr()},
+		{"Data dir", self.DataDir},
+		{"Dev mode", fmt.Sprint(self.Dev)},
+	} {
+		fmt.Fprintf(m.stdout, "%13s: %s\n", kv[0], kv[1])
+	}
+	fmt.Fprintln(m.stdout, "\n==> Log data will now stream in as it occurs:")
 
 	<-ctx.Done()
 	logger.Info("caught signal: leaving the cluster and shutting down")
-	srv.Leave()
-	srv.Shutdown()
+	code := exitOK
+	timeout := c.shutdownTimeout
+	if timeout == 0 {
+		timeout = defaultShutdownTimeout
+	}
+	if err := stopServer(srv, timeout); err != nil {
+		logger.Error("shutdown", "error", err)
+		code = exitError
+	}
 	if cleanup != nil {
 		cleanup()
 	}
 	fmt.Fprintln(m.stdout, "==> Nops server stopped")
-	return exitOK
+	return code
+}
+
+// defaultShutdownTimeout bounds a graceful leave and shutdown.
+const defaultShutdownTimeout = 30 * time.Second
+
+// stopServer leaves the cluster gracefully and shuts the server down. It
+// gives up waiting after timeout, so a stuck shutdown cannot keep the
+// process from exiting.
+func stopServer(srv *agent.Server, timeout time.Duration) error {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		srv.Leave()
+		srv.Shutdown()
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-time.After(timeout):
+		return fmt.Errorf("the server did not finish shutting down within %s", timeout)
+	}
 }
 
 // startServer builds the options through buildOptions and starts a server.
@@ -95,7 +129,7 @@ func (c *serveCommand) configError(err error) int {
 		fmt.Fprintf(c.m.stderr, "  * %s\n", p)
 	}
 	if usage {
-		fmt.Fprintln(c.m.stderr, "\nRun \"nops serve -h\" for the options.")
+		fmt.Fprintln(c.m.stderr, "\nUsage: nops serve [options]\n\nRun \"nops serve -h\" for the options.")
 		return exitUsage
 	}
 	return exitError

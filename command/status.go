@@ -124,7 +124,7 @@ func (c *statusCommand) print(out *statusOutput) {
 		"Leader", leader,
 		"This server", this,
 		"HTTP address", self.HTTPAddr,
-		"Raft peers", fmt.Sprintf("%d (%d voters)", len(out.Raft.Servers), voters),
+		"Raft peers", fmt.Sprintf("%d (%s)", len(out.Raft.Servers), plural(voters, "voter")),
 		"State index", fmt.Sprint(out.Index),
 		"Namespaces", strings.Join(self.Namespaces, ","),
 	}
@@ -189,4 +189,12 @@ func contains(l []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// plural renders "1 voter", "3 voters".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }

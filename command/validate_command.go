@@ -195,7 +195,8 @@ func (c *validateCommand) check(ctx context.Context, nomad *nomadx.Client, dir, 
 	if nomad != nil {
 		job, err := nomad.Parse(ctx, string(src), vars)
 		if err != nil {
-			res.Errors = append(res.Errors, err.Error())
+			// Nomad names the file it parsed "input.hcl".
+			res.Errors = append(res.Errors, strings.ReplaceAll(err.Error(), "input.hcl:", rel+":"))
 			return res
 		}
 		facts = nomadFacts(job)

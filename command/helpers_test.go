@@ -1,0 +1,237 @@
+package command
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/nops-dev/nops/agent"
+	"github.com/nops-dev/nops/agent/config"
+	"github.com/nops-dev/nops/structs"
+)
+
+// syncBuffer is a buffer safe for concurrent writers and readers.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// shutdownWait bounds the wait for a test server's shutdown.
+const shutdownWait = 3 * time.Second
+
+// startTestServer starts a real single-server dev cluster on free ports and
+// waits for its leader. Its log is printed when the test fails.
+func startTestServer(t *testing.T, opts agent.Options) *agent.Server {
+	t.Helper()
+	cfg := config.Default()
+	cfg.Dev = true
+	cfg.DataDir = t.TempDir()
+	cfg.HTTPPort, cfg.RPCPort, cfg.SerfPort = 0, 0, 0
+	cfg.Bind, cfg.Advertise = "127.0.0.1", "127.0.0.1"
+	cfg.BootstrapExpect = 1
+	cfg.NodeName = "cli-test-" + uuid.NewString()[:8]
+	logs := &syncBuffer{}
+	logger := hclog.New(&hclog.LoggerOptions{Name: "nops", Level: hclog.Debug, Output: logs})
+	s, err := agent.New(cfg, logger, opts)
+	if err != nil {
+		t.Fatalf("start server: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := stopServer(s, shutdownWait); err != nil {
+			t.Logf("server %s: %v", cfg.NodeName, err)
+		}
+		if t.Failed() {
+			t.Logf("server log:\n%s", logs.String())
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := s.WaitForLeader(ctx, 10*time.Second); err != nil {
+		t.Fatalf("wait for leader: %v", err)
+	}
+	return s
+}
+
+// cli runs nops commands in-process with a controlled environment.
+type cli struct {
+	t   *testing.T
+	env map[string]string
+}
+
+// result is the outcome of one command.
+type result struct {
+	args           []string
+	stdout, stderr string
+	code           int
+}
+
+func newCLI(t *testing.T, s *agent.Server) *cli {
+	env := map[string]string{}
+	if s != nil {
+		env[EnvAddress] = "http://" + s.HTTPAddr()
+	}
+	return &cli{t: t, env: env}
+}
+
+func (c *cli) meta(stdout, stderr *syncBuffer) *Meta {
+	return &Meta{
+		stdout: stdout, stderr: stderr, now: time.Now,
+		lookupEnv: func(k string) (string, bool) { v, ok := c.env[k]; return v, ok },
+	}
+}
+
+func (c *cli) run(args ...string) result {
+	return c.runCtx(context.Background(), args...)
+}
+
+func (c *cli) runCtx(ctx context.Context, args ...string) result {
+	var stdout, stderr syncBuffer
+	code := c.meta(&stdout, &stderr).run(ctx, args)
+	return result{args: args, stdout: stdout.String(), stderr: stderr.String(), code: code}
+}
+
+// ok runs a command that must succeed and returns its stdout.
+func (c *cli) ok(args ...string) string {
+	c.t.Helper()
+	r := c.run(args...)
+	if r.code != 0 {
+		c.t.Fatalf("nops %s: exit %d\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), r.code, r.stdout, r.stderr)
+	}
+	return r.stdout
+}
+
+// fails runs a command that must exit with code and returns its stderr.
+func (c *cli) fails(code int, args ...string) string {
+	c.t.Helper()
+	r := c.run(args...)
+	if r.code != code {
+		c.t.Fatalf("nops %s: exit %d, want %d\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), r.code, code, r.stdout, r.stderr)
+	}
+	return r.stderr
+}
+
+// okJSON runs a command with -json and decodes its stdout into out.
+func (c *cli) okJSON(out any, args ...string) {
+	c.t.Helper()
+	stdout := c.ok(append(args, "-json")...)
+	if err := json.Unmarshal([]byte(stdout), out); err != nil {
+		c.t.Fatalf("nops %s -json: %v\n%s", strings.Join(args, " "), err, stdout)
+	}
+}
+
+func mustContain(t *testing.T, what, s string, subs ...string) {
+	t.Helper()
+	for _, sub := range subs {
+		if !strings.Contains(s, sub) {
+			t.Errorf("%s does not contain %q:\n%s", what, sub, s)
+		}
+	}
+}
+
+// createPending creates a deployment through Raft and moves it to
+// pending_approval.
+func createPending(t *testing.T, s *agent.Server, jobID string) *structs.Deployment {
+	t.Helper()
+	d := &structs.Deployment{
+		ID: uuid.NewString(), Namespace: "default", JobID: jobID, Repository: "ops", Commit: strings.Repeat("ab", 20),
+		File: "jobs/" + jobID + ".nomad.hcl", Policy: structs.PolicyApproval, State: structs.StateDetected,
+		SpecHash: "spec-" + jobID, Diff: fmt.Sprintf("+/- Job: %q\n+/- Task Group: \"app\" (1 create/destroy update)\n", jobID),
+	}
+	meta := structs.WriteMeta{Time: time.Now().UTC(), Actor: "nops"}
+	if _, err := s.Apply(structs.DeploymentCreateRequestType, &structs.DeploymentCreateRequest{WriteMeta: meta, Deployment: d}); err != nil {
+		t.Fatalf("create deployment: %v", err)
+	}
+	if _, err := s.Apply(structs.DeploymentTransitionRequestType, &structs.DeploymentTransitionRequest{
+		WriteMeta: meta, ID: d.ID, From: structs.StateDetected, To: structs.StatePendingApproval, Message: "waits for approval",
+	}); err != nil {
+		t.Fatalf("move deployment to pending_approval: %v", err)
+	}
+	return d
+}
+
+// closedAddress returns an HTTP address where nothing listens.
+func closedAddress(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := "http://" + ln.Addr().String()
+	ln.Close()
+	return addr
+}
+
+var observedAt = time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+
+// reconcilerRoutes serves, through the server's route hook, the routes
+// that the reconcilers add to a full server, with fixed answers.
+func reconcilerRoutes(calls *syncBuffer) agent.Options {
+	record := func(r *http.Request) { fmt.Fprintf(calls, "%s %s\n", r.Method, r.URL.Path) }
+	jobs := []*structs.JobStatus{
+		{Namespace: "default", JobID: "web", Sync: structs.SyncInSync, Policy: structs.PolicyAuto, Repository: "ops",
+			File: "jobs/web.nomad.hcl", Commit: strings.Repeat("c", 40), ObservedAt: observedAt},
+		{Namespace: "default", JobID: "api", Sync: structs.SyncDrift, DriftSummary: "count 2 -> 3", ObservedAt: observedAt},
+		{Namespace: "default", JobID: "db", Sync: structs.SyncDrift, ObservedAt: observedAt},
+	}
+	return agent.Options{Routes: func(add agent.RouteAdder) {
+		add("GET /v1/jobs", false, func(_ http.ResponseWriter, r *http.Request) (any, error) {
+			record(r)
+			return jobs, nil
+		})
+		add("GET /v1/job/{ns}/{id}", false, func(_ http.ResponseWriter, r *http.Request) (any, error) {
+			record(r)
+			if r.PathValue("id") != "web" {
+				return nil, fmt.Errorf("%w: job %s/%s", structs.ErrNotFound, r.PathValue("ns"), r.PathValue("id"))
+			}
+			return map[string]any{
+				"status":            jobs[0],
+				"active_deployment": nil,
+				"last_deployment": &structs.Deployment{ID: "5e1f0c2a-0000-4000-8000-000000000001", Namespace: "default", JobID: "web",
+					State: structs.StateFailed, Error: "allocation failed", CreatedAt: observedAt},
+				"block": &structs.Block{Namespace: "default", JobID: "web", DeploymentID: "5e1f0c2a-0000-4000-8000-000000000001", AfterRegister: true},
+				"pause": &structs.Pause{Key: "default/web", Namespace: "default", JobID: "web", Actor: "ann@ops", Reason: "db upgrade", CreatedAt: observedAt},
+			}, nil
+		})
+		for _, p := range []string{"POST /v1/job/{ns}/{id}/retry", "POST /v1/repo/{name}/refresh", "POST /v1/deployment/{id}/promote"} {
+			add(p, true, func(_ http.ResponseWriter, r *http.Request) (any, error) {
+				record(r)
+				return map[string]string{"ok": "true"}, nil
+			})
+		}
+		add("GET /v1/repos", false, func(_ http.ResponseWriter, r *http.Request) (any, error) {
+			record(r)
+			return []*structs.RepoStatus{{Name: "ops", URL: "https://git.example/ops.git", Branch: "main", Path: "jobs",
+				Head: strings.Repeat("c", 40), Files: 4, LastFetch: observedAt, ParseErrors: []string{"jobs/bad.nomad.hcl:3: Unsupported argument"}}}, nil
+		})
+		add("GET /v1/orphans", false, func(_ http.ResponseWriter, r *http.Request) (any, error) {
+			record(r)
+			return []*structs.JobStatus{{Namespace: "default", JobID: "legacy", Orphan: true, Repository: "ops", File: "jobs/legacy.nomad.hcl", ObservedAt: observedAt}}, nil
+		})
+		add("GET /v1/status/detection", false, func(_ http.ResponseWriter, r *http.Request) (any, error) {
+			record(r)
+			return &structs.DetectionCycle{Leader: "n1", StartedAt: observedAt, FinishedAt: observedAt.Add(time.Second), Jobs: 3, Drifted: 2, Created: 1}, nil
+		})
+	}}
+}

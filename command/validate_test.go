@@ -1,0 +1,179 @@
+package command
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/nops-dev/nops/testutil"
+)
+
+// jobTree writes files (path -> content) under a new directory.
+func jobTree(t *testing.T, files map[string]string) string {
+	t.Helper()
+	dir := t.TempDir()
+	for rel, content := range files {
+		path := filepath.Join(dir, rel)
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		writeFile(t, path, content)
+	}
+	return dir
+}
+
+type validateOutput struct {
+	CheckedBy string        `json:"checked_by"`
+	Files     []*fileResult `json:"files"`
+}
+
+func (o *validateOutput) file(t *testing.T, name string) *fileResult {
+	t.Helper()
+	for _, f := range o.Files {
+		if f.File == name {
+			return f
+		}
+	}
+	t.Fatalf("no result for %s in %+v", name, o.Files)
+	return nil
+}
+
+func TestValidate_Offline(t *testing.T) {
+	dir := jobTree(t, map[string]string{
+		"web.nomad.hcl": `job "web" {
+  meta {
+    nops_managed = "true"
+    nops_policy  = var.policy
+  }
+  group "app" {}
+}
+`,
+		"web.vars.hcl":             `policy = "auto"`,
+		"hooks/backup.nomad":       "job \"backup\" {\n  type = \"batch\"\n  meta = { nops_role = \"hook\" }\n  parameterized {}\n}\n",
+		"team/dup.nomad.hcl":       "job \"web\" {\n}\n",
+		"team/broken.nomad.hcl":    "job \"broken\" {\n  meta = {\n",
+		"notes.hcl":                "not a job file",
+		".git/ignored.nomad.hcl":   "job \"ignored\" {",
+		"team/novalue.nomad.hcl":   "variable \"x\" {}\n",
+		"team/two-jobs.nomad.hcl":  "job \"a\" {}\njob \"b\" {}\n",
+		"team/literal.nomad.hcl":   "job \"lit\" {\n  namespace = \"prod\"\n  meta { nops_managed = true }\n}\n",
+		"team/sub/deep/x.nomad":    "job \"deep\" {}\n",
+		"team/sub/deep/x.vars.hcl": "",
+	})
+	c := newCLI(t, nil)
+	r := c.run("validate", "-offline", dir)
+	if r.code != 1 {
+		t.Fatalf("exit %d, want 1\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	mustContain(t, "validate", r.stdout,
+		"ok     hooks/backup.nomad (default/backup, hook)",
+		"error  team/broken.nomad.hcl", "team/broken.nomad.hcl:3,1-1",
+		"error  team/dup.nomad.hcl (default/web)", "job default/web is also declared in web.nomad.hcl",
+		"error  web.nomad.hcl (default/web, managed, meta needing Nomad: nops_policy)",
+		"error  team/novalue.nomad.hcl", "no job block",
+		"error  team/two-jobs.nomad.hcl", "team/two-jobs.nomad.hcl:2,1-8: a file declares one job",
+		"ok     team/literal.nomad.hcl (prod/lit, managed)",
+		"ok     team/sub/deep/x.nomad (default/deep)",
+		"8 files, 5 with errors. Offline")
+	if strings.Contains(r.stdout, "ignored") || strings.Contains(r.stdout, "notes.hcl") {
+		t.Errorf("validate read files it must skip:\n%s", r.stdout)
+	}
+
+	var out validateOutput
+	r = c.run("validate", "-offline", "-json", dir)
+	if err := json.Unmarshal([]byte(r.stdout), &out); err != nil || r.code != 1 {
+		t.Fatalf("-json: exit %d, %v\n%s", r.code, err, r.stdout)
+	}
+	if out.CheckedBy != "syntax" || len(out.Files) != 8 {
+		t.Errorf("-json: %+v", out)
+	}
+	if web := out.file(t, "web.nomad.hcl"); web.Variables != "web.vars.hcl" || !slices.Equal(web.Unresolved, []string{"nops_policy"}) {
+		t.Errorf("web.nomad.hcl: %+v", web)
+	}
+	if deep := out.file(t, "team/sub/deep/x.nomad"); deep.Variables != filepath.Join("team", "sub", "deep", "x.vars.hcl") {
+		t.Errorf("x.nomad: %+v", deep)
+	}
+
+	// A clean tree passes; an empty one and a missing one fail.
+	clean := jobTree(t, map[string]string{"a.nomad.hcl": "job \"a\" {}\n"})
+	mustContain(t, "clean", c.ok("validate", "-offline", clean), "1 files, 0 with errors")
+	mustContain(t, "empty", c.fails(1, "validate", "-offline", t.TempDir()), "no *.nomad.hcl or *.nomad file")
+	mustContain(t, "missing", c.fails(1, "validate", filepath.Join(clean, "none")), "none")
+}
+
+// With Nomad reachable, every file is parsed by Nomad itself: variables
+// resolve, and Nomad's own errors are reported per file.
+func TestValidate_ThroughNomad(t *testing.T) {
+	nomad := testutil.StartNomad(t)
+	dir := jobTree(t, map[string]string{
+		"web.nomad.hcl": `variable "policy" {
+  type = string
+}
+
+job "web" {
+  meta {
+    nops_managed = "true"
+    nops_policy  = var.policy
+  }
+  group "app" {
+    task "app" {
+      driver = "mock_driver"
+    }
+  }
+}
+`,
+		"web.vars.hcl": `policy = "approval"`,
+		"bad.nomad.hcl": `job "bad" {
+  group "app" {
+    task "app" {
+      driver  = "mock_driver"
+      colour  = "blue"
+    }
+  }
+}
+`,
+		"novars.nomad.hcl": `variable "image" {
+  type = string
+}
+
+job "novars" {
+  group "app" {
+    task "app" {
+      driver = "mock_driver"
+      config { image = var.image }
+    }
+  }
+}
+`,
+	})
+	c := newCLI(t, nil)
+	c.env["NOMAD_ADDR"] = nomad.Addr
+	r := c.run("validate", dir)
+	t.Logf("nops validate %s:\n%s", dir, r.stdout)
+	if r.code != 1 {
+		t.Fatalf("exit %d, want 1\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	mustContain(t, "validate", r.stdout,
+		"ok     web.nomad.hcl (default/web, managed)",
+		"error  bad.nomad.hcl", "bad.nomad.hcl:5,7-13: Unsupported argument", "colour",
+		"error  novars.nomad.hcl", "image",
+		"3 files, 2 with errors. Parsed through Nomad at "+nomad.Addr)
+
+	var out validateOutput
+	r = c.run("validate", "-json", dir)
+	if err := json.Unmarshal([]byte(r.stdout), &out); err != nil {
+		t.Fatalf("-json: %v\n%s", err, r.stdout)
+	}
+	if web := out.file(t, "web.nomad.hcl"); out.CheckedBy != "nomad" || web.CheckedBy != "nomad" || len(web.Unresolved) != 0 || len(web.Errors) != 0 {
+		t.Errorf("web.nomad.hcl through Nomad: %+v", web)
+	}
+
+	// The flag wins over NOMAD_ADDR; an unreachable Nomad falls back to
+	// the offline check and says so.
+	r = c.run("validate", "-nomad-addr", closedAddress(t), dir)
+	mustContain(t, "fallback", r.stdout, "Nomad is not reachable", "checked the HCL syntax and literal meta values only",
+		"ok     bad.nomad.hcl")
+}
