@@ -288,6 +288,10 @@ func writeError(w http.ResponseWriter, err error) {
 }
 
 func statusOf(err error) int {
+	var coded interface{ StatusCode() int }
+	if errors.As(err, &coded) {
+		return coded.StatusCode()
+	}
 	switch {
 	case errors.Is(err, structs.ErrInvalid):
 		return http.StatusBadRequest

@@ -103,25 +103,36 @@ func dialRPC(ctx context.Context, addr string, proto byte, tlsWrap func(net.Conn
 
 // chanListener is a net.Listener fed by the mux.
 type chanListener struct {
-	m  *rpcMux
-	ch chan net.Conn
+	m         *rpcMux
+	ch        chan net.Conn
+	closeOnce sync.Once
+	closed    chan struct{}
+}
+
+func newChanListener(m *rpcMux, ch chan net.Conn) *chanListener {
+	return &chanListener{m: m, ch: ch, closed: make(chan struct{})}
 }
 
 func (l *chanListener) Accept() (net.Conn, error) {
 	select {
 	case c := <-l.ch:
 		return c, nil
+	case <-l.closed:
+		return nil, net.ErrClosed
 	case <-l.m.closed:
 		return nil, net.ErrClosed
 	}
 }
 
-func (l *chanListener) Close() error   { return nil }
+func (l *chanListener) Close() error {
+	l.closeOnce.Do(func() { close(l.closed) })
+	return nil
+}
 func (l *chanListener) Addr() net.Addr { return l.m.advertise }
 
 // raftLayer is the raft.StreamLayer over the mux.
 type raftLayer struct {
-	chanListener
+	*chanListener
 }
 
 var _ raft.StreamLayer = (*raftLayer)(nil)

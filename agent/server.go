@@ -167,7 +167,7 @@ func (s *Server) setup() error {
 	}()
 	go func() {
 		defer s.wg.Done()
-		if err := s.rpcHTTP.Serve(&chanListener{m: s.mux, ch: s.mux.httpCh}); err != nil &&
+		if err := s.rpcHTTP.Serve(newChanListener(s.mux, s.mux.httpCh)); err != nil &&
 			!errors.Is(err, http.ErrServerClosed) && !errors.Is(err, net.ErrClosed) {
 			s.logger.Error("rpc http server stopped", "error", err)
 		}
@@ -228,7 +228,7 @@ func (s *Server) setupRaft() error {
 	if err != nil {
 		return fmt.Errorf("open snapshot store: %w", err)
 	}
-	layer := &raftLayer{chanListener{m: s.mux, ch: s.mux.raftCh}}
+	layer := &raftLayer{newChanListener(s.mux, s.mux.raftCh)}
 	s.transport = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		Stream: layer, MaxPool: 3, Timeout: 10 * time.Second, Logger: s.logger.Named("raft.transport"),
 	})

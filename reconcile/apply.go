@@ -1,0 +1,374 @@
+package reconcile
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/hashicorp/nomad/api"
+
+	"github.com/nops-dev/nops/fsm"
+	"github.com/nops-dev/nops/reconcile/holds"
+	"github.com/nops-dev/nops/reconcile/nomadx"
+	"github.com/nops-dev/nops/structs"
+)
+
+func encodeJob(j *api.Job) ([]byte, error) {
+	b, err := json.Marshal(j)
+	if err != nil {
+		return nil, fmt.Errorf("encode job: %w", err)
+	}
+	return b, nil
+}
+
+func decodeJob(b []byte) (*api.Job, error) {
+	var j api.Job
+	if err := json.Unmarshal(b, &j); err != nil {
+		return nil, fmt.Errorf("decode job: %w", err)
+	}
+	return &j, nil
+}
+
+// hookRevisionSpec returns the hook job renamed to its revision ID.
+func hookRevisionSpec(hook *api.Job, revisionID string) ([]byte, error) {
+	j := copyJob(hook)
+	j.ID = &revisionID
+	j.Name = &revisionID
+	return encodeJob(j)
+}
+
+func fsmFilter(namespace, jobID string) fsm.DeploymentFilter {
+	return fsm.DeploymentFilter{Namespace: namespace, JobID: jobID}
+}
+
+// transition proposes a move of a deployment from the state it was read in.
+func (m *Manager) transition(d *structs.Deployment, to structs.DeploymentState, msg, errMsg string) error {
+	return m.transitionWith(d, to, msg, errMsg, nil)
+}
+
+func (m *Manager) transitionWith(d *structs.Deployment, to structs.DeploymentState, msg, errMsg string, patch *structs.DeploymentPatch) error {
+	_, err := m.srv.Apply(structs.DeploymentTransitionRequestType, &structs.DeploymentTransitionRequest{
+		WriteMeta: m.meta(), ID: d.ID, From: d.State, To: to, Message: msg, Error: errMsg, Update: patch,
+	})
+	if err != nil {
+		return fmt.Errorf("deployment %s %s -> %s: %w", d.ID, d.State, to, err)
+	}
+	m.logger.Info("deployment moved", "deployment", d.ID, "job", d.Key(), "from", d.State, "to", to, "message", firstOf(msg, errMsg))
+	d.State = to
+	return nil
+}
+
+// update records bookkeeping on a deployment in its current state.
+func (m *Manager) update(d *structs.Deployment, patch *structs.DeploymentPatch) error {
+	_, err := m.srv.Apply(structs.DeploymentUpdateRequestType, &structs.DeploymentUpdateRequest{
+		WriteMeta: m.meta(), ID: d.ID, State: d.State, Update: patch,
+	})
+	if err != nil {
+		return fmt.Errorf("update deployment %s: %w", d.ID, err)
+	}
+	return nil
+}
+
+func (m *Manager) fail(d *structs.Deployment, errMsg string) error {
+	return m.transition(d, structs.StateFailed, "", errMsg)
+}
+
+func firstOf(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+// ApplyOnce advances every active deployment by what it can do now (SPEC
+// section 5). It reports whether a deployment ended.
+func (m *Manager) ApplyOnce(ctx context.Context) (bool, error) {
+	st := m.srv.State()
+	active, err := st.ActiveDeployments()
+	if err != nil {
+		return false, err
+	}
+	ended := false
+	var errs []error
+	for _, d := range active {
+		if ctx.Err() != nil {
+			return ended, ctx.Err()
+		}
+		done, err := m.advance(ctx, d)
+		if err != nil {
+			if errors.Is(err, structs.ErrNotLeader) {
+				return ended, err
+			}
+			m.logger.Error("deployment step failed; will retry", "deployment", d.ID, "job", d.Key(), "state", d.State, "error", err)
+			errs = append(errs, err)
+		}
+		ended = ended || done
+	}
+	if ended {
+		m.cleanupHookRevisions(ctx)
+	}
+	return ended, errors.Join(errs...)
+}
+
+// advance runs the steps of one deployment until it must wait. It reports
+// whether the deployment ended.
+func (m *Manager) advance(ctx context.Context, d *structs.Deployment) (bool, error) {
+	for i := 0; i < 8; i++ {
+		before := d.State
+		var err error
+		switch d.State {
+		case structs.StateDetected:
+			err = m.start(d)
+		case structs.StatePendingApproval:
+			return false, nil
+		case structs.StatePreHook:
+			err = m.runHooks(ctx, d, structs.PhasePre)
+		case structs.StateApplying:
+			err = m.applying(ctx, d)
+		case structs.StatePostHook:
+			err = m.runHooks(ctx, d, structs.PhasePost)
+		}
+		if err != nil {
+			return false, err
+		}
+		if d.State.Terminal() {
+			return true, nil
+		}
+		if d.State == before {
+			return false, nil
+		}
+		// Read back what was committed before the next step.
+		fresh, err := m.srv.State().Deployment(d.ID)
+		if err != nil || fresh == nil {
+			return false, err
+		}
+		*d = *fresh
+	}
+	return false, nil
+}
+
+// start moves a detected deployment by its policy, unless it is held (the
+// next detection cycle supersedes it).
+func (m *Manager) start(d *structs.Deployment) error {
+	held, _, err := m.held(d)
+	if err != nil || held {
+		return err
+	}
+	switch d.Policy {
+	case structs.PolicyApproval:
+		return m.transition(d, structs.StatePendingApproval, "waiting for approval", "")
+	default:
+		return m.transition(d, d.StartState(), "policy auto: starting", "")
+	}
+}
+
+// held reports whether a deployment's job is held now.
+func (m *Manager) held(d *structs.Deployment) (bool, string, error) {
+	st := m.srv.State()
+	p, err := st.Paused(d.Namespace, d.JobID)
+	if err != nil {
+		return false, "", err
+	}
+	if p != nil {
+		return true, "paused", nil
+	}
+	if d.LiftedWindow {
+		return false, "", nil
+	}
+	windows, err := st.Windows()
+	if err != nil {
+		return false, "", err
+	}
+	closed, why := holds.Closed(windows, d.Namespace, d.JobID, m.now())
+	return closed, why, nil
+}
+
+// applying registers the job (once) and waits for it to be healthy.
+func (m *Manager) applying(ctx context.Context, d *structs.Deployment) error {
+	now := m.now()
+	timeout := d.ApplyTimeout
+	if timeout <= 0 {
+		timeout = 15 * time.Minute
+	}
+	switch {
+	case d.SkipRegister && !d.Registered:
+		live, err := m.nomad.Job(ctx, d.Namespace, d.JobID)
+		if err != nil {
+			return m.fail(d, fmt.Sprintf("read live job: %v", err))
+		}
+		v, deadline, reg := version(live), now.Add(timeout), true
+		start := now
+		return m.update(d, &structs.DeploymentPatch{RegisterStartedAt: &start, Registered: &reg, JobVersion: &v,
+			HealthDeadline: &deadline, Message: fmt.Sprintf("the live job already matches git (version %d): waiting for health", v)})
+	case d.RegisterStartedAt.IsZero():
+		return m.register(ctx, d, now, timeout)
+	case !d.Registered:
+		return m.resumeRegister(ctx, d, now, timeout)
+	}
+	return m.waitHealthy(ctx, d, now, timeout)
+}
+
+func version(j *api.Job) uint64 {
+	if j == nil || j.Version == nil {
+		return 0
+	}
+	return *j.Version
+}
+
+// register plans again, records the intent and registers with a
+// check-and-set on the index read at detection.
+func (m *Manager) register(ctx context.Context, d *structs.Deployment, now time.Time, timeout time.Duration) error {
+	job, err := decodeJob(d.Spec)
+	if err != nil {
+		return m.fail(d, err.Error())
+	}
+	if hasScaling(job) && d.JobModifyIndex != 0 {
+		live, err := m.nomad.Job(ctx, d.Namespace, d.JobID)
+		if err != nil && !errors.Is(err, nomadx.ErrJobNotFound) {
+			return err
+		}
+		if live != nil {
+			nomadx.KeepLiveCounts(job, live)
+		}
+	}
+	plan, err := m.nomad.Plan(ctx, job)
+	if err != nil {
+		return err
+	}
+	if plan.JobModifyIndex != d.JobModifyIndex || nomadx.DiffHash(plan.Diff) != d.DiffHash {
+		return m.fail(d, fmt.Sprintf("the job changed since detection (modify index %d, now %d): nothing registered",
+			d.JobModifyIndex, plan.JobModifyIndex))
+	}
+	deadline := now.Add(timeout)
+	if err := m.update(d, &structs.DeploymentPatch{RegisterStartedAt: &now, HealthDeadline: &deadline,
+		Message: fmt.Sprintf("registering with check-and-set on modify index %d", d.JobModifyIndex)}); err != nil {
+		return err
+	}
+	d.RegisterStartedAt, d.HealthDeadline = now, deadline
+	return m.doRegister(ctx, d, job)
+}
+
+func (m *Manager) doRegister(ctx context.Context, d *structs.Deployment, job *api.Job) error {
+	res, err := m.nomad.Register(ctx, job, d.JobModifyIndex)
+	if err != nil {
+		if errors.Is(err, nomadx.ErrIndexMismatch) {
+			return m.fail(d, fmt.Sprintf("the job changed before the register (check-and-set on modify index %d failed): nothing registered", d.JobModifyIndex))
+		}
+		return err
+	}
+	live, err := m.nomad.Job(ctx, d.Namespace, d.JobID)
+	if err != nil {
+		return fmt.Errorf("read registered job: %w", err)
+	}
+	v, reg := version(live), true
+	return m.update(d, &structs.DeploymentPatch{Registered: &reg, JobVersion: &v, NomadEvalID: &res.EvalID,
+		Message: fmt.Sprintf("registered job version %d (evaluation %s)", v, short(res.EvalID))})
+}
+
+// resumeRegister handles a register whose outcome was not recorded: after a
+// crash or a failover. It registers again only if the job's modify index is
+// still the one read at detection (the check-and-set makes that safe);
+// otherwise it finds out whether its own register went through.
+func (m *Manager) resumeRegister(ctx context.Context, d *structs.Deployment, now time.Time, timeout time.Duration) error {
+	job, err := decodeJob(d.Spec)
+	if err != nil {
+		return m.fail(d, err.Error())
+	}
+	live, err := m.nomad.Job(ctx, d.Namespace, d.JobID)
+	if err != nil && !errors.Is(err, nomadx.ErrJobNotFound) {
+		return err
+	}
+	liveMod := uint64(0)
+	if live != nil && live.JobModifyIndex != nil {
+		liveMod = *live.JobModifyIndex
+	}
+	if liveMod == d.JobModifyIndex {
+		m.logger.Info("register outcome unknown and the job is unchanged: registering again", "deployment", d.ID)
+		return m.doRegister(ctx, d, job)
+	}
+	if live != nil {
+		nomadx.KeepLiveCounts(job, live)
+	}
+	plan, err := m.nomad.Plan(ctx, job)
+	if err != nil {
+		return err
+	}
+	if !plan.InSync() {
+		return m.fail(d, "the job changed since detection and does not match git: nothing registered")
+	}
+	v, reg := version(live), true
+	return m.update(d, &structs.DeploymentPatch{Registered: &reg, JobVersion: &v,
+		Message: fmt.Sprintf("the register went through before the restart (job version %d)", v)})
+}
+
+// waitHealthy checks the health of the registered version, within the apply
+// timeout; the timeout pauses while canaries wait for promotion.
+func (m *Manager) waitHealthy(ctx context.Context, d *structs.Deployment, now time.Time, timeout time.Duration) error {
+	h, err := m.nomad.Health(ctx, d.Namespace, d.JobID, d.JobVersion, d.NomadEvalID)
+	if err != nil {
+		return err
+	}
+	if h.DeploymentID != "" && h.DeploymentID != d.NomadDeploymentID {
+		if err := m.update(d, &structs.DeploymentPatch{NomadDeploymentID: &h.DeploymentID,
+			Message: "Nomad deployment " + short(h.DeploymentID)}); err != nil {
+			return err
+		}
+		d.NomadDeploymentID = h.DeploymentID
+	}
+	switch h.State {
+	case nomadx.HealthHealthy:
+		next := structs.StateCompleted
+		if len(d.HooksOf(structs.PhasePost)) > 0 {
+			next = structs.StatePostHook
+		}
+		return m.transition(d, next, "healthy: "+h.Message, "")
+	case nomadx.HealthFailed:
+		return m.fail(d, "not healthy: "+h.Message)
+	case nomadx.HealthAwaitingPromotion:
+		if !d.HealthDeadline.IsZero() {
+			zero := time.Time{}
+			return m.update(d, &structs.DeploymentPatch{HealthDeadline: &zero,
+				Message: "canaries wait for promotion: the apply timeout is paused"})
+		}
+		return nil
+	}
+	if d.HealthDeadline.IsZero() {
+		// Promoted: the timeout restarts in full.
+		deadline := now.Add(timeout)
+		return m.update(d, &structs.DeploymentPatch{HealthDeadline: &deadline,
+			Message: fmt.Sprintf("canaries promoted: the apply timeout restarts (%s)", timeout)})
+	}
+	if now.After(d.HealthDeadline) {
+		return m.fail(d, fmt.Sprintf("apply timeout: not healthy after %s (%s)", timeout, h.Message))
+	}
+	return nil
+}
+
+// Promote promotes the canaries of a deployment's Nomad deployment.
+func (m *Manager) Promote(ctx context.Context, d *structs.Deployment) error {
+	if d.State != structs.StateApplying {
+		return fmt.Errorf("%w: deployment %s is %s, not applying", structs.ErrConflict, d.ID, d.State)
+	}
+	nd := d.NomadDeploymentID
+	if nd == "" {
+		latest, err := m.nomad.LatestDeployment(ctx, d.Namespace, d.JobID)
+		if err != nil || latest == nil {
+			return fmt.Errorf("%w: deployment %s has no Nomad deployment to promote", structs.ErrConflict, d.ID)
+		}
+		nd = latest.ID
+	}
+	if err := m.nomad.PromoteDeployment(ctx, nd); err != nil {
+		return fmt.Errorf("%w: promote Nomad deployment %s: %v", structs.ErrConflict, short(nd), err)
+	}
+	m.TriggerApply()
+	return nil
+}
+
+func short(s string) string {
+	if len(s) > 8 {
+		return s[:8]
+	}
+	return s
+}

@@ -1,0 +1,18 @@
+// Package reconcile holds the leader's loops: git watching, detection and
+// apply (SPEC sections 4 to 7). They are level-based reconcilers in the
+// controller-runtime style: each pass reads all the state it needs (git,
+// the replicated state, Nomad), decides, proposes log entries, and acts on
+// Nomad only after the entry that records the intent is committed. A pass
+// never branches on which event woke it, so running it again (on the next
+// tick, or on a new leader after a failover) is always safe.
+//
+// Guarantees:
+//   - Every step records its state through Raft before it calls Nomad; a
+//     deposed leader's proposal fails, so it cannot act twice.
+//   - A register is a check-and-set on the job modify index read at
+//     detection; a hook dispatch carries an idempotency token unique to
+//     (deployment, phase, position), and a dispatch whose outcome is unknown
+//     and has no run in Nomad fails rather than run twice.
+//   - The loops change state only by proposing entries; they never write the
+//     state store directly.
+package reconcile

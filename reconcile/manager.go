@@ -1,0 +1,216 @@
+package reconcile
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/nops-dev/nops/fsm"
+	"github.com/nops-dev/nops/reconcile/gitwatch"
+	"github.com/nops-dev/nops/reconcile/meta"
+	"github.com/nops-dev/nops/reconcile/nomadx"
+	"github.com/nops-dev/nops/structs"
+)
+
+// Server is what the reconcilers need of the server they run in.
+type Server interface {
+	State() *fsm.StateStore
+	Apply(t structs.MessageType, req any) (uint64, error)
+	IsLeader() bool
+	NodeID() string
+}
+
+// Config tunes the reconcilers.
+type Config struct {
+	Namespaces     []string
+	DriftInterval  time.Duration
+	EngineInterval time.Duration
+	Defaults       meta.Defaults
+	// FullPlanInterval forces a plan of a job even when neither its git spec
+	// nor its live job changed since it was last seen in sync.
+	FullPlanInterval time.Duration
+	// WebhookSecret verifies push webhooks; empty disables the endpoint.
+	WebhookSecret string
+	// Clock returns the current time; nil means time.Now.
+	Clock func() time.Time
+}
+
+// Manager owns the leader's loops. It exists on every server (its API
+// routes read the replicated state), but Run runs only on the leader.
+type Manager struct {
+	cfg    Config
+	srv    Server
+	nomad  *nomadx.Client
+	git    *gitwatch.Watcher
+	logger hclog.Logger
+
+	detectCh chan struct{}
+	applyCh  chan struct{}
+
+	// mu guards the leader's in-memory caches, rebuilt on each leadership.
+	mu     sync.Mutex
+	parsed map[string]parseResult
+	seen   map[string]observed
+	// lastCycle is the result of the last detection cycle.
+	lastCycle *cycleResult
+}
+
+// New returns a manager.
+func New(cfg Config, srv Server, nomad *nomadx.Client, git *gitwatch.Watcher, logger hclog.Logger) *Manager {
+	if cfg.Clock == nil {
+		cfg.Clock = time.Now
+	}
+	if cfg.DriftInterval <= 0 {
+		cfg.DriftInterval = time.Minute
+	}
+	if cfg.EngineInterval <= 0 {
+		cfg.EngineInterval = 5 * time.Second
+	}
+	if cfg.FullPlanInterval <= 0 {
+		cfg.FullPlanInterval = 10 * cfg.DriftInterval
+	}
+	if len(cfg.Namespaces) == 0 {
+		cfg.Namespaces = []string{"default"}
+	}
+	return &Manager{
+		cfg: cfg, srv: srv, nomad: nomad, git: git, logger: logger.Named("reconcile"),
+		detectCh: make(chan struct{}, 1), applyCh: make(chan struct{}, 1),
+	}
+}
+
+func (m *Manager) now() time.Time { return m.cfg.Clock().UTC() }
+
+// TriggerDetection asks for a detection cycle as soon as possible.
+func (m *Manager) TriggerDetection() {
+	select {
+	case m.detectCh <- struct{}{}:
+	default:
+	}
+}
+
+// TriggerApply asks for an apply pass as soon as possible.
+func (m *Manager) TriggerApply() {
+	select {
+	case m.applyCh <- struct{}{}:
+	default:
+	}
+}
+
+// Trigger wakes both loops: something that can move a job changed.
+func (m *Manager) Trigger() {
+	m.TriggerDetection()
+	m.TriggerApply()
+}
+
+// Run runs the leader's loops until ctx is cancelled, and returns once they
+// have all stopped. kicked delivers the server's wake-ups (decisions,
+// pauses, window changes).
+func (m *Manager) Run(ctx context.Context, kicked <-chan struct{}) {
+	m.mu.Lock()
+	m.parsed = map[string]parseResult{}
+	m.seen = map[string]observed{}
+	m.mu.Unlock()
+	var wg sync.WaitGroup
+	run := func(fn func(context.Context)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			fn(ctx)
+		}()
+	}
+	if m.git != nil {
+		run(m.git.Run)
+		run(func(ctx context.Context) {
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-m.git.Notify():
+					m.TriggerDetection()
+				}
+			}
+		})
+	}
+	run(func(ctx context.Context) {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-kicked:
+				m.Trigger()
+			}
+		}
+	})
+	run(m.detectLoop)
+	run(m.applyLoop)
+	m.logger.Info("leader loops started")
+	m.Trigger()
+	wg.Wait()
+	m.logger.Info("leader loops stopped")
+}
+
+func (m *Manager) detectLoop(ctx context.Context) {
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-m.detectCh:
+		case <-timer.C:
+		}
+		start := time.Now()
+		res, err := m.DetectOnce(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			m.logger.Error("detection cycle failed", "error", err)
+		} else if res.changed {
+			// A cycle that changed deployments may enable the next step.
+			m.TriggerApply()
+		}
+		m.logger.Debug("detection cycle", "duration", time.Since(start))
+		next := m.cfg.DriftInterval
+		if b := m.nextWindowBoundary(); !b.IsZero() {
+			if d := b.Sub(m.now()); d < next {
+				next = d + 10*time.Millisecond
+			}
+		}
+		if !timer.Stop() {
+			select {
+			case <-timer.C:
+			default:
+			}
+		}
+		timer.Reset(next)
+	}
+}
+
+func (m *Manager) applyLoop(ctx context.Context) {
+	tick := time.NewTicker(m.cfg.EngineInterval)
+	defer tick.Stop()
+	changed := m.srv.State().Changed()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-m.applyCh:
+		case <-tick.C:
+		}
+		_ = changed
+		ended, err := m.ApplyOnce(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			m.logger.Error("apply pass failed", "error", err)
+		}
+		if ended {
+			// A deployment ending can unblock detection.
+			m.TriggerDetection()
+		}
+	}
+}

@@ -1,0 +1,163 @@
+// Package meta reads and validates the nops_* meta keys of a parsed job
+// (SPEC section 2). It is pure: the same job gives the same answer.
+//
+// Guarantee: every problem is reported, each naming the file, the key and
+// the value, and a job with a problem is never treated as deployable.
+package meta
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/nomad/api"
+
+	"github.com/nops-dev/nops/structs"
+)
+
+// Meta keys.
+const (
+	KeyManaged      = "nops_managed"
+	KeyRole         = "nops_role"
+	KeyPolicy       = "nops_policy"
+	KeyPreHooks     = "nops_pre_hooks"
+	KeyPostHooks    = "nops_post_hooks"
+	KeyApplyTimeout = "nops_apply_timeout"
+	KeyHookTimeout  = "nops_hook_timeout"
+)
+
+// Kind says what a parsed job is to Nops.
+type Kind int
+
+const (
+	// Ignored: neither managed nor a hook.
+	Ignored Kind = iota
+	Managed
+	Hook
+)
+
+// Defaults are the server-wide values for jobs that do not set a key.
+type Defaults struct {
+	Policy       structs.Policy
+	ApplyTimeout time.Duration
+	HookTimeout  time.Duration
+}
+
+// Job is what the meta keys say of one job.
+type Job struct {
+	Kind         Kind
+	Policy       structs.Policy
+	PreHooks     []string
+	PostHooks    []string
+	ApplyTimeout time.Duration
+	HookTimeout  time.Duration
+	// Problems are validation errors, each naming file, key and value.
+	Problems []string
+}
+
+// Read reads the meta keys of a job parsed from file.
+func Read(file string, job *api.Job, d Defaults) *Job {
+	m := job.Meta
+	out := &Job{Policy: d.Policy, ApplyTimeout: d.ApplyTimeout, HookTimeout: d.HookTimeout}
+	bad := func(key, value, why string) {
+		out.Problems = append(out.Problems, fmt.Sprintf("%s: meta %s = %q: %s", file, key, value, why))
+	}
+	managed := m[KeyManaged] == "true"
+	role, hasRole := m[KeyRole]
+	switch {
+	case hasRole && role != "hook":
+		bad(KeyRole, role, `the only role is "hook"`)
+	case hasRole && managed:
+		bad(KeyRole, role, "a job cannot be both managed (nops_managed) and a hook")
+	}
+	switch {
+	case managed:
+		out.Kind = Managed
+	case role == "hook":
+		out.Kind = Hook
+	default:
+		return out
+	}
+	if v, ok := m[KeyPolicy]; ok {
+		p, err := structs.ParsePolicy(v)
+		if err != nil {
+			bad(KeyPolicy, v, "must be auto, approval or none")
+		} else {
+			out.Policy = p
+		}
+	}
+	out.PreHooks = hookList(m, KeyPreHooks, bad)
+	out.PostHooks = hookList(m, KeyPostHooks, bad)
+	if v, ok := m[KeyApplyTimeout]; ok {
+		out.ApplyTimeout = duration(KeyApplyTimeout, v, bad, out.ApplyTimeout)
+	}
+	if v, ok := m[KeyHookTimeout]; ok {
+		out.HookTimeout = duration(KeyHookTimeout, v, bad, out.HookTimeout)
+	}
+	if out.Kind == Hook {
+		for _, k := range []string{KeyPolicy, KeyPreHooks, KeyPostHooks, KeyApplyTimeout} {
+			if v, ok := m[k]; ok {
+				bad(k, v, "only a managed job takes this key, not a hook")
+			}
+		}
+	}
+	if out.Kind == Managed {
+		if v, ok := m[KeyHookTimeout]; ok {
+			bad(KeyHookTimeout, v, "only a hook takes this key")
+		}
+	}
+	return out
+}
+
+func hookList(m map[string]string, key string, bad func(string, string, string)) []string {
+	v, ok := m[key]
+	if !ok || strings.TrimSpace(v) == "" {
+		return nil
+	}
+	var out []string
+	seen := map[string]bool{}
+	for _, part := range strings.Split(v, ",") {
+		name := strings.TrimSpace(part)
+		if name == "" {
+			bad(key, v, "has an empty hook name")
+			continue
+		}
+		if seen[name] {
+			bad(key, v, fmt.Sprintf("names hook %s twice", name))
+			continue
+		}
+		seen[name] = true
+		out = append(out, name)
+	}
+	return out
+}
+
+func duration(key, v string, bad func(string, string, string), def time.Duration) time.Duration {
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		bad(key, v, "is not a Go duration (like 10m)")
+		return def
+	}
+	if d <= 0 {
+		bad(key, v, "must be more than zero")
+		return def
+	}
+	return d
+}
+
+// ValidateHook returns why a hook job cannot serve as a hook, if it cannot:
+// a hook must be a parameterized batch job.
+func ValidateHook(job *api.Job) string {
+	typ := ""
+	if job.Type != nil {
+		typ = *job.Type
+	}
+	var why []string
+	if typ != "batch" {
+		why = append(why, fmt.Sprintf("its type is %q, not batch", typ))
+	}
+	if job.ParameterizedJob == nil {
+		why = append(why, "it has no parameterized block")
+	}
+	return strings.Join(why, " and ")
+}
