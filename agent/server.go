@@ -21,6 +21,7 @@ import (
 
 	"github.com/nops-dev/nops/agent/config"
 	"github.com/nops-dev/nops/fsm"
+	"github.com/nops-dev/nops/reconcile"
 	"github.com/nops-dev/nops/structs"
 )
 
@@ -64,8 +65,10 @@ type Server struct {
 	leaderDone   chan struct{}
 	leaderSince  time.Time
 
-	routes func(add RouteAdder)
-	kick   chan struct{}
+	routes  func(add RouteAdder)
+	manager *reconcile.Manager
+	build   func(s *Server) (LeaderFunc, func(add RouteAdder), error)
+	kick    chan struct{}
 
 	tempDir string
 
@@ -83,6 +86,10 @@ type Options struct {
 	Leader LeaderFunc
 	// Routes adds the API routes of the reconcilers.
 	Routes func(add RouteAdder)
+	// Build, when set, is called once the server's state and Raft exist and
+	// before the API serves; it may set the leader loops and routes that
+	// need the server itself.
+	Build func(s *Server) (LeaderFunc, func(add RouteAdder), error)
 }
 
 // New starts a server: Raft, the RPC and HTTP listeners, and membership.
@@ -95,6 +102,7 @@ func New(cfg *config.Config, logger hclog.Logger, opts Options) (*Server, error)
 		logger:     logger,
 		leaderFn:   opts.Leader,
 		routes:     opts.Routes,
+		build:      opts.Build,
 		kick:       make(chan struct{}, 1),
 		shutdownCh: make(chan struct{}),
 		metrics:    prometheus.NewRegistry(),
@@ -148,6 +156,19 @@ func (s *Server) setup() error {
 
 	if err := s.setupRaft(); err != nil {
 		return err
+	}
+
+	if s.build != nil {
+		leader, routes, err := s.build(s)
+		if err != nil {
+			return err
+		}
+		if leader != nil {
+			s.leaderFn = leader
+		}
+		if routes != nil {
+			s.routes = routes
+		}
 	}
 
 	httpLn, err := net.Listen("tcp", net.JoinHostPort(cfg.Bind, strconv.Itoa(cfg.HTTPPort)))

@@ -1,0 +1,262 @@
+// Package nopstest starts real Nops servers in tests: one in-process server,
+// or a cluster of them on 127.0.0.1 with real TCP transports, wired with the
+// real reconcilers against a real Nomad agent and real git repositories.
+//
+// Guarantee: every server it starts is shut down when the test ends, and
+// every wait polls with a deadline; none sleeps a fixed time to synchronise.
+package nopstest
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/nops-dev/nops/agent"
+	"github.com/nops-dev/nops/agent/config"
+	"github.com/nops-dev/nops/structs"
+	"github.com/nops-dev/nops/testutil"
+)
+
+// Clock is a settable clock for tests that cross sync window boundaries.
+type Clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+// NewClock returns a clock stopped at t.
+func NewClock(t time.Time) *Clock { return &Clock{now: t} }
+
+// Now returns the clock's time.
+func (c *Clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+// Set moves the clock to t.
+func (c *Clock) Set(t time.Time) {
+	c.mu.Lock()
+	c.now = t
+	c.mu.Unlock()
+}
+
+// Advance moves the clock forward by d.
+func (c *Clock) Advance(d time.Duration) { c.Set(c.Now().Add(d)) }
+
+// Option changes a test server's configuration.
+type Option func(*options)
+
+type options struct {
+	mutate []func(*config.Config)
+	clock  func() time.Time
+	noLoop bool
+}
+
+// WithConfig changes the server configuration before the server starts.
+func WithConfig(fn func(*config.Config)) Option {
+	return func(o *options) { o.mutate = append(o.mutate, fn) }
+}
+
+// WithNomad points the server at a Nomad agent.
+func WithNomad(addr string) Option {
+	return WithConfig(func(c *config.Config) { c.NomadAddr = addr })
+}
+
+// WithRepo adds a watched repository.
+func WithRepo(name, url, branch, path string) Option {
+	return WithConfig(func(c *config.Config) {
+		c.Repositories = append(c.Repositories, config.Repository{Name: name, URL: url, Branch: branch, Path: path,
+			PollInterval: 200 * time.Millisecond})
+	})
+}
+
+// WithClock gives the reconcilers a clock.
+func WithClock(c *Clock) Option { return func(o *options) { o.clock = c.Now } }
+
+// WithoutReconcilers starts a server whose leader runs no loops.
+func WithoutReconcilers() Option { return func(o *options) { o.noLoop = true } }
+
+// Config returns the configuration of a single dev-like server on free ports
+// with fast loops.
+func Config(t testing.TB, dataDir string) *config.Config {
+	cfg := config.Default()
+	cfg.DataDir = dataDir
+	cfg.Bind, cfg.Advertise = "127.0.0.1", "127.0.0.1"
+	cfg.HTTPPort, cfg.RPCPort, cfg.SerfPort = 0, 0, 0
+	cfg.BootstrapExpect = 1
+	cfg.NodeName = strings.NewReplacer("/", "-", " ", "-").Replace(t.Name())
+	cfg.DriftInterval = 2 * time.Second
+	cfg.EngineInterval = 200 * time.Millisecond
+	cfg.ApplyTimeout = 2 * time.Minute
+	cfg.HookTimeout = time.Minute
+	return cfg
+}
+
+// Logger returns a logger for test servers: quiet unless -v.
+func Logger(name string) hclog.Logger {
+	if testing.Verbose() {
+		return hclog.New(&hclog.LoggerOptions{Name: name, Level: hclog.Debug})
+	}
+	return hclog.New(&hclog.LoggerOptions{Name: name, Level: hclog.Warn, Output: io.Discard})
+}
+
+// Server is a running test server.
+type Server struct {
+	*agent.Server
+	t testing.TB
+	// URL is the base URL of the HTTP API.
+	URL string
+}
+
+// Start starts a single server on a data dir (t.TempDir() when empty) and
+// waits until it leads.
+func Start(t testing.TB, dataDir string, opts ...Option) *Server {
+	t.Helper()
+	if dataDir == "" {
+		dataDir = t.TempDir()
+	}
+	cfg := Config(t, dataDir)
+	return StartWith(t, cfg, opts...)
+}
+
+// StartWith starts a server from a configuration and waits for a leader.
+func StartWith(t testing.TB, cfg *config.Config, opts ...Option) *Server {
+	t.Helper()
+	o := &options{}
+	for _, fn := range opts {
+		fn(o)
+	}
+	for _, fn := range o.mutate {
+		fn(cfg)
+	}
+	var aopts agent.Options
+	if !o.noLoop {
+		aopts = agent.ReconcileOptions(cfg, Logger(cfg.NodeName), o.clock)
+	}
+	s, err := agent.New(cfg, Logger(cfg.NodeName), aopts)
+	if err != nil {
+		t.Fatalf("start nops server: %v", err)
+	}
+	t.Cleanup(s.Shutdown)
+	ts := &Server{Server: s, t: t, URL: "http://" + s.HTTPAddr()}
+	if cfg.BootstrapExpect == 1 {
+		testutil.WaitForResult(t, 20*time.Second, func() (bool, error) {
+			return s.IsLeader(), fmt.Errorf("server is not the leader yet")
+		})
+	}
+	return ts
+}
+
+// Do sends a request to the API and decodes a JSON answer into out (when
+// not nil). It returns the status code and the raw body.
+func (s *Server) Do(method, path string, body any, out any) (int, string) {
+	s.t.Helper()
+	var rd io.Reader
+	switch b := body.(type) {
+	case nil:
+	case string:
+		rd = strings.NewReader(b)
+	default:
+		raw, err := json.Marshal(b)
+		if err != nil {
+			s.t.Fatal(err)
+		}
+		rd = strings.NewReader(string(raw))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, method, s.URL+path, rd)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	req.Header.Set("X-Nops-Actor", "tester")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		s.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	if out != nil && resp.StatusCode < 300 {
+		if err := json.Unmarshal(raw, out); err != nil {
+			s.t.Fatalf("decode %s %s: %v: %s", method, path, err, raw)
+		}
+	}
+	return resp.StatusCode, string(raw)
+}
+
+// Deployments returns the deployments of a job, newest first.
+func (s *Server) Deployments(namespace, jobID string) []*structs.Deployment {
+	s.t.Helper()
+	var out []*structs.Deployment
+	s.Do("GET", fmt.Sprintf("/v1/deployments?namespace=%s&job=%s", namespace, jobID), nil, &out)
+	return out
+}
+
+// WaitForDeployment waits until the job's newest deployment is in state and
+// returns it.
+func (s *Server) WaitForDeployment(namespace, jobID string, state structs.DeploymentState, timeout time.Duration) *structs.Deployment {
+	s.t.Helper()
+	var found *structs.Deployment
+	testutil.WaitForResult(s.t, timeout, func() (bool, error) {
+		list := s.Deployments(namespace, jobID)
+		if len(list) == 0 {
+			return false, fmt.Errorf("job %s/%s has no deployment", namespace, jobID)
+		}
+		found = list[0]
+		if found.State != state {
+			return false, fmt.Errorf("newest deployment %s of %s/%s is %s (%s), want %s", found.ID, namespace, jobID, found.State, found.Error, state)
+		}
+		return true, nil
+	})
+	return found
+}
+
+// JobStatus returns the observed status of a job, or nil.
+func (s *Server) JobStatus(namespace, jobID string) *structs.JobStatus {
+	s.t.Helper()
+	st, err := s.State().JobStatus(namespace, jobID)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return st
+}
+
+// WaitForJobStatus waits until the job's observed status satisfies ok.
+func (s *Server) WaitForJobStatus(namespace, jobID string, timeout time.Duration, ok func(*structs.JobStatus) bool) *structs.JobStatus {
+	s.t.Helper()
+	var st *structs.JobStatus
+	testutil.WaitForResult(s.t, timeout, func() (bool, error) {
+		st = s.JobStatus(namespace, jobID)
+		if st == nil {
+			return false, fmt.Errorf("job %s/%s has no status", namespace, jobID)
+		}
+		if !ok(st) {
+			return false, fmt.Errorf("job %s/%s status: %+v", namespace, jobID, *st)
+		}
+		return true, nil
+	})
+	return st
+}
+
+// Events returns the events of one object.
+func (s *Server) Events(object string) []*structs.Event {
+	s.t.Helper()
+	var out []*structs.Event
+	s.Do("GET", "/v1/events?object="+object, nil, &out)
+	return out
+}
+
+// Trigger runs a detection cycle and an apply pass as soon as possible.
+func (s *Server) Trigger() {
+	if m := s.Manager(); m != nil {
+		m.Trigger()
+	}
+}
