@@ -5,8 +5,9 @@
 // Each subcommand is a small type with its own flag set, built afresh for
 // every Run; the package holds no mutable state. The flags -address
 // (NOPS_ADDR), -token (NOPS_TOKEN) and -json are accepted by every client
-// subcommand, after its name, as in `nops deployment list -json`; flags may
-// also follow positional arguments (`nops deployment approve ID -comment x`).
+// subcommand after its name, as in `nops deployment list -json`, and before
+// it too (`nops -address=URL status`); flags may also follow positional
+// arguments (`nops deployment approve ID -comment x`).
 //
 // Guarantee: Run returns 0 on success, 1 when the command failed (the server
 // could not be reached, answered an error, or a file is invalid) and 2 on a
@@ -47,13 +48,13 @@ const (
 // Run runs the nops command line with args (without the program name) and
 // returns the exit code.
 func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	m := &Meta{stdout: stdout, stderr: stderr, lookupEnv: os.LookupEnv, now: time.Now}
+	m := &runner{stdout: stdout, stderr: stderr, lookupEnv: os.LookupEnv, now: time.Now}
 	return m.run(ctx, args)
 }
 
-// Meta is what every command shares: its outputs, the environment and the
+// runner is what every command shares: its outputs, the environment and the
 // clock. It is built by Run for one invocation.
-type Meta struct {
+type runner struct {
 	stdout, stderr io.Writer
 	lookupEnv      func(string) (string, bool)
 	now            func() time.Time
@@ -70,7 +71,7 @@ type command interface {
 }
 
 // commands returns every command by its name ("deployment list").
-func (m *Meta) commands() map[string]command {
+func (m *runner) commands() map[string]command {
 	cmds := map[string]command{
 		"serve":   &serveCommand{m: m},
 		"version": &versionCommand{m: m},
@@ -134,7 +135,7 @@ func (m *Meta) commands() map[string]command {
 	return cmds
 }
 
-func (m *Meta) run(ctx context.Context, args []string) int {
+func (m *runner) run(ctx context.Context, args []string) int {
 	cmds := m.commands()
 	if len(args) == 0 {
 		fmt.Fprint(m.stdout, m.usage(cmds))
@@ -215,7 +216,7 @@ func lookup(cmds map[string]command, args []string) (string, []string) {
 	return "", args
 }
 
-func (m *Meta) usage(cmds map[string]command) string {
+func (m *runner) usage(cmds map[string]command) string {
 	var b strings.Builder
 	b.WriteString(`Usage: nops <command> [options] [args]
 
@@ -259,7 +260,7 @@ func sortedNames(cmds map[string]command, prefix string) []string {
 
 // groupCommand is a command that only has subcommands.
 type groupCommand struct {
-	m        *Meta
+	m        *runner
 	name     string
 	synopsis string
 	all      map[string]command
@@ -317,7 +318,7 @@ API options:
     Print the API's JSON instead of a table.
 `
 
-func (f *apiFlags) register(m *Meta, fs *flag.FlagSet) {
+func (f *apiFlags) register(m *runner, fs *flag.FlagSet) {
 	addr, _ := m.lookupEnv(EnvAddress)
 	token, _ := m.lookupEnv(EnvToken)
 	fs.StringVar(&f.address, "address", addr, "")
@@ -326,7 +327,7 @@ func (f *apiFlags) register(m *Meta, fs *flag.FlagSet) {
 }
 
 // client returns an API client for the flags.
-func (m *Meta) client(f *apiFlags) (*client.Client, error) {
+func (m *runner) client(f *apiFlags) (*client.Client, error) {
 	return client.New(client.Config{Address: f.address, Token: f.token})
 }
 
@@ -342,7 +343,7 @@ func newFlagSet(name string) *flag.FlagSet {
 // parse parses args with fs, allowing flags after positional arguments,
 // and checks the number of positional arguments (max < 0: no bound). When
 // ok is false the command returns code: 0 after -h, 2 on a usage error.
-func (m *Meta) parse(c command, fs *flag.FlagSet, args []string, min, max int, argsDesc string) (pos []string, code int, ok bool) {
+func (m *runner) parse(c command, fs *flag.FlagSet, args []string, min, max int, argsDesc string) (pos []string, code int, ok bool) {
 	pos, err := parseInterspersed(fs, args)
 	if errors.Is(err, flag.ErrHelp) {
 		fmt.Fprint(m.stdout, c.Help())
@@ -365,7 +366,7 @@ func (m *Meta) parse(c command, fs *flag.FlagSet, args []string, min, max int, a
 }
 
 // usageError prints err and the command's usage on stderr and returns 2.
-func (m *Meta) usageError(c command, err error) int {
+func (m *runner) usageError(c command, err error) int {
 	fmt.Fprintf(m.stderr, "Error: %v\n\n%s", err, c.Help())
 	return exitUsage
 }
@@ -392,7 +393,7 @@ func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 
 // fail prints err on stderr and returns 1. An API error lists every problem
 // the server found.
-func (m *Meta) fail(err error) int {
+func (m *runner) fail(err error) int {
 	var ae *client.APIError
 	var ue *client.UnreachableError
 	switch {
@@ -410,7 +411,7 @@ func (m *Meta) fail(err error) int {
 }
 
 // printJSON prints v as indented JSON on stdout.
-func (m *Meta) printJSON(v any) int {
+func (m *runner) printJSON(v any) int {
 	enc := json.NewEncoder(m.stdout)
 	enc.SetIndent("", "  ")
 	if err := enc.Encode(v); err != nil {
@@ -420,12 +421,12 @@ func (m *Meta) printJSON(v any) int {
 }
 
 // table returns a tab writer on stdout; the caller flushes it.
-func (m *Meta) table() *tabwriter.Writer {
+func (m *runner) table() *tabwriter.Writer {
 	return tabwriter.NewWriter(m.stdout, 0, 8, 2, ' ', 0)
 }
 
 // kv prints "key = value" lines aligned, in order.
-func (m *Meta) kv(pairs ...string) {
+func (m *runner) kv(pairs ...string) {
 	tw := m.table()
 	for i := 0; i+1 < len(pairs); i += 2 {
 		fmt.Fprintf(tw, "%s\t= %s\n", pairs[i], pairs[i+1])

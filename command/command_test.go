@@ -169,6 +169,7 @@ func TestCLI_Deployments(t *testing.T) {
 	}
 
 	out = c.ok("deployment", "status", web.ID)
+	t.Logf("nops deployment status:\n%s", out)
 	mustContain(t, "status", out, "ID", web.ID, "default/web", "applying since", "Decisions", "approve", "ship it",
 		"Diff (redacted)", `+/- Job: "web"`, "Events", "-> detected", "detected -> pending_approval", "pending_approval -> applying")
 
@@ -384,6 +385,7 @@ func TestCLI_ReconcilerRoutes(t *testing.T) {
 	mustContain(t, "status", out, "Jobs", "3: 1 in_sync, 2 drift", "Last detection", "2030-01-02T03:04:06Z", "by n1: 3 jobs, 2 drifted, 1 deployments created")
 
 	out = c.ok("job", "status", "web")
+	t.Logf("nops job status:\n%s", out)
 	mustContain(t, "job status", out, "default/web", "in_sync", "jobs/web.nomad.hcl", "Paused", "by ann@ops", "db upgrade",
 		"Blocked", "after deployment 5e1f0c2a failed after its register", "Active deployment", "none", "Last deployment", "failed", "allocation failed")
 	mustContain(t, "missing job", c.fails(1, "job", "status", "nope", "-namespace", "prod"), "prod/nope", "404")

@@ -12,7 +12,7 @@ import (
 
 // deploymentListCommand lists deployments, newest first.
 type deploymentListCommand struct {
-	m *Meta
+	m *runner
 }
 
 func (c *deploymentListCommand) Synopsis() string { return "List deployments, newest first" }
@@ -102,7 +102,7 @@ func (c *deploymentListCommand) Run(ctx context.Context, args []string) int {
 // deploymentStatusCommand shows one deployment with its hooks, decisions,
 // diff and events.
 type deploymentStatusCommand struct {
-	m *Meta
+	m *runner
 }
 
 func (c *deploymentStatusCommand) Synopsis() string {
@@ -155,7 +155,7 @@ func (c *deploymentStatusCommand) Run(ctx context.Context, args []string) int {
 	return exitOK
 }
 
-func (m *Meta) printDeployment(d *structs.Deployment, verbose bool) {
+func (m *runner) printDeployment(d *structs.Deployment, verbose bool) {
 	state := fmt.Sprintf("%s since %s", d.State, m.timeAgo(d.StateEnteredAt))
 	pairs := []string{
 		"ID", d.ID,
@@ -235,7 +235,7 @@ func (m *Meta) printDeployment(d *structs.Deployment, verbose bool) {
 
 // printEvents prints a titled table of events; an empty title prints the
 // table alone.
-func (m *Meta) printEvents(title string, events []*structs.Event, withObject bool) {
+func (m *runner) printEvents(title string, events []*structs.Event, withObject bool) {
 	if title != "" {
 		fmt.Fprintf(m.stdout, "\n%s\n", title)
 	}
@@ -249,7 +249,7 @@ func (m *Meta) printEvents(title string, events []*structs.Event, withObject boo
 }
 
 // eventRows writes event rows, with a header when header is set.
-func (m *Meta) eventRows(tw io.Writer, events []*structs.Event, withObject, header bool) {
+func (m *runner) eventRows(tw io.Writer, events []*structs.Event, withObject, header bool) {
 	if header {
 		if withObject {
 			fmt.Fprintln(tw, "Seq\tTime\tKind\tObject\tChange\tActor\tMessage")
@@ -278,7 +278,7 @@ func (m *Meta) eventRows(tw io.Writer, events []*structs.Event, withObject, head
 
 // deploymentDecideCommand approves or rejects a deployment.
 type deploymentDecideCommand struct {
-	m       *Meta
+	m       *runner
 	approve bool
 }
 
@@ -364,7 +364,7 @@ func (c *deploymentDecideCommand) Run(ctx context.Context, args []string) int {
 
 // deploymentPromoteCommand promotes the canaries of a deployment.
 type deploymentPromoteCommand struct {
-	m *Meta
+	m *runner
 }
 
 func (c *deploymentPromoteCommand) Synopsis() string { return "Promote the canaries of a deployment" }

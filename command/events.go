@@ -16,7 +16,7 @@ const followWait = 30 * time.Second
 
 // eventsCommand prints the audit log, and follows it.
 type eventsCommand struct {
-	m *Meta
+	m *runner
 }
 
 func (c *eventsCommand) Synopsis() string { return "Show the audit log, or follow it" }
@@ -97,7 +97,7 @@ func (c *eventsCommand) Run(ctx context.Context, args []string) int {
 
 // resolveSince turns -since into the server's since: a sequence number or
 // an RFC 3339 time.
-func (m *Meta) resolveSince(s string) (string, error) {
+func (m *runner) resolveSince(s string) (string, error) {
 	if s == "" {
 		return "", nil
 	}

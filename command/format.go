@@ -15,7 +15,7 @@ func formatTime(t time.Time) string {
 }
 
 // timeAgo renders t in RFC 3339 UTC followed by how long ago it was.
-func (m *Meta) timeAgo(t time.Time) string {
+func (m *runner) timeAgo(t time.Time) string {
 	if t.IsZero() {
 		return "-"
 	}
@@ -23,7 +23,7 @@ func (m *Meta) timeAgo(t time.Time) string {
 }
 
 // ago renders how long ago t was, "3m12s ago", or "in 5s" for a time ahead.
-func (m *Meta) ago(t time.Time) string {
+func (m *runner) ago(t time.Time) string {
 	if t.IsZero() {
 		return "-"
 	}

@@ -95,8 +95,8 @@ func newCLI(t *testing.T, s *agent.Server) *cli {
 	return &cli{t: t, env: env}
 }
 
-func (c *cli) meta(stdout, stderr *syncBuffer) *Meta {
-	return &Meta{
+func (c *cli) meta(stdout, stderr *syncBuffer) *runner {
+	return &runner{
 		stdout: stdout, stderr: stderr, now: time.Now,
 		lookupEnv: func(k string) (string, bool) { v, ok := c.env[k]; return v, ok },
 	}

@@ -11,7 +11,7 @@ import (
 
 // jobStatusCommand shows one managed job.
 type jobStatusCommand struct {
-	m *Meta
+	m *runner
 }
 
 func (c *jobStatusCommand) Synopsis() string {
@@ -128,7 +128,7 @@ const (
 
 // jobActionCommand retries, pauses, resumes or deploys now one job.
 type jobActionCommand struct {
-	m      *Meta
+	m      *runner
 	action jobAction
 }
 
@@ -227,7 +227,7 @@ func (c *jobActionCommand) Run(ctx context.Context, args []string) int {
 
 // pauseAllCommand pauses or resumes every job.
 type pauseAllCommand struct {
-	m     *Meta
+	m     *runner
 	pause bool
 }
 
@@ -313,7 +313,7 @@ func (c *pauseAllCommand) Run(ctx context.Context, args []string) int {
 }
 
 // printPauses prints the current pauses.
-func (m *Meta) printPauses(pauses []*structs.Pause) {
+func (m *runner) printPauses(pauses []*structs.Pause) {
 	if len(pauses) == 0 {
 		fmt.Fprintln(m.stdout, "No pauses in effect")
 		return

@@ -16,7 +16,7 @@ import (
 
 // raftListPeersCommand lists the Raft peers.
 type raftListPeersCommand struct {
-	m *Meta
+	m *runner
 }
 
 func (c *raftListPeersCommand) Synopsis() string { return "List the Raft peers" }
@@ -64,7 +64,7 @@ func (c *raftListPeersCommand) Run(ctx context.Context, args []string) int {
 
 // raftRemovePeerCommand removes a server from the Raft configuration.
 type raftRemovePeerCommand struct {
-	m *Meta
+	m *runner
 }
 
 func (c *raftRemovePeerCommand) Synopsis() string { return "Remove a server from the Raft peers" }
@@ -112,7 +112,7 @@ func (c *raftRemovePeerCommand) Run(ctx context.Context, args []string) int {
 
 // raftTransferCommand hands the leadership over.
 type raftTransferCommand struct {
-	m *Meta
+	m *runner
 }
 
 func (c *raftTransferCommand) Synopsis() string {
@@ -159,7 +159,7 @@ func (c *raftTransferCommand) Run(ctx context.Context, args []string) int {
 
 // snapshotSaveCommand saves a snapshot of the cluster's state to a file.
 type snapshotSaveCommand struct {
-	m *Meta
+	m *runner
 }
 
 func (c *snapshotSaveCommand) Synopsis() string {
@@ -244,7 +244,7 @@ func writeVerified(path string, r io.Reader) (*snapshot.Archive, error) {
 
 // snapshotRestoreCommand restores the cluster's state from a file.
 type snapshotRestoreCommand struct {
-	m *Meta
+	m *runner
 }
 
 func (c *snapshotRestoreCommand) Synopsis() string {
@@ -293,7 +293,7 @@ func (c *snapshotRestoreCommand) Run(ctx context.Context, args []string) int {
 
 // snapshotInspectCommand describes a snapshot file, offline.
 type snapshotInspectCommand struct {
-	m *Meta
+	m *runner
 }
 
 func (c *snapshotInspectCommand) Synopsis() string { return "Describe a snapshot file (offline)" }

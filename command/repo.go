@@ -9,7 +9,7 @@ import (
 
 // repoListCommand lists the repositories and what was last fetched.
 type repoListCommand struct {
-	m *Meta
+	m *runner
 }
 
 func (c *repoListCommand) Synopsis() string {
@@ -69,7 +69,7 @@ func (c *repoListCommand) Run(ctx context.Context, args []string) int {
 
 // repoRefreshCommand asks the leader to fetch a repository now.
 type repoRefreshCommand struct {
-	m *Meta
+	m *runner
 }
 
 func (c *repoRefreshCommand) Synopsis() string { return "Fetch a git repository now" }
@@ -107,7 +107,7 @@ func (c *repoRefreshCommand) Run(ctx context.Context, args []string) int {
 
 // orphansCommand lists the orphan jobs.
 type orphansCommand struct {
-	m *Meta
+	m *runner
 }
 
 func (c *orphansCommand) Synopsis() string {

@@ -17,7 +17,7 @@ import (
 // serveCommand runs a server until the context is cancelled (SIGINT or
 // SIGTERM), then leaves the cluster and shuts down.
 type serveCommand struct {
-	m *Meta
+	m *runner
 	// shutdownTimeout bounds the graceful leave and shutdown; zero means
 	// defaultShutdownTimeout.
 	shutdownTimeout time.Duration

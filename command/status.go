@@ -12,7 +12,7 @@ import (
 
 // statusCommand shows the cluster at a glance.
 type statusCommand struct {
-	m *Meta
+	m *runner
 }
 
 func (c *statusCommand) Synopsis() string {

@@ -26,7 +26,7 @@ const nomadPingTimeout = 3 * time.Second
 
 // validateCommand checks the job files of a directory without a server.
 type validateCommand struct {
-	m *Meta
+	m *runner
 }
 
 func (c *validateCommand) Synopsis() string { return "Check the job files of a directory (offline)" }

@@ -10,7 +10,7 @@ import (
 
 // versionCommand prints the version of this binary.
 type versionCommand struct {
-	m *Meta
+	m *runner
 }
 
 func (c *versionCommand) Synopsis() string { return "Print the version" }

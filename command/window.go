@@ -20,7 +20,7 @@ import (
 
 // windowListCommand lists the sync windows.
 type windowListCommand struct {
-	m *Meta
+	m *runner
 }
 
 func (c *windowListCommand) Synopsis() string { return "List the sync windows" }
@@ -70,7 +70,7 @@ func (c *windowListCommand) Run(ctx context.Context, args []string) int {
 
 // windowApplyCommand creates or replaces the sync windows of a file.
 type windowApplyCommand struct {
-	m *Meta
+	m *runner
 }
 
 func (c *windowApplyCommand) Synopsis() string { return "Create or replace sync windows from a file" }
@@ -174,14 +174,14 @@ func windowFileSchema() *hcl.BodySchema {
 	}
 }
 
-// WindowFileError lists every problem of a window file, each naming the
+// windowFileError lists every problem of a window file, each naming the
 // file and the line.
-type WindowFileError struct {
+type windowFileError struct {
 	File     string
 	Problems []string
 }
 
-func (e *WindowFileError) Error() string {
+func (e *windowFileError) Error() string {
 	return fmt.Sprintf("invalid window file %s:\n  * %s", e.File, strings.Join(e.Problems, "\n  * "))
 }
 
@@ -200,7 +200,7 @@ func parseWindowFile(path string) ([]*client.WindowSpec, error) {
 	} else {
 		file, diags = p.ParseHCL(src, path)
 	}
-	ferr := &WindowFileError{File: path}
+	ferr := &windowFileError{File: path}
 	addDiags := func(ds hcl.Diagnostics) {
 		for _, d := range ds {
 			if d.Severity == hcl.DiagError {
@@ -321,7 +321,7 @@ func decodeValue(a *hcl.Attribute, v cty.Value, want cty.Type, out any) *hcl.Dia
 
 // windowDeleteCommand deletes a sync window.
 type windowDeleteCommand struct {
-	m *Meta
+	m *runner
 }
 
 func (c *windowDeleteCommand) Synopsis() string { return "Delete a sync window" }
