@@ -36,8 +36,8 @@ func (c *validateCommand) Help() string {
 
   Checks every *.nomad.hcl and *.nomad file under dir (recursively, with its
   <name>.vars.hcl variables file when there is one) as a Nops server would:
-  the HCL syntax, the nops_* meta keys of each job, and two files declaring
-  the same job. When Nomad is reachable, each file is parsed by Nomad
+  the HCL syntax, the nops_* meta keys of each job (a hook must also be a
+  parameterized batch job), and two files declaring the same job. When Nomad is reachable, each file is parsed by Nomad
   itself, so variables and functions resolve as in "nomad job run" and
   Nomad's parse errors are reported; otherwise only literal meta values are
   checked. It does not contact a Nops server. Exits 1 when any file has an
@@ -69,7 +69,8 @@ type fileResult struct {
 	Role      string   `json:"role,omitempty"`
 	CheckedBy string   `json:"checked_by"`
 	Errors    []string `json:"errors"`
-	// Unresolved lists meta keys whose values need Nomad to be known.
+	// Unresolved lists the meta keys (and "type") whose values need Nomad
+	// to be known.
 	Unresolved []string `json:"unresolved_meta,omitempty"`
 }
 
@@ -163,7 +164,7 @@ func describe(r *fileResult) string {
 		s += ", " + r.Role
 	}
 	if len(r.Unresolved) > 0 {
-		s += ", meta needing Nomad: " + strings.Join(r.Unresolved, ",")
+		s += ", needs Nomad to check: " + strings.Join(r.Unresolved, ",")
 	}
 	return s + ")"
 }
@@ -206,13 +207,8 @@ func (c *validateCommand) check(ctx context.Context, nomad *nomadx.Client, dir, 
 		return res
 	}
 	res.Namespace, res.JobID, res.Unresolved = facts.Namespace, facts.ID, facts.Unresolved
-	switch {
-	case facts.Meta["nops_managed"] == "true":
-		res.Role = "managed"
-	case facts.Meta["nops_role"] == "hook":
-		res.Role = "hook"
-	}
-	res.Errors = append(res.Errors, checkMetaKeys(facts)...)
+	res.Role = kindOf(facts)
+	res.Errors = append(res.Errors, checkMetaKeys(rel, facts)...)
 	return res
 }
 
@@ -357,6 +353,8 @@ func literalFacts(name string, src []byte) (*jobFacts, []string) {
 	}
 	if v, ok := attr("type"); ok && v != "" {
 		f.Type = v
+	} else if _, set := job.Body.Attributes["type"]; set {
+		f.Unresolved = append(f.Unresolved, "type")
 	}
 	if id, ok := attr("id"); ok && id != "" {
 		f.ID = id

@@ -62,6 +62,9 @@ func TestValidate_Offline(t *testing.T) {
 		"team/literal.nomad.hcl":   "job \"lit\" {\n  namespace = \"prod\"\n  meta { nops_managed = true }\n}\n",
 		"team/sub/deep/x.nomad":    "job \"deep\" {}\n",
 		"team/sub/deep/x.vars.hcl": "",
+		"team/policy.nomad.hcl":    "job \"pol\" {\n  meta {\n    nops_managed = \"true\"\n    nops_policy = \"sometimes\"\n  }\n}\n",
+		"team/badhook.nomad.hcl":   "job \"bh\" {\n  meta { nops_role = \"hook\" }\n}\n",
+		"team/varhook.nomad.hcl":   "job \"vh\" {\n  type = var.t\n  meta { nops_role = \"hook\" }\n  parameterized {}\n}\n",
 	})
 	c := newCLI(t, nil)
 	r := c.run("validate", "-offline", dir)
@@ -72,12 +75,15 @@ func TestValidate_Offline(t *testing.T) {
 		"ok     hooks/backup.nomad (default/backup, hook)",
 		"error  team/broken.nomad.hcl", "team/broken.nomad.hcl:3,1-1",
 		"error  team/dup.nomad.hcl (default/web)", "job default/web is also declared in web.nomad.hcl",
-		"error  web.nomad.hcl (default/web, managed, meta needing Nomad: nops_policy)",
+		"error  web.nomad.hcl (default/web, managed, needs Nomad to check: nops_policy)",
+		"error  team/policy.nomad.hcl (default/pol, managed)", `team/policy.nomad.hcl: meta nops_policy = "sometimes": must be auto, approval or none`,
+		"error  team/badhook.nomad.hcl (default/bh, hook)", `hook bh cannot run as a hook: its type is "service", not batch and it has no parameterized block`,
+		"ok     team/varhook.nomad.hcl (default/vh, hook, needs Nomad to check: type)",
 		"error  team/novalue.nomad.hcl", "no job block",
 		"error  team/two-jobs.nomad.hcl", "team/two-jobs.nomad.hcl:2,1-8: a file declares one job",
 		"ok     team/literal.nomad.hcl (prod/lit, managed)",
 		"ok     team/sub/deep/x.nomad (default/deep)",
-		"8 files, 5 with errors. Offline")
+		"11 files, 7 with errors. Offline")
 	if strings.Contains(r.stdout, "ignored") || strings.Contains(r.stdout, "notes.hcl") {
 		t.Errorf("validate read files it must skip:\n%s", r.stdout)
 	}
@@ -87,7 +93,7 @@ func TestValidate_Offline(t *testing.T) {
 	if err := json.Unmarshal([]byte(r.stdout), &out); err != nil || r.code != 1 {
 		t.Fatalf("-json: exit %d, %v\n%s", r.code, err, r.stdout)
 	}
-	if out.CheckedBy != "syntax" || len(out.Files) != 8 {
+	if out.CheckedBy != "syntax" || len(out.Files) != 11 {
 		t.Errorf("-json: %+v", out)
 	}
 	if web := out.file(t, "web.nomad.hcl"); web.Variables != "web.vars.hcl" || !slices.Equal(web.Unresolved, []string{"nops_policy"}) {
@@ -104,12 +110,7 @@ func TestValidate_Offline(t *testing.T) {
 	mustContain(t, "missing", c.fails(1, "validate", filepath.Join(clean, "none")), "none")
 }
 
-// With Nomad reachable, every file is parsed by Nomad itself: variables
-// resolve, and Nomad's own errors are reported per file.
-func TestValidate_ThroughNomad(t *testing.T) {
-	nomad := testutil.StartNomad(t)
-	dir := jobTree(t, map[string]string{
-		"web.nomad.hcl": `variable "policy" {
+const webJob = `variable "policy" {
   type = string
 }
 
@@ -124,8 +125,17 @@ job "web" {
     }
   }
 }
-`,
-		"web.vars.hcl": `policy = "approval"`,
+`
+
+// With Nomad reachable, every file is parsed by Nomad itself: variables
+// resolve, and Nomad's own errors are reported per file.
+func TestValidate_ThroughNomad(t *testing.T) {
+	nomad := testutil.StartNomad(t)
+	dir := jobTree(t, map[string]string{
+		"web.nomad.hcl": webJob,
+		"web.vars.hcl":  `policy = "approval"`,
+		"api.nomad.hcl": strings.Replace(webJob, `job "web"`, `job "api"`, 1),
+		"api.vars.hcl":  `policy = "whenever"`,
 		"bad.nomad.hcl": `job "bad" {
   group "app" {
     task "app" {
@@ -158,9 +168,10 @@ job "novars" {
 	}
 	mustContain(t, "validate", r.stdout,
 		"ok     web.nomad.hcl (default/web, managed)",
+		"error  api.nomad.hcl (default/api, managed)", `api.nomad.hcl: meta nops_policy = "whenever": must be auto, approval or none`,
 		"error  bad.nomad.hcl", "bad.nomad.hcl:5,7-13: Unsupported argument", "colour",
 		"error  novars.nomad.hcl", "image",
-		"3 files, 2 with errors. Parsed through Nomad at "+nomad.Addr)
+		"4 files, 3 with errors. Parsed through Nomad at "+nomad.Addr)
 
 	var out validateOutput
 	r = c.run("validate", "-json", dir)
