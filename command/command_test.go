@@ -393,15 +393,15 @@ func TestCLI_ReconcilerRoutes(t *testing.T) {
 	mustContain(t, "retry", c.ok("job", "retry", "web", "-namespace", "prod"), "Job prod/web: block lifted")
 	out = c.ok("repo", "list")
 	mustContain(t, "repo list", out, "ops", "https://git.example/ops.git", "main", "cccccccccccc", "4", "1 parse errors")
-	mustContain(t, "repo refresh", c.ok("repo", "refresh", "ops"), `Repository "ops": fetch requested`)
+	mustContain(t, "repo refresh", c.ok("repo", "refresh", "ops"), `Repository "ops" fetched: head cccccccccccc, 4 job files`)
 	mustContain(t, "orphans", c.ok("orphans"), "legacy", "jobs/legacy.nomad.hcl")
 
 	d := createPending(t, s, "web")
 	mustContain(t, "promote", c.ok("deployment", "promote", d.ID), "canaries promoted")
 
 	want := []string{
-		"GET /v1/jobs", "GET /v1/status/detection", "GET /v1/job/default/web", "GET /v1/job/prod/nope",
-		"POST /v1/job/prod/web/retry", "GET /v1/repos", "POST /v1/repo/ops/refresh", "GET /v1/orphans",
+		"GET /v1/jobs", "GET /v1/status/cycle", "GET /v1/job/default/web", "GET /v1/job/prod/nope",
+		"POST /v1/job/prod/web/retry", "GET /v1/repos", "POST /v1/repo/ops/refresh", "GET /v1/repos", "GET /v1/orphans",
 		"POST /v1/deployment/" + d.ID + "/promote",
 	}
 	if got := strings.Split(strings.TrimSpace(calls.String()), "\n"); strings.Join(got, "|") != strings.Join(want, "|") {

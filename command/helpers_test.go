@@ -229,7 +229,7 @@ func reconcilerRoutes(calls *syncBuffer) agent.Options {
 			record(r)
 			return []*structs.JobStatus{{Namespace: "default", JobID: "legacy", Orphan: true, Repository: "ops", File: "jobs/legacy.nomad.hcl", ObservedAt: observedAt}}, nil
 		})
-		add("GET /v1/status/detection", false, func(_ http.ResponseWriter, r *http.Request) (any, error) {
+		add("GET /v1/status/cycle", false, func(_ http.ResponseWriter, r *http.Request) (any, error) {
 			record(r)
 			return &structs.DetectionCycle{Leader: "n1", StartedAt: observedAt, FinishedAt: observedAt.Add(time.Second), Jobs: 3, Drifted: 2, Created: 1}, nil
 		})

@@ -90,6 +90,9 @@ func (c *jobStatusCommand) Run(ctx context.Context, args []string) int {
 	} else {
 		pairs = append(pairs, "Blocked", "no")
 	}
+	if job.LastReconciled != nil {
+		pairs = append(pairs, "Last reconciled", m.timeAgo(*job.LastReconciled))
+	}
 	m.kv(pairs...)
 	if s := job.Status; s != nil && len(s.Errors) > 0 {
 		fmt.Fprintln(m.stdout, "\nErrors")

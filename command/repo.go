@@ -98,10 +98,31 @@ func (c *repoRefreshCommand) Run(ctx context.Context, args []string) int {
 	if err := api.RefreshRepo(ctx, pos[0]); err != nil {
 		return m.fail(fmt.Errorf("refresh repository %q: %w", pos[0], err))
 	}
-	if f.json {
-		return m.printJSON(map[string]string{"refreshed": pos[0]})
+	// Show the repository as the replicated state has it now.
+	var status *structs.RepoStatus
+	if repos, _, err := api.Repos(ctx, nil); err == nil {
+		for _, r := range repos {
+			if r.Name == pos[0] {
+				status = r
+			}
+		}
 	}
-	fmt.Fprintf(m.stdout, "Repository %q: fetch requested\n", pos[0])
+	if f.json {
+		return m.printJSON(map[string]any{"refreshed": pos[0], "status": status})
+	}
+	if status == nil {
+		fmt.Fprintf(m.stdout, "Repository %q fetched\n", pos[0])
+		return exitOK
+	}
+	head := "no commit yet"
+	if status.Head != "" {
+		head = "head " + shortCommit(status.Head)
+	}
+	fmt.Fprintf(m.stdout, "Repository %q fetched: %s, %d job files", pos[0], head, status.Files)
+	if status.FetchError != "" {
+		fmt.Fprintf(m.stdout, ", fetch error: %s", oneLine(status.FetchError))
+	}
+	fmt.Fprintln(m.stdout)
 	return exitOK
 }
 

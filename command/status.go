@@ -61,7 +61,7 @@ func (c *statusCommand) Run(ctx context.Context, args []string) int {
 		return m.fail(err)
 	}
 	unavailable := func(what string, err error) bool {
-		if client.IsNotFound(err) {
+		if client.IsNoSuchEndpoint(err) {
 			out.Unavailable = append(out.Unavailable, what)
 			return true
 		}

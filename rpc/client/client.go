@@ -187,6 +187,14 @@ func StatusCode(err error) int {
 // endpoint on an older server.
 func IsNotFound(err error) bool { return StatusCode(err) == http.StatusNotFound }
 
+// IsNoSuchEndpoint reports whether err is the 404 of a server that does not
+// serve the route at all (an older server, or one without reconcilers), as
+// opposed to a missing object.
+func IsNoSuchEndpoint(err error) bool {
+	var ae *APIError
+	return errors.As(err, &ae) && ae.StatusCode == http.StatusNotFound && strings.HasPrefix(ae.Message, "no such endpoint")
+}
+
 // UnreachableError is returned when no answer came from the server: it could
 // not be dialled, or the connection broke.
 type UnreachableError struct {

@@ -513,7 +513,7 @@ func TestClient_ReconcilerRoutes(t *testing.T) {
 	want := []string{
 		"GET /v1/jobs", "GET /v1/job/default/web", "GET /v1/job/default/nope", "POST /v1/job/prod/web/retry",
 		"GET /v1/repos", "POST /v1/repo/ops/refresh", "GET /v1/orphans", "POST /v1/deployment/d-1/promote",
-		"GET /v1/status/detection",
+		"GET /v1/status/cycle",
 	}
 	if got := routes.called(); !slices.Equal(got, want) {
 		t.Errorf("calls\n got %v\nwant %v", got, want)

@@ -170,7 +170,7 @@ func (e *extraRoutes) options() agent.Options {
 			e.record(r)
 			return []*structs.JobStatus{{Namespace: "default", JobID: "old", Orphan: true, ObservedAt: observedAt}}, nil
 		})
-		add("GET /v1/status/detection", false, func(_ http.ResponseWriter, r *http.Request) (any, error) {
+		add("GET /v1/status/cycle", false, func(_ http.ResponseWriter, r *http.Request) (any, error) {
 			e.record(r)
 			return &structs.DetectionCycle{Leader: "n1", StartedAt: observedAt, FinishedAt: observedAt.Add(time.Second), Jobs: 2, Drifted: 1}, nil
 		})

@@ -21,11 +21,15 @@ func (c *Client) Peers(ctx context.Context, q *QueryOptions) ([]string, *QueryMe
 	return out, meta, err
 }
 
-// DetectionCycle returns the leader's last completed detection cycle, nil
-// when there was none yet (GET /v1/status/detection).
+// DetectionCycle returns the leader's last completed detection cycle (GET
+// /v1/status/cycle), nil with no error when none has completed yet. A server
+// without the route answers an *APIError with IsNoSuchEndpoint.
 func (c *Client) DetectionCycle(ctx context.Context, q *QueryOptions) (*structs.DetectionCycle, *QueryMeta, error) {
 	var out *structs.DetectionCycle
-	meta, err := c.get(ctx, "/v1/status/detection", nil, q, &out)
+	meta, err := c.get(ctx, "/v1/status/cycle", nil, q, &out)
+	if IsNotFound(err) && !IsNoSuchEndpoint(err) {
+		return nil, nil, nil
+	}
 	return out, meta, err
 }
 

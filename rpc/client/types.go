@@ -1,6 +1,10 @@
 package client
 
-import "github.com/nops-dev/nops/structs"
+import (
+	"time"
+
+	"github.com/nops-dev/nops/structs"
+)
 
 // AgentSelf is the server answering, as GET /v1/agent/self shows it.
 type AgentSelf struct {
@@ -100,6 +104,8 @@ type JobDetail struct {
 	LastDeployment   *structs.Deployment `json:"last_deployment"`
 	Block            *structs.Block      `json:"block"`
 	Pause            *structs.Pause      `json:"pause"`
+	// LastReconciled is when the last detection cycle finished.
+	LastReconciled *time.Time `json:"last_reconciled"`
 }
 
 // DeploymentFilter selects deployments; empty fields match all.
