@@ -270,6 +270,9 @@ func (s *Server) setupRaft() error {
 	s.leaderNotify = make(chan bool, 10)
 	rc.NotifyCh = s.leaderNotify
 
+	if err := s.recoverFromPeersFile(rc, dir, store, store, snaps, s.transport); err != nil {
+		return err
+	}
 	existing, err := raft.HasExistingState(store, store, snaps)
 	if err != nil {
 		return fmt.Errorf("read raft state: %w", err)
