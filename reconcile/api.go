@@ -147,7 +147,8 @@ func (m *Manager) httpRefresh(_ http.ResponseWriter, r *http.Request) (any, erro
 	}
 	for _, s := range m.git.Status() {
 		if s.Name == name {
-			return s, nil
+			return &structs.RepoStatus{Name: s.Name, URL: s.URL, Branch: s.Branch, Path: s.Path, Head: s.Head,
+				LastFetch: s.LastFetch.UTC(), FetchError: s.LastError, Files: s.Files}, nil
 		}
 	}
 	return nil, nil
