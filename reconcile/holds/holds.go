@@ -1,30 +1,57 @@
 // Package holds decides whether a job is held: paused (one job or every
 // job) or in a closed sync window (SPEC section 6). It validates sync
-// windows and evaluates them against a clock the caller passes in, so tests
-// can move time across window boundaries.
+// windows and evaluates them against a time the caller passes in, so tests
+// can move a clock across window boundaries.
 //
-// Guarantee: Validate accepts exactly the windows that Active can evaluate;
-// evaluation is a pure function of the windows, the job and the time.
+// A window's schedule is read in wall-clock time of its time zone, as cron
+// reads it: every start happens once per matching wall-clock time. A start
+// that falls into a daylight saving gap (02:30 on the night clocks jump from
+// 02:00 to 03:00) happens at the jump; a start in the hour that repeats when
+// clocks go back happens at its first occurrence. The duration is elapsed
+// time from the start. Windows whose occurrences overlap or touch form one
+// active period.
+//
+// Guarantee: Validate accepts exactly the windows that Active can evaluate,
+// on every server alike (the time zone database is built in); evaluation is
+// a pure function of the windows, the job and the time.
 package holds
 
 import (
 	"fmt"
 	"path"
 	"sort"
+	"strings"
 	"time"
+	// Every server must read a window's time zone alike, whatever zone
+	// database its host has.
+	_ "time/tzdata"
 
 	"github.com/robfig/cron/v3"
 
 	"github.com/nops-dev/nops/structs"
 )
 
-// parser reads standard 5-field cron expressions (and the @hourly family).
+// parser reads standard 5-field cron expressions and the @hourly family.
 func parser() cron.Parser {
 	return cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
 }
 
-// maxDuration bounds a window's duration.
-const maxDuration = 31 * 24 * time.Hour
+const (
+	// maxDuration bounds a window's duration.
+	maxDuration = 31 * 24 * time.Hour
+	// dstMargin covers the difference between wall-clock and elapsed time
+	// around a change of UTC offset when searching for starts.
+	dstMargin = 3 * time.Hour
+	// horizon bounds how far NextBoundary looks ahead.
+	horizon = 366 * 24 * time.Hour
+	// maxChain bounds the occurrences NextBoundary follows through one
+	// active period.
+	maxChain = 20000
+)
+
+// validateSince is the fixed time from which Validate checks that a schedule
+// fires at all (robfig/cron looks five years ahead).
+var validateSince = time.Date(2000, time.January, 1, 0, 0, 0, 0, time.UTC)
 
 // Validate returns every problem of a window, each naming its field.
 func Validate(w *structs.SyncWindow) []string {
@@ -37,16 +64,16 @@ func Validate(w *structs.SyncWindow) []string {
 	if w.Kind != structs.WindowAllow && w.Kind != structs.WindowDeny {
 		problems = append(problems, fmt.Sprintf("kind: must be allow or deny, not %q", w.Kind))
 	}
-	if _, err := parser().Parse(w.Schedule); err != nil {
-		problems = append(problems, fmt.Sprintf("schedule: %q is not a 5-field cron expression: %v", w.Schedule, err))
+	if p := validateSchedule(w.Schedule); p != "" {
+		problems = append(problems, p)
 	}
 	if d, err := time.ParseDuration(w.Duration); err != nil {
 		problems = append(problems, fmt.Sprintf("duration: %q is not a duration (like 1h30m): %v", w.Duration, err))
 	} else if d <= 0 || d > maxDuration {
 		problems = append(problems, fmt.Sprintf("duration: %s must be more than 0 and at most %s", d, maxDuration))
 	}
-	if _, err := time.LoadLocation(w.Timezone); err != nil {
-		problems = append(problems, fmt.Sprintf("timezone: %q is not an IANA time zone: %v", w.Timezone, err))
+	if _, err := loadLocation(w.Timezone); err != nil {
+		problems = append(problems, fmt.Sprintf("timezone: %v", err))
 	}
 	for _, g := range w.Namespaces {
 		if _, err := path.Match(g, ""); err != nil || g == "" {
@@ -59,6 +86,39 @@ func Validate(w *structs.SyncWindow) []string {
 		}
 	}
 	return problems
+}
+
+func validateSchedule(s string) string {
+	trimmed := strings.TrimSpace(s)
+	switch {
+	case trimmed == "":
+		return "schedule: must not be empty"
+	case strings.HasPrefix(trimmed, "TZ=") || strings.HasPrefix(trimmed, "CRON_TZ="):
+		return fmt.Sprintf("schedule: %q sets a time zone: use the timezone field instead", s)
+	case strings.HasPrefix(trimmed, "@every"):
+		return fmt.Sprintf("schedule: %q is an interval, not a 5-field cron expression: a window needs fixed start times", s)
+	}
+	sched, err := parser().Parse(s)
+	if err != nil {
+		return fmt.Sprintf("schedule: %q is not a 5-field cron expression: %v", s, err)
+	}
+	if sched.Next(validateSince).IsZero() {
+		return fmt.Sprintf("schedule: %q never fires", s)
+	}
+	return ""
+}
+
+// loadLocation reads a window's time zone. Empty means UTC; "Local" is
+// refused, since servers may not share a local zone.
+func loadLocation(name string) (*time.Location, error) {
+	if name == "Local" {
+		return nil, fmt.Errorf("%q is the server's own zone, which servers may not share: name an IANA time zone such as Europe/Berlin", name)
+	}
+	loc, err := time.LoadLocation(name)
+	if err != nil {
+		return nil, fmt.Errorf("%q is not an IANA time zone: %w", name, err)
+	}
+	return loc, nil
 }
 
 func validName(s string) bool {
@@ -82,27 +142,92 @@ type compiled struct {
 
 func compile(w *structs.SyncWindow) (*compiled, error) {
 	if p := Validate(w); len(p) > 0 {
-		return nil, fmt.Errorf("window %s: %v", w.Name, p)
+		return nil, fmt.Errorf("window %s: %s", w.Name, strings.Join(p, "; "))
 	}
 	sched, _ := parser().Parse(w.Schedule)
 	d, _ := time.ParseDuration(w.Duration)
-	loc, _ := time.LoadLocation(w.Timezone)
+	loc, _ := loadLocation(w.Timezone)
 	return &compiled{w: w, schedule: sched, duration: d, loc: loc}, nil
 }
 
-// lastStart returns the latest start of the window at or before now that
-// is still within the window's duration, if any.
-func (c *compiled) activeAt(now time.Time) (time.Time, bool) {
-	local := now.In(c.loc)
-	// Walk the starts from one duration before now; the window is active
-	// if a start lies in (now - duration, now].
-	from := local.Add(-c.duration).Add(-time.Second)
-	for t := c.schedule.Next(from); !t.After(local); t = c.schedule.Next(t) {
-		if local.Sub(t) < c.duration {
-			return t, true
+// wall returns the wall-clock time of t in the window's zone, written as a
+// UTC time so that cron arithmetic on it knows no offset changes.
+func (c *compiled) wall(t time.Time) time.Time {
+	l := t.In(c.loc)
+	return time.Date(l.Year(), l.Month(), l.Day(), l.Hour(), l.Minute(), l.Second(), l.Nanosecond(), time.UTC)
+}
+
+// instant returns when a wall-clock start happens. A wall-clock time that
+// does not exist (in a daylight saving gap) happens at the jump; one that
+// exists twice happens at its first occurrence. The mapping never goes
+// backwards as the wall-clock time grows.
+func (c *compiled) instant(wall time.Time) time.Time {
+	t := time.Date(wall.Year(), wall.Month(), wall.Day(), wall.Hour(), wall.Minute(), wall.Second(), 0, c.loc)
+	if c.wall(t).Equal(wall.Truncate(time.Second)) {
+		return t
+	}
+	// In a gap: t was moved by the size of the gap, to one side of the
+	// change of offset. The change is the bound of t's zone on that side.
+	start, end := t.ZoneBounds()
+	if c.wall(t).Before(wall) {
+		return end
+	}
+	return start
+}
+
+// firstStartAfter returns the first start strictly after t, with its
+// wall-clock time, or zero times when the schedule has none in the next five
+// years.
+func (c *compiled) firstStartAfter(t time.Time) (at, wall time.Time) {
+	// Walk wall-clock starts from a margin before t: around a change of
+	// offset the wall clock and elapsed time disagree by up to the margin.
+	for w := c.schedule.Next(c.wall(t.Add(-dstMargin))); !w.IsZero(); w = c.schedule.Next(w) {
+		if at := c.instant(w); at.After(t) {
+			return at, w
 		}
 	}
-	return time.Time{}, false
+	return time.Time{}, time.Time{}
+}
+
+// activeAt reports whether the window is active at now: a start lies in
+// (now - duration, now].
+func (c *compiled) activeAt(now time.Time) bool {
+	s, _ := c.firstStartAfter(now.Add(-c.duration))
+	return !s.IsZero() && !s.After(now)
+}
+
+// nextBoundary returns the next time after now at which the window opens
+// or closes, or the zero time when there is none within the horizon (a
+// window whose occurrences overlap for that long never closes).
+func (c *compiled) nextBoundary(now time.Time) time.Time {
+	s, w := c.firstStartAfter(now.Add(-c.duration))
+	if s.IsZero() {
+		return time.Time{}
+	}
+	if s.After(now) {
+		if s.Sub(now) > horizon {
+			return time.Time{}
+		}
+		return s
+	}
+	// Active: follow the occurrences that overlap or touch the period.
+	// Instants grow with wall-clock times, so the next start is the next
+	// wall-clock start.
+	end := s.Add(c.duration)
+	for i := 0; i < maxChain && end.Sub(now) <= horizon; i++ {
+		w = c.schedule.Next(w)
+		if w.IsZero() {
+			return end
+		}
+		next := c.instant(w)
+		if next.After(end) {
+			return end
+		}
+		if e := next.Add(c.duration); e.After(end) {
+			end = e
+		}
+	}
+	return time.Time{}
 }
 
 // Matches reports whether a window's selectors match a job.
@@ -128,15 +253,16 @@ func Active(w *structs.SyncWindow, now time.Time) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	_, ok := c.activeAt(now)
-	return ok, nil
+	return c.activeAt(now), nil
 }
 
 // Closed reports whether a job is in a closed window at now: an active deny
 // window matches it, or allow windows match it and none of them is active.
-// The reason names the windows.
+// A deny window wins over an active allow window. The reason names the
+// windows. A window that does not validate is skipped.
 func Closed(windows []*structs.SyncWindow, namespace, jobID string, now time.Time) (bool, string) {
-	var allows []string
+	var denies, allows []string
+	allowActive := false
 	for _, w := range windows {
 		if !Matches(w, namespace, jobID) {
 			continue
@@ -148,18 +274,22 @@ func Closed(windows []*structs.SyncWindow, namespace, jobID string, now time.Tim
 		switch w.Kind {
 		case structs.WindowDeny:
 			if active {
-				return true, fmt.Sprintf("deny window %s is active", w.Name)
+				denies = append(denies, w.Name)
 			}
 		case structs.WindowAllow:
-			if active {
-				return false, ""
-			}
 			allows = append(allows, w.Name)
+			allowActive = allowActive || active
 		}
 	}
-	if len(allows) > 0 {
+	switch {
+	case len(denies) == 1:
+		return true, fmt.Sprintf("deny window %s is active", denies[0])
+	case len(denies) > 1:
+		sort.Strings(denies)
+		return true, fmt.Sprintf("deny windows %s are active", strings.Join(denies, ", "))
+	case len(allows) > 0 && !allowActive:
 		sort.Strings(allows)
-		return true, fmt.Sprintf("outside allow window %v", allows)
+		return true, fmt.Sprintf("outside allow window %s", strings.Join(allows, ", "))
 	}
 	return false, ""
 }
@@ -168,22 +298,13 @@ func Closed(windows []*structs.SyncWindow, namespace, jobID string, now time.Tim
 // closes, or the zero time when there is none within a year.
 func NextBoundary(windows []*structs.SyncWindow, now time.Time) time.Time {
 	var next time.Time
-	consider := func(t time.Time) {
-		if t.After(now) && (next.IsZero() || t.Before(next)) {
-			next = t
-		}
-	}
 	for _, w := range windows {
 		c, err := compile(w)
 		if err != nil {
 			continue
 		}
-		if start, ok := c.activeAt(now); ok {
-			consider(start.Add(c.duration))
-		}
-		if s := c.schedule.Next(now.In(c.loc)); !s.IsZero() && s.Sub(now) < 366*24*time.Hour {
-			consider(s)
-			consider(s.Add(c.duration))
+		if b := c.nextBoundary(now); !b.IsZero() && (next.IsZero() || b.Before(next)) {
+			next = b
 		}
 	}
 	return next
