@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	memdb "github.com/hashicorp/go-memdb"
@@ -15,6 +16,27 @@ import (
 type writer struct {
 	txn   *memdb.Txn
 	index uint64
+	// meta is the store's counters as this entry changes them, read at
+	// the first use; finish writes them back.
+	meta *metaRow
+}
+
+func (w *writer) counters() *metaRow {
+	if w.meta == nil {
+		m := readMeta(w.txn)
+		w.meta = &m
+	}
+	return w.meta
+}
+
+// finish records the entry's index with the counters.
+func (w *writer) finish() error {
+	m := w.counters()
+	m.LatestIndex = w.index
+	if err := w.txn.Insert(TableMeta, m); err != nil {
+		return fmt.Errorf("update counters: %w", err)
+	}
+	return nil
 }
 
 func conflict(format string, args ...any) error {
@@ -29,17 +51,10 @@ func invalid(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", structs.ErrInvalid, fmt.Sprintf(format, args...))
 }
 
-func (w *writer) setMeta(key string, v uint64) error {
-	if err := w.txn.Insert(TableMeta, &metaRow{Key: key, Value: v}); err != nil {
-		return fmt.Errorf("update %s: %w", key, err)
-	}
-	return nil
-}
-
 // event appends one audit event, numbered after the last one.
 func (w *writer) event(m structs.WriteMeta, e structs.Event) error {
-	seq := metaValue(w.txn, metaEventSeq) + 1
-	e.Seq = seq
+	c := w.counters()
+	e.Seq = c.EventSeq + 1
 	e.Index = w.index
 	if e.Time.IsZero() {
 		e.Time = m.Time
@@ -50,7 +65,36 @@ func (w *writer) event(m structs.WriteMeta, e structs.Event) error {
 	if err := w.txn.Insert(TableEvents, &e); err != nil {
 		return fmt.Errorf("append event: %w", err)
 	}
-	return w.setMeta(metaEventSeq, seq)
+	if err := w.indexEvent(e.Object, e.Seq); err != nil {
+		return err
+	}
+	c.EventSeq = e.Seq
+	// Keep the bounds that let Events find the events since a time
+	// without a time index (see firstEventSince).
+	if t := timeKey(e.Time); t > c.EventMaxTime {
+		c.EventMaxTime = t
+	} else {
+		c.EventSkew = max(c.EventSkew, c.EventMaxTime-t)
+	}
+	return nil
+}
+
+// indexEvent adds an event to the list of its object's events.
+func (w *writer) indexEvent(object string, seq uint64) error {
+	raw, err := w.txn.First(tableEventObjects, "id", object)
+	if err != nil {
+		return fmt.Errorf("event lookup: %w", err)
+	}
+	row := &eventObjects{Object: object}
+	if raw != nil {
+		// The append may write past the end of the stored list, into
+		// capacity that no reader's list covers: a reader sees only the
+		// length it got. Only this writer appends, always to the newest
+		// list, so the list grows in amortised constant time.
+		row.Seqs = raw.(*eventObjects).Seqs
+	}
+	row.Seqs = append(row.Seqs, seq)
+	return w.put(tableEventObjects, row)
 }
 
 func (w *writer) deployment(id string) (*structs.Deployment, error) {
@@ -61,7 +105,18 @@ func (w *writer) deployment(id string) (*structs.Deployment, error) {
 	if raw == nil {
 		return nil, notFound("deployment %q", id)
 	}
-	return raw.(*structs.Deployment).Copy(), nil
+	return forWrite(raw.(*structs.Deployment)), nil
+}
+
+// forWrite returns a copy of a stored deployment that a write may change.
+// It has its own hook runs and decisions, which a write replaces or
+// appends to; the job spec and the frozen hooks, which no write changes,
+// stay shared with the stored deployment rather than copied on every step.
+func forWrite(d *structs.Deployment) *structs.Deployment {
+	c := *d
+	c.HookRuns = slices.Clone(d.HookRuns)
+	c.Decisions = slices.Clone(d.Decisions)
+	return &c
 }
 
 func (w *writer) put(table string, obj any) error {
@@ -88,7 +143,7 @@ func (w *writer) deploymentCreate(req *structs.DeploymentCreateRequest) error {
 		a := raw.(*structs.Deployment)
 		return conflict("job %s already has an active deployment %s (%s)", d.Key(), a.ID, a.State)
 	}
-	d = d.Copy()
+	d = forWrite(d)
 	d.CreateIndex, d.ModifyIndex = w.index, w.index
 	d.CreatedAt, d.UpdatedAt, d.StateEnteredAt = req.Time, req.Time, req.Time
 	msg := fmt.Sprintf("drift detected at commit %s", shortCommit(d.Commit))

@@ -106,7 +106,7 @@ func (f *FSM) Apply(l *raft.Log) any {
 		st.recordIndex(l.Index)
 		return err
 	}
-	if err := w.setMeta(metaLatestIndex, l.Index); err != nil {
+	if err := w.finish(); err != nil {
 		return err
 	}
 	txn.Commit()

@@ -1092,3 +1092,117 @@ func TestRefusedEntryMovesLatestIndex(t *testing.T) {
 		t.Fatalf("watchers were not woken by a change")
 	}
 }
+
+// TestEventsSinceWithSkew checks the Since filter when event times go
+// back, as they do when leadership moves to a server whose clock is
+// behind, or when a request carries an event stamped earlier: every event
+// at or after the time is found, whatever the order of the times.
+func TestEventsSinceWithSkew(t *testing.T) {
+	h := newHarness(t)
+	base := time.Date(2025, 3, 1, 0, 0, 0, 0, time.UTC)
+	// Offsets in seconds: two leaders, the second 40s behind, and a few
+	// events stamped earlier still.
+	offsets := []int{0, 5, 10, 15, 20, 25, 30, 35, 40, 45, 50, 55, 60, 65, 70,
+		30, 31, 32, 33, 34, 35, 36, 37, 38, 39, 100, 101, 102, 1, 103, 104}
+	for i, off := range offsets {
+		at := base.Add(time.Duration(off) * time.Second)
+		h.mustApply(structs.EventAppendRequestType, &structs.EventAppendRequest{
+			WriteMeta: structs.WriteMeta{Time: at, Actor: "engine"},
+			Events:    []*structs.Event{{Kind: structs.EventKindJob, Object: fmt.Sprintf("o%d", i%3)}},
+		})
+	}
+	all := h.events()
+	for since := -1; since <= 106; since++ {
+		at := base.Add(time.Duration(since) * time.Second)
+		for _, f := range []EventFilter{{Since: at}, {Since: at, AfterSeq: 20}, {Since: at, Kind: structs.EventKindJob, Limit: 3}, {Since: at, Object: "o1"}} {
+			var want []uint64
+			for _, e := range all {
+				if !e.Time.Before(at) && e.Seq > f.AfterSeq && (f.Object == "" || e.Object == f.Object) {
+					want = append(want, e.Seq)
+				}
+			}
+			if f.Limit > 0 && len(want) > f.Limit {
+				want = want[:f.Limit]
+			}
+			got, err := h.state().Events(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var gotSeqs []uint64
+			for _, e := range got {
+				gotSeqs = append(gotSeqs, e.Seq)
+			}
+			if !reflect.DeepEqual(gotSeqs, want) {
+				t.Fatalf("since %ds %+v: %v, want %v", since, f, gotSeqs, want)
+			}
+		}
+	}
+	// Without skew, the search starts at exactly the first event since.
+	h2 := newHarness(t)
+	for i := 0; i < 50; i++ {
+		h2.mustApply(structs.EventAppendRequestType, &structs.EventAppendRequest{WriteMeta: h2.meta("e"), Events: []*structs.Event{{Kind: "job", Object: "o"}}})
+	}
+	evs := h2.events()
+	first, err := firstEventSince(h2.state().db.Txn(false), evs[17].Time)
+	if err != nil || first != evs[17].Seq {
+		t.Fatalf("first event since the 18th: %d, %v", first, err)
+	}
+}
+
+// TestEventsOfAnObject checks the list of an object's events: a refused
+// request that appended to it in place leaves no trace, and a reader keeps
+// the list it read while the writer appends.
+func TestEventsOfAnObject(t *testing.T) {
+	h := newHarness(t)
+	appendEvents := func(objects ...string) error {
+		var evs []*structs.Event
+		for _, o := range objects {
+			evs = append(evs, &structs.Event{Kind: structs.EventKindJob, Object: o})
+		}
+		return h.apply(structs.EventAppendRequestType, &structs.EventAppendRequest{WriteMeta: h.meta("e"), Events: evs})
+	}
+	for i := 0; i < 5; i++ {
+		if err := appendEvents("a", "b"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	held := h.state().db.Txn(false)
+	// Refused after its first event was recorded.
+	if err := appendEvents("a", ""); !errors.Is(err, structs.ErrInvalid) {
+		t.Fatalf("error %v, want invalid", err)
+	}
+	if err := appendEvents("b", "a", "a"); err != nil {
+		t.Fatal(err)
+	}
+	seqsOf := func(object string) []uint64 {
+		evs, err := h.state().Events(EventFilter{Object: object})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []uint64
+		for _, e := range evs {
+			if e.Object != object {
+				t.Fatalf("event %d of %s is about %s", e.Seq, object, e.Object)
+			}
+			out = append(out, e.Seq)
+		}
+		return out
+	}
+	if got, want := seqsOf("a"), []uint64{1, 3, 5, 7, 9, 12, 13}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("events of a: %v, want %v", got, want)
+	}
+	if got, want := seqsOf("b"), []uint64{2, 4, 6, 8, 10, 11}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("events of b: %v, want %v", got, want)
+	}
+	// A read transaction opened before sees the list as it was.
+	raw, err := held.First(tableEventObjects, "id", "a")
+	if err != nil || raw == nil {
+		t.Fatalf("held list: %v, %v", raw, err)
+	}
+	if got := raw.(*eventObjects).Seqs; !reflect.DeepEqual(got, []uint64{1, 3, 5, 7, 9}) {
+		t.Fatalf("a reader's list changed: %v", got)
+	}
+	if got := seqsOf("c"); got != nil {
+		t.Fatalf("events of an unknown object: %v", got)
+	}
+}

@@ -74,7 +74,7 @@ func populate(t testing.TB, h *harness) {
 		Leader: "nops-1", StartedAt: h.now.Add(-2 * time.Second), FinishedAt: h.now, Jobs: 3, Drifted: 2, Created: 1,
 	}})
 	h.mustApply(structs.EventAppendRequestType, &structs.EventAppendRequest{WriteMeta: h.meta("engine"), Events: []*structs.Event{{
-		Time: h.now.Add(-time.Second), Kind: structs.EventKindDeployment, Object: "full", Namespace: "default", JobID: "web",
+		Time: h.now.Add(-time.Minute), Kind: structs.EventKindDeployment, Object: "full", Namespace: "default", JobID: "web",
 		From: "post_hook", To: "post_hook", Actor: "dave", Message: "canaries promoted",
 	}}})
 	// A refused entry at the end, so the latest index is its index.
@@ -199,15 +199,19 @@ func equalTimes(a, b reflect.Value) bool {
 // assertSameState compares every object of every table of two stores.
 func assertSameState(t *testing.T, want, got *StateStore) {
 	t.Helper()
+	tables := []string{tableEventObjects}
 	for _, tbl := range snapshotTables {
-		w, g := tableObjects(t, want, tbl.table), tableObjects(t, got, tbl.table)
+		tables = append(tables, tbl.table)
+	}
+	for _, tbl := range tables {
+		w, g := tableObjects(t, want, tbl), tableObjects(t, got, tbl)
 		if len(w) != len(g) {
-			t.Errorf("%s: %d objects, want %d", tbl.table, len(g), len(w))
+			t.Errorf("%s: %d objects, want %d", tbl, len(g), len(w))
 			continue
 		}
 		for i := range w {
 			if !equalTimes(reflect.ValueOf(w[i]), reflect.ValueOf(g[i])) {
-				t.Errorf("%s object %d:\n got %#v\nwant %#v", tbl.table, i, g[i], w[i])
+				t.Errorf("%s object %d:\n got %#v\nwant %#v", tbl, i, g[i], w[i])
 			}
 		}
 	}
@@ -276,6 +280,12 @@ func TestSnapshotRoundTrip(t *testing.T) {
 	h2.mustTransition("skip", structs.StateSuperseded, nil)
 	if evs := h2.eventsSince(int(last)); len(evs) != 1 || evs[0].Seq != last+1 {
 		t.Errorf("events after restore: %+v", evs)
+	}
+	// The events of an object, rebuilt by the restore, go on too.
+	before, _ := h.state().Events(EventFilter{Object: "skip"})
+	after, _ := h2.state().Events(EventFilter{Object: "skip"})
+	if len(before) == 0 || len(after) != len(before)+1 || after[len(after)-1].Seq != last+1 {
+		t.Errorf("events of a deployment: %d before the restore, %d after one more", len(before), len(after))
 	}
 
 	// ReadOnly reads the same snapshot into a store for inspection.

@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"fmt"
+	"sort"
 	"sync"
 	"time"
 
@@ -10,11 +11,7 @@ import (
 	"github.com/nops-dev/nops/structs"
 )
 
-const (
-	metaLatestIndex = "latest_index"
-	metaEventSeq    = "event_seq"
-	cycleKey        = "cycle"
-)
+const cycleKey = "cycle"
 
 // cycleRow stores the last detection cycle in the meta table's companion.
 type cycleRow struct {
@@ -59,7 +56,9 @@ func (s *StateStore) broadcast() {
 // else (a refused request, a skipped unknown type).
 func (s *StateStore) recordIndex(index uint64) {
 	txn := s.db.Txn(true)
-	if err := txn.Insert(TableMeta, &metaRow{Key: metaLatestIndex, Value: index}); err != nil {
+	m := readMeta(txn)
+	m.LatestIndex = index
+	if err := txn.Insert(TableMeta, &m); err != nil {
 		txn.Abort()
 		return
 	}
@@ -69,15 +68,16 @@ func (s *StateStore) recordIndex(index uint64) {
 
 // LatestIndex returns the Raft index of the last applied entry.
 func (s *StateStore) LatestIndex() uint64 {
-	return metaValue(s.db.Txn(false), metaLatestIndex)
+	return readMeta(s.db.Txn(false)).LatestIndex
 }
 
-func metaValue(txn *memdb.Txn, key string) uint64 {
-	raw, err := txn.First(TableMeta, "id", key)
+// readMeta returns a copy of the store's counters.
+func readMeta(txn *memdb.Txn) metaRow {
+	raw, err := txn.First(TableMeta, "id", metaKey)
 	if err != nil || raw == nil {
-		return 0
+		return metaRow{Key: metaKey}
 	}
-	return raw.(*metaRow).Value
+	return *raw.(*metaRow)
 }
 
 // Deployment returns one deployment, or nil.
@@ -190,35 +190,94 @@ type EventFilter struct {
 // Events returns events oldest first.
 func (s *StateStore) Events(f EventFilter) ([]*structs.Event, error) {
 	txn := s.db.Txn(false)
-	var (
-		it  memdb.ResultIterator
-		err error
-	)
-	switch {
-	case f.Object != "":
-		it, err = txn.Get(TableEvents, "object", f.Object)
-	case !f.Since.IsZero():
-		it, err = txn.LowerBound(TableEvents, "time", f.Since)
-	default:
-		it, err = txn.LowerBound(TableEvents, "id", f.AfterSeq+1)
+	from := f.AfterSeq + 1
+	if !f.Since.IsZero() {
+		first, err := firstEventSince(txn, f.Since)
+		if err != nil {
+			return nil, err
+		}
+		from = max(from, first)
 	}
-	if err != nil {
-		return nil, fmt.Errorf("list events: %w", err)
+	var next func() (any, error)
+	if f.Object != "" {
+		raw, err := txn.First(tableEventObjects, "id", f.Object)
+		if err != nil {
+			return nil, fmt.Errorf("list events: %w", err)
+		}
+		var seqs []uint64
+		if raw != nil {
+			seqs = raw.(*eventObjects).Seqs
+		}
+		i := sort.Search(len(seqs), func(i int) bool { return seqs[i] >= from })
+		next = func() (any, error) {
+			if i == len(seqs) {
+				return nil, nil
+			}
+			i++
+			return txn.First(TableEvents, "id", seqs[i-1])
+		}
+	} else {
+		it, err := txn.LowerBound(TableEvents, "id", from)
+		if err != nil {
+			return nil, fmt.Errorf("list events: %w", err)
+		}
+		next = func() (any, error) { return it.Next(), nil }
 	}
 	var out []*structs.Event
-	for raw := it.Next(); raw != nil; raw = it.Next() {
+	for {
+		raw, err := next()
+		if err != nil {
+			return nil, fmt.Errorf("list events: %w", err)
+		}
+		if raw == nil {
+			return out, nil
+		}
 		e := raw.(*structs.Event)
-		if e.Seq <= f.AfterSeq || (!f.Since.IsZero() && e.Time.Before(f.Since)) ||
-			(f.Kind != "" && e.Kind != f.Kind) || (f.Object != "" && e.Object != f.Object) {
+		if (!f.Since.IsZero() && e.Time.Before(f.Since)) || (f.Kind != "" && e.Kind != f.Kind) {
 			continue
 		}
 		c := *e
 		out = append(out, &c)
 		if f.Limit > 0 && len(out) == f.Limit {
-			break
+			return out, nil
 		}
 	}
-	return out, nil
+}
+
+// firstEventSince returns a sequence number before which no event is at or
+// after since.
+//
+// Event times are stamped by the leader and may go back a little when
+// leadership moves to a server whose clock is behind; the state keeps skew,
+// the most any event's time has been earlier than one appended before it.
+// Let M(s) be the latest time among the events up to seq s: it never
+// decreases, and M(s) <= time(s) + skew. The predicate "the event at or
+// after s is at or after since-skew" is therefore false wherever
+// M(s) < since-skew and true wherever M(s) >= since. A bisection keeps it
+// false at lo and true at hi, and ends with hi = lo+1: M(lo) < since, so
+// no event up to lo is at or after since, and the scan may start at hi.
+// With no skew it starts at exactly the first event at or after since.
+func firstEventSince(txn *memdb.Txn, since time.Time) (uint64, error) {
+	m := readMeta(txn)
+	threshold, skew := timeKey(since), m.EventSkew
+	if skew >= threshold {
+		return 1, nil
+	}
+	threshold -= skew
+	lo, hi := uint64(0), m.EventSeq+1
+	for hi-lo > 1 {
+		mid := lo + (hi-lo)/2
+		it, err := txn.LowerBound(TableEvents, "id", mid)
+		if err != nil {
+			return 0, fmt.Errorf("list events: %w", err)
+		}
+		if raw := it.Next(); raw == nil || timeKey(raw.(*structs.Event).Time) >= threshold {
+			hi = mid
+		} else {
+			lo = mid
+		}
+	}
+	return hi, nil
 }
 
 // Pauses returns every pause.

@@ -1,0 +1,393 @@
+package fsm
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+
+	"github.com/nops-dev/nops/structs"
+)
+
+// Sizes of a realistic deployment: a job spec of a few KB, a redacted diff,
+// two hooks with their specs.
+const (
+	benchSpecBytes     = 4 << 10
+	benchDiffBytes     = 1 << 10
+	benchHookSpecBytes = 1 << 10
+)
+
+// padded returns a JSON-looking document of about n bytes.
+func padded(head string, n int) []byte {
+	var b strings.Builder
+	b.WriteString(head)
+	for i := 0; b.Len() < n; i++ {
+		fmt.Fprintf(&b, `,"Field%d":"value of field %d in the task group config"`, i, i)
+	}
+	return []byte(b.String())
+}
+
+// benchID returns a random-looking, reproducible UUID, as deployment and
+// Nomad IDs are: index keys spread over the whole tree.
+func benchID(i int) string {
+	a, b := splitmix(uint64(i)), splitmix(uint64(i)+1<<40)
+	return fmt.Sprintf("%08x-%04x-4%03x-a%03x-%012x", a>>32, a>>16&0xffff, a&0xfff, b>>52, b&0xffffffffffff)
+}
+
+func splitmix(x uint64) uint64 {
+	x += 0x9e3779b97f4a7c15
+	x = (x ^ x>>30) * 0xbf58476d1ce4e5b9
+	x = (x ^ x>>27) * 0x94d049bb133111eb
+	return x ^ x>>31
+}
+
+// benchBody holds the bulky parts that every benchmark deployment carries.
+type benchBody struct {
+	spec, hookSpec []byte
+	diff           string
+}
+
+func newBenchBody() *benchBody {
+	return &benchBody{
+		spec:     padded(`{"ID":"web","Type":"service","TaskGroups":[]`, benchSpecBytes),
+		hookSpec: padded(`{"ID":"backup","Type":"batch","ParameterizedJob":{}`, benchHookSpecBytes),
+		diff:     string(padded(`+/- Job: "web"`, benchDiffBytes)),
+	}
+}
+
+// deployment returns deployment i in state detected, with one pre- and one
+// post-hook.
+func (bb *benchBody) deployment(i int) *structs.Deployment {
+	job := fmt.Sprintf("job-%d", i)
+	d := &structs.Deployment{
+		ID: benchID(i), Namespace: "default", JobID: job, Repository: "infra",
+		Commit: "0123456789abcdef0123456789abcdef01234567", File: "jobs/" + job + ".nomad.hcl",
+		Policy: structs.PolicyApproval, State: structs.StateDetected,
+		SpecHash: "5d41402abc4b2a76b9719d911017c5925d41402abc4b2a76b9719d911017c592",
+		Spec:     bb.spec, Diff: bb.diff, DiffHash: "7d793037a0760186574b0282f2f435e77d793037a0760186574b0282f2f435e7",
+		JobModifyIndex: uint64(1000 + i), ApplyTimeout: 15 * time.Minute,
+	}
+	for _, p := range []structs.HookPhase{structs.PhasePre, structs.PhasePost} {
+		d.Hooks = append(d.Hooks, structs.FrozenHook{
+			Name: string(p) + "-backup", Phase: p, RevisionJobID: string(p) + "-backup-0badc0de",
+			Hash: "0badc0de0badc0de0badc0de0badc0de", Spec: bb.hookSpec, Timeout: 10 * time.Minute,
+			MetaKeys: []string{"nops_deployment", "nops_job", "nops_commit"},
+		})
+	}
+	return d
+}
+
+// entry encodes one log entry.
+func entry(b *testing.B, index uint64, t structs.MessageType, req any) *raft.Log {
+	data, err := structs.Encode(t, req)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return &raft.Log{Index: index, Term: 1, Type: raft.LogCommand, Data: data}
+}
+
+// benchLog builds log entries in batches with the timer stopped, and
+// applies them with the timer running.
+type benchLog struct {
+	b     *testing.B
+	fsm   *FSM
+	index uint64
+	now   time.Time
+	batch []*raft.Log
+}
+
+func newBenchLog(b *testing.B) *benchLog {
+	f, err := New(hclog.NewNullLogger())
+	if err != nil {
+		b.Fatal(err)
+	}
+	return &benchLog{b: b, fsm: f, now: time.Date(2025, 3, 1, 0, 0, 0, 0, time.UTC)}
+}
+
+func (l *benchLog) add(t structs.MessageType, req any) {
+	l.index++
+	l.batch = append(l.batch, entry(l.b, l.index, t, req))
+}
+
+func (l *benchLog) meta(actor string) structs.WriteMeta {
+	l.now = l.now.Add(time.Millisecond)
+	return structs.WriteMeta{Time: l.now, Actor: actor}
+}
+
+// applyUntimed applies the batch with the timer stopped.
+func (l *benchLog) applyUntimed() {
+	for _, e := range l.batch {
+		if resp := l.fsm.Apply(e); resp != nil {
+			l.b.Fatalf("apply %d: %v", e.Index, resp)
+		}
+	}
+	l.batch = l.batch[:0]
+}
+
+// run applies up to n entries of the batch with the timer running and
+// returns how many it applied.
+func (l *benchLog) run(n int) int {
+	n = min(n, len(l.batch))
+	l.b.StartTimer()
+	for _, e := range l.batch[:n] {
+		if resp := l.fsm.Apply(e); resp != nil {
+			l.b.Fatalf("apply %d: %v", e.Index, resp)
+		}
+	}
+	l.b.StopTimer()
+	l.batch = l.batch[:0]
+	return n
+}
+
+func reportApplies(b *testing.B) {
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "applies/s")
+}
+
+// BenchmarkApplyDeploymentCreate measures the create of realistic
+// deployments, each for its own job, into a growing state.
+func BenchmarkApplyDeploymentCreate(b *testing.B) {
+	bb := newBenchBody()
+	l := newBenchLog(b)
+	b.StopTimer()
+	b.ResetTimer()
+	for done := 0; done < b.N; {
+		for i := done; i < min(done+1000, b.N); i++ {
+			l.add(structs.DeploymentCreateRequestType, &structs.DeploymentCreateRequest{WriteMeta: l.meta("detector"), Deployment: bb.deployment(i)})
+		}
+		done += l.run(b.N - done)
+	}
+	reportApplies(b)
+}
+
+// BenchmarkApplyTransition measures state changes: each deployment goes
+// detected, pre_hook, applying, post_hook, completed; the creates are not
+// timed.
+func BenchmarkApplyTransition(b *testing.B) {
+	bb := newBenchBody()
+	l := newBenchLog(b)
+	b.StopTimer()
+	b.ResetTimer()
+	path := []structs.DeploymentState{structs.StatePreHook, structs.StateApplying, structs.StatePostHook, structs.StateCompleted}
+	for done, next := 0, 0; done < b.N; {
+		first := next
+		for ; next < first+250; next++ {
+			l.add(structs.DeploymentCreateRequestType, &structs.DeploymentCreateRequest{WriteMeta: l.meta("detector"), Deployment: bb.deployment(next)})
+		}
+		l.applyUntimed()
+		for _, to := range path {
+			for i := first; i < next; i++ {
+				l.add(structs.DeploymentTransitionRequestType, &structs.DeploymentTransitionRequest{WriteMeta: l.meta("engine"), ID: benchID(i), To: to})
+			}
+		}
+		done += l.run(b.N - done)
+	}
+	reportApplies(b)
+}
+
+// lifecycle appends the entries of one realistic deployment: detection
+// with observed status, approval, a pre-hook run, the register and its
+// bookkeeping, a post-hook run, completion.
+func (l *benchLog) lifecycle(bb *benchBody, i int) {
+	d := bb.deployment(i)
+	id := d.ID
+	l.add(structs.JobStatusUpsertRequestType, &structs.JobStatusUpsertRequest{WriteMeta: l.meta("detector"), Statuses: []*structs.JobStatus{{
+		Namespace: d.Namespace, JobID: d.JobID, Repository: "infra", File: d.File, Commit: d.Commit,
+		Policy: d.Policy, Sync: structs.SyncDrift, DriftSummary: "1 group changed", SpecHash: d.SpecHash, ObservedAt: l.now,
+	}}})
+	l.add(structs.DeploymentCreateRequestType, &structs.DeploymentCreateRequest{WriteMeta: l.meta("detector"), Deployment: d, ConsumeLift: true})
+	l.add(structs.DeploymentTransitionRequestType, &structs.DeploymentTransitionRequest{WriteMeta: l.meta("detector"), ID: id, To: structs.StatePendingApproval})
+	l.add(structs.DeploymentDecisionRequestType, &structs.DeploymentDecisionRequest{WriteMeta: l.meta("alice"), ID: id, Decision: structs.DecisionApprove, Comment: "ship it"})
+	hook := func(phase structs.HookPhase) {
+		run := structs.HookRun{Hook: string(phase) + "-backup", Phase: phase, Token: structs.HookRunToken(id, phase, 0), StartedAt: l.now}
+		for _, s := range []structs.HookRunState{structs.HookRunDispatching, structs.HookRunRunning, structs.HookRunSucceeded} {
+			r := run
+			r.State = s
+			if s != structs.HookRunDispatching {
+				r.DispatchedJobID = run.Hook + "-0badc0de/dispatch-1740787200-" + id[:8]
+			}
+			l.add(structs.DeploymentUpdateRequestType, &structs.DeploymentUpdateRequest{WriteMeta: l.meta("engine"), ID: id, Update: &structs.DeploymentPatch{HookRun: &r, Message: "hook " + string(s)}})
+		}
+	}
+	hook(structs.PhasePre)
+	at, deadline := l.now, l.now.Add(15*time.Minute)
+	l.add(structs.DeploymentTransitionRequestType, &structs.DeploymentTransitionRequest{WriteMeta: l.meta("engine"), ID: id, To: structs.StateApplying, Update: &structs.DeploymentPatch{RegisterStartedAt: &at}})
+	l.add(structs.DeploymentUpdateRequestType, &structs.DeploymentUpdateRequest{WriteMeta: l.meta("engine"), ID: id, Update: &structs.DeploymentPatch{
+		Registered: ptr(true), JobVersion: ptr(uint64(3)), NomadEvalID: ptr(benchID(i + 1)), NomadDeploymentID: ptr(benchID(i + 2)), HealthDeadline: &deadline,
+		Message: "registered job version 3",
+	}})
+	l.add(structs.DeploymentTransitionRequestType, &structs.DeploymentTransitionRequest{WriteMeta: l.meta("engine"), ID: id, To: structs.StatePostHook})
+	hook(structs.PhasePost)
+	l.add(structs.DeploymentTransitionRequestType, &structs.DeploymentTransitionRequest{WriteMeta: l.meta("engine"), ID: id, To: structs.StateCompleted})
+	if i%10 == 0 {
+		l.add(structs.EventAppendRequestType, &structs.EventAppendRequest{WriteMeta: l.meta("engine"), Events: []*structs.Event{{Kind: structs.EventKindDeployment, Object: id, Message: "canaries promoted"}}})
+		l.add(structs.RepoStatusUpsertRequestType, &structs.RepoStatusUpsertRequest{WriteMeta: l.meta("gitwatch"), Repos: []*structs.RepoStatus{{Name: "infra", URL: "https://git.example.com/infra.git", Branch: "main", Path: "jobs", Head: d.Commit, LastFetch: l.now, Files: 40}}})
+		l.add(structs.DetectionCycleRequestType, &structs.DetectionCycleRequest{WriteMeta: l.meta("detector"), Cycle: &structs.DetectionCycle{Leader: "nops-1", StartedAt: l.now, FinishedAt: l.now, Jobs: 40, Drifted: 1, Created: 1}})
+	}
+}
+
+// BenchmarkApplyMixed measures a realistic mix of entries: whole
+// deployment lifecycles with hooks and approvals, observed statuses and
+// detection cycles.
+func BenchmarkApplyMixed(b *testing.B) {
+	bb := newBenchBody()
+	l := newBenchLog(b)
+	b.StopTimer()
+	b.ResetTimer()
+	for done, next := 0, 0; done < b.N; {
+		for end := next + 100; next < end; next++ {
+			l.lifecycle(bb, next)
+		}
+		done += l.run(b.N - done)
+	}
+	reportApplies(b)
+}
+
+// buildLargeState writes, directly into the store, deployments that went
+// the whole way (two hooks, two hook runs, one decision) and eventsPer
+// events for each. As in a real log, the events of a hundred deployments
+// at a time interleave.
+func buildLargeState(b *testing.B, deployments, eventsPer int) *FSM {
+	f, err := New(hclog.NewNullLogger())
+	if err != nil {
+		b.Fatal(err)
+	}
+	bb := newBenchBody()
+	start := time.Date(2025, 3, 1, 0, 0, 0, 0, time.UTC)
+	txn := f.State().db.Txn(true)
+	ds := make([]*structs.Deployment, deployments)
+	for i := range ds {
+		at := start.Add(time.Duration(i) * time.Minute)
+		d := bb.deployment(i)
+		d.State = structs.StateCompleted
+		d.CreateIndex, d.ModifyIndex = uint64(i+1)*uint64(eventsPer), uint64(i+2)*uint64(eventsPer)-1
+		d.CreatedAt, d.UpdatedAt, d.StateEnteredAt, d.RegisterStartedAt, d.HealthDeadline = at, at.Add(5*time.Minute), at.Add(5*time.Minute), at.Add(time.Minute), at.Add(16*time.Minute)
+		d.Registered, d.JobVersion, d.NomadEvalID, d.NomadDeploymentID = true, 3, benchID(i+1), benchID(i+2)
+		d.Decisions = []structs.Decision{{Kind: structs.DecisionApprove, Actor: "alice@example.com", Comment: "ship it", Time: at}}
+		for _, h := range d.Hooks {
+			d.HookRuns = append(d.HookRuns, structs.HookRun{
+				Hook: h.Name, Phase: h.Phase, Token: structs.HookRunToken(d.ID, h.Phase, 0),
+				DispatchedJobID: h.RevisionJobID + "/dispatch-1740787200-" + d.ID[:8], State: structs.HookRunSucceeded,
+				StartedAt: at, FinishedAt: at.Add(time.Minute),
+			})
+		}
+		if err := txn.Insert(TableDeployments, d); err != nil {
+			b.Fatal(err)
+		}
+		ds[i] = d
+	}
+	states := []structs.DeploymentState{"", structs.StateDetected, structs.StatePendingApproval, structs.StatePreHook, structs.StateApplying, structs.StatePostHook, structs.StateCompleted}
+	var seq uint64
+	var last time.Time
+	const together = 100
+	for first := 0; first < deployments; first += together {
+		for j := 0; j < eventsPer; j++ {
+			for _, d := range ds[first:min(first+together, deployments)] {
+				seq++
+				from, to := states[j%len(states)], states[(j+1)%len(states)]
+				last = start.Add(time.Duration(first)*time.Minute + time.Duration(seq%uint64(together*eventsPer))*time.Second)
+				if err := txn.Insert(TableEvents, &structs.Event{
+					Seq: seq, Time: last, Kind: structs.EventKindDeployment, Object: d.ID,
+					Namespace: d.Namespace, JobID: d.JobID, From: string(from), To: string(to), Actor: "engine",
+					Message: "drift detected at commit 01234567", Index: seq,
+				}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+	}
+	if err := txn.Insert(TableMeta, &metaRow{Key: metaKey, LatestIndex: seq, EventSeq: seq, EventMaxTime: timeKey(last)}); err != nil {
+		b.Fatal(err)
+	}
+	txn.Commit()
+	return f
+}
+
+// BenchmarkSnapshotRestore100kDeployments1MEvents persists a state of
+// 100,000 realistic deployments and 1,000,000 events, and restores it
+// into a new FSM; it reports each separately.
+func BenchmarkSnapshotRestore100kDeployments1MEvents(b *testing.B) {
+	const deployments, eventsPer = 100_000, 10
+	f := buildLargeState(b, deployments, eventsPer)
+	runtime.GC()
+	b.ResetTimer()
+	b.StopTimer()
+	var persistTime, restoreTime time.Duration
+	var size int
+	for i := 0; i < b.N; i++ {
+		sink := &chunkSink{}
+		b.StartTimer()
+		t0 := time.Now()
+		snap, err := f.Snapshot()
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := snap.Persist(sink); err != nil {
+			b.Fatal(err)
+		}
+		snap.Release()
+		t1 := time.Now()
+		g, err := New(hclog.NewNullLogger())
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := g.Restore(io.NopCloser(sink.reader())); err != nil {
+			b.Fatal(err)
+		}
+		t2 := time.Now()
+		b.StopTimer()
+		persistTime += t1.Sub(t0)
+		restoreTime += t2.Sub(t1)
+		size = sink.size
+		counts, err := g.State().Counts()
+		if err != nil || counts[TableDeployments] != deployments || counts[TableEvents] != deployments*eventsPer {
+			b.Fatalf("restored counts %v, %v", counts, err)
+		}
+		g, sink = nil, nil
+		runtime.GC()
+	}
+	b.ReportMetric(persistTime.Seconds()/float64(b.N), "persist-s")
+	b.ReportMetric(restoreTime.Seconds()/float64(b.N), "restore-s")
+	b.ReportMetric(float64(size)/(1<<20), "snapshot-MB")
+}
+
+// chunkSink is a snapshot sink over memory that, like a file, never copies
+// what it already holds as it grows.
+type chunkSink struct {
+	chunks [][]byte
+	size   int
+}
+
+var _ raft.SnapshotSink = (*chunkSink)(nil)
+
+func (s *chunkSink) Write(p []byte) (int, error) {
+	const chunk = 4 << 20
+	for rest := p; len(rest) > 0; {
+		if len(s.chunks) == 0 || len(s.chunks[len(s.chunks)-1]) == chunk {
+			s.chunks = append(s.chunks, make([]byte, 0, chunk))
+		}
+		last := &s.chunks[len(s.chunks)-1]
+		n := min(len(rest), chunk-len(*last))
+		*last = append(*last, rest[:n]...)
+		rest = rest[n:]
+	}
+	s.size += len(p)
+	return len(p), nil
+}
+
+func (s *chunkSink) reader() io.Reader {
+	rs := make([]io.Reader, len(s.chunks))
+	for i, c := range s.chunks {
+		rs[i] = bytes.NewReader(c)
+	}
+	return io.MultiReader(rs...)
+}
+
+func (s *chunkSink) ID() string    { return "bench" }
+func (s *chunkSink) Close() error  { return nil }
+func (s *chunkSink) Cancel() error { return nil }
