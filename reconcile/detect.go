@@ -164,6 +164,7 @@ func (m *Manager) DetectOnce(ctx context.Context) (*cycleResult, error) {
 	}); err != nil {
 		return nil, fmt.Errorf("record detection cycle: %w", err)
 	}
+	m.stopUnusedRevisions(ctx, live)
 	m.mu.Lock()
 	m.lastCycle = res
 	m.mu.Unlock()
@@ -451,11 +452,17 @@ func (m *Manager) detectJob(ctx context.Context, d *declared, hooks map[string]*
 	}
 	if active != nil && active.State.Waiting() {
 		reason := ""
+		// A job put in sync by hand is a live change too, but it reached
+		// the spec the deployment was for: that completes it, so the
+		// in-sync check comes before the live-change one.
+		synced := inSync && !active.SkipRegister && active.SpecHash == specHash
 		switch {
 		case d.meta.Policy == structs.PolicyNone:
 			reason = "the job's policy became none"
 		case active.SpecHash != specHash:
 			reason = "a newer spec in git replaces it"
+		case synced:
+			// Completed below.
 		case active.JobModifyIndex != liveMod:
 			reason = "the live job changed since detection"
 		case paused:
@@ -469,7 +476,7 @@ func (m *Manager) detectJob(ctx context.Context, d *declared, hooks map[string]*
 				return nil, false, err
 			}
 			active = nil
-		case inSync && !active.SkipRegister:
+		case synced:
 			if err := m.transition(active, structs.StateCompleted, "the job is already in sync", ""); err != nil {
 				return nil, false, err
 			}
