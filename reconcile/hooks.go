@@ -4,7 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
+	"sort"
 	"strings"
+
+	"github.com/hashicorp/nomad/api"
 
 	"github.com/nops-dev/nops/reconcile/nomadx"
 	"github.com/nops-dev/nops/structs"
@@ -27,7 +31,7 @@ func (m *Manager) runHooks(ctx context.Context, d *structs.Deployment, phase str
 			child, err := m.nomad.FindDispatched(ctx, d.Namespace, h.RevisionJobID, run.Token)
 			if err != nil {
 				if errors.Is(err, nomadx.ErrJobNotFound) {
-					return m.hookFailed(d, h, run, "the dispatch was recorded but Nomad has no run for it: failing rather than running the hook twice")
+					return m.hookFailed(d, h, run, "failed: its dispatch was recorded but Nomad has no run for it (failing rather than running the hook twice)")
 				}
 				return err
 			}
@@ -37,6 +41,9 @@ func (m *Manager) runHooks(ctx context.Context, d *structs.Deployment, phase str
 		case run.State == structs.HookRunRunning:
 			outcome, msg, err := m.nomad.DispatchedOutcome(ctx, d.Namespace, run.DispatchedJobID)
 			if err != nil {
+				if errors.Is(err, nomadx.ErrJobNotFound) {
+					return m.hookFailed(d, h, run, fmt.Sprintf("failed: Nomad no longer has its run %s", run.DispatchedJobID))
+				}
 				return err
 			}
 			switch outcome {
@@ -55,9 +62,10 @@ func (m *Manager) runHooks(ctx context.Context, d *structs.Deployment, phase str
 			case nomadx.DispatchFailed:
 				return m.hookFailed(d, h, run, "failed: "+msg)
 			}
-			timeout := h.Timeout
-			if timeout > 0 && m.now().Sub(run.StartedAt) > timeout {
-				return m.hookFailed(d, h, run, fmt.Sprintf("timed out after %s", timeout))
+			// The timeout counts from the dispatch recorded in the state,
+			// so a restart or a failover does not extend it.
+			if h.Timeout > 0 && !m.now().Before(run.StartedAt.Add(h.Timeout)) {
+				return m.hookTimedOut(ctx, d, h, run)
 			}
 			return nil
 		case run.State == structs.HookRunSucceeded:
@@ -71,6 +79,19 @@ func (m *Manager) runHooks(ctx context.Context, d *structs.Deployment, phase str
 		next = structs.StateCompleted
 	}
 	return m.transition(d, next, fmt.Sprintf("%s hooks succeeded", phase), "")
+}
+
+// hookTimedOut fails a run at its hook timeout and stops its job in Nomad,
+// so that a run the deployment gave up on does not go on beside a retry.
+func (m *Manager) hookTimedOut(ctx context.Context, d *structs.Deployment, h structs.FrozenHook, run structs.HookRun) error {
+	why := fmt.Sprintf("timed out after %s (nops_hook_timeout)", h.Timeout)
+	if _, err := m.nomad.Deregister(ctx, d.Namespace, run.DispatchedJobID, false); err != nil && !errors.Is(err, nomadx.ErrJobNotFound) {
+		m.logger.Warn("stop timed-out hook run", "deployment", d.ID, "job", run.DispatchedJobID, "error", err)
+		why += fmt.Sprintf("; stopping its run %s failed: %v", run.DispatchedJobID, err)
+	} else {
+		why += fmt.Sprintf("; its run %s was stopped", run.DispatchedJobID)
+	}
+	return m.hookFailed(d, h, run, why)
 }
 
 func (m *Manager) hookFailed(d *structs.Deployment, h structs.FrozenHook, run structs.HookRun, why string) error {
@@ -100,7 +121,12 @@ func (m *Manager) dispatchHook(ctx context.Context, d *structs.Deployment, h str
 	}
 	child, _, err := m.nomad.Dispatch(ctx, d.Namespace, h.RevisionJobID, meta, run.Token)
 	if err != nil {
-		// The next pass finds the run by its token, or fails the hook.
+		if refused(err) {
+			// Nomad answered and created no run: fail with its reason.
+			return m.hookFailed(d, h, run, fmt.Sprintf("failed: Nomad refused the dispatch of %s: %v", h.RevisionJobID, err))
+		}
+		// The outcome is unknown: the next pass finds the run by its
+		// token, or fails the hook.
 		return fmt.Errorf("dispatch %s: %w", h.RevisionJobID, err)
 	}
 	run.State, run.DispatchedJobID = structs.HookRunRunning, child
@@ -133,12 +159,24 @@ func (m *Manager) ensureRevision(ctx context.Context, namespace string, h struct
 }
 
 // cleanupHookRevisions stops the hook revision jobs that no active
-// deployment needs. A revision is known by the hooks of the deployments in
-// the state: <hook>-<8 hex>.
+// deployment needs, listing the live jobs itself.
 func (m *Manager) cleanupHookRevisions(ctx context.Context) {
-	st := m.srv.State()
-	list, _, err := st.Deployments(fsmFilter("", ""))
+	live, err := m.liveJobs(ctx)
 	if err != nil {
+		m.logger.Warn("list live jobs for hook revision clean-up", "error", err)
+		return
+	}
+	m.stopUnusedRevisions(ctx, live)
+}
+
+// stopUnusedRevisions stops the hook revision jobs (<hook>-<8 hex>) that run
+// in Nomad and that no active deployment needs. Only revisions frozen by a
+// deployment in the state are considered, so Nops never stops a job it did
+// not register. live is the list of live jobs of the managed namespaces.
+func (m *Manager) stopUnusedRevisions(ctx context.Context, live map[string]*api.JobListStub) {
+	list, _, err := m.srv.State().Deployments(fsmFilter("", ""))
+	if err != nil {
+		m.logger.Warn("read deployments for hook revision clean-up", "error", err)
 		return
 	}
 	needed := map[string]bool{}
@@ -152,19 +190,37 @@ func (m *Manager) cleanupHookRevisions(ctx context.Context) {
 			}
 		}
 	}
+	keys := make([]string, 0, len(known))
 	for k := range known {
-		if needed[k] {
-			continue
+		if stub := live[k]; stub != nil && !stub.Stop && !needed[k] {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if ctx.Err() != nil {
+			return
 		}
 		namespace, jobID, _ := strings.Cut(k, "/")
-		live, err := m.nomad.Job(ctx, namespace, jobID)
-		if err != nil || live == nil || (live.Stop != nil && *live.Stop) {
-			continue
-		}
-		if _, err := m.nomad.Deregister(ctx, namespace, jobID, false); err != nil {
+		if _, err := m.nomad.Deregister(ctx, namespace, jobID, false); err != nil && !errors.Is(err, nomadx.ErrJobNotFound) {
 			m.logger.Warn("stop unused hook revision", "job", k, "error", err)
 			continue
 		}
 		m.logger.Info("stopped unused hook revision", "job", k)
 	}
+}
+
+// refused reports whether Nomad answered a request with a client error: it
+// did not act on it, so nothing was created.
+func refused(err error) bool {
+	code := 0
+	var ure api.UnexpectedResponseError
+	var pure *api.UnexpectedResponseError
+	switch {
+	case errors.As(err, &ure) && ure.HasStatusCode():
+		code = ure.StatusCode()
+	case errors.As(err, &pure) && pure != nil && pure.HasStatusCode():
+		code = pure.StatusCode()
+	}
+	return code >= 400 && code < 500 && code != http.StatusRequestTimeout && code != http.StatusTooManyRequests
 }
