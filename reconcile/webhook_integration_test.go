@@ -1,0 +1,149 @@
+package reconcile_test
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nops-dev/nops/agent/config"
+	"github.com/nops-dev/nops/structs"
+	"github.com/nops-dev/nops/testutil"
+	"github.com/nops-dev/nops/testutil/nopstest"
+)
+
+// webhookSecretEnv names the environment variable that holds the webhook
+// secret in these tests.
+const webhookSecretEnv = "NOPS_TEST_WEBHOOK_SECRET"
+
+// githubSignature is the X-Hub-Signature-256 header GitHub sends.
+func githubSignature(secret string, body []byte) string {
+	mac := hmac.New(sha256.New, []byte(secret))
+	mac.Write(body)
+	return "sha256=" + hex.EncodeToString(mac.Sum(nil))
+}
+
+// githubPush is the body of a GitHub push event for a branch of a
+// repository.
+func githubPush(cloneURL, branch, after string) []byte {
+	b, _ := json.Marshal(map[string]any{
+		"ref":        "refs/heads/" + branch,
+		"after":      after,
+		"repository": map[string]string{"clone_url": cloneURL},
+	})
+	return b
+}
+
+// postWebhook sends a push to the server's webhook with the given headers
+// and returns the status code and body.
+func postWebhook(t testing.TB, baseURL string, body []byte, headers map[string]string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest("POST", baseURL+"/v1/webhook/git", strings.NewReader(string(body)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-GitHub-Event", "push")
+	for k, v := range headers {
+		req.Header.Set(k, v)
+	}
+	client := &http.Client{Timeout: 90 * time.Second}
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatalf("POST /v1/webhook/git: %v", err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(raw)
+}
+
+// webhookOnly makes the server fetch the repository once at start and then
+// only when told (a webhook), with secret from webhookSecretEnv.
+func webhookOnly() nopstest.Option {
+	return nopstest.WithConfig(func(c *config.Config) {
+		c.Webhook.SecretEnv = webhookSecretEnv
+		for i := range c.Repositories {
+			c.Repositories[i].PollInterval = time.Hour
+		}
+	})
+}
+
+// TestWebhook_SignedPushDeploys: a push with a bad signature is refused and
+// fetches nothing; the same push signed with the secret fetches the new
+// commit and deploys it. Not parallel: it sets an environment variable.
+func TestWebhook_SignedPushDeploys(t *testing.T) {
+	const secret = "push-hook-secret"
+	t.Setenv(webhookSecretEnv, secret)
+	e := lcWorld(t, map[string]string{
+		jobFile("web"): testutil.ServiceJobHCL("web", managed(structs.PolicyAuto)...),
+	})
+	url := e.repo.ServeHTTP(t)
+	e.serve(url, webhookOnly())
+	e.s.WaitForDeployment("default", "web", structs.StateCompleted, lcWait)
+	head0 := e.repo.Head()
+	e.waitHead(head0)
+
+	c := e.commit("two replicas", map[string]string{
+		jobFile("web"): testutil.ServiceJobHCL("web", managed(structs.PolicyAuto, testutil.WithCount(2))...),
+	})
+	body := githubPush(url, "main", c)
+
+	for name, headers := range map[string]map[string]string{
+		"wrong secret": {"X-Hub-Signature-256": githubSignature("not-the-secret", body)},
+		"garbage":      {"X-Hub-Signature-256": "sha256=zz"},
+		"unsigned":     {},
+	} {
+		code, raw := postWebhook(t, e.s.URL, body, headers)
+		if code != http.StatusUnauthorized {
+			t.Fatalf("%s push: %d %s, want 401", name, code, raw)
+		}
+	}
+	// A signature of another body does not pass either.
+	other := githubPush(url, "main", strings.Repeat("0", 40))
+	if code, raw := postWebhook(t, e.s.URL, body, map[string]string{"X-Hub-Signature-256": githubSignature(secret, other)}); code != http.StatusUnauthorized {
+		t.Fatalf("push signed for another body: %d %s", code, raw)
+	}
+	e.settle()
+	if r := e.repoStatus(); r.Head != head0 {
+		t.Fatalf("repository head moved to %s after refused pushes, want %s", r.Head, head0)
+	}
+	e.wantDeployments("web", structs.StateCompleted)
+	if j := e.nomadJob("web"); *j.Version != 0 {
+		t.Fatalf("Nomad job version %d after refused pushes", *j.Version)
+	}
+
+	code, raw := postWebhook(t, e.s.URL, body, map[string]string{"X-Hub-Signature-256": githubSignature(secret, body)})
+	if code != http.StatusOK {
+		t.Fatalf("signed push: %d %s", code, raw)
+	}
+	var answer struct {
+		Matched []string `json:"matched"`
+		Branch  string   `json:"branch"`
+	}
+	if err := json.Unmarshal([]byte(raw), &answer); err != nil || len(answer.Matched) != 1 || answer.Matched[0] != "main" || answer.Branch != "main" {
+		t.Fatalf("signed push answer %s (%v)", raw, err)
+	}
+	e.waitFor(func() (bool, string) {
+		l := e.deploymentsOf("web")
+		return len(l) == 2 && l[0].State == structs.StateCompleted && l[0].Commit == c,
+			fmt.Sprintf("%d deployments, newest %s", len(l), l[0].State)
+	})
+	e.waitHead(c)
+	if j := e.nomadJob("web"); *j.Version != 1 || groupCount(j) != 2 {
+		t.Fatalf("Nomad job after the push: version %d count %d", *j.Version, groupCount(j))
+	}
+
+	// A push for another branch matches nothing.
+	code, raw = postWebhook(t, e.s.URL, githubPush(url, "feature", c), map[string]string{
+		"X-Hub-Signature-256": githubSignature(secret, githubPush(url, "feature", c))})
+	answer.Matched = nil
+	if code != http.StatusOK || json.Unmarshal([]byte(raw), &answer) != nil || len(answer.Matched) != 0 {
+		t.Fatalf("push for another branch: %d %s", code, raw)
+	}
+}
