@@ -502,7 +502,7 @@ func (m *Manager) detectJob(ctx context.Context, d *declared, hooks map[string]*
 		if err != nil {
 			return nil, false, err
 		}
-		req := &structs.DeploymentCreateRequest{WriteMeta: m.meta(), Deployment: dep, ConsumeLift: windowClosed && lift != nil}
+		req := &structs.DeploymentCreateRequest{WriteMeta: m.meta(), Deployment: dep, ConsumeLift: lift != nil}
 		if _, err := m.srv.Apply(structs.DeploymentCreateRequestType, req); err != nil {
 			if errors.Is(err, structs.ErrConflict) {
 				m.logger.Debug("deployment not created", "job", key, "reason", err)
