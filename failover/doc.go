@@ -8,8 +8,10 @@
 // the replicated state and brings it to its end; a job is registered at
 // most once per deployment and a hook run is dispatched at most once per
 // (deployment, phase, position), as Nomad itself shows; an acknowledged
-// approval survives the loss of the leader; and a killed server that starts
-// again on its data directory rejoins the cluster. The benchmark measures
+// approval survives the loss of the leader; a new leader's detection sees
+// every job in git from its first cycle, so no job looks removed during a
+// failover; and a killed server that starts again on its data directory
+// rejoins the cluster. The benchmark measures
 // the time from the SIGKILL of the leader to the first detection cycle
 // completed by its successor.
 //

@@ -458,3 +458,62 @@ func TestFailover_AcknowledgedApprovalsSurvive(t *testing.T) {
 		t.Errorf("running servers %v, want all three", running)
 	}
 }
+
+// TestFailover_NewLeaderSeesEveryJob kills the leader of a cluster whose one
+// job is deployed and in sync, and watches the survivors closely until the
+// new leader has run two detection cycles. Every cycle of the new leader
+// sees the job in git, and the job is never listed as an orphan: a new
+// leader must not take "no snapshot of the repository yet" for "the job was
+// removed from git".
+func TestFailover_NewLeaderSeesEveryJob(t *testing.T) {
+	f := newFixture(t, map[string]string{
+		"jobs/web.nomad.hcl": managedJob("web", structs.PolicyAuto),
+	})
+	c := f.cluster
+	leader := c.Leader()
+	c.Server(leader).WaitForDeployment(namespace, "web", deployTimeout, nopstest.InState(structs.StateCompleted))
+	self, err := c.Server(leader).Self()
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	killed := leader
+	start := time.Now()
+	c.Kill(killed)
+	// Poll fast: what is checked here may last only a few milliseconds.
+	var cycles []structs.DetectionCycle
+	var orphaned []string
+	deadline := start.Add(nopstest.ProcessLeaderTimeout)
+	for len(cycles) < 2 && time.Now().Before(deadline) {
+		for _, i := range c.Running() {
+			p := c.Server(i)
+			if cycle, err := p.Cycle(); err == nil && cycle != nil && cycle.Leader != self.NodeID && cycle.FinishedAt.After(start) {
+				if n := len(cycles); n == 0 || !cycles[n-1].FinishedAt.Equal(cycle.FinishedAt) {
+					cycles = append(cycles, *cycle)
+				}
+			}
+			var orphans []*structs.JobStatus
+			if _, _, err := p.Call(http.MethodGet, "/v1/orphans", nil, &orphans); err == nil {
+				for _, o := range orphans {
+					orphaned = append(orphaned, fmt.Sprintf("%s lists %s as an orphan %s after the kill",
+						p.Name, o.Key(), time.Since(start).Round(time.Millisecond)))
+				}
+			}
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if len(cycles) == 0 {
+		t.Fatalf("no detection cycle of a new leader within %s of the kill", nopstest.ProcessLeaderTimeout)
+	}
+	for _, cycle := range cycles {
+		t.Logf("cycle of %s finished %s after the kill: %d jobs, %d drifted",
+			cycle.Leader, cycle.FinishedAt.Sub(start).Round(time.Millisecond), cycle.Jobs, cycle.Drifted)
+		if cycle.Jobs != 1 {
+			t.Errorf("the new leader %s completed a detection cycle over %d jobs, want 1", cycle.Leader, cycle.Jobs)
+		}
+	}
+	if len(orphaned) > 0 {
+		t.Errorf("a job declared in git showed as an orphan during the failover (%d times); first: %s", len(orphaned), orphaned[0])
+	}
+	f.restartAndRejoin(t, killed)
+}
