@@ -140,9 +140,7 @@ func (m *Manager) httpRefresh(_ http.ResponseWriter, r *http.Request) (any, erro
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 60*time.Second)
 	defer cancel()
-	err := m.git.FetchNow(ctx, name)
-	m.TriggerDetection()
-	if err != nil {
+	if err := m.fetchNow(ctx, name); err != nil {
 		return nil, fmt.Errorf("fetch %s: %w", name, err)
 	}
 	for _, s := range m.git.Status() {
@@ -217,14 +215,30 @@ func (m *Manager) httpWebhook(_ http.ResponseWriter, r *http.Request) (any, erro
 	ctx, cancel := context.WithTimeout(r.Context(), 60*time.Second)
 	defer cancel()
 	for _, name := range matched {
-		if err := m.git.FetchNow(ctx, name); err != nil {
+		if err := m.fetchNow(ctx, name); err != nil {
 			m.logger.Warn("webhook fetch failed", "repo", name, "error", err)
 		}
 	}
-	if len(matched) > 0 {
+	return map[string]any{"matched": matched, "branch": push.branch}, nil
+}
+
+// fetchNow fetches a repository at once. A new head already asks for a
+// detection cycle (the watcher's notification), so it asks for one only
+// when the fetch failed or found the same head, so that the repository's
+// status shows the outcome: a push costs one cycle, not two.
+func (m *Manager) fetchNow(ctx context.Context, name string) error {
+	head := func() string {
+		if s := m.git.Snapshot(name); s != nil {
+			return s.Commit
+		}
+		return ""
+	}
+	before := head()
+	err := m.git.FetchNow(ctx, name)
+	if err != nil || head() == before {
 		m.TriggerDetection()
 	}
-	return map[string]any{"matched": matched, "branch": push.branch}, nil
+	return err
 }
 
 // unauthorized answers 401.

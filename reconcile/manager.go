@@ -80,6 +80,10 @@ func New(cfg Config, srv Server, nomad *nomadx.Client, git *gitwatch.Watcher, lo
 	}
 }
 
+// Nomad returns the manager's Nomad client, whose Stats count every request
+// the loops make.
+func (m *Manager) Nomad() *nomadx.Client { return m.nomad }
+
 func (m *Manager) now() time.Time { return m.cfg.Clock().UTC() }
 
 // TriggerDetection asks for a detection cycle as soon as possible.
