@@ -20,6 +20,9 @@
 //   - A log entry that cannot be decoded panics: skipping it would let this
 //     server's state drift from its peers'.
 //
-// A snapshot is a header followed by type-tagged msgpack records, one per
-// stored object; restore reads them into a fresh store in one transaction.
+// A snapshot is a header followed by type-tagged, length-prefixed msgpack
+// records, one per stored object, and an end record that counts them, so
+// that a snapshot cut short is refused rather than restored as a smaller
+// state. Restore decodes the records on one goroutine and inserts them into
+// a fresh store, in one transaction, on another.
 package fsm

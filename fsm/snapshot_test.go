@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vmihailenco/msgpack/v5"
+
 	"github.com/nops-dev/nops/structs"
 )
 
@@ -494,5 +496,53 @@ func TestDeterminism(t *testing.T) {
 	sa, sb, sc := persist(t, a.fsm), persist(t, b.fsm), persist(t, c)
 	if !bytes.Equal(sa, sb) || !bytes.Equal(sa, sc) {
 		t.Fatalf("FSMs diverged after more entries")
+	}
+}
+
+// TestEventRecordForwardCompatible checks that an event record with
+// fields this version does not know is read, and one with fewer fields
+// leaves the rest at zero.
+func TestEventRecordForwardCompatible(t *testing.T) {
+	at := time.Date(2025, 3, 1, 9, 0, 0, 0, time.UTC)
+	e := &structs.Event{Seq: 7, Time: at, Kind: "job", Object: "default/web", Namespace: "default", JobID: "web",
+		From: "a", To: "b", Actor: "alice", Message: "m", Index: 9}
+	var body bytesBuffer
+	enc := msgpack.NewEncoder(&body)
+	if err := encodeEvent(enc, e); err != nil {
+		t.Fatal(err)
+	}
+	longer := append([]byte{0x9d}, body.b[1:]...) // an array of 13
+	longer = append(longer, 0xa3, 'n', 'e', 'w', 0x2a)
+	var tb bytesBuffer
+	if err := msgpack.NewEncoder(&tb).EncodeTime(at); err != nil {
+		t.Fatal(err)
+	}
+	shorter := append([]byte{0x92, 0x07}, tb.b...) // [seq, time]
+
+	for _, tc := range []struct {
+		name string
+		body []byte
+		want structs.Event
+	}{
+		{"same", body.b, *e},
+		{"longer", longer, *e},
+		{"shorter", shorter, structs.Event{Seq: 7, Time: at}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var got structs.Event
+			if err := decodeEvent(msgpack.NewDecoder(bytes.NewReader(tc.body)), &got); err != nil {
+				t.Fatal(err)
+			}
+			got.Time = got.Time.UTC()
+			if got != tc.want {
+				t.Fatalf("decoded %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+	if err := decodeEvent(msgpack.NewDecoder(bytes.NewReader([]byte{0xc0})), &structs.Event{}); err == nil {
+		t.Fatalf("a nil event was read")
+	}
+	if err := decodeEvent(msgpack.NewDecoder(bytes.NewReader([]byte{0x92, 0xa1, 'x'})), &structs.Event{}); err == nil || !strings.Contains(err.Error(), "event field 0") {
+		t.Fatalf("an event with a string seq: %v", err)
 	}
 }
