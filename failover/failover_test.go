@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
-	"slices"
 	"testing"
 	"time"
 
@@ -454,9 +453,6 @@ func TestFailover_AcknowledgedApprovalsSurvive(t *testing.T) {
 
 	f.restartAndRejoin(t, killed)
 	approvedEverywhere()
-	if running := c.Running(); !slices.Equal(running, []int{0, 1, 2}) {
-		t.Errorf("running servers %v, want all three", running)
-	}
 }
 
 // TestFailover_NewLeaderSeesEveryJob kills the leader of a cluster whose one
