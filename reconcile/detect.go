@@ -313,7 +313,7 @@ func (m *Manager) frozenHooks(d *declared, hooks map[string]*declared) ([]struct
 				problems = append(problems, fmt.Sprintf("%s hook %q is not declared by any file in namespace %s", phase, name, ns(d.job)))
 				continue
 			}
-			if why := meta.ValidateHook(h.job); why != "" {
+			if why := validateHook(h.job); why != "" {
 				problems = append(problems, fmt.Sprintf("%s hook %q (%s) is not a valid hook: %s", phase, name, h.file, why))
 				continue
 			}

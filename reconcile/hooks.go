@@ -5,14 +5,56 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"sort"
 	"strings"
 
 	"github.com/hashicorp/nomad/api"
 
+	"github.com/nops-dev/nops/reconcile/meta"
 	"github.com/nops-dev/nops/reconcile/nomadx"
 	"github.com/nops-dev/nops/structs"
 )
+
+// dispatchMeta is the dispatch meta Nops can pass to a hook run, for the
+// keys the hook declares.
+func dispatchMeta(d *structs.Deployment, h structs.FrozenHook) map[string]string {
+	values := map[string]string{"nops_deployment": d.ID, "nops_job": d.JobID, "nops_commit": d.Commit, "nops_phase": string(h.Phase)}
+	out := map[string]string{}
+	for _, k := range h.MetaKeys {
+		if v, ok := values[k]; ok {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// passedMetaKeys are the dispatch meta keys Nops passes.
+var passedMetaKeys = []string{"nops_deployment", "nops_job", "nops_commit", "nops_phase"}
+
+// validateHook returns why a parsed job cannot serve as a hook, or "": it
+// must be a parameterized batch job that Nops can dispatch, so it may
+// require no dispatch meta other than the nops_* keys and no payload.
+func validateHook(job *api.Job) string {
+	if why := meta.ValidateHook(job); why != "" {
+		return why
+	}
+	var why []string
+	var missing []string
+	for _, k := range job.ParameterizedJob.MetaRequired {
+		if !slices.Contains(passedMetaKeys, k) {
+			missing = append(missing, k)
+		}
+	}
+	if len(missing) > 0 {
+		why = append(why, fmt.Sprintf("it requires dispatch meta %s, which Nops does not pass (it passes %s)",
+			strings.Join(missing, ", "), strings.Join(passedMetaKeys, ", ")))
+	}
+	if job.ParameterizedJob.Payload == "required" {
+		why = append(why, "it requires a payload, which Nops does not send")
+	}
+	return strings.Join(why, " and ")
+}
 
 // runHooks runs the hooks of one phase in order. Each run is recorded as
 // dispatching before the dispatch and as running with its child job after
@@ -112,14 +154,7 @@ func (m *Manager) dispatchHook(ctx context.Context, d *structs.Deployment, h str
 		Message: fmt.Sprintf("%s hook %s: dispatching %s", h.Phase, h.Name, h.RevisionJobID)}); err != nil {
 		return err
 	}
-	meta := map[string]string{}
-	values := map[string]string{"nops_deployment": d.ID, "nops_job": d.JobID, "nops_commit": d.Commit, "nops_phase": string(h.Phase)}
-	for _, k := range h.MetaKeys {
-		if v, ok := values[k]; ok {
-			meta[k] = v
-		}
-	}
-	child, _, err := m.nomad.Dispatch(ctx, d.Namespace, h.RevisionJobID, meta, run.Token)
+	child, _, err := m.nomad.Dispatch(ctx, d.Namespace, h.RevisionJobID, dispatchMeta(d, h), run.Token)
 	if err != nil {
 		if refused(err) {
 			// Nomad answered and created no run: fail with its reason.

@@ -316,3 +316,37 @@ func TestHooks_MissingHookFailsAtDetection(t *testing.T) {
 		t.Fatalf("runs: %+v", d3.HookRuns)
 	}
 }
+
+// TestHooks_UndispatchableOrLostRun: a hook that requires dispatch meta Nops
+// does not pass is not a valid hook (the deployment fails at detection,
+// naming it), and a run that disappears from Nomad fails the deployment at
+// once rather than at the timeout.
+func TestHooks_UndispatchableOrLostRun(t *testing.T) {
+	t.Parallel()
+	e := hkStart(t, map[string]string{
+		"web.nomad.hcl":      testutil.ServiceJobHCL("web", hkManaged(structs.PolicyAuto, testutil.WithMeta("nops_pre_hooks", "needs-db"))...),
+		"needs-db.nomad.hcl": testutil.HookJobHCL("needs-db", testutil.WithHookMeta([]string{"db_name", "nops_job"}, []string{"nops_phase"})),
+		"api.nomad.hcl":      testutil.ServiceJobHCL("api", hkManaged(structs.PolicyAuto, testutil.WithMeta("nops_pre_hooks", "slow"))...),
+		"slow.nomad.hcl":     testutil.HookJobHCL("slow", testutil.WithRunFor(time.Minute)),
+	})
+	web := e.s.WaitForDeployment("default", "web", structs.StateFailed, hkWait)
+	if want := `pre hook "needs-db" (jobs/needs-db.nomad.hcl) is not a valid hook: it requires dispatch meta db_name, which Nops does not pass`; !strings.Contains(web.Error, want) || len(web.HookRuns) != 0 {
+		t.Fatalf("web: error %q runs %+v, want %q", web.Error, web.HookRuns, want)
+	}
+	if stubs, _, err := e.nomad.Client.Jobs().PrefixList("needs-db"); err != nil || len(stubs) != 0 {
+		t.Fatalf("the undispatchable hook reached Nomad: %+v %v", stubs, err)
+	}
+
+	api := catch(t, "slow hook running", func() []*structs.Deployment { return e.s.Deployments("default", "api") }, preHookRunning)
+	run := hookRun(t, api, structs.PhasePre, 0)
+	if _, _, err := e.nomad.Client.Jobs().Deregister(run.DispatchedJobID, true, nil); err != nil {
+		t.Fatal(err)
+	}
+	api = e.waitDeployment(api.ID, structs.StateFailed)
+	if !strings.Contains(api.Error, "pre hook slow failed: Nomad no longer has its run "+run.DispatchedJobID) {
+		t.Fatalf("api: %q", api.Error)
+	}
+	if d := api.StateEnteredAt.Sub(run.StartedAt); d > 30*time.Second {
+		t.Fatalf("the lost run failed after %s", d)
+	}
+}
