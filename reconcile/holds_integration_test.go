@@ -329,3 +329,27 @@ func TestHolds_DeployNow(t *testing.T) {
 		t.Fatalf("web in Nomad: %v", v.TaskGroups[0].Tasks[0].Env)
 	}
 }
+
+// TestHolds_RunningDeploymentFinishes: a hold stops only the start of a
+// deployment: one already in its pre-hooks when every job is paused and a
+// deny window closes runs to its end.
+func TestHolds_RunningDeploymentFinishes(t *testing.T) {
+	t.Parallel()
+	day := time.Date(2030, time.March, 4, 0, 0, 0, 0, time.UTC)
+	clock := nopstest.NewClock(day.Add(10 * time.Hour))
+	e := hkStart(t, map[string]string{
+		"web.nomad.hcl":    testutil.ServiceJobHCL("web", hkManaged(structs.PolicyAuto, testutil.WithMeta("nops_pre_hooks", "backup"))...),
+		"backup.nomad.hcl": testutil.HookJobHCL("backup", testutil.WithRunFor(3*time.Second)),
+	}, nopstest.WithClock(clock))
+	d := catch(t, "pre-hook running", func() []*structs.Deployment { return e.s.Deployments("default", "web") }, preHookRunning)
+	e.post("/v1/pause", map[string]string{"reason": "freeze"})
+	e.putWindow("now", map[string]any{"kind": "deny", "schedule": "0 10 * * *", "duration": "1h"})
+	e.s.Trigger()
+	d = e.waitDeployment(d.ID, structs.StateCompleted)
+	if st := e.status("web"); !strings.Contains(st.Hold, "paused (every job)") || st.Sync != structs.SyncInSync {
+		t.Fatalf("web status: %+v", st)
+	}
+	if v := e.registrations("web"); len(v) != 1 {
+		t.Fatalf("web registered %d times", len(v))
+	}
+}
