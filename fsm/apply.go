@@ -19,6 +19,27 @@ type writer struct {
 	// meta is the store's counters as this entry changes them, read at
 	// the first use; finish writes them back.
 	meta *metaRow
+	// mutated is set by the first change the entry makes, so that a batch
+	// knows whether a refused entry left anything behind.
+	mutated bool
+}
+
+func (w *writer) insert(table string, obj any) error {
+	w.mutated = true
+	return w.txn.Insert(table, obj)
+}
+
+func (w *writer) delete(table string, obj any) error {
+	w.mutated = true
+	return w.txn.Delete(table, obj)
+}
+
+func (w *writer) deleteAll(table, index string, args ...any) (int, error) {
+	n, err := w.txn.DeleteAll(table, index, args...)
+	if n > 0 || err != nil {
+		w.mutated = true
+	}
+	return n, err
 }
 
 func (w *writer) counters() *metaRow {
@@ -33,7 +54,7 @@ func (w *writer) counters() *metaRow {
 func (w *writer) finish() error {
 	m := w.counters()
 	m.LatestIndex = w.index
-	if err := w.txn.Insert(TableMeta, m); err != nil {
+	if err := w.insert(TableMeta, m); err != nil {
 		return fmt.Errorf("update counters: %w", err)
 	}
 	return nil
@@ -62,7 +83,7 @@ func (w *writer) event(m structs.WriteMeta, e structs.Event) error {
 	if e.Actor == "" {
 		e.Actor = m.Actor
 	}
-	if err := w.txn.Insert(TableEvents, &e); err != nil {
+	if err := w.insert(TableEvents, &e); err != nil {
 		return fmt.Errorf("append event: %w", err)
 	}
 	if err := w.indexEvent(e.Object, e.Seq); err != nil {
@@ -120,7 +141,7 @@ func forWrite(d *structs.Deployment) *structs.Deployment {
 }
 
 func (w *writer) put(table string, obj any) error {
-	if err := w.txn.Insert(table, obj); err != nil {
+	if err := w.insert(table, obj); err != nil {
 		return fmt.Errorf("write %s: %w", table, err)
 	}
 	return nil
@@ -158,14 +179,14 @@ func (w *writer) deploymentCreate(req *structs.DeploymentCreateRequest) error {
 		if raw != nil {
 			lift := raw.(*structs.WindowLift)
 			d.LiftedWindow, d.LiftedBy = true, lift.Actor
-			if err := w.txn.Delete(TableLifts, lift); err != nil {
+			if err := w.delete(TableLifts, lift); err != nil {
 				return fmt.Errorf("consume deploy-now: %w", err)
 			}
 			msg += fmt.Sprintf("; deploy now by %s lifts the sync window", lift.Actor)
 		}
 	}
 	// A new deployment replaces the block of the job's last one.
-	if _, err := w.txn.DeleteAll(TableBlocks, "id", d.Namespace, d.JobID); err != nil {
+	if _, err := w.deleteAll(TableBlocks, "id", d.Namespace, d.JobID); err != nil {
 		return fmt.Errorf("clear block: %w", err)
 	}
 	if err := w.put(TableDeployments, d); err != nil {
@@ -377,7 +398,7 @@ func (w *writer) pause(req *structs.PauseRequest) error {
 }
 
 func (w *writer) resume(req *structs.ResumeRequest) error {
-	n, err := w.txn.DeleteAll(TablePauses, "id", req.Key())
+	n, err := w.deleteAll(TablePauses, "id", req.Key())
 	if err != nil {
 		return fmt.Errorf("resume: %w", err)
 	}
@@ -420,7 +441,7 @@ func (w *writer) windowUpsert(req *structs.WindowUpsertRequest) error {
 }
 
 func (w *writer) windowDelete(req *structs.WindowDeleteRequest) error {
-	n, err := w.txn.DeleteAll(TableWindows, "id", req.Name)
+	n, err := w.deleteAll(TableWindows, "id", req.Name)
 	if err != nil {
 		return fmt.Errorf("delete window: %w", err)
 	}
@@ -469,7 +490,7 @@ func (w *writer) jobStatusDelete(req *structs.JobStatusDeleteRequest) error {
 		if !ok {
 			return invalid("job key %q is not namespace/job", key)
 		}
-		if _, err := w.txn.DeleteAll(TableJobStatus, "id", ns, id); err != nil {
+		if _, err := w.deleteAll(TableJobStatus, "id", ns, id); err != nil {
 			return fmt.Errorf("delete job status: %w", err)
 		}
 	}
