@@ -96,7 +96,13 @@ func (m *Manager) DetectOnce(ctx context.Context) (*cycleResult, error) {
 	if err := m.recordRepos(parseErrs); err != nil {
 		return nil, err
 	}
+	// A view of git is incomplete while a file fails to parse or a
+	// repository has no snapshot yet (a new leader before its first fetch):
+	// a job missing from an incomplete view is not treated as removed.
 	anyParseError := len(parseErrs) > 0
+	if m.git != nil && len(snaps) < len(m.git.Status()) {
+		anyParseError = true
+	}
 
 	// 3. Classify, 4. drop duplicates.
 	managed, hooks, problems, conflicts := m.classify(files)

@@ -156,6 +156,7 @@ func (m *Manager) Run(ctx context.Context, kicked <-chan struct{}) {
 }
 
 func (m *Manager) detectLoop(ctx context.Context) {
+	m.waitFirstFetch(ctx)
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	for {
@@ -190,6 +191,41 @@ func (m *Manager) detectLoop(ctx context.Context) {
 			}
 		}
 		timer.Reset(next)
+	}
+}
+
+// firstFetchWait bounds how long a new leader waits for the first fetch of
+// every repository before its first detection cycle.
+const firstFetchWait = 10 * time.Second
+
+// waitFirstFetch waits until every repository has been fetched once (or
+// failed to be), so that the first cycle of a new leader sees git whole.
+func (m *Manager) waitFirstFetch(ctx context.Context) {
+	if m.git == nil {
+		return
+	}
+	deadline := time.NewTimer(firstFetchWait)
+	defer deadline.Stop()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		fetched := true
+		for _, st := range m.git.Status() {
+			if st.LastFetch.IsZero() {
+				fetched = false
+			}
+		}
+		if fetched {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-deadline.C:
+			m.logger.Warn("first fetch of the repositories is slow; detecting with what is there")
+			return
+		case <-tick.C:
+		}
 	}
 }
 
