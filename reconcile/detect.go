@@ -21,10 +21,13 @@ import (
 )
 
 // parseResult caches the parse of one file by the hash of its content and
-// its variables file.
+// its variables file. Only Nomad's verdict on the file is cached, never a
+// failure to reach Nomad.
 type parseResult struct {
 	job *api.Job
 	err error
+	// specHash is the job's spec hash without hooks, computed once.
+	specHash string
 }
 
 // observed is what the leader last saw of a job: when its git spec hash and
@@ -37,11 +40,14 @@ type observed struct {
 	planned  time.Time
 }
 
-// declared is one managed job or hook as git declares it.
+// declared is one managed job or hook as git declares it. job is shared
+// with the parse cache: copy it before changing it.
 type declared struct {
 	repo, commit, file string
 	job                *api.Job
 	meta               *meta.Job
+	// specHash is the job's spec hash without hooks.
+	specHash string
 }
 
 func (d *declared) key() string { return structs.JobKey(ns(d.job), id(d.job)) }
@@ -77,22 +83,26 @@ func (m *Manager) DetectOnce(ctx context.Context) (*cycleResult, error) {
 		snaps = m.git.Snapshots()
 	}
 
-	// 2. Parse every file, through the cache.
+	// 2. Parse every file, through the cache. A parse that got no verdict
+	// from Nomad fails the cycle: it says nothing about the file.
 	parseErrs := map[string][]string{}
 	var files []declaredFile
+	used := map[string]bool{}
 	for _, snap := range snaps {
 		for _, f := range snap.Files {
-			job, err := m.parse(ctx, f)
+			r, err := m.parse(ctx, f)
 			if err != nil {
-				if ctx.Err() != nil {
-					return nil, ctx.Err()
-				}
-				parseErrs[snap.Repo] = append(parseErrs[snap.Repo], fmt.Sprintf("%s: %v", f.Path, err))
+				return nil, fmt.Errorf("parse %s of %s: %w", f.Path, snap.Repo, err)
+			}
+			used[f.ContentHash()] = true
+			if r.err != nil {
+				parseErrs[snap.Repo] = append(parseErrs[snap.Repo], fmt.Sprintf("%s: %v", f.Path, r.err))
 				continue
 			}
-			files = append(files, declaredFile{repo: snap.Repo, commit: snap.Commit, file: f.Path, job: job})
+			files = append(files, declaredFile{repo: snap.Repo, commit: snap.Commit, file: f.Path, job: r.job, specHash: r.specHash})
 		}
 	}
+	m.pruneParsed(used)
 	if err := m.recordRepos(parseErrs); err != nil {
 		return nil, err
 	}
@@ -180,28 +190,53 @@ func (m *Manager) DetectOnce(ctx context.Context) (*cycleResult, error) {
 type declaredFile struct {
 	repo, commit, file string
 	job                *api.Job
+	specHash           string
 }
 
 func (m *Manager) meta() structs.WriteMeta {
 	return structs.WriteMeta{Time: m.now(), Actor: "nops"}
 }
 
-func (m *Manager) parse(ctx context.Context, f gitwatch.JobFile) (*api.Job, error) {
+// parse returns the parse of a file: the job, or Nomad's verdict on the file
+// in the result's err. The error it returns itself means Nomad gave no
+// verdict; such a result is not cached. The job is shared with the cache:
+// callers copy it before they change it.
+func (m *Manager) parse(ctx context.Context, f gitwatch.JobFile) (parseResult, error) {
 	h := f.ContentHash()
 	m.mu.Lock()
 	r, ok := m.parsed[h]
 	m.mu.Unlock()
 	if ok {
-		return copyJob(r.job), r.err
+		return r, nil
 	}
 	job, err := m.nomad.Parse(ctx, f.Content, f.Vars)
 	if ctx.Err() != nil {
-		return nil, ctx.Err()
+		return parseResult{}, ctx.Err()
+	}
+	switch {
+	case err == nil:
+		r = parseResult{job: job, specHash: nomadx.SpecHash(job, nil)}
+	case errors.Is(err, nomadx.ErrInvalidJob):
+		r = parseResult{err: err}
+	default:
+		return parseResult{}, err
 	}
 	m.mu.Lock()
-	m.parsed[h] = parseResult{job: job, err: err}
+	m.parsed[h] = r
 	m.mu.Unlock()
-	return copyJob(job), err
+	return r, nil
+}
+
+// pruneParsed forgets the parses of content no repository holds any more,
+// so the cache does not grow with every commit.
+func (m *Manager) pruneParsed(used map[string]bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for h := range m.parsed {
+		if !used[h] {
+			delete(m.parsed, h)
+		}
+	}
 }
 
 // copyJob returns a deep copy, so that a cached parse is never changed by
@@ -243,7 +278,7 @@ func (m *Manager) classify(files []declaredFile) (map[string]*declared, map[stri
 		if !m.managesNamespace(ns(f.job)) {
 			continue
 		}
-		d := &declared{repo: f.repo, commit: f.commit, file: f.file, job: f.job, meta: jm}
+		d := &declared{repo: f.repo, commit: f.commit, file: f.file, job: f.job, meta: jm, specHash: f.specHash}
 		byKey[d.key()] = append(byKey[d.key()], d)
 	}
 	managed := map[string]*declared{}
@@ -373,7 +408,10 @@ func (m *Manager) detectJob(ctx context.Context, d *declared, hooks map[string]*
 	for _, p := range hookProblems {
 		hookHashes = append(hookHashes, "problem:"+p)
 	}
-	specHash := nomadx.SpecHash(d.job, hookHashes)
+	specHash := d.specHash
+	if len(hookHashes) > 0 {
+		specHash = nomadx.SpecHash(d.job, hookHashes)
+	}
 	status.SpecHash = specHash
 
 	var liveMod uint64

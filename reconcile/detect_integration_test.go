@@ -1,11 +1,17 @@
 package reconcile_test
 
 import (
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/nops-dev/nops/structs"
 	"github.com/nops-dev/nops/testutil"
+	"github.com/nops-dev/nops/testutil/nopstest"
 )
 
 // TestDetect_AutoPolicyCompletes: a job with policy auto is deployed as soon
@@ -418,4 +424,45 @@ func orphanNames(l []*structs.JobStatus) string {
 		n = append(n, s.JobID)
 	}
 	return strings.Join(n, ",")
+}
+
+// TestDetect_ParseOutageIsNotRemembered: a parse that fails because Nomad
+// did not answer (here a proxy in front of the real Nomad refuses parses
+// for a while) says nothing about the file: once Nomad answers again, the
+// same file parses and deploys, with no new commit.
+func TestDetect_ParseOutageIsNotRemembered(t *testing.T) {
+	t.Parallel()
+	e := lcWorld(t, map[string]string{
+		jobFile("web"): testutil.ServiceJobHCL("web", managed(structs.PolicyAuto)...),
+	})
+	target, err := url.Parse(e.nomad.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var refusing atomic.Bool
+	var refused atomic.Int64
+	refusing.Store(true)
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if refusing.Load() && r.URL.Path == "/v1/jobs/parse" {
+			refused.Add(1)
+			http.Error(w, "no cluster leader", http.StatusServiceUnavailable)
+			return
+		}
+		proxy.ServeHTTP(w, r)
+	}))
+	t.Cleanup(front.Close)
+	e.serve(e.repo.URL(), nopstest.WithNomad(front.URL))
+
+	e.waitFor(func() (bool, string) { return refused.Load() >= 3, "Nops has not tried to parse three times yet" })
+	e.wantDeployments("web")
+
+	refusing.Store(false)
+	d := e.s.WaitForDeployment("default", "web", structs.StateCompleted, lcWait)
+	if d.Commit != e.repo.Head() {
+		t.Fatalf("deployment: %+v", d)
+	}
+	if r := e.repoStatus(); len(r.ParseErrors) != 0 {
+		t.Fatalf("parse errors after Nomad came back: %q", r.ParseErrors)
+	}
 }

@@ -15,7 +15,20 @@ var (
 	// not the one the caller enforced: the job was created, changed or removed
 	// by someone else since it was read.
 	ErrIndexMismatch = errors.New("job modify index does not match")
+
+	// ErrInvalidJob is matched by a Parse error that is Nomad's verdict on
+	// the file itself (a syntax error, a missing variable, no job ID), as
+	// opposed to a failure to get an answer: only such an error says
+	// something lasting about the file.
+	ErrInvalidJob = errors.New("invalid job file")
 )
+
+// invalidJobError keeps the message of a parse error and makes it match
+// ErrInvalidJob too.
+type invalidJobError struct{ err error }
+
+func (e *invalidJobError) Error() string   { return e.err.Error() }
+func (e *invalidJobError) Unwrap() []error { return []error{e.err, ErrInvalidJob} }
 
 // enforceIndexErrPrefix starts Nomad's answer to a failed check-and-set
 // register.

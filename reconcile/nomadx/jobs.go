@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"sort"
 	"strings"
 
@@ -13,10 +14,11 @@ import (
 // Parse turns the text of a job file into a canonicalized job, using Nomad's
 // own parser (/v1/jobs/parse), so HCL2 functions and variables behave as in
 // `nomad job run`. variables is the content of the job's variables file (empty
-// for none).
+// for none). An error that is Nomad's verdict on the file matches
+// ErrInvalidJob; any other (Nomad unreachable, no leader) does not.
 func (c *Client) Parse(ctx context.Context, hcl, variables string) (*api.Job, error) {
 	if strings.TrimSpace(hcl) == "" {
-		return nil, errors.New("parse job: the job file is empty")
+		return nil, &invalidJobError{errors.New("parse job: the job file is empty")}
 	}
 	req := &api.JobsParseRequest{
 		JobHCL:       hcl,
@@ -25,10 +27,14 @@ func (c *Client) Parse(ctx context.Context, hcl, variables string) (*api.Job, er
 	}
 	var job api.Job
 	if _, err := c.api.Raw().Write("/v1/jobs/parse", req, &job, c.writeOpts(ctx, "jobs.parse", "")); err != nil {
-		return nil, fmt.Errorf("parse job through Nomad: %w", err)
+		err = fmt.Errorf("parse job through Nomad: %w", err)
+		if statusCode(err) == http.StatusBadRequest {
+			return nil, &invalidJobError{err}
+		}
+		return nil, err
 	}
 	if job.ID == nil || *job.ID == "" {
-		return nil, errors.New("parse job through Nomad: the job has no ID")
+		return nil, &invalidJobError{errors.New("parse job through Nomad: the job has no ID")}
 	}
 	return &job, nil
 }

@@ -63,6 +63,10 @@ func TestNew_UnreachableCountsErrors(t *testing.T) {
 	if st.Requests != 1 || st.Errors != 1 || st.Operations["status.leader"].Errors != 1 {
 		t.Errorf("stats after a failed ping = %+v, want one failed status.leader request", st)
 	}
+	// No answer is no verdict on the file.
+	if _, err := c.Parse(testContext(t), `job "web" {}`, ""); err == nil || errors.Is(err, ErrInvalidJob) {
+		t.Errorf("parse against a closed port: error = %v, want one that does not match ErrInvalidJob", err)
+	}
 }
 
 func TestKeepLiveCounts_Clamps(t *testing.T) {
@@ -146,8 +150,8 @@ func TestAgainstNomad(t *testing.T) {
 		}
 
 		_, err := c.Parse(testContext(t), `job "broken" { group "g" {`, "")
-		if err == nil || !strings.Contains(err.Error(), "parse job") {
-			t.Errorf("broken HCL: error = %v, want a parse error", err)
+		if err == nil || !strings.Contains(err.Error(), "parse job") || !errors.Is(err, ErrInvalidJob) {
+			t.Errorf("broken HCL: error = %v, want a parse error matching ErrInvalidJob", err)
 		}
 		_, err = c.Parse(testContext(t), `variable "image" {}
 job "needs-image" {
@@ -161,8 +165,8 @@ job "needs-image" {
 		if err == nil || !strings.Contains(err.Error(), "image") {
 			t.Errorf("missing variable: error = %v, want it named", err)
 		}
-		if _, err := c.Parse(testContext(t), "  \n", ""); err == nil {
-			t.Error("empty file parsed")
+		if _, err := c.Parse(testContext(t), "  \n", ""); !errors.Is(err, ErrInvalidJob) {
+			t.Errorf("empty file: error = %v, want one matching ErrInvalidJob", err)
 		}
 	})
 
