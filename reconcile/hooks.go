@@ -29,8 +29,10 @@ func dispatchMeta(d *structs.Deployment, h structs.FrozenHook) map[string]string
 	return out
 }
 
-// passedMetaKeys are the dispatch meta keys Nops passes.
-var passedMetaKeys = []string{"nops_deployment", "nops_job", "nops_commit", "nops_phase"}
+// passedMetaKeys returns the dispatch meta keys Nops passes.
+func passedMetaKeys() []string {
+	return []string{"nops_deployment", "nops_job", "nops_commit", "nops_phase"}
+}
 
 // validateHook returns why a parsed job cannot serve as a hook, or "": it
 // must be a parameterized batch job that Nops can dispatch, so it may
@@ -39,16 +41,16 @@ func validateHook(job *api.Job) string {
 	if why := meta.ValidateHook(job); why != "" {
 		return why
 	}
-	var why []string
-	var missing []string
+	var why, missing []string
+	passed := passedMetaKeys()
 	for _, k := range job.ParameterizedJob.MetaRequired {
-		if !slices.Contains(passedMetaKeys, k) {
+		if !slices.Contains(passed, k) {
 			missing = append(missing, k)
 		}
 	}
 	if len(missing) > 0 {
 		why = append(why, fmt.Sprintf("it requires dispatch meta %s, which Nops does not pass (it passes %s)",
-			strings.Join(missing, ", "), strings.Join(passedMetaKeys, ", ")))
+			strings.Join(missing, ", "), strings.Join(passed, ", ")))
 	}
 	if job.ParameterizedJob.Payload == "required" {
 		why = append(why, "it requires a payload, which Nops does not send")

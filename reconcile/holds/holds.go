@@ -49,10 +49,6 @@ const (
 	maxChain = 20000
 )
 
-// validateSince is the fixed time from which Validate checks that a schedule
-// fires at all (robfig/cron looks five years ahead).
-var validateSince = time.Date(2000, time.January, 1, 0, 0, 0, 0, time.UTC)
-
 // Validate returns every problem of a window, each naming its field.
 func Validate(w *structs.SyncWindow) []string {
 	var problems []string
@@ -102,7 +98,9 @@ func validateSchedule(s string) string {
 	if err != nil {
 		return fmt.Sprintf("schedule: %q is not a 5-field cron expression: %v", s, err)
 	}
-	if sched.Next(validateSince).IsZero() {
+	// A schedule that fires within the five years cron looks ahead from a
+	// fixed time fires at all.
+	if sched.Next(time.Date(2000, time.January, 1, 0, 0, 0, 0, time.UTC)).IsZero() {
 		return fmt.Sprintf("schedule: %q never fires", s)
 	}
 	return ""
