@@ -119,8 +119,12 @@ func (a *httpAPI) wrap(kind string, internal bool, fn handlerFunc) http.Handler 
 				}
 			}
 		}
+		// The headers are set before the handler, for the handlers that
+		// stream their answer, and again after it, so that an answer
+		// carries the index of the state it read (after its own write).
 		a.setMeta(w)
 		out, err := fn(w, r)
+		a.setMeta(w)
 		if err != nil {
 			writeError(w, err)
 			return

@@ -7,6 +7,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"sync"
@@ -113,7 +115,17 @@ func (s *Server) setupMembership() error {
 		}
 		sc.MemberlistConfig.SecretKey = key
 	}
-	sc.SnapshotPath = ""
+	if cfg.Dev {
+		sc.SnapshotPath = ""
+	} else {
+		// The serf snapshot lets a restarted server rejoin the members it
+		// knew, even when its -retry-join targets are down.
+		dir := filepath.Join(cfg.DataDir, "serf")
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return fmt.Errorf("create serf dir: %w", err)
+		}
+		sc.SnapshotPath = filepath.Join(dir, "local.snapshot")
+	}
 	// A server that restarts with the same name replaces its old self.
 	sc.EnableNameConflictResolution = false
 	serfNode, err := serf.Create(sc)
@@ -152,21 +164,53 @@ func (s *Server) Members() []serf.Member { return s.membership.serf.Members() }
 
 func (m *membership) handleEvents() {
 	defer m.wg.Done()
+	// Until the cluster is formed, bootstrap is retried on a tick as well
+	// as on member events: a peer that could not be asked about its Raft
+	// state a moment ago may answer now, with no new event to say so.
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
 	for {
 		select {
 		case <-m.stopCh:
 			return
+		case <-tick.C:
+			m.maybeBootstrap()
 		case e := <-m.eventCh:
-			if me, ok := e.(serf.MemberEvent); ok {
-				for _, mem := range me.Members {
-					m.logger.Debug("member event", "event", me.EventType().String(), "member", mem.Name)
-				}
-				m.maybeBootstrap()
-				select {
-				case m.reconcileCh <- struct{}{}:
-				default:
-				}
+			me, ok := e.(serf.MemberEvent)
+			if !ok {
+				continue
 			}
+			for _, mem := range me.Members {
+				m.logger.Debug("member event", "event", me.EventType().String(), "member", mem.Name)
+			}
+			if me.EventType() == serf.EventMemberReap {
+				m.removeReaped(me.Members)
+			}
+			m.maybeBootstrap()
+			select {
+			case m.reconcileCh <- struct{}{}:
+			default:
+			}
+		}
+	}
+}
+
+// removeReaped removes from Raft the servers serf has reaped: failed or
+// left for so long that gossip forgot them. The leader's reconcile of
+// members can no longer see them, so it would never remove them itself.
+func (m *membership) removeReaped(members []serf.Member) {
+	r := m.s.raft
+	if r.State() != raft.Leader {
+		return
+	}
+	for _, mem := range members {
+		si, ok := parseMember(mem)
+		if !ok || si.ID == m.s.nodeID {
+			continue
+		}
+		m.logger.Info("removing reaped server", "server", si.Name, "id", si.ID)
+		if err := m.s.waitFuture(r.RemoveServer(raft.ServerID(si.ID), 0, 10*time.Second), 15*time.Second); err != nil {
+			m.logger.Warn("remove reaped server failed", "server", si.Name, "error", err)
 		}
 	}
 }
@@ -237,7 +281,7 @@ func (m *membership) aliveServers() int {
 // state always wins.
 func (m *membership) maybeBootstrap() {
 	expect := m.s.config.BootstrapExpect
-	if expect <= 1 {
+	if expect <= 1 || m.s.config.Dev {
 		return
 	}
 	m.mu.Lock()
@@ -361,7 +405,7 @@ func (m *membership) reconcilePeers() {
 				continue
 			}
 			m.logger.Info("adding server as voter", "server", si.Name, "addr", si.RPCAddr)
-			if err := r.AddVoter(id, raft.ServerAddress(si.RPCAddr), 0, 10*time.Second).Error(); err != nil {
+			if err := m.s.waitFuture(r.AddVoter(id, raft.ServerAddress(si.RPCAddr), 0, 10*time.Second), 15*time.Second); err != nil {
 				m.logger.Warn("add voter failed", "server", si.Name, "error", err)
 			}
 		case serf.StatusLeft:
@@ -369,7 +413,7 @@ func (m *membership) reconcilePeers() {
 				continue
 			}
 			m.logger.Info("removing server that left", "server", si.Name)
-			if err := r.RemoveServer(id, 0, 10*time.Second).Error(); err != nil {
+			if err := m.s.waitFuture(r.RemoveServer(id, 0, 10*time.Second), 15*time.Second); err != nil {
 				m.logger.Warn("remove server failed", "server", si.Name, "error", err)
 			}
 		}
@@ -380,9 +424,11 @@ func (m *membership) leave() {
 	if m.consulDeregister != nil {
 		m.consulDeregister()
 	}
-	if m.s.IsLeader() {
+	if m.s.raft.State() == raft.Leader {
 		// Hand over leadership before leaving, so the cluster keeps going.
-		_ = m.s.raft.LeadershipTransfer().Error()
+		if err := m.s.waitFuture(m.s.raft.LeadershipTransfer(), transferTimeout); err != nil {
+			m.logger.Warn("leadership transfer before leave", "error", err)
+		}
 	}
 	if err := m.serf.Leave(); err != nil {
 		m.logger.Warn("serf leave", "error", err)

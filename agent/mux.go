@@ -18,7 +18,10 @@ const (
 )
 
 // rpcMux accepts connections on the RPC port and hands each to the Raft
-// transport or to the internal HTTP server by its first byte.
+// transport or to the internal HTTP server by its first byte. It tracks
+// every connection it accepted or dialed, so that Close cuts them all, as
+// the death of the process would: peers see the server gone at once, and
+// no goroutine stays blocked reading from a dead connection.
 type rpcMux struct {
 	ln        net.Listener
 	advertise net.Addr
@@ -26,6 +29,9 @@ type rpcMux struct {
 	httpCh    chan net.Conn
 	closeOnce sync.Once
 	closed    chan struct{}
+
+	connsMu sync.Mutex
+	conns   map[*trackedConn]struct{}
 }
 
 func newRPCMux(ln net.Listener, advertise net.Addr) *rpcMux {
@@ -33,7 +39,39 @@ func newRPCMux(ln net.Listener, advertise net.Addr) *rpcMux {
 		ln: ln, advertise: advertise,
 		raftCh: make(chan net.Conn, 16), httpCh: make(chan net.Conn, 16),
 		closed: make(chan struct{}),
+		conns:  map[*trackedConn]struct{}{},
 	}
+}
+
+// trackedConn is a connection the mux closes when it closes.
+type trackedConn struct {
+	net.Conn
+	m    *rpcMux
+	once sync.Once
+}
+
+func (c *trackedConn) Close() error {
+	c.once.Do(func() {
+		c.m.connsMu.Lock()
+		delete(c.m.conns, c)
+		c.m.connsMu.Unlock()
+	})
+	return c.Conn.Close()
+}
+
+// track registers conn, or closes it and fails when the mux is closed.
+func (m *rpcMux) track(conn net.Conn) (net.Conn, error) {
+	m.connsMu.Lock()
+	defer m.connsMu.Unlock()
+	select {
+	case <-m.closed:
+		conn.Close()
+		return nil, net.ErrClosed
+	default:
+	}
+	tc := &trackedConn{Conn: conn, m: m}
+	m.conns[tc] = struct{}{}
+	return tc, nil
 }
 
 func (m *rpcMux) serve() {
@@ -50,7 +88,11 @@ func (m *rpcMux) serve() {
 			}
 			return
 		}
-		go m.route(conn)
+		tc, err := m.track(conn)
+		if err != nil {
+			return
+		}
+		go m.route(tc)
 	}
 }
 
@@ -79,12 +121,34 @@ func (m *rpcMux) route(conn net.Conn) {
 	}
 }
 
+// Close stops accepting and closes every connection the mux accepted or
+// dialed.
 func (m *rpcMux) Close() error {
+	m.connsMu.Lock()
 	m.closeOnce.Do(func() { close(m.closed) })
-	return m.ln.Close()
+	conns := make([]*trackedConn, 0, len(m.conns))
+	for c := range m.conns {
+		conns = append(conns, c)
+	}
+	m.connsMu.Unlock()
+	err := m.ln.Close()
+	for _, c := range conns {
+		_ = c.Close()
+	}
+	return err
 }
 
-// dial opens a connection to a server's RPC port for one protocol.
+// dial opens a connection to a server's RPC port for one protocol. The
+// connection is closed with the mux.
+func (m *rpcMux) dial(ctx context.Context, addr string, proto byte) (net.Conn, error) {
+	conn, err := dialRPC(ctx, addr, proto, nil)
+	if err != nil {
+		return nil, err
+	}
+	return m.track(conn)
+}
+
+// dialRPC opens a connection to a server's RPC port for one protocol.
 func dialRPC(ctx context.Context, addr string, proto byte, tlsWrap func(net.Conn) (net.Conn, error)) (net.Conn, error) {
 	var d net.Dialer
 	conn, err := d.DialContext(ctx, "tcp", addr)
@@ -140,7 +204,7 @@ var _ raft.StreamLayer = (*raftLayer)(nil)
 func (l *raftLayer) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	return dialRPC(ctx, string(address), rpcRaft, nil)
+	return l.m.dial(ctx, string(address), rpcRaft)
 }
 
 var errClosed = errors.New("server is shutting down")

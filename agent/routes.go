@@ -500,7 +500,7 @@ func (a *httpAPI) raftRemovePeer(_ http.ResponseWriter, r *http.Request) (any, e
 	if !found {
 		return nil, fmt.Errorf("%w: no raft peer with ID %q", structs.ErrNotFound, id)
 	}
-	if err := a.s.raft.RemoveServer(raft.ServerID(id), 0, 10*time.Second).Error(); err != nil {
+	if err := a.s.waitFuture(a.s.raft.RemoveServer(raft.ServerID(id), 0, 10*time.Second), 15*time.Second); err != nil {
 		return nil, fmt.Errorf("remove peer %s: %w", id, err)
 	}
 	return map[string]string{"removed": id}, nil
@@ -527,7 +527,7 @@ func (a *httpAPI) raftTransfer(_ http.ResponseWriter, r *http.Request) (any, err
 		}
 		f = a.s.raft.LeadershipTransferToServer(raft.ServerID(id), addr)
 	}
-	if err := f.Error(); err != nil {
+	if err := a.s.waitFuture(f, transferTimeout); err != nil {
 		return nil, fmt.Errorf("%w: leadership transfer: %v", structs.ErrConflict, err)
 	}
 	addr, lid := a.s.Leader()
@@ -535,6 +535,12 @@ func (a *httpAPI) raftTransfer(_ http.ResponseWriter, r *http.Request) (any, err
 }
 
 func (a *httpAPI) snapshotSave(w http.ResponseWriter, _ *http.Request) (any, error) {
+	// A barrier first: the snapshot then holds every committed entry, and
+	// Raft has a log entry past the last configuration change to cut it
+	// at (it refuses to snapshot while the newest entry is one).
+	if err := a.s.waitFuture(a.s.raft.Barrier(raftApplyTimeout), raftApplyTimeout); err != nil {
+		return nil, fmt.Errorf("%w: barrier before snapshot: %v", structs.ErrNotLeader, err)
+	}
 	f := a.s.raft.Snapshot()
 	if err := f.Error(); err != nil {
 		return nil, fmt.Errorf("take snapshot: %w", err)

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -64,6 +65,9 @@ type Server struct {
 	leaderCancel context.CancelFunc
 	leaderDone   chan struct{}
 	leaderSince  time.Time
+	// leaderReady is set once a new leader's barrier has passed, and
+	// cleared as soon as its leadership is revoked.
+	leaderReady atomic.Bool
 
 	routes  func(add RouteAdder)
 	manager *reconcile.Manager
@@ -323,8 +327,14 @@ func (s *Server) Config() *config.Config { return s.config }
 // Metrics returns the server's Prometheus registry.
 func (s *Server) Metrics() *prometheus.Registry { return s.metrics }
 
-// IsLeader reports whether this server is the Raft leader.
-func (s *Server) IsLeader() bool { return s.raft.State() == raft.Leader }
+// IsLeader reports whether this server is the Raft leader and has
+// established its leadership: its barrier has passed, so its state holds
+// every entry committed before it took over. A server elected a moment ago
+// is not the leader yet for writes and consistent reads: they wait (or are
+// forwarded) until it is.
+func (s *Server) IsLeader() bool {
+	return s.leaderReady.Load() && s.raft.State() == raft.Leader
+}
 
 // Leader returns the leader's RPC address and ID, empty when unknown.
 func (s *Server) Leader() (string, string) {

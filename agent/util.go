@@ -61,7 +61,7 @@ func (s *Server) rpcHTTPClient(rpcAddr string) *http.Client {
 		Timeout: 30 * time.Second,
 		Transport: &http.Transport{
 			DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-				return dialRPC(ctx, rpcAddr, rpcHTTP, nil)
+				return s.mux.dial(ctx, rpcAddr, rpcHTTP)
 			},
 			MaxIdleConnsPerHost: 4,
 			IdleConnTimeout:     90 * time.Second,
