@@ -28,7 +28,7 @@ func TestDetect_AutoPolicyCompletes(t *testing.T) {
 		d.File != jobFile("web") || d.Repository != "main" || d.JobModifyIndex != 0 || d.Error != "" {
 		t.Fatalf("deployment: %+v", d)
 	}
-	if !strings.Contains(d.Diff, "+ Job: \"web\"") && !strings.Contains(d.Diff, "web") {
+	if !strings.Contains(d.Diff, `+ Job: "web"`) {
 		t.Fatalf("diff does not show the new job: %q", d.Diff)
 	}
 	e.wantEvents(d.ID,
