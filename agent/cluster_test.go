@@ -654,3 +654,19 @@ func TestCluster_SnapshotSaveRestore(t *testing.T) {
 		return nil
 	})
 }
+
+// TestCluster_LeaderLeaves makes the leader leave gracefully: it hands
+// leadership over first, the new leader takes it out of the Raft
+// configuration, and the two left go on committing.
+func TestCluster_LeaderLeaves(t *testing.T) {
+	c := nopstest.StartCluster(t, 3, nopstest.WithoutReconcilers())
+	old := c.Leader()
+	old.Leave()
+	c.Kill(c.Index(old))
+	leader := c.WaitForLeader(20 * time.Second)
+	if leader.NodeID() == old.NodeID() {
+		t.Fatal("the server that left still leads")
+	}
+	c.WaitForPeers(30*time.Second, c.NodeIDs()...)
+	call(t, c.Followers()[0], "POST", "/v1/pause", []byte(`{"reason":"after a leave"}`)).ok(t, "write after the leader left", nil)
+}
