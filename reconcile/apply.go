@@ -327,14 +327,14 @@ func (m *Manager) waitHealthy(ctx context.Context, d *structs.Deployment, now ti
 	case nomadx.HealthFailed:
 		return m.fail(d, "not healthy: "+h.Message)
 	case nomadx.HealthAwaitingPromotion:
-		if !deadlinePaused(d.HealthDeadline) {
-			paused := pausedDeadline()
+		if !d.HealthDeadline.IsZero() {
+			var paused time.Time
 			return m.update(d, &structs.DeploymentPatch{HealthDeadline: &paused,
 				Message: "canaries wait for promotion: the apply timeout is paused"})
 		}
 		return nil
 	}
-	if deadlinePaused(d.HealthDeadline) {
+	if d.HealthDeadline.IsZero() {
 		// Promoted: the timeout restarts in full.
 		deadline := now.Add(timeout)
 		return m.update(d, &structs.DeploymentPatch{HealthDeadline: &deadline,
@@ -345,16 +345,6 @@ func (m *Manager) waitHealthy(ctx context.Context, d *structs.Deployment, now ti
 	}
 	return nil
 }
-
-// pausedDeadline is the health deadline of a deployment whose canaries wait
-// for a promotion: no deadline. It is not the zero time because a patch
-// carries its deadline as a pointer that the log encoding omits when it
-// points to a zero time, so a zero deadline would never be recorded.
-func pausedDeadline() time.Time { return time.Date(9999, time.December, 31, 0, 0, 0, 0, time.UTC) }
-
-// deadlinePaused reports whether a health deadline is paused (zero counts
-// too, for a deployment that recorded no deadline).
-func deadlinePaused(t time.Time) bool { return t.IsZero() || t.Equal(pausedDeadline()) }
 
 // Promote promotes the canaries of a deployment's Nomad deployment.
 func (m *Manager) Promote(ctx context.Context, d *structs.Deployment) error {

@@ -33,16 +33,18 @@ type DeploymentTransitionRequest struct {
 }
 
 // DeploymentPatch is the bookkeeping a step records on a deployment. Nil
-// fields are left as they are.
+// fields are left as they are. The fields carry no omitempty: the log
+// encoding would drop a pointer to a zero value (a zero deadline pauses the
+// apply timeout), so only nil means "leave as it is".
 type DeploymentPatch struct {
-	HookRun           *HookRun   `json:"hook_run,omitempty"`
-	RegisterStartedAt *time.Time `json:"register_started_at,omitempty"`
-	Registered        *bool      `json:"registered,omitempty"`
-	JobVersion        *uint64    `json:"job_version,omitempty"`
-	NomadEvalID       *string    `json:"nomad_eval_id,omitempty"`
-	NomadDeploymentID *string    `json:"nomad_deployment_id,omitempty"`
-	HealthDeadline    *time.Time `json:"health_deadline,omitempty"`
-	Message           string     `json:"message,omitempty"`
+	HookRun           *HookRun   `json:"hook_run"`
+	RegisterStartedAt *time.Time `json:"register_started_at"`
+	Registered        *bool      `json:"registered"`
+	JobVersion        *uint64    `json:"job_version"`
+	NomadEvalID       *string    `json:"nomad_eval_id"`
+	NomadDeploymentID *string    `json:"nomad_deployment_id"`
+	HealthDeadline    *time.Time `json:"health_deadline"`
+	Message           string     `json:"message"`
 }
 
 // DeploymentUpdateRequest records bookkeeping on an active deployment

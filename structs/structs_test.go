@@ -307,3 +307,28 @@ func TestErrorsAreDistinct(t *testing.T) {
 		}
 	}
 }
+
+// TestDeploymentPatch_ZeroDeadlineSurvivesTheLog checks that a patch that
+// sets the health deadline to the zero time (the apply timeout paused while
+// canaries wait) still carries it after the log encoding, and that an unset
+// field stays unset.
+func TestDeploymentPatch_ZeroDeadlineSurvivesTheLog(t *testing.T) {
+	var zero time.Time
+	buf, err := Encode(DeploymentUpdateRequestType, &DeploymentUpdateRequest{ID: "d", Update: &DeploymentPatch{HealthDeadline: &zero}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got DeploymentUpdateRequest
+	if err := Decode(buf[1:], &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Update == nil || got.Update.HealthDeadline == nil {
+		t.Fatal("a zero health deadline was dropped by the encoding")
+	}
+	if !got.Update.HealthDeadline.IsZero() {
+		t.Fatalf("deadline %v, want the zero time", got.Update.HealthDeadline)
+	}
+	if got.Update.RegisterStartedAt != nil || got.Update.Registered != nil || got.Update.HookRun != nil {
+		t.Fatalf("unset fields came back set: %+v", got.Update)
+	}
+}
