@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/nops-dev/nops/fsm"
 	"github.com/nops-dev/nops/reconcile/gitwatch"
@@ -35,6 +36,8 @@ type Config struct {
 	WebhookSecret string
 	// Clock returns the current time; nil means time.Now.
 	Clock func() time.Time
+	// Registerer receives the reconcilers' metrics; nil registers none.
+	Registerer prometheus.Registerer
 }
 
 // Manager owns the leader's loops. It exists on every server (its API
@@ -48,6 +51,7 @@ type Manager struct {
 
 	detectCh chan struct{}
 	applyCh  chan struct{}
+	metrics  *metrics
 
 	// mu guards the leader's in-memory caches, rebuilt on each leadership.
 	mu     sync.Mutex
@@ -74,10 +78,12 @@ func New(cfg Config, srv Server, nomad *nomadx.Client, git *gitwatch.Watcher, lo
 	if len(cfg.Namespaces) == 0 {
 		cfg.Namespaces = []string{"default"}
 	}
-	return &Manager{
+	m := &Manager{
 		cfg: cfg, srv: srv, nomad: nomad, git: git, logger: logger.Named("reconcile"),
 		detectCh: make(chan struct{}, 1), applyCh: make(chan struct{}, 1),
 	}
+	m.metrics = newMetrics(cfg.Registerer, m)
+	return m
 }
 
 // Nomad returns the manager's Nomad client, whose Stats count every request
@@ -168,6 +174,10 @@ func (m *Manager) detectLoop(ctx context.Context) {
 		}
 		start := time.Now()
 		res, err := m.DetectOnce(ctx)
+		m.metrics.observeDetection(start, err)
+		if res != nil {
+			m.metrics.created.Add(float64(res.created))
+		}
 		if ctx.Err() != nil {
 			return
 		}
@@ -241,7 +251,9 @@ func (m *Manager) applyLoop(ctx context.Context) {
 		case <-tick.C:
 		}
 		_ = changed
+		applyStart := time.Now()
 		ended, err := m.ApplyOnce(ctx)
+		m.metrics.applyDuration.Observe(time.Since(applyStart).Seconds())
 		if ctx.Err() != nil {
 			return
 		}

@@ -1,0 +1,83 @@
+package reconcile
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// metrics are the reconcilers' Prometheus series. They are registered on
+// the server's registry, never on a global one.
+type metrics struct {
+	detectDuration prometheus.Histogram
+	detectCycles   *prometheus.CounterVec
+	applyDuration  prometheus.Histogram
+	created        prometheus.Counter
+}
+
+func newMetrics(reg prometheus.Registerer, m *Manager) *metrics {
+	mt := &metrics{
+		detectDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "nops_detection_duration_seconds", Help: "Duration of detection cycles.",
+			Buckets: prometheus.ExponentialBuckets(0.005, 2, 14),
+		}),
+		detectCycles: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "nops_detection_cycles_total", Help: "Detection cycles by result (ok, error).",
+		}, []string{"result"}),
+		applyDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "nops_apply_duration_seconds", Help: "Duration of apply passes over the active deployments.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2, 16),
+		}),
+		created: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "nops_deployments_created_total", Help: "Deployments created by detection on this server.",
+		}),
+	}
+	if reg == nil {
+		return mt
+	}
+	reg.MustRegister(mt.detectDuration, mt.detectCycles, mt.applyDuration, mt.created, &gitCollector{m: m,
+		fetchError: prometheus.NewDesc("nops_git_fetch_error", "1 when the last fetch of the repository failed.", []string{"repo"}, nil),
+		lastSuccess: prometheus.NewDesc("nops_git_last_success_timestamp_seconds",
+			"When a fetch of the repository last succeeded (Unix time; 0 never).", []string{"repo"}, nil),
+	})
+	return mt
+}
+
+func (mt *metrics) observeDetection(start time.Time, err error) {
+	mt.detectDuration.Observe(time.Since(start).Seconds())
+	result := "ok"
+	if err != nil {
+		result = "error"
+	}
+	mt.detectCycles.WithLabelValues(result).Inc()
+}
+
+// gitCollector reports the git watcher's fetch results at each scrape.
+type gitCollector struct {
+	m           *Manager
+	fetchError  *prometheus.Desc
+	lastSuccess *prometheus.Desc
+}
+
+func (c *gitCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.fetchError
+	ch <- c.lastSuccess
+}
+
+func (c *gitCollector) Collect(ch chan<- prometheus.Metric) {
+	if c.m.git == nil {
+		return
+	}
+	for _, st := range c.m.git.Status() {
+		failed := 0.0
+		if st.LastError != "" {
+			failed = 1
+		}
+		ch <- prometheus.MustNewConstMetric(c.fetchError, prometheus.GaugeValue, failed, st.Name)
+		last := 0.0
+		if !st.LastSuccess.IsZero() {
+			last = float64(st.LastSuccess.Unix())
+		}
+		ch <- prometheus.MustNewConstMetric(c.lastSuccess, prometheus.GaugeValue, last, st.Name)
+	}
+}
