@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"runtime"
 	"slices"
 	"sort"
 	"strconv"
@@ -669,4 +670,67 @@ func TestCluster_LeaderLeaves(t *testing.T) {
 	}
 	c.WaitForPeers(30*time.Second, c.NodeIDs()...)
 	call(t, c.Followers()[0], "POST", "/v1/pause", []byte(`{"reason":"after a leave"}`)).ok(t, "write after the leader left", nil)
+}
+
+// TestCluster_ShutdownLeavesNoGoroutines runs a cluster through forwarded
+// writes, a held write, a long poll, a failover and a snapshot, then shuts
+// every server down: Shutdown returns promptly every time, and no
+// goroutine of the servers stays behind.
+func TestCluster_ShutdownLeavesNoGoroutines(t *testing.T) {
+	before := runtime.NumGoroutine()
+	c := nopstest.StartCluster(t, 3, nopstest.WithoutReconcilers())
+	f := c.Followers()[0]
+	call(t, f, "POST", "/v1/pause", []byte(`{"reason":"x"}`)).ok(t, "forwarded write", nil)
+	call(t, f, "GET", "/v1/windows?consistent", nil).ok(t, "consistent read", nil)
+	call(t, f, "GET", "/v1/operator/snapshot", nil).ok(t, "snapshot", nil)
+	// A long poll in flight on a follower while it shuts down.
+	polled := make(chan error, 1)
+	go func() {
+		_, err := tryCall(f, "GET", "/v1/events?since=999999&wait=5m", nil)
+		polled <- err
+	}()
+	c.Kill(c.Index(c.Leader()))
+	c.WaitForLeader(20 * time.Second)
+	call(t, f, "POST", "/v1/resume", []byte(`{"reason":"y"}`)).ok(t, "write after failover", nil)
+
+	for i := 0; i < c.Size(); i++ {
+		if c.Server(i) == nil {
+			continue
+		}
+		start := time.Now()
+		c.Kill(i)
+		if d := time.Since(start); d > 5*time.Second {
+			t.Errorf("shutdown of server %d took %s", i, d)
+		}
+	}
+	select {
+	case <-polled:
+	case <-time.After(5 * time.Second):
+		t.Fatal("a long poll outlived its server's shutdown")
+	}
+	http.DefaultClient.CloseIdleConnections()
+	testutil.WaitForResult(t, 10*time.Second, func() (bool, error) {
+		n := runtime.NumGoroutine()
+		if n <= before+2 {
+			t.Logf("%d goroutines after the shutdown, %d before the cluster", n, before)
+			return true, nil
+		}
+		buf := make([]byte, 1<<20)
+		buf = buf[:runtime.Stack(buf, true)]
+		return false, fmt.Errorf("%d goroutines, %d before the cluster:\n%s", n, before, leftovers(buf))
+	})
+}
+
+// leftovers returns the goroutine stacks that involve server code, for a
+// readable failure.
+func leftovers(stacks []byte) string {
+	var out []string
+	for _, g := range strings.Split(string(stacks), "\n\n") {
+		if strings.Contains(g, "testing.(*M)") || strings.Contains(g, "TestCluster_ShutdownLeavesNoGoroutines") ||
+			strings.Contains(g, "testing.tRunner") && !strings.Contains(g, "nops") {
+			continue
+		}
+		out = append(out, g)
+	}
+	return strings.Join(out, "\n\n")
 }

@@ -55,7 +55,12 @@ type Server struct {
 	httpLn     net.Listener
 	httpServer *http.Server
 	rpcHTTP    *http.Server
-	metrics    *prometheus.Registry
+	// requestCtx is the parent of every request's context; Shutdown
+	// cancels it, so long polls and forwards waiting for a leader end at
+	// once instead of holding the shutdown.
+	requestCtx    context.Context
+	requestCancel context.CancelFunc
+	metrics       *prometheus.Registry
 
 	membership *membership
 
@@ -181,8 +186,10 @@ func (s *Server) setup() error {
 	}
 	s.httpLn = httpLn
 	api := newHTTPAPI(s)
-	s.httpServer = &http.Server{Handler: api.handler(false), ReadHeaderTimeout: 10 * time.Second}
-	s.rpcHTTP = &http.Server{Handler: api.handler(true), ReadHeaderTimeout: 10 * time.Second}
+	s.requestCtx, s.requestCancel = context.WithCancel(context.Background())
+	base := func(net.Listener) context.Context { return s.requestCtx }
+	s.httpServer = &http.Server{Handler: api.handler(false), ReadHeaderTimeout: 10 * time.Second, BaseContext: base}
+	s.rpcHTTP = &http.Server{Handler: api.handler(true), ReadHeaderTimeout: 10 * time.Second, BaseContext: base}
 	s.wg.Add(2)
 	go func() {
 		defer s.wg.Done()
@@ -419,13 +426,20 @@ func (s *Server) Shutdown() {
 		if s.membership != nil {
 			s.membership.shutdown()
 		}
+		if s.requestCancel != nil {
+			s.requestCancel()
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		if s.httpServer != nil {
-			_ = s.httpServer.Shutdown(ctx)
-		}
-		if s.rpcHTTP != nil {
-			_ = s.rpcHTTP.Shutdown(ctx)
+		for _, srv := range []*http.Server{s.httpServer, s.rpcHTTP} {
+			if srv == nil {
+				continue
+			}
+			if err := srv.Shutdown(ctx); err != nil {
+				// Requests still running past the deadline lose their
+				// connections.
+				_ = srv.Close()
+			}
 		}
 		if s.raft != nil {
 			if err := s.raft.Shutdown().Error(); err != nil {

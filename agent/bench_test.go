@@ -1,0 +1,209 @@
+package agent_test
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nops-dev/nops/testutil"
+	"github.com/nops-dev/nops/testutil/nopstest"
+)
+
+// Cluster benchmarks, on three in-process servers with real TCP on
+// loopback and Raft's default timings (a cluster with -bootstrap-expect
+// above 1 uses them). Each reports the median of its runs as a metric:
+//
+//	go test ./agent/ -run '^$' -bench . -benchtime 5x
+
+// percentile returns the p-th percentile (0 < p <= 1) of durations.
+func percentile(d []time.Duration, p float64) time.Duration {
+	if len(d) == 0 {
+		return 0
+	}
+	s := slices.Clone(d)
+	slices.Sort(s)
+	i := int(float64(len(s))*p+0.5) - 1
+	return s[min(max(i, 0), len(s)-1)]
+}
+
+// BenchmarkFailover_KillLeaderToFirstCycle measures, per run, the time from
+// the kill of the leader (no leave) to the end of the first detection cycle
+// the new leader completes over a real git repository and a real Nomad:
+// election, barrier, leader loops, git fetch, parse and plan. It reports the
+// time to a new established leader as well. The killed server is restarted
+// between runs, out of the timer.
+func BenchmarkFailover_KillLeaderToFirstCycle(b *testing.B) {
+	nomad := testutil.StartNomad(b)
+	repo := testutil.NewGitRepo(b)
+	repo.WriteFile("jobs/web.nomad.hcl", testutil.ServiceJobHCL("web",
+		testutil.WithMeta("nops_managed", "true"), testutil.WithMeta("nops_policy", "none")))
+	repo.Commit("web")
+	c := nopstest.StartCluster(b, 3, nopstest.WithNomad(nomad.Addr), nopstest.WithRepo("ops", repo.URL(), "main", "jobs"))
+	ids := c.NodeIDs()
+
+	var toLeader, toCycle []time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		old := c.WaitForLeader(30 * time.Second)
+		c.WaitForPeers(30*time.Second, ids...)
+		// The current leader has finished a cycle: a cycle recorded
+		// after the kill is the new leader's.
+		if _, _, err := waitForCycle(c, old.NodeID(), time.Time{}, time.Minute); err != nil {
+			b.Fatal(err)
+		}
+		idx := c.Index(old)
+		b.StartTimer()
+
+		start := time.Now()
+		c.Kill(idx)
+		elected, finished, err := waitForCycle(c, "", start, time.Minute)
+		if err != nil {
+			b.Fatal(err)
+		}
+
+		b.StopTimer()
+		toLeader = append(toLeader, elected.Sub(start))
+		toCycle = append(toCycle, finished.Sub(start))
+		b.Logf("run %d: leader killed; new leader after %s, its first cycle done after %s", i,
+			elected.Sub(start).Round(time.Millisecond), finished.Sub(start).Round(time.Millisecond))
+		c.Start(idx)
+		b.StartTimer()
+	}
+	b.StopTimer()
+	b.ReportMetric(percentile(toLeader, 0.5).Seconds(), "s-to-leader-p50")
+	b.ReportMetric(percentile(toCycle, 0.5).Seconds(), "s-to-first-cycle-p50")
+	b.ReportMetric(percentile(toCycle, 1).Seconds(), "s-to-first-cycle-max")
+}
+
+// waitForCycle polls the running servers every few milliseconds until one
+// of them leads (the server with node ID by, when by is not empty) and its
+// state holds a detection cycle of its own that saw the job and finished
+// after since. It returns when the leader was first seen established, and
+// when its cycle finished (as the leader recorded it).
+func waitForCycle(c *nopstest.Cluster, by string, since time.Time, timeout time.Duration) (elected, finished time.Time, err error) {
+	deadline := time.Now().Add(timeout)
+	last := "no leader"
+	for time.Now().Before(deadline) {
+		for _, s := range c.Servers() {
+			if !s.IsLeader() || (by != "" && s.NodeID() != by) {
+				continue
+			}
+			if elected.IsZero() {
+				elected = time.Now()
+			}
+			cycle, err := s.State().DetectionCycle()
+			if err != nil {
+				return elected, finished, err
+			}
+			if cycle != nil && cycle.Leader == s.NodeID() && cycle.Jobs >= 1 && cycle.FinishedAt.After(since) {
+				return elected, cycle.FinishedAt, nil
+			}
+			last = fmt.Sprintf("leader %s: last cycle %+v", s.Config().NodeName, cycle)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	return elected, finished, fmt.Errorf("no detection cycle after %s: %s", timeout, last)
+}
+
+// writer sends window writes to one server over a kept-alive connection.
+type writer struct {
+	s      *nopstest.Server
+	client *http.Client
+}
+
+func newWriter(s *nopstest.Server) *writer {
+	return &writer{s: s, client: &http.Client{Timeout: 30 * time.Second,
+		Transport: &http.Transport{MaxIdleConnsPerHost: 64, MaxConnsPerHost: 64}}}
+}
+
+// put writes sync window name: one Raft entry.
+func (w *writer) put(name string) error {
+	body := []byte(`{"kind":"deny","schedule":"0 22 * * *","duration":"8h"}`)
+	req, err := http.NewRequest("PUT", w.s.URL+"/v1/window/"+name, bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	resp, err := w.client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("PUT window %s: %d %s", name, resp.StatusCode, raw)
+	}
+	return nil
+}
+
+// BenchmarkWrite_ThroughFollower measures the latency of one write sent to
+// a follower, forwarded to the leader, committed by a quorum and applied:
+// one writer, one write at a time.
+func BenchmarkWrite_ThroughFollower(b *testing.B) {
+	c := nopstest.StartCluster(b, 3, nopstest.WithoutReconcilers())
+	c.WaitForPeers(30*time.Second, c.NodeIDs()...)
+	w := newWriter(c.Followers()[0])
+	// Warm the forwarding connection.
+	if err := w.put("warm"); err != nil {
+		b.Fatal(err)
+	}
+	lat := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		start := time.Now()
+		if err := w.put(fmt.Sprintf("w-%d", i%100)); err != nil {
+			b.Fatal(err)
+		}
+		lat = append(lat, time.Since(start))
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(percentile(lat, 0.5).Microseconds())/1000, "ms-p50")
+	b.ReportMetric(float64(percentile(lat, 0.99).Microseconds())/1000, "ms-p99")
+}
+
+// BenchmarkWrite_Throughput measures the writes per second a three-server
+// cluster sustains with 32 concurrent writers spread over the three
+// servers' APIs (two thirds of them forwarded).
+func BenchmarkWrite_Throughput(b *testing.B) {
+	const writers = 32
+	c := nopstest.StartCluster(b, 3, nopstest.WithoutReconcilers())
+	c.WaitForPeers(30*time.Second, c.NodeIDs()...)
+	var ws []*writer
+	for _, s := range c.Servers() {
+		ws = append(ws, newWriter(s))
+	}
+	var next atomic.Int64
+	var failed atomic.Value
+	b.ResetTimer()
+	start := time.Now()
+	var wg sync.WaitGroup
+	for g := 0; g < writers; g++ {
+		wg.Add(1)
+		go func(w *writer) {
+			defer wg.Done()
+			for {
+				i := next.Add(1)
+				if i > int64(b.N) {
+					return
+				}
+				if err := w.put(fmt.Sprintf("t-%d", i%500)); err != nil {
+					failed.Store(err)
+					return
+				}
+			}
+		}(ws[g%len(ws)])
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	b.StopTimer()
+	if err, ok := failed.Load().(error); ok {
+		b.Fatal(err)
+	}
+	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "writes/s")
+}
