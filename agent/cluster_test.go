@@ -78,6 +78,11 @@ func (a answer) errorMessage() string {
 // headers every answer must carry.
 func checkClusterHeaders(t testing.TB, what string, a answer, knownLeader bool) {
 	t.Helper()
+	for _, h := range []string{"X-Nops-Index", "X-Nops-Known-Leader", "X-Nops-Last-Contact"} {
+		if n := len(a.header.Values(h)); n != 1 {
+			t.Errorf("%s: %d values of %s, want 1", what, n, h)
+		}
+	}
 	idx := a.header.Get("X-Nops-Index")
 	if _, err := strconv.ParseUint(idx, 10, 64); err != nil {
 		t.Errorf("%s: X-Nops-Index %q is not an index", what, idx)
@@ -391,6 +396,16 @@ func TestCluster_ConsistentReadsAndHeaders(t *testing.T) {
 		t.Fatalf("missing deployment: %d", a.code)
 	}
 	checkClusterHeaders(t, "404 on a follower", a, true)
+	a = call(t, f, "GET", "/v1/no/such/thing", nil)
+	if a.code != http.StatusNotFound {
+		t.Fatalf("unknown endpoint: %d", a.code)
+	}
+	checkClusterHeaders(t, "unknown endpoint", a, true)
+	a = call(t, f, "POST", "/v1/pause", []byte(`{"reason":`))
+	if a.code != http.StatusBadRequest {
+		t.Fatalf("malformed write through a follower: %d %s", a.code, a.body)
+	}
+	checkClusterHeaders(t, "malformed write through a follower", a, true)
 	a = call(t, f, "POST", "/v1/pause", []byte(`{"reason":"x"}`))
 	a.ok(t, "write through a follower", nil)
 	checkClusterHeaders(t, "write through a follower", a, true)

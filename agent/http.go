@@ -82,7 +82,12 @@ func (a *httpAPI) handler(internal bool) http.Handler {
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, &HTTPError{Code: http.StatusNotFound, Msg: fmt.Sprintf("no such endpoint: %s %s", r.Method, r.URL.Path)})
 	})
-	return mux
+	// Every answer carries the cluster headers, errors included; a route
+	// sets them again once it has read the state.
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		a.setMeta(w)
+		mux.ServeHTTP(w, r)
+	})
 }
 
 // wrap applies the cluster rules to a handler: writes run on the leader
@@ -195,10 +200,10 @@ func (a *httpAPI) forward(w http.ResponseWriter, r *http.Request) {
 		resp, sent, err := a.send(r, leader, body)
 		if err == nil && resp.Header.Get(headerNotLeader) == "" {
 			defer resp.Body.Close()
+			// The leader's answer, headers included, replaces this
+			// server's.
 			for k, vs := range resp.Header {
-				for _, v := range vs {
-					w.Header().Add(k, v)
-				}
+				w.Header()[k] = vs
 			}
 			w.WriteHeader(resp.StatusCode)
 			_, _ = io.Copy(w, resp.Body)
