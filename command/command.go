@@ -420,14 +420,14 @@ func (m *runner) printJSON(v any) int {
 	return exitOK
 }
 
-// table returns a tab writer on stdout; the caller flushes it.
-func (m *runner) table() *tabwriter.Writer {
+// tabWriter returns a tab writer on stdout; the caller flushes it.
+func (m *runner) tabWriter() *tabwriter.Writer {
 	return tabwriter.NewWriter(m.stdout, 0, 8, 2, ' ', 0)
 }
 
 // kv prints "key = value" lines aligned, in order.
 func (m *runner) kv(pairs ...string) {
-	tw := m.table()
+	tw := m.tabWriter()
 	for i := 0; i+1 < len(pairs); i += 2 {
 		fmt.Fprintf(tw, "%s\t= %s\n", pairs[i], pairs[i+1])
 	}

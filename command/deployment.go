@@ -2,8 +2,8 @@ package command
 
 import (
 	"context"
+	"flag"
 	"fmt"
-	"io"
 	"strings"
 
 	"github.com/nops-dev/nops/rpc/client"
@@ -51,52 +51,36 @@ func stateList() string {
 
 func (c *deploymentListCommand) Run(ctx context.Context, args []string) int {
 	m := c.m
-	var f apiFlags
 	var filter client.DeploymentFilter
 	var limit int
 	var verbose bool
-	fs := newFlagSet("deployment list")
-	f.register(m, fs)
-	fs.StringVar(&filter.Namespace, "namespace", "", "")
-	fs.StringVar(&filter.JobID, "job", "", "")
-	fs.StringVar(&filter.State, "state", "", "")
-	fs.IntVar(&limit, "limit", 0, "")
-	fs.BoolVar(&verbose, "verbose", false, "")
-	if _, code, ok := m.parse(c, fs, args, 0, 0, ""); !ok {
-		return code
+	spec := apiArgs{
+		name: "deployment list",
+		flags: func(fs *flag.FlagSet) {
+			fs.StringVar(&filter.Namespace, "namespace", "", "")
+			fs.StringVar(&filter.JobID, "job", "", "")
+			fs.StringVar(&filter.State, "state", "", "")
+			fs.IntVar(&limit, "limit", 0, "")
+			fs.BoolVar(&verbose, "verbose", false, "")
+		},
+		check: func([]string) error {
+			if filter.State != "" && !structs.DeploymentState(filter.State).Valid() {
+				return fmt.Errorf("-state: %q is not a deployment state (want one of %s)", filter.State, stateList())
+			}
+			return checkLimit(limit)
+		},
 	}
-	if filter.State != "" && !structs.DeploymentState(filter.State).Valid() {
-		return m.usageError(c, fmt.Errorf("-state: %q is not a deployment state (want one of %s)", filter.State, stateList()))
+	fetch := func(api *client.Client) ([]*structs.Deployment, *client.QueryMeta, error) {
+		return api.Deployments(ctx, filter, &client.QueryOptions{Limit: limit})
 	}
-	if limit < 0 {
-		return m.usageError(c, fmt.Errorf("-limit: must not be negative, got %d", limit))
-	}
-	api, err := m.client(&f)
-	if err != nil {
-		return m.fail(err)
-	}
-	list, _, err := api.Deployments(ctx, filter, &client.QueryOptions{Limit: limit})
-	if err != nil {
-		return m.fail(err)
-	}
-	if f.json {
-		if list == nil {
-			list = []*structs.Deployment{}
-		}
-		return m.printJSON(list)
-	}
-	if len(list) == 0 {
-		fmt.Fprintln(m.stdout, "No deployments")
-		return exitOK
-	}
-	tw := m.table()
-	fmt.Fprintln(tw, "ID\tNamespace\tJob\tState\tPolicy\tCommit\tCreated")
-	for _, d := range list {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", shortID(d.ID, verbose), d.Namespace, d.JobID, d.State,
-			orDash(string(d.Policy)), orDash(shortCommit(d.Commit)), m.ago(d.CreatedAt))
-	}
-	tw.Flush()
-	return exitOK
+	return runList(m, c, args, spec, fetch, table[*structs.Deployment]{
+		header: "ID\tNamespace\tJob\tState\tPolicy\tCommit\tCreated",
+		row: func(d *structs.Deployment) string {
+			return fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s\t%s", shortID(d.ID, verbose), d.Namespace, d.JobID, d.State,
+				orDash(string(d.Policy)), orDash(shortCommit(d.Commit)), m.ago(d.CreatedAt))
+		},
+		empty: "No deployments",
+	})
 }
 
 // deploymentStatusCommand shows one deployment with its hooks, decisions,
@@ -126,33 +110,27 @@ Options:
 
 func (c *deploymentStatusCommand) Run(ctx context.Context, args []string) int {
 	m := c.m
-	var f apiFlags
 	var verbose bool
-	fs := newFlagSet("deployment status")
-	f.register(m, fs)
-	fs.BoolVar(&verbose, "verbose", false, "")
-	pos, code, ok := m.parse(c, fs, args, 1, 1, "a deployment ID")
-	if !ok {
-		return code
+	spec := apiArgs{
+		name: "deployment status", min: 1, max: 1, desc: "a deployment ID",
+		flags: func(fs *flag.FlagSet) { fs.BoolVar(&verbose, "verbose", false, "") },
 	}
-	api, err := m.client(&f)
-	if err != nil {
-		return m.fail(err)
-	}
-	d, _, err := api.Deployment(ctx, pos[0], nil)
-	if err != nil {
-		return m.fail(err)
-	}
-	if f.json {
-		return m.printJSON(d)
-	}
-	events, _, err := api.DeploymentEvents(ctx, d.ID, nil)
-	if err != nil {
-		return m.fail(err)
-	}
-	m.printDeployment(d, verbose)
-	m.printEvents("Events", events, false)
-	return exitOK
+	return m.runAPI(c, args, spec, func(api *client.Client, pos []string, asJSON bool) int {
+		d, _, err := api.Deployment(ctx, pos[0], nil)
+		if err != nil {
+			return m.fail(err)
+		}
+		if asJSON {
+			return m.printJSON(d)
+		}
+		events, _, err := api.DeploymentEvents(ctx, d.ID, nil)
+		if err != nil {
+			return m.fail(err)
+		}
+		m.printDeployment(d, verbose)
+		m.printEvents("Events", events, false)
+		return exitOK
+	})
 }
 
 func (m *runner) printDeployment(d *structs.Deployment, verbose bool) {
@@ -195,34 +173,25 @@ func (m *runner) printDeployment(d *structs.Deployment, verbose bool) {
 	}
 	m.kv(pairs...)
 
-	if len(d.Hooks) > 0 {
-		fmt.Fprintln(m.stdout, "\nHooks")
-		tw := m.table()
-		fmt.Fprintln(tw, "Phase\tPosition\tHook\tRevision job\tTimeout")
-		for _, h := range d.Hooks {
-			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\n", h.Phase, h.Position, h.Name, h.RevisionJobID, h.Timeout)
-		}
-		tw.Flush()
-	}
-	if len(d.HookRuns) > 0 {
-		fmt.Fprintln(m.stdout, "\nHook runs")
-		tw := m.table()
-		fmt.Fprintln(tw, "Phase\tPosition\tHook\tState\tDispatched job\tStarted\tFinished\tError")
-		for _, r := range d.HookRuns {
-			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Phase, r.Position, r.Hook, r.State,
+	table[structs.FrozenHook]{
+		header: "Phase\tPosition\tHook\tRevision job\tTimeout",
+		row: func(h structs.FrozenHook) string {
+			return fmt.Sprintf("%s\t%d\t%s\t%s\t%s", h.Phase, h.Position, h.Name, h.RevisionJobID, h.Timeout)
+		},
+	}.section(m, "Hooks", d.Hooks)
+	table[structs.HookRun]{
+		header: "Phase\tPosition\tHook\tState\tDispatched job\tStarted\tFinished\tError",
+		row: func(r structs.HookRun) string {
+			return fmt.Sprintf("%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s", r.Phase, r.Position, r.Hook, r.State,
 				orDash(r.DispatchedJobID), m.ago(r.StartedAt), m.ago(r.FinishedAt), orDash(oneLine(r.Error)))
-		}
-		tw.Flush()
-	}
-	if len(d.Decisions) > 0 {
-		fmt.Fprintln(m.stdout, "\nDecisions")
-		tw := m.table()
-		fmt.Fprintln(tw, "Time\tDecision\tActor\tComment")
-		for _, dec := range d.Decisions {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", formatTime(dec.Time), dec.Kind, dec.Actor, orDash(oneLine(dec.Comment)))
-		}
-		tw.Flush()
-	}
+		},
+	}.section(m, "Hook runs", d.HookRuns)
+	table[structs.Decision]{
+		header: "Time\tDecision\tActor\tComment",
+		row: func(dec structs.Decision) string {
+			return fmt.Sprintf("%s\t%s\t%s\t%s", formatTime(dec.Time), dec.Kind, dec.Actor, orDash(oneLine(dec.Comment)))
+		},
+	}.section(m, "Decisions", d.Decisions)
 	fmt.Fprintln(m.stdout, "\nDiff (redacted)")
 	if strings.TrimSpace(d.Diff) == "" {
 		fmt.Fprintln(m.stdout, "  (none recorded)")
@@ -239,25 +208,16 @@ func (m *runner) printEvents(title string, events []*structs.Event, withObject b
 	if title != "" {
 		fmt.Fprintf(m.stdout, "\n%s\n", title)
 	}
-	if len(events) == 0 {
-		fmt.Fprintln(m.stdout, "No events")
-		return
-	}
-	tw := m.table()
-	m.eventRows(tw, events, withObject, true)
-	tw.Flush()
+	m.eventTable(withObject).print(m, events)
 }
 
-// eventRows writes event rows, with a header when header is set.
-func (m *runner) eventRows(tw io.Writer, events []*structs.Event, withObject, header bool) {
-	if header {
-		if withObject {
-			fmt.Fprintln(tw, "Seq\tTime\tKind\tObject\tChange\tActor\tMessage")
-		} else {
-			fmt.Fprintln(tw, "Seq\tTime\tChange\tActor\tMessage")
-		}
+// eventTable is the table of events, with the object of each or without.
+func (m *runner) eventTable(withObject bool) table[*structs.Event] {
+	t := table[*structs.Event]{header: "Seq\tTime\tChange\tActor\tMessage", empty: "No events"}
+	if withObject {
+		t.header = "Seq\tTime\tKind\tObject\tChange\tActor\tMessage"
 	}
-	for _, e := range events {
+	t.row = func(e *structs.Event) string {
 		change := "-"
 		switch {
 		case e.From != "" && e.To != "":
@@ -268,12 +228,12 @@ func (m *runner) eventRows(tw io.Writer, events []*structs.Event, withObject, he
 			change = e.From + " ->"
 		}
 		if withObject {
-			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n", e.Seq, formatTime(e.Time), e.Kind, e.Object, change,
+			return fmt.Sprintf("%d\t%s\t%s\t%s\t%s\t%s\t%s", e.Seq, formatTime(e.Time), e.Kind, e.Object, change,
 				orDash(e.Actor), orDash(oneLine(e.Message)))
-		} else {
-			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\n", e.Seq, formatTime(e.Time), change, orDash(e.Actor), orDash(oneLine(e.Message)))
 		}
+		return fmt.Sprintf("%d\t%s\t%s\t%s\t%s", e.Seq, formatTime(e.Time), change, orDash(e.Actor), orDash(oneLine(e.Message)))
 	}
+	return t
 }
 
 // deploymentDecideCommand approves or rejects a deployment.
@@ -324,42 +284,32 @@ Options:
 }
 
 func (c *deploymentDecideCommand) Run(ctx context.Context, args []string) int {
-	m := c.m
-	var f apiFlags
 	var text string
-	fs := newFlagSet("deployment " + c.verb())
-	f.register(m, fs)
-	if c.approve {
-		fs.StringVar(&text, "comment", "", "")
-	} else {
-		fs.StringVar(&text, "reason", "", "")
+	spec := apiArgs{
+		name: "deployment " + c.verb(), min: 1, max: 1, desc: "a deployment ID",
+		flags: func(fs *flag.FlagSet) {
+			if c.approve {
+				fs.StringVar(&text, "comment", "", "")
+			} else {
+				fs.StringVar(&text, "reason", "", "")
+			}
+		},
 	}
-	pos, code, ok := m.parse(c, fs, args, 1, 1, "a deployment ID")
-	if !ok {
-		return code
-	}
-	api, err := m.client(&f)
-	if err != nil {
-		return m.fail(err)
-	}
-	var d *structs.Deployment
-	if c.approve {
-		d, err = api.Approve(ctx, pos[0], text)
-	} else {
-		d, err = api.Reject(ctx, pos[0], text)
-	}
-	if err != nil {
-		return m.fail(fmt.Errorf("%s deployment %s: %w", c.verb(), pos[0], err))
-	}
-	if f.json {
-		return m.printJSON(d)
-	}
-	done := "rejected"
-	if c.approve {
-		done = "approved"
-	}
-	fmt.Fprintf(m.stdout, "Deployment %s of %s %s: now %s\n", shortID(d.ID, false), structs.JobKey(d.Namespace, d.JobID), done, d.State)
-	return exitOK
+	return c.m.runWrite(c, args, spec, func(api *client.Client, pos []string) (any, string, error) {
+		var d *structs.Deployment
+		var err error
+		done := "rejected"
+		if c.approve {
+			d, err = api.Approve(ctx, pos[0], text)
+			done = "approved"
+		} else {
+			d, err = api.Reject(ctx, pos[0], text)
+		}
+		if err != nil {
+			return nil, "", fmt.Errorf("%s deployment %s: %w", c.verb(), pos[0], err)
+		}
+		return d, fmt.Sprintf("Deployment %s of %s %s: now %s", shortID(d.ID, false), structs.JobKey(d.Namespace, d.JobID), done, d.State), nil
+	})
 }
 
 // deploymentPromoteCommand promotes the canaries of a deployment.
@@ -378,28 +328,15 @@ func (c *deploymentPromoteCommand) Help() string {
 }
 
 func (c *deploymentPromoteCommand) Run(ctx context.Context, args []string) int {
-	m := c.m
-	var f apiFlags
-	fs := newFlagSet("deployment promote")
-	f.register(m, fs)
-	pos, code, ok := m.parse(c, fs, args, 1, 1, "a deployment ID")
-	if !ok {
-		return code
-	}
-	api, err := m.client(&f)
-	if err != nil {
-		return m.fail(err)
-	}
-	if err := api.Promote(ctx, pos[0]); err != nil {
-		return m.fail(fmt.Errorf("promote deployment %s: %w", pos[0], err))
-	}
-	d, _, err := api.Deployment(ctx, pos[0], nil)
-	if err != nil {
-		return m.fail(fmt.Errorf("promoted; read deployment %s: %w", pos[0], err))
-	}
-	if f.json {
-		return m.printJSON(d)
-	}
-	fmt.Fprintf(m.stdout, "Deployment %s of %s: canaries promoted, now %s\n", shortID(d.ID, false), structs.JobKey(d.Namespace, d.JobID), d.State)
-	return exitOK
+	spec := apiArgs{name: "deployment promote", min: 1, max: 1, desc: "a deployment ID"}
+	return c.m.runWrite(c, args, spec, func(api *client.Client, pos []string) (any, string, error) {
+		if err := api.Promote(ctx, pos[0]); err != nil {
+			return nil, "", fmt.Errorf("promote deployment %s: %w", pos[0], err)
+		}
+		d, _, err := api.Deployment(ctx, pos[0], nil)
+		if err != nil {
+			return nil, "", fmt.Errorf("promoted; read deployment %s: %w", pos[0], err)
+		}
+		return d, fmt.Sprintf("Deployment %s of %s: canaries promoted, now %s", shortID(d.ID, false), structs.JobKey(d.Namespace, d.JobID), d.State), nil
+	})
 }

@@ -3,6 +3,7 @@ package command
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"strconv"
 	"time"
@@ -48,51 +49,34 @@ Options:
 
 func (c *eventsCommand) Run(ctx context.Context, args []string) int {
 	m := c.m
-	var f apiFlags
-	var since, kind string
+	var since, cursor, kind string
 	var limit int
 	var follow bool
-	fs := newFlagSet("events")
-	f.register(m, fs)
-	fs.StringVar(&since, "since", "", "")
-	fs.StringVar(&kind, "kind", "", "")
-	fs.IntVar(&limit, "limit", 0, "")
-	fs.BoolVar(&follow, "follow", false, "")
-	if _, code, ok := m.parse(c, fs, args, 0, 0, ""); !ok {
-		return code
-	}
-	cursor, err := m.resolveSince(since)
-	if err != nil {
-		return m.usageError(c, err)
-	}
-	if limit < 0 {
-		return m.usageError(c, fmt.Errorf("-limit: must not be negative, got %d", limit))
-	}
-	api, err := m.client(&f)
-	if err != nil {
-		return m.fail(err)
-	}
-	events, _, err := api.Events(ctx, cursor, kind, 0, &client.QueryOptions{Limit: limit})
-	if err != nil {
-		return m.fail(err)
-	}
-	if !follow {
-		if f.json {
-			if events == nil {
-				events = []*structs.Event{}
+	spec := apiArgs{
+		name: "events",
+		flags: func(fs *flag.FlagSet) {
+			fs.StringVar(&since, "since", "", "")
+			fs.StringVar(&kind, "kind", "", "")
+			fs.IntVar(&limit, "limit", 0, "")
+			fs.BoolVar(&follow, "follow", false, "")
+		},
+		check: func([]string) (err error) {
+			if cursor, err = m.resolveSince(since); err != nil {
+				return err
 			}
-			return m.printJSON(events)
-		}
-		if len(events) == 0 {
-			fmt.Fprintln(m.stdout, "No events")
-			return exitOK
-		}
-		tw := m.table()
-		m.eventRows(tw, events, true, true)
-		tw.Flush()
-		return exitOK
+			return checkLimit(limit)
+		},
 	}
-	return c.follow(ctx, api, cursor, kind, events, f.json)
+	return m.runAPI(c, args, spec, func(api *client.Client, _ []string, asJSON bool) int {
+		events, _, err := api.Events(ctx, cursor, kind, 0, &client.QueryOptions{Limit: limit})
+		if err != nil {
+			return m.fail(err)
+		}
+		if !follow {
+			return m.eventTable(true).list(m, events, asJSON)
+		}
+		return c.follow(ctx, api, cursor, kind, events, asJSON)
+	})
 }
 
 // resolveSince turns -since into the server's since: a sequence number or
@@ -117,7 +101,7 @@ func (m *runner) resolveSince(s string) (string, error) {
 // failed poll is reported and retried with a growing pause.
 func (c *eventsCommand) follow(ctx context.Context, api *client.Client, cursor, kind string, first []*structs.Event, asJSON bool) int {
 	m := c.m
-	header := true
+	t := m.eventTable(true)
 	emit := func(events []*structs.Event) {
 		if len(events) == 0 {
 			return
@@ -130,10 +114,8 @@ func (c *eventsCommand) follow(ctx context.Context, api *client.Client, cursor, 
 			}
 			return
 		}
-		tw := m.table()
-		m.eventRows(tw, events, true, header)
-		tw.Flush()
-		header = false
+		t.print(m, events)
+		t.header = ""
 	}
 	emit(first)
 	backoff := time.Second

@@ -2,10 +2,10 @@ package command
 
 import (
 	"context"
-	"errors"
+	"flag"
 	"fmt"
-	"strings"
 
+	"github.com/nops-dev/nops/rpc/client"
 	"github.com/nops-dev/nops/structs"
 )
 
@@ -33,27 +33,31 @@ Options:
 
 func (c *jobStatusCommand) Run(ctx context.Context, args []string) int {
 	m := c.m
-	var f apiFlags
 	var ns string
-	fs := newFlagSet("job status")
-	f.register(m, fs)
-	fs.StringVar(&ns, "namespace", "default", "")
-	pos, code, ok := m.parse(c, fs, args, 1, 1, "a job ID")
-	if !ok {
-		return code
-	}
-	api, err := m.client(&f)
-	if err != nil {
-		return m.fail(err)
-	}
-	job, _, err := api.Job(ctx, ns, pos[0], nil)
-	if err != nil {
-		return m.fail(fmt.Errorf("job %s: %w", structs.JobKey(ns, pos[0]), err))
-	}
-	if f.json {
-		return m.printJSON(job)
-	}
-	pairs := []string{"Job", structs.JobKey(ns, pos[0])}
+	spec := apiArgs{name: "job status", min: 1, max: 1, desc: "a job ID", flags: namespaceFlag(&ns)}
+	return m.runAPI(c, args, spec, func(api *client.Client, pos []string, asJSON bool) int {
+		key := structs.JobKey(ns, pos[0])
+		job, _, err := api.Job(ctx, ns, pos[0], nil)
+		if err != nil {
+			return m.fail(fmt.Errorf("job %s: %w", key, err))
+		}
+		if asJSON {
+			return m.printJSON(job)
+		}
+		c.print(key, job)
+		return exitOK
+	})
+}
+
+// namespaceFlag registers the -namespace flag of the job commands.
+func namespaceFlag(ns *string) func(fs *flag.FlagSet) {
+	return func(fs *flag.FlagSet) { fs.StringVar(ns, "namespace", "default", "") }
+}
+
+// print prints the status of the job key.
+func (c *jobStatusCommand) print(key string, job *client.JobDetail) {
+	m := c.m
+	pairs := []string{"Job", key}
 	if s := job.Status; s != nil {
 		sync := string(s.Sync)
 		if s.DriftSummary != "" {
@@ -100,23 +104,25 @@ func (c *jobStatusCommand) Run(ctx context.Context, args []string) int {
 			fmt.Fprintf(m.stdout, "  * %s\n", oneLine(e))
 		}
 	}
+	deployments := table[*structs.Deployment]{
+		header: "ID\tState\tCommit\tCreated\tUpdated\tError",
+		row: func(d *structs.Deployment) string {
+			return fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s", shortID(d.ID, false), d.State, orDash(shortCommit(d.Commit)),
+				m.ago(d.CreatedAt), m.ago(d.UpdatedAt), orDash(oneLine(d.Error)))
+		},
+		empty: "  none",
+	}
 	for _, sec := range []struct {
 		title string
 		d     *structs.Deployment
 	}{{"Active deployment", job.ActiveDeployment}, {"Last deployment", job.LastDeployment}} {
 		fmt.Fprintf(m.stdout, "\n%s\n", sec.title)
-		if sec.d == nil {
-			fmt.Fprintln(m.stdout, "  none")
-			continue
+		var list []*structs.Deployment
+		if sec.d != nil {
+			list = append(list, sec.d)
 		}
-		tw := m.table()
-		fmt.Fprintln(tw, "ID\tState\tCommit\tCreated\tUpdated\tError")
-		d := sec.d
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", shortID(d.ID, false), d.State, orDash(shortCommit(d.Commit)),
-			m.ago(d.CreatedAt), m.ago(d.UpdatedAt), orDash(oneLine(d.Error)))
-		tw.Flush()
+		deployments.print(m, list)
 	}
-	return exitOK
 }
 
 // jobAction is what a jobActionCommand does.
@@ -180,52 +186,44 @@ Options:
 }
 
 func (c *jobActionCommand) Run(ctx context.Context, args []string) int {
-	m := c.m
-	var f apiFlags
 	var ns, reason string
-	fs := newFlagSet("job " + string(c.action))
-	f.register(m, fs)
-	fs.StringVar(&ns, "namespace", "default", "")
 	withReason := c.action == jobPause || c.action == jobResume
-	if withReason {
-		fs.StringVar(&reason, "reason", "", "")
+	spec := apiArgs{
+		name: "job " + string(c.action), min: 1, max: 1, desc: "a job ID",
+		flags: func(fs *flag.FlagSet) {
+			namespaceFlag(&ns)(fs)
+			if withReason {
+				fs.StringVar(&reason, "reason", "", "")
+			}
+		},
+		check: func([]string) error {
+			if withReason {
+				return requireReason(reason)
+			}
+			return nil
+		},
 	}
-	pos, code, ok := m.parse(c, fs, args, 1, 1, "a job ID")
-	if !ok {
-		return code
-	}
-	if withReason && strings.TrimSpace(reason) == "" {
-		return m.usageError(c, errors.New("-reason is required: say why, it is recorded with who did it"))
-	}
-	api, err := m.client(&f)
-	if err != nil {
-		return m.fail(err)
-	}
-	key := structs.JobKey(ns, pos[0])
-	var out any
-	var msg string
-	switch c.action {
-	case jobRetry:
-		err = api.RetryJob(ctx, ns, pos[0])
-		out, msg = map[string]any{"namespace": ns, "job_id": pos[0], "retried": true}, "Job "+key+": block lifted; the next detection cycle may deploy it again"
-	case jobPause:
-		out, err = api.PauseJob(ctx, ns, pos[0], reason)
-		msg = "Job " + key + " paused"
-	case jobResume:
-		out, err = api.ResumeJob(ctx, ns, pos[0], reason)
-		msg = "Job " + key + " resumed"
-	case jobDeployNow:
-		out, err = api.DeployNow(ctx, ns, pos[0])
-		msg = "Job " + key + ": its next deployment lifts a closed sync window"
-	}
-	if err != nil {
-		return m.fail(fmt.Errorf("%s job %s: %w", c.action, key, err))
-	}
-	if f.json {
-		return m.printJSON(out)
-	}
-	fmt.Fprintln(m.stdout, msg)
-	return exitOK
+	return c.m.runWrite(c, args, spec, func(api *client.Client, pos []string) (out any, msg string, err error) {
+		key := structs.JobKey(ns, pos[0])
+		switch c.action {
+		case jobRetry:
+			err = api.RetryJob(ctx, ns, pos[0])
+			out, msg = map[string]any{"namespace": ns, "job_id": pos[0], "retried": true}, "Job "+key+": block lifted; the next detection cycle may deploy it again"
+		case jobPause:
+			out, err = api.PauseJob(ctx, ns, pos[0], reason)
+			msg = "Job " + key + " paused"
+		case jobResume:
+			out, err = api.ResumeJob(ctx, ns, pos[0], reason)
+			msg = "Job " + key + " resumed"
+		case jobDeployNow:
+			out, err = api.DeployNow(ctx, ns, pos[0])
+			msg = "Job " + key + ": its next deployment lifts a closed sync window"
+		}
+		if err != nil {
+			return nil, "", fmt.Errorf("%s job %s: %w", c.action, key, err)
+		}
+		return out, msg, nil
+	})
 }
 
 // pauseAllCommand pauses or resumes every job.
@@ -276,43 +274,34 @@ Options:
 
 func (c *pauseAllCommand) Run(ctx context.Context, args []string) int {
 	m := c.m
-	var f apiFlags
 	var reason string
-	fs := newFlagSet(c.name())
-	f.register(m, fs)
-	fs.StringVar(&reason, "reason", "", "")
-	if _, code, ok := m.parse(c, fs, args, 0, 0, ""); !ok {
-		return code
+	spec := apiArgs{
+		name:  c.name(),
+		flags: func(fs *flag.FlagSet) { fs.StringVar(&reason, "reason", "", "") },
+		check: func([]string) error { return requireReason(reason) },
 	}
-	if strings.TrimSpace(reason) == "" {
-		return m.usageError(c, errors.New("-reason is required: say why, it is recorded with who did it"))
-	}
-	api, err := m.client(&f)
-	if err != nil {
-		return m.fail(err)
-	}
-	var pauses []*structs.Pause
-	if c.pause {
-		pauses, err = api.PauseAll(ctx, reason)
-	} else {
-		pauses, err = api.ResumeAll(ctx, reason)
-	}
-	if err != nil {
-		return m.fail(fmt.Errorf("%s every job: %w", c.name(), err))
-	}
-	if f.json {
-		if pauses == nil {
-			pauses = []*structs.Pause{}
+	return m.runAPI(c, args, spec, func(api *client.Client, _ []string, asJSON bool) int {
+		var pauses []*structs.Pause
+		var err error
+		if c.pause {
+			pauses, err = api.PauseAll(ctx, reason)
+		} else {
+			pauses, err = api.ResumeAll(ctx, reason)
 		}
-		return m.printJSON(pauses)
-	}
-	if c.pause {
-		fmt.Fprintln(m.stdout, "Every job is paused")
-	} else {
-		fmt.Fprintln(m.stdout, "Every job is resumed")
-	}
-	m.printPauses(pauses)
-	return exitOK
+		if err != nil {
+			return m.fail(fmt.Errorf("%s every job: %w", c.name(), err))
+		}
+		if asJSON {
+			return printJSONList(m, pauses)
+		}
+		if c.pause {
+			fmt.Fprintln(m.stdout, "Every job is paused")
+		} else {
+			fmt.Fprintln(m.stdout, "Every job is resumed")
+		}
+		m.printPauses(pauses)
+		return exitOK
+	})
 }
 
 // printPauses prints the current pauses.
@@ -322,14 +311,19 @@ func (m *runner) printPauses(pauses []*structs.Pause) {
 		return
 	}
 	fmt.Fprintln(m.stdout, "\nPauses in effect")
-	tw := m.table()
-	fmt.Fprintln(tw, "Job\tActor\tSince\tReason")
-	for _, p := range pauses {
-		job := p.Key
-		if p.Global {
-			job = "* (every job)"
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", job, orDash(p.Actor), m.timeAgo(p.CreatedAt), orDash(oneLine(p.Reason)))
+	pauseTable(m).print(m, pauses)
+}
+
+// pauseTable is the table of pauses.
+func pauseTable(m *runner) table[*structs.Pause] {
+	return table[*structs.Pause]{
+		header: "Job\tActor\tSince\tReason",
+		row: func(p *structs.Pause) string {
+			job := p.Key
+			if p.Global {
+				job = "* (every job)"
+			}
+			return fmt.Sprintf("%s\t%s\t%s\t%s", job, orDash(p.Actor), m.timeAgo(p.CreatedAt), orDash(oneLine(p.Reason)))
+		},
 	}
-	tw.Flush()
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/nops-dev/nops/agent/snapshot"
 	"github.com/nops-dev/nops/fsm"
+	"github.com/nops-dev/nops/rpc/client"
 )
 
 // raftListPeersCommand lists the Raft peers.
@@ -32,34 +34,26 @@ func (c *raftListPeersCommand) Help() string {
 
 func (c *raftListPeersCommand) Run(ctx context.Context, args []string) int {
 	m := c.m
-	var f apiFlags
-	fs := newFlagSet("operator raft list-peers")
-	f.register(m, fs)
-	if _, code, ok := m.parse(c, fs, args, 0, 0, ""); !ok {
-		return code
-	}
-	api, err := m.client(&f)
-	if err != nil {
-		return m.fail(err)
-	}
-	conf, _, err := api.RaftConfiguration(ctx, nil)
-	if err != nil {
-		return m.fail(err)
-	}
-	if f.json {
-		return m.printJSON(conf)
-	}
-	tw := m.table()
-	fmt.Fprintln(tw, "Node\tID\tAddress\tState\tVoter\tRaftProtocol")
-	for _, s := range conf.Servers {
-		state := "follower"
-		if s.Leader {
-			state = "leader"
+	return m.runAPI(c, args, apiArgs{name: "operator raft list-peers"}, func(api *client.Client, _ []string, asJSON bool) int {
+		conf, _, err := api.RaftConfiguration(ctx, nil)
+		if err != nil {
+			return m.fail(err)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%t\t%s\n", s.Node, s.ID, s.Address, state, s.Voter, s.RaftProtocol)
-	}
-	tw.Flush()
-	return exitOK
+		if asJSON {
+			return m.printJSON(conf)
+		}
+		table[client.RaftServer]{
+			header: "Node\tID\tAddress\tState\tVoter\tRaftProtocol",
+			row: func(s client.RaftServer) string {
+				state := "follower"
+				if s.Leader {
+					state = "leader"
+				}
+				return fmt.Sprintf("%s\t%s\t%s\t%s\t%t\t%s", s.Node, s.ID, s.Address, state, s.Voter, s.RaftProtocol)
+			},
+		}.print(m, conf.Servers)
+		return exitOK
+	})
 }
 
 // raftRemovePeerCommand removes a server from the Raft configuration.
@@ -84,30 +78,23 @@ Options:
 }
 
 func (c *raftRemovePeerCommand) Run(ctx context.Context, args []string) int {
-	m := c.m
-	var f apiFlags
 	var id string
-	fs := newFlagSet("operator raft remove-peer")
-	f.register(m, fs)
-	fs.StringVar(&id, "peer-id", "", "")
-	if _, code, ok := m.parse(c, fs, args, 0, 0, ""); !ok {
-		return code
+	spec := apiArgs{
+		name:  "operator raft remove-peer",
+		flags: func(fs *flag.FlagSet) { fs.StringVar(&id, "peer-id", "", "") },
+		check: func([]string) error {
+			if id == "" {
+				return errors.New("-peer-id is required")
+			}
+			return nil
+		},
 	}
-	if id == "" {
-		return m.usageError(c, errors.New("-peer-id is required"))
-	}
-	api, err := m.client(&f)
-	if err != nil {
-		return m.fail(err)
-	}
-	if err := api.RaftRemovePeer(ctx, id); err != nil {
-		return m.fail(fmt.Errorf("remove peer %s: %w", id, err))
-	}
-	if f.json {
-		return m.printJSON(map[string]string{"removed": id})
-	}
-	fmt.Fprintf(m.stdout, "Removed peer with ID %q\n", id)
-	return exitOK
+	return c.m.runWrite(c, args, spec, func(api *client.Client, _ []string) (any, string, error) {
+		if err := api.RaftRemovePeer(ctx, id); err != nil {
+			return nil, "", fmt.Errorf("remove peer %s: %w", id, err)
+		}
+		return map[string]string{"removed": id}, fmt.Sprintf("Removed peer with ID %q", id), nil
+	})
 }
 
 // raftTransferCommand hands the leadership over.
@@ -133,28 +120,18 @@ Options:
 }
 
 func (c *raftTransferCommand) Run(ctx context.Context, args []string) int {
-	m := c.m
-	var f apiFlags
 	var id string
-	fs := newFlagSet("operator raft transfer-leadership")
-	f.register(m, fs)
-	fs.StringVar(&id, "peer-id", "", "")
-	if _, code, ok := m.parse(c, fs, args, 0, 0, ""); !ok {
-		return code
+	spec := apiArgs{
+		name:  "operator raft transfer-leadership",
+		flags: func(fs *flag.FlagSet) { fs.StringVar(&id, "peer-id", "", "") },
 	}
-	api, err := m.client(&f)
-	if err != nil {
-		return m.fail(err)
-	}
-	res, err := api.RaftTransferLeadership(ctx, id)
-	if err != nil {
-		return m.fail(fmt.Errorf("transfer leadership: %w", err))
-	}
-	if f.json {
-		return m.printJSON(res)
-	}
-	fmt.Fprintf(m.stdout, "Leadership transferred: the leader is now %s (%s)\n", orDash(res.LeaderID), orDash(res.Leader))
-	return exitOK
+	return c.m.runWrite(c, args, spec, func(api *client.Client, _ []string) (any, string, error) {
+		res, err := api.RaftTransferLeadership(ctx, id)
+		if err != nil {
+			return nil, "", fmt.Errorf("transfer leadership: %w", err)
+		}
+		return res, fmt.Sprintf("Leadership transferred: the leader is now %s (%s)", orDash(res.LeaderID), orDash(res.Leader)), nil
+	})
 }
 
 // snapshotSaveCommand saves a snapshot of the cluster's state to a file.
@@ -176,33 +153,21 @@ func (c *snapshotSaveCommand) Help() string {
 }
 
 func (c *snapshotSaveCommand) Run(ctx context.Context, args []string) int {
-	m := c.m
-	var f apiFlags
-	fs := newFlagSet("operator snapshot save")
-	f.register(m, fs)
-	pos, code, ok := m.parse(c, fs, args, 1, 1, "a file to write")
-	if !ok {
-		return code
-	}
-	path := pos[0]
-	api, err := m.client(&f)
-	if err != nil {
-		return m.fail(err)
-	}
-	body, _, err := api.SnapshotSave(ctx)
-	if err != nil {
-		return m.fail(fmt.Errorf("save snapshot: %w", err))
-	}
-	defer body.Close()
-	arc, err := writeVerified(path, body)
-	if err != nil {
-		return m.fail(fmt.Errorf("save snapshot: %w", err))
-	}
-	if f.json {
-		return m.printJSON(map[string]any{"file": path, "index": arc.Meta.Index, "term": arc.Meta.Term, "size": arc.Size()})
-	}
-	fmt.Fprintf(m.stdout, "Snapshot saved to %s: index %d, term %d, %d bytes of state\n", path, arc.Meta.Index, arc.Meta.Term, arc.Size())
-	return exitOK
+	spec := apiArgs{name: "operator snapshot save", min: 1, max: 1, desc: "a file to write"}
+	return c.m.runWrite(c, args, spec, func(api *client.Client, pos []string) (any, string, error) {
+		path := pos[0]
+		body, _, err := api.SnapshotSave(ctx)
+		if err != nil {
+			return nil, "", fmt.Errorf("save snapshot: %w", err)
+		}
+		defer body.Close()
+		arc, err := writeVerified(path, body)
+		if err != nil {
+			return nil, "", fmt.Errorf("save snapshot: %w", err)
+		}
+		out := map[string]any{"file": path, "index": arc.Meta.Index, "term": arc.Meta.Term, "size": arc.Size()}
+		return out, fmt.Sprintf("Snapshot saved to %s: index %d, term %d, %d bytes of state", path, arc.Meta.Index, arc.Meta.Term, arc.Size()), nil
+	})
 }
 
 // writeVerified copies r to a temporary file beside path, verifies it as a
@@ -261,34 +226,26 @@ func (c *snapshotRestoreCommand) Help() string {
 }
 
 func (c *snapshotRestoreCommand) Run(ctx context.Context, args []string) int {
-	m := c.m
-	var f apiFlags
-	fs := newFlagSet("operator snapshot restore")
-	f.register(m, fs)
-	pos, code, ok := m.parse(c, fs, args, 1, 1, "a snapshot file")
-	if !ok {
-		return code
+	var raw []byte
+	spec := apiArgs{
+		name: "operator snapshot restore", min: 1, max: 1, desc: "a snapshot file",
+		load: func(pos []string) (err error) {
+			if raw, err = os.ReadFile(pos[0]); err != nil {
+				return fmt.Errorf("read snapshot: %w", err)
+			}
+			if _, err := snapshot.Read(bytes.NewReader(raw)); err != nil {
+				return fmt.Errorf("snapshot file %s: %w", pos[0], err)
+			}
+			return nil
+		},
 	}
-	raw, err := os.ReadFile(pos[0])
-	if err != nil {
-		return m.fail(fmt.Errorf("read snapshot: %w", err))
-	}
-	if _, err := snapshot.Read(bytes.NewReader(raw)); err != nil {
-		return m.fail(fmt.Errorf("snapshot file %s: %w", pos[0], err))
-	}
-	api, err := m.client(&f)
-	if err != nil {
-		return m.fail(err)
-	}
-	res, err := api.SnapshotRestore(ctx, bytes.NewReader(raw))
-	if err != nil {
-		return m.fail(fmt.Errorf("restore snapshot: %w", err))
-	}
-	if f.json {
-		return m.printJSON(res)
-	}
-	fmt.Fprintf(m.stdout, "Snapshot restored: index %d, term %d\n", res.RestoredIndex, res.Term)
-	return exitOK
+	return c.m.runWrite(c, args, spec, func(api *client.Client, _ []string) (any, string, error) {
+		res, err := api.SnapshotRestore(ctx, bytes.NewReader(raw))
+		if err != nil {
+			return nil, "", fmt.Errorf("restore snapshot: %w", err)
+		}
+		return res, fmt.Sprintf("Snapshot restored: index %d, term %d", res.RestoredIndex, res.Term), nil
+	})
 }
 
 // snapshotInspectCommand describes a snapshot file, offline.
@@ -362,11 +319,9 @@ func (c *snapshotInspectCommand) Run(_ context.Context, args []string) int {
 	}
 	sort.Strings(kinds)
 	fmt.Fprintln(m.stdout)
-	tw := m.table()
-	fmt.Fprintln(tw, "Kind\tCount")
-	for _, k := range kinds {
-		fmt.Fprintf(tw, "%s\t%d\n", k, counts[k])
-	}
-	tw.Flush()
+	table[string]{
+		header: "Kind\tCount",
+		row:    func(k string) string { return fmt.Sprintf("%s\t%d", k, counts[k]) },
+	}.print(m, kinds)
 	return exitOK
 }

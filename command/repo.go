@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/nops-dev/nops/rpc/client"
 	"github.com/nops-dev/nops/structs"
 )
 
@@ -26,45 +27,24 @@ func (c *repoListCommand) Help() string {
 
 func (c *repoListCommand) Run(ctx context.Context, args []string) int {
 	m := c.m
-	var f apiFlags
-	fs := newFlagSet("repo list")
-	f.register(m, fs)
-	if _, code, ok := m.parse(c, fs, args, 0, 0, ""); !ok {
-		return code
+	fetch := func(api *client.Client) ([]*structs.RepoStatus, *client.QueryMeta, error) {
+		return api.Repos(ctx, nil)
 	}
-	api, err := m.client(&f)
-	if err != nil {
-		return m.fail(err)
-	}
-	repos, _, err := api.Repos(ctx, nil)
-	if err != nil {
-		return m.fail(err)
-	}
-	if f.json {
-		if repos == nil {
-			repos = []*structs.RepoStatus{}
-		}
-		return m.printJSON(repos)
-	}
-	if len(repos) == 0 {
-		fmt.Fprintln(m.stdout, "No repositories")
-		return exitOK
-	}
-	tw := m.table()
-	fmt.Fprintln(tw, "Name\tURL\tBranch\tPath\tHead\tFiles\tLast fetch\tErrors")
-	for _, r := range repos {
-		errs := "-"
-		switch {
-		case r.FetchError != "":
-			errs = "fetch: " + oneLine(r.FetchError)
-		case len(r.ParseErrors) > 0:
-			errs = fmt.Sprintf("%d parse errors: %s", len(r.ParseErrors), oneLine(r.ParseErrors[0]))
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", r.Name, r.URL, r.Branch, r.Path, orDash(shortCommit(r.Head)),
-			r.Files, m.ago(r.LastFetch), errs)
-	}
-	tw.Flush()
-	return exitOK
+	return runList(m, c, args, apiArgs{name: "repo list"}, fetch, table[*structs.RepoStatus]{
+		header: "Name\tURL\tBranch\tPath\tHead\tFiles\tLast fetch\tErrors",
+		row: func(r *structs.RepoStatus) string {
+			errs := "-"
+			switch {
+			case r.FetchError != "":
+				errs = "fetch: " + oneLine(r.FetchError)
+			case len(r.ParseErrors) > 0:
+				errs = fmt.Sprintf("%d parse errors: %s", len(r.ParseErrors), oneLine(r.ParseErrors[0]))
+			}
+			return fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s", r.Name, r.URL, r.Branch, r.Path, orDash(shortCommit(r.Head)),
+				r.Files, m.ago(r.LastFetch), errs)
+		},
+		empty: "No repositories",
+	})
 }
 
 // repoRefreshCommand asks the leader to fetch a repository now.
@@ -83,47 +63,35 @@ func (c *repoRefreshCommand) Help() string {
 }
 
 func (c *repoRefreshCommand) Run(ctx context.Context, args []string) int {
-	m := c.m
-	var f apiFlags
-	fs := newFlagSet("repo refresh")
-	f.register(m, fs)
-	pos, code, ok := m.parse(c, fs, args, 1, 1, "a repository name")
-	if !ok {
-		return code
-	}
-	api, err := m.client(&f)
-	if err != nil {
-		return m.fail(err)
-	}
-	if err := api.RefreshRepo(ctx, pos[0]); err != nil {
-		return m.fail(fmt.Errorf("refresh repository %q: %w", pos[0], err))
-	}
-	// Show the repository as the replicated state has it now.
-	var status *structs.RepoStatus
-	if repos, _, err := api.Repos(ctx, nil); err == nil {
-		for _, r := range repos {
-			if r.Name == pos[0] {
-				status = r
+	spec := apiArgs{name: "repo refresh", min: 1, max: 1, desc: "a repository name"}
+	return c.m.runWrite(c, args, spec, func(api *client.Client, pos []string) (any, string, error) {
+		name := pos[0]
+		if err := api.RefreshRepo(ctx, name); err != nil {
+			return nil, "", fmt.Errorf("refresh repository %q: %w", name, err)
+		}
+		// Show the repository as the replicated state has it now.
+		var status *structs.RepoStatus
+		if repos, _, err := api.Repos(ctx, nil); err == nil {
+			for _, r := range repos {
+				if r.Name == name {
+					status = r
+				}
 			}
 		}
-	}
-	if f.json {
-		return m.printJSON(map[string]any{"refreshed": pos[0], "status": status})
-	}
-	if status == nil {
-		fmt.Fprintf(m.stdout, "Repository %q fetched\n", pos[0])
-		return exitOK
-	}
-	head := "no commit yet"
-	if status.Head != "" {
-		head = "head " + shortCommit(status.Head)
-	}
-	fmt.Fprintf(m.stdout, "Repository %q fetched: %s, %d job files", pos[0], head, status.Files)
-	if status.FetchError != "" {
-		fmt.Fprintf(m.stdout, ", fetch error: %s", oneLine(status.FetchError))
-	}
-	fmt.Fprintln(m.stdout)
-	return exitOK
+		out := map[string]any{"refreshed": name, "status": status}
+		if status == nil {
+			return out, fmt.Sprintf("Repository %q fetched", name), nil
+		}
+		head := "no commit yet"
+		if status.Head != "" {
+			head = "head " + shortCommit(status.Head)
+		}
+		msg := fmt.Sprintf("Repository %q fetched: %s, %d job files", name, head, status.Files)
+		if status.FetchError != "" {
+			msg += ", fetch error: " + oneLine(status.FetchError)
+		}
+		return out, msg, nil
+	})
 }
 
 // orphansCommand lists the orphan jobs.
@@ -146,36 +114,15 @@ func (c *orphansCommand) Help() string {
 
 func (c *orphansCommand) Run(ctx context.Context, args []string) int {
 	m := c.m
-	var f apiFlags
-	fs := newFlagSet("orphans")
-	f.register(m, fs)
-	if _, code, ok := m.parse(c, fs, args, 0, 0, ""); !ok {
-		return code
+	fetch := func(api *client.Client) ([]*structs.JobStatus, *client.QueryMeta, error) {
+		return api.Orphans(ctx, nil)
 	}
-	api, err := m.client(&f)
-	if err != nil {
-		return m.fail(err)
-	}
-	jobs, _, err := api.Orphans(ctx, nil)
-	if err != nil {
-		return m.fail(err)
-	}
-	if f.json {
-		if jobs == nil {
-			jobs = []*structs.JobStatus{}
-		}
-		return m.printJSON(jobs)
-	}
-	if len(jobs) == 0 {
-		fmt.Fprintln(m.stdout, "No orphan jobs")
-		return exitOK
-	}
-	tw := m.table()
-	fmt.Fprintln(tw, "Namespace\tJob\tRepository\tFile\tLast commit\tObserved")
-	for _, j := range jobs {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", j.Namespace, j.JobID, orDash(j.Repository), orDash(j.File),
-			orDash(shortCommit(j.Commit)), m.ago(j.ObservedAt))
-	}
-	tw.Flush()
-	return exitOK
+	return runList(m, c, args, apiArgs{name: "orphans"}, fetch, table[*structs.JobStatus]{
+		header: "Namespace\tJob\tRepository\tFile\tLast commit\tObserved",
+		row: func(j *structs.JobStatus) string {
+			return fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s", j.Namespace, j.JobID, orDash(j.Repository), orDash(j.File),
+				orDash(shortCommit(j.Commit)), m.ago(j.ObservedAt))
+		},
+		empty: "No orphan jobs",
+	})
 }

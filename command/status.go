@@ -41,24 +41,30 @@ type statusOutput struct {
 
 func (c *statusCommand) Run(ctx context.Context, args []string) int {
 	m := c.m
-	var f apiFlags
-	fs := newFlagSet("status")
-	f.register(m, fs)
-	if _, code, ok := m.parse(c, fs, args, 0, 0, ""); !ok {
-		return code
-	}
-	api, err := m.client(&f)
-	if err != nil {
-		return m.fail(err)
-	}
-	out := statusOutput{}
+	return m.runAPI(c, args, apiArgs{name: "status"}, func(api *client.Client, _ []string, asJSON bool) int {
+		out, err := c.read(ctx, api)
+		if err != nil {
+			return m.fail(err)
+		}
+		if asJSON {
+			return m.printJSON(out)
+		}
+		c.print(out)
+		return exitOK
+	})
+}
+
+// read gathers the status; a part the server does not serve is listed as
+// unavailable.
+func (c *statusCommand) read(ctx context.Context, api *client.Client) (*statusOutput, error) {
+	out := &statusOutput{}
 	self, meta, err := api.Self(ctx, nil)
 	if err != nil {
-		return m.fail(err)
+		return nil, err
 	}
 	out.Server, out.Index = self, meta.LastIndex
 	if out.Raft, _, err = api.RaftConfiguration(ctx, nil); err != nil {
-		return m.fail(err)
+		return nil, err
 	}
 	unavailable := func(what string, err error) bool {
 		if client.IsNoSuchEndpoint(err) {
@@ -73,11 +79,11 @@ func (c *statusCommand) Run(ctx context.Context, args []string) int {
 			out.JobsBySync[string(j.Sync)]++
 		}
 	} else if !unavailable("jobs", err) {
-		return m.fail(err)
+		return nil, err
 	}
 	deps, _, err := api.Deployments(ctx, client.DeploymentFilter{}, nil)
 	if err != nil {
-		return m.fail(err)
+		return nil, err
 	}
 	out.DeploymentsByState = map[string]int{}
 	for _, d := range deps {
@@ -86,14 +92,9 @@ func (c *statusCommand) Run(ctx context.Context, args []string) int {
 	if cycle, _, err := api.DetectionCycle(ctx, nil); err == nil {
 		out.LastDetection = cycle
 	} else if !unavailable("last detection", err) {
-		return m.fail(err)
+		return nil, err
 	}
-
-	if f.json {
-		return m.printJSON(out)
-	}
-	c.print(&out)
-	return exitOK
+	return out, nil
 }
 
 func (c *statusCommand) print(out *statusOutput) {

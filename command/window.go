@@ -3,6 +3,7 @@ package command
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"strings"
@@ -33,39 +34,17 @@ func (c *windowListCommand) Help() string {
 }
 
 func (c *windowListCommand) Run(ctx context.Context, args []string) int {
-	m := c.m
-	var f apiFlags
-	fs := newFlagSet("window list")
-	f.register(m, fs)
-	if _, code, ok := m.parse(c, fs, args, 0, 0, ""); !ok {
-		return code
+	fetch := func(api *client.Client) ([]*structs.SyncWindow, *client.QueryMeta, error) {
+		return api.Windows(ctx, nil)
 	}
-	api, err := m.client(&f)
-	if err != nil {
-		return m.fail(err)
-	}
-	list, _, err := api.Windows(ctx, nil)
-	if err != nil {
-		return m.fail(err)
-	}
-	if f.json {
-		if list == nil {
-			list = []*structs.SyncWindow{}
-		}
-		return m.printJSON(list)
-	}
-	if len(list) == 0 {
-		fmt.Fprintln(m.stdout, "No sync windows")
-		return exitOK
-	}
-	tw := m.table()
-	fmt.Fprintln(tw, "Name\tKind\tSchedule\tDuration\tTimezone\tNamespaces\tJobs")
-	for _, w := range list {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", w.Name, w.Kind, w.Schedule, w.Duration, orDash(w.Timezone),
-			globList(w.Namespaces), globList(w.Jobs))
-	}
-	tw.Flush()
-	return exitOK
+	return runList(c.m, c, args, apiArgs{name: "window list"}, fetch, table[*structs.SyncWindow]{
+		header: "Name\tKind\tSchedule\tDuration\tTimezone\tNamespaces\tJobs",
+		row: func(w *structs.SyncWindow) string {
+			return fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s\t%s", w.Name, w.Kind, w.Schedule, w.Duration, orDash(w.Timezone),
+				globList(w.Namespaces), globList(w.Jobs))
+		},
+		empty: "No sync windows",
+	})
 }
 
 // windowApplyCommand creates or replaces the sync windows of a file.
@@ -102,49 +81,47 @@ Options:
 
 func (c *windowApplyCommand) Run(ctx context.Context, args []string) int {
 	m := c.m
-	var f apiFlags
 	var file string
-	fs := newFlagSet("window apply")
-	f.register(m, fs)
-	fs.StringVar(&file, "f", "", "")
-	pos, code, ok := m.parse(c, fs, args, 0, 1, "at most one file")
-	if !ok {
-		return code
-	}
-	if file == "" && len(pos) == 1 {
-		file = pos[0]
-	} else if len(pos) == 1 {
-		return m.usageError(c, fmt.Errorf("give the file once, with -f, not also as %q", pos[0]))
-	}
-	if file == "" {
-		return m.usageError(c, errors.New("-f is required: the file of window blocks"))
-	}
-	specs, err := parseWindowFile(file)
-	if err != nil {
-		return m.fail(err)
-	}
-	api, err := m.client(&f)
-	if err != nil {
-		return m.fail(err)
-	}
-	var applied []*structs.SyncWindow
-	for _, spec := range specs {
-		w, err := api.PutWindow(ctx, spec)
-		if err != nil {
-			if len(applied) > 0 {
-				fmt.Fprintf(m.stderr, "Applied before the error: %s\n", windowNames(applied))
+	var windows []*client.WindowSpec
+	spec := apiArgs{
+		name: "window apply", max: 1, desc: "at most one file",
+		flags: func(fs *flag.FlagSet) { fs.StringVar(&file, "f", "", "") },
+		check: func(pos []string) error {
+			switch {
+			case len(pos) == 1 && file == "":
+				file = pos[0]
+			case len(pos) == 1:
+				return fmt.Errorf("give the file once, with -f, not also as %q", pos[0])
+			case file == "":
+				return errors.New("-f is required: the file of window blocks")
 			}
-			return m.fail(fmt.Errorf("apply window %q: %w", spec.Name, err))
-		}
-		applied = append(applied, w)
-		if !f.json {
-			fmt.Fprintf(m.stdout, "Window %q applied: %s from %q (%s) for %s\n", w.Name, w.Kind, w.Schedule, w.Timezone, w.Duration)
-		}
+			return nil
+		},
+		load: func([]string) (err error) {
+			windows, err = parseWindowFile(file)
+			return err
+		},
 	}
-	if f.json {
-		return m.printJSON(applied)
-	}
-	return exitOK
+	return m.runAPI(c, args, spec, func(api *client.Client, _ []string, asJSON bool) int {
+		var applied []*structs.SyncWindow
+		for _, ws := range windows {
+			w, err := api.PutWindow(ctx, ws)
+			if err != nil {
+				if len(applied) > 0 {
+					fmt.Fprintf(m.stderr, "Applied before the error: %s\n", windowNames(applied))
+				}
+				return m.fail(fmt.Errorf("apply window %q: %w", ws.Name, err))
+			}
+			applied = append(applied, w)
+			if !asJSON {
+				fmt.Fprintf(m.stdout, "Window %q applied: %s from %q (%s) for %s\n", w.Name, w.Kind, w.Schedule, w.Timezone, w.Duration)
+			}
+		}
+		if asJSON {
+			return m.printJSON(applied)
+		}
+		return exitOK
+	})
 }
 
 func windowNames(ws []*structs.SyncWindow) string {
@@ -334,24 +311,11 @@ func (c *windowDeleteCommand) Help() string {
 }
 
 func (c *windowDeleteCommand) Run(ctx context.Context, args []string) int {
-	m := c.m
-	var f apiFlags
-	fs := newFlagSet("window delete")
-	f.register(m, fs)
-	pos, code, ok := m.parse(c, fs, args, 1, 1, "a window name")
-	if !ok {
-		return code
-	}
-	api, err := m.client(&f)
-	if err != nil {
-		return m.fail(err)
-	}
-	if err := api.DeleteWindow(ctx, pos[0]); err != nil {
-		return m.fail(fmt.Errorf("delete window %q: %w", pos[0], err))
-	}
-	if f.json {
-		return m.printJSON(map[string]string{"deleted": pos[0]})
-	}
-	fmt.Fprintf(m.stdout, "Window %q deleted\n", pos[0])
-	return exitOK
+	spec := apiArgs{name: "window delete", min: 1, max: 1, desc: "a window name"}
+	return c.m.runWrite(c, args, spec, func(api *client.Client, pos []string) (any, string, error) {
+		if err := api.DeleteWindow(ctx, pos[0]); err != nil {
+			return nil, "", fmt.Errorf("delete window %q: %w", pos[0], err)
+		}
+		return map[string]string{"deleted": pos[0]}, fmt.Sprintf("Window %q deleted", pos[0]), nil
+	})
 }
