@@ -97,7 +97,7 @@ func TestUnreachableServer(t *testing.T) {
 }
 
 func TestCLI_ClusterStatus(t *testing.T) {
-	s := startTestServer(t, agent.Options{})
+	s := startTestServer(t)
 	c := newCLI(t, s)
 	self := s.Config().NodeName
 
@@ -133,7 +133,7 @@ func TestCLI_ClusterStatus(t *testing.T) {
 }
 
 func TestCLI_Deployments(t *testing.T) {
-	s := startTestServer(t, agent.Options{})
+	s := startTestServer(t)
 	c := newCLI(t, s)
 	c.env[EnvToken] = "unused-token"
 
@@ -191,7 +191,7 @@ func TestCLI_Deployments(t *testing.T) {
 }
 
 func TestCLI_PausesAndWindows(t *testing.T) {
-	s := startTestServer(t, agent.Options{})
+	s := startTestServer(t)
 	c := newCLI(t, s)
 
 	out := c.ok("pause", "-reason", "maintenance")
@@ -291,7 +291,7 @@ window "z" {
 }
 
 func TestCLI_EventsFollow(t *testing.T) {
-	s := startTestServer(t, agent.Options{})
+	s := startTestServer(t)
 	c := newCLI(t, s)
 	c.ok("pause", "-reason", "before follow")
 
@@ -326,7 +326,7 @@ func TestCLI_EventsFollow(t *testing.T) {
 }
 
 func TestCLI_SnapshotSaveInspectRestore(t *testing.T) {
-	s := startTestServer(t, agent.Options{})
+	s := startTestServer(t)
 	c := newCLI(t, s)
 	createPending(t, s, "web")
 	c.ok("pause", "-reason", "snapshot test")
@@ -378,7 +378,7 @@ func TestCLI_SnapshotSaveInspectRestore(t *testing.T) {
 
 func TestCLI_ReconcilerRoutes(t *testing.T) {
 	calls := &syncBuffer{}
-	s := startTestServer(t, reconcilerRoutes(calls))
+	s := startWithRoutes(t, reconcilerRoutes(calls))
 	c := newCLI(t, s)
 
 	out := c.ok("status")

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -13,11 +14,12 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/hashicorp/go-hclog"
 
 	"github.com/nops-dev/nops/agent"
 	"github.com/nops-dev/nops/agent/config"
 	"github.com/nops-dev/nops/structs"
+	"github.com/nops-dev/nops/testutil"
+	"github.com/nops-dev/nops/testutil/nopstest"
 )
 
 // syncBuffer is a buffer safe for concurrent writers and readers.
@@ -38,39 +40,28 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-// shutdownWait bounds the wait for a test server's shutdown.
-const shutdownWait = 3 * time.Second
+// devMode makes a test server a dev server, as `nops serve -dev` runs.
+func devMode(cfg *config.Config) { cfg.Dev = true }
 
-// startTestServer starts a real single-server dev cluster on free ports and
-// waits for its leader. Its log is printed when the test fails.
-func startTestServer(t *testing.T, opts agent.Options) *agent.Server {
+// startTestServer starts a real single-server dev cluster on free ports,
+// whose leader runs no loops, and waits for its leader.
+func startTestServer(t *testing.T) *agent.Server {
 	t.Helper()
-	cfg := config.Default()
-	cfg.Dev = true
-	cfg.DataDir = t.TempDir()
-	cfg.HTTPPort, cfg.RPCPort, cfg.SerfPort = 0, 0, 0
-	cfg.Bind, cfg.Advertise = "127.0.0.1", "127.0.0.1"
-	cfg.BootstrapExpect = 1
-	cfg.NodeName = "cli-test-" + uuid.NewString()[:8]
-	logs := &syncBuffer{}
-	logger := hclog.New(&hclog.LoggerOptions{Name: "nops", Level: hclog.Debug, Output: logs})
-	s, err := agent.New(cfg, logger, opts)
+	return nopstest.Start(t, "", nopstest.WithoutReconcilers(), nopstest.WithConfig(devMode)).Server
+}
+
+// startWithRoutes is startTestServer with routes served through the
+// server's route hook, which nopstest has no option for.
+func startWithRoutes(t *testing.T, routes func(agent.RouteAdder)) *agent.Server {
+	t.Helper()
+	cfg := nopstest.Config(t, t.TempDir())
+	devMode(cfg)
+	s, err := agent.New(cfg, nopstest.Logger(cfg.NodeName), agent.Options{Routes: routes})
 	if err != nil {
 		t.Fatalf("start server: %v", err)
 	}
-	t.Cleanup(func() {
-		if err := stopServer(s, shutdownWait); err != nil {
-			t.Logf("server %s: %v", cfg.NodeName, err)
-		}
-		if t.Failed() {
-			t.Logf("server log:\n%s", logs.String())
-		}
-	})
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if _, err := s.WaitForLeader(ctx, 10*time.Second); err != nil {
-		t.Fatalf("wait for leader: %v", err)
-	}
+	t.Cleanup(s.Shutdown)
+	testutil.WaitForResult(t, 20*time.Second, func() (bool, error) { return s.IsLeader(), errors.New("no leader yet") })
 	return s
 }
 
@@ -185,9 +176,9 @@ func closedAddress(t *testing.T) string {
 
 var observedAt = time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
 
-// reconcilerRoutes serves, through the server's route hook, the routes
-// that the reconcilers add to a full server, with fixed answers.
-func reconcilerRoutes(calls *syncBuffer) agent.Options {
+// reconcilerRoutes serves the routes that the reconcilers add to a full
+// server, with fixed answers, and records the calls.
+func reconcilerRoutes(calls *syncBuffer) func(agent.RouteAdder) {
 	record := func(r *http.Request) { fmt.Fprintf(calls, "%s %s\n", r.Method, r.URL.Path) }
 	jobs := []*structs.JobStatus{
 		{Namespace: "default", JobID: "web", Sync: structs.SyncInSync, Policy: structs.PolicyAuto, Repository: "ops",
@@ -195,10 +186,19 @@ func reconcilerRoutes(calls *syncBuffer) agent.Options {
 		{Namespace: "default", JobID: "api", Sync: structs.SyncDrift, DriftSummary: "count 2 -> 3", ObservedAt: observedAt},
 		{Namespace: "default", JobID: "db", Sync: structs.SyncDrift, ObservedAt: observedAt},
 	}
-	return agent.Options{Routes: func(add agent.RouteAdder) {
-		add("GET /v1/jobs", false, func(_ http.ResponseWriter, r *http.Request) (any, error) {
-			record(r)
-			return jobs, nil
+	ok := map[string]string{"ok": "true"}
+	return func(add agent.RouteAdder) {
+		addFixed(add, record, map[string]any{
+			"GET /v1/jobs":                     jobs,
+			"POST /v1/job/{ns}/{id}/retry":     ok,
+			"POST /v1/repo/{name}/refresh":     ok,
+			"POST /v1/deployment/{id}/promote": ok,
+			"GET /v1/repos": []*structs.RepoStatus{{Name: "ops", URL: "https://git.example/ops.git", Branch: "main", Path: "jobs",
+				Head: strings.Repeat("c", 40), Files: 4, LastFetch: observedAt, ParseErrors: []string{"jobs/bad.nomad.hcl:3: Unsupported argument"}}},
+			"GET /v1/orphans": []*structs.JobStatus{{Namespace: "default", JobID: "legacy", Orphan: true, Repository: "ops",
+				File: "jobs/legacy.nomad.hcl", ObservedAt: observedAt}},
+			"GET /v1/status/cycle": &structs.DetectionCycle{Leader: "n1", StartedAt: observedAt, FinishedAt: observedAt.Add(time.Second),
+				Jobs: 3, Drifted: 2, Created: 1},
 		})
 		add("GET /v1/job/{ns}/{id}", false, func(_ http.ResponseWriter, r *http.Request) (any, error) {
 			record(r)
@@ -214,24 +214,16 @@ func reconcilerRoutes(calls *syncBuffer) agent.Options {
 				"pause": &structs.Pause{Key: "default/web", Namespace: "default", JobID: "web", Actor: "ann@ops", Reason: "db upgrade", CreatedAt: observedAt},
 			}, nil
 		})
-		for _, p := range []string{"POST /v1/job/{ns}/{id}/retry", "POST /v1/repo/{name}/refresh", "POST /v1/deployment/{id}/promote"} {
-			add(p, true, func(_ http.ResponseWriter, r *http.Request) (any, error) {
-				record(r)
-				return map[string]string{"ok": "true"}, nil
-			})
-		}
-		add("GET /v1/repos", false, func(_ http.ResponseWriter, r *http.Request) (any, error) {
+	}
+}
+
+// addFixed adds, for each pattern, a route that records the call and
+// answers a fixed value; POST routes are writes, which run on the leader.
+func addFixed(add agent.RouteAdder, record func(*http.Request), answers map[string]any) {
+	for pattern, answer := range answers {
+		add(pattern, strings.HasPrefix(pattern, "POST "), func(_ http.ResponseWriter, r *http.Request) (any, error) {
 			record(r)
-			return []*structs.RepoStatus{{Name: "ops", URL: "https://git.example/ops.git", Branch: "main", Path: "jobs",
-				Head: strings.Repeat("c", 40), Files: 4, LastFetch: observedAt, ParseErrors: []string{"jobs/bad.nomad.hcl:3: Unsupported argument"}}}, nil
+			return answer, nil
 		})
-		add("GET /v1/orphans", false, func(_ http.ResponseWriter, r *http.Request) (any, error) {
-			record(r)
-			return []*structs.JobStatus{{Namespace: "default", JobID: "legacy", Orphan: true, Repository: "ops", File: "jobs/legacy.nomad.hcl", ObservedAt: observedAt}}, nil
-		})
-		add("GET /v1/status/cycle", false, func(_ http.ResponseWriter, r *http.Request) (any, error) {
-			record(r)
-			return &structs.DetectionCycle{Leader: "n1", StartedAt: observedAt, FinishedAt: observedAt.Add(time.Second), Jobs: 3, Drifted: 2, Created: 1}, nil
-		})
-	}}
+	}
 }

@@ -93,7 +93,7 @@ func TestNew_Address(t *testing.T) {
 }
 
 func TestClient_StatusSelfAndMeta(t *testing.T) {
-	s := startServer(t, agent.Options{})
+	s := startServer(t)
 	c := newClient(t, s, "tester@ci")
 	ctx := context.Background()
 
@@ -150,7 +150,7 @@ func TestClient_StatusSelfAndMeta(t *testing.T) {
 }
 
 func TestClient_DecisionsRecordTheActor(t *testing.T) {
-	s := startServer(t, agent.Options{})
+	s := startServer(t)
 	c := newClient(t, s, "alice@laptop")
 	ctx := context.Background()
 
@@ -200,7 +200,7 @@ func TestClient_DecisionsRecordTheActor(t *testing.T) {
 }
 
 func TestClient_Errors(t *testing.T) {
-	s := startServer(t, agent.Options{})
+	s := startServer(t)
 	c := newClient(t, s, "tester@ci")
 	ctx := context.Background()
 
@@ -249,7 +249,7 @@ func TestClient_Unreachable(t *testing.T) {
 }
 
 func TestClient_Pagination(t *testing.T) {
-	s := startServer(t, agent.Options{})
+	s := startServer(t)
 	c := newClient(t, s, "tester@ci")
 	ctx := context.Background()
 	var ids []string
@@ -285,7 +285,7 @@ func TestClient_Pagination(t *testing.T) {
 }
 
 func TestClient_EventsLongPoll(t *testing.T) {
-	s := startServer(t, agent.Options{})
+	s := startServer(t)
 	c := newClient(t, s, "poller@ci")
 	ctx := context.Background()
 	if _, err := c.PauseAll(ctx, "first"); err != nil {
@@ -344,7 +344,7 @@ func TestClient_EventsLongPoll(t *testing.T) {
 func itoa(n uint64) string { return strconv.FormatUint(n, 10) }
 
 func TestClient_WindowsAndPauses(t *testing.T) {
-	s := startServer(t, agent.Options{})
+	s := startServer(t)
 	c := newClient(t, s, "ops@ci")
 	ctx := context.Background()
 	spec := &client.WindowSpec{Name: "night", Kind: "deny", Schedule: "0 22 * * *", Duration: "8h", Namespaces: []string{"default"}}
@@ -391,7 +391,7 @@ func TestClient_WindowsAndPauses(t *testing.T) {
 }
 
 func TestClient_RaftOperator(t *testing.T) {
-	s := startServer(t, agent.Options{})
+	s := startServer(t)
 	c := newClient(t, s, "ops@ci")
 	ctx := context.Background()
 	conf, _, err := c.RaftConfiguration(ctx, nil)
@@ -412,7 +412,7 @@ func TestClient_RaftOperator(t *testing.T) {
 }
 
 func TestClient_SnapshotRoundTrip(t *testing.T) {
-	s := startServer(t, agent.Options{})
+	s := startServer(t)
 	c := newClient(t, s, "ops@ci")
 	ctx := context.Background()
 	if _, err := c.PutWindow(ctx, &client.WindowSpec{Name: "keep", Kind: "allow", Schedule: "0 9 * * 1-5", Duration: "9h"}); err != nil {
@@ -470,7 +470,7 @@ func TestClient_SnapshotRoundTrip(t *testing.T) {
 
 func TestClient_ReconcilerRoutes(t *testing.T) {
 	routes := &extraRoutes{}
-	s := startServer(t, routes.options())
+	s := startWithRoutes(t, routes.routes)
 	c := newClient(t, s, "ops@ci")
 	ctx := context.Background()
 
@@ -523,7 +523,7 @@ func TestClient_ReconcilerRoutes(t *testing.T) {
 // The token and the actor travel in their headers: a reverse proxy in front
 // of the real server records them.
 func TestClient_SendsTokenAndActor(t *testing.T) {
-	s := startServer(t, agent.Options{})
+	s := startServer(t)
 	target, _ := url.Parse("http://" + s.HTTPAddr())
 	var mu sync.Mutex
 	var seen []http.Header

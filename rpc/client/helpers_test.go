@@ -1,8 +1,7 @@
 package client_test
 
 import (
-	"bytes"
-	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -11,72 +10,37 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/hashicorp/go-hclog"
 
 	"github.com/nops-dev/nops/agent"
 	"github.com/nops-dev/nops/agent/config"
 	"github.com/nops-dev/nops/rpc/client"
 	"github.com/nops-dev/nops/structs"
+	"github.com/nops-dev/nops/testutil"
+	"github.com/nops-dev/nops/testutil/nopstest"
 )
 
-// syncBuffer is a buffer safe for the server's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
+// devMode makes a test server a dev server, as `nops serve -dev` runs.
+func devMode(cfg *config.Config) { cfg.Dev = true }
 
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-// shutdownWait bounds the wait for a test server's shutdown.
-const shutdownWait = 3 * time.Second
-
-// startServer starts a real single-server dev cluster on free ports and
-// waits for its leader. Its log is printed when the test fails.
-func startServer(t *testing.T, opts agent.Options) *agent.Server {
+// startServer starts a real single-server dev cluster on free ports, whose
+// leader runs no loops, and waits for its leader.
+func startServer(t *testing.T) *agent.Server {
 	t.Helper()
-	cfg := config.Default()
-	cfg.Dev = true
-	cfg.DataDir = t.TempDir()
-	cfg.HTTPPort, cfg.RPCPort, cfg.SerfPort = 0, 0, 0
-	cfg.Bind, cfg.Advertise = "127.0.0.1", "127.0.0.1"
-	cfg.BootstrapExpect = 1
-	cfg.NodeName = "client-test-" + uuid.NewString()[:8]
-	logs := &syncBuffer{}
-	logger := hclog.New(&hclog.LoggerOptions{Name: "nops", Level: hclog.Debug, Output: logs})
-	s, err := agent.New(cfg, logger, opts)
+	return nopstest.Start(t, "", nopstest.WithoutReconcilers(), nopstest.WithConfig(devMode)).Server
+}
+
+// startWithRoutes is startServer with routes served through the server's
+// route hook, which nopstest has no option for.
+func startWithRoutes(t *testing.T, routes func(agent.RouteAdder)) *agent.Server {
+	t.Helper()
+	cfg := nopstest.Config(t, t.TempDir())
+	devMode(cfg)
+	s, err := agent.New(cfg, nopstest.Logger(cfg.NodeName), agent.Options{Routes: routes})
 	if err != nil {
 		t.Fatalf("start server: %v", err)
 	}
-	t.Cleanup(func() {
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			s.Shutdown()
-		}()
-		select {
-		case <-done:
-		case <-time.After(shutdownWait):
-			t.Logf("server %s did not shut down within %s", cfg.NodeName, shutdownWait)
-		}
-		if t.Failed() {
-			t.Logf("server log:\n%s", logs.String())
-		}
-	})
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if _, err := s.WaitForLeader(ctx, 10*time.Second); err != nil {
-		t.Fatalf("wait for leader: %v", err)
-	}
+	t.Cleanup(s.Shutdown)
+	testutil.WaitForResult(t, 20*time.Second, func() (bool, error) { return s.IsLeader(), errors.New("no leader yet") })
 	return s
 }
 
@@ -133,46 +97,38 @@ func (e *extraRoutes) called() []string {
 
 var observedAt = time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
 
-func (e *extraRoutes) options() agent.Options {
+func (e *extraRoutes) routes(add agent.RouteAdder) {
 	jobs := []*structs.JobStatus{
 		{Namespace: "default", JobID: "web", Sync: structs.SyncInSync, Policy: structs.PolicyAuto, ObservedAt: observedAt},
 		{Namespace: "default", JobID: "api", Sync: structs.SyncDrift, DriftSummary: "count 2 -> 3", ObservedAt: observedAt},
 	}
-	return agent.Options{Routes: func(add agent.RouteAdder) {
-		add("GET /v1/jobs", false, func(_ http.ResponseWriter, r *http.Request) (any, error) {
+	ok := map[string]string{"ok": "true"}
+	for pattern, answer := range map[string]any{
+		"GET /v1/jobs":                     jobs,
+		"POST /v1/job/{ns}/{id}/retry":     ok,
+		"POST /v1/repo/{name}/refresh":     ok,
+		"POST /v1/deployment/{id}/promote": ok,
+		"GET /v1/repos": []*structs.RepoStatus{{Name: "ops", URL: "https://git.example/ops.git", Branch: "main", Path: "jobs",
+			Head: strings.Repeat("c", 40), Files: 4, LastFetch: observedAt}},
+		"GET /v1/orphans":      []*structs.JobStatus{{Namespace: "default", JobID: "old", Orphan: true, ObservedAt: observedAt}},
+		"GET /v1/status/cycle": &structs.DetectionCycle{Leader: "n1", StartedAt: observedAt, FinishedAt: observedAt.Add(time.Second), Jobs: 2, Drifted: 1},
+	} {
+		add(pattern, strings.HasPrefix(pattern, "POST "), func(_ http.ResponseWriter, r *http.Request) (any, error) {
 			e.record(r)
-			return jobs, nil
+			return answer, nil
 		})
-		add("GET /v1/job/{ns}/{id}", false, func(_ http.ResponseWriter, r *http.Request) (any, error) {
-			e.record(r)
-			if r.PathValue("id") != "web" {
-				return nil, fmt.Errorf("%w: job %s/%s", structs.ErrNotFound, r.PathValue("ns"), r.PathValue("id"))
-			}
-			return map[string]any{
-				"status":            jobs[0],
-				"active_deployment": nil,
-				"last_deployment":   &structs.Deployment{ID: "d-last", Namespace: "default", JobID: "web", State: structs.StateCompleted},
-				"block":             nil,
-				"pause":             &structs.Pause{Key: "default/web", Namespace: "default", JobID: "web", Actor: "ann@ops", Reason: "db upgrade"},
-			}, nil
-		})
-		for _, p := range []string{"POST /v1/job/{ns}/{id}/retry", "POST /v1/repo/{name}/refresh", "POST /v1/deployment/{id}/promote"} {
-			add(p, true, func(_ http.ResponseWriter, r *http.Request) (any, error) {
-				e.record(r)
-				return map[string]string{"ok": "true"}, nil
-			})
+	}
+	add("GET /v1/job/{ns}/{id}", false, func(_ http.ResponseWriter, r *http.Request) (any, error) {
+		e.record(r)
+		if r.PathValue("id") != "web" {
+			return nil, fmt.Errorf("%w: job %s/%s", structs.ErrNotFound, r.PathValue("ns"), r.PathValue("id"))
 		}
-		add("GET /v1/repos", false, func(_ http.ResponseWriter, r *http.Request) (any, error) {
-			e.record(r)
-			return []*structs.RepoStatus{{Name: "ops", URL: "https://git.example/ops.git", Branch: "main", Path: "jobs", Head: strings.Repeat("c", 40), Files: 4, LastFetch: observedAt}}, nil
-		})
-		add("GET /v1/orphans", false, func(_ http.ResponseWriter, r *http.Request) (any, error) {
-			e.record(r)
-			return []*structs.JobStatus{{Namespace: "default", JobID: "old", Orphan: true, ObservedAt: observedAt}}, nil
-		})
-		add("GET /v1/status/cycle", false, func(_ http.ResponseWriter, r *http.Request) (any, error) {
-			e.record(r)
-			return &structs.DetectionCycle{Leader: "n1", StartedAt: observedAt, FinishedAt: observedAt.Add(time.Second), Jobs: 2, Drifted: 1}, nil
-		})
-	}}
+		return map[string]any{
+			"status":            jobs[0],
+			"active_deployment": nil,
+			"last_deployment":   &structs.Deployment{ID: "d-last", Namespace: "default", JobID: "web", State: structs.StateCompleted},
+			"block":             nil,
+			"pause":             &structs.Pause{Key: "default/web", Namespace: "default", JobID: "web", Actor: "ann@ops", Reason: "db upgrade"},
+		}, nil
+	})
 }
