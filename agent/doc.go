@@ -10,8 +10,18 @@
 //     lost while a quorum lives.
 //   - A write sent to a follower is forwarded to the leader over the RPC
 //     port; it is retried only when it cannot have been applied (no
-//     connection, or the peer answered that it is not the leader).
-//   - The leader loops run only between a successful barrier after gaining
-//     leadership and the moment it is lost; revokeLeadership waits for them
-//     to exit before the server does anything else.
+//     connection, or the peer answered that it is not the leader). With no
+//     leader, it is held up to 5s, then refused with 503.
+//   - A server counts as the leader (IsLeader, writes, consistent reads)
+//     only once its barrier has passed, so it never acts on a state that
+//     misses entries committed before it took over; and it stops counting
+//     as soon as Raft deposes it.
+//   - The leader loops run only between that barrier and the moment the
+//     leadership is lost; revokeLeadership waits for them to exit before
+//     the server does anything else.
+//   - -bootstrap-expect forms a new cluster only among servers that have no
+//     Raft state; a server with Raft state never bootstraps again.
+//   - Shutdown always returns: it stops the leader loops, cuts every
+//     connection of the RPC port, ends requests still running and waits for
+//     every goroutine it started. Raft waits are bounded.
 package agent
