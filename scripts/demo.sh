@@ -18,49 +18,26 @@ for bin in "$nomad_bin" "$nops_bin"; do
 done
 rm -rf "$demo"
 mkdir -p "$demo"
+# shellcheck source=lib/nomad.sh
+source "$root/scripts/lib/nomad.sh"
+# The Nops servers; and the Nomad agent, when the demo starts one.
 pids=()
+nomad_pid=""
 cleanup() {
 	echo
 	echo "==> Stopping the demo"
-	for pid in "${pids[@]}"; do kill -INT "$pid" 2>/dev/null || true; done
-	for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
+	for pid in "${pids[@]}" $nomad_pid; do kill -INT "$pid" 2>/dev/null || true; done
+	for pid in "${pids[@]}" $nomad_pid; do wait "$pid" 2>/dev/null || true; done
 }
 trap cleanup EXIT INT TERM
 
 up() { curl -fsS --max-time 2 "$1" >/dev/null 2>&1; }
 
 # 1. Nomad.
-if [[ -n "${NOMAD_ADDR:-}" ]] && up "$NOMAD_ADDR/v1/status/leader"; then
+if [[ -n "${NOMAD_ADDR:-}" ]] && nomad_up "$NOMAD_ADDR"; then
 	echo "==> Using the Nomad at $NOMAD_ADDR"
 else
-	export NOMAD_ADDR="http://127.0.0.1:$nomad_port"
-	cat >"$demo/nomad.hcl" <<HCL
-data_dir             = "$demo/nomad"
-disable_update_check = true
-ports {
-  http = $nomad_port
-  rpc  = $((nomad_port + 1))
-  serf = $((nomad_port + 2))
-}
-client {
-  options {
-    "fingerprint.denylist" = "env_aws,env_gce,env_azure,env_digitalocean"
-  }
-}
-plugin "raw_exec" {
-  config {
-    enabled = true
-  }
-}
-HCL
-	echo "==> Starting a Nomad dev agent at $NOMAD_ADDR (log: $demo/nomad.log)"
-	"$nomad_bin" agent -dev -bind=127.0.0.1 -config="$demo/nomad.hcl" >"$demo/nomad.log" 2>&1 &
-	pids+=($!)
-	for _ in $(seq 1 300); do
-		up "$NOMAD_ADDR/v1/status/leader" && break
-		sleep 0.2
-	done
-	up "$NOMAD_ADDR/v1/status/leader" || { echo "demo: Nomad did not start; see $demo/nomad.log" >&2; exit 1; }
+	start_nomad_dev "$demo/nomad" "$nomad_port" || exit 1
 fi
 
 # 2. The demo repository.
@@ -198,4 +175,4 @@ cat <<MSG
 
 Ctrl-C stops everything.
 MSG
-wait "${pids[@]}"
+wait "${pids[@]}" $nomad_pid

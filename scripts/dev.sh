@@ -19,66 +19,26 @@ for bin in "$nomad_bin" "$nops_bin"; do
 	fi
 done
 
-nomad_up() {
-	curl -fsS --max-time 2 "$1/v1/status/leader" 2>/dev/null | grep -q '"'
-}
+# shellcheck source=lib/nomad.sh
+source "$root/scripts/lib/nomad.sh"
 
 if [[ -n "${NOMAD_ADDR:-}" ]] && nomad_up "$NOMAD_ADDR"; then
 	echo "==> Using the Nomad at $NOMAD_ADDR"
-else
+elif nomad_up "http://127.0.0.1:$port"; then
 	export NOMAD_ADDR="http://127.0.0.1:$port"
-	if nomad_up "$NOMAD_ADDR"; then
-		echo "==> Using the Nomad already running at $NOMAD_ADDR"
-	else
-		dir="$(mktemp -d -t nops-dev-nomad.XXXXXX)"
-		cat >"$dir/agent.hcl" <<HCL
-data_dir             = "$dir/data"
-disable_update_check = true
-
-ports {
-  http = $port
-  rpc  = $((port + 1))
-  serf = $((port + 2))
-}
-
-client {
-  options {
-    "fingerprint.denylist" = "env_aws,env_gce,env_azure,env_digitalocean"
-  }
-}
-
-plugin "raw_exec" {
-  config {
-    enabled = true
-  }
-}
-HCL
-		echo "==> Starting a Nomad dev agent at $NOMAD_ADDR (log: $dir/nomad.log)"
-		"$nomad_bin" agent -dev -bind=127.0.0.1 -config="$dir/agent.hcl" >"$dir/nomad.log" 2>&1 &
-		nomad_pid=$!
-		cleanup() {
+	echo "==> Using the Nomad already running at $NOMAD_ADDR"
+else
+	dir="$(mktemp -d -t nops-dev-nomad.XXXXXX)"
+	nomad_pid=""
+	cleanup() {
+		if [[ -n "$nomad_pid" ]]; then
 			kill -INT "$nomad_pid" 2>/dev/null || true
 			wait "$nomad_pid" 2>/dev/null || true
-			rm -rf "$dir" 2>/dev/null || true
-		}
-		trap cleanup EXIT
-
-		for _ in $(seq 1 300); do
-			if ! kill -0 "$nomad_pid" 2>/dev/null; then
-				echo "dev: the Nomad agent exited; last lines of its log:" >&2
-				tail -n 30 "$dir/nomad.log" >&2
-				exit 1
-			fi
-			if nomad_up "$NOMAD_ADDR"; then
-				break
-			fi
-			sleep 0.2
-		done
-		if ! nomad_up "$NOMAD_ADDR"; then
-			echo "dev: the Nomad agent did not elect a leader in 60s" >&2
-			exit 1
 		fi
-	fi
+		rm -rf "$dir" 2>/dev/null || true
+	}
+	trap cleanup EXIT
+	start_nomad_dev "$dir" "$port" || exit 1
 fi
 
 echo "==> Starting nops serve -dev (Nomad: $NOMAD_ADDR)"
