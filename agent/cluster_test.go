@@ -2,10 +2,12 @@ package agent_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptrace"
 	"runtime"
 	"slices"
 	"sort"
@@ -701,7 +703,7 @@ func TestCluster_ShutdownLeavesNoGoroutines(t *testing.T) {
 	// A long poll in flight on a follower while it shuts down.
 	polled := make(chan error, 1)
 	go func() {
-		_, err := tryCall(f, "GET", "/v1/events?since=999999&wait=5m", nil)
+		_, _, err := tryCall(f, "GET", "/v1/events?since=999999&wait=5m", nil)
 		polled <- err
 	}()
 	c.Kill(c.Index(c.Leader()))
@@ -748,4 +750,55 @@ func leftovers(stacks []byte) string {
 		out = append(out, g)
 	}
 	return strings.Join(out, "\n\n")
+}
+
+// TestCluster_HeldWriteRefusedOnShutdown shuts a server down while it holds
+// a write waiting for a leader: the write is refused with 503, never
+// answered 200 as if it had been applied.
+func TestCluster_HeldWriteRefusedOnShutdown(t *testing.T) {
+	c := nopstest.StartCluster(t, 3, nopstest.WithoutReconcilers())
+	s := c.Followers()[0]
+	for _, o := range c.Servers() {
+		if o != s {
+			c.Kill(c.Index(o))
+		}
+	}
+	testutil.WaitForResult(t, 10*time.Second, func() (bool, error) {
+		addr, _ := s.Leader()
+		return addr == "", fmt.Errorf("the survivor still knows leader %s", addr)
+	})
+	type result struct {
+		code int
+		body []byte
+		err  error
+	}
+	res := make(chan result, 1)
+	written := make(chan struct{})
+	go func() {
+		trace := &httptrace.ClientTrace{WroteRequest: func(httptrace.WroteRequestInfo) { close(written) }}
+		req, err := http.NewRequestWithContext(httptrace.WithClientTrace(context.Background(), trace),
+			"POST", s.URL+"/v1/pause", strings.NewReader(`{"reason":"held"}`))
+		if err != nil {
+			res <- result{err: err}
+			return
+		}
+		resp, err := (&http.Client{Timeout: 30 * time.Second}).Do(req)
+		if err != nil {
+			res <- result{err: err}
+			return
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		res <- result{resp.StatusCode, body, err}
+	}()
+	// Once the server has the write, it holds it for want of a leader.
+	<-written
+	c.Kill(c.Index(s))
+	r := <-res
+	if r.err != nil {
+		t.Fatalf("held write: %v", r.err)
+	}
+	if r.code != http.StatusServiceUnavailable || !strings.Contains(string(r.body), "no cluster leader") {
+		t.Fatalf("held write at shutdown answered %d %q, want 503", r.code, r.body)
+	}
 }

@@ -2,11 +2,13 @@ package agent_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -178,19 +180,19 @@ func stateRank(s structs.DeploymentState) int {
 }
 
 // tryCall is call for goroutines: it reports errors instead of failing.
-func tryCall(s *nopstest.Server, method, path string, body []byte) (int, error) {
+func tryCall(s *nopstest.Server, method, path string, body []byte) (int, []byte, error) {
 	req, err := http.NewRequest(method, s.URL+path, bytes.NewReader(body))
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	req.Header.Set("X-Nops-Actor", "tester")
 	resp, err := (&http.Client{Timeout: 30 * time.Second}).Do(req)
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	defer resp.Body.Close()
-	_, _ = io.Copy(io.Discard, resp.Body)
-	return resp.StatusCode, nil
+	raw, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, raw, err
 }
 
 // stateWatch checks, while the cluster runs, that no server ever shows a
@@ -307,12 +309,13 @@ func TestFailover_Chaos(t *testing.T) {
 		victim := rng.IntN(c.Size())
 		type result struct {
 			code int
+			body []byte
 			err  error
 		}
 		res := make(chan result, 1)
 		approve := func() {
-			code, err := tryCall(via, "POST", "/v1/deployment/"+id+"/approve", []byte(`{"comment":"round"}`))
-			res <- result{code, err}
+			code, body, err := tryCall(via, "POST", "/v1/deployment/"+id+"/approve", []byte(`{"comment":"round"}`))
+			res <- result{code, body, err}
 		}
 		// The kill lands a little before or a little after the approve
 		// starts: a forwarded approve may have to wait for a new leader.
@@ -329,6 +332,12 @@ func TestFailover_Chaos(t *testing.T) {
 		}
 		r := <-res
 		if r.err == nil && r.code == http.StatusOK {
+			// An acknowledgement is the approved deployment, nothing
+			// less.
+			var d structs.Deployment
+			if err := json.Unmarshal(r.body, &d); err != nil || d.ID != id || len(d.Decisions) != 1 {
+				t.Errorf("round %d: approve of %s answered 200 with %q", round, id, r.body)
+			}
 			acked = append(acked, id)
 			if killedLeader && lag < 0 {
 				ackedAcrossFailover++
@@ -350,10 +359,10 @@ func TestFailover_Chaos(t *testing.T) {
 		for _, id := range acked {
 			d, err := st.Deployment(id)
 			if err != nil || d == nil {
-				return fmt.Errorf("acknowledged approval of %s lost: %v", id, err)
+				return fmt.Errorf("acknowledged approval of %s lost: %v\n%s", id, err, raftSummary(c))
 			}
 			if d.State != structs.StatePreHook && d.State != structs.StateApplying {
-				return fmt.Errorf("acknowledged approval of %s: deployment in %s", id, d.State)
+				return fmt.Errorf("acknowledged approval of %s: deployment in %s (modify index %d)\n%s", id, d.State, d.ModifyIndex, raftSummary(c))
 			}
 			if len(d.Decisions) != 1 || d.Decisions[0].Kind != structs.DecisionApprove || d.Decisions[0].Actor != "tester" {
 				return fmt.Errorf("acknowledged approval of %s: decisions %+v", id, d.Decisions)
@@ -402,4 +411,17 @@ func tryPending(leader *nopstest.Server, id, job string) bool {
 	_, err := leader.Apply(structs.DeploymentTransitionRequestType, &structs.DeploymentTransitionRequest{
 		WriteMeta: meta, ID: id, To: structs.StatePendingApproval})
 	return err == nil
+}
+
+// raftSummary describes the Raft state of every running server, for
+// failure messages.
+func raftSummary(c *nopstest.Cluster) string {
+	var b strings.Builder
+	for _, s := range c.Servers() {
+		st := s.Raft().Stats()
+		fmt.Fprintf(&b, "%s (%s): state=%s term=%s last_log=%s commit=%s applied=%s fsm_index=%d config=%s\n",
+			s.Config().NodeName, s.NodeID()[:8], st["state"], st["term"], st["last_log_index"], st["commit_index"],
+			st["applied_index"], s.State().LatestIndex(), st["latest_configuration"])
+	}
+	return b.String()
 }

@@ -192,6 +192,7 @@ func (a *httpAPI) forward(w http.ResponseWriter, r *http.Request) {
 			}
 			select {
 			case <-r.Context().Done():
+				a.abandon(w, r)
 				return
 			case <-time.After(50 * time.Millisecond):
 			}
@@ -229,10 +230,23 @@ func (a *httpAPI) forward(w http.ResponseWriter, r *http.Request) {
 		}
 		select {
 		case <-r.Context().Done():
+			a.abandon(w, r)
 			return
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// abandon answers a request whose wait for a leader ended early: the
+// server shuts down, or the client went away. Nothing was applied; a handler
+// that returned without writing would have answered 200.
+func (a *httpAPI) abandon(w http.ResponseWriter, r *http.Request) {
+	msg := structs.ErrNoLeader.Error() + ": " + errClosed.Error()
+	if !a.s.shuttingDown() {
+		msg = structs.ErrNoLeader.Error() + ": request cancelled: " + context.Cause(r.Context()).Error()
+	}
+	a.setMeta(w)
+	writeError(w, &HTTPError{Code: http.StatusServiceUnavailable, Msg: msg})
 }
 
 // send forwards one request. sent reports whether the request may have
