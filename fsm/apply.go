@@ -192,10 +192,21 @@ func (w *writer) deploymentCreate(req *structs.DeploymentCreateRequest) error {
 	if err := w.put(TableDeployments, d); err != nil {
 		return err
 	}
-	return w.event(req.WriteMeta, structs.Event{
+	if err := w.event(req.WriteMeta, structs.Event{
 		Kind: structs.EventKindDeployment, Object: d.ID, Namespace: d.Namespace, JobID: d.JobID,
 		To: string(d.State), Message: msg,
-	})
+	}); err != nil {
+		return err
+	}
+	if req.FailWith == "" {
+		return nil
+	}
+	// Created and failed in one entry: no step can start it in between. The
+	// move writes a copy: the inserted object must not change under the
+	// store's indexes.
+	failed := forWrite(d)
+	failed.Error = req.FailWith
+	return w.move(req.WriteMeta, failed, structs.StateFailed, structs.TriggerSystem, req.FailWith)
 }
 
 // move changes a deployment's state, checking the lifecycle table, and

@@ -205,7 +205,7 @@ func (m *Manager) applying(ctx context.Context, d *structs.Deployment) error {
 	case d.RegisterStartedAt.IsZero():
 		return m.register(ctx, d, now, timeout)
 	case !d.Registered:
-		return m.resumeRegister(ctx, d, now, timeout)
+		return m.resumeRegister(ctx, d, now)
 	}
 	return m.waitHealthy(ctx, d, now, timeout)
 }
@@ -247,14 +247,23 @@ func (m *Manager) register(ctx context.Context, d *structs.Deployment, now time.
 		return err
 	}
 	d.RegisterStartedAt, d.HealthDeadline = now, deadline
-	return m.doRegister(ctx, d, job)
+	return m.doRegister(ctx, d, job, false)
 }
 
-func (m *Manager) doRegister(ctx context.Context, d *structs.Deployment, job *api.Job) error {
+// doRegister registers job with a check-and-set on the detection index.
+// resumed says that an earlier attempt's outcome is unknown: a failed
+// check-and-set may then be that attempt landing, and is looked into
+// rather than taken as "nothing registered".
+func (m *Manager) doRegister(ctx context.Context, d *structs.Deployment, job *api.Job, resumed bool) error {
 	res, err := m.nomad.Register(ctx, job, d.JobModifyIndex)
 	if err != nil {
-		if errors.Is(err, nomadx.ErrIndexMismatch) {
+		switch {
+		case errors.Is(err, nomadx.ErrIndexMismatch) && resumed:
+			return m.registerOutcome(ctx, d, job)
+		case errors.Is(err, nomadx.ErrIndexMismatch):
 			return m.fail(d, fmt.Sprintf("the job changed before the register (check-and-set on modify index %d failed): nothing registered", d.JobModifyIndex))
+		case refused(err) && !resumed:
+			return m.fail(d, fmt.Sprintf("Nomad refused the register: %v: nothing registered", err))
 		}
 		return err
 	}
@@ -268,10 +277,11 @@ func (m *Manager) doRegister(ctx context.Context, d *structs.Deployment, job *ap
 }
 
 // resumeRegister handles a register whose outcome was not recorded: after a
-// crash or a failover. It registers again only if the job's modify index is
-// still the one read at detection (the check-and-set makes that safe);
+// crash, a failover, or a register Nomad did not answer. It registers again
+// only if the job's modify index is still the one read at detection (the
+// check-and-set makes that safe), and only within the apply timeout;
 // otherwise it finds out whether its own register went through.
-func (m *Manager) resumeRegister(ctx context.Context, d *structs.Deployment, now time.Time, timeout time.Duration) error {
+func (m *Manager) resumeRegister(ctx context.Context, d *structs.Deployment, now time.Time) error {
 	job, err := decodeJob(d.Spec)
 	if err != nil {
 		return m.fail(d, err.Error())
@@ -280,13 +290,34 @@ func (m *Manager) resumeRegister(ctx context.Context, d *structs.Deployment, now
 	if err != nil && !errors.Is(err, nomadx.ErrJobNotFound) {
 		return err
 	}
+	if live != nil {
+		// The register keeps the counts Nops leaves to an autoscaler.
+		nomadx.KeepLiveCounts(job, live)
+	}
 	liveMod := uint64(0)
 	if live != nil && live.JobModifyIndex != nil {
 		liveMod = *live.JobModifyIndex
 	}
 	if liveMod == d.JobModifyIndex {
+		if !d.HealthDeadline.IsZero() && now.After(d.HealthDeadline) {
+			return m.fail(d, fmt.Sprintf("apply timeout: the register did not go through within %s: nothing registered", d.ApplyTimeout))
+		}
 		m.logger.Info("register outcome unknown and the job is unchanged: registering again", "deployment", d.ID)
-		return m.doRegister(ctx, d, job)
+		return m.doRegister(ctx, d, job, true)
+	}
+	return m.registerOutcome(ctx, d, job)
+}
+
+// registerOutcome decides, once the live job moved past the detection
+// index, whether the deployment's own register went through: it did if the
+// live job matches git. If not, Nops cannot tell whether its register
+// landed and was changed since (by a person, or by auto_revert); it fails
+// the deployment as registered, so that the block survives changes of the
+// live job and no apply-and-revert loop can start.
+func (m *Manager) registerOutcome(ctx context.Context, d *structs.Deployment, job *api.Job) error {
+	live, err := m.nomad.Job(ctx, d.Namespace, d.JobID)
+	if err != nil && !errors.Is(err, nomadx.ErrJobNotFound) {
+		return err
 	}
 	if live != nil {
 		nomadx.KeepLiveCounts(job, live)
@@ -295,10 +326,13 @@ func (m *Manager) resumeRegister(ctx context.Context, d *structs.Deployment, now
 	if err != nil {
 		return err
 	}
+	reg := true
 	if !plan.InSync() {
-		return m.fail(d, "the job changed since detection and does not match git: nothing registered")
+		return m.transitionWith(d, structs.StateFailed, "",
+			"the job changed after the register was sent and does not match git; the register may have gone through",
+			&structs.DeploymentPatch{Registered: &reg})
 	}
-	v, reg := version(live), true
+	v := version(live)
 	return m.update(d, &structs.DeploymentPatch{Registered: &reg, JobVersion: &v,
 		Message: fmt.Sprintf("the register went through before the restart (job version %d)", v)})
 }

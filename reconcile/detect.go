@@ -77,10 +77,12 @@ func (m *Manager) DetectOnce(ctx context.Context) (*cycleResult, error) {
 	res := &cycleResult{}
 	st := m.srv.State()
 
-	// 1. Snapshots, with the fetch status of each repository.
+	// 1. Snapshots, with the fetch status of each repository. Only the
+	// snapshots fetched during this leadership count: one kept from an
+	// earlier term may be older than what that term deployed.
 	var snaps []*gitwatch.Snapshot
 	if m.git != nil {
-		snaps = m.git.Snapshots()
+		snaps = m.freshSnapshots()
 	}
 
 	// 2. Parse every file, through the cache. A parse that got no verdict
@@ -112,6 +114,7 @@ func (m *Manager) DetectOnce(ctx context.Context) (*cycleResult, error) {
 	anyParseError := len(parseErrs) > 0
 	if m.git != nil && len(snaps) < len(m.git.Status()) {
 		anyParseError = true
+		m.logger.Debug("detecting with an incomplete view of git: a repository is not fetched yet in this term")
 	}
 
 	// 3. Classify, 4. drop duplicates.
@@ -170,6 +173,9 @@ func (m *Manager) DetectOnce(ctx context.Context) (*cycleResult, error) {
 		statuses[key] = c
 	}
 
+	if err := m.supersedeUnmanaged(managed, conflicts, problems, anyParseError); err != nil {
+		return nil, err
+	}
 	if err := m.recordStatuses(ctx, statuses, live, anyParseError, now); err != nil {
 		return nil, err
 	}
@@ -191,6 +197,76 @@ type declaredFile struct {
 	repo, commit, file string
 	job                *api.Job
 	specHash           string
+}
+
+// settle ends a waiting deployment (superseded or completed) and returns
+// the job's active deployment after it: nil, or the one that moved on in
+// between (an approval, or the apply loop starting it), which then runs.
+func (m *Manager) settle(d *structs.Deployment, to structs.DeploymentState, reason string) (*structs.Deployment, error) {
+	err := m.transition(d, to, reason, "")
+	if err == nil {
+		return nil, nil
+	}
+	if !errors.Is(err, structs.ErrConflict) {
+		return nil, err
+	}
+	m.logger.Debug("waiting deployment moved on before detection could settle it", "deployment", d.ID, "error", err)
+	return m.srv.State().ActiveDeployment(d.Namespace, d.JobID)
+}
+
+// supersedeUnmanaged supersedes the waiting deployments of jobs that git no
+// longer declares as managed: removed (only with a complete view of git),
+// declared twice, or invalid. Nothing can revalidate them any more, and an
+// approval must not deploy what git no longer asks for.
+func (m *Manager) supersedeUnmanaged(managed map[string]*declared, conflicts, problems map[string]*structs.JobStatus, incomplete bool) error {
+	active, err := m.srv.State().ActiveDeployments()
+	if err != nil {
+		return err
+	}
+	for _, d := range active {
+		key := d.Key()
+		if !d.State.Waiting() || managed[key] != nil {
+			continue
+		}
+		var reason string
+		switch {
+		case conflicts[key] != nil:
+			reason = "the job is declared by more than one file"
+		case problems[key] != nil:
+			reason = "the job's declaration in git is invalid: " + strings.Join(problems[key].Errors, "; ")
+		case !m.managesNamespace(d.Namespace):
+			reason = "the job's namespace is no longer managed"
+		case incomplete:
+			continue
+		default:
+			reason = "the job is no longer declared as managed in git"
+		}
+		if _, err := m.settle(d, structs.StateSuperseded, reason); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// freshSnapshots returns the snapshots of the repositories fetched since
+// this leadership began.
+func (m *Manager) freshSnapshots() []*gitwatch.Snapshot {
+	m.mu.Lock()
+	since := m.termStart
+	m.mu.Unlock()
+	fresh := map[string]bool{}
+	for _, st := range m.git.Status() {
+		if !st.LastSuccess.Before(since) {
+			fresh[st.Name] = true
+		}
+	}
+	var out []*gitwatch.Snapshot
+	for _, snap := range m.git.Snapshots() {
+		if fresh[snap.Repo] {
+			out = append(out, snap)
+		}
+	}
+	return out
 }
 
 func (m *Manager) meta() structs.WriteMeta {
@@ -516,15 +592,13 @@ func (m *Manager) detectJob(ctx context.Context, d *declared, hooks map[string]*
 		}
 		switch {
 		case reason != "":
-			if err := m.transition(active, structs.StateSuperseded, reason, ""); err != nil {
+			if active, err = m.settle(active, structs.StateSuperseded, reason); err != nil {
 				return nil, false, err
 			}
-			active = nil
 		case synced:
-			if err := m.transition(active, structs.StateCompleted, "the job is already in sync", ""); err != nil {
+			if active, err = m.settle(active, structs.StateCompleted, "the job is already in sync"); err != nil {
 				return nil, false, err
 			}
-			active = nil
 		}
 	}
 
@@ -546,7 +620,8 @@ func (m *Manager) detectJob(ctx context.Context, d *declared, hooks map[string]*
 		if err != nil {
 			return nil, false, err
 		}
-		req := &structs.DeploymentCreateRequest{WriteMeta: m.meta(), Deployment: dep, ConsumeLift: lift != nil}
+		req := &structs.DeploymentCreateRequest{WriteMeta: m.meta(), Deployment: dep, ConsumeLift: lift != nil,
+			FailWith: strings.Join(hookProblems, "; ")}
 		if _, err := m.srv.Apply(structs.DeploymentCreateRequestType, req); err != nil {
 			if errors.Is(err, structs.ErrConflict) {
 				m.logger.Debug("deployment not created", "job", key, "reason", err)
@@ -555,15 +630,12 @@ func (m *Manager) detectJob(ctx context.Context, d *declared, hooks map[string]*
 			}
 		} else {
 			created = true
-			m.logger.Info("deployment created", "job", key, "deployment", dep.ID, "policy", dep.Policy, "commit", d.commit)
-			if len(hookProblems) > 0 {
-				if err := m.transition(dep, structs.StateFailed, "", strings.Join(hookProblems, "; ")); err != nil {
-					return nil, false, err
-				}
-			}
+			m.logger.Info("deployment created", "job", key, "deployment", dep.ID, "policy", dep.Policy, "commit", d.commit,
+				"failed", req.FailWith)
 		}
-		// The block is gone with the new deployment.
-		status.Blocked = false
+		// The block is gone with the new deployment, unless it failed at
+		// once for a missing or invalid hook.
+		status.Blocked = created && req.FailWith != ""
 	}
 	return status, created, nil
 }

@@ -57,6 +57,9 @@ type Manager struct {
 	mu     sync.Mutex
 	parsed map[string]parseResult
 	seen   map[string]observed
+	// termStart is when this server's current leadership began; git
+	// snapshots fetched before it are not trusted.
+	termStart time.Time
 	// lastCycle is the result of the last detection cycle.
 	lastCycle *cycleResult
 }
@@ -121,7 +124,11 @@ func (m *Manager) Run(ctx context.Context, kicked <-chan struct{}) {
 	m.mu.Lock()
 	m.parsed = map[string]parseResult{}
 	m.seen = map[string]observed{}
+	m.termStart = time.Now()
 	m.mu.Unlock()
+	// The watcher fetches every repository as soon as it runs; detection
+	// waits for those fetches (waitFirstFetch), since what the watcher kept
+	// from an earlier term may be older than what that term deployed.
 	var wg sync.WaitGroup
 	run := func(fn func(context.Context)) {
 		wg.Add(1)
@@ -219,9 +226,12 @@ func (m *Manager) waitFirstFetch(ctx context.Context) {
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
 	for {
+		m.mu.Lock()
+		since := m.termStart
+		m.mu.Unlock()
 		fetched := true
 		for _, st := range m.git.Status() {
-			if st.LastFetch.IsZero() {
+			if st.LastFetch.Before(since) {
 				fetched = false
 			}
 		}

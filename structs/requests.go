@@ -16,6 +16,10 @@ type DeploymentCreateRequest struct {
 	// ConsumeLift consumes the job's deploy-now request, if any, and records
 	// it on the deployment.
 	ConsumeLift bool `json:"consume_lift"`
+	// FailWith, when set, fails the new deployment in the same entry with
+	// this error (a hook it declares is missing or invalid), so that no step
+	// can start it in between.
+	FailWith string `json:"fail_with,omitempty"`
 }
 
 // DeploymentTransitionRequest moves a deployment to another state, and may

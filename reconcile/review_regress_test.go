@@ -1,0 +1,245 @@
+package reconcile_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/nops-dev/nops/fsm"
+	"github.com/nops-dev/nops/reconcile"
+	"github.com/nops-dev/nops/reconcile/gitwatch"
+	"github.com/nops-dev/nops/reconcile/meta"
+	"github.com/nops-dev/nops/reconcile/nomadx"
+	"github.com/nops-dev/nops/structs"
+	"github.com/nops-dev/nops/testutil"
+	"github.com/nops-dev/nops/testutil/nopstest"
+)
+
+// wrapSrv is a reconcile.Server over a real test server, with a hook on Apply.
+type wrapSrv struct {
+	s       *nopstest.Server
+	onApply func(t structs.MessageType, req any) error
+}
+
+func (w *wrapSrv) State() *fsm.StateStore { return w.s.State() }
+func (w *wrapSrv) IsLeader() bool         { return w.s.IsLeader() }
+func (w *wrapSrv) NodeID() string         { return w.s.NodeID() }
+func (w *wrapSrv) Apply(t structs.MessageType, req any) (uint64, error) {
+	if w.onApply != nil {
+		if err := w.onApply(t, req); err != nil {
+			return 0, err
+		}
+	}
+	return w.s.Apply(t, req)
+}
+
+func reviewManager(t *testing.T, srv reconcile.Server, nomadAddr, repoURL string) *reconcile.Manager {
+	nc, err := nomadx.New(nomadx.Config{Address: nomadAddr}, hclog.NewNullLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw, err := gitwatch.New([]gitwatch.RepoConfig{{Name: "main", URL: repoURL, Branch: "main", Path: "jobs",
+		PollInterval: 200 * time.Millisecond}}, hclog.NewNullLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return reconcile.New(reconcile.Config{DriftInterval: 2 * time.Second, EngineInterval: 200 * time.Millisecond,
+		Defaults: meta.Defaults{Policy: structs.PolicyAuto, ApplyTimeout: 2 * time.Minute, HookTimeout: time.Minute}},
+		srv, nc, gw, nopstest.Logger("review"))
+}
+
+// TestReview_SecondTermDetectsFromAFreshFetch: a server that led, lost the
+// leadership while another deployed a newer commit, and leads again must
+// not deploy the snapshot it kept from its first term (that would roll the
+// job back); it detects from a fetch made in the new term.
+func TestReview_SecondTermDetectsFromAFreshFetch(t *testing.T) {
+	nomad := testutil.StartNomad(t)
+	repo := testutil.NewGitRepo(t)
+	repo.WriteFile("jobs/web.nomad.hcl", testutil.ServiceJobHCL("web", managed(structs.PolicyAuto, testutil.WithMeta("v", "1"))...))
+	c1 := repo.Commit("v1")
+	backend, _ := url.Parse(repo.ServeHTTP(t))
+	var slow atomic.Bool
+	proxy := httputil.NewSingleHostReverseProxy(&url.URL{Scheme: backend.Scheme, Host: backend.Host})
+	hs := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if slow.Load() {
+			// A remote that answers slowly, so the new term's fetch ends
+			// well after its first detection could have run.
+			time.Sleep(1500 * time.Millisecond)
+		}
+		proxy.ServeHTTP(w, r)
+	})}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = hs.Serve(ln) }()
+	t.Cleanup(func() { _ = hs.Close() })
+	repoURL := "http://" + ln.Addr().String() + backend.Path
+
+	s := nopstest.Start(t, "", nopstest.WithoutReconcilers(), nopstest.WithNomad(nomad.Addr))
+	m := reviewManager(t, &wrapSrv{s: s}, nomad.Addr, repoURL)
+
+	ctx1, cancel1 := context.WithCancel(context.Background())
+	done1 := make(chan struct{})
+	go func() { m.Run(ctx1, nil); close(done1) }()
+	s.WaitForDeployment("default", "web", structs.StateCompleted, 90*time.Second)
+	cancel1()
+	<-done1
+
+	// Another leader deploys v2 while this server follows.
+	v2 := testutil.ServiceJobHCL("web", managed(structs.PolicyAuto, testutil.WithMeta("v", "2"))...)
+	repo.WriteFile("jobs/web.nomad.hcl", v2)
+	repo.Commit("v2")
+	nomad.RegisterJobHCL(t, v2)
+	slow.Store(true)
+
+	ctx2, cancel2 := context.WithCancel(context.Background())
+	done2 := make(chan struct{})
+	go func() { m.Run(ctx2, nil); close(done2) }()
+	defer func() { cancel2(); <-done2 }()
+	// The second term's view of git must reach v2, in sync with Nomad.
+	s.WaitForJobStatus("default", "web", 60*time.Second, func(st *structs.JobStatus) bool {
+		return st.Commit != c1 && st.Sync == structs.SyncInSync
+	})
+	for _, d := range s.Deployments("default", "web") {
+		if d.Commit == c1 && d.CreatedAt.After(time.Now().Add(-30*time.Second)) && len(s.Deployments("default", "web")) > 1 {
+			t.Fatalf("the second term created deployment %s of the old commit %s", d.ID, c1[:8])
+		}
+	}
+	vs, _, _, err := nomad.Client.Jobs().Versions("web", false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range vs {
+		if *v.Version > 1 {
+			t.Fatalf("Nomad has job version %d (meta v=%q): the second term registered again", *v.Version, v.Meta["v"])
+		}
+	}
+}
+
+// TestReview_RemovedJobSupersedesItsPendingDeployment: a job removed from
+// git takes its waiting deployment with it; approving it is refused and
+// nothing is registered.
+func TestReview_RemovedJobSupersedesItsPendingDeployment(t *testing.T) {
+	e := lcStart(t, map[string]string{
+		jobFile("web"): testutil.ServiceJobHCL("web", managed(structs.PolicyApproval)...),
+	})
+	d := e.s.WaitForDeployment("default", "web", structs.StatePendingApproval, lcWait)
+	e.commit("drop web", nil, jobFile("web"))
+	e.waitHead(e.repo.Head())
+	got := e.s.WaitForDeployment("default", "web", structs.StateSuperseded, lcWait)
+	if got.ID != d.ID {
+		t.Fatalf("superseded %s, want %s", got.ID, d.ID)
+	}
+	events := e.s.Events(d.ID)
+	if last := events[len(events)-1]; !strings.Contains(last.Message, "no longer declared") {
+		t.Fatalf("supersede event: %+v", last)
+	}
+	if code, body := e.s.Do("POST", "/v1/deployment/"+d.ID+"/approve", map[string]string{"comment": "ok"}, nil); code != http.StatusConflict {
+		t.Fatalf("approve of a superseded deployment: %d %s", code, body)
+	}
+	if _, _, err := e.nomad.Client.Jobs().Info("web", nil); err == nil {
+		t.Fatal("Nomad has job web, which git no longer declares and nobody approved")
+	}
+}
+
+// TestReview_ResumedRegisterKeepsTheAutoscalersCount: a register resumed
+// after its intent was recorded (a crash before Nomad answered) keeps the
+// count of a group left to the autoscaler.
+func TestReview_ResumedRegisterKeepsTheAutoscalersCount(t *testing.T) {
+	nomad := testutil.StartNomad(t)
+	reg := nomad.RegisterJobHCL(t, testutil.ServiceJobHCL("web", managed(structs.PolicyAuto, testutil.WithScaling(1, 5))...))
+	nomad.WaitForDeployment(t, reg, "successful")
+	count := 3
+	if _, _, err := nomad.Client.Jobs().Scale("web", "app", &count, "load", false, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	repo := testutil.NewGitRepo(t)
+	repo.WriteFile("jobs/web.nomad.hcl", testutil.ServiceJobHCL("web", managed(structs.PolicyAuto, testutil.WithScaling(1, 5), testutil.WithMeta("v", "2"))...))
+	repo.Commit("v2")
+	s := nopstest.Start(t, "", nopstest.WithoutReconcilers(), nopstest.WithNomad(nomad.Addr))
+	var once sync.Once
+	w := &wrapSrv{s: s}
+	w.onApply = func(mt structs.MessageType, req any) error {
+		var crash error
+		if r, ok := req.(*structs.DeploymentUpdateRequest); ok && r.Update != nil && r.Update.RegisterStartedAt != nil {
+			once.Do(func() {
+				if _, err := s.Apply(mt, req); err != nil {
+					t.Errorf("intent: %v", err)
+				}
+				crash = errors.New("simulated crash after the register intent was committed")
+			})
+		}
+		return crash
+	}
+	m := reviewManager(t, w, nomad.Addr, repo.URL())
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { m.Run(ctx, nil); close(done) }()
+	defer func() { cancel(); <-done }()
+	s.WaitForDeployment("default", "web", structs.StateCompleted, 90*time.Second)
+	j, _, err := nomad.Client.Jobs().Info("web", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := *j.TaskGroups[0].Count; got != 3 {
+		t.Fatalf("count after the resumed register: %d, want the autoscaler's 3", got)
+	}
+	if j.Meta["v"] != "2" {
+		t.Fatalf("the resumed register did not register v2: meta %v", j.Meta)
+	}
+}
+
+// TestReview_RefusedRegisterFailsNothingRegistered: a register Nomad
+// refuses fails the deployment at once with nothing registered, instead of
+// retrying past the apply timeout.
+func TestReview_RefusedRegisterFailsNothingRegistered(t *testing.T) {
+	nomad := testutil.StartNomad(t)
+	target, _ := url.Parse(nomad.Addr)
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	var refusedN atomic.Int64
+	hs := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if (r.Method == "PUT" || r.Method == "POST") && r.URL.Path == "/v1/jobs" {
+			refusedN.Add(1)
+			http.Error(w, "simulated: register refused", http.StatusBadRequest)
+			return
+		}
+		proxy.ServeHTTP(w, r)
+	})}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = hs.Serve(ln) }()
+	t.Cleanup(func() { _ = hs.Close() })
+	repo := testutil.NewGitRepo(t)
+	repo.WriteFile("jobs/web.nomad.hcl", testutil.ServiceJobHCL("web", managed(structs.PolicyAuto, testutil.WithMeta("nops_apply_timeout", "3s"))...))
+	repo.Commit("v1")
+	s := nopstest.Start(t, "", nopstest.WithoutReconcilers(), nopstest.WithNomad(nomad.Addr))
+	m := reviewManager(t, &wrapSrv{s: s}, "http://"+ln.Addr().String(), repo.URL())
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { m.Run(ctx, nil); close(done) }()
+	defer func() { cancel(); <-done }()
+	d := s.WaitForDeployment("default", "web", structs.StateFailed, 30*time.Second)
+	if !strings.Contains(d.Error, "refused the register") || !strings.Contains(d.Error, "nothing registered") || d.Registered {
+		t.Fatalf("deployment: error %q registered %v", d.Error, d.Registered)
+	}
+	if n := refusedN.Load(); n != 1 {
+		t.Fatalf("register attempted %d times, want 1", n)
+	}
+	b, _ := s.State().Block("default", "web")
+	if b == nil || b.AfterRegister {
+		t.Fatalf("block: %+v, want one from before the register", b)
+	}
+}
