@@ -97,6 +97,9 @@ func (a *httpAPI) wrap(kind string, internal bool, fn handlerFunc) http.Handler 
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		defer func() {
 			if p := recover(); p != nil {
+				if p == http.ErrAbortHandler {
+					panic(p)
+				}
 				a.logger.Error("panic in handler", "path", r.URL.Path, "panic", p)
 				writeError(w, &HTTPError{Code: http.StatusInternalServerError, Msg: "internal error"})
 			}
@@ -207,7 +210,12 @@ func (a *httpAPI) forward(w http.ResponseWriter, r *http.Request) {
 				w.Header()[k] = vs
 			}
 			w.WriteHeader(resp.StatusCode)
-			_, _ = io.Copy(w, resp.Body)
+			if _, err := io.Copy(w, resp.Body); err != nil {
+				// The status is sent: abort the connection so the client
+				// sees a broken answer rather than a short one.
+				a.logger.Warn("forwarded answer cut short", "path", r.URL.Path, "error", err)
+				panic(http.ErrAbortHandler)
+			}
 			return
 		}
 		if resp != nil {
@@ -259,7 +267,13 @@ func (a *httpAPI) send(r *http.Request, leader string, body []byte) (*http.Respo
 		a.clients[leader] = client
 	}
 	a.mu.Unlock()
-	ctx, cancel := context.WithTimeout(r.Context(), 60*time.Second)
+	// A snapshot may take long to stream; every other request gets a
+	// minute, as long as the longest handler allows itself.
+	limit := time.Minute
+	if r.URL.Path == "/v1/operator/snapshot" {
+		limit = 30 * time.Minute
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), limit)
 	req, err := http.NewRequestWithContext(ctx, r.Method, "http://"+leader+r.URL.RequestURI(), bytes.NewReader(body))
 	if err != nil {
 		cancel()

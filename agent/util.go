@@ -55,10 +55,10 @@ func decodeGossipKey(s string) ([]byte, error) {
 }
 
 // rpcHTTPClient returns an HTTP client whose connections go to a server's
-// RPC port, announced as HTTP traffic.
+// RPC port, announced as HTTP traffic. It has no overall timeout: each
+// request carries its own deadline in its context.
 func (s *Server) rpcHTTPClient(rpcAddr string) *http.Client {
 	return &http.Client{
-		Timeout: 30 * time.Second,
 		Transport: &http.Transport{
 			DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 				return s.mux.dial(ctx, rpcAddr, rpcHTTP)
