@@ -43,19 +43,54 @@ func (m *Manager) Routes(add RouteAdder) {
 	add("POST /v1/webhook/git", true, m.httpWebhook)
 }
 
+// DeploymentRef names a deployment and its state.
+type DeploymentRef struct {
+	ID    string                  `json:"id"`
+	State structs.DeploymentState `json:"state"`
+}
+
+// JobSummary is one job of GET /v1/jobs: its observed status with its
+// active and last deployments and when the leader last reconciled it.
+type JobSummary struct {
+	*structs.JobStatus
+	ActiveDeployment *DeploymentRef `json:"active_deployment"`
+	LastDeployment   *DeploymentRef `json:"last_deployment"`
+	LastReconciled   *time.Time     `json:"last_reconciled"`
+}
+
+func ref(d *structs.Deployment) *DeploymentRef {
+	if d == nil {
+		return nil
+	}
+	return &DeploymentRef{ID: d.ID, State: d.State}
+}
+
 func (m *Manager) httpJobs(_ http.ResponseWriter, r *http.Request) (any, error) {
-	list, err := m.srv.State().JobStatuses()
+	st := m.srv.State()
+	list, err := st.JobStatuses()
 	if err != nil {
 		return nil, err
 	}
+	var reconciled *time.Time
+	if c, err := st.DetectionCycle(); err == nil && c != nil {
+		t := c.FinishedAt
+		reconciled = &t
+	}
 	q := r.URL.Query()
-	out := []*structs.JobStatus{}
+	out := []*JobSummary{}
 	for _, s := range list {
 		if s.Orphan || (q.Get("namespace") != "" && s.Namespace != q.Get("namespace")) ||
 			(q.Get("sync") != "" && string(s.Sync) != q.Get("sync")) {
 			continue
 		}
-		out = append(out, s)
+		sum := &JobSummary{JobStatus: s, LastReconciled: reconciled}
+		if d, err := st.ActiveDeployment(s.Namespace, s.JobID); err == nil {
+			sum.ActiveDeployment = ref(d)
+		}
+		if d, err := st.LastDeployment(s.Namespace, s.JobID); err == nil {
+			sum.LastDeployment = ref(d)
+		}
+		out = append(out, sum)
 	}
 	return out, nil
 }

@@ -1,6 +1,7 @@
 package reconcile_test
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -34,4 +35,43 @@ func TestSmoke_AutoAndApproval(t *testing.T) {
 		t.Fatalf("hook runs: %+v", done.HookRuns)
 	}
 	s.WaitForJobStatus("default", "web", 30*time.Second, func(st *structs.JobStatus) bool { return st.Sync == structs.SyncInSync })
+
+	// The job list carries each job's deployments and freshness.
+	var jobs []struct {
+		JobID            string `json:"job_id"`
+		ActiveDeployment *struct {
+			ID string `json:"id"`
+		} `json:"active_deployment"`
+		LastDeployment *struct {
+			ID    string `json:"id"`
+			State string `json:"state"`
+		} `json:"last_deployment"`
+		LastReconciled *time.Time `json:"last_reconciled"`
+	}
+	s.Do("GET", "/v1/jobs", nil, &jobs)
+	if len(jobs) != 2 {
+		t.Fatalf("/v1/jobs lists %d jobs, want 2 (the hook is not a managed job)", len(jobs))
+	}
+	for _, j := range jobs {
+		if j.JobID == "web" && (j.LastDeployment == nil || j.LastDeployment.ID != web.ID ||
+			j.LastDeployment.State != "completed" || j.ActiveDeployment != nil || j.LastReconciled == nil) {
+			t.Fatalf("web in /v1/jobs: %+v", j)
+		}
+	}
+
+	// The reconcilers' work shows in the metrics.
+	code, metrics := s.Do("GET", "/metrics", nil, nil)
+	if code != 200 {
+		t.Fatalf("metrics: %d", code)
+	}
+	for _, want := range []string{
+		`nops_detection_cycles_total{result="ok"}`, "nops_detection_duration_seconds_count",
+		"nops_apply_duration_seconds_count", "nops_deployments_created_total 2",
+		`nops_git_fetch_error{repo="main"} 0`, `nops_deployments{state="completed"} 2`,
+		`nops_nomad_requests_total{operation="job.register"}`, `nops_jobs{sync="in_sync"}`,
+	} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
 }
