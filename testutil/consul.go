@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"testing"
-	"time"
 
 	consulapi "github.com/hashicorp/consul/api"
 )
@@ -46,34 +45,9 @@ func StartConsul(t testing.TB) *ConsulAgent {
 	t.Helper()
 
 	bin := ConsulBinary(t)
-	root := t.TempDir()
-	start := time.Now()
-	var err error
-	for attempt := 1; attempt <= agentStartAttempts; attempt++ {
-		var a *ConsulAgent
-		a, err = startConsul(bin, filepath.Join(root, fmt.Sprintf("consul-%d", attempt)))
-		if err == nil {
-			t.Cleanup(func() {
-				// The tail before the shutdown is the part that explains
-				// a failure.
-				var tail string
-				if t.Failed() {
-					tail = tailFile(a.LogPath, logTailLines)
-				}
-				a.Stop()
-				if tail != "" {
-					t.Logf("testutil: consul agent %s log (%s), last %d lines before shutdown:\n%s", a.Addr, a.LogPath, logTailLines, tail)
-				}
-			})
-			t.Logf("testutil: consul agent ready at %s in %s", a.Addr, time.Since(start).Round(time.Millisecond))
-			return a
-		}
-		if !errors.Is(err, errPortInUse) {
-			break
-		}
-	}
-	t.Fatalf("testutil: starting consul agent: %v", err)
-	return nil
+	return startAgent(t, "consul", func(dir string) (*ConsulAgent, error) {
+		return startConsul(bin, dir)
+	})
 }
 
 func startConsul(bin, dir string) (*ConsulAgent, error) {
@@ -119,16 +93,14 @@ func startConsul(bin, dir string) (*ConsulAgent, error) {
 		return nil, fmt.Errorf("creating API client: %w", err)
 	}
 
-	a.proc, err = startProcess("consul agent", a.LogPath, bin, args, agentEnv())
+	a.proc, err = startAgentProcess("consul agent", a.LogPath, bin, args, a.ready)
 	if err != nil {
 		return nil, err
 	}
-	if err := waitReady(a.proc, a.ready); err != nil {
-		a.Stop()
-		return nil, fmt.Errorf("%w\nlast lines of %s:\n%s", err, a.LogPath, tailFile(a.LogPath, logTailLines))
-	}
 	return a, nil
 }
+
+func (a *ConsulAgent) describe() (string, string) { return a.Addr, a.LogPath }
 
 // ready reports whether the agent has a leader and its node in the catalog.
 func (a *ConsulAgent) ready() (bool, error) {

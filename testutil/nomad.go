@@ -1,7 +1,6 @@
 package testutil
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -14,15 +13,6 @@ import (
 )
 
 const (
-	// agentStartTimeout bounds the start of one agent, from exec to ready.
-	// It is generous because go test runs many packages at once, each of
-	// which may start agents, on machines with few cores.
-	agentStartTimeout = 90 * time.Second
-
-	// agentStartAttempts is how many times an agent is started on new ports
-	// when the ports it was given were taken by another process.
-	agentStartAttempts = 3
-
 	// WaitTimeout bounds the Wait* helpers of NomadAgent: how long a mock
 	// job may take to reach the state a test waits for.
 	WaitTimeout = 2 * time.Minute
@@ -124,34 +114,9 @@ func StartNomad(t testing.TB, opts ...NomadOption) *NomadAgent {
 		opt(&o)
 	}
 
-	root := t.TempDir()
-	start := time.Now()
-	var err error
-	for attempt := 1; attempt <= agentStartAttempts; attempt++ {
-		var a *NomadAgent
-		a, err = startNomad(bin, filepath.Join(root, fmt.Sprintf("nomad-%d", attempt)), o)
-		if err == nil {
-			t.Cleanup(func() {
-				// The tail before the shutdown is the part that explains
-				// a failure.
-				var tail string
-				if t.Failed() {
-					tail = tailFile(a.LogPath, logTailLines)
-				}
-				a.Stop()
-				if tail != "" {
-					t.Logf("testutil: nomad agent %s log (%s), last %d lines before shutdown:\n%s", a.Addr, a.LogPath, logTailLines, tail)
-				}
-			})
-			t.Logf("testutil: nomad agent ready at %s in %s", a.Addr, time.Since(start).Round(time.Millisecond))
-			return a
-		}
-		if !errors.Is(err, errPortInUse) {
-			break
-		}
-	}
-	t.Fatalf("testutil: starting nomad agent: %v", err)
-	return nil
+	return startAgent(t, "nomad", func(dir string) (*NomadAgent, error) {
+		return startNomad(bin, dir, o)
+	})
 }
 
 func startNomad(bin, dir string, o nomadOptions) (*NomadAgent, error) {
@@ -191,17 +156,15 @@ func startNomad(bin, dir string, o nomadOptions) (*NomadAgent, error) {
 		return nil, fmt.Errorf("creating API client: %w", err)
 	}
 
-	a.proc, err = startProcess("nomad agent", a.LogPath, bin, args, agentEnv())
+	a.proc, err = startAgentProcess("nomad agent", a.LogPath, bin, args, a.ready)
 	if err != nil {
+		unmountUnder(dir)
 		return nil, err
-	}
-
-	if err := waitReady(a.proc, a.ready); err != nil {
-		a.Stop()
-		return nil, fmt.Errorf("%w\nlast lines of %s:\n%s", err, a.LogPath, tailFile(a.LogPath, logTailLines))
 	}
 	return a, nil
 }
+
+func (a *NomadAgent) describe() (string, string) { return a.Addr, a.LogPath }
 
 // ready reports whether the agent has a leader and a ready client node whose
 // mock_driver is healthy.
@@ -419,54 +382,4 @@ func isTerminalDeploymentStatus(status string) bool {
 		return true
 	}
 	return false
-}
-
-// permanentError ends polling at once.
-type permanentError struct{ err error }
-
-func (e *permanentError) Error() string { return e.err.Error() }
-func (e *permanentError) Unwrap() error { return e.err }
-
-// stopPolling wraps err so that waitReadyTimeout gives up at once.
-func stopPolling(err error) error { return &permanentError{err: err} }
-
-// waitReady polls ready until it succeeds, the process exits, or
-// agentStartTimeout passes.
-func waitReady(p *process, ready func() (bool, error)) error {
-	return waitReadyTimeout(p, agentStartTimeout, ready)
-}
-
-func waitReadyTimeout(p *process, timeout time.Duration, ready func() (bool, error)) error {
-	ctx, cancel := context.WithCancelCause(context.Background())
-	defer cancel(nil)
-	go func() {
-		select {
-		case <-p.done:
-			cancel(p.exitError())
-		case <-ctx.Done():
-		}
-	}()
-
-	return poll(ctx, timeout, func() (bool, error) {
-		ok, err := ready()
-		var perm *permanentError
-		if errors.As(err, &perm) {
-			cancel(perm.err)
-		}
-		return ok, err
-	})
-}
-
-// agentEnv is the environment of an agent: the test's, without the
-// variables that would point the agent at something else.
-func agentEnv() []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		name, _, _ := strings.Cut(kv, "=")
-		if strings.HasPrefix(name, "NOMAD_") || strings.HasPrefix(name, "CONSUL_") || strings.HasPrefix(name, "VAULT_") {
-			continue
-		}
-		env = append(env, kv)
-	}
-	return env
 }

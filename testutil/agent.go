@@ -1,0 +1,140 @@
+package testutil
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+const (
+	// agentStartTimeout bounds the start of one agent, from exec to ready.
+	// It is generous because go test runs many packages at once, each of
+	// which may start agents, on machines with few cores.
+	agentStartTimeout = 90 * time.Second
+
+	// agentStartAttempts is how many times an agent is started on new ports
+	// when the ports it was given were taken by another process.
+	agentStartAttempts = 3
+)
+
+// testAgent is what startAgent needs of the agents it starts.
+type testAgent interface {
+	// describe returns the agent's address and the file of its log, for
+	// messages.
+	describe() (addr, logPath string)
+
+	// Stop stops the agent; it is safe to call more than once.
+	Stop()
+}
+
+// startAgent starts an agent of a kind ("nomad", "consul") with start, which
+// starts one in the directory it is given and returns once it is ready.
+// While the agent could not bind the ports it was given, it tries again on
+// new ones, in a new directory under t.TempDir(), up to agentStartAttempts
+// times; any other error fails the test. The agent is stopped in
+// t.Cleanup; if the test failed, the tail of its log is printed.
+func startAgent[A testAgent](t testing.TB, kind string, start func(dir string) (A, error)) A {
+	t.Helper()
+
+	root := t.TempDir()
+	began := time.Now()
+	var err error
+	for attempt := 1; attempt <= agentStartAttempts; attempt++ {
+		var a A
+		a, err = start(filepath.Join(root, fmt.Sprintf("%s-%d", kind, attempt)))
+		if err == nil {
+			addr, logPath := a.describe()
+			t.Cleanup(func() {
+				// The tail before the shutdown is the part that explains
+				// a failure.
+				var tail string
+				if t.Failed() {
+					tail = tailFile(logPath, logTailLines)
+				}
+				a.Stop()
+				if tail != "" {
+					t.Logf("testutil: %s agent %s log (%s), last %d lines before shutdown:\n%s", kind, addr, logPath, logTailLines, tail)
+				}
+			})
+			t.Logf("testutil: %s agent ready at %s in %s", kind, addr, time.Since(began).Round(time.Millisecond))
+			return a
+		}
+		if !errors.Is(err, errPortInUse) {
+			break
+		}
+	}
+	t.Fatalf("testutil: starting %s agent: %v", kind, err)
+	var none A
+	return none
+}
+
+// startAgentProcess starts the process of an agent, with the environment of
+// agentEnv, and waits until ready reports the agent usable. When it exits or
+// is not ready within agentStartTimeout, the process is stopped and the
+// error carries the tail of its log.
+func startAgentProcess(name, logPath, bin string, args []string, ready func() (bool, error)) (*process, error) {
+	p, err := startProcess(name, logPath, bin, args, agentEnv())
+	if err != nil {
+		return nil, err
+	}
+	if err := waitReady(p, ready); err != nil {
+		p.stop()
+		return nil, fmt.Errorf("%w\nlast lines of %s:\n%s", err, logPath, tailFile(logPath, logTailLines))
+	}
+	return p, nil
+}
+
+// permanentError ends polling at once.
+type permanentError struct{ err error }
+
+func (e *permanentError) Error() string { return e.err.Error() }
+func (e *permanentError) Unwrap() error { return e.err }
+
+// stopPolling wraps err so that waitReadyTimeout gives up at once.
+func stopPolling(err error) error { return &permanentError{err: err} }
+
+// waitReady polls ready until it succeeds, the process exits, or
+// agentStartTimeout passes.
+func waitReady(p *process, ready func() (bool, error)) error {
+	return waitReadyTimeout(p, agentStartTimeout, ready)
+}
+
+func waitReadyTimeout(p *process, timeout time.Duration, ready func() (bool, error)) error {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	go func() {
+		select {
+		case <-p.done:
+			cancel(p.exitError())
+		case <-ctx.Done():
+		}
+	}()
+
+	return poll(ctx, timeout, func() (bool, error) {
+		ok, err := ready()
+		var perm *permanentError
+		if errors.As(err, &perm) {
+			cancel(perm.err)
+		}
+		return ok, err
+	})
+}
+
+// agentEnv is the environment of an agent: the test's, without the
+// variables that would point the agent at something else.
+func agentEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		name, _, _ := strings.Cut(kv, "=")
+		if strings.HasPrefix(name, "NOMAD_") || strings.HasPrefix(name, "CONSUL_") || strings.HasPrefix(name, "VAULT_") {
+			continue
+		}
+		env = append(env, kv)
+	}
+	return env
+}
