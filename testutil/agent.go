@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 )
@@ -54,7 +52,7 @@ func startAgent[A testAgent](t testing.TB, kind string, start func(dir string) (
 				// a failure.
 				var tail string
 				if t.Failed() {
-					tail = tailFile(logPath, logTailLines)
+					tail = TailFile(logPath, logTailLines)
 				}
 				a.Stop()
 				if tail != "" {
@@ -64,7 +62,7 @@ func startAgent[A testAgent](t testing.TB, kind string, start func(dir string) (
 			t.Logf("testutil: %s agent ready at %s in %s", kind, addr, time.Since(began).Round(time.Millisecond))
 			return a
 		}
-		if !errors.Is(err, errPortInUse) {
+		if !errors.Is(err, ErrPortInUse) {
 			break
 		}
 	}
@@ -73,20 +71,33 @@ func startAgent[A testAgent](t testing.TB, kind string, start func(dir string) (
 	return none
 }
 
-// startAgentProcess starts the process of an agent, with the environment of
-// agentEnv, and waits until ready reports the agent usable. When it exits or
-// is not ready within agentStartTimeout, the process is stopped and the
-// error carries the tail of its log.
-func startAgentProcess(name, logPath, bin string, args []string, ready func() (bool, error)) (*process, error) {
-	p, err := startProcess(name, logPath, bin, args, agentEnv())
+// startAgentProcess starts the process of an agent and waits until ready
+// reports the agent usable. When it exits or is not ready within
+// agentStartTimeout, the process is stopped and the error carries the tail
+// of its log.
+func startAgentProcess(name, logPath, bin string, args []string, ready func() (bool, error)) (*Process, error) {
+	p, err := StartProcess(ProcessConfig{Name: name, Bin: bin, Args: args, LogPath: logPath})
 	if err != nil {
 		return nil, err
 	}
 	if err := waitReady(p, ready); err != nil {
-		p.stop()
-		return nil, fmt.Errorf("%w\nlast lines of %s:\n%s", err, logPath, tailFile(logPath, logTailLines))
+		p.Stop()
+		return nil, fmt.Errorf("%w\nlast lines of %s:\n%s", err, logPath, TailFile(logPath, logTailLines))
 	}
 	return p, nil
+}
+
+// hasLeader returns an error unless leader, the status call of an agent's
+// API client, names a leader.
+func hasLeader(leader func() (string, error)) error {
+	addr, err := leader()
+	if err != nil {
+		return fmt.Errorf("reading leader: %w", err)
+	}
+	if addr == "" {
+		return errors.New("no leader yet")
+	}
+	return nil
 }
 
 // permanentError ends polling at once.
@@ -100,17 +111,17 @@ func stopPolling(err error) error { return &permanentError{err: err} }
 
 // waitReady polls ready until it succeeds, the process exits, or
 // agentStartTimeout passes.
-func waitReady(p *process, ready func() (bool, error)) error {
+func waitReady(p *Process, ready func() (bool, error)) error {
 	return waitReadyTimeout(p, agentStartTimeout, ready)
 }
 
-func waitReadyTimeout(p *process, timeout time.Duration, ready func() (bool, error)) error {
+func waitReadyTimeout(p *Process, timeout time.Duration, ready func() (bool, error)) error {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	defer cancel(nil)
 	go func() {
 		select {
-		case <-p.done:
-			cancel(p.exitError())
+		case <-p.Done():
+			cancel(p.ExitError())
 		case <-ctx.Done():
 		}
 	}()
@@ -123,18 +134,4 @@ func waitReadyTimeout(p *process, timeout time.Duration, ready func() (bool, err
 		}
 		return ok, err
 	})
-}
-
-// agentEnv is the environment of an agent: the test's, without the
-// variables that would point the agent at something else.
-func agentEnv() []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		name, _, _ := strings.Cut(kv, "=")
-		if strings.HasPrefix(name, "NOMAD_") || strings.HasPrefix(name, "CONSUL_") || strings.HasPrefix(name, "VAULT_") {
-			continue
-		}
-		env = append(env, kv)
-	}
-	return env
 }

@@ -1,7 +1,6 @@
 package testutil
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -34,7 +33,7 @@ type ConsulAgent struct {
 	// LogPath is the file the agent's stdout and stderr are written to.
 	LogPath string
 
-	proc *process
+	proc *Process
 }
 
 // StartConsul starts `consul agent -dev` bound to 127.0.0.1 on free ports,
@@ -104,12 +103,8 @@ func (a *ConsulAgent) describe() (string, string) { return a.Addr, a.LogPath }
 
 // ready reports whether the agent has a leader and its node in the catalog.
 func (a *ConsulAgent) ready() (bool, error) {
-	leader, err := a.Client.Status().Leader()
-	if err != nil {
-		return false, fmt.Errorf("reading leader: %w", err)
-	}
-	if leader == "" {
-		return false, errors.New("no leader yet")
+	if err := hasLeader(a.Client.Status().Leader); err != nil {
+		return false, err
 	}
 	node, _, err := a.Client.Catalog().Node(a.NodeName, nil)
 	if err != nil {
@@ -124,5 +119,5 @@ func (a *ConsulAgent) ready() (bool, error) {
 // Stop stops the agent (SIGINT, then SIGKILL after a grace period). It is
 // safe to call more than once; t.Cleanup calls it anyway.
 func (a *ConsulAgent) Stop() {
-	a.proc.stop()
+	a.proc.Stop()
 }

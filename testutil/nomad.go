@@ -1,7 +1,6 @@
 package testutil
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -81,7 +80,7 @@ type NomadAgent struct {
 	// LogPath is the file the agent's stdout and stderr are written to.
 	LogPath string
 
-	proc *process
+	proc *Process
 }
 
 // NomadOption changes the agent StartNomad starts.
@@ -169,12 +168,8 @@ func (a *NomadAgent) describe() (string, string) { return a.Addr, a.LogPath }
 // ready reports whether the agent has a leader and a ready client node whose
 // mock_driver is healthy.
 func (a *NomadAgent) ready() (bool, error) {
-	leader, err := a.Client.Status().Leader()
-	if err != nil {
-		return false, fmt.Errorf("reading leader: %w", err)
-	}
-	if leader == "" {
-		return false, errors.New("no leader yet")
+	if err := hasLeader(a.Client.Status().Leader); err != nil {
+		return false, err
 	}
 
 	nodes, _, err := a.Client.Nodes().List(nil)
@@ -203,7 +198,7 @@ func (a *NomadAgent) ready() (bool, error) {
 // removes the mounts it may have left. It is safe to call more than once,
 // for tests that need Nomad to go away; t.Cleanup calls it anyway.
 func (a *NomadAgent) Stop() {
-	a.proc.stop()
+	a.proc.Stop()
 	unmountUnder(a.Dir)
 }
 

@@ -13,27 +13,55 @@ import (
 )
 
 const (
-	// stopGrace is how long an agent gets to exit after SIGINT before its
-	// process group is killed.
-	stopGrace = 10 * time.Second
+	// DefaultStopGrace is how long Process.Stop waits after SIGINT before
+	// it kills the process group, unless ProcessConfig.StopGrace says
+	// otherwise.
+	DefaultStopGrace = 10 * time.Second
 
 	// logTailLines is how many lines of an agent's log a failed test shows.
 	logTailLines = 60
 )
 
-// errPortInUse means an agent could not bind one of the ports it was given,
-// because another process took it after FreePorts returned.
-var errPortInUse = errors.New("port already in use")
+// ErrPortInUse means a process could not bind one of the ports it was
+// given, because another process took it after FreePorts returned.
+// Process.ExitError wraps it; the helpers that start agents and servers try
+// again on new ports when they see it.
+var ErrPortInUse = errors.New("port already in use")
 
-// process is an agent running as a child of the test binary, in its own
-// process group, with stdout and stderr written to a log file.
-type process struct {
-	name    string
-	cmd     *exec.Cmd
-	logPath string
+// ProcessConfig describes a process for StartProcess.
+type ProcessConfig struct {
+	// Name names the process in errors, for example "nomad agent".
+	Name string
 
-	// grace is how long stop waits after SIGINT before it kills.
-	grace time.Duration
+	// Bin is the executable and Args its arguments.
+	Bin  string
+	Args []string
+
+	// LogPath is the file that collects the process's stdout and stderr.
+	LogPath string
+
+	// AppendLog appends to LogPath instead of truncating it, for a process
+	// that is started again and keeps the log of its earlier runs.
+	AppendLog bool
+
+	// StopGrace is how long Stop waits after SIGINT before it kills the
+	// process group; zero means DefaultStopGrace.
+	StopGrace time.Duration
+}
+
+// Process is a child of the test binary: in its own process group, so that
+// stopping it also stops what it started (on Linux the kernel also kills it
+// if the test binary dies first), with the test's environment less the
+// variables that would point it at something else (see ProcessEnv), and its
+// stdout and stderr written to a log file. One Process is one run: a
+// process started again is a new Process.
+type Process struct {
+	cfg ProcessConfig
+	cmd *exec.Cmd
+
+	// logStart is the size of the log when this run started: ExitError
+	// reads only what the run wrote.
+	logStart int64
 
 	// done is closed once the process has exited and waitErr is set.
 	done    chan struct{}
@@ -42,30 +70,41 @@ type process struct {
 	stopOnce sync.Once
 }
 
-// startProcess starts bin with args, writing its output to logPath.
-func startProcess(name, logPath, bin string, args []string, env []string) (*process, error) {
-	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
+// StartProcess starts the process cfg describes.
+func StartProcess(cfg ProcessConfig) (*Process, error) {
+	if cfg.StopGrace <= 0 {
+		cfg.StopGrace = DefaultStopGrace
+	}
+	flags := os.O_CREATE | os.O_WRONLY | os.O_TRUNC
+	if cfg.AppendLog {
+		flags = os.O_CREATE | os.O_WRONLY | os.O_APPEND
+	}
+	logFile, err := os.OpenFile(cfg.LogPath, flags, 0o644)
 	if err != nil {
-		return nil, fmt.Errorf("creating %s log file: %w", name, err)
+		return nil, fmt.Errorf("opening the log of %s: %w", cfg.Name, err)
+	}
+	info, err := logFile.Stat()
+	if err != nil {
+		_ = logFile.Close()
+		return nil, fmt.Errorf("opening the log of %s: %w", cfg.Name, err)
 	}
 
-	cmd := exec.Command(bin, args...)
+	cmd := exec.Command(cfg.Bin, cfg.Args...)
 	cmd.Stdin = nil
 	cmd.Stdout = logFile
 	cmd.Stderr = logFile
-	cmd.Env = env
+	cmd.Env = ProcessEnv()
 	cmd.SysProcAttr = sysProcAttr()
 	if err := cmd.Start(); err != nil {
 		_ = logFile.Close()
-		return nil, fmt.Errorf("starting %s: %w", name, err)
+		return nil, fmt.Errorf("starting %s: %w", cfg.Name, err)
 	}
 
-	p := &process{
-		name:    name,
-		cmd:     cmd,
-		logPath: logPath,
-		grace:   stopGrace,
-		done:    make(chan struct{}),
+	p := &Process{
+		cfg:      cfg,
+		cmd:      cmd,
+		logStart: info.Size(),
+		done:     make(chan struct{}),
 	}
 	go func() {
 		p.waitErr = cmd.Wait()
@@ -75,8 +114,11 @@ func startProcess(name, logPath, bin string, args []string, env []string) (*proc
 	return p, nil
 }
 
-// exited reports whether the process has exited, and how.
-func (p *process) exited() (bool, error) {
+// Done is closed once the process has exited.
+func (p *Process) Done() <-chan struct{} { return p.done }
+
+// Exited reports whether the process has exited, and how.
+func (p *Process) Exited() (bool, error) {
 	select {
 	case <-p.done:
 		return true, p.waitErr
@@ -85,24 +127,42 @@ func (p *process) exited() (bool, error) {
 	}
 }
 
-// exitError describes an early exit of the process, wrapping errPortInUse
-// when its log shows that a port was taken.
-func (p *process) exitError() error {
-	_, waitErr := p.exited()
+// Pid returns the process ID.
+func (p *Process) Pid() int { return p.cmd.Process.Pid }
+
+// ExitError describes an exit of the process, wrapping ErrPortInUse when
+// what this run wrote to its log shows that a port was taken. It is meant
+// for a process that exited when it should not have.
+func (p *Process) ExitError() error {
+	_, waitErr := p.Exited()
 	if waitErr == nil {
 		waitErr = errors.New("exit status 0")
 	}
-	log, _ := os.ReadFile(p.logPath)
-	if bytes.Contains(log, []byte("address already in use")) {
-		return fmt.Errorf("%s exited (%v): %w", p.name, waitErr, errPortInUse)
+	if p.logContains("address already in use") {
+		return fmt.Errorf("%s exited (%v): %w", p.cfg.Name, waitErr, ErrPortInUse)
 	}
-	return fmt.Errorf("%s exited: %w", p.name, waitErr)
+	return fmt.Errorf("%s exited: %w", p.cfg.Name, waitErr)
 }
 
-// stop sends SIGINT, waits up to p.grace for the process to exit, then
-// kills its whole process group (which also reaps helpers it started, such
-// as task executors). It is safe to call more than once.
-func (p *process) stop() {
+// logContains reports whether this run's part of the log contains s.
+func (p *Process) logContains(s string) bool {
+	f, err := os.Open(p.cfg.LogPath)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	if _, err := f.Seek(p.logStart, io.SeekStart); err != nil {
+		return false
+	}
+	log, _ := io.ReadAll(f)
+	return bytes.Contains(log, []byte(s))
+}
+
+// Stop sends SIGINT, waits up to the stop grace for the process to exit,
+// then kills its whole process group (which also reaps helpers it started,
+// such as task executors). It returns once the process has exited, and is
+// safe to call more than once.
+func (p *Process) Stop() {
 	p.stopOnce.Do(func() {
 		select {
 		case <-p.done:
@@ -110,7 +170,7 @@ func (p *process) stop() {
 			_ = p.cmd.Process.Signal(os.Interrupt)
 			select {
 			case <-p.done:
-			case <-time.After(p.grace):
+			case <-time.After(p.cfg.StopGrace):
 				killProcessGroup(p.cmd.Process)
 				<-p.done
 			}
@@ -119,13 +179,33 @@ func (p *process) stop() {
 	})
 }
 
-// tail returns the last n lines of the process's log.
-func (p *process) tail(n int) string {
-	return tailFile(p.logPath, n)
+// Kill sends SIGKILL to the process group, as a crash would, and returns
+// once the process has exited.
+func (p *Process) Kill() {
+	killProcessGroup(p.cmd.Process)
+	<-p.done
 }
 
-func tailFile(path string, n int) string {
-	const maxBytes = 64 << 10
+// ProcessEnv is the environment of the processes tests start: the test's,
+// without the NOPS_, NOMAD_, CONSUL_ and VAULT_ variables, which would point
+// a process at something else than its command line says.
+func ProcessEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		name, _, _ := strings.Cut(kv, "=")
+		if strings.HasPrefix(name, "NOPS_") || strings.HasPrefix(name, "NOMAD_") ||
+			strings.HasPrefix(name, "CONSUL_") || strings.HasPrefix(name, "VAULT_") {
+			continue
+		}
+		env = append(env, kv)
+	}
+	return env
+}
+
+// TailFile returns the last n lines of a file, or a note that says why it
+// cannot be read. It reads at most the last 128 KiB.
+func TailFile(path string, n int) string {
+	const maxBytes = 128 << 10
 
 	f, err := os.Open(path)
 	if err != nil {

@@ -98,7 +98,7 @@ func TestFreePorts(t *testing.T) {
 
 // TestProcess_ExitClassification runs stand-in agents (shell scripts) to
 // check that an agent that dies at startup is reported at once, with
-// errPortInUse only when its log says a port was taken.
+// ErrPortInUse only when its log says a port was taken.
 func TestProcess_ExitClassification(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -123,11 +123,11 @@ func TestProcess_ExitClassification(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			bin := script(strings.ReplaceAll(tc.name, " ", "-")+".sh", tc.body)
-			p, err := startProcess("stand-in", filepath.Join(dir, tc.name+".log"), bin, nil, agentEnv())
+			p, err := StartProcess(ProcessConfig{Name: "stand-in", Bin: bin, LogPath: filepath.Join(dir, tc.name+".log")})
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer p.stop()
+			defer p.Stop()
 
 			start := time.Now()
 			err = waitReady(p, neverReady)
@@ -137,10 +137,38 @@ func TestProcess_ExitClassification(t *testing.T) {
 			if time.Since(start) > 30*time.Second {
 				t.Fatalf("exit noticed after %s", time.Since(start))
 			}
-			if got := errors.Is(err, errPortInUse); got != tc.portInUse {
-				t.Fatalf("errors.Is(%v, errPortInUse) = %t, want %t", err, got, tc.portInUse)
+			if got := errors.Is(err, ErrPortInUse); got != tc.portInUse {
+				t.Fatalf("errors.Is(%v, ErrPortInUse) = %t, want %t", err, got, tc.portInUse)
 			}
 		})
+	}
+}
+
+// TestProcess_ExitErrorReadsOnlyItsRun starts a process again on a log
+// whose earlier run could not bind a port: the new run's exit is not taken
+// for a taken port, and the earlier run's lines stay in the log.
+func TestProcess_ExitErrorReadsOnlyItsRun(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "fails.sh")
+	if err := os.WriteFile(bin, []byte("#!/bin/sh\necho bad config\nexit 1\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	logPath := filepath.Join(dir, "log")
+	const earlier = "bind: address already in use"
+	if err := os.WriteFile(logPath, []byte(earlier+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p, err := StartProcess(ProcessConfig{Name: "again", Bin: bin, LogPath: logPath, AppendLog: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-p.Done()
+	if err := p.ExitError(); err == nil || errors.Is(err, ErrPortInUse) || !strings.Contains(err.Error(), "again exited") {
+		t.Fatalf("ExitError() = %v, want the exit of this run, not a taken port", err)
+	}
+	if got, want := TailFile(logPath, 2), earlier+"\nbad config"; got != want {
+		t.Fatalf("log = %q, want %q", got, want)
 	}
 }
 
@@ -156,26 +184,27 @@ func TestProcess_StopKillsWhatIgnoresSIGINT(t *testing.T) {
 	if err := os.WriteFile(bin, []byte("#!/bin/sh\ntrap '' INT\nsleep 600 &\necho started $!\nwait\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	p, err := startProcess("stubborn", filepath.Join(dir, "log"), bin, nil, agentEnv())
+	const grace = 300 * time.Millisecond
+	logPath := filepath.Join(dir, "log")
+	p, err := StartProcess(ProcessConfig{Name: "stubborn", Bin: bin, LogPath: logPath, StopGrace: grace})
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.grace = 300 * time.Millisecond
 	var child int
 	WaitForResult(t, 10*time.Second, func() (bool, error) {
-		_, err := fmt.Sscanf(tailFile(p.logPath, 1), "started %d", &child)
+		_, err := fmt.Sscanf(TailFile(logPath, 1), "started %d", &child)
 		return err == nil, err
 	})
 
 	start := time.Now()
-	p.stop()
-	if exited, _ := p.exited(); !exited {
+	p.Stop()
+	if exited, _ := p.Exited(); !exited {
 		t.Fatal("process still running after stop")
 	}
-	if elapsed := time.Since(start); elapsed < p.grace || elapsed > p.grace+10*time.Second {
-		t.Fatalf("stop took %s, want about %s", elapsed, p.grace)
+	if elapsed := time.Since(start); elapsed < grace || elapsed > grace+10*time.Second {
+		t.Fatalf("stop took %s, want about %s", elapsed, grace)
 	}
-	p.stop() // idempotent
+	p.Stop() // idempotent
 
 	// The helper went with the process group: gone, or a zombie waiting for
 	// whoever adopted it.
@@ -204,10 +233,10 @@ func TestTailFile(t *testing.T) {
 	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if got, want := tailFile(path, 3), "line 97\nline 98\nline 99"; got != want {
-		t.Fatalf("tailFile = %q, want %q", got, want)
+	if got, want := TailFile(path, 3), "line 97\nline 98\nline 99"; got != want {
+		t.Fatalf("TailFile = %q, want %q", got, want)
 	}
-	if got := tailFile(filepath.Join(t.TempDir(), "missing"), 3); !strings.Contains(got, "log unavailable") {
-		t.Fatalf("tailFile of a missing file = %q", got)
+	if got := TailFile(filepath.Join(t.TempDir(), "missing"), 3); !strings.Contains(got, "log unavailable") {
+		t.Fatalf("TailFile of a missing file = %q", got)
 	}
 }

@@ -9,7 +9,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -35,10 +34,6 @@ const (
 	// shared with other tests.
 	ProcessLeaderTimeout = 45 * time.Second
 
-	// processStopGrace is how long a process gets to exit after SIGINT
-	// before its process group is killed.
-	processStopGrace = 10 * time.Second
-
 	// processStartAttempts is how many times a cluster is started on new
 	// ports when another process took one of the ports it was given.
 	processStartAttempts = 3
@@ -50,9 +45,6 @@ const (
 	// processActor is the X-Nops-Actor of the requests of the helpers.
 	processActor = "tester"
 )
-
-// errProcessPortInUse means a server could not bind one of its ports.
-var errProcessPortInUse = errors.New("port already in use")
 
 // ProcessCluster is a cluster of `nops serve` processes on 127.0.0.1. Each
 // server keeps its ports, data directory and log file for the whole test,
@@ -93,11 +85,9 @@ type Process struct {
 	cluster *ProcessCluster
 	args    []string
 
-	mu      sync.Mutex
-	cmd     *exec.Cmd
-	done    chan struct{}
-	waitErr error
-	starts  int
+	mu     sync.Mutex
+	proc   *testutil.Process // the current or last run; nil before the first
+	starts int
 }
 
 // StartProcessCluster starts n servers of the Nops binary
@@ -128,7 +118,7 @@ func StartProcessCluster(t testing.TB, n int, nomadAddr, repo string, extraArgs 
 			break
 		}
 		c.stopAll()
-		if !errors.Is(err, errProcessPortInUse) {
+		if !errors.Is(err, testutil.ErrPortInUse) {
 			break
 		}
 		t.Logf("nopstest: %v; starting the cluster again on new ports", err)
@@ -367,7 +357,7 @@ func (c *ProcessCluster) WaitForCluster() int {
 func (c *ProcessCluster) cleanup() {
 	if c.t.Failed() {
 		for _, p := range c.servers {
-			c.t.Logf("nopstest: %s log (%s), last %d lines:\n%s", p.Name, p.LogPath, processLogTail, tailLines(p.LogPath, processLogTail))
+			c.t.Logf("nopstest: %s log (%s), last %d lines:\n%s", p.Name, p.LogPath, processLogTail, testutil.TailFile(p.LogPath, processLogTail))
 		}
 	}
 	c.stopAll()
@@ -386,51 +376,42 @@ func (c *ProcessCluster) stopAll() {
 	wg.Wait()
 }
 
-// exec starts the process, appending its output to its log file.
+// exec starts the process, appending its output to its log file after a
+// line that marks the start.
 func (p *Process) exec() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	logFile, err := os.OpenFile(p.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return fmt.Errorf("opening the log of %s: %w", p.Name, err)
-	}
 	p.starts++
-	fmt.Fprintf(logFile, "==== nopstest: start %d of %s at %s: %s %s\n", p.starts, p.Name,
+	header := fmt.Sprintf("==== nopstest: start %d of %s at %s: %s %s\n", p.starts, p.Name,
 		time.Now().UTC().Format(time.RFC3339Nano), p.cluster.bin, strings.Join(p.args, " "))
-
-	cmd := exec.Command(p.cluster.bin, p.args...)
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	cmd.Env = processEnv()
-	cmd.SysProcAttr = sysProcAttr()
-	if err := cmd.Start(); err != nil {
-		_ = logFile.Close()
-		return fmt.Errorf("starting %s: %w", p.Name, err)
+	if err := appendFile(p.LogPath, header); err != nil {
+		return fmt.Errorf("writing the log of %s: %w", p.Name, err)
 	}
-	done := make(chan struct{})
-	p.cmd, p.done, p.waitErr = cmd, done, nil
-	go func() {
-		err := cmd.Wait()
-		_ = logFile.Close()
-		p.mu.Lock()
-		if p.cmd == cmd {
-			p.waitErr = err
-		}
-		p.mu.Unlock()
-		close(done)
-	}()
+	proc, err := testutil.StartProcess(testutil.ProcessConfig{
+		Name: p.Name, Bin: p.cluster.bin, Args: p.args, LogPath: p.LogPath, AppendLog: true,
+	})
+	if err != nil {
+		return err
+	}
+	p.proc = proc
 	return nil
+}
+
+// process returns the current or last run, or nil before the first.
+func (p *Process) process() *testutil.Process {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.proc
 }
 
 // waitHTTP waits until the HTTP API answers, or the process exits.
 func (p *Process) waitHTTP() error {
+	proc := p.process()
 	deadline := time.Now().Add(processStartTimeout)
 	for {
-		p.mu.Lock()
-		done := p.done
-		p.mu.Unlock()
 		select {
-		case <-done:
-			return p.exitError()
+		case <-proc.Done():
+			return p.exitError(proc)
 		default:
 		}
 		if _, err := p.Self(); err == nil {
@@ -438,83 +419,51 @@ func (p *Process) waitHTTP() error {
 		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("%s: HTTP API at %s did not answer within %s\nlast lines of %s:\n%s",
-				p.Name, p.URL, processStartTimeout, p.LogPath, tailLines(p.LogPath, processLogTail))
+				p.Name, p.URL, processStartTimeout, p.LogPath, testutil.TailFile(p.LogPath, processLogTail))
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
 }
 
-// exitError describes an early exit, wrapping errProcessPortInUse when the
-// log shows that a port was taken.
-func (p *Process) exitError() error {
-	p.mu.Lock()
-	waitErr := p.waitErr
-	p.mu.Unlock()
-	if waitErr == nil {
-		waitErr = errors.New("exit status 0")
+// exitError describes an early exit of a run: one that wraps
+// testutil.ErrPortInUse when a port was taken, else one with the tail of
+// the log.
+func (p *Process) exitError(proc *testutil.Process) error {
+	err := proc.ExitError()
+	if errors.Is(err, testutil.ErrPortInUse) {
+		return err
 	}
-	tail := tailLines(p.LogPath, processLogTail)
-	if strings.Contains(tail, "address already in use") {
-		return fmt.Errorf("%s exited (%v): %w", p.Name, waitErr, errProcessPortInUse)
-	}
-	return fmt.Errorf("%s exited early: %w\nlast lines of %s:\n%s", p.Name, waitErr, p.LogPath, tail)
+	return fmt.Errorf("%w\nlast lines of %s:\n%s", err, p.LogPath, testutil.TailFile(p.LogPath, processLogTail))
 }
 
 // Running reports whether the process runs.
 func (p *Process) Running() bool {
-	p.mu.Lock()
-	done := p.done
-	p.mu.Unlock()
-	if done == nil {
+	proc := p.process()
+	if proc == nil {
 		return false
 	}
-	select {
-	case <-done:
-		return false
-	default:
-		return true
-	}
+	exited, _ := proc.Exited()
+	return !exited
 }
 
 // PID returns the process ID of the running process, or 0.
 func (p *Process) PID() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.cmd == nil || p.cmd.Process == nil {
+	if !p.Running() {
 		return 0
 	}
-	return p.cmd.Process.Pid
+	return p.process().Pid()
 }
 
 func (p *Process) kill() {
-	p.mu.Lock()
-	cmd, done := p.cmd, p.done
-	p.mu.Unlock()
-	if cmd == nil {
-		return
+	if proc := p.process(); proc != nil {
+		proc.Kill()
 	}
-	killProcessGroup(cmd.Process)
-	<-done
 }
 
 func (p *Process) stop() {
-	p.mu.Lock()
-	cmd, done := p.cmd, p.done
-	p.mu.Unlock()
-	if cmd == nil {
-		return
+	if proc := p.process(); proc != nil {
+		proc.Stop()
 	}
-	select {
-	case <-done:
-	default:
-		_ = cmd.Process.Signal(os.Interrupt)
-		select {
-		case <-done:
-		case <-time.After(processStopGrace):
-		}
-	}
-	killProcessGroup(cmd.Process)
-	<-done
 }
 
 // Call sends a request to the server's API and decodes a JSON answer with
@@ -678,43 +627,15 @@ func InState(state structs.DeploymentState) func(*structs.Deployment) error {
 	}
 }
 
-// processEnv is the environment of the servers: the test's, without the
-// NOPS_, NOMAD_ and CONSUL_ variables, so that only the command line
-// configures them.
-func processEnv() []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		if strings.HasPrefix(kv, "NOPS_") || strings.HasPrefix(kv, "NOMAD_") || strings.HasPrefix(kv, "CONSUL_") {
-			continue
-		}
-		env = append(env, kv)
-	}
-	return env
-}
-
-// tailLines returns the last n lines of a file.
-func tailLines(path string, n int) string {
-	const maxBytes = 128 << 10
-	f, err := os.Open(path)
+// appendFile appends text to the file at path, creating it.
+func appendFile(path, text string) error {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
-		return fmt.Sprintf("(log unavailable: %v)", err)
+		return err
 	}
-	defer f.Close()
-	info, err := f.Stat()
-	if err != nil {
-		return fmt.Sprintf("(log unavailable: %v)", err)
+	if _, err := f.WriteString(text); err != nil {
+		_ = f.Close()
+		return err
 	}
-	offset := max(info.Size()-maxBytes, 0)
-	buf, err := io.ReadAll(io.NewSectionReader(f, offset, info.Size()-offset))
-	if err != nil {
-		return fmt.Sprintf("(log unavailable: %v)", err)
-	}
-	lines := strings.Split(strings.TrimRight(string(buf), "\n"), "\n")
-	if offset > 0 && len(lines) > 0 {
-		lines = lines[1:]
-	}
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
+	return f.Close()
 }
