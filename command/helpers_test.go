@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -13,12 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
-
 	"github.com/nops-dev/nops/agent"
 	"github.com/nops-dev/nops/agent/config"
 	"github.com/nops-dev/nops/structs"
-	"github.com/nops-dev/nops/testutil"
 	"github.com/nops-dev/nops/testutil/nopstest"
 )
 
@@ -44,25 +40,16 @@ func (s *syncBuffer) String() string {
 func devMode(cfg *config.Config) { cfg.Dev = true }
 
 // startTestServer starts a real single-server dev cluster on free ports,
-// whose leader runs no loops, and waits for its leader.
-func startTestServer(t *testing.T) *agent.Server {
+// whose leader runs no loops, with opts, and waits for its leader.
+func startTestServer(t *testing.T, opts ...nopstest.Option) *nopstest.Server {
 	t.Helper()
-	return nopstest.Start(t, "", nopstest.WithoutReconcilers(), nopstest.WithConfig(devMode)).Server
+	return nopstest.Start(t, "", append([]nopstest.Option{nopstest.WithoutReconcilers(), nopstest.WithConfig(devMode)}, opts...)...)
 }
 
-// startWithRoutes is startTestServer with routes served through the
-// server's route hook, which nopstest has no option for.
-func startWithRoutes(t *testing.T, routes func(agent.RouteAdder)) *agent.Server {
+// startWithRoutes is startTestServer with extra API routes.
+func startWithRoutes(t *testing.T, routes func(agent.RouteAdder)) *nopstest.Server {
 	t.Helper()
-	cfg := nopstest.Config(t, t.TempDir())
-	devMode(cfg)
-	s, err := agent.New(cfg, nopstest.Logger(cfg.NodeName), agent.Options{Routes: routes})
-	if err != nil {
-		t.Fatalf("start server: %v", err)
-	}
-	t.Cleanup(s.Shutdown)
-	testutil.WaitForResult(t, 20*time.Second, func() (bool, error) { return s.IsLeader(), errors.New("no leader yet") })
-	return s
+	return startTestServer(t, nopstest.WithRoutes(routes))
 }
 
 // cli runs nops commands in-process with a controlled environment.
@@ -78,7 +65,12 @@ type result struct {
 	code           int
 }
 
-func newCLI(t *testing.T, s *agent.Server) *cli {
+// apiServer is a server the CLI talks to: an *agent.Server or a
+// *nopstest.Server.
+type apiServer interface{ HTTPAddr() string }
+
+// newCLI returns a cli whose address is that of s, when s is not nil.
+func newCLI(t *testing.T, s apiServer) *cli {
 	env := map[string]string{}
 	if s != nil {
 		env[EnvAddress] = "http://" + s.HTTPAddr()
@@ -141,25 +133,11 @@ func mustContain(t *testing.T, what, s string, subs ...string) {
 	}
 }
 
-// createPending creates a deployment through Raft and moves it to
-// pending_approval.
-func createPending(t *testing.T, s *agent.Server, jobID string) *structs.Deployment {
+// createPending creates a deployment of a job of the default namespace
+// through Raft and moves it to pending_approval.
+func createPending(t *testing.T, s *nopstest.Server, jobID string) *structs.Deployment {
 	t.Helper()
-	d := &structs.Deployment{
-		ID: uuid.NewString(), Namespace: "default", JobID: jobID, Repository: "ops", Commit: strings.Repeat("ab", 20),
-		File: "jobs/" + jobID + ".nomad.hcl", Policy: structs.PolicyApproval, State: structs.StateDetected,
-		SpecHash: "spec-" + jobID, Diff: fmt.Sprintf("+/- Job: %q\n+/- Task Group: \"app\" (1 create/destroy update)\n", jobID),
-	}
-	meta := structs.WriteMeta{Time: time.Now().UTC(), Actor: "nops"}
-	if _, err := s.Apply(structs.DeploymentCreateRequestType, &structs.DeploymentCreateRequest{WriteMeta: meta, Deployment: d}); err != nil {
-		t.Fatalf("create deployment: %v", err)
-	}
-	if _, err := s.Apply(structs.DeploymentTransitionRequestType, &structs.DeploymentTransitionRequest{
-		WriteMeta: meta, ID: d.ID, From: structs.StateDetected, To: structs.StatePendingApproval, Message: "waits for approval",
-	}); err != nil {
-		t.Fatalf("move deployment to pending_approval: %v", err)
-	}
-	return d
+	return s.CreatePending("default", jobID)
 }
 
 // closedAddress returns an HTTP address where nothing listens.

@@ -1,7 +1,6 @@
 package client_test
 
 import (
-	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -9,13 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
-
 	"github.com/nops-dev/nops/agent"
 	"github.com/nops-dev/nops/agent/config"
 	"github.com/nops-dev/nops/rpc/client"
 	"github.com/nops-dev/nops/structs"
-	"github.com/nops-dev/nops/testutil"
 	"github.com/nops-dev/nops/testutil/nopstest"
 )
 
@@ -23,29 +19,20 @@ import (
 func devMode(cfg *config.Config) { cfg.Dev = true }
 
 // startServer starts a real single-server dev cluster on free ports, whose
-// leader runs no loops, and waits for its leader.
-func startServer(t *testing.T) *agent.Server {
+// leader runs no loops, with opts, and waits for its leader.
+func startServer(t *testing.T, opts ...nopstest.Option) *nopstest.Server {
 	t.Helper()
-	return nopstest.Start(t, "", nopstest.WithoutReconcilers(), nopstest.WithConfig(devMode)).Server
+	return nopstest.Start(t, "", append([]nopstest.Option{nopstest.WithoutReconcilers(), nopstest.WithConfig(devMode)}, opts...)...)
 }
 
-// startWithRoutes is startServer with routes served through the server's
-// route hook, which nopstest has no option for.
-func startWithRoutes(t *testing.T, routes func(agent.RouteAdder)) *agent.Server {
+// startWithRoutes is startServer with extra API routes.
+func startWithRoutes(t *testing.T, routes func(agent.RouteAdder)) *nopstest.Server {
 	t.Helper()
-	cfg := nopstest.Config(t, t.TempDir())
-	devMode(cfg)
-	s, err := agent.New(cfg, nopstest.Logger(cfg.NodeName), agent.Options{Routes: routes})
-	if err != nil {
-		t.Fatalf("start server: %v", err)
-	}
-	t.Cleanup(s.Shutdown)
-	testutil.WaitForResult(t, 20*time.Second, func() (bool, error) { return s.IsLeader(), errors.New("no leader yet") })
-	return s
+	return startServer(t, nopstest.WithRoutes(routes))
 }
 
 // newClient returns a client of s with a fixed actor.
-func newClient(t *testing.T, s *agent.Server, actor string) *client.Client {
+func newClient(t *testing.T, s *nopstest.Server, actor string) *client.Client {
 	t.Helper()
 	c, err := client.New(client.Config{Address: "http://" + s.HTTPAddr(), Actor: actor})
 	if err != nil {
@@ -54,25 +41,11 @@ func newClient(t *testing.T, s *agent.Server, actor string) *client.Client {
 	return c
 }
 
-// createPending creates a deployment through Raft and moves it to
-// pending_approval.
-func createPending(t *testing.T, s *agent.Server, jobID string) *structs.Deployment {
+// createPending creates a deployment of a job of the default namespace
+// through Raft and moves it to pending_approval.
+func createPending(t *testing.T, s *nopstest.Server, jobID string) *structs.Deployment {
 	t.Helper()
-	d := &structs.Deployment{
-		ID: uuid.NewString(), Namespace: "default", JobID: jobID, Repository: "ops", Commit: strings.Repeat("ab", 20),
-		File: "jobs/" + jobID + ".nomad.hcl", Policy: structs.PolicyApproval, State: structs.StateDetected,
-		SpecHash: "spec-" + jobID, Diff: fmt.Sprintf("+/- Job: %q\n+/- Task Group: \"app\"\n", jobID),
-	}
-	meta := structs.WriteMeta{Time: time.Now().UTC(), Actor: "nops"}
-	if _, err := s.Apply(structs.DeploymentCreateRequestType, &structs.DeploymentCreateRequest{WriteMeta: meta, Deployment: d}); err != nil {
-		t.Fatalf("create deployment: %v", err)
-	}
-	if _, err := s.Apply(structs.DeploymentTransitionRequestType, &structs.DeploymentTransitionRequest{
-		WriteMeta: meta, ID: d.ID, From: structs.StateDetected, To: structs.StatePendingApproval, Message: "waits for approval",
-	}); err != nil {
-		t.Fatalf("move deployment to pending_approval: %v", err)
-	}
-	return d
+	return s.CreatePending("default", jobID)
 }
 
 // extraRoutes serves, through the server's route hook, the routes that the

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/nops-dev/nops/agent"
@@ -58,6 +59,7 @@ type options struct {
 	mutate []func(*config.Config)
 	clock  func() time.Time
 	noLoop bool
+	routes []func(agent.RouteAdder)
 }
 
 // WithConfig changes the server configuration before the server starts.
@@ -83,6 +85,15 @@ func WithClock(c *Clock) Option { return func(o *options) { o.clock = c.Now } }
 
 // WithoutReconcilers starts a server whose leader runs no loops.
 func WithoutReconcilers() Option { return func(o *options) { o.noLoop = true } }
+
+// WithRoutes installs extra API routes through the server's route hook
+// (agent.Options.Routes), for tests that stand in for the routes of the
+// reconcilers on a server started WithoutReconcilers. With the
+// reconcilers, the extra routes are added after theirs and must not repeat
+// their patterns.
+func WithRoutes(fn func(add agent.RouteAdder)) Option {
+	return func(o *options) { o.routes = append(o.routes, fn) }
+}
 
 // Config returns the configuration of a single dev-like server on free ports
 // with fast loops.
@@ -141,6 +152,9 @@ func StartWith(t testing.TB, cfg *config.Config, opts ...Option) *Server {
 	if !o.noLoop {
 		aopts = agent.ReconcileOptions(cfg, Logger(cfg.NodeName), o.clock)
 	}
+	if len(o.routes) > 0 {
+		aopts = withRoutes(aopts, o.routes)
+	}
 	s, err := agent.New(cfg, Logger(cfg.NodeName), aopts)
 	if err != nil {
 		t.Fatalf("start nops server: %v", err)
@@ -153,6 +167,31 @@ func StartWith(t testing.TB, cfg *config.Config, opts ...Option) *Server {
 		})
 	}
 	return ts
+}
+
+// withRoutes adds routes to the options of a server: as its Routes, and,
+// when Build sets the routes of the reconcilers (which replace Routes),
+// after those.
+func withRoutes(opts agent.Options, routes []func(agent.RouteAdder)) agent.Options {
+	extra := func(add agent.RouteAdder) {
+		for _, fn := range routes {
+			fn(add)
+		}
+	}
+	opts.Routes = extra
+	if build := opts.Build; build != nil {
+		opts.Build = func(s *agent.Server) (agent.LeaderFunc, func(agent.RouteAdder), error) {
+			leader, built, err := build(s)
+			if err != nil || built == nil {
+				return leader, built, err
+			}
+			return leader, func(add agent.RouteAdder) {
+				built(add)
+				extra(add)
+			}, nil
+		}
+	}
+	return opts
 }
 
 // Do sends a request to the API and decodes a JSON answer into out (when
@@ -259,4 +298,31 @@ func (s *Server) Trigger() {
 	if m := s.Manager(); m != nil {
 		m.Trigger()
 	}
+}
+
+// CreatePending creates a deployment of a job through Raft (s.Apply), as
+// detection would for a job with the approval policy, and moves it to
+// pending_approval. It returns the deployment as this server's state store
+// holds it then.
+func (s *Server) CreatePending(namespace, jobID string) *structs.Deployment {
+	s.t.Helper()
+	d := &structs.Deployment{
+		ID: uuid.NewString(), Namespace: namespace, JobID: jobID, Repository: "ops", Commit: strings.Repeat("ab", 20),
+		File: "jobs/" + jobID + ".nomad.hcl", Policy: structs.PolicyApproval, State: structs.StateDetected,
+		SpecHash: "spec-" + jobID, Diff: fmt.Sprintf("+/- Job: %q\n+/- Task Group: \"app\" (1 create/destroy update)\n", jobID),
+	}
+	meta := structs.WriteMeta{Time: time.Now().UTC(), Actor: "nops"}
+	if _, err := s.Apply(structs.DeploymentCreateRequestType, &structs.DeploymentCreateRequest{WriteMeta: meta, Deployment: d}); err != nil {
+		s.t.Fatalf("nopstest: create deployment of %s: %v", structs.JobKey(namespace, jobID), err)
+	}
+	if _, err := s.Apply(structs.DeploymentTransitionRequestType, &structs.DeploymentTransitionRequest{
+		WriteMeta: meta, ID: d.ID, From: structs.StateDetected, To: structs.StatePendingApproval, Message: "waits for approval",
+	}); err != nil {
+		s.t.Fatalf("nopstest: move deployment %s to pending_approval: %v", d.ID, err)
+	}
+	stored, err := s.State().Deployment(d.ID)
+	if err != nil || stored == nil {
+		s.t.Fatalf("nopstest: read deployment %s back: %v", d.ID, err)
+	}
+	return stored
 }
