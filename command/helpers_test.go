@@ -1,40 +1,25 @@
 package command
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/nops-dev/nops/agent"
 	"github.com/nops-dev/nops/agent/config"
 	"github.com/nops-dev/nops/structs"
+	"github.com/nops-dev/nops/testutil"
 	"github.com/nops-dev/nops/testutil/nopstest"
 )
 
-// syncBuffer is a buffer safe for concurrent writers and readers.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+// syncBuffer is the buffer of the commands' output and of the recorded
+// calls, safe for concurrent writers and readers.
+type syncBuffer = testutil.SyncBuffer
 
 // devMode makes a test server a dev server, as `nops serve -dev` runs.
 func devMode(cfg *config.Config) { cfg.Dev = true }

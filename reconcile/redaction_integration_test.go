@@ -1,14 +1,12 @@
 package reconcile_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,24 +18,6 @@ import (
 	"github.com/nops-dev/nops/testutil"
 	"github.com/nops-dev/nops/testutil/nopstest"
 )
-
-// syncBuffer is a bytes.Buffer safe for the concurrent writes of a logger.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // secretJobHCL is a managed job that carries secrets in a task env entry, in
 // template data and in a meta key that looks secret. suffix changes every
@@ -61,7 +41,7 @@ func TestRedaction_SecretsNeverLeave(t *testing.T) {
 	e := lcWorld(t, map[string]string{jobFile("web"): secretJobHCL("")})
 
 	// A server like nopstest's, with its logs in a buffer at Debug level.
-	var logs syncBuffer
+	var logs testutil.SyncBuffer
 	logger := hclog.New(&hclog.LoggerOptions{Name: "nops", Level: hclog.Debug, Output: &logs})
 	cfg := nopstest.Config(t, t.TempDir())
 	cfg.NomadAddr = e.nomad.Addr
