@@ -161,24 +161,6 @@ func TestFailover_ReconcilersRunOnLeaderOnly(t *testing.T) {
 	}
 }
 
-// stateRank orders deployment states along the lifecycle; every terminal
-// state ranks last.
-func stateRank(s structs.DeploymentState) int {
-	switch s {
-	case structs.StateDetected:
-		return 0
-	case structs.StatePendingApproval:
-		return 1
-	case structs.StatePreHook:
-		return 2
-	case structs.StateApplying:
-		return 3
-	case structs.StatePostHook:
-		return 4
-	}
-	return 5
-}
-
 // tryCall is call for goroutines: it reports errors instead of failing.
 func tryCall(s *nopstest.Server, method, path string, body []byte) (int, []byte, error) {
 	req, err := http.NewRequest(method, s.URL+path, bytes.NewReader(body))
@@ -243,7 +225,7 @@ func (w *stateWatch) observe(s *nopstest.Server) {
 		w.perServer[s.Server] = seen
 	}
 	for _, d := range deps {
-		r := stateRank(d.State)
+		r := nopstest.StateRank(d.State)
 		if prev, ok := seen[d.ID]; ok && r < prev {
 			w.violations = append(w.violations, fmt.Sprintf("server %s showed deployment %s go back to %s", s.Config().NodeName, d.ID, d.State))
 		}

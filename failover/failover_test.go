@@ -175,23 +175,6 @@ func (f *fixture) nomadDeploymentsOf(t *testing.T, jobID string) []*nomadapi.Dep
 	return list
 }
 
-// stateRank orders the states of the lifecycle; terminal states come last.
-func stateRank(s structs.DeploymentState) int {
-	switch s {
-	case structs.StateDetected:
-		return 0
-	case structs.StatePendingApproval:
-		return 1
-	case structs.StatePreHook:
-		return 2
-	case structs.StateApplying:
-		return 3
-	case structs.StatePostHook:
-		return 4
-	}
-	return 5
-}
-
 // checkForwardOnly checks the events of a deployment on a server: each
 // state change moves forward in the lifecycle, and no state is entered
 // twice.
@@ -213,7 +196,7 @@ func checkForwardOnly(t *testing.T, p *nopstest.Process, id string) []*structs.E
 			t.Errorf("%s: deployment %s entered %s twice (event %d: %s)", p.Name, id, e.To, e.Seq, e.Message)
 		}
 		entered[e.To] = true
-		if e.From != "" && stateRank(to) <= stateRank(from) {
+		if e.From != "" && nopstest.StateRank(to) <= nopstest.StateRank(from) {
 			t.Errorf("%s: deployment %s went backwards, %s -> %s (event %d)", p.Name, id, e.From, e.To, e.Seq)
 		}
 	}
