@@ -1,8 +1,10 @@
 // Package testutil runs the real parts that Nops tests depend on: Nomad and
-// Consul dev agents started from the pinned binaries in bin/, git
-// repositories created with the git CLI (optionally served over smart HTTP),
-// free TCP ports and polling helpers, and HCL job specs for Nomad's
-// mock_driver.
+// Consul dev agents started from the pinned binaries in bin/, child
+// processes of other binaries (Process, which nopstest uses for `nops
+// serve`), git repositories created with the git CLI (optionally served
+// over smart HTTP), free TCP ports and polling helpers, HCL job specs for
+// Nomad's mock_driver, and a SyncBuffer for output read while it is
+// written.
 //
 // Guarantees:
 //
@@ -12,7 +14,9 @@
 //     in many, never share state.
 //   - Every agent is stopped (SIGINT, then SIGKILL of its process group) in
 //     t.Cleanup, and when the test binary dies the kernel kills it (Linux).
-//     When a test fails, the tail of the agent's log is printed.
+//     When a test fails, the tail of the agent's log is printed. A Process
+//     stops the same way when its owner calls Stop, and the kernel kills it
+//     too when the test binary dies.
 //   - A helper returns only once the thing it started is usable: a Nomad
 //     agent has an elected leader and a ready, eligible client node whose
 //     mock_driver is healthy; a Consul agent has a leader.

@@ -1,6 +1,11 @@
 // Package nopstest starts real Nops servers in tests: one in-process server,
 // or a cluster of them on 127.0.0.1 with real TCP transports, wired with the
-// real reconcilers against a real Nomad agent and real git repositories.
+// real reconcilers against a real Nomad agent and real git repositories (or,
+// WithoutReconcilers, with none, optionally serving stand-in routes
+// WithRoutes); and clusters of `nops serve` processes of the built binary
+// (ProcessCluster) for tests that kill a server. Server.CreatePending and
+// StateRank are the fixtures and checks that tests of several packages
+// share.
 //
 // Guarantee: every server it starts is shut down when the test ends, and
 // every wait polls with a deadline; none sleeps a fixed time to synchronise.
