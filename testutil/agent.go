@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -31,12 +32,12 @@ type testAgent interface {
 }
 
 // startAgent starts an agent of a kind ("nomad", "consul") with start, which
-// starts one in the directory it is given and returns once it is ready.
-// While the agent could not bind the ports it was given, it tries again on
-// new ones, in a new directory under t.TempDir(), up to agentStartAttempts
-// times; any other error fails the test. The agent is stopped in
-// t.Cleanup; if the test failed, the tail of its log is printed.
-func startAgent[A testAgent](t testing.TB, kind string, start func(dir string) (A, error)) A {
+// starts one in the directory it is given, on the n free ports it is given,
+// and returns once it is ready. While the agent could not bind its ports,
+// it tries again on new ones, in a new directory under t.TempDir(), up to
+// agentStartAttempts times; any other error fails the test. The agent is
+// stopped in t.Cleanup; if the test failed, the tail of its log is printed.
+func startAgent[A testAgent](t testing.TB, kind string, n int, start func(dir string, ports []int) (A, error)) A {
 	t.Helper()
 
 	root := t.TempDir()
@@ -44,7 +45,7 @@ func startAgent[A testAgent](t testing.TB, kind string, start func(dir string) (
 	var err error
 	for attempt := 1; attempt <= agentStartAttempts; attempt++ {
 		var a A
-		a, err = start(filepath.Join(root, fmt.Sprintf("%s-%d", kind, attempt)))
+		a, err = startIn(filepath.Join(root, fmt.Sprintf("%s-%d", kind, attempt)), n, start)
 		if err == nil {
 			addr, logPath := a.describe()
 			t.Cleanup(func() {
@@ -69,6 +70,19 @@ func startAgent[A testAgent](t testing.TB, kind string, start func(dir string) (
 	t.Fatalf("testutil: starting %s agent: %v", kind, err)
 	var none A
 	return none
+}
+
+// startIn creates dir, picks n free ports and calls start with them.
+func startIn[A testAgent](dir string, n int, start func(dir string, ports []int) (A, error)) (A, error) {
+	var none A
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return none, fmt.Errorf("creating agent directory: %w", err)
+	}
+	ports, err := freePorts(n)
+	if err != nil {
+		return none, err
+	}
+	return start(dir, ports)
 }
 
 // startAgentProcess starts the process of an agent and waits until ready

@@ -2,7 +2,6 @@ package testutil
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 	"strconv"
 	"testing"
@@ -44,20 +43,12 @@ func StartConsul(t testing.TB) *ConsulAgent {
 	t.Helper()
 
 	bin := ConsulBinary(t)
-	return startAgent(t, "consul", func(dir string) (*ConsulAgent, error) {
-		return startConsul(bin, dir)
+	return startAgent(t, "consul", 4, func(dir string, ports []int) (*ConsulAgent, error) {
+		return startConsul(bin, dir, ports)
 	})
 }
 
-func startConsul(bin, dir string) (*ConsulAgent, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("creating agent directory: %w", err)
-	}
-	ports, err := freePorts(4)
-	if err != nil {
-		return nil, err
-	}
-
+func startConsul(bin, dir string, ports []int) (*ConsulAgent, error) {
 	a := &ConsulAgent{
 		Addr:        fmt.Sprintf("127.0.0.1:%d", ports[0]),
 		HTTPPort:    ports[0],
@@ -87,6 +78,7 @@ func startConsul(bin, dir string) (*ConsulAgent, error) {
 		"-log-level=info",
 	}
 
+	var err error
 	a.Client, err = consulapi.NewClient(&consulapi.Config{Address: a.Addr})
 	if err != nil {
 		return nil, fmt.Errorf("creating API client: %w", err)

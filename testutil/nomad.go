@@ -113,20 +113,12 @@ func StartNomad(t testing.TB, opts ...NomadOption) *NomadAgent {
 		opt(&o)
 	}
 
-	return startAgent(t, "nomad", func(dir string) (*NomadAgent, error) {
-		return startNomad(bin, dir, o)
+	return startAgent(t, "nomad", 3, func(dir string, ports []int) (*NomadAgent, error) {
+		return startNomad(bin, dir, ports, o)
 	})
 }
 
-func startNomad(bin, dir string, o nomadOptions) (*NomadAgent, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("creating agent directory: %w", err)
-	}
-	ports, err := freePorts(3)
-	if err != nil {
-		return nil, err
-	}
-
+func startNomad(bin, dir string, ports []int, o nomadOptions) (*NomadAgent, error) {
 	a := &NomadAgent{
 		Addr:     fmt.Sprintf("http://127.0.0.1:%d", ports[0]),
 		HTTPPort: ports[0],
@@ -150,6 +142,7 @@ func startNomad(bin, dir string, o nomadOptions) (*NomadAgent, error) {
 		args = append(args, "-config="+path)
 	}
 
+	var err error
 	a.Client, err = nomadapi.NewClient(&nomadapi.Config{Address: a.Addr})
 	if err != nil {
 		return nil, fmt.Errorf("creating API client: %w", err)
