@@ -12,6 +12,7 @@
 package nopstest
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -203,17 +204,9 @@ func withRoutes(opts agent.Options, routes []func(agent.RouteAdder)) agent.Optio
 // not nil). It returns the status code and the raw body.
 func (s *Server) Do(method, path string, body any, out any) (int, string) {
 	s.t.Helper()
-	var rd io.Reader
-	switch b := body.(type) {
-	case nil:
-	case string:
-		rd = strings.NewReader(b)
-	default:
-		raw, err := json.Marshal(b)
-		if err != nil {
-			s.t.Fatal(err)
-		}
-		rd = strings.NewReader(string(raw))
+	rd, err := requestBody(body)
+	if err != nil {
+		s.t.Fatalf("%s %s: %v", method, path, err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -234,6 +227,23 @@ func (s *Server) Do(method, path string, body any, out any) (int, string) {
 		}
 	}
 	return resp.StatusCode, string(raw)
+}
+
+// requestBody is the body of a request to the API: none for nil, a string
+// as it is, anything else encoded as JSON.
+func requestBody(body any) (io.Reader, error) {
+	switch b := body.(type) {
+	case nil:
+		return nil, nil
+	case string:
+		return strings.NewReader(b), nil
+	default:
+		raw, err := json.Marshal(b)
+		if err != nil {
+			return nil, fmt.Errorf("encoding the body: %w", err)
+		}
+		return bytes.NewReader(raw), nil
+	}
 }
 
 // Deployments returns the deployments of a job, newest first.

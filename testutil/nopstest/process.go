@@ -473,17 +473,9 @@ func (p *Process) stop() {
 // for a status of 300 or more. It never fails the test, so it fits
 // polling.
 func (p *Process) Call(method, path string, body, out any) (int, []byte, error) {
-	var rd io.Reader
-	switch b := body.(type) {
-	case nil:
-	case string:
-		rd = strings.NewReader(b)
-	default:
-		raw, err := json.Marshal(b)
-		if err != nil {
-			return 0, nil, fmt.Errorf("encoding the body of %s %s: %w", method, path, err)
-		}
-		rd = bytes.NewReader(raw)
+	rd, err := requestBody(body)
+	if err != nil {
+		return 0, nil, fmt.Errorf("%s %s: %w", method, path, err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
