@@ -224,16 +224,13 @@ func (m *Manager) register(ctx context.Context, d *structs.Deployment, now time.
 	if err != nil {
 		return m.fail(d, err.Error())
 	}
+	var live *api.Job
 	if hasScaling(job) && d.JobModifyIndex != 0 {
-		live, err := m.nomad.Job(ctx, d.Namespace, d.JobID)
-		if err != nil && !errors.Is(err, nomadx.ErrJobNotFound) {
+		if live, err = m.liveJob(ctx, d.Namespace, d.JobID); err != nil {
 			return err
 		}
-		if live != nil {
-			nomadx.KeepLiveCounts(job, live)
-		}
 	}
-	plan, err := m.nomad.Plan(ctx, job)
+	plan, err := m.planWithLiveCounts(ctx, job, live)
 	if err != nil {
 		return err
 	}
@@ -286,8 +283,8 @@ func (m *Manager) resumeRegister(ctx context.Context, d *structs.Deployment, now
 	if err != nil {
 		return m.fail(d, err.Error())
 	}
-	live, err := m.nomad.Job(ctx, d.Namespace, d.JobID)
-	if err != nil && !errors.Is(err, nomadx.ErrJobNotFound) {
+	live, err := m.liveJob(ctx, d.Namespace, d.JobID)
+	if err != nil {
 		return err
 	}
 	if live != nil {
@@ -308,6 +305,24 @@ func (m *Manager) resumeRegister(ctx context.Context, d *structs.Deployment, now
 	return m.registerOutcome(ctx, d, job)
 }
 
+// liveJob reads a job from Nomad; nil when it does not exist.
+func (m *Manager) liveJob(ctx context.Context, namespace, jobID string) (*api.Job, error) {
+	live, err := m.nomad.Job(ctx, namespace, jobID)
+	if errors.Is(err, nomadx.ErrJobNotFound) {
+		return nil, nil
+	}
+	return live, err
+}
+
+// planWithLiveCounts plans job after giving the groups it leaves to an
+// autoscaler their live counts (live may be nil).
+func (m *Manager) planWithLiveCounts(ctx context.Context, job, live *api.Job) (*nomadx.PlanResult, error) {
+	if live != nil {
+		nomadx.KeepLiveCounts(job, live)
+	}
+	return m.nomad.Plan(ctx, job)
+}
+
 // registerOutcome decides, once the live job moved past the detection
 // index, whether the deployment's own register went through: it did if the
 // live job matches git. If not, Nops cannot tell whether its register
@@ -315,14 +330,11 @@ func (m *Manager) resumeRegister(ctx context.Context, d *structs.Deployment, now
 // the deployment as registered, so that the block survives changes of the
 // live job and no apply-and-revert loop can start.
 func (m *Manager) registerOutcome(ctx context.Context, d *structs.Deployment, job *api.Job) error {
-	live, err := m.nomad.Job(ctx, d.Namespace, d.JobID)
-	if err != nil && !errors.Is(err, nomadx.ErrJobNotFound) {
+	live, err := m.liveJob(ctx, d.Namespace, d.JobID)
+	if err != nil {
 		return err
 	}
-	if live != nil {
-		nomadx.KeepLiveCounts(job, live)
-	}
-	plan, err := m.nomad.Plan(ctx, job)
+	plan, err := m.planWithLiveCounts(ctx, job, live)
 	if err != nil {
 		return err
 	}
