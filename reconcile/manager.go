@@ -252,7 +252,6 @@ func (m *Manager) waitFirstFetch(ctx context.Context) {
 func (m *Manager) applyLoop(ctx context.Context) {
 	tick := time.NewTicker(m.cfg.EngineInterval)
 	defer tick.Stop()
-	changed := m.srv.State().Changed()
 	for {
 		select {
 		case <-ctx.Done():
@@ -260,7 +259,6 @@ func (m *Manager) applyLoop(ctx context.Context) {
 		case <-m.applyCh:
 		case <-tick.C:
 		}
-		_ = changed
 		applyStart := time.Now()
 		ended, err := m.ApplyOnce(ctx)
 		m.metrics.applyDuration.Observe(time.Since(applyStart).Seconds())
