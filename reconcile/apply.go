@@ -106,9 +106,8 @@ func (m *Manager) ApplyOnce(ctx context.Context) (bool, error) {
 		}
 		ended = ended || done
 	}
-	if ended {
-		m.cleanupHookRevisions(ctx)
-	}
+	// A deployment that ended triggers detection (applyLoop), whose cycle
+	// also stops the hook revisions no active deployment needs any more.
 	return ended, errors.Join(errs...)
 }
 

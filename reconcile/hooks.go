@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -195,46 +196,55 @@ func (m *Manager) ensureRevision(ctx context.Context, namespace string, h struct
 	return nil
 }
 
-// cleanupHookRevisions stops the hook revision jobs that no active
-// deployment needs, listing the live jobs itself.
-func (m *Manager) cleanupHookRevisions(ctx context.Context) {
-	live, err := m.liveJobs(ctx)
-	if err != nil {
-		m.logger.Warn("list live jobs for hook revision clean-up", "error", err)
-		return
-	}
-	m.stopUnusedRevisions(ctx, live)
-}
+// revisionSuffix matches the "-<8 hex>" a hook revision job ID ends with.
+var revisionSuffix = regexp.MustCompile(`-[0-9a-f]{8}$`)
 
 // stopUnusedRevisions stops the hook revision jobs (<hook>-<8 hex>) that run
 // in Nomad and that no active deployment needs. Only revisions frozen by a
 // deployment in the state are considered, so Nops never stops a job it did
 // not register. live is the list of live jobs of the managed namespaces.
+//
+// It runs after every detection cycle, so the quiet path stays cheap: the
+// active deployments come from their index, and the whole deployment
+// history is read only when a running job looks like an unneeded revision.
 func (m *Manager) stopUnusedRevisions(ctx context.Context, live map[string]*api.JobListStub) {
-	list, _, err := m.srv.State().Deployments(fsmFilter("", ""))
+	st := m.srv.State()
+	active, err := st.ActiveDeployments()
+	if err != nil {
+		m.logger.Warn("read active deployments for hook revision clean-up", "error", err)
+		return
+	}
+	needed := map[string]bool{}
+	for _, d := range active {
+		for _, h := range d.Hooks {
+			needed[structs.JobKey(d.Namespace, h.RevisionJobID)] = true
+		}
+	}
+	var candidates []string
+	for k, stub := range live {
+		if !stub.Stop && !needed[k] && revisionSuffix.MatchString(stub.ID) {
+			candidates = append(candidates, k)
+		}
+	}
+	if len(candidates) == 0 {
+		return
+	}
+	list, _, err := st.Deployments(fsmFilter("", ""))
 	if err != nil {
 		m.logger.Warn("read deployments for hook revision clean-up", "error", err)
 		return
 	}
-	needed := map[string]bool{}
 	known := map[string]bool{}
 	for _, d := range list {
 		for _, h := range d.Hooks {
-			k := structs.JobKey(d.Namespace, h.RevisionJobID)
-			known[k] = true
-			if d.State.Active() {
-				needed[k] = true
-			}
+			known[structs.JobKey(d.Namespace, h.RevisionJobID)] = true
 		}
 	}
-	keys := make([]string, 0, len(known))
-	for k := range known {
-		if stub := live[k]; stub != nil && !stub.Stop && !needed[k] {
-			keys = append(keys, k)
+	sort.Strings(candidates)
+	for _, k := range candidates {
+		if !known[k] {
+			continue
 		}
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
 		if ctx.Err() != nil {
 			return
 		}
