@@ -135,12 +135,27 @@ func (l *benchLog) applyUntimed() {
 
 // run applies up to n entries of the batch with the timer running and
 // returns how many it applied.
-func (l *benchLog) run(n int) int {
+func (l *benchLog) run(n int) int { return l.runIn(n, 0) }
+
+// runIn applies up to n entries of the batch with the timer running and
+// returns how many it applied: one Apply each when size is 0, else in
+// ApplyBatch calls of size entries, as Raft hands committed entries to a
+// BatchingFSM.
+func (l *benchLog) runIn(n, size int) int {
 	n = min(n, len(l.batch))
 	l.start()
-	for _, e := range l.batch[:n] {
-		if resp := l.fsm.Apply(e); resp != nil {
-			l.b.Fatalf("apply %d: %v", e.Index, resp)
+	if size == 0 {
+		for _, e := range l.batch[:n] {
+			if resp := l.fsm.Apply(e); resp != nil {
+				l.b.Fatalf("apply %d: %v", e.Index, resp)
+			}
+		}
+	}
+	for start := 0; size > 0 && start < n; start += size {
+		for i, resp := range l.fsm.ApplyBatch(l.batch[start:min(start+size, n)]) {
+			if resp != nil {
+				l.b.Fatalf("apply %d: %v", l.batch[start+i].Index, resp)
+			}
 		}
 	}
 	l.stop()
@@ -261,8 +276,15 @@ func (l *benchLog) lifecycle(bb *benchBody, i int) {
 
 // BenchmarkApplyMixed measures a realistic mix of entries: whole
 // deployment lifecycles with hooks and approvals, observed statuses and
-// detection cycles.
-func BenchmarkApplyMixed(b *testing.B) {
+// detection cycles, one entry per transaction.
+func BenchmarkApplyMixed(b *testing.B) { benchMixed(b, 0) }
+
+// BenchmarkApplyMixedBatched is BenchmarkApplyMixed applied as Raft does
+// under load: the entries committed together (up to MaxAppendEntries, 64)
+// go to ApplyBatch in one write transaction.
+func BenchmarkApplyMixedBatched(b *testing.B) { benchMixed(b, 64) }
+
+func benchMixed(b *testing.B, batch int) {
 	bb := newBenchBody()
 	l := newBenchLog(b)
 	b.StopTimer()
@@ -271,7 +293,7 @@ func BenchmarkApplyMixed(b *testing.B) {
 		for end := next + 100; next < end; next++ {
 			l.lifecycle(bb, next)
 		}
-		done += l.run(b.N - done)
+		done += l.runIn(b.N-done, batch)
 	}
 	l.report()
 }
@@ -419,38 +441,3 @@ func (s *chunkSink) reader() io.Reader {
 func (s *chunkSink) ID() string    { return "bench" }
 func (s *chunkSink) Close() error  { return nil }
 func (s *chunkSink) Cancel() error { return nil }
-
-// runBatched applies up to n entries of the batch with the timer running,
-// in batches of size as Raft hands them to a BatchingFSM, and returns how
-// many it applied.
-func (l *benchLog) runBatched(n, size int) int {
-	n = min(n, len(l.batch))
-	l.start()
-	for start := 0; start < n; start += size {
-		for i, resp := range l.fsm.ApplyBatch(l.batch[start:min(start+size, n)]) {
-			if resp != nil {
-				l.b.Fatalf("apply %d: %v", l.batch[start+i].Index, resp)
-			}
-		}
-	}
-	l.stop()
-	l.batch = l.batch[:0]
-	return n
-}
-
-// BenchmarkApplyMixedBatched is BenchmarkApplyMixed applied as Raft does
-// under load: the entries committed together (up to MaxAppendEntries, 64)
-// go to ApplyBatch in one write transaction.
-func BenchmarkApplyMixedBatched(b *testing.B) {
-	bb := newBenchBody()
-	l := newBenchLog(b)
-	b.StopTimer()
-	b.ResetTimer()
-	for done, next := 0, 0; done < b.N; {
-		for end := next + 100; next < end; next++ {
-			l.lifecycle(bb, next)
-		}
-		done += l.runBatched(b.N-done, 64)
-	}
-	l.report()
-}
