@@ -60,7 +60,8 @@ Options:
                              ssh_known_hosts_file } }
   consul { address, token, service_name, auto_join }
   acl { enabled }
-  tls { ca_file, cert_file, key_file, verify_incoming, encrypt_key }
+  tls { http, rpc, ca_file, cert_file, key_file, verify_incoming,
+        verify_server_hostname }
   notify "name" { kind = "webhook" | "slack", url, url_env, events }
   webhook { secret_env }
 `)
