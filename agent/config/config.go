@@ -23,6 +23,7 @@ import (
 	"net/url"
 	"os"
 	"path"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -365,7 +366,7 @@ func (c *Config) Validate() error {
 	}
 	if !c.Dev && c.Encrypt == "" && !c.DisableGossipEncryption {
 		add("encrypt", "a gossip encryption key is required unless -dev: create one with "+
-			"\"nops operator gossip keyring -generate\" and give every server the same key "+
+			"\"nops operator gossip keygen\" and give every server the same key "+
 			"(or set disable_gossip_encryption = true to gossip in the clear)")
 	}
 	if c.Encrypt != "" && c.DisableGossipEncryption {
@@ -762,4 +763,33 @@ func checkEncryptKey(s string) error {
 		return nil
 	}
 	return fmt.Errorf("decodes to %d bytes: must be 16, 24 or 32", len(key))
+}
+
+// Changed returns the names of the settings whose values differ between c
+// and other: top-level settings by their flag name, blocks by their block
+// name. Secrets are compared, never returned.
+func (c *Config) Changed(other *Config) []string {
+	var out []string
+	mine, theirs := c.fields(), other.fields()
+	for i, f := range mine {
+		if f.v.String() != theirs[i].v.String() {
+			out = append(out, f.name)
+		}
+	}
+	for _, b := range []struct {
+		name string
+		a, b any
+	}{
+		{blockRepository, c.Repositories, other.Repositories},
+		{blockConsul, c.Consul, other.Consul},
+		{blockACL, c.ACL, other.ACL},
+		{blockTLS, c.TLS, other.TLS},
+		{blockNotify, c.Notify, other.Notify},
+		{blockWebhook, c.Webhook, other.Webhook},
+	} {
+		if !reflect.DeepEqual(b.a, b.b) {
+			out = append(out, b.name)
+		}
+	}
+	return out
 }

@@ -680,7 +680,9 @@ func TestValidate(t *testing.T) {
 		{"consul", func(c *Config) { c.Consul = &ConsulConfig{ServiceName: "no spaces"} }, []string{"consul: address must not be empty", "consul: service_name:"}},
 		{"tls", func(c *Config) { c.TLS = TLSConfig{HTTP: true, CertFile: "c.pem", VerifyIncoming: true} },
 			[]string{"tls: http and rpc need cert_file and key_file", "tls: verify_incoming needs ca_file"}},
-		{"tls rpc", func(c *Config) { c.TLS = TLSConfig{RPC: true, CertFile: "c.pem", KeyFile: "k.pem", VerifyIncoming: true} },
+		{"tls rpc", func(c *Config) {
+			c.TLS = TLSConfig{RPC: true, CertFile: "c.pem", KeyFile: "k.pem", VerifyIncoming: true}
+		},
 			[]string{"tls: rpc needs ca_file", "tls: verify_incoming applies to the HTTP API"}},
 		{"tls files without use", func(c *Config) { c.TLS = TLSConfig{CAFile: "ca.pem", CertFile: "c.pem", KeyFile: "k.pem"} },
 			[]string{"tls: ca_file, cert_file and key_file are set but neither http nor rpc is enabled"}},

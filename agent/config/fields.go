@@ -48,7 +48,7 @@ func (c *Config) fields() []field {
 			v: stringValue(&c.NodeName, nil)},
 		{name: "region", usage: "Region of the cluster; every server of a cluster has the same. With TLS, server certificates are for server.<region>.nops.",
 			v: stringValue(&c.Region, checkRegion)},
-		{name: "encrypt", usage: "Base64 gossip encryption key (16, 24 or 32 bytes), the same on every server. Required unless -dev or -disable-gossip-encryption; create one with \"nops operator gossip keyring -generate\".",
+		{name: "encrypt", usage: "Base64 gossip encryption key (16, 24 or 32 bytes), the same on every server. Required unless -dev or -disable-gossip-encryption; create one with \"nops operator gossip keygen\".",
 			defText: "none", v: stringValue(&c.Encrypt, checkEncryptKey)},
 		{name: "disable-gossip-encryption", usage: "Gossip in the clear without -encrypt (not for production: anyone who can reach the serf port can join).",
 			v: boolValue(&c.DisableGossipEncryption)},
