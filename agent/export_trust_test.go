@@ -1,0 +1,5 @@
+package agent
+
+// ReconcilePeersNow runs the leader's reconcile of Raft peers with serf
+// members once, synchronously, so a test can check what it decided.
+func (s *Server) ReconcilePeersNow() { s.membership.reconcilePeers() }
