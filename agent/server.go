@@ -201,6 +201,7 @@ func (s *Server) setup() error {
 	s.requestCtx, s.requestCancel = context.WithCancel(context.Background())
 	base := func(net.Listener) context.Context { return s.requestCtx }
 	s.httpServer = &http.Server{Handler: api.handler(false), ReadHeaderTimeout: 10 * time.Second, BaseContext: base}
+	s.httpServer.ErrorLog = httpErrorLog(s.logger)
 	s.rpcHTTP = &http.Server{Handler: api.handler(true), ReadHeaderTimeout: 10 * time.Second, BaseContext: base}
 	s.wg.Add(2)
 	go func() {

@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"log"
 	"net"
 	"os"
 	"sync/atomic"
@@ -201,6 +202,14 @@ func (s *Server) wrapHTTPListener(ln net.Listener) net.Listener {
 		return ln
 	}
 	return tls.NewListener(ln, s.tls.httpServerConfig())
+}
+
+// httpErrorLog sends the errors of the HTTP server (failed TLS handshakes
+// among them) to the server's logger, at debug level: a client that fails
+// its handshake is the client's problem, and logging each at a higher level
+// would let any client flood the log.
+func httpErrorLog(logger hclog.Logger) *log.Logger {
+	return logger.Named("http").StandardLogger(&hclog.StandardLoggerOptions{ForceLevel: hclog.Debug})
 }
 
 // rpcTLS returns the TLS configurator of the RPC port, nil when the RPC

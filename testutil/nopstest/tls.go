@@ -2,6 +2,7 @@ package nopstest
 
 import (
 	"crypto/tls"
+	"fmt"
 	"crypto/x509"
 	"net/http"
 	"os"
@@ -97,6 +98,16 @@ func WithTLS(f *TLSFiles, http bool) Option {
 				KeyFile: f.ServerKeyFile, VerifyServerHostname: true, VerifyIncoming: http}
 		})
 	}
+}
+
+// RPCConfigFile writes a config file with a tls block for mutual TLS on
+// the RPC port (verify_server_hostname on) and returns its path, for
+// `nops serve -config`.
+func (f *TLSFiles) RPCConfigFile(t testing.TB) string {
+	t.Helper()
+	hcl := fmt.Sprintf("region = %q\ntls {\n  rpc = true\n  ca_file = %q\n  cert_file = %q\n  key_file = %q\n  verify_server_hostname = true\n}\n",
+		f.Region, f.CAFile, f.ServerCertFile, f.ServerKeyFile)
+	return f.write(t, "tls.hcl", []byte(hcl))
 }
 
 // httpClient returns the client of a test server's API.
