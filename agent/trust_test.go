@@ -546,3 +546,56 @@ func TestTrust_DuplicateNodeNameRefused(t *testing.T) {
 		t.Fatal("a server with a duplicate name joined through -retry-join without an error")
 	}
 }
+
+// TestTrust_GossipKeyRotation rotates the gossip key of a 3-server cluster
+// through the API, then restarts a server with its old encrypt setting: its
+// keyring file has the new key, and it rejoins.
+func TestTrust_GossipKeyRotation(t *testing.T) {
+	c := nopstest.StartCluster(t, 3, nopstest.WithoutReconcilers())
+	c.WaitForPeers(30*time.Second, c.NodeIDs()...)
+	s := c.Servers()[1]
+	newKey, err := agent.GenerateGossipKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var resp agent.KeyringResponse
+	for _, step := range []struct{ method, path string }{
+		{"POST", "/v1/operator/keyring/install"}, {"POST", "/v1/operator/keyring/use"},
+	} {
+		if code, body := s.Do(step.method, step.path, agent.KeyringOp{Key: newKey}, &resp); code != http.StatusOK || resp.NumErr != 0 || resp.NumResp != 3 {
+			t.Fatalf("%s %s: %d %s", step.method, step.path, code, body)
+		}
+	}
+	if code, body := s.Do("DELETE", "/v1/operator/keyring", agent.KeyringOp{Key: nopstest.GossipKey}, &resp); code != http.StatusOK {
+		t.Fatalf("remove the old key: %d %s", code, body)
+	}
+	resp = agent.KeyringResponse{}
+	if code, body := s.Do("GET", "/v1/operator/keyring", nil, &resp); code != http.StatusOK || strings.Contains(body, newKey) {
+		t.Fatalf("list: %d %s", code, body)
+	}
+	fp := agent.KeyFingerprint(newKey)
+	if len(resp.Keys) != 1 || resp.Keys[fp] != 3 || resp.PrimaryKeys[fp] != 3 {
+		t.Fatalf("after rotation: %+v", resp)
+	}
+	if code, body := s.Do("POST", "/v1/operator/keyring/install", agent.KeyringOp{Key: "c2hvcnQ="}, nil); code != http.StatusBadRequest {
+		t.Fatalf("install of a short key: %d %s", code, body)
+	}
+
+	// The restarted server starts with the old key in its configuration;
+	// its keyring file has the new one.
+	r := c.Restart(2)
+	c.WaitForLeader(30 * time.Second)
+	testutil.WaitForResult(t, 30*time.Second, func() (bool, error) {
+		alive := 0
+		for _, m := range r.Members() {
+			if m.Status == serf.StatusAlive {
+				alive++
+			}
+		}
+		return alive == 3, fmt.Errorf("the restarted server sees %d alive members", alive)
+	})
+	resp = agent.KeyringResponse{}
+	if code, body := r.Do("GET", "/v1/operator/keyring", nil, &resp); code != http.StatusOK || resp.PrimaryKeys[fp] != 3 {
+		t.Fatalf("list after restart: %d %s", code, body)
+	}
+}

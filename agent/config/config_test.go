@@ -750,3 +750,28 @@ func TestUsage(t *testing.T) {
 		}
 	}
 }
+
+func TestChanged(t *testing.T) {
+	a, err := Load(args("-encrypt", "pUqJrVyVRj5jsiYEkM/tFQYfWyJIv4s3XkvDwy7Cu5s=", "-disable-gossip-encryption=false"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := Load(args("-encrypt", "bA4zCJuKvHSnNdOXwWWDJnHfB6yGcfBCGxIMzoj0QYU=", "-disable-gossip-encryption=false", "-http-port", "9999"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.TLS.HTTP = true
+	got := a.Changed(b)
+	want := []string{"encrypt", "http-port", "tls"}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("Changed = %v, want %v", got, want)
+	}
+	if len(a.Changed(a)) != 0 {
+		t.Fatal("a configuration differs from itself")
+	}
+	for _, name := range got {
+		if strings.Contains(name, "pUqJ") {
+			t.Fatal("Changed shows a secret")
+		}
+	}
+}
