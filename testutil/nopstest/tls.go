@@ -2,8 +2,8 @@ package nopstest
 
 import (
 	"crypto/tls"
-	"fmt"
 	"crypto/x509"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
