@@ -95,7 +95,8 @@ func (s *Server) setupMembership() error {
 		tagVersion:         Version,
 		tagRegion:          cfg.Region,
 	}
-	sc.Merge = &mergeDelegate{m: m}
+	merge := &mergeDelegate{m: m, addr: net.ParseIP(cfg.Advertise)}
+	sc.Merge = merge
 	sc.EventCh = m.eventCh
 	sc.Logger = nil
 	sc.MemberlistConfig.Logger = nil
@@ -112,6 +113,7 @@ func (s *Server) setupMembership() error {
 		sc.MemberlistConfig.BindPort = port
 	}
 	sc.MemberlistConfig.AdvertisePort = sc.MemberlistConfig.BindPort
+	merge.port = uint16(sc.MemberlistConfig.AdvertisePort)
 	if cfg.BootstrapExpect == 1 || cfg.Dev {
 		sc.MemberlistConfig = tuneLocal(sc.MemberlistConfig)
 	}

@@ -42,9 +42,16 @@ const tagRegion = "region"
 
 // mergeDelegate refuses to merge gossip state in which another server
 // claims this server's node name. memberlist would otherwise keep one of
-// the two silently, and the servers would never form a cluster.
+// the two silently, and the servers would never form a cluster. A member
+// with this server's name that left, or that gossiped from this server's
+// own address (an earlier run of this server, before its data dir was
+// replaced), is no conflict.
 type mergeDelegate struct {
 	m *membership
+	// addr and port are this server's gossip address. The delegate runs
+	// under memberlist's locks: it must not call into serf or memberlist.
+	addr net.IP
+	port uint16
 }
 
 var _ serf.MergeDelegate = (*mergeDelegate)(nil)
@@ -52,7 +59,10 @@ var _ serf.MergeDelegate = (*mergeDelegate)(nil)
 func (d *mergeDelegate) NotifyMerge(members []*serf.Member) error {
 	s := d.m.s
 	for _, mem := range members {
-		if mem.Name != s.nodeName() || mem.Tags[tagRole] != roleNops {
+		if mem.Name != s.nodeName() || mem.Tags[tagRole] != roleNops || mem.Status == serf.StatusLeft {
+			continue
+		}
+		if mem.Addr.Equal(d.addr) && mem.Port == d.port {
 			continue
 		}
 		if id := mem.Tags[tagID]; id != s.nodeID {

@@ -599,3 +599,29 @@ func TestTrust_GossipKeyRotation(t *testing.T) {
 		t.Fatalf("list after restart: %d %s", code, body)
 	}
 }
+
+// TestTrust_ReplacedDataDirRejoins: a server started again on its address
+// with an empty data dir (a new node ID, the same name) is no name
+// conflict: it joins.
+func TestTrust_ReplacedDataDirRejoins(t *testing.T) {
+	c := nopstest.StartCluster(t, 3, nopstest.WithoutReconcilers())
+	c.Kill(2)
+	if err := os.RemoveAll(c.Config(2).DataDir); err != nil {
+		t.Fatal(err)
+	}
+	s := c.Start(2)
+	testutil.WaitForResult(t, 30*time.Second, func() (bool, error) {
+		select {
+		case err := <-s.Fatal():
+			t.Fatalf("the replaced server stopped: %v", err)
+		default:
+		}
+		alive := 0
+		for _, m := range s.Members() {
+			if m.Status == serf.StatusAlive {
+				alive++
+			}
+		}
+		return alive == 3, fmt.Errorf("the replaced server sees %d alive members", alive)
+	})
+}
