@@ -88,7 +88,15 @@ func (c *tlsConfigurator) load() (*tlsMaterial, error) {
 		if c.cfg.RPC {
 			// A server whose own certificate its peers would refuse
 			// could never join: say so at start.
-			if err := c.verifyServer(leaf, nil, pool); err != nil {
+			var intermediates []*x509.Certificate
+			for _, der := range cert.Certificate[1:] {
+				ic, err := x509.ParseCertificate(der)
+				if err != nil {
+					return nil, fmt.Errorf("tls: parse the chain of cert_file %s: %w", c.cfg.CertFile, err)
+				}
+				intermediates = append(intermediates, ic)
+			}
+			if err := c.verifyServer(leaf, intermediates, pool); err != nil {
 				return nil, fmt.Errorf("tls: cert_file %s cannot serve the RPC port: %w", c.cfg.CertFile, err)
 			}
 		}
