@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -624,4 +625,40 @@ func TestTrust_ReplacedDataDirRejoins(t *testing.T) {
 		}
 		return alive == 3, fmt.Errorf("the replaced server sees %d alive members", alive)
 	})
+}
+
+// TestTrust_BadTLSFilesFailAtStart: a tls block whose files cannot serve
+// stops the start with an error naming the problem.
+func TestTrust_BadTLSFilesFailAtStart(t *testing.T) {
+	files := nopstest.NewTLS(t, "")
+	other := nopstest.NewTLS(t, "")
+	clientCert, clientKey := files.NewCert(t, tlsutil.CertOptions{Kind: tlsutil.KindClient}, "client")
+	regionCert, regionKey := files.NewCert(t, tlsutil.CertOptions{Kind: tlsutil.KindServer, Region: "elsewhere"}, "elsewhere")
+	cases := []struct {
+		name   string
+		modify func(*config.TLSConfig)
+		want   string
+	}{
+		{"missing key file", func(c *config.TLSConfig) { c.KeyFile = filepath.Join(t.TempDir(), "nope.pem") }, "load cert_file"},
+		{"CA of another PKI", func(c *config.TLSConfig) { c.CAFile = other.CAFile }, "cannot serve the RPC port"},
+		{"client certificate as a server's", func(c *config.TLSConfig) { c.CertFile, c.KeyFile = clientCert, clientKey }, "not a server certificate"},
+		{"server certificate of another region", func(c *config.TLSConfig) { c.CertFile, c.KeyFile = regionCert, regionKey }, "server.global.nops"},
+		{"CA file without a certificate", func(c *config.TLSConfig) { c.CAFile = files.ServerKeyFile }, "holds no PEM certificate"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := nopstest.Config(t, t.TempDir())
+			cfg.TLS = config.TLSConfig{RPC: true, HTTP: true, CAFile: files.CAFile, CertFile: files.ServerCertFile,
+				KeyFile: files.ServerKeyFile, VerifyServerHostname: true}
+			tc.modify(&cfg.TLS)
+			s, err := agent.New(cfg, hclog.NewNullLogger(), agent.Options{})
+			if err == nil {
+				s.Shutdown()
+				t.Fatal("the server started")
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %q does not say %q", err, tc.want)
+			}
+		})
+	}
 }
