@@ -75,6 +75,10 @@ func placeholder(f field) string {
 		return "<path>"
 	case f.name == "bind" || f.name == "advertise":
 		return "<ip>"
+	case f.name == "encrypt":
+		return "<key>"
+	case f.name == "region":
+		return "<name>"
 	case f.name == "nomad-addr":
 		return "<url>"
 	case strings.HasSuffix(f.name, "-port"):
