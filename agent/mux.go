@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"sync"
 	"time"
@@ -113,7 +114,13 @@ func (m *rpcMux) route(conn net.Conn) {
 	if m.tls != nil {
 		tc := tls.Server(conn, m.tls.rpcServerConfig())
 		if err := tc.Handshake(); err != nil {
-			m.logger.Warn("refused an RPC connection: TLS handshake failed", "remote", conn.RemoteAddr(), "error", err)
+			log := m.logger.Warn
+			if errors.Is(err, io.EOF) {
+				// A port check that connects and hangs up sent nothing
+				// to refuse.
+				log = m.logger.Debug
+			}
+			log("refused an RPC connection: TLS handshake failed", "remote", conn.RemoteAddr(), "error", err)
 			conn.Close()
 			return
 		}
