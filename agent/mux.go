@@ -32,10 +32,15 @@ type rpcMux struct {
 	ln        net.Listener
 	advertise net.Addr
 	// tls is nil when the RPC port is plain TCP.
-	tls       *tlsConfigurator
-	logger    hclog.Logger
-	raftCh    chan net.Conn
-	httpCh    chan net.Conn
+	tls    *tlsConfigurator
+	logger hclog.Logger
+	raftCh chan net.Conn
+	httpCh chan net.Conn
+	// pending bounds the connections still in their TLS handshake or
+	// before their protocol byte: a peer that opens connections and sends
+	// nothing holds a slot for rpcHandshakeTimeout at most, and no more
+	// than maxPendingRPC of them at once.
+	pending   chan struct{}
 	closeOnce sync.Once
 	closed    chan struct{}
 
@@ -47,8 +52,9 @@ func newRPCMux(ln net.Listener, advertise net.Addr, tlsConf *tlsConfigurator, lo
 	return &rpcMux{
 		ln: ln, advertise: advertise, tls: tlsConf, logger: logger,
 		raftCh: make(chan net.Conn, 16), httpCh: make(chan net.Conn, 16),
-		closed: make(chan struct{}),
-		conns:  map[*trackedConn]struct{}{},
+		pending: make(chan struct{}, maxPendingRPC),
+		closed:  make(chan struct{}),
+		conns:   map[*trackedConn]struct{}{},
 	}
 }
 
@@ -97,6 +103,13 @@ func (m *rpcMux) serve() {
 			}
 			return
 		}
+		select {
+		case m.pending <- struct{}{}:
+		default:
+			m.logger.Debug("refused an RPC connection: too many connections in their handshake", "remote", conn.RemoteAddr())
+			conn.Close()
+			continue
+		}
 		tc, err := m.track(conn)
 		if err != nil {
 			return
@@ -106,10 +119,16 @@ func (m *rpcMux) serve() {
 }
 
 // rpcHandshakeTimeout bounds the TLS handshake and the protocol byte of a
-// new connection on the RPC port.
-const rpcHandshakeTimeout = 10 * time.Second
+// new connection on the RPC port; maxPendingRPC bounds how many
+// connections may be at that stage at once.
+const (
+	rpcHandshakeTimeout = 10 * time.Second
+	maxPendingRPC       = 256
+)
 
 func (m *rpcMux) route(conn net.Conn) {
+	release := sync.OnceFunc(func() { <-m.pending })
+	defer release()
 	_ = conn.SetDeadline(time.Now().Add(rpcHandshakeTimeout))
 	if m.tls != nil {
 		tc := tls.Server(conn, m.tls.rpcServerConfig())
@@ -132,6 +151,7 @@ func (m *rpcMux) route(conn net.Conn) {
 		return
 	}
 	_ = conn.SetDeadline(time.Time{})
+	release()
 	var ch chan net.Conn
 	switch b[0] {
 	case rpcRaft:

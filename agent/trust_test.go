@@ -662,3 +662,52 @@ func TestTrust_BadTLSFilesFailAtStart(t *testing.T) {
 		})
 	}
 }
+
+// TestTrust_IdleRPCConnectionsAreBounded: connections that open the RPC
+// port and send nothing hold at most agent.MaxPendingRPC slots; past that
+// a new connection is closed at once, and the server keeps working.
+func TestTrust_IdleRPCConnectionsAreBounded(t *testing.T) {
+	files := nopstest.NewTLS(t, "")
+	s := nopstest.Start(t, "", nopstest.WithoutReconcilers(), nopstest.WithTLS(files, false))
+	var idle []net.Conn
+	t.Cleanup(func() {
+		for _, c := range idle {
+			c.Close()
+		}
+	})
+	for range agent.MaxPendingRPC {
+		c, err := net.Dial("tcp", s.RPCAddr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		idle = append(idle, c)
+	}
+	// The server accepts asynchronously: poll until one more connection
+	// is refused at once.
+	testutil.WaitForResult(t, 10*time.Second, func() (bool, error) {
+		c, err := net.Dial("tcp", s.RPCAddr())
+		if err != nil {
+			return false, err
+		}
+		defer c.Close()
+		_ = c.SetReadDeadline(time.Now().Add(time.Second))
+		_, err = c.Read(make([]byte, 1))
+		if errors.Is(err, io.EOF) {
+			return true, nil
+		}
+		return false, fmt.Errorf("connection %d was kept open: %v", agent.MaxPendingRPC+1, err)
+	})
+	for _, c := range idle {
+		c.Close()
+	}
+	idle = nil
+	// Slots free again: a server's own certificate opens the forwarding
+	// port.
+	testutil.WaitForResult(t, 10*time.Second, func() (bool, error) {
+		got, err := forwardRequest(tlsDial(t, files.ServerCertFile, files.ServerKeyFile, rpcHTTPByte), s.RPCAddr())
+		return err == nil && strings.Contains(got, s.NodeID()), fmt.Errorf("forwarding after the idle connections closed: %q, %v", got, err)
+	})
+	if !s.IsLeader() {
+		t.Fatal("the server lost its leadership")
+	}
+}
