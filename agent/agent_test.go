@@ -16,6 +16,7 @@ import (
 	"github.com/nops-dev/nops/agent"
 	"github.com/nops-dev/nops/agent/config"
 	"github.com/nops-dev/nops/structs"
+	"github.com/nops-dev/nops/testutil/nopstest"
 )
 
 // devConfig returns the configuration of a single server on free ports.
@@ -27,6 +28,7 @@ func devConfig(t *testing.T, dataDir string) *config.Config {
 	cfg.HTTPPort, cfg.RPCPort, cfg.SerfPort = 0, 0, 0
 	cfg.BootstrapExpect = 1
 	cfg.NodeName = "test-" + strings.ReplaceAll(t.Name(), "/", "-")
+	cfg.Encrypt = nopstest.GossipKey
 	return cfg
 }
 

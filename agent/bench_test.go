@@ -145,8 +145,17 @@ func (w *writer) put(name string) error {
 // BenchmarkWrite_ThroughFollower measures the latency of one write sent to
 // a follower, forwarded to the leader, committed by a quorum and applied:
 // one writer, one write at a time.
-func BenchmarkWrite_ThroughFollower(b *testing.B) {
-	c := nopstest.StartCluster(b, 3, nopstest.WithoutReconcilers())
+func BenchmarkWrite_ThroughFollower(b *testing.B) { benchWriteThroughFollower(b) }
+
+// BenchmarkWrite_ThroughFollowerMTLS is BenchmarkWrite_ThroughFollower
+// with mutual TLS on the RPC port: the forward and Raft's replication run
+// over TLS (the API itself stays plain HTTP).
+func BenchmarkWrite_ThroughFollowerMTLS(b *testing.B) {
+	benchWriteThroughFollower(b, nopstest.WithTLS(nopstest.NewTLS(b, ""), false))
+}
+
+func benchWriteThroughFollower(b *testing.B, opts ...nopstest.Option) {
+	c := nopstest.StartCluster(b, 3, append([]nopstest.Option{nopstest.WithoutReconcilers()}, opts...)...)
 	c.WaitForPeers(30*time.Second, c.NodeIDs()...)
 	w := newWriter(c.Followers()[0])
 	// Warm the forwarding connection.

@@ -39,7 +39,8 @@ func call(t testing.TB, s *nopstest.Server, method, path string, body []byte) an
 		t.Fatal(err)
 	}
 	req.Header.Set("X-Nops-Actor", "tester")
-	client := &http.Client{Timeout: 60 * time.Second}
+	client := *s.HTTPClient()
+	client.Timeout = 60 * time.Second
 	start := time.Now()
 	resp, err := client.Do(req)
 	if err != nil {

@@ -24,8 +24,16 @@ import (
 // TestFailover_KillLeader kills the leader without a leave: a new leader is
 // elected within seconds, what was committed before is still there, and a
 // write through any survivor works again.
-func TestFailover_KillLeader(t *testing.T) {
-	c := nopstest.StartCluster(t, 3, nopstest.WithoutReconcilers())
+func TestFailover_KillLeader(t *testing.T) { testKillLeader(t) }
+
+// TestFailover_KillLeaderMTLS is TestFailover_KillLeader with mutual TLS
+// on the RPC port and TLS on the HTTP API.
+func TestFailover_KillLeaderMTLS(t *testing.T) {
+	testKillLeader(t, nopstest.WithTLS(nopstest.NewTLS(t, ""), true))
+}
+
+func testKillLeader(t *testing.T, opts ...nopstest.Option) {
+	c := nopstest.StartCluster(t, 3, append([]nopstest.Option{nopstest.WithoutReconcilers()}, opts...)...)
 	old := c.Leader()
 	call(t, c.Followers()[0], "PUT", "/v1/window/nights", []byte(`{"kind":"deny","schedule":"0 22 * * *","duration":"8h"}`)).ok(t, "window", nil)
 
@@ -168,7 +176,9 @@ func tryCall(s *nopstest.Server, method, path string, body []byte) (int, []byte,
 		return 0, nil, err
 	}
 	req.Header.Set("X-Nops-Actor", "tester")
-	resp, err := (&http.Client{Timeout: 30 * time.Second}).Do(req)
+	client := *s.HTTPClient()
+	client.Timeout = 30 * time.Second
+	resp, err := client.Do(req)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -251,7 +261,15 @@ func (w *stateWatch) finish() []string {
 // random servers are killed and restarted on their data dirs. At the end
 // every acknowledged approval is on every server, no deployment state went
 // backwards, and no job has two active deployments.
-func TestFailover_Chaos(t *testing.T) {
+func TestFailover_Chaos(t *testing.T) { testChaos(t) }
+
+// TestFailover_ChaosMTLS is TestFailover_Chaos with mutual TLS on the RPC
+// port and TLS on the HTTP API.
+func TestFailover_ChaosMTLS(t *testing.T) {
+	testChaos(t, nopstest.WithTLS(nopstest.NewTLS(t, ""), true))
+}
+
+func testChaos(t *testing.T, opts ...nopstest.Option) {
 	rounds, budget := 20, 3*time.Minute
 	if testing.Short() {
 		rounds = 5
@@ -260,7 +278,7 @@ func TestFailover_Chaos(t *testing.T) {
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewPCG(seed, seed>>1))
 
-	c := nopstest.StartCluster(t, 3, nopstest.WithoutReconcilers())
+	c := nopstest.StartCluster(t, 3, append([]nopstest.Option{nopstest.WithoutReconcilers()}, opts...)...)
 	watch := watchStates(c)
 	var acked []string
 	var jobs []string

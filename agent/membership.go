@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -36,6 +37,7 @@ type serverInfo struct {
 	ID              string
 	RPCAddr         string
 	HTTPAddr        string
+	Region          string
 	BootstrapExpect int
 	Status          serf.MemberStatus
 }
@@ -47,7 +49,7 @@ func parseMember(m serf.Member) (serverInfo, bool) {
 	expect, _ := strconv.Atoi(m.Tags[tagBootstrapExpect])
 	return serverInfo{
 		Name: m.Name, ID: m.Tags[tagID], RPCAddr: m.Tags[tagRPCAddr], HTTPAddr: m.Tags[tagHTTPAddr],
-		BootstrapExpect: expect, Status: m.Status,
+		Region: m.Tags[tagRegion], BootstrapExpect: expect, Status: m.Status,
 	}, true
 }
 
@@ -65,6 +67,9 @@ type membership struct {
 	mu           sync.Mutex
 	bootstrapped bool
 	joined       bool
+	// conflict is the node name conflict seen by the merge delegate
+	// since the last join attempt.
+	conflict error
 
 	discover         []func(ctx context.Context) ([]string, error)
 	consulDeregister func()
@@ -88,7 +93,10 @@ func (s *Server) setupMembership() error {
 		tagHTTPAddr:        net.JoinHostPort(cfg.Advertise, strconv.Itoa(s.httpLn.Addr().(*net.TCPAddr).Port)),
 		tagBootstrapExpect: strconv.Itoa(cfg.BootstrapExpect),
 		tagVersion:         Version,
+		tagRegion:          cfg.Region,
 	}
+	merge := &mergeDelegate{m: m, addr: net.ParseIP(cfg.Advertise)}
+	sc.Merge = merge
 	sc.EventCh = m.eventCh
 	sc.Logger = nil
 	sc.MemberlistConfig.Logger = nil
@@ -105,16 +113,11 @@ func (s *Server) setupMembership() error {
 		sc.MemberlistConfig.BindPort = port
 	}
 	sc.MemberlistConfig.AdvertisePort = sc.MemberlistConfig.BindPort
+	merge.port = uint16(sc.MemberlistConfig.AdvertisePort)
 	if cfg.BootstrapExpect == 1 || cfg.Dev {
 		sc.MemberlistConfig = tuneLocal(sc.MemberlistConfig)
 	}
-	if cfg.TLS.EncryptKey != "" {
-		key, err := decodeGossipKey(cfg.TLS.EncryptKey)
-		if err != nil {
-			return err
-		}
-		sc.MemberlistConfig.SecretKey = key
-	}
+	keyringPath := ""
 	if cfg.Dev {
 		sc.SnapshotPath = ""
 	} else {
@@ -125,6 +128,10 @@ func (s *Server) setupMembership() error {
 			return fmt.Errorf("create serf dir: %w", err)
 		}
 		sc.SnapshotPath = filepath.Join(dir, "local.snapshot")
+		keyringPath = filepath.Join(dir, "keyring")
+	}
+	if err := m.setupKeyring(sc, keyringPath); err != nil {
+		return err
 	}
 	// A server that restarts with the same name replaces its old self.
 	sc.EnableNameConflictResolution = false
@@ -155,8 +162,11 @@ func (s *Server) SerfAddr() string {
 }
 
 // Join joins the servers at the given serf addresses.
+// A join refused because another server uses this server's node name
+// returns an error wrapping ErrNodeNameConflict, which is also sent on
+// Fatal.
 func (s *Server) Join(addrs []string) (int, error) {
-	return s.membership.serf.Join(addrs, true)
+	return s.membership.join(addrs)
 }
 
 // Members returns the serf members.
@@ -232,7 +242,11 @@ func (m *membership) retryJoin() {
 			targets = append(targets, found...)
 		}
 		if len(targets) > 0 {
-			n, err := m.serf.Join(targets, true)
+			n, err := m.join(targets)
+			if errors.Is(err, ErrNodeNameConflict) {
+				m.logger.Error("cannot join the cluster", "error", err)
+				return
+			}
 			if err != nil && n == 0 {
 				m.logger.Warn("join failed; will retry", "addrs", targets, "error", err)
 			} else if n > 0 {
@@ -298,6 +312,12 @@ func (m *membership) maybeBootstrap() {
 	for _, si := range m.servers() {
 		if si.Status != serf.StatusAlive {
 			continue
+		}
+		if si.ID != m.s.nodeID {
+			if err := m.verifyMember(si); err != nil {
+				m.logger.Warn("not counting member for bootstrap", "member", si.Name, "error", err)
+				continue
+			}
 		}
 		if si.BootstrapExpect != expect {
 			m.logger.Error("peer has a different bootstrap_expect; not bootstrapping",
@@ -401,7 +421,17 @@ func (m *membership) reconcilePeers() {
 		id := raft.ServerID(si.ID)
 		switch si.Status {
 		case serf.StatusAlive:
-			if srv, ok := known[id]; ok && srv.Address == raft.ServerAddress(si.RPCAddr) {
+			if srv, ok := known[id]; ok {
+				if srv.Address != raft.ServerAddress(si.RPCAddr) {
+					// Gossip cannot move a peer: a member claiming an
+					// existing peer's ID from another address is refused.
+					m.logger.Error("refused to move a Raft peer to the address a member claims; if the server really moved, remove the old peer first (nops operator raft remove-peer)",
+						"server", si.Name, "id", si.ID, "peer_addr", srv.Address, "claimed_addr", si.RPCAddr)
+				}
+				continue
+			}
+			if err := m.verifyMember(si); err != nil {
+				m.logger.Error("not adding member as a voter", "server", si.Name, "id", si.ID, "error", err)
 				continue
 			}
 			m.logger.Info("adding server as voter", "server", si.Name, "addr", si.RPCAddr)
@@ -409,7 +439,10 @@ func (m *membership) reconcilePeers() {
 				m.logger.Warn("add voter failed", "server", si.Name, "error", err)
 			}
 		case serf.StatusLeft:
-			if _, ok := known[id]; !ok || id == raft.ServerID(m.s.nodeID) {
+			srv, ok := known[id]
+			if !ok || id == raft.ServerID(m.s.nodeID) || srv.Address != raft.ServerAddress(si.RPCAddr) {
+				// A member claiming a peer's ID from another address
+				// cannot make it leave either.
 				continue
 			}
 			m.logger.Info("removing server that left", "server", si.Name)

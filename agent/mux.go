@@ -2,12 +2,15 @@ package agent
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"sync"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 )
 
@@ -18,15 +21,26 @@ const (
 )
 
 // rpcMux accepts connections on the RPC port and hands each to the Raft
-// transport or to the internal HTTP server by its first byte. It tracks
+// transport or to the internal HTTP server by its first byte. With RPC TLS
+// every connection is mutual TLS from its first byte on: the protocol byte
+// is read inside the TLS stream, so a peer without a valid server
+// certificate never reaches Raft or the forwarding API. It tracks
 // every connection it accepted or dialed, so that Close cuts them all, as
 // the death of the process would: peers see the server gone at once, and
 // no goroutine stays blocked reading from a dead connection.
 type rpcMux struct {
 	ln        net.Listener
 	advertise net.Addr
-	raftCh    chan net.Conn
-	httpCh    chan net.Conn
+	// tls is nil when the RPC port is plain TCP.
+	tls    *tlsConfigurator
+	logger hclog.Logger
+	raftCh chan net.Conn
+	httpCh chan net.Conn
+	// pending bounds the connections still in their TLS handshake or
+	// before their protocol byte: a peer that opens connections and sends
+	// nothing holds a slot for rpcHandshakeTimeout at most, and no more
+	// than maxPendingRPC of them at once.
+	pending   chan struct{}
 	closeOnce sync.Once
 	closed    chan struct{}
 
@@ -34,12 +48,13 @@ type rpcMux struct {
 	conns   map[*trackedConn]struct{}
 }
 
-func newRPCMux(ln net.Listener, advertise net.Addr) *rpcMux {
+func newRPCMux(ln net.Listener, advertise net.Addr, tlsConf *tlsConfigurator, logger hclog.Logger) *rpcMux {
 	return &rpcMux{
-		ln: ln, advertise: advertise,
+		ln: ln, advertise: advertise, tls: tlsConf, logger: logger,
 		raftCh: make(chan net.Conn, 16), httpCh: make(chan net.Conn, 16),
-		closed: make(chan struct{}),
-		conns:  map[*trackedConn]struct{}{},
+		pending: make(chan struct{}, maxPendingRPC),
+		closed:  make(chan struct{}),
+		conns:   map[*trackedConn]struct{}{},
 	}
 }
 
@@ -88,6 +103,13 @@ func (m *rpcMux) serve() {
 			}
 			return
 		}
+		select {
+		case m.pending <- struct{}{}:
+		default:
+			m.logger.Debug("refused an RPC connection: too many connections in their handshake", "remote", conn.RemoteAddr())
+			conn.Close()
+			continue
+		}
 		tc, err := m.track(conn)
 		if err != nil {
 			return
@@ -96,14 +118,40 @@ func (m *rpcMux) serve() {
 	}
 }
 
+// rpcHandshakeTimeout bounds the TLS handshake and the protocol byte of a
+// new connection on the RPC port; maxPendingRPC bounds how many
+// connections may be at that stage at once.
+const (
+	rpcHandshakeTimeout = 10 * time.Second
+	maxPendingRPC       = 256
+)
+
 func (m *rpcMux) route(conn net.Conn) {
-	_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	release := sync.OnceFunc(func() { <-m.pending })
+	defer release()
+	_ = conn.SetDeadline(time.Now().Add(rpcHandshakeTimeout))
+	if m.tls != nil {
+		tc := tls.Server(conn, m.tls.rpcServerConfig())
+		if err := tc.Handshake(); err != nil {
+			log := m.logger.Warn
+			if errors.Is(err, io.EOF) {
+				// A port check that connects and hangs up sent nothing
+				// to refuse.
+				log = m.logger.Debug
+			}
+			log("refused an RPC connection: TLS handshake failed", "remote", conn.RemoteAddr(), "error", err)
+			conn.Close()
+			return
+		}
+		conn = tc
+	}
 	var b [1]byte
 	if _, err := conn.Read(b[:]); err != nil {
 		conn.Close()
 		return
 	}
-	_ = conn.SetReadDeadline(time.Time{})
+	_ = conn.SetDeadline(time.Time{})
+	release()
 	var ch chan net.Conn
 	switch b[0] {
 	case rpcRaft:
@@ -141,26 +189,39 @@ func (m *rpcMux) Close() error {
 // dial opens a connection to a server's RPC port for one protocol. The
 // connection is closed with the mux.
 func (m *rpcMux) dial(ctx context.Context, addr string, proto byte) (net.Conn, error) {
-	conn, err := dialRPC(ctx, addr, proto, nil)
+	var tc *tls.Config
+	if m.tls != nil {
+		tc = m.tls.rpcClientConfig()
+	}
+	conn, err := dialRPC(ctx, addr, proto, tc)
 	if err != nil {
 		return nil, err
 	}
 	return m.track(conn)
 }
 
-// dialRPC opens a connection to a server's RPC port for one protocol.
-func dialRPC(ctx context.Context, addr string, proto byte, tlsWrap func(net.Conn) (net.Conn, error)) (net.Conn, error) {
+// dialRPC opens a connection to a server's RPC port for one protocol, over
+// mutual TLS when tc is not nil.
+func dialRPC(ctx context.Context, addr string, proto byte, tc *tls.Config) (net.Conn, error) {
 	var d net.Dialer
 	conn, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
 		return nil, err
 	}
+	if tc != nil {
+		tconn := tls.Client(conn, tc)
+		hctx, cancel := context.WithTimeout(ctx, rpcHandshakeTimeout)
+		err := tconn.HandshakeContext(hctx)
+		cancel()
+		if err != nil {
+			conn.Close()
+			return nil, fmt.Errorf("rpc TLS handshake with %s: %w", addr, err)
+		}
+		conn = tconn
+	}
 	if _, err := conn.Write([]byte{proto}); err != nil {
 		conn.Close()
 		return nil, fmt.Errorf("rpc handshake with %s: %w", addr, err)
-	}
-	if tlsWrap != nil {
-		return tlsWrap(conn)
 	}
 	return conn, nil
 }

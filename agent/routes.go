@@ -49,6 +49,10 @@ func (a *httpAPI) routes(route func(pattern, kind string, fn handlerFunc)) {
 	route("POST /v1/operator/raft/transfer-leadership", kindWrite, a.raftTransfer)
 	route("GET /v1/operator/snapshot", kindWrite, a.snapshotSave)
 	route("PUT /v1/operator/snapshot", kindWrite, a.snapshotRestore)
+	route("GET /v1/operator/keyring", kindRead, a.keyringList)
+	route("POST /v1/operator/keyring/install", kindWrite, a.keyringChange("install"))
+	route("POST /v1/operator/keyring/use", kindWrite, a.keyringChange("use"))
+	route("DELETE /v1/operator/keyring", kindWrite, a.keyringChange("remove"))
 
 	if a.s.routes != nil {
 		a.s.routes(func(pattern string, write bool, fn func(w http.ResponseWriter, r *http.Request) (any, error)) {

@@ -51,6 +51,8 @@ type Server struct {
 	transport *raft.NetworkTransport
 	mux       *rpcMux
 	rpcAddr   string
+	// tls is nil when neither HTTP nor RPC uses TLS.
+	tls *tlsConfigurator
 
 	httpLn     net.Listener
 	httpServer *http.Server
@@ -80,6 +82,9 @@ type Server struct {
 	kick    chan struct{}
 
 	tempDir string
+
+	// fatalCh carries the error that stops the server from working.
+	fatalCh chan error
 
 	shutdownOnce sync.Once
 	shutdownCh   chan struct{}
@@ -114,6 +119,7 @@ func New(cfg *config.Config, logger hclog.Logger, opts Options) (*Server, error)
 		build:      opts.Build,
 		kick:       make(chan struct{}, 1),
 		shutdownCh: make(chan struct{}),
+		fatalCh:    make(chan error, 1),
 		metrics:    prometheus.NewRegistry(),
 	}
 	if cfg.Dev && cfg.DataDir == "" {
@@ -149,6 +155,11 @@ func (s *Server) setup() error {
 	}
 	s.fsm = f
 
+	if s.tls, err = newTLSConfigurator(cfg.TLS, cfg.Region, s.logger.Named("tls")); err != nil {
+		return err
+	}
+	s.warnInsecure()
+
 	rpcLn, err := net.Listen("tcp", net.JoinHostPort(cfg.Bind, strconv.Itoa(cfg.RPCPort)))
 	if err != nil {
 		return fmt.Errorf("listen on rpc port: %w", err)
@@ -160,7 +171,7 @@ func (s *Server) setup() error {
 		return fmt.Errorf("advertise address %q is not an IP address", cfg.Advertise)
 	}
 	s.rpcAddr = advertise.String()
-	s.mux = newRPCMux(rpcLn, advertise)
+	s.mux = newRPCMux(rpcLn, advertise, s.rpcTLS(), s.logger.Named("rpc"))
 	go s.mux.serve()
 
 	if err := s.setupRaft(); err != nil {
@@ -185,10 +196,12 @@ func (s *Server) setup() error {
 		return fmt.Errorf("listen on http port: %w", err)
 	}
 	s.httpLn = httpLn
+	httpLn = s.wrapHTTPListener(httpLn)
 	api := newHTTPAPI(s)
 	s.requestCtx, s.requestCancel = context.WithCancel(context.Background())
 	base := func(net.Listener) context.Context { return s.requestCtx }
 	s.httpServer = &http.Server{Handler: api.handler(false), ReadHeaderTimeout: 10 * time.Second, BaseContext: base}
+	s.httpServer.ErrorLog = httpErrorLog(s.logger)
 	s.rpcHTTP = &http.Server{Handler: api.handler(true), ReadHeaderTimeout: 10 * time.Second, BaseContext: base}
 	s.wg.Add(2)
 	go func() {

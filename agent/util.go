@@ -45,13 +45,13 @@ func tuneLocal(c *memberlist.Config) *memberlist.Config {
 func decodeGossipKey(s string) ([]byte, error) {
 	key, err := base64.StdEncoding.DecodeString(s)
 	if err != nil {
-		return nil, fmt.Errorf("tls.encrypt_key is not base64: %w", err)
+		return nil, fmt.Errorf("gossip key is not base64: %w", err)
 	}
 	switch len(key) {
 	case 16, 24, 32:
 		return key, nil
 	}
-	return nil, fmt.Errorf("tls.encrypt_key must decode to 16, 24 or 32 bytes, not %d", len(key))
+	return nil, fmt.Errorf("gossip key decodes to %d bytes: must be 16, 24 or 32", len(key))
 }
 
 // rpcHTTPClient returns an HTTP client whose connections go to a server's

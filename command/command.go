@@ -115,6 +115,15 @@ func (m *runner) commands() map[string]command {
 		"operator snapshot save":            &snapshotSaveCommand{m: m},
 		"operator snapshot restore":         &snapshotRestoreCommand{m: m},
 		"operator snapshot inspect":         &snapshotInspectCommand{m: m},
+		"operator gossip":                   nil,
+		"operator gossip keyring":           &gossipKeyringCommand{m: m},
+		"operator gossip keygen":            &gossipKeygenCommand{m: m},
+
+		"tls":             nil,
+		"tls ca":          nil,
+		"tls ca create":   &tlsCACreateCommand{m: m},
+		"tls cert":        nil,
+		"tls cert create": &tlsCertCreateCommand{m: m},
 
 		"validate": &validateCommand{m: m},
 	}
@@ -123,9 +132,13 @@ func (m *runner) commands() map[string]command {
 		"job":               "Show a managed job; retry, pause, resume or deploy it now",
 		"window":            "Manage sync windows",
 		"repo":              "Show and refresh git repositories",
-		"operator":          "Operate the cluster: Raft peers and snapshots",
+		"operator":          "Operate the cluster: Raft peers, snapshots and gossip keys",
 		"operator raft":     "List and change the Raft peers",
 		"operator snapshot": "Save, restore and inspect snapshots of the state",
+		"operator gossip":   "Manage the gossip encryption keys",
+		"tls":               "Create a CA and certificates for TLS",
+		"tls ca":            "Create a certificate authority",
+		"tls cert":          "Create certificates signed by the CA",
 	}
 	for name, c := range cmds {
 		if c == nil {
@@ -189,7 +202,7 @@ func leadingAPIFlags(args []string) (flags, rest []string) {
 		switch name {
 		case "json":
 			flags, args = append(flags, a), args[1:]
-		case "address", "token":
+		case "address", "token", "ca-cert", "client-cert", "client-key", "tls-server-name":
 			if hasValue || len(args) < 2 {
 				flags, args = append(flags, a), args[1:]
 			} else {
@@ -302,6 +315,7 @@ type apiFlags struct {
 	address string
 	token   string
 	json    bool
+	tls     client.TLSConfig
 }
 
 const apiFlagsHelp = `
@@ -314,6 +328,18 @@ API options:
   -token=<token>
     The ACL token sent with every request. Env: NOPS_TOKEN.
 
+  -ca-cert=<path>
+    PEM CA certificate to verify the server's certificate (https://).
+    Env: NOPS_CACERT.
+
+  -client-cert=<path>, -client-key=<path>
+    PEM client certificate and key, for a server with verify_incoming.
+    Env: NOPS_CLIENT_CERT, NOPS_CLIENT_KEY.
+
+  -tls-server-name=<name>
+    The name to check in the server's certificate, when the address is not
+    in it (server.<region>.nops). Env: NOPS_TLS_SERVER_NAME.
+
   -json
     Print the API's JSON instead of a table.
 `
@@ -324,11 +350,16 @@ func (f *apiFlags) register(m *runner, fs *flag.FlagSet) {
 	fs.StringVar(&f.address, "address", addr, "")
 	fs.StringVar(&f.token, "token", token, "")
 	fs.BoolVar(&f.json, "json", false, "")
+	f.registerTLS(m, fs)
 }
 
 // client returns an API client for the flags.
 func (m *runner) client(f *apiFlags) (*client.Client, error) {
-	return client.New(client.Config{Address: f.address, Token: f.token})
+	cfg := client.Config{Address: f.address, Token: f.token}
+	if !f.tls.IsEmpty() {
+		cfg.TLS = &f.tls
+	}
+	return client.New(cfg)
 }
 
 // newFlagSet returns an empty flag set that reports errors to its caller

@@ -5,7 +5,10 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -60,9 +63,25 @@ func (c *serveCommand) Run(ctx context.Context, args []string) int {
 	}
 	fmt.Fprintln(m.stdout, "\n==> Log data will now stream in as it occurs:")
 
-	<-ctx.Done()
-	logger.Info("caught signal: leaving the cluster and shutting down")
 	code := exitOK
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+wait:
+	for {
+		select {
+		case <-ctx.Done():
+			logger.Info("caught signal: leaving the cluster and shutting down")
+			break wait
+		case <-hup:
+			c.reload(srv, args, logger)
+		case err := <-srv.Fatal():
+			logger.Error("the server cannot work; shutting down", "error", err)
+			fmt.Fprintf(m.stderr, "Error: %v\n", err)
+			code = exitError
+			break wait
+		}
+	}
 	timeout := c.shutdownTimeout
 	if timeout == 0 {
 		timeout = defaultShutdownTimeout
@@ -76,6 +95,25 @@ func (c *serveCommand) Run(ctx context.Context, args []string) int {
 	}
 	fmt.Fprintln(m.stdout, "==> Nops server stopped")
 	return code
+}
+
+// reload answers SIGHUP: it reloads the TLS certificates, key and CA, and
+// logs every other setting that changed in the configuration, which only a
+// restart applies.
+func (c *serveCommand) reload(srv *agent.Server, args []string, logger hclog.Logger) {
+	logger.Info("caught SIGHUP: reloading the TLS certificates")
+	if err := srv.ReloadTLS(); err != nil {
+		logger.Error("reload of the TLS certificates failed; the old ones stay in use", "error", err)
+	}
+	cfg, err := config.Load(args, c.m.lookupEnv)
+	if err != nil {
+		logger.Warn("the configuration no longer loads; a restart would fail", "error", err)
+		return
+	}
+	if changed := cfg.Changed(srv.Config()); len(changed) > 0 {
+		logger.Warn("settings changed that only a restart applies (SIGHUP reloads only the TLS certificate, key and CA files)",
+			"settings", strings.Join(changed, ", "))
+	}
 }
 
 // defaultShutdownTimeout bounds a graceful leave and shutdown.

@@ -296,11 +296,20 @@ func TestFailover_LeaderKilledDuringPreHook(t *testing.T) {
 // TestFailover_LeaderKilledAfterRegister kills the leader just after the
 // register of a job went through, while its allocation is still starting.
 // The new leader carries on waiting for health and does not register again.
-func TestFailover_LeaderKilledAfterRegister(t *testing.T) {
+func TestFailover_LeaderKilledAfterRegister(t *testing.T) { testLeaderKilledAfterRegister(t) }
+
+// TestFailover_LeaderKilledAfterRegisterMTLS is
+// TestFailover_LeaderKilledAfterRegister with mutual TLS between the
+// servers (tls { rpc = true, verify_server_hostname = true }).
+func TestFailover_LeaderKilledAfterRegisterMTLS(t *testing.T) {
+	testLeaderKilledAfterRegister(t, "-config", nopstest.NewTLS(t, "").RPCConfigFile(t))
+}
+
+func testLeaderKilledAfterRegister(t *testing.T, extraArgs ...string) {
 	f := newFixture(t, map[string]string{
 		"jobs/web.nomad.hcl": managedJob("web", structs.PolicyAuto,
 			testutil.WithUpdate(5*time.Second, 30*time.Second, time.Minute)),
-	})
+	}, extraArgs...)
 	c := f.cluster
 	leader := c.Leader()
 

@@ -338,7 +338,8 @@ func startNopsProc(t *testing.T, e *hkEnv) *nopsProc {
 		"-bind", "127.0.0.1", "-advertise", "127.0.0.1",
 		"-http-port", strconv.Itoa(ports[0]), "-rpc-port", strconv.Itoa(ports[1]), "-serf-port", strconv.Itoa(ports[2]),
 		"-nomad-addr", e.nomad.Addr, "-repo", e.repo.URL() + "#main:" + hkDir,
-		"-engine-interval", "200ms", "-drift-interval", "2s", "-log-level", "debug"}
+		"-engine-interval", "200ms", "-drift-interval", "2s", "-log-level", "debug",
+		"-encrypt", nopstest.GossipKey}
 	t.Cleanup(func() {
 		p.kill()
 		if t.Failed() {

@@ -141,14 +141,15 @@ git -C "$repo" -c user.name=demo -c user.email=demo@nops.invalid add -A
 git -C "$repo" -c user.name=demo -c user.email=demo@nops.invalid commit -qm "demo jobs"
 echo "==> Demo repository: $repo (branch main, path jobs)"
 
-# 3. Three Nops servers.
+# 3. Three Nops servers, with one gossip key.
+gossip_key="$("$nops_bin" operator gossip keygen)"
 for i in 1 2 3; do
 	http=$((4650 + (i - 1) * 10))
 	"$nops_bin" serve \
 		-node "nops-$i" -data-dir "$demo/nops-$i" \
 		-bind 127.0.0.1 -advertise 127.0.0.1 \
 		-http-port "$http" -rpc-port $((http + 1)) -serf-port $((http + 2)) \
-		-bootstrap-expect 3 -retry-join 127.0.0.1:4652 \
+		-bootstrap-expect 3 -retry-join 127.0.0.1:4652 -encrypt "$gossip_key" \
 		-nomad-addr "$NOMAD_ADDR" -repo "file://$repo#main:jobs" \
 		-drift-interval 15s -engine-interval 1s >"$demo/nops-$i.log" 2>&1 &
 	pids+=($!)

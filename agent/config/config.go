@@ -23,6 +23,7 @@ import (
 	"net/url"
 	"os"
 	"path"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -43,6 +44,7 @@ const (
 	DefaultLogLevel              = "info"
 	DefaultRaftSnapshotThreshold = 8192
 	DefaultRaftSnapshotInterval  = 2 * time.Minute
+	DefaultRegion                = "global"
 
 	DefaultRepoBranch       = "main"
 	DefaultRepoPath         = "."
@@ -105,7 +107,20 @@ type Config struct {
 	Dev bool
 
 	// NodeName names this server in serf and Raft. Default: the hostname.
+	// Two servers of one cluster must not share a name.
 	NodeName string
+
+	// Region names the cluster. Servers only make voters of members of
+	// their own region, and with TLS a server's certificate must be valid
+	// for server.<region>.nops.
+	Region string
+
+	// Encrypt is the base64 serf gossip key (16, 24 or 32 bytes). It is
+	// required unless Dev or DisableGossipEncryption.
+	Encrypt string
+
+	// DisableGossipEncryption runs gossip in the clear outside -dev.
+	DisableGossipEncryption bool
 
 	// The Nomad cluster. Defaults come from NOMAD_ADDR, NOMAD_TOKEN and
 	// NOMAD_REGION.
@@ -176,18 +191,27 @@ type ACLConfig struct {
 	Enabled bool
 }
 
-// TLSConfig secures HTTP and server-to-server traffic. HTTP and RPC use TLS
-// when CertFile and KeyFile are set; VerifyIncoming requires client
-// certificates signed by CAFile. EncryptKey is the base64 serf gossip key
-// (16, 24 or 32 bytes).
+// TLSConfig secures HTTP and server-to-server traffic, as Nomad's tls
+// block does. With RPC every connection to the RPC port (Raft and
+// forwarding) is mutual TLS: both sides present a certificate signed by
+// CAFile. With HTTP the API is served over TLS; VerifyIncoming then
+// requires API clients to present a certificate signed by CAFile.
+// VerifyServerHostname requires the certificates of servers to be valid
+// for server.<region>.nops, so that a client certificate of the same CA
+// cannot pass for a server.
 type TLSConfig struct {
+	HTTP, RPC                 bool
 	CAFile, CertFile, KeyFile string
 	VerifyIncoming            bool
-	EncryptKey                string
+	VerifyServerHostname      bool
 }
 
-// Enabled reports whether HTTP and RPC use TLS.
-func (t TLSConfig) Enabled() bool { return t.CertFile != "" && t.KeyFile != "" }
+// Enabled reports whether HTTP or RPC uses TLS.
+func (t TLSConfig) Enabled() bool { return t.HTTP || t.RPC }
+
+// ServerName returns the name a server's certificate is valid for in
+// region: server.<region>.nops.
+func ServerName(region string) string { return "server." + region + ".nops" }
 
 // NotifyConfig is one notification target. The URL is given directly or by
 // the name of an environment variable (URLEnv); ResolveURL reads it.
@@ -236,6 +260,7 @@ func Default() *Config {
 		RPCPort:               DefaultRPCPort,
 		SerfPort:              DefaultSerfPort,
 		NodeName:              defaultNodeName(),
+		Region:                DefaultRegion,
 		NomadAddr:             DefaultNomadAddr,
 		Namespaces:            []string{"default"},
 		DriftInterval:         DefaultDriftInterval,
@@ -339,6 +364,14 @@ func (c *Config) Validate() error {
 	if c.NodeName == "" {
 		add("node", "must not be empty")
 	}
+	if !c.Dev && c.Encrypt == "" && !c.DisableGossipEncryption {
+		add("encrypt", "a gossip encryption key is required unless -dev: create one with "+
+			"\"nops operator gossip keygen\" and give every server the same key "+
+			"(or set disable_gossip_encryption = true to gossip in the clear)")
+	}
+	if c.Encrypt != "" && c.DisableGossipEncryption {
+		add("disable-gossip-encryption", "cannot be combined with encrypt")
+	}
 
 	errs = append(errs, c.validateRepositories()...)
 	errs = append(errs, c.validateBlocks()...)
@@ -414,18 +447,7 @@ func (c *Config) validateBlocks() []error {
 		}
 	}
 
-	t := c.TLS
-	if (t.CertFile == "") != (t.KeyFile == "") {
-		add("tls", "cert_file and key_file must be set together")
-	}
-	if t.VerifyIncoming && (t.CAFile == "" || !t.Enabled()) {
-		add("tls", "verify_incoming needs ca_file, cert_file and key_file")
-	}
-	if t.EncryptKey != "" {
-		if err := checkEncryptKey(t.EncryptKey); err != nil {
-			add("tls", "encrypt_key: %v", err)
-		}
-	}
+	errs = append(errs, c.validateTLS()...)
 
 	seen := make(map[string]bool)
 	for i, n := range c.Notify {
@@ -462,6 +484,38 @@ func (c *Config) validateBlocks() []error {
 					NotifyEventCreated, NotifyEventPendingApproval, NotifyEventCompleted, NotifyEventFailed)
 			}
 		}
+	}
+	return errs
+}
+
+// validateTLS checks the tls block: every setting it has must take effect.
+// The files themselves are read when the server starts.
+func (c *Config) validateTLS() []error {
+	var errs []error
+	add := func(format string, args ...any) {
+		errs = append(errs, keyErrorf("tls", format, args...))
+	}
+	t := c.TLS
+	if t.Enabled() {
+		if t.CertFile == "" || t.KeyFile == "" {
+			add("http and rpc need cert_file and key_file")
+		}
+	} else if t.CAFile != "" || t.CertFile != "" || t.KeyFile != "" {
+		add("ca_file, cert_file and key_file are set but neither http nor rpc is enabled: set http = true and/or rpc = true")
+	}
+	if t.RPC && t.CAFile == "" {
+		add("rpc needs ca_file: servers verify each other's certificates against it")
+	}
+	if t.VerifyIncoming {
+		if !t.HTTP {
+			add("verify_incoming applies to the HTTP API and needs http = true (the RPC port always verifies client certificates)")
+		}
+		if t.CAFile == "" {
+			add("verify_incoming needs ca_file")
+		}
+	}
+	if t.VerifyServerHostname && !t.RPC {
+		add("verify_server_hostname needs rpc = true")
 	}
 	return errs
 }
@@ -678,7 +732,28 @@ func checkHTTPURL(s string) error {
 	return nil
 }
 
+// checkRegion accepts a region name that makes a valid DNS label in
+// server.<region>.nops.
+func checkRegion(s string) error {
+	if s == "" {
+		return errors.New("must not be empty")
+	}
+	for i, r := range s {
+		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || i > 0 && r == '-' {
+			continue
+		}
+		return fmt.Errorf("invalid region %q: use lower-case letters, digits and '-', starting with a letter or digit", s)
+	}
+	if len(s) > 63 {
+		return fmt.Errorf("invalid region %q: longer than 63 characters", s)
+	}
+	return nil
+}
+
 func checkEncryptKey(s string) error {
+	if s == "" {
+		return nil
+	}
 	key, err := base64.StdEncoding.DecodeString(s)
 	if err != nil {
 		return errors.New("not valid base64")
@@ -688,4 +763,33 @@ func checkEncryptKey(s string) error {
 		return nil
 	}
 	return fmt.Errorf("decodes to %d bytes: must be 16, 24 or 32", len(key))
+}
+
+// Changed returns the names of the settings whose values differ between c
+// and other: top-level settings by their flag name, blocks by their block
+// name. Secrets are compared, never returned.
+func (c *Config) Changed(other *Config) []string {
+	var out []string
+	mine, theirs := c.fields(), other.fields()
+	for i, f := range mine {
+		if f.v.String() != theirs[i].v.String() {
+			out = append(out, f.name)
+		}
+	}
+	for _, b := range []struct {
+		name string
+		a, b any
+	}{
+		{blockRepository, c.Repositories, other.Repositories},
+		{blockConsul, c.Consul, other.Consul},
+		{blockACL, c.ACL, other.ACL},
+		{blockTLS, c.TLS, other.TLS},
+		{blockNotify, c.Notify, other.Notify},
+		{blockWebhook, c.Webhook, other.Webhook},
+	} {
+		if !reflect.DeepEqual(b.a, b.b) {
+			out = append(out, b.name)
+		}
+	}
+	return out
 }

@@ -34,7 +34,7 @@ func writeFile(t *testing.T, name, content string) string {
 // args returns the arguments that make a non-dev configuration valid,
 // followed by extra.
 func args(extra ...string) []string {
-	return append([]string{"-data-dir", "/tmp/nops", "-bootstrap-expect", "1"}, extra...)
+	return append([]string{"-data-dir", "/tmp/nops", "-bootstrap-expect", "1", "-disable-gossip-encryption"}, extra...)
 }
 
 // mustContainAll fails unless err's message contains every part.
@@ -60,6 +60,7 @@ func TestDefault(t *testing.T) {
 		RPCPort:               4651,
 		SerfPort:              4652,
 		NodeName:              host,
+		Region:                "global",
 		NomadAddr:             "http://127.0.0.1:4646",
 		Namespaces:            []string{"default"},
 		DriftInterval:         time.Minute,
@@ -83,7 +84,7 @@ func TestDefault(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want.DataDir, want.BootstrapExpect = "/tmp/nops", 1
+	want.DataDir, want.BootstrapExpect, want.DisableGossipEncryption = "/tmp/nops", 1, true
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("Load(args()) =\n%+v\nwant\n%+v", got, want)
 	}
@@ -272,8 +273,10 @@ func TestLoad_Files(t *testing.T) {
 		}},
 		{"consul merged", c.Consul, &ConsulConfig{Address: "127.0.0.1:8500", ServiceName: "nops-prod", AutoJoin: false}},
 		{"acl", c.ACL, ACLConfig{Enabled: true}},
-		{"tls", c.TLS, TLSConfig{CAFile: "/etc/nops/ca.pem", CertFile: "/etc/nops/server.pem", KeyFile: "/etc/nops/server-key.pem",
-			VerifyIncoming: true, EncryptKey: "pUqJrVyVRj5jsiYEkM/tFQYfWyJIv4s3XkvDwy7Cu5s="}},
+		{"region", c.Region, "eu-west"},
+		{"encrypt", c.Encrypt, "pUqJrVyVRj5jsiYEkM/tFQYfWyJIv4s3XkvDwy7Cu5s="},
+		{"tls", c.TLS, TLSConfig{HTTP: true, RPC: true, CAFile: "/etc/nops/ca.pem", CertFile: "/etc/nops/server.pem",
+			KeyFile: "/etc/nops/server-key.pem", VerifyIncoming: true, VerifyServerHostname: true}},
 		{"notify merged by name", c.Notify, []NotifyConfig{
 			{Name: "slack", Kind: "slack", URLEnv: "SLACK_URL", Events: []string{"completed"}},
 			{Name: "audit", Kind: "webhook", URL: "https://audit.example.com/nops"},
@@ -302,7 +305,7 @@ func TestLoad_JSONAndDirectory(t *testing.T) {
 
 	dir := t.TempDir()
 	for name, content := range map[string]string{
-		"10-base.hcl":  "data_dir = \"/d\"\nbootstrap_expect = 3\nhttp_port = 1\n",
+		"10-base.hcl":  "data_dir = \"/d\"\nbootstrap_expect = 3\nhttp_port = 1\ndisable_gossip_encryption = true\n",
 		"20-port.hcl":  "http_port = 2\n",
 		"README.md":    "not a config file",
 		"30-more.json": `{"rpc_port": 3}`,
@@ -453,9 +456,10 @@ func TestLoad_SeveralProblems(t *testing.T) {
 		"flag -default-policy:",
 		"data-dir: required unless -dev",
 		"bootstrap-expect: required unless -dev",
+		"encrypt: a gossip encryption key is required unless -dev",
 	)
-	if n := len(err.(interface{ Unwrap() []error }).Unwrap()); n != 7 {
-		t.Errorf("got %d problems, want 7:\n%v", n, err)
+	if n := len(err.(interface{ Unwrap() []error }).Unwrap()); n != 8 {
+		t.Errorf("got %d problems, want 8:\n%v", n, err)
 	}
 }
 
@@ -638,6 +642,7 @@ func TestValidate(t *testing.T) {
 	valid := func() *Config {
 		c := Default()
 		c.DataDir, c.BootstrapExpect = "/d", 3
+		c.Encrypt = "pUqJrVyVRj5jsiYEkM/tFQYfWyJIv4s3XkvDwy7Cu5s="
 		return c
 	}
 	repo := func(name, url string) Repository { r := newRepository(name); r.URL = url; return r }
@@ -673,8 +678,26 @@ func TestValidate(t *testing.T) {
 		}, []string{`repository "r": branch: must not be empty`, `repository "r": path: invalid path "/abs"`,
 			`repository "r": poll_interval:`, "set token or token_env, not both", "set a password or a token, not both"}},
 		{"consul", func(c *Config) { c.Consul = &ConsulConfig{ServiceName: "no spaces"} }, []string{"consul: address must not be empty", "consul: service_name:"}},
-		{"tls", func(c *Config) { c.TLS = TLSConfig{CertFile: "c.pem", VerifyIncoming: true, EncryptKey: "c2hvcnQ="} },
-			[]string{"tls: cert_file and key_file must be set together", "tls: verify_incoming needs", "tls: encrypt_key: decodes to 5 bytes"}},
+		{"tls", func(c *Config) { c.TLS = TLSConfig{HTTP: true, CertFile: "c.pem", VerifyIncoming: true} },
+			[]string{"tls: http and rpc need cert_file and key_file", "tls: verify_incoming needs ca_file"}},
+		{"tls rpc", func(c *Config) {
+			c.TLS = TLSConfig{RPC: true, CertFile: "c.pem", KeyFile: "k.pem", VerifyIncoming: true}
+		},
+			[]string{"tls: rpc needs ca_file", "tls: verify_incoming applies to the HTTP API"}},
+		{"tls files without use", func(c *Config) { c.TLS = TLSConfig{CAFile: "ca.pem", CertFile: "c.pem", KeyFile: "k.pem"} },
+			[]string{"tls: ca_file, cert_file and key_file are set but neither http nor rpc is enabled"}},
+		{"tls hostname without rpc", func(c *Config) {
+			c.TLS = TLSConfig{HTTP: true, CertFile: "c.pem", KeyFile: "k.pem", VerifyServerHostname: true}
+		}, []string{"tls: verify_server_hostname needs rpc = true"}},
+		{"tls complete", func(c *Config) {
+			c.TLS = TLSConfig{HTTP: true, RPC: true, CAFile: "ca.pem", CertFile: "c.pem", KeyFile: "k.pem", VerifyIncoming: true, VerifyServerHostname: true}
+		}, nil},
+		{"gossip key required", func(c *Config) { c.Encrypt = "" }, []string{"encrypt: a gossip encryption key is required unless -dev"}},
+		{"gossip key disabled", func(c *Config) { c.Encrypt, c.DisableGossipEncryption = "", true }, nil},
+		{"gossip key and disabled", func(c *Config) { c.DisableGossipEncryption = true }, []string{"disable-gossip-encryption: cannot be combined with encrypt"}},
+		{"gossip key short", func(c *Config) { c.Encrypt = "c2hvcnQ=" }, []string{"encrypt: decodes to 5 bytes"}},
+		{"dev needs no gossip key", func(c *Config) { c.Encrypt, c.Dev, c.BootstrapExpect = "", true, 0 }, nil},
+		{"bad region", func(c *Config) { c.Region = "Eu West" }, []string{`region: invalid region "Eu West"`}},
 		{"notify", func(c *Config) {
 			c.Notify = []NotifyConfig{
 				{Name: "a", Kind: "email", URL: "https://x"},
@@ -724,6 +747,31 @@ func TestUsage(t *testing.T) {
 	for _, s := range []string{"-config=<path>", "-repo=<url#branch:path>", `repository "name"`, "-http-port=<port>", "Default: 4650."} {
 		if !strings.Contains(u, s) {
 			t.Errorf("usage lacks %q", s)
+		}
+	}
+}
+
+func TestChanged(t *testing.T) {
+	a, err := Load(args("-encrypt", "pUqJrVyVRj5jsiYEkM/tFQYfWyJIv4s3XkvDwy7Cu5s=", "-disable-gossip-encryption=false"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := Load(args("-encrypt", "bA4zCJuKvHSnNdOXwWWDJnHfB6yGcfBCGxIMzoj0QYU=", "-disable-gossip-encryption=false", "-http-port", "9999"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.TLS.HTTP = true
+	got := a.Changed(b)
+	want := []string{"encrypt", "http-port", "tls"}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("Changed = %v, want %v", got, want)
+	}
+	if len(a.Changed(a)) != 0 {
+		t.Fatal("a configuration differs from itself")
+	}
+	for _, name := range got {
+		if strings.Contains(name, "pUqJ") {
+			t.Fatal("Changed shows a secret")
 		}
 	}
 }

@@ -204,11 +204,13 @@ func consulFields(cc *ConsulConfig) []attrField {
 
 func tlsFields(t *TLSConfig) []attrField {
 	return []attrField{
+		{name: "http", v: boolValue(&t.HTTP)},
+		{name: "rpc", v: boolValue(&t.RPC)},
 		{name: "ca_file", v: stringValue(&t.CAFile, nil)},
 		{name: "cert_file", v: stringValue(&t.CertFile, nil)},
 		{name: "key_file", v: stringValue(&t.KeyFile, nil)},
 		{name: "verify_incoming", v: boolValue(&t.VerifyIncoming)},
-		{name: "encrypt_key", v: stringValue(&t.EncryptKey, checkEncryptKey)},
+		{name: "verify_server_hostname", v: boolValue(&t.VerifyServerHostname)},
 	}
 }
 

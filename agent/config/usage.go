@@ -60,7 +60,8 @@ Options:
                              ssh_known_hosts_file } }
   consul { address, token, service_name, auto_join }
   acl { enabled }
-  tls { ca_file, cert_file, key_file, verify_incoming, encrypt_key }
+  tls { http, rpc, ca_file, cert_file, key_file, verify_incoming,
+        verify_server_hostname }
   notify "name" { kind = "webhook" | "slack", url, url_env, events }
   webhook { secret_env }
 `)
@@ -74,6 +75,10 @@ func placeholder(f field) string {
 		return "<path>"
 	case f.name == "bind" || f.name == "advertise":
 		return "<ip>"
+	case f.name == "encrypt":
+		return "<key>"
+	case f.name == "region":
+		return "<name>"
 	case f.name == "nomad-addr":
 		return "<url>"
 	case strings.HasSuffix(f.name, "-port"):

@@ -73,6 +73,11 @@ type Config struct {
 	// transport). It should have no overall timeout: event long polls and
 	// snapshots take as long as they take, and contexts bound them instead.
 	HTTPClient *http.Client
+
+	// TLS, when set, configures the TLS of an https:// address: the CA
+	// that signed the server's certificate and the client certificate the
+	// server may require. It is ignored when HTTPClient is set.
+	TLS *TLSConfig
 }
 
 // Client talks to the HTTP API of one Nops server.
@@ -108,7 +113,18 @@ func New(cfg Config) (*Client, error) {
 	u.Path = strings.TrimRight(u.Path, "/")
 	hc := cfg.HTTPClient
 	if hc == nil {
-		hc = &http.Client{Transport: defaultTransport()}
+		tr := defaultTransport()
+		if cfg.TLS != nil {
+			if u.Scheme != "https" {
+				return nil, fmt.Errorf("invalid Nops address %q: TLS options need an https:// address", cfg.Address)
+			}
+			tc, err := cfg.TLS.build()
+			if err != nil {
+				return nil, err
+			}
+			tr.TLSClientConfig = tc
+		}
+		hc = &http.Client{Transport: tr}
 	}
 	actor := cfg.Actor
 	if actor == "" {

@@ -33,6 +33,8 @@ func TestTypesMatchServer(t *testing.T) {
 		{client.Member{}, agent.Member{}},
 		{client.RaftServer{}, agent.RaftServer{}},
 		{client.RaftConfiguration{}, agent.RaftConfiguration{}},
+		{client.KeyringResponse{}, agent.KeyringResponse{}},
+		{client.KeyringOp{}, agent.KeyringOp{}},
 		{client.WindowSpec{}, agent.WindowSpec{}},
 		{client.ApproveRequest{}, agent.ApproveRequest{}},
 		{client.RejectRequest{}, agent.RejectRequest{}},

@@ -66,6 +66,7 @@ type options struct {
 	clock  func() time.Time
 	noLoop bool
 	routes []func(agent.RouteAdder)
+	tls    *TLSFiles
 }
 
 // WithConfig changes the server configuration before the server starts.
@@ -114,6 +115,7 @@ func Config(t testing.TB, dataDir string) *config.Config {
 	cfg.EngineInterval = 200 * time.Millisecond
 	cfg.ApplyTimeout = 2 * time.Minute
 	cfg.HookTimeout = time.Minute
+	cfg.Encrypt = GossipKey
 	return cfg
 }
 
@@ -129,9 +131,14 @@ func Logger(name string) hclog.Logger {
 type Server struct {
 	*agent.Server
 	t testing.TB
-	// URL is the base URL of the HTTP API.
-	URL string
+	// URL is the base URL of the HTTP API (https:// with HTTP TLS).
+	URL    string
+	client *http.Client
 }
+
+// HTTPClient returns a client of the server's API: with HTTP TLS it trusts
+// the test CA and presents the CLI certificate.
+func (s *Server) HTTPClient() *http.Client { return s.client }
 
 // Start starts a single server on a data dir (t.TempDir() when empty) and
 // waits until it leads.
@@ -166,7 +173,11 @@ func StartWith(t testing.TB, cfg *config.Config, opts ...Option) *Server {
 		t.Fatalf("start nops server: %v", err)
 	}
 	t.Cleanup(s.Shutdown)
-	ts := &Server{Server: s, t: t, URL: "http://" + s.HTTPAddr()}
+	scheme := "http://"
+	if cfg.TLS.HTTP {
+		scheme = "https://"
+	}
+	ts := &Server{Server: s, t: t, URL: scheme + s.HTTPAddr(), client: httpClient(t, cfg, o.tls)}
 	if cfg.BootstrapExpect == 1 {
 		testutil.WaitForResult(t, 20*time.Second, func() (bool, error) {
 			return s.IsLeader(), fmt.Errorf("server is not the leader yet")
@@ -215,7 +226,7 @@ func (s *Server) Do(method, path string, body any, out any) (int, string) {
 		s.t.Fatal(err)
 	}
 	req.Header.Set("X-Nops-Actor", "tester")
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := s.client.Do(req)
 	if err != nil {
 		s.t.Fatalf("%s %s: %v", method, path, err)
 	}

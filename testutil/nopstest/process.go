@@ -171,6 +171,7 @@ func (c *ProcessCluster) start(dir string, n int, nomadAddr, repo string, extraA
 			"-drift-interval", "10s",
 			"-engine-interval", "500ms",
 			"-log-level", "debug",
+			"-encrypt", GossipKey,
 		}
 		if len(join) > 0 {
 			p.args = append(p.args, "-retry-join", strings.Join(join, ","))

@@ -8,6 +8,8 @@ drift_interval   = "2m"
 default_policy   = "approval"
 log_level        = "DEBUG"
 redact_keys      = ["Vault", "dsn"]
+region           = "eu-west"
+encrypt          = "pUqJrVyVRj5jsiYEkM/tFQYfWyJIv4s3XkvDwy7Cu5s="
 
 repository "platform" {
   url           = "https://git.example.com/platform.git"
@@ -39,11 +41,13 @@ acl {
 }
 
 tls {
-  ca_file         = "/etc/nops/ca.pem"
-  cert_file       = "/etc/nops/server.pem"
-  key_file        = "/etc/nops/server-key.pem"
-  verify_incoming = true
-  encrypt_key     = "pUqJrVyVRj5jsiYEkM/tFQYfWyJIv4s3XkvDwy7Cu5s="
+  http                   = true
+  rpc                    = true
+  ca_file                = "/etc/nops/ca.pem"
+  cert_file              = "/etc/nops/server.pem"
+  key_file               = "/etc/nops/server-key.pem"
+  verify_incoming        = true
+  verify_server_hostname = true
 }
 
 notify "slack" {

@@ -1,0 +1,9 @@
+package agent
+
+// ReconcilePeersNow runs the leader's reconcile of Raft peers with serf
+// members once, synchronously, so a test can check what it decided.
+func (s *Server) ReconcilePeersNow() { s.membership.reconcilePeers() }
+
+// MaxPendingRPC is how many connections may be in their handshake on the
+// RPC port at once.
+const MaxPendingRPC = maxPendingRPC
