@@ -174,6 +174,9 @@ type ConsulConfig struct {
 // ACLConfig enables access control on the API.
 type ACLConfig struct {
 	Enabled bool
+	// TokenTTL is the lifetime of the tokens of an SSO login whose auth
+	// method sets none.
+	TokenTTL time.Duration
 }
 
 // TLSConfig secures HTTP and server-to-server traffic. HTTP and RPC use TLS
@@ -246,8 +249,12 @@ func Default() *Config {
 		LogLevel:              DefaultLogLevel,
 		RaftSnapshotThreshold: DefaultRaftSnapshotThreshold,
 		RaftSnapshotInterval:  DefaultRaftSnapshotInterval,
+		ACL:                   ACLConfig{TokenTTL: DefaultACLTokenTTL},
 	}
 }
+
+// DefaultACLTokenTTL is the lifetime of SSO login tokens by default.
+const DefaultACLTokenTTL = time.Hour
 
 // newRepository returns a repository with the defaults of its fields.
 func newRepository(name string) Repository {
@@ -412,6 +419,10 @@ func (c *Config) validateBlocks() []error {
 		if err := checkName(c.Consul.ServiceName); err != nil {
 			add("consul", "service_name: %v", err)
 		}
+	}
+
+	if c.ACL.TokenTTL <= 0 || c.ACL.TokenTTL > 365*24*time.Hour {
+		add("acl", "token_ttl: must be a positive duration of at most a year, not %s", c.ACL.TokenTTL)
 	}
 
 	t := c.TLS
