@@ -27,6 +27,7 @@ const (
 	tagHTTPAddr        = "http_addr"
 	tagBootstrapExpect = "bootstrap_expect"
 	tagVersion         = "version"
+	tagACL             = "acl"
 	roleNops           = "nops"
 )
 
@@ -37,7 +38,9 @@ type serverInfo struct {
 	RPCAddr         string
 	HTTPAddr        string
 	BootstrapExpect int
-	Status          serf.MemberStatus
+	// ACL is the peer's acl.enabled ("true" or "false").
+	ACL    string
+	Status serf.MemberStatus
 }
 
 func parseMember(m serf.Member) (serverInfo, bool) {
@@ -47,7 +50,7 @@ func parseMember(m serf.Member) (serverInfo, bool) {
 	expect, _ := strconv.Atoi(m.Tags[tagBootstrapExpect])
 	return serverInfo{
 		Name: m.Name, ID: m.Tags[tagID], RPCAddr: m.Tags[tagRPCAddr], HTTPAddr: m.Tags[tagHTTPAddr],
-		BootstrapExpect: expect, Status: m.Status,
+		BootstrapExpect: expect, ACL: m.Tags[tagACL], Status: m.Status,
 	}, true
 }
 
@@ -88,6 +91,7 @@ func (s *Server) setupMembership() error {
 		tagHTTPAddr:        net.JoinHostPort(cfg.Advertise, strconv.Itoa(s.httpLn.Addr().(*net.TCPAddr).Port)),
 		tagBootstrapExpect: strconv.Itoa(cfg.BootstrapExpect),
 		tagVersion:         Version,
+		tagACL:             strconv.FormatBool(cfg.ACL.Enabled),
 	}
 	sc.EventCh = m.eventCh
 	sc.Logger = nil
@@ -182,6 +186,11 @@ func (m *membership) handleEvents() {
 			}
 			for _, mem := range me.Members {
 				m.logger.Debug("member event", "event", me.EventType().String(), "member", mem.Name)
+				if si, ok := parseMember(mem); ok && me.EventType() == serf.EventMemberJoin {
+					if err := m.checkACL(si); err != nil {
+						m.logger.Error("refusing to form a cluster with this server", "error", err)
+					}
+				}
 			}
 			if me.EventType() == serf.EventMemberReap {
 				m.removeReaped(me.Members)
@@ -304,6 +313,10 @@ func (m *membership) maybeBootstrap() {
 				"peer", si.Name, "peer_expect", si.BootstrapExpect, "expect", expect)
 			return
 		}
+		if err := m.checkACL(si); err != nil {
+			m.logger.Error("not bootstrapping", "error", err)
+			return
+		}
 		alive = append(alive, si)
 	}
 	if len(alive) < expect {
@@ -402,6 +415,10 @@ func (m *membership) reconcilePeers() {
 		switch si.Status {
 		case serf.StatusAlive:
 			if srv, ok := known[id]; ok && srv.Address == raft.ServerAddress(si.RPCAddr) {
+				continue
+			}
+			if err := m.checkACL(si); err != nil {
+				m.logger.Error("not adding server as voter", "server", si.Name, "error", err)
 				continue
 			}
 			m.logger.Info("adding server as voter", "server", si.Name, "addr", si.RPCAddr)
