@@ -45,24 +45,6 @@ type routeRule struct {
 	cap   acl.Capability
 }
 
-func (r routeRule) String() string {
-	switch r.scope {
-	case scopePublic:
-		return "public"
-	case scopeToken:
-		return "any token"
-	case scopeCluster:
-		return "cluster:" + r.cap.String()
-	case scopeJob:
-		return "job:" + r.cap.String()
-	case scopeDeployment:
-		return "deployment's job:" + r.cap.String()
-	case scopeList:
-		return "list filtered by:" + r.cap.String()
-	}
-	return "none"
-}
-
 var (
 	public   = routeRule{scope: scopePublic}
 	anyToken = routeRule{scope: scopeToken}
@@ -92,17 +74,26 @@ var reconcileRules = map[string]routeRule{
 type RouteInfo struct {
 	Pattern string
 	Write   bool
-	// Rule is empty for a route that declared none.
-	Rule string
+	// Scope is what the capability applies to: public, token, cluster,
+	// job, deployment or list; empty for a route that declared no rule.
+	Scope string
+	// Capability is the capability the route needs, for the scopes that
+	// take one.
+	Capability string
+}
+
+var scopeNames = map[scope]string{
+	scopePublic: "public", scopeToken: "token", scopeCluster: "cluster", scopeJob: "job",
+	scopeDeployment: "deployment", scopeList: "list",
 }
 
 // RouteTable lists every API route the server serves, with its rule.
 func (s *Server) RouteTable() []RouteInfo {
 	var out []RouteInfo
 	newHTTPAPI(s).routes(func(pattern, kind string, rule routeRule, _ handlerFunc) {
-		info := RouteInfo{Pattern: pattern, Write: kind == kindWrite}
-		if rule.scope != scopeNone {
-			info.Rule = rule.String()
+		info := RouteInfo{Pattern: pattern, Write: kind == kindWrite, Scope: scopeNames[rule.scope]}
+		if rule.cap != 0 {
+			info.Capability = rule.cap.String()
 		}
 		out = append(out, info)
 	})
