@@ -118,7 +118,11 @@ func (a *httpAPI) oidcProvider(m *structs.ACLAuthMethod) (*oidc.Provider, error)
 	for _, s := range c.SigningAlgs {
 		algs = append(algs, oidc.Alg(s))
 	}
-	opts := []oidc.Option{oidc.WithScopes(append([]string{"openid"}, c.OIDCScopes...)...)}
+	var opts []oidc.Option
+	if len(c.OIDCScopes) > 0 {
+		// openid is always asked for; these come on top.
+		opts = append(opts, oidc.WithScopes(c.OIDCScopes...))
+	}
 	if len(c.BoundAudiences) > 0 {
 		opts = append(opts, oidc.WithAudiences(c.BoundAudiences...))
 	}
