@@ -398,3 +398,30 @@ func TestACL_EveryRouteOnACluster(t *testing.T) {
 		}
 	}
 }
+
+// TestACL_ServersThatDisagreeDoNotForm: a server with acl.enabled unlike
+// its peers' keeps the cluster from bootstrapping, as a different
+// bootstrap_expect does.
+func TestACL_ServersThatDisagreeDoNotForm(t *testing.T) {
+	c := nopstest.NewCluster(t, 3, nopstest.WithoutReconcilers(), nopstest.WithConfig(func(cfg *config.Config) {
+		cfg.ACL.Enabled = !strings.HasSuffix(cfg.NodeName, "-2")
+	}))
+	for i := 0; i < 3; i++ {
+		c.Start(i)
+	}
+	// The three see each other...
+	testutil.WaitForResult(t, 20*time.Second, func() (bool, error) {
+		n := len(c.Server(0).Members())
+		return n == 3, fmt.Errorf("%d serf members", n)
+	})
+	// ...and form no cluster.
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		for i, s := range c.Servers() {
+			if addr, _ := s.Leader(); addr != "" {
+				t.Fatalf("server %d knows a leader %s: servers that disagree on acl.enabled formed a cluster", i, addr)
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
