@@ -3,8 +3,10 @@ package command
 import (
 	"context"
 	"crypto/sha256"
+	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
+	"encoding/pem"
 	"fmt"
 	"net/http"
 	"os"
@@ -180,6 +182,32 @@ func TestLoginCommand(t *testing.T) {
 		t.Fatalf("token file: %q, %v", saved, err)
 	}
 	c.ok("deployment", "list", "-token", tok.SecretID)
+
+	// A JWT exchange, from a file.
+	pub, priv := oidc.TestGenerateKeys(t)
+	der, err := x509.MarshalPKIXPublicKey(pub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyJSON, _ := json.Marshal(string(pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der})))
+	c.env[EnvToken] = boot.SecretID
+	c.ok("acl", "auth-method", "create", "-type", "jwt", "-config",
+		`{"jwt_validation_pub_keys": [`+string(keyJSON)+`], "bound_audiences": ["nops"], "signing_algs": ["ES256"]}`, "ci")
+	c.ok("acl", "binding-rule", "create", "-auth-method", "ci", "-bind-type", "policy", "-bind-name", "reader")
+	delete(c.env, EnvToken)
+	now := time.Now()
+	jwtFile := filepath.Join(t.TempDir(), "jwt")
+	signed := oidc.TestSignJWT(t, priv, "ES256", map[string]any{"sub": "pipeline-7", "aud": []string{"nops"},
+		"iat": now.Unix(), "nbf": now.Unix(), "exp": now.Add(time.Minute).Unix()}, nil)
+	if err := os.WriteFile(jwtFile, []byte(signed+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var jt structs.ACLTokenView
+	c.okJSON(&jt, "login", "-method", "ci", "-jwt-file", jwtFile)
+	if jt.Name != "pipeline-7" || jt.AuthMethod != "ci" || jt.SecretID == "" {
+		t.Fatalf("JWT login token: %+v", jt)
+	}
+	mustContain(t, "login with a bad JWT", c.fails(1, "login", "-method", "ci", "-jwt", "a.b.c"), "401")
 }
 
 // fixedVerifier is the PKCE verifier the provider expects at the token
