@@ -101,6 +101,11 @@ func (a *httpAPI) aclBootstrap(_ http.ResponseWriter, r *http.Request) (any, err
 	} else if !errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("read %s: %w", ACLBootstrapResetFile, err)
 	}
+	// Refused here when it would be refused by the FSM, so that anonymous
+	// requests cannot grow the Raft log.
+	if done := a.s.State().ACLBootstrapIndex(); done != 0 && reset != done {
+		return nil, fmt.Errorf("%w: ACL bootstrap already done (reset index: %d)", structs.ErrConflict, done)
+	}
 	secret := uuid.NewString()
 	meta := writeMeta(r)
 	tok := &structs.ACLToken{

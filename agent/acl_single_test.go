@@ -13,6 +13,17 @@ import (
 // change that takes effect on the next request (no stale compiled ACL).
 func TestACL_TokensAndPolicies(t *testing.T) {
 	s, mgmt := startSSO(t)
+	// A refused bootstrap is refused before Raft: anonymous requests
+	// cannot grow the log.
+	before := s.Raft().LastIndex()
+	for i := 0; i < 5; i++ {
+		if a := aclCall(t, s, "", "POST", "/v1/acl/bootstrap", nil); a.code != http.StatusConflict {
+			t.Fatalf("bootstrap again: %d", a.code)
+		}
+	}
+	if after := s.Raft().LastIndex(); after != before {
+		t.Fatalf("refused bootstraps appended %d log entries", after-before)
+	}
 	var tok structs.ACLTokenView
 	aclCall(t, s, mgmt, "POST", "/v1/acl/token", map[string]any{"name": "reader", "policies": []string{"reader"}}).ok(t, "token", &tok)
 

@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -112,7 +113,61 @@ func (a *httpAPI) ssoMethod(name, typ string) (*structs.ACLAuthMethod, error) {
 	return m, nil
 }
 
+// oidcProviders caches an OIDC provider per auth method, so that a login
+// does not fetch the provider's discovery document every time. An entry
+// is replaced when its method changes.
+type oidcProviders struct {
+	mu sync.Mutex
+	m  map[string]*cachedProvider
+	// once starts the goroutine that releases the providers when the
+	// server shuts down.
+	once sync.Once
+}
+
+type cachedProvider struct {
+	index uint64
+	p     *oidc.Provider
+}
+
+// maxCachedProviders bounds the cache; past it, the cache starts over.
+const maxCachedProviders = 64
+
 func (a *httpAPI) oidcProvider(m *structs.ACLAuthMethod) (*oidc.Provider, error) {
+	c := &a.providers
+	c.once.Do(func() {
+		go func() {
+			<-a.s.shutdownCh
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			for _, cp := range c.m {
+				cp.p.Done()
+			}
+			c.m = nil
+		}()
+	})
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if cp, ok := c.m[m.Name]; ok && cp.index == m.ModifyIndex {
+		return cp.p, nil
+	}
+	p, err := newOIDCProvider(m)
+	if err != nil {
+		return nil, err
+	}
+	if c.m == nil || len(c.m) >= maxCachedProviders {
+		for _, old := range c.m {
+			old.p.Done()
+		}
+		c.m = map[string]*cachedProvider{}
+	}
+	if old, ok := c.m[m.Name]; ok {
+		old.p.Done()
+	}
+	c.m[m.Name] = &cachedProvider{index: m.ModifyIndex, p: p}
+	return p, nil
+}
+
+func newOIDCProvider(m *structs.ACLAuthMethod) (*oidc.Provider, error) {
 	c := m.Config
 	var algs []oidc.Alg
 	for _, s := range c.SigningAlgs {
@@ -181,7 +236,6 @@ func (a *httpAPI) aclOIDCAuthURL(_ http.ResponseWriter, r *http.Request) (any, e
 	if err != nil {
 		return nil, err
 	}
-	defer p.Done()
 	oreq, err := oidc.NewRequest(oidcRequestExpiry, req.RedirectURI,
 		oidc.WithNonce(req.ClientNonce), oidc.WithPKCE(&pkceVerifier{challenge: req.CodeChallenge}))
 	if err != nil {
@@ -229,7 +283,6 @@ func (a *httpAPI) aclOIDCComplete(_ http.ResponseWriter, r *http.Request) (any, 
 	if err != nil {
 		return nil, err
 	}
-	defer p.Done()
 	oreq, err := oidc.NewRequest(oidcRequestExpiry, req.RedirectURI, oidc.WithState(req.State),
 		oidc.WithNonce(req.ClientNonce),
 		oidc.WithPKCE(&pkceVerifier{verifier: req.CodeVerifier, challenge: pkceChallenge(req.CodeVerifier)}))

@@ -61,8 +61,10 @@ type httpAPI struct {
 	mu      sync.Mutex
 	clients map[string]*http.Client
 
-	// acls caches the compiled ACLs of tokens.
-	acls aclCache
+	// acls caches the compiled ACLs of tokens, providers the OIDC
+	// providers of the auth methods.
+	acls      aclCache
+	providers oidcProviders
 }
 
 func newHTTPAPI(s *Server) *httpAPI {
