@@ -158,6 +158,11 @@ func (c *aclCache) put(index uint64, key string, a *acl.ACL) {
 	c.acls[key] = a
 }
 
+// errTokenNotFound answers a token this server does not know. A follower
+// forwards such a request to the leader rather than answer it: the token
+// may have been created a moment ago, and not be applied here yet.
+var errTokenNotFound = &HTTPError{Code: http.StatusUnauthorized, Msg: "ACL token not found"}
+
 // errUnauthorized is a 401: no token, or one that is unknown or expired.
 func errUnauthorized(msg string) error {
 	return &HTTPError{Code: http.StatusUnauthorized, Msg: msg}
@@ -179,7 +184,7 @@ func (a *httpAPI) resolve(r *http.Request) (*identity, error) {
 		return &identity{acl: pol, name: "anonymous"}, nil
 	}
 	if len(secret) > 512 {
-		return nil, errUnauthorized("ACL token not found")
+		return nil, errUnauthorized("ACL token not found: a token secret is at most 512 bytes")
 	}
 	hash := structs.HashSecret(secret)
 	tok, err := st.ACLTokenBySecretHash(hash)
@@ -187,7 +192,7 @@ func (a *httpAPI) resolve(r *http.Request) (*identity, error) {
 		return nil, err
 	}
 	if tok == nil || subtle.ConstantTimeCompare([]byte(tok.SecretHash), []byte(hash)) != 1 {
-		return nil, errUnauthorized("ACL token not found")
+		return nil, errTokenNotFound
 	}
 	if tok.Expired(time.Now()) {
 		return nil, errUnauthorized("ACL token expired")

@@ -355,6 +355,14 @@ func TestACL_EveryRouteOnACluster(t *testing.T) {
 		t.Errorf("a reader of default/web sees no deployment")
 	}
 
+	// A token works on a follower at once, even before the follower has
+	// applied it: a follower forwards a token it does not know.
+	for i := 0; i < 5; i++ {
+		var fresh structs.ACLTokenView
+		aclCall(t, leader, f.mgmt, "POST", "/v1/acl/token", map[string]any{"policies": []string{"read-other"}}).ok(t, "token", &fresh)
+		aclCall(t, follower, fresh.SecretID, "GET", "/v1/acl/token/self", nil).ok(t, "a fresh token on a follower", nil)
+	}
+
 	// An expired token is refused, then collected by the leader.
 	var short structs.ACLTokenView
 	aclCall(t, follower, f.mgmt, "POST", "/v1/acl/token", map[string]any{"policies": []string{"elsewhere"}, "expiration_ttl": "2s"}).ok(t, "short token", &short)

@@ -135,12 +135,17 @@ func (a *httpAPI) wrap(kind string, rule routeRule, internal bool, fn handlerFun
 				}
 			}
 		}
-		r, err := a.authorize(r, rule)
+		authorized, err := a.authorize(r, rule)
 		if err != nil {
+			if err == errTokenNotFound && !internal && !a.s.IsLeader() {
+				a.forward(w, r)
+				return
+			}
 			a.setMeta(w)
 			writeError(w, err)
 			return
 		}
+		r = authorized
 		// The headers are set before the handler, for the handlers that
 		// stream their answer, and again after it, so that an answer
 		// carries the index of the state it read (after its own write).
