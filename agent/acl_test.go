@@ -394,6 +394,22 @@ func TestACL_EveryRouteOnACluster(t *testing.T) {
 		t.Errorf("bootstrap after the reset was used: %d, want 409", a.code)
 	}
 
+	// ACL objects come back with a snapshot restore.
+	snap := aclCall(t, follower, f.mgmt, "GET", "/v1/operator/snapshot", nil)
+	if snap.code != http.StatusOK || len(snap.body) == 0 {
+		t.Fatalf("snapshot save: %d", snap.code)
+	}
+	aclCall(t, follower, f.mgmt, "DELETE", "/v1/acl/policy/elsewhere", nil).ok(t, "delete policy", nil)
+	aclCall(t, follower, f.mgmt, "PUT", "/v1/operator/snapshot", string(snap.body)).ok(t, "snapshot restore", nil)
+	testutil.WaitForResult(t, 20*time.Second, func() (bool, error) {
+		for _, s := range c.Servers() {
+			if p, _ := s.State().ACLPolicy("elsewhere"); p == nil {
+				return false, fmt.Errorf("policy not restored on %s", s.NodeID())
+			}
+		}
+		return true, nil
+	})
+
 	// ACL objects and tokens survive the kill of the leader.
 	c.Kill(c.Index(leader))
 	newLeader := c.WaitForLeader(30 * time.Second)
