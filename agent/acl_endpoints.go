@@ -29,7 +29,7 @@ var ErrACLDisabled = errors.New("ACL support is disabled: set acl { enabled = tr
 // aclRoutes adds the ACL API.
 func (a *httpAPI) aclRoutes(route func(pattern, kind string, rule routeRule, fn handlerFunc)) {
 	manage := onCluster(acl.ACLWrite)
-	route("POST /v1/acl/bootstrap", kindWrite, public, a.aclBootstrap)
+	route("POST /v1/acl/bootstrap", kindWrite, public(), a.aclBootstrap)
 
 	route("GET /v1/acl/policies", kindRead, manage, a.aclPolicyList)
 	route("GET /v1/acl/policy/{name}", kindRead, manage, a.aclPolicyGet)
@@ -43,7 +43,7 @@ func (a *httpAPI) aclRoutes(route func(pattern, kind string, rule routeRule, fn 
 
 	route("GET /v1/acl/tokens", kindRead, manage, a.aclTokenList)
 	route("POST /v1/acl/token", kindWrite, manage, a.aclTokenCreate)
-	route("GET /v1/acl/token/self", kindRead, anyToken, a.aclTokenSelf)
+	route("GET /v1/acl/token/self", kindRead, anyToken(), a.aclTokenSelf)
 	route("GET /v1/acl/token/{accessor_id}", kindRead, manage, a.aclTokenGet)
 	route("POST /v1/acl/token/{accessor_id}", kindWrite, manage, a.aclTokenUpdate)
 	route("DELETE /v1/acl/token/{accessor_id}", kindWrite, manage, a.aclTokenDelete)
@@ -59,9 +59,9 @@ func (a *httpAPI) aclRoutes(route func(pattern, kind string, rule routeRule, fn 
 	route("PUT /v1/acl/binding-rule/{id}", kindWrite, manage, a.aclBindingRuleUpdate)
 	route("DELETE /v1/acl/binding-rule/{id}", kindWrite, manage, a.aclBindingRuleDelete)
 
-	route("POST /v1/acl/oidc/auth-url", kindRead, public, a.aclOIDCAuthURL)
-	route("POST /v1/acl/oidc/complete-auth", kindWrite, public, a.aclOIDCComplete)
-	route("POST /v1/acl/login", kindWrite, public, a.aclJWTLogin)
+	route("POST /v1/acl/oidc/auth-url", kindRead, public(), a.aclOIDCAuthURL)
+	route("POST /v1/acl/oidc/complete-auth", kindWrite, public(), a.aclOIDCComplete)
+	route("POST /v1/acl/login", kindWrite, public(), a.aclJWTLogin)
 }
 
 func (a *httpAPI) aclEnabled() error {

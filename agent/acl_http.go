@@ -45,29 +45,39 @@ type routeRule struct {
 	cap   acl.Capability
 }
 
-var (
-	public   = routeRule{scope: scopePublic}
-	anyToken = routeRule{scope: scopeToken}
-)
+// public is the rule of a route that needs no token.
+func public() routeRule { return routeRule{scope: scopePublic} }
+
+// anyToken is the rule of a route that needs a valid token and no
+// capability.
+func anyToken() routeRule { return routeRule{scope: scopeToken} }
 
 func onCluster(c acl.Capability) routeRule    { return routeRule{scope: scopeCluster, cap: c} }
 func onJob(c acl.Capability) routeRule        { return routeRule{scope: scopeJob, cap: c} }
 func onDeployment(c acl.Capability) routeRule { return routeRule{scope: scopeDeployment, cap: c} }
 func filtered(c acl.Capability) routeRule     { return routeRule{scope: scopeList, cap: c} }
 
-// reconcileRules are the rules of the routes the reconcilers add through
-// the Routes callback, by pattern. A reconciler route missing here has no
-// rule, and the route-table test fails.
-var reconcileRules = map[string]routeRule{
-	"GET /v1/jobs":                     filtered(acl.Read),
-	"GET /v1/job/{ns}/{id}":            onJob(acl.Read),
-	"POST /v1/job/{ns}/{id}/retry":     onJob(acl.Deploy),
-	"POST /v1/deployment/{id}/promote": onDeployment(acl.Deploy),
-	"GET /v1/repos":                    onCluster(acl.Read),
-	"POST /v1/repo/{name}/refresh":     onCluster(acl.Deploy),
-	"GET /v1/orphans":                  filtered(acl.Read),
-	"GET /v1/status/cycle":             public,
-	"POST /v1/webhook/git":             public,
+// reconcileRule returns the rule of a route the reconcilers add through
+// the Routes callback. A reconciler route missing here has no rule, and
+// the route-table test fails.
+func reconcileRule(pattern string) routeRule {
+	switch pattern {
+	case "GET /v1/jobs", "GET /v1/orphans":
+		return filtered(acl.Read)
+	case "GET /v1/job/{ns}/{id}":
+		return onJob(acl.Read)
+	case "POST /v1/job/{ns}/{id}/retry":
+		return onJob(acl.Deploy)
+	case "POST /v1/deployment/{id}/promote":
+		return onDeployment(acl.Deploy)
+	case "GET /v1/repos":
+		return onCluster(acl.Read)
+	case "POST /v1/repo/{name}/refresh":
+		return onCluster(acl.Deploy)
+	case "GET /v1/status/cycle", "POST /v1/webhook/git":
+		return public()
+	}
+	return routeRule{}
 }
 
 // RouteInfo is one API route with its forwarding kind and access rule.

@@ -19,11 +19,11 @@ import (
 )
 
 func (a *httpAPI) routes(route func(pattern, kind string, rule routeRule, fn handlerFunc)) {
-	route("GET /v1/status/leader", kindRead, public, a.statusLeader)
-	route("GET /v1/status/peers", kindRead, public, a.statusPeers)
+	route("GET /v1/status/leader", kindRead, public(), a.statusLeader)
+	route("GET /v1/status/peers", kindRead, public(), a.statusPeers)
 	route("GET /v1/agent/self", kindRead, onCluster(acl.Read), a.agentSelf)
 	route("GET /v1/agent/members", kindRead, onCluster(acl.Read), a.agentMembers)
-	route("GET /v1/health", kindRead, public, a.health)
+	route("GET /v1/health", kindRead, public(), a.health)
 
 	route("GET /v1/deployments", kindRead, filtered(acl.Read), a.deploymentList)
 	route("GET /v1/deployment/{id}", kindRead, onDeployment(acl.Read), a.deploymentGet)
@@ -57,7 +57,7 @@ func (a *httpAPI) routes(route func(pattern, kind string, rule routeRule, fn han
 			if write {
 				kind = kindWrite
 			}
-			route(pattern, kind, reconcileRules[pattern], fn)
+			route(pattern, kind, reconcileRule(pattern), fn)
 		})
 	}
 	a.aclRoutes(route)
