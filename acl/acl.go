@@ -328,8 +328,8 @@ func Compile(policies []*Policy) *ACL {
 			}
 		}
 	}
-	// Exact globs first: a check usually ends on them no sooner, but a
-	// stable order makes the ACL's behaviour independent of map order.
+	// A fixed order, so that the compiled ACL does not depend on the order
+	// of the policies.
 	sort.SliceStable(a.rules, func(i, j int) bool {
 		return a.rules[i].ns+"\x00"+a.rules[i].job < a.rules[j].ns+"\x00"+a.rules[j].job
 	})

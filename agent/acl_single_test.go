@@ -5,7 +5,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nops-dev/nops/agent"
+	"github.com/nops-dev/nops/reconcile"
 	"github.com/nops-dev/nops/structs"
+	"github.com/nops-dev/nops/testutil/nopstest"
 )
 
 // TestACL_TokensAndPolicies covers the token check on one server: a bearer
@@ -87,5 +90,31 @@ func TestACL_TokensAndPolicies(t *testing.T) {
 	}
 	if a := aclCall(t, s, mgmt, "POST", "/v1/acl/token", `{"name": "x", "secret_id": "chosen"}`); a.code != http.StatusBadRequest {
 		t.Errorf("a client-chosen secret: %d, want 400 (unknown field)", a.code)
+	}
+}
+
+// TestACL_EveryRouteDeclaresARule checks the whole route table, the
+// reconcilers' routes included, without a Nomad: a route added without an
+// ACL rule fails here even where the cluster walk cannot run.
+func TestACL_EveryRouteDeclaresARule(t *testing.T) {
+	s := nopstest.Start(t, "", nopstest.WithoutReconcilers(), nopstest.WithRoutes(func(add agent.RouteAdder) {
+		var m *reconcile.Manager // its routes only, never called here
+		m.Routes(add)
+	}))
+	table := s.RouteTable()
+	seen := map[string]bool{}
+	for _, rt := range table {
+		seen[rt.Pattern] = true
+		if rt.Scope == "" {
+			t.Errorf("route %s declares no ACL rule", rt.Pattern)
+		}
+		if rt.Scope != "public" && rt.Scope != "token" && rt.Capability == "" {
+			t.Errorf("route %s (%s) names no capability", rt.Pattern, rt.Scope)
+		}
+	}
+	for _, p := range []string{"GET /v1/jobs", "POST /v1/webhook/git", "POST /v1/acl/bootstrap", "PUT /v1/operator/snapshot"} {
+		if !seen[p] {
+			t.Errorf("route table lacks %s", p)
+		}
 	}
 }
