@@ -21,6 +21,12 @@
 //     the server does anything else.
 //   - -bootstrap-expect forms a new cluster only among servers that have no
 //     Raft state; a server with Raft state never bootstraps again.
+//   - With ACLs on, every route declares the capability it needs beside its
+//     read/write kind, and no handler runs for a request whose token lacks
+//     it: a read is checked by the server asked, a write by the leader that
+//     applies it. The actor recorded is the token's name, never a header
+//     the client chose. Servers that disagree on acl.enabled form no
+//     cluster.
 //   - Shutdown always returns: it stops the leader loops, cuts every
 //     connection of the RPC port, ends requests still running and waits for
 //     every goroutine it started. Raft waits are bounded.

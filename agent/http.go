@@ -60,6 +60,11 @@ type httpAPI struct {
 
 	mu      sync.Mutex
 	clients map[string]*http.Client
+
+	// acls caches the compiled ACLs of tokens, providers the OIDC
+	// providers of the auth methods.
+	acls      aclCache
+	providers oidcProviders
 }
 
 func newHTTPAPI(s *Server) *httpAPI {
@@ -74,8 +79,8 @@ const (
 
 func (a *httpAPI) handler(internal bool) http.Handler {
 	mux := http.NewServeMux()
-	route := func(pattern, kind string, fn handlerFunc) {
-		mux.Handle(pattern, a.wrap(kind, internal, fn))
+	route := func(pattern, kind string, rule routeRule, fn handlerFunc) {
+		mux.Handle(pattern, a.wrap(kind, rule, internal, fn))
 	}
 	a.routes(route)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(a.s.metrics, promhttp.HandlerOpts{}))
@@ -92,8 +97,11 @@ func (a *httpAPI) handler(internal bool) http.Handler {
 
 // wrap applies the cluster rules to a handler: writes run on the leader
 // (forwarded there from a follower), consistent reads too; every answer
-// carries the index and leader headers.
-func (a *httpAPI) wrap(kind string, internal bool, fn handlerFunc) http.Handler {
+// carries the index and leader headers. The route's ACL rule is checked
+// where the handler runs: a read on the server asked, with its replicated
+// state; a write (or a consistent read) on the leader, with the token the
+// forwarded request carries.
+func (a *httpAPI) wrap(kind string, rule routeRule, internal bool, fn handlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		defer func() {
 			if p := recover(); p != nil {
@@ -127,6 +135,17 @@ func (a *httpAPI) wrap(kind string, internal bool, fn handlerFunc) http.Handler 
 				}
 			}
 		}
+		authorized, err := a.authorize(r, rule)
+		if err != nil {
+			if err == errTokenNotFound && !internal && !a.s.IsLeader() {
+				a.forward(w, r)
+				return
+			}
+			a.setMeta(w)
+			writeError(w, err)
+			return
+		}
+		r = authorized
 		// The headers are set before the handler, for the handlers that
 		// stream their answer, and again after it, so that an answer
 		// carries the index of the state it read (after its own write).
@@ -136,6 +155,9 @@ func (a *httpAPI) wrap(kind string, internal bool, fn handlerFunc) http.Handler 
 		if err != nil {
 			writeError(w, err)
 			return
+		}
+		if rule.scope == scopeList {
+			out = filterList(out, requestIdentity(r), rule.cap)
 		}
 		if out == nil {
 			return

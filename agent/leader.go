@@ -79,7 +79,7 @@ func (s *Server) establishLeadership() error {
 	s.leaderSince = time.Now()
 	s.leaderReady.Store(true)
 	loops := 1
-	finished := make(chan struct{}, 2)
+	finished := make(chan struct{}, 3)
 	go func() {
 		defer func() { finished <- struct{}{} }()
 		if s.membership != nil {
@@ -91,6 +91,13 @@ func (s *Server) establishLeadership() error {
 		go func() {
 			defer func() { finished <- struct{}{} }()
 			s.leaderFn(ctx, s)
+		}()
+	}
+	if s.config.ACL.Enabled {
+		loops++
+		go func() {
+			defer func() { finished <- struct{}{} }()
+			s.aclTokenGC(ctx)
 		}()
 	}
 	go func() {

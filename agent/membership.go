@@ -28,6 +28,7 @@ const (
 	tagHTTPAddr        = "http_addr"
 	tagBootstrapExpect = "bootstrap_expect"
 	tagVersion         = "version"
+	tagACL             = "acl"
 	roleNops           = "nops"
 )
 
@@ -39,7 +40,9 @@ type serverInfo struct {
 	HTTPAddr        string
 	Region          string
 	BootstrapExpect int
-	Status          serf.MemberStatus
+	// ACL is the peer's acl.enabled ("true" or "false").
+	ACL    string
+	Status serf.MemberStatus
 }
 
 func parseMember(m serf.Member) (serverInfo, bool) {
@@ -49,7 +52,7 @@ func parseMember(m serf.Member) (serverInfo, bool) {
 	expect, _ := strconv.Atoi(m.Tags[tagBootstrapExpect])
 	return serverInfo{
 		Name: m.Name, ID: m.Tags[tagID], RPCAddr: m.Tags[tagRPCAddr], HTTPAddr: m.Tags[tagHTTPAddr],
-		Region: m.Tags[tagRegion], BootstrapExpect: expect, Status: m.Status,
+		Region: m.Tags[tagRegion], BootstrapExpect: expect, ACL: m.Tags[tagACL], Status: m.Status,
 	}, true
 }
 
@@ -94,6 +97,7 @@ func (s *Server) setupMembership() error {
 		tagBootstrapExpect: strconv.Itoa(cfg.BootstrapExpect),
 		tagVersion:         Version,
 		tagRegion:          cfg.Region,
+		tagACL:             strconv.FormatBool(cfg.ACL.Enabled),
 	}
 	merge := &mergeDelegate{m: m, addr: net.ParseIP(cfg.Advertise)}
 	sc.Merge = merge
@@ -192,6 +196,11 @@ func (m *membership) handleEvents() {
 			}
 			for _, mem := range me.Members {
 				m.logger.Debug("member event", "event", me.EventType().String(), "member", mem.Name)
+				if si, ok := parseMember(mem); ok && me.EventType() == serf.EventMemberJoin {
+					if err := m.checkACL(si); err != nil {
+						m.logger.Error("refusing to form a cluster with this server", "error", err)
+					}
+				}
 			}
 			if me.EventType() == serf.EventMemberReap {
 				m.removeReaped(me.Members)
@@ -324,6 +333,10 @@ func (m *membership) maybeBootstrap() {
 				"peer", si.Name, "peer_expect", si.BootstrapExpect, "expect", expect)
 			return
 		}
+		if err := m.checkACL(si); err != nil {
+			m.logger.Error("not bootstrapping", "error", err)
+			return
+		}
 		alive = append(alive, si)
 	}
 	if len(alive) < expect {
@@ -432,6 +445,10 @@ func (m *membership) reconcilePeers() {
 			}
 			if err := m.verifyMember(si); err != nil {
 				m.logger.Error("not adding member as a voter", "server", si.Name, "id", si.ID, "error", err)
+				continue
+			}
+			if err := m.checkACL(si); err != nil {
+				m.logger.Error("not adding server as voter", "server", si.Name, "error", err)
 				continue
 			}
 			m.logger.Info("adding server as voter", "server", si.Name, "addr", si.RPCAddr)

@@ -217,7 +217,7 @@ func (m *membership) verifyMember(si serverInfo) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+si.RPCAddr+"/v1/agent/self", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+si.RPCAddr+"/v1/status/node", nil)
 	if err != nil {
 		return err
 	}
@@ -232,9 +232,7 @@ func (m *membership) verifyMember(si serverInfo) error {
 	if resp.StatusCode != http.StatusOK {
 		return fmt.Errorf("%w: %s answers %d at its RPC address %s", ErrUntrustedMember, si.Name, resp.StatusCode, si.RPCAddr)
 	}
-	var self struct {
-		NodeID string `json:"node_id"`
-	}
+	var self NodeStatus
 	if err := json.Unmarshal(body, &self); err != nil {
 		return fmt.Errorf("%w: %s: decode the answer of its RPC address: %v", ErrUntrustedMember, si.Name, err)
 	}

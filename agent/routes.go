@@ -11,48 +11,50 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/nops-dev/nops/acl"
 	"github.com/nops-dev/nops/agent/snapshot"
 	"github.com/nops-dev/nops/fsm"
 	"github.com/nops-dev/nops/reconcile/holds"
 	"github.com/nops-dev/nops/structs"
 )
 
-func (a *httpAPI) routes(route func(pattern, kind string, fn handlerFunc)) {
-	route("GET /v1/status/leader", kindRead, a.statusLeader)
-	route("GET /v1/status/peers", kindRead, a.statusPeers)
-	route("GET /v1/agent/self", kindRead, a.agentSelf)
-	route("GET /v1/agent/members", kindRead, a.agentMembers)
-	route("GET /v1/health", kindRead, a.health)
+func (a *httpAPI) routes(route func(pattern, kind string, rule routeRule, fn handlerFunc)) {
+	route("GET /v1/status/leader", kindRead, public(), a.statusLeader)
+	route("GET /v1/status/peers", kindRead, public(), a.statusPeers)
+	route("GET /v1/status/node", kindRead, public(), a.statusNode)
+	route("GET /v1/agent/self", kindRead, onCluster(acl.Read), a.agentSelf)
+	route("GET /v1/agent/members", kindRead, onCluster(acl.Read), a.agentMembers)
+	route("GET /v1/health", kindRead, public(), a.health)
 
-	route("GET /v1/deployments", kindRead, a.deploymentList)
-	route("GET /v1/deployment/{id}", kindRead, a.deploymentGet)
-	route("GET /v1/deployment/{id}/events", kindRead, a.deploymentEvents)
-	route("POST /v1/deployment/{id}/approve", kindWrite, a.deploymentApprove)
-	route("POST /v1/deployment/{id}/reject", kindWrite, a.deploymentReject)
+	route("GET /v1/deployments", kindRead, filtered(acl.Read), a.deploymentList)
+	route("GET /v1/deployment/{id}", kindRead, onDeployment(acl.Read), a.deploymentGet)
+	route("GET /v1/deployment/{id}/events", kindRead, onDeployment(acl.Read), a.deploymentEvents)
+	route("POST /v1/deployment/{id}/approve", kindWrite, onDeployment(acl.Approve), a.deploymentApprove)
+	route("POST /v1/deployment/{id}/reject", kindWrite, onDeployment(acl.Approve), a.deploymentReject)
 
-	route("GET /v1/pauses", kindRead, a.pauseList)
-	route("POST /v1/pause", kindWrite, a.pauseAll)
-	route("POST /v1/resume", kindWrite, a.resumeAll)
-	route("POST /v1/job/{ns}/{id}/pause", kindWrite, a.jobPause)
-	route("POST /v1/job/{ns}/{id}/resume", kindWrite, a.jobResume)
-	route("POST /v1/job/{ns}/{id}/deploy-now", kindWrite, a.jobDeployNow)
+	route("GET /v1/pauses", kindRead, filtered(acl.Read), a.pauseList)
+	route("POST /v1/pause", kindWrite, onCluster(acl.Pause), a.pauseAll)
+	route("POST /v1/resume", kindWrite, onCluster(acl.Pause), a.resumeAll)
+	route("POST /v1/job/{ns}/{id}/pause", kindWrite, onJob(acl.Pause), a.jobPause)
+	route("POST /v1/job/{ns}/{id}/resume", kindWrite, onJob(acl.Pause), a.jobResume)
+	route("POST /v1/job/{ns}/{id}/deploy-now", kindWrite, onJob(acl.Deploy), a.jobDeployNow)
 
-	route("GET /v1/windows", kindRead, a.windowList)
-	route("GET /v1/window/{name}", kindRead, a.windowGet)
-	route("PUT /v1/window/{name}", kindWrite, a.windowPut)
-	route("DELETE /v1/window/{name}", kindWrite, a.windowDelete)
+	route("GET /v1/windows", kindRead, onCluster(acl.Read), a.windowList)
+	route("GET /v1/window/{name}", kindRead, onCluster(acl.Read), a.windowGet)
+	route("PUT /v1/window/{name}", kindWrite, onCluster(acl.Windows), a.windowPut)
+	route("DELETE /v1/window/{name}", kindWrite, onCluster(acl.Windows), a.windowDelete)
 
-	route("GET /v1/events", kindRead, a.eventList)
+	route("GET /v1/events", kindRead, filtered(acl.Read), a.eventList)
 
-	route("GET /v1/operator/raft/configuration", kindRead, a.raftConfiguration)
-	route("DELETE /v1/operator/raft/peer", kindWrite, a.raftRemovePeer)
-	route("POST /v1/operator/raft/transfer-leadership", kindWrite, a.raftTransfer)
-	route("GET /v1/operator/snapshot", kindWrite, a.snapshotSave)
-	route("PUT /v1/operator/snapshot", kindWrite, a.snapshotRestore)
-	route("GET /v1/operator/keyring", kindRead, a.keyringList)
-	route("POST /v1/operator/keyring/install", kindWrite, a.keyringChange("install"))
-	route("POST /v1/operator/keyring/use", kindWrite, a.keyringChange("use"))
-	route("DELETE /v1/operator/keyring", kindWrite, a.keyringChange("remove"))
+	route("GET /v1/operator/raft/configuration", kindRead, onCluster(acl.Operator), a.raftConfiguration)
+	route("DELETE /v1/operator/raft/peer", kindWrite, onCluster(acl.Operator), a.raftRemovePeer)
+	route("POST /v1/operator/raft/transfer-leadership", kindWrite, onCluster(acl.Operator), a.raftTransfer)
+	route("GET /v1/operator/snapshot", kindWrite, onCluster(acl.Operator), a.snapshotSave)
+	route("PUT /v1/operator/snapshot", kindWrite, onCluster(acl.Operator), a.snapshotRestore)
+	route("GET /v1/operator/keyring", kindRead, onCluster(acl.Operator), a.keyringList)
+	route("POST /v1/operator/keyring/install", kindWrite, onCluster(acl.Operator), a.keyringChange("install"))
+	route("POST /v1/operator/keyring/use", kindWrite, onCluster(acl.Operator), a.keyringChange("use"))
+	route("DELETE /v1/operator/keyring", kindWrite, onCluster(acl.Operator), a.keyringChange("remove"))
 
 	if a.s.routes != nil {
 		a.s.routes(func(pattern string, write bool, fn func(w http.ResponseWriter, r *http.Request) (any, error)) {
@@ -60,9 +62,10 @@ func (a *httpAPI) routes(route func(pattern, kind string, fn handlerFunc)) {
 			if write {
 				kind = kindWrite
 			}
-			route(pattern, kind, fn)
+			route(pattern, kind, reconcileRule(pattern), fn)
 		})
 	}
+	a.aclRoutes(route)
 }
 
 func (a *httpAPI) statusLeader(_ http.ResponseWriter, _ *http.Request) (any, error) {
@@ -80,6 +83,18 @@ func (a *httpAPI) statusPeers(_ http.ResponseWriter, _ *http.Request) (any, erro
 		peers = append(peers, string(srv.Address))
 	}
 	return peers, nil
+}
+
+// NodeStatus is what /v1/status/node shows without a token: the node ID
+// of the server that answers. The leader asks a member's RPC address for
+// it before making the member a voter (verifyMember), which must work
+// with ACLs on.
+type NodeStatus struct {
+	NodeID string `json:"node_id"`
+}
+
+func (a *httpAPI) statusNode(_ http.ResponseWriter, _ *http.Request) (any, error) {
+	return &NodeStatus{NodeID: a.s.nodeID}, nil
 }
 
 // AgentSelf is this server as /v1/agent/self shows it.

@@ -459,7 +459,7 @@ func TestTrust_UntrustedMembersAreNotVoters(t *testing.T) {
 	}
 }
 
-// lyingRPC serves, on a plain RPC port of its own, /v1/agent/self with the
+// lyingRPC serves, on a plain RPC port of its own, /v1/status/node with the
 // node ID id, and returns its address.
 func lyingRPC(t *testing.T, id string) string {
 	t.Helper()
@@ -498,7 +498,7 @@ func lyingRPC(t *testing.T, id string) string {
 func TestTrust_MemberWithoutServerCertificateIsNotVoter(t *testing.T) {
 	files := nopstest.NewTLS(t, "")
 	s := nopstest.Start(t, "", nopstest.WithoutReconcilers(), nopstest.WithTLS(files, false))
-	// A real server without TLS: it answers /v1/agent/self with its ID.
+	// A real server without TLS: it answers /v1/status/node with its ID.
 	plain := nopstest.Start(t, "", nopstest.WithoutReconcilers())
 	before := configIndex(s)
 	fakeMember(t, s, "no-cert", memberTags(plain.NodeID(), plain.RPCAddr(), "global"))

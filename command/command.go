@@ -58,6 +58,9 @@ type runner struct {
 	stdout, stderr io.Writer
 	lookupEnv      func(string) (string, bool)
 	now            func() time.Time
+	// random, when set, replaces crypto/rand (the nonce and PKCE verifier
+	// of nops login), for tests.
+	random io.Reader
 }
 
 // command is one subcommand, or a group of them.
@@ -126,6 +129,16 @@ func (m *runner) commands() map[string]command {
 		"tls cert create": &tlsCertCreateCommand{m: m},
 
 		"validate": &validateCommand{m: m},
+
+		"acl":              nil,
+		"acl policy":       nil,
+		"acl role":         nil,
+		"acl token":        nil,
+		"acl auth-method":  nil,
+		"acl binding-rule": nil,
+	}
+	for name, c := range m.aclCommands() {
+		cmds[name] = c
 	}
 	groupSynopses := map[string]string{
 		"deployment":        "List, inspect, approve, reject and promote deployments",
@@ -139,6 +152,12 @@ func (m *runner) commands() map[string]command {
 		"tls":               "Create a CA and certificates for TLS",
 		"tls ca":            "Create a certificate authority",
 		"tls cert":          "Create certificates signed by the CA",
+		"acl":               "Manage ACL tokens, policies, roles and SSO",
+		"acl policy":        "Manage ACL policies",
+		"acl role":          "Manage ACL roles",
+		"acl token":         "Manage ACL tokens",
+		"acl auth-method":   "Manage SSO auth methods",
+		"acl binding-rule":  "Manage the binding rules of SSO logins",
 	}
 	for name, c := range cmds {
 		if c == nil {

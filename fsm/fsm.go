@@ -160,6 +160,28 @@ func (f *FSM) dispatch(w *writer, l *raft.Log) error {
 		return applyMsg(buf, w.retry)
 	case structs.EventAppendRequestType:
 		return applyMsg(buf, w.eventAppend)
+	case structs.ACLPolicyUpsertRequestType:
+		return applyMsg(buf, w.aclPolicyUpsert)
+	case structs.ACLPolicyDeleteRequestType:
+		return applyMsg(buf, func(r *structs.ACLDeleteRequest) error { return w.aclDelete(r, TableACLPolicies, "policy") })
+	case structs.ACLRoleUpsertRequestType:
+		return applyMsg(buf, w.aclRoleUpsert)
+	case structs.ACLRoleDeleteRequestType:
+		return applyMsg(buf, func(r *structs.ACLDeleteRequest) error { return w.aclDelete(r, TableACLRoles, "role") })
+	case structs.ACLTokenUpsertRequestType:
+		return applyMsg(buf, w.aclTokenUpsert)
+	case structs.ACLTokenDeleteRequestType:
+		return applyMsg(buf, func(r *structs.ACLDeleteRequest) error { return w.aclDelete(r, TableACLTokens, "token") })
+	case structs.ACLTokenBootstrapRequestType:
+		return applyMsg(buf, w.aclTokenBootstrap)
+	case structs.ACLAuthMethodUpsertRequestType:
+		return applyMsg(buf, w.aclAuthMethodUpsert)
+	case structs.ACLAuthMethodDeleteRequestType:
+		return applyMsg(buf, func(r *structs.ACLDeleteRequest) error { return w.aclDelete(r, TableACLAuthMethods, "auth-method") })
+	case structs.ACLBindingRuleUpsertRequestType:
+		return applyMsg(buf, w.aclBindingRuleUpsert)
+	case structs.ACLBindingRuleDeleteRequestType:
+		return applyMsg(buf, func(r *structs.ACLDeleteRequest) error { return w.aclDelete(r, TableACLBindingRules, "binding-rule") })
 	}
 	if ignoreUnknown {
 		f.logger.Warn("ignoring unknown message type", "type", t, "index", l.Index)

@@ -56,7 +56,7 @@ type metaRow struct {
 const metaKey = "meta"
 
 func schema() *memdb.DBSchema {
-	return &memdb.DBSchema{Tables: map[string]*memdb.TableSchema{
+	s := &memdb.DBSchema{Tables: map[string]*memdb.TableSchema{
 		TableDeployments: {
 			Name: TableDeployments,
 			Indexes: map[string]*memdb.IndexSchema{
@@ -101,6 +101,8 @@ func schema() *memdb.DBSchema {
 		TableMeta:       keyed(TableMeta, "Key"),
 		TableCycle:      keyed(TableCycle, "Key"),
 	}}
+	addACLTables(s.Tables)
+	return s
 }
 
 func keyed(name, field string) *memdb.TableSchema {

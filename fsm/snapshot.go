@@ -30,6 +30,12 @@ const (
 	RepoStatusSnapshot
 	MetaSnapshot
 	CycleSnapshot
+	ACLPolicySnapshot
+	ACLRoleSnapshot
+	ACLTokenSnapshot
+	ACLAuthMethodSnapshot
+	ACLBindingRuleSnapshot
+	ACLMetaSnapshot
 	// New types go here, at the end.
 )
 
@@ -59,6 +65,12 @@ var snapshotTables = []struct {
 	{TableJobStatus, JobStatusSnapshot, func() any { return new(structs.JobStatus) }},
 	{TableDeployments, DeploymentSnapshot, func() any { return new(structs.Deployment) }},
 	{TableEvents, EventSnapshot, func() any { return new(structs.Event) }},
+	{TableACLMeta, ACLMetaSnapshot, func() any { return new(aclMetaRow) }},
+	{TableACLPolicies, ACLPolicySnapshot, func() any { return new(structs.ACLPolicy) }},
+	{TableACLRoles, ACLRoleSnapshot, func() any { return new(structs.ACLRole) }},
+	{TableACLTokens, ACLTokenSnapshot, func() any { return new(structs.ACLToken) }},
+	{TableACLAuthMethods, ACLAuthMethodSnapshot, func() any { return new(structs.ACLAuthMethod) }},
+	{TableACLBindingRules, ACLBindingRuleSnapshot, func() any { return new(structs.ACLBindingRule) }},
 }
 
 type snapshot struct {

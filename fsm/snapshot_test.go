@@ -79,6 +79,7 @@ func populate(t testing.TB, h *harness) {
 		Time: h.now.Add(-time.Minute), Kind: structs.EventKindDeployment, Object: "full", Namespace: "default", JobID: "web",
 		From: "post_hook", To: "post_hook", Actor: "dave", Message: "canaries promoted",
 	}}})
+	populateACL(t, h)
 	// A refused entry at the end, so the latest index is its index.
 	if err := h.decide("skip", structs.DecisionApprove, "bob"); err == nil {
 		t.Fatalf("approve of a detected deployment was accepted")

@@ -27,6 +27,17 @@ const (
 	DetectionCycleRequestType       MessageType = 12
 	RetryRequestType                MessageType = 13
 	EventAppendRequestType          MessageType = 14
+	ACLPolicyUpsertRequestType      MessageType = 15
+	ACLPolicyDeleteRequestType      MessageType = 16
+	ACLRoleUpsertRequestType        MessageType = 17
+	ACLRoleDeleteRequestType        MessageType = 18
+	ACLTokenUpsertRequestType       MessageType = 19
+	ACLTokenDeleteRequestType       MessageType = 20
+	ACLTokenBootstrapRequestType    MessageType = 21
+	ACLAuthMethodUpsertRequestType  MessageType = 22
+	ACLAuthMethodDeleteRequestType  MessageType = 23
+	ACLBindingRuleUpsertRequestType MessageType = 24
+	ACLBindingRuleDeleteRequestType MessageType = 25
 	// New types go here, at the end.
 )
 
@@ -50,6 +61,17 @@ var messageTypeNames = map[MessageType]string{
 	DetectionCycleRequestType:       "DetectionCycle",
 	RetryRequestType:                "Retry",
 	EventAppendRequestType:          "EventAppend",
+	ACLPolicyUpsertRequestType:      "ACLPolicyUpsert",
+	ACLPolicyDeleteRequestType:      "ACLPolicyDelete",
+	ACLRoleUpsertRequestType:        "ACLRoleUpsert",
+	ACLRoleDeleteRequestType:        "ACLRoleDelete",
+	ACLTokenUpsertRequestType:       "ACLTokenUpsert",
+	ACLTokenDeleteRequestType:       "ACLTokenDelete",
+	ACLTokenBootstrapRequestType:    "ACLTokenBootstrap",
+	ACLAuthMethodUpsertRequestType:  "ACLAuthMethodUpsert",
+	ACLAuthMethodDeleteRequestType:  "ACLAuthMethodDelete",
+	ACLBindingRuleUpsertRequestType: "ACLBindingRuleUpsert",
+	ACLBindingRuleDeleteRequestType: "ACLBindingRuleDelete",
 }
 
 // MessageTypes lists every known message type, in order.

@@ -189,6 +189,9 @@ type ConsulConfig struct {
 // ACLConfig enables access control on the API.
 type ACLConfig struct {
 	Enabled bool
+	// TokenTTL is the lifetime of the tokens of an SSO login whose auth
+	// method sets none.
+	TokenTTL time.Duration
 }
 
 // TLSConfig secures HTTP and server-to-server traffic, as Nomad's tls
@@ -271,8 +274,12 @@ func Default() *Config {
 		LogLevel:              DefaultLogLevel,
 		RaftSnapshotThreshold: DefaultRaftSnapshotThreshold,
 		RaftSnapshotInterval:  DefaultRaftSnapshotInterval,
+		ACL:                   ACLConfig{TokenTTL: DefaultACLTokenTTL},
 	}
 }
+
+// DefaultACLTokenTTL is the lifetime of SSO login tokens by default.
+const DefaultACLTokenTTL = time.Hour
 
 // newRepository returns a repository with the defaults of its fields.
 func newRepository(name string) Repository {
@@ -448,6 +455,9 @@ func (c *Config) validateBlocks() []error {
 	}
 
 	errs = append(errs, c.validateTLS()...)
+	if c.ACL.TokenTTL <= 0 || c.ACL.TokenTTL > 365*24*time.Hour {
+		add("acl", "token_ttl: must be a positive duration of at most a year, not %s", c.ACL.TokenTTL)
+	}
 
 	seen := make(map[string]bool)
 	for i, n := range c.Notify {

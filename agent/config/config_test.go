@@ -71,6 +71,7 @@ func TestDefault(t *testing.T) {
 		LogLevel:              "info",
 		RaftSnapshotThreshold: 8192,
 		RaftSnapshotInterval:  2 * time.Minute,
+		ACL:                   ACLConfig{TokenTTL: time.Hour},
 	}
 	if !reflect.DeepEqual(c, want) {
 		t.Fatalf("Default() =\n%+v\nwant\n%+v", c, want)
@@ -272,7 +273,7 @@ func TestLoad_Files(t *testing.T) {
 			{Name: "extra", URL: "https://git.example.com/extra.git", Branch: "main", Path: ".", PollInterval: 30 * time.Second},
 		}},
 		{"consul merged", c.Consul, &ConsulConfig{Address: "127.0.0.1:8500", ServiceName: "nops-prod", AutoJoin: false}},
-		{"acl", c.ACL, ACLConfig{Enabled: true}},
+		{"acl", c.ACL, ACLConfig{Enabled: true, TokenTTL: 8 * time.Hour}},
 		{"region", c.Region, "eu-west"},
 		{"encrypt", c.Encrypt, "pUqJrVyVRj5jsiYEkM/tFQYfWyJIv4s3XkvDwy7Cu5s="},
 		{"tls", c.TLS, TLSConfig{HTTP: true, RPC: true, CAFile: "/etc/nops/ca.pem", CertFile: "/etc/nops/server.pem",
@@ -663,6 +664,7 @@ func TestValidate(t *testing.T) {
 		{"bad policy", func(c *Config) { c.DefaultPolicy = "Auto" }, []string{`default-policy: invalid policy "Auto"`}},
 		{"bad log level", func(c *Config) { c.LogLevel = "loud" }, []string{"log-level:"}},
 		{"no namespaces", func(c *Config) { c.Namespaces = nil }, []string{"namespaces: at least one"}},
+		{"zero token ttl", func(c *Config) { c.ACL.TokenTTL = 0 }, []string{"acl: token_ttl: must be a positive duration"}},
 		{"unspecified advertise", func(c *Config) { c.Advertise = "0.0.0.0" }, []string{"advertise:", "unspecified"}},
 		{"bad nomad addr", func(c *Config) { c.NomadAddr = "nomad:4646" }, []string{"nomad-addr:"}},
 		{"empty node name", func(c *Config) { c.NodeName = "" }, []string{"node: must not be empty"}},

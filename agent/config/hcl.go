@@ -111,6 +111,7 @@ func (l *loader) loadFile(p string) {
 		case blockACL:
 			l.decodeBody(b.Body, []attrField{
 				{name: "enabled", v: boolValue(&c.ACL.Enabled)},
+				{name: "token_ttl", v: durationValue(&c.ACL.TokenTTL)},
 			}, nil)
 		case blockTLS:
 			l.decodeBody(b.Body, tlsFields(&c.TLS), nil)

@@ -59,7 +59,7 @@ Options:
                              ssh_key_file, ssh_key_passphrase, ssh_key_passphrase_env,
                              ssh_known_hosts_file } }
   consul { address, token, service_name, auto_join }
-  acl { enabled }
+  acl { enabled, token_ttl }
   tls { http, rpc, ca_file, cert_file, key_file, verify_incoming,
         verify_server_hostname }
   notify "name" { kind = "webhook" | "slack", url, url_env, events }

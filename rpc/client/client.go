@@ -11,8 +11,9 @@
 // Guarantees:
 //
 //   - Every request carries the token (X-Nops-Token, when one is set) and
-//     the actor (X-Nops-Actor, <user>@<hostname> by default) that the
-//     server records on decisions.
+//     the actor (X-Nops-Actor, <user>@<hostname> by default) that a server
+//     without ACLs records on decisions; with ACLs on, the server records
+//     the token's name instead. A request with a body says it is JSON.
 //   - An answer other than 2xx is returned as an *APIError with the status
 //     code, the server's message and every problem it listed; a server that
 //     cannot be reached is an error that names the address.

@@ -37,7 +37,8 @@ consul {
 }
 
 acl {
-  enabled = true
+  enabled   = true
+  token_ttl = "8h"
 }
 
 tls {

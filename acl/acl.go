@@ -1,0 +1,426 @@
+// Package acl parses ACL policies and answers, for a token's set of
+// policies, whether it holds a capability on the cluster or on a job.
+//
+// A policy is HCL (or the same in JSON):
+//
+//	cluster {
+//	  capabilities = ["read", "windows", "operator"]
+//	}
+//	namespace "web-*" {
+//	  capabilities = ["read"]          # every job of the namespaces
+//	  job "api-*" {
+//	    capabilities = ["approve", "deploy"]
+//	    deny         = ["pause"]
+//	  }
+//	}
+//
+// Namespace and job names are globs where "*" matches any run of
+// characters. Capabilities granted by every block that matches (across
+// every policy of the token) add up; a capability listed in a matching
+// block's deny list, or the capability "deny" (which denies everything),
+// wins over any grant.
+//
+// Guarantee: an ACL is immutable once compiled and safe for concurrent use;
+// a check allocates nothing.
+package acl
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/hclparse"
+	"github.com/zclconf/go-cty/cty"
+)
+
+// Capability is one right, or a set of them as a bit mask.
+type Capability uint16
+
+// The capabilities.
+const (
+	Read Capability = 1 << iota
+	Approve
+	Deploy
+	Pause
+	Windows
+	Operator
+	ACLWrite
+	// all is every capability; "deny" denies all of them.
+	all = Read | Approve | Deploy | Pause | Windows | Operator | ACLWrite
+)
+
+var capabilityNames = []struct {
+	name string
+	c    Capability
+}{
+	{"read", Read}, {"approve", Approve}, {"deploy", Deploy}, {"pause", Pause},
+	{"windows", Windows}, {"operator", Operator}, {"acl", ACLWrite},
+}
+
+func (c Capability) String() string {
+	var names []string
+	for _, n := range capabilityNames {
+		if c&n.c != 0 {
+			names = append(names, n.name)
+		}
+	}
+	if len(names) == 0 {
+		return "none"
+	}
+	return strings.Join(names, ",")
+}
+
+// ErrInvalidPolicy wraps every problem of a policy's rules.
+var ErrInvalidPolicy = errors.New("invalid ACL policy")
+
+// namespaceCaps and clusterCaps are what each kind of block may grant.
+const (
+	namespaceCaps = Read | Approve | Deploy | Pause
+	clusterCaps   = Read | Deploy | Pause | Windows | Operator | ACLWrite
+)
+
+// Policy is a parsed policy.
+type Policy struct {
+	Cluster    *Block
+	Namespaces []*NamespaceBlock
+}
+
+// Block is a set of granted and denied capabilities.
+type Block struct {
+	Grant, Deny Capability
+}
+
+// NamespaceBlock grants capabilities on the jobs of matching namespaces.
+type NamespaceBlock struct {
+	Glob string
+	Block
+	Jobs []*JobBlock
+}
+
+// JobBlock grants capabilities on matching jobs of its namespaces.
+type JobBlock struct {
+	Glob string
+	Block
+}
+
+// rawBlock is a block as read from the rules, before checks.
+type rawBlock struct {
+	name         string
+	capabilities []string
+	deny         []string
+	jobs         []rawBlock
+}
+
+var (
+	policySchema = &hcl.BodySchema{Blocks: []hcl.BlockHeaderSchema{
+		{Type: "cluster"}, {Type: "namespace", LabelNames: []string{"name"}},
+	}}
+	namespaceSchema = &hcl.BodySchema{
+		Attributes: []hcl.AttributeSchema{{Name: "capabilities"}, {Name: "deny"}},
+		Blocks:     []hcl.BlockHeaderSchema{{Type: "job", LabelNames: []string{"name"}}},
+	}
+	capsSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{{Name: "capabilities"}, {Name: "deny"}}}
+)
+
+// decodeBlock reads the attributes (and job blocks) of one block.
+func decodeBlock(body hcl.Body, schema *hcl.BodySchema, name string) (rawBlock, hcl.Diagnostics) {
+	out := rawBlock{name: name}
+	content, diags := body.Content(schema)
+	for attr, dst := range map[string]*[]string{"capabilities": &out.capabilities, "deny": &out.deny} {
+		a, ok := content.Attributes[attr]
+		if !ok {
+			continue
+		}
+		v, d := a.Expr.Value(nil)
+		diags = append(diags, d...)
+		if d.HasErrors() {
+			continue
+		}
+		if !v.Type().IsTupleType() && !v.Type().IsListType() {
+			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: attr + " must be a list of strings", Subject: a.Range.Ptr()})
+			continue
+		}
+		for it := v.ElementIterator(); it.Next(); {
+			_, e := it.Element()
+			if e.IsNull() || !e.IsKnown() || e.Type() != cty.String {
+				diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: attr + " must be a list of strings", Subject: a.Range.Ptr()})
+				break
+			}
+			*dst = append(*dst, e.AsString())
+		}
+	}
+	for _, b := range content.Blocks {
+		j, d := decodeBlock(b.Body, capsSchema, b.Labels[0])
+		diags = append(diags, d...)
+		out.jobs = append(out.jobs, j)
+	}
+	return out, diags
+}
+
+// maxRules bounds the size of a policy's rules.
+const maxRules = 64 << 10
+
+// Parse parses rules in HCL, or in JSON when they start with "{". Every
+// problem is listed in the error, which wraps ErrInvalidPolicy.
+func Parse(rules string) (*Policy, error) {
+	if len(rules) > maxRules {
+		return nil, fmt.Errorf("%w: rules are %d bytes, over the limit of %d", ErrInvalidPolicy, len(rules), maxRules)
+	}
+	if strings.TrimSpace(rules) == "" {
+		return nil, fmt.Errorf("%w: rules are empty", ErrInvalidPolicy)
+	}
+	p := hclparse.NewParser()
+	var (
+		f     *hcl.File
+		diags hcl.Diagnostics
+	)
+	if strings.HasPrefix(strings.TrimSpace(rules), "{") {
+		f, diags = p.ParseJSON([]byte(rules), "rules.json")
+	} else {
+		f, diags = p.ParseHCL([]byte(rules), "rules.hcl")
+	}
+	if diags.HasErrors() {
+		return nil, fmt.Errorf("%w: %s", ErrInvalidPolicy, diags.Error())
+	}
+	content, diags := f.Body.Content(policySchema)
+	var clusters, namespaces []rawBlock
+	for _, b := range content.Blocks {
+		if b.Type == "cluster" {
+			c, d := decodeBlock(b.Body, capsSchema, "")
+			diags = append(diags, d...)
+			clusters = append(clusters, c)
+			continue
+		}
+		ns, d := decodeBlock(b.Body, namespaceSchema, b.Labels[0])
+		diags = append(diags, d...)
+		namespaces = append(namespaces, ns)
+	}
+	if diags.HasErrors() {
+		return nil, fmt.Errorf("%w: %s", ErrInvalidPolicy, diags.Error())
+	}
+	var problems []string
+	caps := func(where string, allowed Capability, grant, deny []string) Block {
+		var b Block
+		for _, n := range grant {
+			if n == "deny" {
+				b.Deny |= all
+				continue
+			}
+			c, ok := lookup(n)
+			switch {
+			case !ok:
+				problems = append(problems, fmt.Sprintf("%s: unknown capability %q", where, n))
+			case c&allowed == 0:
+				problems = append(problems, fmt.Sprintf("%s: capability %q cannot be granted here (allowed: %s)", where, n, allowed))
+			default:
+				b.Grant |= c
+			}
+		}
+		for _, n := range deny {
+			c, ok := lookup(n)
+			if !ok {
+				problems = append(problems, fmt.Sprintf("%s: unknown capability %q in deny", where, n))
+				continue
+			}
+			b.Deny |= c
+		}
+		return b
+	}
+	out := &Policy{}
+	if len(clusters) > 1 {
+		problems = append(problems, "more than one cluster block")
+	}
+	for _, c := range clusters {
+		b := caps("cluster", clusterCaps, c.capabilities, c.deny)
+		out.Cluster = &b
+	}
+	for _, ns := range namespaces {
+		where := fmt.Sprintf("namespace %q", ns.name)
+		if err := checkGlob(ns.name); err != nil {
+			problems = append(problems, fmt.Sprintf("%s: %v", where, err))
+		}
+		nb := &NamespaceBlock{Glob: ns.name, Block: caps(where, namespaceCaps, ns.capabilities, ns.deny)}
+		for _, j := range ns.jobs {
+			jw := fmt.Sprintf("%s job %q", where, j.name)
+			if err := checkGlob(j.name); err != nil {
+				problems = append(problems, fmt.Sprintf("%s: %v", jw, err))
+			}
+			nb.Jobs = append(nb.Jobs, &JobBlock{Glob: j.name, Block: caps(jw, namespaceCaps, j.capabilities, j.deny)})
+		}
+		out.Namespaces = append(out.Namespaces, nb)
+	}
+	if len(problems) > 0 {
+		return nil, fmt.Errorf("%w: %s", ErrInvalidPolicy, strings.Join(problems, "; "))
+	}
+	return out, nil
+}
+
+func lookup(name string) (Capability, bool) {
+	for _, n := range capabilityNames {
+		if n.name == name {
+			return n.c, true
+		}
+	}
+	return 0, false
+}
+
+func checkGlob(g string) error {
+	if g == "" {
+		return errors.New("the name glob must not be empty")
+	}
+	if len(g) > 256 {
+		return errors.New("the name glob is longer than 256 characters")
+	}
+	return nil
+}
+
+// rule is a compiled grant on a (namespace glob, job glob) pair; an empty
+// job glob is the namespace block itself (every job).
+type rule struct {
+	ns, job string
+	Block
+}
+
+// ACL is the compiled union of a token's policies.
+type ACL struct {
+	management bool
+	cluster    Block
+	rules      []rule
+}
+
+// Management is the ACL of a management token: everything is allowed.
+var management = &ACL{management: true}
+
+// ManagementACL returns the ACL of a management token.
+func ManagementACL() *ACL { return management }
+
+// Compile merges policies into one ACL. Blocks with the same globs are
+// merged, so the cost of a check grows with the number of distinct globs,
+// not with the number of policies.
+func Compile(policies []*Policy) *ACL {
+	a := &ACL{}
+	idx := map[[2]string]int{}
+	add := func(ns, job string, b Block) {
+		k := [2]string{ns, job}
+		i, ok := idx[k]
+		if !ok {
+			i = len(a.rules)
+			idx[k] = i
+			a.rules = append(a.rules, rule{ns: ns, job: job})
+		}
+		a.rules[i].Grant |= b.Grant
+		a.rules[i].Deny |= b.Deny
+	}
+	for _, p := range policies {
+		if p == nil {
+			continue
+		}
+		if p.Cluster != nil {
+			a.cluster.Grant |= p.Cluster.Grant
+			a.cluster.Deny |= p.Cluster.Deny
+		}
+		for _, ns := range p.Namespaces {
+			add(ns.Glob, "", ns.Block)
+			for _, j := range ns.Jobs {
+				add(ns.Glob, j.Glob, j.Block)
+			}
+		}
+	}
+	// A fixed order, so that the compiled ACL does not depend on the order
+	// of the policies.
+	sort.SliceStable(a.rules, func(i, j int) bool {
+		return a.rules[i].ns+"\x00"+a.rules[i].job < a.rules[j].ns+"\x00"+a.rules[j].job
+	})
+	return a
+}
+
+// IsManagement reports whether the ACL allows everything.
+func (a *ACL) IsManagement() bool { return a != nil && a.management }
+
+// AllowCluster reports whether the ACL holds c on the cluster.
+func (a *ACL) AllowCluster(c Capability) bool {
+	if a == nil {
+		return false
+	}
+	if a.management {
+		return true
+	}
+	return a.cluster.Grant&c == c && a.cluster.Deny&c == 0
+}
+
+// AllowJob reports whether the ACL holds c on the job of a namespace.
+func (a *ACL) AllowJob(namespace, job string, c Capability) bool {
+	if a == nil {
+		return false
+	}
+	if a.management {
+		return true
+	}
+	var grant, deny Capability
+	for i := range a.rules {
+		r := &a.rules[i]
+		if !Glob(r.ns, namespace) {
+			continue
+		}
+		if r.job != "" && !Glob(r.job, job) {
+			continue
+		}
+		grant |= r.Grant
+		deny |= r.Deny
+	}
+	return grant&c == c && deny&c == 0
+}
+
+// AllowAnyJob reports whether the ACL could hold c on some job: a
+// namespace or job block grants it. Routes that name no job yet (lists)
+// use it to tell "may see some" from "may see none".
+func (a *ACL) AllowAnyJob(c Capability) bool {
+	if a == nil {
+		return false
+	}
+	if a.management {
+		return true
+	}
+	for i := range a.rules {
+		if a.rules[i].Grant&c == c {
+			return true
+		}
+	}
+	return false
+}
+
+// Glob reports whether name matches pattern, where "*" matches any run of
+// characters (including none) and every other character itself.
+func Glob(pattern, name string) bool {
+	if pattern == "*" {
+		return true
+	}
+	if !strings.Contains(pattern, "*") {
+		return pattern == name
+	}
+	// Iterative matching with one backtrack point, linear in practice.
+	p, n := 0, 0
+	star, mark := -1, 0
+	for n < len(name) {
+		switch {
+		case p < len(pattern) && pattern[p] == '*':
+			star, mark = p, n
+			p++
+		case p < len(pattern) && pattern[p] == name[n]:
+			p++
+			n++
+		case star >= 0:
+			p = star + 1
+			mark++
+			n = mark
+		default:
+			return false
+		}
+	}
+	for p < len(pattern) && pattern[p] == '*' {
+		p++
+	}
+	return p == len(pattern)
+}

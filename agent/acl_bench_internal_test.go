@@ -1,0 +1,71 @@
+package agent
+
+import (
+	"fmt"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/nops-dev/nops/acl"
+	"github.com/nops-dev/nops/agent/config"
+	"github.com/nops-dev/nops/structs"
+)
+
+// BenchmarkAuthorize_100Policies measures the ACL check of one request on
+// the request path: the token looked up by the hash of its secret, its
+// compiled ACL taken from the cache, and a job-scoped check, for a token
+// that carries 100 policies. It reports ns per request.
+func BenchmarkAuthorize_100Policies(b *testing.B) {
+	cfg := config.Default()
+	cfg.DataDir = b.TempDir()
+	cfg.Bind, cfg.Advertise = "127.0.0.1", "127.0.0.1"
+	cfg.HTTPPort, cfg.RPCPort, cfg.SerfPort = 0, 0, 0
+	cfg.BootstrapExpect = 1
+	cfg.ACL.Enabled = true
+	s, err := New(cfg, hclog.NewNullLogger(), Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Shutdown()
+	deadline := time.Now().Add(20 * time.Second)
+	for !s.IsLeader() {
+		if time.Now().After(deadline) {
+			b.Fatal("no leader")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	meta := structs.WriteMeta{Time: time.Now().UTC(), Actor: "bench"}
+	var names []string
+	for i := 0; i < 100; i++ {
+		name := fmt.Sprintf("p%d", i)
+		rules := fmt.Sprintf("namespace \"team-%d-*\" {\n capabilities = [\"read\"]\n job \"svc-%d-*\" {\n capabilities = [\"approve\"]\n }\n}", i, i)
+		if _, err := s.Apply(structs.ACLPolicyUpsertRequestType, &structs.ACLPolicyUpsertRequest{WriteMeta: meta, Policy: &structs.ACLPolicy{Name: name, Rules: rules}}); err != nil {
+			b.Fatal(err)
+		}
+		names = append(names, name)
+	}
+	tok := &structs.ACLToken{AccessorID: "bench", SecretHash: structs.HashSecret("secret"), Name: "bench", Type: structs.ACLClientToken, Policies: names}
+	if _, err := s.Apply(structs.ACLTokenUpsertRequestType, &structs.ACLTokenUpsertRequest{WriteMeta: meta, Token: tok, Create: true}); err != nil {
+		b.Fatal(err)
+	}
+	a := newHTTPAPI(s)
+	rule := onJob(acl.Approve)
+	req := httptest.NewRequest("POST", "/v1/job/team-99-eu/svc-99-api/retry", nil)
+	req.SetPathValue("ns", "team-99-eu")
+	req.SetPathValue("id", "svc-99-api")
+	req.Header.Set(headerToken, "secret")
+	if _, err := a.authorize(req, rule); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	start := time.Now()
+	for i := 0; i < b.N; i++ {
+		if _, err := a.authorize(req, rule); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(time.Since(start).Nanoseconds())/float64(b.N), "ns/request")
+}

@@ -1,0 +1,546 @@
+package agent
+
+import (
+	"context"
+	"crypto"
+	"crypto/sha256"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/hashicorp/cap/jwt"
+	"github.com/hashicorp/cap/oidc"
+	"github.com/hashicorp/go-bexpr"
+
+	"github.com/nops-dev/nops/structs"
+)
+
+// SSO login, in the shape of Nomad's: the OIDC authorization code flow
+// with PKCE, and the exchange of a JWT. The server keeps no state between
+// the two calls of the OIDC flow: the client sends its nonce and its PKCE
+// challenge to the first, its verifier to the second, and checks the state
+// of the callback itself, as `nomad login` does.
+
+const (
+	// oidcRequestExpiry bounds the time from the auth URL to the callback.
+	oidcRequestExpiry = 10 * time.Minute
+	// ssoTimeout bounds the calls to the identity provider of one login.
+	ssoTimeout = 30 * time.Second
+	// maxLoginTokenSize bounds a JWT sent for a login.
+	maxLoginTokenSize = 16 << 10
+)
+
+// ACLOIDCAuthURLRequest is the body of POST /v1/acl/oidc/auth-url.
+type ACLOIDCAuthURLRequest struct {
+	AuthMethod  string `json:"auth_method"`
+	RedirectURI string `json:"redirect_uri"`
+	ClientNonce string `json:"client_nonce"`
+	// CodeChallenge is the S256 PKCE challenge of the client's verifier.
+	CodeChallenge string `json:"code_challenge"`
+}
+
+// ACLOIDCAuthURLResponse is its answer.
+type ACLOIDCAuthURLResponse struct {
+	AuthURL string `json:"auth_url"`
+	State   string `json:"state"`
+}
+
+// ACLOIDCCompleteAuthRequest is the body of POST /v1/acl/oidc/complete-auth.
+type ACLOIDCCompleteAuthRequest struct {
+	AuthMethod   string `json:"auth_method"`
+	RedirectURI  string `json:"redirect_uri"`
+	ClientNonce  string `json:"client_nonce"`
+	State        string `json:"state"`
+	Code         string `json:"code"`
+	CodeVerifier string `json:"code_verifier"`
+}
+
+// ACLLoginRequest is the body of POST /v1/acl/login (a JWT exchange).
+type ACLLoginRequest struct {
+	AuthMethod string `json:"auth_method"`
+	LoginToken string `json:"login_token"`
+}
+
+// pkceVerifier is a PKCE verifier of which the server holds only the
+// challenge (at the auth URL) or only the verifier (at the exchange).
+type pkceVerifier struct {
+	verifier, challenge string
+}
+
+func (v *pkceVerifier) Verifier() string             { return v.verifier }
+func (v *pkceVerifier) Challenge() string            { return v.challenge }
+func (v *pkceVerifier) Method() oidc.ChallengeMethod { return oidc.S256 }
+func (v *pkceVerifier) Copy() oidc.CodeVerifier      { c := *v; return &c }
+func pkceChallenge(verifier string) string {
+	sum := sha256.Sum256([]byte(verifier))
+	return base64.RawURLEncoding.EncodeToString(sum[:])
+}
+
+// ssoMethod returns an auth method of the given type, or the default one.
+func (a *httpAPI) ssoMethod(name, typ string) (*structs.ACLAuthMethod, error) {
+	st := a.s.State()
+	if name == "" {
+		list, err := st.ACLAuthMethods()
+		if err != nil {
+			return nil, err
+		}
+		for _, m := range list {
+			if m.Default {
+				name = m.Name
+			}
+		}
+		if name == "" {
+			return nil, badRequest("auth_method: required (no auth method is the default)")
+		}
+	}
+	m, err := st.ACLAuthMethod(name)
+	if err != nil {
+		return nil, err
+	}
+	if m == nil || m.Config == nil {
+		return nil, fmt.Errorf("%w: auth method %q", structs.ErrNotFound, name)
+	}
+	if m.Type != typ {
+		return nil, badRequest(fmt.Sprintf("auth method %q is of type %s, not %s", name, m.Type, typ))
+	}
+	return m, nil
+}
+
+// oidcProviders caches an OIDC provider per auth method, so that a login
+// does not fetch the provider's discovery document every time. An entry
+// is replaced when its method changes.
+type oidcProviders struct {
+	mu sync.Mutex
+	m  map[string]*cachedProvider
+	// once starts the goroutine that releases the providers when the
+	// server shuts down.
+	once sync.Once
+}
+
+type cachedProvider struct {
+	index uint64
+	p     *oidc.Provider
+}
+
+// maxCachedProviders bounds the cache; past it, the cache starts over.
+const maxCachedProviders = 64
+
+func (a *httpAPI) oidcProvider(m *structs.ACLAuthMethod) (*oidc.Provider, error) {
+	c := &a.providers
+	c.once.Do(func() {
+		go func() {
+			<-a.s.shutdownCh
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			for _, cp := range c.m {
+				cp.p.Done()
+			}
+			c.m = nil
+		}()
+	})
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if cp, ok := c.m[m.Name]; ok && cp.index == m.ModifyIndex {
+		return cp.p, nil
+	}
+	p, err := newOIDCProvider(m)
+	if err != nil {
+		return nil, err
+	}
+	if c.m == nil || len(c.m) >= maxCachedProviders {
+		for _, old := range c.m {
+			old.p.Done()
+		}
+		c.m = map[string]*cachedProvider{}
+	}
+	if old, ok := c.m[m.Name]; ok {
+		old.p.Done()
+	}
+	c.m[m.Name] = &cachedProvider{index: m.ModifyIndex, p: p}
+	return p, nil
+}
+
+func newOIDCProvider(m *structs.ACLAuthMethod) (*oidc.Provider, error) {
+	c := m.Config
+	var algs []oidc.Alg
+	for _, s := range c.SigningAlgs {
+		algs = append(algs, oidc.Alg(s))
+	}
+	var opts []oidc.Option
+	if len(c.OIDCScopes) > 0 {
+		// openid is always asked for; these come on top.
+		opts = append(opts, oidc.WithScopes(c.OIDCScopes...))
+	}
+	if len(c.BoundAudiences) > 0 {
+		opts = append(opts, oidc.WithAudiences(c.BoundAudiences...))
+	}
+	if len(c.DiscoveryCaPem) > 0 {
+		opts = append(opts, oidc.WithProviderCA(strings.Join(c.DiscoveryCaPem, "\n")))
+	}
+	cfg, err := oidc.NewConfig(c.OIDCDiscoveryURL, c.OIDCClientID, oidc.ClientSecret(c.OIDCClientSecret), algs, c.AllowedRedirectURIs, opts...)
+	if err != nil {
+		return nil, badRequest(fmt.Sprintf("auth method %q: %v", m.Name, err))
+	}
+	p, err := oidc.NewProvider(cfg)
+	if err != nil {
+		return nil, &HTTPError{Code: http.StatusBadGateway, Msg: fmt.Sprintf("auth method %q: OIDC provider: %v", m.Name, err)}
+	}
+	return p, nil
+}
+
+func checkRedirect(m *structs.ACLAuthMethod, uri string) error {
+	for _, u := range m.Config.AllowedRedirectURIs {
+		if u == uri {
+			return nil
+		}
+	}
+	return badRequest(fmt.Sprintf("redirect_uri: %q is not allowed by auth method %q", uri, m.Name))
+}
+
+func (a *httpAPI) aclOIDCAuthURL(_ http.ResponseWriter, r *http.Request) (any, error) {
+	if err := a.aclEnabled(); err != nil {
+		return nil, err
+	}
+	var req ACLOIDCAuthURLRequest
+	if err := decode(r, &req); err != nil {
+		return nil, err
+	}
+	var problems []string
+	if req.RedirectURI == "" {
+		problems = append(problems, "redirect_uri: required")
+	}
+	if len(req.ClientNonce) < 16 || len(req.ClientNonce) > 256 {
+		problems = append(problems, "client_nonce: 16 to 256 characters required")
+	}
+	if len(req.CodeChallenge) != 43 {
+		problems = append(problems, "code_challenge: an S256 PKCE challenge (43 characters) is required")
+	}
+	if len(problems) > 0 {
+		return nil, badRequest(problems...)
+	}
+	m, err := a.ssoMethod(req.AuthMethod, structs.ACLAuthMethodOIDC)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkRedirect(m, req.RedirectURI); err != nil {
+		return nil, err
+	}
+	p, err := a.oidcProvider(m)
+	if err != nil {
+		return nil, err
+	}
+	oreq, err := oidc.NewRequest(oidcRequestExpiry, req.RedirectURI,
+		oidc.WithNonce(req.ClientNonce), oidc.WithPKCE(&pkceVerifier{challenge: req.CodeChallenge}))
+	if err != nil {
+		return nil, badRequest(err.Error())
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), ssoTimeout)
+	defer cancel()
+	u, err := p.AuthURL(ctx, oreq)
+	if err != nil {
+		return nil, &HTTPError{Code: http.StatusBadGateway, Msg: fmt.Sprintf("auth method %q: auth URL: %v", m.Name, err)}
+	}
+	return &ACLOIDCAuthURLResponse{AuthURL: u, State: oreq.State()}, nil
+}
+
+func (a *httpAPI) aclOIDCComplete(_ http.ResponseWriter, r *http.Request) (any, error) {
+	if err := a.aclEnabled(); err != nil {
+		return nil, err
+	}
+	var req ACLOIDCCompleteAuthRequest
+	if err := decode(r, &req); err != nil {
+		return nil, err
+	}
+	var problems []string
+	for _, f := range []struct{ name, v string }{
+		{"redirect_uri", req.RedirectURI}, {"client_nonce", req.ClientNonce}, {"state", req.State},
+		{"code", req.Code}, {"code_verifier", req.CodeVerifier},
+	} {
+		if f.v == "" {
+			problems = append(problems, f.name+": required")
+		} else if len(f.v) > 4096 {
+			problems = append(problems, f.name+": too long")
+		}
+	}
+	if len(problems) > 0 {
+		return nil, badRequest(problems...)
+	}
+	m, err := a.ssoMethod(req.AuthMethod, structs.ACLAuthMethodOIDC)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkRedirect(m, req.RedirectURI); err != nil {
+		return nil, err
+	}
+	p, err := a.oidcProvider(m)
+	if err != nil {
+		return nil, err
+	}
+	oreq, err := oidc.NewRequest(oidcRequestExpiry, req.RedirectURI, oidc.WithState(req.State),
+		oidc.WithNonce(req.ClientNonce),
+		oidc.WithPKCE(&pkceVerifier{verifier: req.CodeVerifier, challenge: pkceChallenge(req.CodeVerifier)}))
+	if err != nil {
+		return nil, badRequest(err.Error())
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), ssoTimeout)
+	defer cancel()
+	tk, err := p.Exchange(ctx, oreq, req.State, req.Code)
+	if err != nil {
+		return nil, errUnauthorized(fmt.Sprintf("OIDC login refused by auth method %q: %v", m.Name, err))
+	}
+	claims := map[string]any{}
+	if err := tk.IDToken().Claims(&claims); err != nil {
+		return nil, errUnauthorized(fmt.Sprintf("OIDC login: ID token claims: %v", err))
+	}
+	return a.loginToken(r, m, claims)
+}
+
+func (a *httpAPI) aclJWTLogin(_ http.ResponseWriter, r *http.Request) (any, error) {
+	if err := a.aclEnabled(); err != nil {
+		return nil, err
+	}
+	var req ACLLoginRequest
+	if err := decode(r, &req); err != nil {
+		return nil, err
+	}
+	if req.LoginToken == "" || len(req.LoginToken) > maxLoginTokenSize {
+		return nil, badRequest(fmt.Sprintf("login_token: a JWT of at most %d bytes is required", maxLoginTokenSize))
+	}
+	m, err := a.ssoMethod(req.AuthMethod, structs.ACLAuthMethodJWT)
+	if err != nil {
+		return nil, err
+	}
+	c := m.Config
+	ctx, cancel := context.WithTimeout(r.Context(), ssoTimeout)
+	defer cancel()
+	var ks jwt.KeySet
+	ca := strings.Join(c.DiscoveryCaPem, "\n")
+	switch {
+	case c.JWKSURL != "":
+		ks, err = jwt.NewJSONWebKeySet(ctx, c.JWKSURL, ca)
+	case c.OIDCDiscoveryURL != "":
+		ks, err = jwt.NewOIDCDiscoveryKeySet(ctx, c.OIDCDiscoveryURL, ca)
+	default:
+		var keys []crypto.PublicKey
+		for _, pem := range c.JWTValidationPubKeys {
+			k, perr := jwt.ParsePublicKeyPEM([]byte(pem))
+			if perr != nil {
+				return nil, fmt.Errorf("%w: auth method %q: public key: %v", structs.ErrInvalid, m.Name, perr)
+			}
+			keys = append(keys, k)
+		}
+		ks, err = jwt.NewStaticKeySet(keys)
+	}
+	if err != nil {
+		return nil, &HTTPError{Code: http.StatusBadGateway, Msg: fmt.Sprintf("auth method %q: keys: %v", m.Name, err)}
+	}
+	v, err := jwt.NewValidator(ks)
+	if err != nil {
+		return nil, err
+	}
+	exp := jwt.Expected{Audiences: c.BoundAudiences}
+	if len(c.BoundIssuer) == 1 {
+		exp.Issuer = c.BoundIssuer[0]
+	}
+	for _, s := range c.SigningAlgs {
+		exp.SigningAlgorithms = append(exp.SigningAlgorithms, jwt.Alg(s))
+	}
+	if c.ClockSkewLeeway != "" {
+		exp.ClockSkewLeeway, _ = time.ParseDuration(c.ClockSkewLeeway)
+	}
+	claims, err := v.Validate(ctx, req.LoginToken, exp)
+	if err != nil {
+		return nil, errUnauthorized(fmt.Sprintf("JWT login refused by auth method %q: %v", m.Name, err))
+	}
+	if len(c.BoundIssuer) > 1 {
+		iss, _ := claims["iss"].(string)
+		ok := false
+		for _, b := range c.BoundIssuer {
+			ok = ok || b == iss
+		}
+		if !ok {
+			return nil, errUnauthorized(fmt.Sprintf("JWT login refused by auth method %q: issuer %q is not bound", m.Name, iss))
+		}
+	}
+	return a.loginToken(r, m, claims)
+}
+
+// selectorData is what a binding rule's selector sees of a login:
+// value.<name> for each mapped claim, list.<name> for each mapped list
+// claim.
+type selectorData struct {
+	Value map[string]string   `bexpr:"value"`
+	List  map[string][]string `bexpr:"list"`
+}
+
+// claimValue renders a scalar claim as a string.
+func claimValue(v any) (string, bool) {
+	switch x := v.(type) {
+	case string:
+		return x, true
+	case bool:
+		return strconv.FormatBool(x), true
+	case float64:
+		return strconv.FormatFloat(x, 'f', -1, 64), true
+	case int64:
+		return strconv.FormatInt(x, 10), true
+	}
+	return "", false
+}
+
+// claim reads a claim by name, or by a JSON pointer ("/a/b").
+func claim(claims map[string]any, name string) (any, bool) {
+	if !strings.HasPrefix(name, "/") {
+		v, ok := claims[name]
+		return v, ok
+	}
+	var cur any = claims
+	for _, part := range strings.Split(name[1:], "/") {
+		m, ok := cur.(map[string]any)
+		if !ok {
+			return nil, false
+		}
+		if cur, ok = m[part]; !ok {
+			return nil, false
+		}
+	}
+	return cur, true
+}
+
+func mapClaims(c *structs.ACLAuthMethodConfig, claims map[string]any) *selectorData {
+	d := &selectorData{Value: map[string]string{}, List: map[string][]string{}}
+	for from, to := range c.ClaimMappings {
+		if v, ok := claim(claims, from); ok {
+			if s, ok := claimValue(v); ok {
+				d.Value[to] = s
+			}
+		}
+	}
+	for from, to := range c.ListClaimMappings {
+		v, ok := claim(claims, from)
+		if !ok {
+			continue
+		}
+		items, ok := v.([]any)
+		if !ok {
+			if s, ok := claimValue(v); ok {
+				d.List[to] = []string{s}
+			}
+			continue
+		}
+		for _, it := range items {
+			if s, ok := claimValue(it); ok {
+				d.List[to] = append(d.List[to], s)
+			}
+		}
+	}
+	return d
+}
+
+// errNoBinding refuses a login whose claims match no binding rule.
+var errNoBinding = errors.New("no binding rule of the auth method matches this login")
+
+// loginToken maps verified claims through the method's binding rules and
+// creates a token that expires after the method's TTL (else acl.token_ttl).
+func (a *httpAPI) loginToken(r *http.Request, m *structs.ACLAuthMethod, claims map[string]any) (any, error) {
+	data := mapClaims(m.Config, claims)
+	rules, err := a.s.State().ACLBindingRules()
+	if err != nil {
+		return nil, err
+	}
+	var (
+		policies, roles []string
+		management      bool
+	)
+	sort.Slice(rules, func(i, j int) bool { return rules[i].ID < rules[j].ID })
+	for _, rule := range rules {
+		if rule.AuthMethod != m.Name {
+			continue
+		}
+		if rule.Selector != "" {
+			ev, err := bexpr.CreateEvaluator(rule.Selector)
+			if err != nil {
+				a.logger.Warn("binding rule selector does not compile", "rule", rule.ID, "error", err)
+				continue
+			}
+			ok, err := ev.Evaluate(data)
+			if err != nil || !ok {
+				continue
+			}
+		}
+		switch rule.BindType {
+		case structs.ACLBindTypeManagement:
+			management = true
+		case structs.ACLBindTypePolicy:
+			if p, _ := a.s.State().ACLPolicy(rule.BindName); p != nil {
+				policies = append(policies, rule.BindName)
+			}
+		case structs.ACLBindTypeRole:
+			if p, _ := a.s.State().ACLRole(rule.BindName); p != nil {
+				roles = append(roles, rule.BindName)
+			}
+		}
+	}
+	if !management && len(policies)+len(roles) == 0 {
+		return nil, errForbidden(fmt.Sprintf("login refused: %v", errNoBinding))
+	}
+	userClaim := m.Config.UserClaim
+	if userClaim == "" {
+		userClaim = "sub"
+	}
+	user := ""
+	if v, ok := claim(claims, userClaim); ok {
+		user, _ = claimValue(v)
+	}
+	if user == "" {
+		return nil, errUnauthorized(fmt.Sprintf("login refused: the claim %q that names the user is missing", userClaim))
+	}
+	ttl := a.s.config.ACL.TokenTTL
+	if m.TokenTTL != "" {
+		if d, err := time.ParseDuration(m.TokenTTL); err == nil && d > 0 {
+			ttl = d
+		}
+	}
+	meta := writeMeta(r)
+	meta.Actor = user
+	secret := uuid.NewString()
+	tok := &structs.ACLToken{
+		AccessorID: uuid.NewString(), SecretHash: structs.HashSecret(secret), Name: truncate(user, 256),
+		Type: structs.ACLClientToken, Policies: dedupe(policies), Roles: dedupe(roles), AuthMethod: m.Name,
+		ExpirationTime: meta.Time.Add(ttl),
+	}
+	if management {
+		tok.Type, tok.Policies, tok.Roles = structs.ACLManagementToken, nil, nil
+	}
+	if _, err := a.s.Apply(structs.ACLTokenUpsertRequestType, &structs.ACLTokenUpsertRequest{WriteMeta: meta, Token: tok, Create: true}); err != nil {
+		return nil, err
+	}
+	a.logger.Info("SSO login", "auth_method", m.Name, "user", tok.Name, "accessor_id", tok.AccessorID)
+	return a.createdToken(tok.AccessorID, secret)
+}
+
+func dedupe(s []string) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, v := range s {
+		if !seen[v] {
+			seen[v] = true
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+func truncate(s string, n int) string {
+	if len(s) > n {
+		return s[:n]
+	}
+	return s
+}
