@@ -160,6 +160,12 @@ func (f *FSM) dispatch(w *writer, l *raft.Log) error {
 		return applyMsg(buf, w.retry)
 	case structs.EventAppendRequestType:
 		return applyMsg(buf, w.eventAppend)
+	case structs.NotificationResultRequestType:
+		return applyMsg(buf, w.notificationResult)
+	case structs.NotificationPruneRequestType:
+		return applyMsg(buf, w.notificationPrune)
+	case structs.NotifyMarkRequestType:
+		return applyMsg(buf, w.notifyMark)
 	}
 	if ignoreUnknown {
 		f.logger.Warn("ignoring unknown message type", "type", t, "index", l.Index)

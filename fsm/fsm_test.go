@@ -162,6 +162,9 @@ func TestApplyEveryMessageType(t *testing.T) {
 				eventWant{Kind: structs.EventKindJob, Object: "default/web", Actor: "bob", Message: "observed"})
 		},
 	}
+	for mt, fn := range outboxCases {
+		cases[mt] = fn
+	}
 	for _, mt := range structs.MessageTypes() {
 		fn, ok := cases[mt]
 		if !ok {

@@ -30,6 +30,8 @@ const (
 	RepoStatusSnapshot
 	MetaSnapshot
 	CycleSnapshot
+	NotificationSnapshot
+	MarkSnapshot
 	// New types go here, at the end.
 )
 
@@ -59,6 +61,8 @@ var snapshotTables = []struct {
 	{TableJobStatus, JobStatusSnapshot, func() any { return new(structs.JobStatus) }},
 	{TableDeployments, DeploymentSnapshot, func() any { return new(structs.Deployment) }},
 	{TableEvents, EventSnapshot, func() any { return new(structs.Event) }},
+	{TableMarks, MarkSnapshot, func() any { return new(structs.NotifyMark) }},
+	{TableNotifications, NotificationSnapshot, func() any { return new(structs.Notification) }},
 }
 
 type snapshot struct {

@@ -3,6 +3,7 @@ package structs
 import (
 	"bytes"
 	"fmt"
+	"slices"
 
 	"github.com/vmihailenco/msgpack/v5"
 )
@@ -50,14 +51,18 @@ var messageTypeNames = map[MessageType]string{
 	DetectionCycleRequestType:       "DetectionCycle",
 	RetryRequestType:                "Retry",
 	EventAppendRequestType:          "EventAppend",
+	NotificationResultRequestType:   "NotificationResult",
+	NotificationPruneRequestType:    "NotificationPrune",
+	NotifyMarkRequestType:           "NotifyMark",
 }
 
 // MessageTypes lists every known message type, in order.
 func MessageTypes() []MessageType {
 	out := make([]MessageType, 0, len(messageTypeNames))
-	for t := MessageType(0); int(t) < len(messageTypeNames); t++ {
+	for t := range messageTypeNames {
 		out = append(out, t)
 	}
+	slices.Sort(out)
 	return out
 }
 

@@ -156,8 +156,11 @@ func TestMessageTypesAppendOnly(t *testing.T) {
 		t.Fatalf("%d message types, want at least %d", len(got), len(want))
 	}
 	for i, mt := range got {
-		if int(mt) != i {
+		if i < len(want) && int(mt) != i {
 			t.Fatalf("message type %d has value %d", i, mt)
+		}
+		if i > 0 && mt <= got[i-1] {
+			t.Fatalf("message types out of order: %s after %s", mt, got[i-1])
 		}
 		if mt&IgnoreUnknownTypeFlag != 0 {
 			t.Fatalf("message type %s uses the ignore-unknown bit", mt)
@@ -167,6 +170,11 @@ func TestMessageTypesAppendOnly(t *testing.T) {
 		}
 		if (mt | IgnoreUnknownTypeFlag).String() != mt.String() {
 			t.Errorf("the ignore-unknown bit changes the name of %s", mt)
+		}
+	}
+	for mt, v := range map[MessageType]uint8{NotificationResultRequestType: 41, NotificationPruneRequestType: 42, NotifyMarkRequestType: 43} {
+		if uint8(mt) != v {
+			t.Errorf("%s has value %d, want %d", mt, mt, v)
 		}
 	}
 	if s := MessageType(99).String(); s != "MessageType(99)" {
