@@ -70,6 +70,7 @@ func TestDefault(t *testing.T) {
 		LogLevel:              "info",
 		RaftSnapshotThreshold: 8192,
 		RaftSnapshotInterval:  2 * time.Minute,
+		NotifyRetention:       72 * time.Hour,
 	}
 	if !reflect.DeepEqual(c, want) {
 		t.Fatalf("Default() =\n%+v\nwant\n%+v", c, want)
@@ -677,12 +678,19 @@ func TestValidate(t *testing.T) {
 			[]string{"tls: cert_file and key_file must be set together", "tls: verify_incoming needs", "tls: encrypt_key: decodes to 5 bytes"}},
 		{"notify", func(c *Config) {
 			c.Notify = []NotifyConfig{
-				{Name: "a", Kind: "email", URL: "https://x"},
+				{Name: "a", Kind: "pager", URL: "https://x"},
 				{Name: "b", Kind: "slack"},
-				{Name: "c", Kind: "webhook", URL: "ftp://secret@x", Events: []string{"deleted"}},
+				{Name: "c", Kind: "webhook", URL: "ftp://secret@x", Events: []string{"deleted"}, Jobs: []string{"[x"}},
+				{Name: "d", Kind: "slack", SecretEnv: "T", SecretFile: "/nonexistent/file", RetryInitial: time.Minute, RetryMax: time.Second},
+				{Name: "e", Kind: "webhook"},
 			}
-		}, []string{`notify "a": kind: invalid value "email"`, `notify "b": set exactly one of url and url_env`,
-			`notify "c": url: must be an http:// or https:// URL`, `notify "c": events: unknown event "deleted"`}},
+			c.UIURL = "nope"
+		}, []string{`notify "a": kind: invalid value "pager"`, `notify "b": set url or url_env`,
+			`notify "c": url: must be an http:// or https:// URL`, `notify "c": events: unknown event "deleted"`,
+			`notify "c": bad glob "[x"`, `notify "d": channel: a bot token posts to a channel`,
+			`notify "d": set at most one of secret_env and secret_file`, `notify "d": secret_file:`,
+			`notify "d": retry_max: must be at least retry_initial`, `notify "e": set exactly one of url and url_env`,
+			`ui-url: must be an http`}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

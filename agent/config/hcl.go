@@ -177,6 +177,14 @@ func (l *loader) decodeNotify(b *hcl.Block) {
 		{name: "url", v: stringValue(&n.URL, nil)},
 		{name: "url_env", v: stringValue(&n.URLEnv, nil)},
 		{name: "events", v: listValue(&n.Events, nil, nil)},
+		{name: "secret_env", v: stringValue(&n.SecretEnv, nil)},
+		{name: "secret_file", v: stringValue(&n.SecretFile, nil)},
+		{name: "channel", v: stringValue(&n.Channel, nil)},
+		{name: "namespaces", v: listValue(&n.Namespaces, nil, nil)},
+		{name: "jobs", v: listValue(&n.Jobs, nil, nil)},
+		{name: "give_up_after", v: durationValue(&n.GiveUpAfter)},
+		{name: "retry_initial", v: durationValue(&n.RetryInitial)},
+		{name: "retry_max", v: durationValue(&n.RetryMax)},
 	}, nil)
 }
 

@@ -61,7 +61,9 @@ Options:
   consul { address, token, service_name, auto_join }
   acl { enabled }
   tls { ca_file, cert_file, key_file, verify_incoming, encrypt_key }
-  notify "name" { kind = "webhook" | "slack", url, url_env, events }
+  notify "name" { kind = "webhook" | "slack", url, url_env, secret_env, secret_file,
+                  channel, events, namespaces, jobs, give_up_after, retry_initial,
+                  retry_max }
   webhook { secret_env }
 `)
 	return b.String()
