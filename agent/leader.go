@@ -79,13 +79,20 @@ func (s *Server) establishLeadership() error {
 	s.leaderSince = time.Now()
 	s.leaderReady.Store(true)
 	loops := 1
-	finished := make(chan struct{}, 2)
+	finished := make(chan struct{}, 3)
 	go func() {
 		defer func() { finished <- struct{}{} }()
 		if s.membership != nil {
 			s.membership.runLeader(ctx)
 		}
 	}()
+	if s.notifier != nil {
+		loops++
+		go func() {
+			defer func() { finished <- struct{}{} }()
+			s.notifier.Run(ctx)
+		}()
+	}
 	if s.leaderFn != nil {
 		loops++
 		go func() {

@@ -43,6 +43,7 @@ func (a *httpAPI) routes(route func(pattern, kind string, fn handlerFunc)) {
 	route("DELETE /v1/window/{name}", kindWrite, a.windowDelete)
 
 	route("GET /v1/events", kindRead, a.eventList)
+	a.notifyRoutes(route)
 
 	route("GET /v1/operator/raft/configuration", kindRead, a.raftConfiguration)
 	route("DELETE /v1/operator/raft/peer", kindWrite, a.raftRemovePeer)
