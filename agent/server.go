@@ -77,12 +77,13 @@ type Server struct {
 
 	routes  func(add RouteAdder)
 	manager *reconcile.Manager
+	build   func(s *Server) (LeaderFunc, func(add RouteAdder), error)
+	kick    chan struct{}
+
 	// notifier delivers the notification outbox while the server leads;
 	// eventStreams counts the open event streams.
 	notifier     *notify.Deliverer
 	eventStreams atomic.Int32
-	build   func(s *Server) (LeaderFunc, func(add RouteAdder), error)
-	kick    chan struct{}
 
 	tempDir string
 
