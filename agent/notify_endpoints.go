@@ -10,6 +10,9 @@ import (
 	"strings"
 	"time"
 
+	nomadapi "github.com/hashicorp/nomad/api"
+
+	"github.com/nops-dev/nops/agent/config"
 	"github.com/nops-dev/nops/fsm"
 	"github.com/nops-dev/nops/notify"
 	"github.com/nops-dev/nops/structs"
@@ -28,7 +31,20 @@ const (
 // setupNotify builds the notification delivery loop from the notify
 // blocks. It runs only while the server leads.
 func (s *Server) setupNotify() error {
-	targets, err := notify.Targets(s.config, os.LookupEnv, nil)
+	var nomad *nomadapi.Client
+	for _, n := range s.config.Notify {
+		if n.Kind != config.NotifyKindNomad || nomad != nil {
+			continue
+		}
+		cfg := nomadapi.DefaultConfig()
+		cfg.Address, cfg.SecretID, cfg.Region = s.config.NomadAddr, s.config.NomadToken, s.config.NomadRegion
+		c, err := nomadapi.NewClient(cfg)
+		if err != nil {
+			return fmt.Errorf("nomad client for notifications: %w", err)
+		}
+		nomad = c
+	}
+	targets, err := notify.Targets(s.config, os.LookupEnv, nil, nomad)
 	if err != nil {
 		return err
 	}

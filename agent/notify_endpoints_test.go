@@ -111,7 +111,11 @@ func TestEventStreamOnFollower(t *testing.T) {
 			t.Fatalf("stream %d: %d", i, resp.StatusCode)
 		}
 		open.Add(1)
-		go func() { defer open.Done(); defer resp.Body.Close(); _, _ = bufio.NewReader(resp.Body).ReadString('\x00') }()
+		go func() {
+			defer open.Done()
+			defer resp.Body.Close()
+			_, _ = bufio.NewReader(resp.Body).ReadString('\x00')
+		}()
 	}
 	if code, body := follower.Do("GET", "/v1/events/stream", nil, nil); code != http.StatusTooManyRequests {
 		t.Errorf("stream past the cap: %d %s", code, body)

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	nomadapi "github.com/hashicorp/nomad/api"
+
 	"github.com/nops-dev/nops/agent/config"
 	"github.com/nops-dev/nops/structs"
 )
@@ -80,8 +82,9 @@ func globMatch(globs []string, s string) bool {
 }
 
 // Targets builds the targets of a configuration. client sends the HTTP
-// requests; nil uses a client with a 10 s timeout.
-func Targets(cfg *config.Config, lookupEnv func(string) (string, bool), client *http.Client) ([]*Target, error) {
+// requests (nil: a client with a 10 s timeout); nomad is the client nomad
+// targets dispatch through.
+func Targets(cfg *config.Config, lookupEnv func(string) (string, bool), client *http.Client, nomad *nomadapi.Client) ([]*Target, error) {
 	if client == nil {
 		client = &http.Client{Timeout: 10 * time.Second}
 	}
@@ -110,6 +113,18 @@ func Targets(cfg *config.Config, lookupEnv func(string) (string, bool), client *
 			t.Sender = &Webhook{URL: url, Secret: secret, Client: client}
 		case config.NotifyKindSlack:
 			t.Sender = &Slack{WebhookURL: url, Token: secret, Channel: nc.Channel, Client: client}
+		case config.NotifyKindEmail:
+			t.Sender = &Email{Addr: nc.SMTPAddr, From: nc.From, To: nc.To, Username: nc.Username, Password: secret,
+				RequireTLS: nc.RequireTLS}
+		case config.NotifyKindNomad:
+			if nomad == nil {
+				return nil, fmt.Errorf("notify %q: a nomad target needs the server's Nomad client", nc.Name)
+			}
+			ns := nc.NomadNamespace
+			if ns == "" {
+				ns = "default"
+			}
+			t.Sender = &NomadDispatch{Client: nomad, Namespace: ns, JobID: nc.NomadJob}
 		default:
 			return nil, fmt.Errorf("notify %q: kind %q is not supported", nc.Name, nc.Kind)
 		}

@@ -66,6 +66,8 @@ const (
 const (
 	NotifyKindWebhook = "webhook"
 	NotifyKindSlack   = "slack"
+	NotifyKindEmail   = "email"
+	NotifyKindNomad   = "nomad"
 )
 
 // Events a notification target can subscribe to. A target with no events
@@ -209,6 +211,14 @@ type NotifyConfig struct {
 	// Namespaces and Jobs are globs a notification's job must match; a
 	// notification about no job matches only when both are empty.
 	Namespaces, Jobs []string
+	// SMTPAddr (host:port), From, To, Username and RequireTLS configure an
+	// email target; its password is the secret.
+	SMTPAddr, From, Username string
+	To                       []string
+	RequireTLS               bool
+	// NomadJob is the parameterized job a nomad target dispatches, in
+	// NomadNamespace (default "default").
+	NomadJob, NomadNamespace string
 	// GiveUpAfter is how long after its change a notification is retried
 	// before it is given up as dead. RetryInitial and RetryMax bound the
 	// exponential backoff between attempts.

@@ -2,6 +2,8 @@ package config
 
 import (
 	"fmt"
+	"net"
+	"net/mail"
 	"os"
 	"path"
 	"slices"
@@ -20,7 +22,9 @@ const (
 )
 
 // NotifyKinds lists the kinds of notification targets.
-func NotifyKinds() []string { return []string{NotifyKindWebhook, NotifyKindSlack} }
+func NotifyKinds() []string {
+	return []string{NotifyKindWebhook, NotifyKindSlack, NotifyKindEmail, NotifyKindNomad}
+}
 
 // WithDefaults returns n with unset delivery settings at their defaults.
 func (n NotifyConfig) WithDefaults() NotifyConfig {
@@ -54,9 +58,6 @@ func (n NotifyConfig) validate(add func(format string, args ...any)) {
 		if !hasURL {
 			add("set exactly one of url and url_env")
 		}
-		if n.Channel != "" {
-			add("channel: only a slack target has a channel")
-		}
 	case NotifyKindSlack:
 		hasToken := n.SecretEnv != "" || n.SecretFile != ""
 		if !hasURL && !hasToken {
@@ -65,6 +66,43 @@ func (n NotifyConfig) validate(add func(format string, args ...any)) {
 		if hasToken && n.Channel == "" {
 			add("channel: a bot token posts to a channel; set channel")
 		}
+	case NotifyKindEmail:
+		if hasURL {
+			add("url: an email target sends through smtp_addr, not a URL")
+		}
+		if _, port, err := net.SplitHostPort(n.SMTPAddr); err != nil || port == "" {
+			add("smtp_addr: must be host:port, not %q", n.SMTPAddr)
+		}
+		if _, err := mail.ParseAddress(n.From); err != nil {
+			add("from: %q is not an email address", n.From)
+		}
+		if len(n.To) == 0 {
+			add("to: at least one recipient is required")
+		}
+		for _, to := range n.To {
+			if _, err := mail.ParseAddress(to); err != nil {
+				add("to: %q is not an email address", to)
+			}
+		}
+		if n.Username != "" && n.SecretEnv == "" && n.SecretFile == "" {
+			add("username: set the password with secret_env or secret_file")
+		}
+	case NotifyKindNomad:
+		if hasURL {
+			add("url: a nomad target dispatches to the server's Nomad, not a URL")
+		}
+		if n.NomadJob == "" {
+			add("job: the parameterized job to dispatch is required")
+		}
+	}
+	if n.Channel != "" && n.Kind != NotifyKindSlack {
+		add("channel: only a slack target has a channel")
+	}
+	if n.Kind != NotifyKindEmail && (n.SMTPAddr != "" || n.From != "" || len(n.To) > 0 || n.Username != "" || n.RequireTLS) {
+		add("smtp_addr, from, to, username and require_tls are settings of an email target")
+	}
+	if n.Kind != NotifyKindNomad && (n.NomadJob != "" || n.NomadNamespace != "") {
+		add("job and namespace are settings of a nomad target")
 	}
 	if n.URL != "" {
 		if err := checkHTTPURL(n.URL); err != nil {
