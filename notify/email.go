@@ -51,6 +51,10 @@ func (e *Email) Send(ctx context.Context, m *Message) error {
 		_ = conn.SetDeadline(dl)
 	}
 	defer conn.Close()
+	// A cancelled context (the server lost leadership) ends the
+	// conversation at once.
+	stop := context.AfterFunc(ctx, func() { _ = conn.Close() })
+	defer stop()
 	c, err := smtp.NewClient(conn, host)
 	if err != nil {
 		return fmt.Errorf("smtp %s: %w", e.Addr, err)
