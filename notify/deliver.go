@@ -96,6 +96,8 @@ func (d *Deliverer) Targets() []string {
 func (d *Deliverer) Run(ctx context.Context) {
 	d.logger.Info("notification delivery started", "targets", len(d.cfg.Targets))
 	defer d.logger.Info("notification delivery stopped")
+	// A follower's gauges would be stale: only the leader knows the queue.
+	defer d.metrics.observeQueue(nil, time.Time{})
 	if d.cfg.Leader != "" {
 		d.mark(structs.MarkLeader, "cluster", d.cfg.Leader, "leader is now "+d.cfg.Leader)
 	}
