@@ -171,3 +171,32 @@ func TestTestNotification(t *testing.T) {
 		t.Errorf("unknown field: %d", code)
 	}
 }
+
+// TestLeaderAndWindowNotifications: the leader records its election and
+// each sync window that opens, once, and delivers them.
+func TestLeaderAndWindowNotifications(t *testing.T) {
+	rcv := newReceiver(t, "", nil)
+	s := nopstest.Start(t, "", nopstest.WithoutReconcilers(), withTarget(config.NotifyConfig{
+		Name: "ops", Kind: config.NotifyKindWebhook, URL: rcv.srv.URL,
+		Events: []string{structs.NotifyLeaderChanged, structs.NotifyWindowOpened, structs.NotifyWindowClosed},
+	}))
+	// Active at every minute for an hour: open as soon as it exists. The
+	// other never is.
+	for name, sched := range map[string]string{"always": "* * * * *", "never": "0 0 29 2 1"} {
+		if code, body := s.Do("PUT", "/v1/window/"+name, map[string]any{"kind": "allow", "schedule": sched, "duration": "1h"}, nil); code != http.StatusOK {
+			t.Fatalf("put window: %d %s", code, body)
+		}
+	}
+	testutil.WaitForResult(t, 10*time.Second, func() (bool, error) {
+		return len(rcv.accepted()) >= 2, fmt.Errorf("%d received", len(rcv.accepted()))
+	})
+	time.Sleep(300 * time.Millisecond)
+	var kinds []string
+	for _, g := range rcv.accepted() {
+		kinds = append(kinds, g.Payload.Kind+":"+g.Payload.Object+":"+g.Payload.To)
+	}
+	want := []string{structs.NotifyLeaderChanged + ":cluster:" + s.Config().NodeName, structs.NotifyWindowOpened + ":always:open"}
+	if strings.Join(kinds, ",") != strings.Join(want, ",") {
+		t.Fatalf("received %v, want %v", kinds, want)
+	}
+}
