@@ -111,10 +111,10 @@ func (d *Deliverer) Run(ctx context.Context) {
 			next = d.now().Add(time.Second)
 		}
 		wait := time.Until(next)
-		if next.IsZero() || wait > time.Minute {
+		if limit := d.pruneEvery(); next.IsZero() || wait > limit {
 			// Window boundaries and pruning are checked at least once a
-			// minute.
-			wait = time.Minute
+			// minute (more often with a shorter retention).
+			wait = limit
 		}
 		timer.Reset(max(wait, 0))
 		select {
@@ -342,10 +342,14 @@ func (d *Deliverer) recordEach(batch []structs.NotificationResult) error {
 	return nil
 }
 
+// pruneEvery is how often the loop looks for notifications to prune: once
+// a minute, or once per retention when that is shorter.
+func (d *Deliverer) pruneEvery() time.Duration { return min(time.Minute, d.cfg.Retention) }
+
 // prune removes the finished notifications older than the retention, at
-// most once a minute, and only when there is one.
+// most once per pruneEvery, and only when there is one.
 func (d *Deliverer) prune(now time.Time) {
-	if now.Sub(d.lastPrune) < time.Minute {
+	if now.Sub(d.lastPrune) < d.pruneEvery() {
 		return
 	}
 	d.lastPrune = now

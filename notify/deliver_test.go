@@ -200,3 +200,58 @@ func TestLeaderAndWindowNotifications(t *testing.T) {
 		t.Fatalf("received %v, want %v", kinds, want)
 	}
 }
+
+// TestOrderPerJobAndPrune: a notification about a job is not sent while an
+// earlier one about the same job is still being retried, while another
+// job's goes ahead; delivered notifications are pruned after the
+// retention.
+func TestOrderPerJobAndPrune(t *testing.T) {
+	failFirst := 0
+	rcv := newReceiver(t, "", func(_ int, p *notify.WebhookPayload) int {
+		if p.JobID == "web" && p.Kind == structs.NotifyPaused && failFirst < 3 {
+			failFirst++
+			return http.StatusBadGateway
+		}
+		return http.StatusOK
+	})
+	s := nopstest.Start(t, "", nopstest.WithoutReconcilers(),
+		nopstest.WithConfig(func(c *config.Config) { c.NotifyRetention = 2 * time.Second }),
+		withTarget(config.NotifyConfig{
+			Name: "ops", Kind: config.NotifyKindWebhook, URL: rcv.srv.URL, Events: []string{structs.NotifyPaused, structs.NotifyResumed},
+			RetryInitial: 100 * time.Millisecond, RetryMax: 200 * time.Millisecond,
+		}))
+	s.Do("POST", "/v1/job/default/web/pause", nil, nil)
+	s.Do("POST", "/v1/job/default/web/resume", nil, nil)
+	s.Do("POST", "/v1/job/default/api/pause", nil, nil)
+	testutil.WaitForResult(t, 10*time.Second, func() (bool, error) {
+		return len(rcv.accepted()) == 3, fmt.Errorf("%d accepted", len(rcv.accepted()))
+	})
+	var order []string
+	for _, g := range rcv.requests() {
+		order = append(order, fmt.Sprintf("%s/%s:%d", g.Payload.JobID, g.Payload.Kind, g.Answered))
+	}
+	webPaused, webResumed, apiPaused := -1, -1, -1
+	for i, o := range order {
+		switch o {
+		case "web/paused:200":
+			webPaused = i
+		case "web/resumed:200":
+			webResumed = i
+		case "api/paused:200":
+			apiPaused = i
+		}
+	}
+	if webPaused < 0 || webResumed < webPaused || apiPaused < 0 || apiPaused > webPaused {
+		t.Fatalf("order %v: web's resume must follow its pause, and api must not wait for web", order)
+	}
+	for _, o := range order {
+		if o == "web/resumed:502" {
+			t.Fatalf("order %v", order)
+		}
+	}
+	// After the retention the leader prunes what it delivered.
+	testutil.WaitForResult(t, 15*time.Second, func() (bool, error) {
+		d := notifications(t, s, "delivered")
+		return len(d) == 0, fmt.Errorf("%d delivered notifications still in the outbox", len(d))
+	})
+}
