@@ -44,7 +44,7 @@ func (s *Server) setupNotify() error {
 		}
 		nomad = c
 	}
-	targets, err := notify.Targets(s.config, os.LookupEnv, nil, nomad)
+	targets, err := notifyTargets(s.config, os.LookupEnv, nil, nomad)
 	if err != nil {
 		return err
 	}
@@ -228,4 +228,56 @@ func (a *httpAPI) eventStream(w http.ResponseWriter, r *http.Request) (any, erro
 		case <-changed:
 		}
 	}
+}
+
+// notifyTargets builds the notify targets of a configuration. client sends the HTTP
+// requests (nil: a client with a 10 s timeout); nomad is the client nomad
+// targets dispatch through.
+func notifyTargets(cfg *config.Config, lookupEnv func(string) (string, bool), client *http.Client, nomad *nomadapi.Client) ([]*notify.Target, error) {
+	if client == nil {
+		client = &http.Client{Timeout: 10 * time.Second}
+	}
+	if lookupEnv == nil {
+		lookupEnv = os.LookupEnv
+	}
+	var out []*notify.Target
+	for _, nc := range cfg.Notify {
+		nc = nc.WithDefaults()
+		secret, err := nc.ResolveSecret(lookupEnv)
+		if err != nil {
+			return nil, err
+		}
+		var url string
+		if nc.URL != "" || nc.URLEnv != "" {
+			if url, err = nc.ResolveURL(lookupEnv); err != nil {
+				return nil, err
+			}
+		}
+		t := &notify.Target{
+			Name: nc.Name, Events: nc.Events, Namespaces: nc.Namespaces, Jobs: nc.Jobs,
+			GiveUpAfter: nc.GiveUpAfter, RetryInitial: nc.RetryInitial, RetryMax: nc.RetryMax,
+		}
+		switch nc.Kind {
+		case config.NotifyKindWebhook:
+			t.Sender = &notify.Webhook{URL: url, Secret: secret, Client: client}
+		case config.NotifyKindSlack:
+			t.Sender = &notify.Slack{WebhookURL: url, Token: secret, Channel: nc.Channel, Client: client}
+		case config.NotifyKindEmail:
+			t.Sender = &notify.Email{Addr: nc.SMTPAddr, From: nc.From, To: nc.To, Username: nc.Username, Password: secret,
+				RequireTLS: nc.RequireTLS}
+		case config.NotifyKindNomad:
+			if nomad == nil {
+				return nil, fmt.Errorf("notify %q: a nomad target needs the server's Nomad client", nc.Name)
+			}
+			ns := nc.NomadNamespace
+			if ns == "" {
+				ns = "default"
+			}
+			t.Sender = &notify.NomadDispatch{Client: nomad, Namespace: ns, JobID: nc.NomadJob}
+		default:
+			return nil, fmt.Errorf("notify %q: kind %q is not supported", nc.Name, nc.Kind)
+		}
+		out = append(out, t)
+	}
+	return out, nil
 }

@@ -1,6 +1,8 @@
 // Package notify delivers the notifications of the replicated outbox
 // (SPEC section 13): the leader's delivery loop and the adapters that send
-// to a generic webhook and to Slack.
+// to a generic webhook, to Slack, by email over SMTP, and as a dispatch of
+// a Nomad parameterized job. The agent builds the targets from the notify
+// blocks of its configuration.
 //
 // Every notification is written by the FSM in the same Raft entry as the
 // change that causes it (see fsm/outbox.go), so a committed change always

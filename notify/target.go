@@ -3,17 +3,11 @@ package notify
 import (
 	"context"
 	"errors"
-	"fmt"
-	"net/http"
-	"os"
 	"path"
 	"slices"
 	"strings"
 	"time"
 
-	nomadapi "github.com/hashicorp/nomad/api"
-
-	"github.com/nops-dev/nops/agent/config"
 	"github.com/nops-dev/nops/structs"
 )
 
@@ -79,58 +73,6 @@ func globMatch(globs []string, s string) bool {
 		}
 	}
 	return false
-}
-
-// Targets builds the targets of a configuration. client sends the HTTP
-// requests (nil: a client with a 10 s timeout); nomad is the client nomad
-// targets dispatch through.
-func Targets(cfg *config.Config, lookupEnv func(string) (string, bool), client *http.Client, nomad *nomadapi.Client) ([]*Target, error) {
-	if client == nil {
-		client = &http.Client{Timeout: 10 * time.Second}
-	}
-	if lookupEnv == nil {
-		lookupEnv = os.LookupEnv
-	}
-	var out []*Target
-	for _, nc := range cfg.Notify {
-		nc = nc.WithDefaults()
-		secret, err := nc.ResolveSecret(lookupEnv)
-		if err != nil {
-			return nil, err
-		}
-		var url string
-		if nc.URL != "" || nc.URLEnv != "" {
-			if url, err = nc.ResolveURL(lookupEnv); err != nil {
-				return nil, err
-			}
-		}
-		t := &Target{
-			Name: nc.Name, Events: nc.Events, Namespaces: nc.Namespaces, Jobs: nc.Jobs,
-			GiveUpAfter: nc.GiveUpAfter, RetryInitial: nc.RetryInitial, RetryMax: nc.RetryMax,
-		}
-		switch nc.Kind {
-		case config.NotifyKindWebhook:
-			t.Sender = &Webhook{URL: url, Secret: secret, Client: client}
-		case config.NotifyKindSlack:
-			t.Sender = &Slack{WebhookURL: url, Token: secret, Channel: nc.Channel, Client: client}
-		case config.NotifyKindEmail:
-			t.Sender = &Email{Addr: nc.SMTPAddr, From: nc.From, To: nc.To, Username: nc.Username, Password: secret,
-				RequireTLS: nc.RequireTLS}
-		case config.NotifyKindNomad:
-			if nomad == nil {
-				return nil, fmt.Errorf("notify %q: a nomad target needs the server's Nomad client", nc.Name)
-			}
-			ns := nc.NomadNamespace
-			if ns == "" {
-				ns = "default"
-			}
-			t.Sender = &NomadDispatch{Client: nomad, Namespace: ns, JobID: nc.NomadJob}
-		default:
-			return nil, fmt.Errorf("notify %q: kind %q is not supported", nc.Name, nc.Kind)
-		}
-		out = append(out, t)
-	}
-	return out, nil
 }
 
 // link returns the dashboard page of a notification's object, or "".
