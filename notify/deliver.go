@@ -116,14 +116,13 @@ func (d *Deliverer) Run(ctx context.Context) {
 			// minute (more often with a shorter retention).
 			wait = limit
 		}
+		// Timers are synchronous (Go 1.23 and later): Reset drops any
+		// expiry not received.
 		timer.Reset(max(wait, 0))
 		select {
 		case <-ctx.Done():
 			return
 		case <-changed:
-			if !timer.Stop() {
-				<-timer.C
-			}
 		case <-timer.C:
 		}
 	}
