@@ -170,6 +170,23 @@ func TestTestNotification(t *testing.T) {
 	if code, _ := s.Do("POST", "/v1/notify/ops/test", `{"x":1}`, nil); code != http.StatusBadRequest {
 		t.Errorf("unknown field: %d", code)
 	}
+	if code, _ := s.Do("POST", "/v1/notify/ops/test", `{"a":"`+strings.Repeat("x", 2<<20)+`"}`, nil); code != http.StatusRequestEntityTooLarge {
+		t.Errorf("huge body: %d", code)
+	}
+	if code, _ := s.Do("POST", "/v1/notify/ops/test", "{garbage", nil); code != http.StatusBadRequest {
+		t.Errorf("garbage body: %d", code)
+	}
+	if code, body := s.Do("GET", "/v1/notifications?limit=-3", nil, nil); code != http.StatusBadRequest || !strings.Contains(body, "limit") {
+		t.Errorf("bad limit: %d %s", code, body)
+	}
+	if code, _ := s.Do("GET", "/v1/notification/no-such-id", nil, nil); code != http.StatusNotFound {
+		t.Errorf("unknown notification: %d", code)
+	}
+	// Only the test messages reached the receiver: the refused requests
+	// sent nothing.
+	if n := len(rcv.requests()); n != 1+countKind(rcv.requests(), structs.NotifyLeaderChanged) {
+		t.Errorf("receiver got %d requests", n)
+	}
 }
 
 // TestLeaderAndWindowNotifications: the leader records its election and
@@ -254,4 +271,14 @@ func TestOrderPerJobAndPrune(t *testing.T) {
 		d := notifications(t, s, "delivered")
 		return len(d) == 0, fmt.Errorf("%d delivered notifications still in the outbox", len(d))
 	})
+}
+
+func countKind(rs []received, kind string) int {
+	n := 0
+	for _, r := range rs {
+		if r.Payload.Kind == kind {
+			n++
+		}
+	}
+	return n
 }
