@@ -23,14 +23,18 @@ func TestDeploymentLifecycleSequence(t *testing.T) {
 	repo := testutil.NewGitRepo(t)
 	repo.WriteFile("jobs/api.nomad.hcl", testutil.ServiceJobHCL("api", testutil.WithMeta("nops_managed", "true"),
 		testutil.WithMeta("nops_policy", "approval"), testutil.WithEnv("DB_PASSWORD", "hunter2-do-not-leak")))
+	repo.WriteFile("jobs/bad.nomad.hcl", testutil.ServiceJobHCL("bad", testutil.WithMeta("nops_managed", "true"),
+		testutil.WithFailure()))
 	repo.Commit("jobs")
 	rcv := newReceiver(t, "lifecycle-secret", nil)
+	failures := newReceiver(t, "", nil)
 	s := nopstest.Start(t, "", nopstest.WithNomad(nomad.Addr), nopstest.WithRepo("main", repo.URL(), "main", "jobs"),
 		nopstest.WithConfig(func(c *config.Config) { c.UIURL = "https://nops.example.com/" }),
 		withTarget(config.NotifyConfig{
 			Name: "ops", Kind: config.NotifyKindWebhook, URL: rcv.srv.URL, SecretFile: secretFile(t, "lifecycle-secret"),
 			Namespaces: []string{"def*"}, Jobs: []string{"api"},
-		}))
+		}),
+		withTarget(config.NotifyConfig{Name: "failures", Kind: config.NotifyKindWebhook, URL: failures.srv.URL, Jobs: []string{"bad"}}))
 
 	api := s.WaitForDeployment("default", "api", structs.StatePendingApproval, 60*time.Second)
 	if code, body := s.Do("POST", "/v1/deployment/"+api.ID+"/approve", map[string]string{"comment": "ship it"}, nil); code != http.StatusOK {
@@ -76,6 +80,25 @@ func TestDeploymentLifecycleSequence(t *testing.T) {
 	}
 	if got[0].Payload.Deployment.DiffSummary == "" {
 		t.Error("created carries no diff summary")
+	}
+	// A deployment that fails notifies its failure, with the error, and
+	// the block it leaves.
+	s.WaitForDeployment("default", "bad", structs.StateFailed, 90*time.Second)
+	wantBad := []string{structs.NotifyCreated, structs.NotifyApplying, structs.NotifyFailed, structs.NotifyBlocked}
+	testutil.WaitForResult(t, 20*time.Second, func() (bool, error) {
+		n := len(failures.accepted())
+		return n >= len(wantBad), fmt.Errorf("failure receiver has %d of %d notifications", n, len(wantBad))
+	})
+	time.Sleep(500 * time.Millisecond)
+	var badKinds []string
+	for _, g := range failures.accepted() {
+		badKinds = append(badKinds, g.Payload.Kind)
+		if g.Payload.Kind == structs.NotifyFailed && (g.Payload.Deployment == nil || g.Payload.Deployment.Error == "") {
+			t.Errorf("failed carries no error: %+v", g.Payload.Deployment)
+		}
+	}
+	if strings.Join(badKinds, ",") != strings.Join(wantBad, ",") {
+		t.Fatalf("failing sequence %v, want %v", badKinds, wantBad)
 	}
 	// Every notification of the server's outbox ends delivered; the ones
 	// no target matched too.
