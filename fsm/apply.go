@@ -22,6 +22,9 @@ type writer struct {
 	// mutated is set by the first change the entry makes, so that a batch
 	// knows whether a refused entry left anything behind.
 	mutated bool
+	// notified counts the notifications the entry has written; it numbers
+	// them.
+	notified int
 }
 
 func (w *writer) insert(table string, obj any) error {
@@ -97,7 +100,7 @@ func (w *writer) event(m structs.WriteMeta, e structs.Event) error {
 	} else {
 		c.EventSkew = max(c.EventSkew, c.EventMaxTime-t)
 	}
-	return nil
+	return w.notifyEvent(&e)
 }
 
 // indexEvent adds an event to the list of its object's events.
@@ -186,8 +189,18 @@ func (w *writer) deploymentCreate(req *structs.DeploymentCreateRequest) error {
 		}
 	}
 	// A new deployment replaces the block of the job's last one.
+	block, err := first[structs.Block](w.txn, TableBlocks, d.Namespace, d.JobID)
+	if err != nil {
+		return err
+	}
 	if _, err := w.deleteAll(TableBlocks, "id", d.Namespace, d.JobID); err != nil {
 		return fmt.Errorf("clear block: %w", err)
+	}
+	if block != nil && !block.Retried {
+		// A retried block already said the job is unblocked.
+		if err := w.notifyUnblocked(req.WriteMeta, d); err != nil {
+			return err
+		}
 	}
 	if err := w.put(TableDeployments, d); err != nil {
 		return err
@@ -515,7 +528,14 @@ func (w *writer) repoStatusUpsert(req *structs.RepoStatusUpsertRequest) error {
 		}
 		c := *r
 		c.ModifyIndex = w.index
+		old, err := first[structs.RepoStatus](w.txn, TableRepoStatus, r.Name)
+		if err != nil {
+			return err
+		}
 		if err := w.put(TableRepoStatus, &c); err != nil {
+			return err
+		}
+		if err := w.notifyRepo(old, &c, req.WriteMeta); err != nil {
 			return err
 		}
 	}

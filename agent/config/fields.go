@@ -97,6 +97,10 @@ func (c *Config) fields() []field {
 			v: uint64Value(&c.RaftSnapshotThreshold, checkSnapshotThreshold)},
 		{name: "raft-snapshot-interval", usage: "Interval between checks whether to snapshot.",
 			v: durationValue(&c.RaftSnapshotInterval)},
+		{name: "ui-url", usage: "Public address of the dashboard, for links in notifications.",
+			v: stringValue(&c.UIURL, nil)},
+		{name: "notify-retention", usage: "How long delivered and dead notifications stay in the outbox.",
+			v: durationValue(&c.NotifyRetention)},
 	}
 }
 

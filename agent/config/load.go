@@ -326,6 +326,7 @@ func (l *loader) checkSecretEnv() {
 	}
 	for _, n := range c.Notify {
 		need(fmt.Sprintf("notify %q: url_env", n.Name), n.URLEnv)
+		need(fmt.Sprintf("notify %q: secret_env", n.Name), n.SecretEnv)
 	}
 	need("webhook: secret_env", c.Webhook.SecretEnv)
 }
