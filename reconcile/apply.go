@@ -233,16 +233,35 @@ func (m *Manager) register(ctx context.Context, d *structs.Deployment, now time.
 	if err != nil {
 		return err
 	}
-	if plan.JobModifyIndex != d.JobModifyIndex || nomadx.DiffHash(plan.Diff) != d.DiffHash {
+	var rebase *uint64
+	if plan.JobModifyIndex != d.JobModifyIndex && nomadx.DiffHash(plan.Diff) == d.DiffHash && live != nil &&
+		live.JobModifyIndex != nil && *live.JobModifyIndex == plan.JobModifyIndex {
+		// A scale by an autoscaler is not a change: register on the live
+		// index, with the live counts the plan already used.
+		if why := m.autoscaledOnly(ctx, d, live); why == nil {
+			rebase = &plan.JobModifyIndex
+		} else {
+			m.logger.Debug("the live job changed by more than autoscaled counts", "deployment", d.ID, "change", why)
+		}
+	}
+	if (plan.JobModifyIndex != d.JobModifyIndex && rebase == nil) || nomadx.DiffHash(plan.Diff) != d.DiffHash {
 		return m.fail(d, fmt.Sprintf("the job changed since detection (modify index %d, now %d): nothing registered",
 			d.JobModifyIndex, plan.JobModifyIndex))
 	}
 	deadline := now.Add(timeout)
+	msg := fmt.Sprintf("registering with check-and-set on modify index %d", d.JobModifyIndex)
+	if rebase != nil {
+		msg = fmt.Sprintf("registering with check-and-set on modify index %d (only the counts left to an autoscaler changed since %d)",
+			*rebase, d.JobModifyIndex)
+	}
 	if err := m.update(d, &structs.DeploymentPatch{RegisterStartedAt: &now, HealthDeadline: &deadline,
-		Message: fmt.Sprintf("registering with check-and-set on modify index %d", d.JobModifyIndex)}); err != nil {
+		JobModifyIndex: rebase, Message: msg}); err != nil {
 		return err
 	}
 	d.RegisterStartedAt, d.HealthDeadline = now, deadline
+	if rebase != nil {
+		d.JobModifyIndex = *rebase
+	}
 	return m.doRegister(ctx, d, job, false)
 }
 

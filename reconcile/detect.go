@@ -576,6 +576,15 @@ func (m *Manager) detectJob(ctx context.Context, d *declared, hooks map[string]*
 		// the spec the deployment was for: that completes it, so the
 		// in-sync check comes before the live-change one.
 		synced := inSync && !active.SkipRegister && active.SpecHash == specHash
+		liveChanged := active.JobModifyIndex != liveMod
+		if liveChanged && !synced && active.SpecHash == specHash && d.meta.Policy != structs.PolicyNone {
+			// A scale by an autoscaler is not a change.
+			rebased, err := m.rebaseAutoscaled(ctx, active, liveMod)
+			if err != nil && !errors.Is(err, structs.ErrConflict) {
+				return nil, false, err
+			}
+			liveChanged = !rebased
+		}
 		switch {
 		case d.meta.Policy == structs.PolicyNone:
 			reason = "the job's policy became none"
@@ -583,7 +592,7 @@ func (m *Manager) detectJob(ctx context.Context, d *declared, hooks map[string]*
 			reason = "a newer spec in git replaces it"
 		case synced:
 			// Completed below.
-		case active.JobModifyIndex != liveMod:
+		case liveChanged:
 			reason = "the live job changed since detection"
 		case paused:
 			reason = "the job is held: " + hold

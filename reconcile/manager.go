@@ -32,6 +32,9 @@ type Config struct {
 	// FullPlanInterval forces a plan of a job even when neither its git spec
 	// nor its live job changed since it was last seen in sync.
 	FullPlanInterval time.Duration
+	// DisableEventStream turns off the watch of Nomad's job event stream:
+	// live changes are then seen every DriftInterval only.
+	DisableEventStream bool
 	// WebhookSecret verifies push webhooks; empty disables the endpoint.
 	WebhookSecret string
 	// Clock returns the current time; nil means time.Now.
@@ -62,6 +65,8 @@ type Manager struct {
 	termStart time.Time
 	// lastCycle is the result of the last detection cycle.
 	lastCycle *cycleResult
+	// streamUp is set while Nomad's job event stream is up.
+	streamUp bool
 }
 
 // New returns a manager.
@@ -162,6 +167,9 @@ func (m *Manager) Run(ctx context.Context, kicked <-chan struct{}) {
 	})
 	run(m.detectLoop)
 	run(m.applyLoop)
+	if !m.cfg.DisableEventStream {
+		run(m.watchLive)
+	}
 	m.logger.Info("leader loops started")
 	m.Trigger()
 	wg.Wait()
@@ -196,6 +204,11 @@ func (m *Manager) detectLoop(ctx context.Context) {
 		}
 		m.logger.Debug("detection cycle", "duration", time.Since(start))
 		next := m.cfg.DriftInterval
+		if m.streaming() {
+			// Live changes arrive on the stream; the periodic cycle is
+			// only the safety net of full plans.
+			next = m.cfg.FullPlanInterval
+		}
 		if b := m.nextWindowBoundary(); !b.IsZero() {
 			if d := b.Sub(m.now()); d < next {
 				next = d + 10*time.Millisecond

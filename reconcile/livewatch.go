@@ -1,0 +1,167 @@
+package reconcile
+
+import (
+	"context"
+	"time"
+
+	"github.com/nops-dev/nops/reconcile/nomadx"
+	"github.com/nops-dev/nops/structs"
+)
+
+// Live changes are seen through Nomad's event stream (topic Job). While the
+// stream is up, a change of the live job of a managed job triggers a
+// detection cycle at once, and the periodic cycle runs only every
+// FullPlanInterval, so an idle cluster costs no polling. When the stream
+// breaks, detection runs at once and then every DriftInterval again, while
+// the watcher reconnects from the last index it saw. The stream lives under
+// the leader's context: it stops with leadership, and a new leader starts
+// its own from the highest live modify index the replicated job statuses
+// record.
+
+const (
+	streamBackoffMin = time.Second
+	streamBackoffMax = 30 * time.Second
+)
+
+// streaming reports whether the event stream is up.
+func (m *Manager) streaming() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.streamUp
+}
+
+func (m *Manager) setStreaming(up bool) {
+	m.mu.Lock()
+	was := m.streamUp
+	m.streamUp = up
+	m.mu.Unlock()
+	if was == up {
+		return
+	}
+	m.metrics.setStreaming(up)
+	if !up {
+		// Fall back to the drift interval, starting with a cycle now.
+		m.TriggerDetection()
+	}
+}
+
+// streamNamespace is the namespace the stream watches: one managed
+// namespace, or "*" for several (their events are filtered by key).
+func (m *Manager) streamNamespace() string {
+	if len(m.cfg.Namespaces) == 1 {
+		return m.cfg.Namespaces[0]
+	}
+	return "*"
+}
+
+// resumeIndex is where a new leader's stream starts: just after the highest
+// live modify index the replicated statuses record, so changes made during
+// a failover are replayed (Nomad starts at its oldest event if that is
+// older; the first cycle of the term covers anything before).
+func (m *Manager) resumeIndex() uint64 {
+	list, err := m.srv.State().JobStatuses()
+	if err != nil {
+		return 0
+	}
+	var max uint64
+	for _, s := range list {
+		if s.LiveModifyIndex > max {
+			max = s.LiveModifyIndex
+		}
+	}
+	return max
+}
+
+// watchLive runs the event stream until ctx ends.
+func (m *Manager) watchLive(ctx context.Context) {
+	defer m.setStreaming(false)
+	index := m.resumeIndex()
+	backoff := streamBackoffMin
+	first := true
+	logger := m.logger.Named("events")
+	for ctx.Err() == nil {
+		ch, err := m.nomad.WatchJobs(ctx, m.streamNamespace(), index)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			logger.Warn("cannot subscribe to Nomad's job events; detecting every drift interval", "error", err, "retry_in", backoff)
+			m.setStreaming(false)
+			if !sleepCtx(ctx, backoff) {
+				return
+			}
+			backoff = min(2*backoff, streamBackoffMax)
+			continue
+		}
+		m.setStreaming(true)
+		if !first {
+			// Changes made while the stream was down may be older than
+			// what Nomad still holds: a cycle looks at everything.
+			m.TriggerDetection()
+		}
+		first = false
+		logger.Debug("watching Nomad's job events", "index", index)
+		connected := time.Now()
+		for batch := range ch {
+			if batch.Err != nil {
+				if ctx.Err() == nil {
+					logger.Warn("Nomad's job event stream broke; detecting every drift interval until it is back", "error", batch.Err)
+				}
+				break
+			}
+			if batch.Index > index {
+				index = batch.Index
+			}
+			if m.liveChangeOfManaged(batch.Changes) {
+				m.metrics.liveChanges.Inc()
+				m.TriggerDetection()
+			}
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		m.setStreaming(false)
+		if time.Since(connected) > streamBackoffMax {
+			backoff = streamBackoffMin
+		}
+		if !sleepCtx(ctx, backoff) {
+			return
+		}
+		backoff = min(2*backoff, streamBackoffMax)
+	}
+}
+
+// liveChangeOfManaged reports whether a batch changes the live job of a job
+// the leader watches: one it planned, whose modify index is not the one it
+// last saw, or that was removed. Nops's own registers count too (the next
+// cycle records the new index); jobs it does not manage, such as hook runs,
+// do not.
+func (m *Manager) liveChangeOfManaged(changes []nomadx.JobChange) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, c := range changes {
+		ns := c.Namespace
+		if ns == "" {
+			ns = "default"
+		}
+		prev, ok := m.seen[structs.JobKey(ns, c.JobID)]
+		if !ok {
+			continue
+		}
+		if c.Deleted || c.JobModifyIndex == 0 || c.JobModifyIndex != prev.liveMod {
+			return true
+		}
+	}
+	return false
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
