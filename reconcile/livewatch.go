@@ -165,3 +165,7 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 		return true
 	}
 }
+
+// WatchingEvents reports whether the leader's watch of Nomad's job event
+// stream is up.
+func (m *Manager) WatchingEvents() bool { return m.streaming() }

@@ -17,7 +17,7 @@ type JobChange struct {
 	// JobModifyIndex is the job's modify index after the change (0 when
 	// the event does not carry it).
 	JobModifyIndex uint64
-	// Deleted is set when the job was purged from Nomad.
+	// Deleted is set for a deregister (a stop, or a purge from Nomad).
 	Deleted bool
 }
 
@@ -29,7 +29,8 @@ type JobChanges struct {
 	Err     error
 }
 
-// WatchJobs subscribes to the Job topic of Nomad's event stream
+// WatchJobs subscribes to the Job topic of Nomad's event stream (and to the
+// Evaluation topic, for the deregisters that leave no job event)
 // (/v1/event/stream) in namespace ns ("*" for all), from index (0 for now
 // on; Nomad starts at the oldest event it still holds when index is
 // older). It returns once Nomad accepted the subscription. The channel is
@@ -40,7 +41,7 @@ func (c *Client) WatchJobs(ctx context.Context, ns string, index uint64) (<-chan
 	ns = namespaceOrDefault(ns)
 	q := &api.QueryOptions{Namespace: ns}
 	in, err := c.api.EventStream().Stream(withOperation(ctx, "event.stream"),
-		map[api.Topic][]string{api.TopicJob: {"*"}}, index, q)
+		map[api.Topic][]string{api.TopicJob: {"*"}, api.TopicEvaluation: {"*"}}, index, q)
 	if err != nil {
 		return nil, fmt.Errorf("subscribe to the job events of namespace %q: %w", ns, err)
 	}
@@ -54,10 +55,16 @@ func (c *Client) WatchJobs(ctx context.Context, ns string, index uint64) (<-chan
 			}
 			for i := range evs.Events {
 				ev := &evs.Events[i]
-				if ev.Topic != api.TopicJob {
-					continue
+				switch ev.Topic {
+				case api.TopicJob:
+					batch.Changes = append(batch.Changes, jobChange(ev))
+				case api.TopicEvaluation:
+					// A purge leaves no job event in Nomad 1.6, only
+					// the evaluation of the deregister.
+					if ch, ok := purgeChange(ev); ok {
+						batch.Changes = append(batch.Changes, ch)
+					}
 				}
-				batch.Changes = append(batch.Changes, jobChange(ev))
 			}
 			select {
 			case out <- batch:
@@ -98,4 +105,20 @@ func jobChange(ev *api.Event) JobChange {
 		ch.JobModifyIndex = v
 	}
 	return ch
+}
+
+// purgeChange turns the evaluation of a job deregister into a change of
+// that job.
+func purgeChange(ev *api.Event) (JobChange, bool) {
+	eval, _ := ev.Payload["Evaluation"].(map[string]any)
+	if eval == nil {
+		return JobChange{}, false
+	}
+	if by, _ := eval["TriggeredBy"].(string); by != "job-deregister" {
+		return JobChange{}, false
+	}
+	ch := JobChange{Type: "JobDeregistered", Deleted: true}
+	ch.JobID, _ = eval["JobID"].(string)
+	ch.Namespace, _ = eval["Namespace"].(string)
+	return ch, ch.JobID != ""
 }

@@ -1,0 +1,68 @@
+package reconcile_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/nops-dev/nops/agent/config"
+	"github.com/nops-dev/nops/structs"
+	"github.com/nops-dev/nops/testutil"
+	"github.com/nops-dev/nops/testutil/nopstest"
+)
+
+// liveDriftBudget is how soon a hand change must show, with a one-hour
+// drift interval: only the event stream can make it.
+const liveDriftBudget = 5 * time.Second
+
+// TestLiveDrift_HandChangeSeenAtOnce: with a one-hour drift interval, the
+// leader makes no Nomad request while nothing changes, and a change made
+// to a managed job in Nomad shows as drift, with a new deployment, within
+// seconds.
+func TestLiveDrift_HandChangeSeenAtOnce(t *testing.T) {
+	t.Parallel()
+	hcl := testutil.ServiceJobHCL("web", managed(structs.PolicyApproval)...)
+	e := lcWorld(t, map[string]string{jobFile("web"): hcl})
+	e.nomad.RegisterJobHCL(t, hcl)
+	e.serve(e.repo.URL(), nopstest.WithConfig(func(c *config.Config) { c.DriftInterval = time.Hour }))
+	e.waitStatus("web", func(s *structs.JobStatus) bool { return s.Sync == structs.SyncInSync })
+	m := e.s.Manager()
+	e.waitFor(func() (bool, string) { return m.WatchingEvents(), "the event stream is not up" })
+	e.settle()
+
+	// Idle: no polling.
+	before := m.Nomad().Stats()
+	idle := 3 * time.Second
+	time.Sleep(idle)
+	if d := m.Nomad().Stats().Sub(before); d.Requests != 0 {
+		t.Fatalf("idle for %s with the event stream up, the leader made Nomad requests: %s", idle, d)
+	}
+
+	// A change by hand.
+	start := time.Now()
+	reg := e.nomad.RegisterJobHCL(t, testutil.ServiceJobHCL("web", managed(structs.PolicyApproval, testutil.WithMeta("by", "hand"))...))
+	testutil.WaitForResult(t, liveDriftBudget, func() (bool, error) {
+		st := e.jobStatus("web")
+		if st.Sync != structs.SyncDrift || st.LiveModifyIndex != reg.JobModifyIndex {
+			return false, fmt.Errorf("status %s at modify index %d, want drift at %d", st.Sync, st.LiveModifyIndex, reg.JobModifyIndex)
+		}
+		return true, nil
+	})
+	t.Logf("hand register to drift: %s", time.Since(start).Round(time.Millisecond))
+	d := e.s.WaitForDeployment("default", "web", structs.StatePendingApproval, liveDriftBudget)
+	if d.JobModifyIndex != reg.JobModifyIndex {
+		t.Fatalf("deployment against modify index %d, hand register at %d", d.JobModifyIndex, reg.JobModifyIndex)
+	}
+
+	// Nops's own register does not keep the stream busy: once the job is
+	// back in sync, the leader is idle again.
+	e.post("/v1/deployment/"+d.ID+"/approve", nil)
+	e.waitDeploymentState(d.ID, structs.StateCompleted)
+	e.waitStatus("web", func(s *structs.JobStatus) bool { return s.Sync == structs.SyncInSync })
+	e.settle()
+	before = m.Nomad().Stats()
+	time.Sleep(idle)
+	if d := m.Nomad().Stats().Sub(before); d.Requests != 0 {
+		t.Fatalf("idle again for %s, the leader made Nomad requests: %s", idle, d)
+	}
+}
