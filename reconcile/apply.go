@@ -97,6 +97,7 @@ func (m *Manager) ApplyOnce(ctx context.Context) (bool, error) {
 			return ended, ctx.Err()
 		}
 		done, err := m.advance(ctx, d)
+		m.noteRefusal(d.Key(), "a deployment step", err)
 		if err != nil {
 			if errors.Is(err, structs.ErrNotLeader) {
 				return ended, err
@@ -271,6 +272,7 @@ func (m *Manager) register(ctx context.Context, d *structs.Deployment, now time.
 // rather than taken as "nothing registered".
 func (m *Manager) doRegister(ctx context.Context, d *structs.Deployment, job *api.Job, resumed bool) error {
 	res, err := m.nomad.Register(ctx, job, d.JobModifyIndex)
+	m.noteRefusal(d.Key(), "the register", err)
 	if err != nil {
 		switch {
 		case errors.Is(err, nomadx.ErrIndexMismatch) && resumed:

@@ -93,6 +93,12 @@ func (m *Manager) DetectOnce(ctx context.Context) (*cycleResult, error) {
 	for _, snap := range snaps {
 		for _, f := range snap.Files {
 			r, err := m.parse(ctx, f)
+			if err != nil && nomadx.IsPermissionDenied(err) {
+				// The token, not the file: shown on the repository,
+				// and the view of git is incomplete.
+				parseErrs[snap.Repo] = append(parseErrs[snap.Repo], fmt.Sprintf("%s: %v", f.Path, err))
+				continue
+			}
 			if err != nil {
 				return nil, fmt.Errorf("parse %s of %s: %w", f.Path, snap.Repo, err)
 			}
@@ -123,7 +129,11 @@ func (m *Manager) DetectOnce(ctx context.Context) (*cycleResult, error) {
 	// Live jobs, one list per namespace.
 	live, err := m.liveJobs(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("list live jobs: %w", err)
+		err = fmt.Errorf("list live jobs: %w", err)
+		if nomadx.IsPermissionDenied(err) {
+			m.refusedList(ctx, managed, err)
+		}
+		return nil, err
 	}
 
 	pauses, err := st.Pauses()
@@ -154,6 +164,7 @@ func (m *Manager) DetectOnce(ctx context.Context) (*cycleResult, error) {
 			status = &structs.JobStatus{Namespace: ns(d.job), JobID: id(d.job), Repository: d.repo, File: d.file,
 				Commit: d.commit, Policy: d.meta.Policy, Sync: structs.SyncError, Errors: []string{err.Error()}}
 		}
+		status.Errors = append(status.Errors, m.refusalsOf(key)...)
 		if status.Sync == structs.SyncDrift {
 			res.drifted++
 		}

@@ -67,6 +67,9 @@ type Manager struct {
 	lastCycle *cycleResult
 	// streamUp is set while Nomad's job event stream is up.
 	streamUp bool
+	// refusals are the calls Nomad refused, by job key and step
+	// (callerrors.go).
+	refusals map[string]map[string]string
 }
 
 // New returns a manager.
@@ -129,6 +132,7 @@ func (m *Manager) Run(ctx context.Context, kicked <-chan struct{}) {
 	m.mu.Lock()
 	m.parsed = map[string]parseResult{}
 	m.seen = map[string]observed{}
+	m.refusals = map[string]map[string]string{}
 	m.termStart = time.Now()
 	m.mu.Unlock()
 	// The watcher fetches every repository as soon as it runs; detection
