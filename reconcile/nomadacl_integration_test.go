@@ -75,7 +75,9 @@ func TestNomadACL_ShippedPolicyIsEnough(t *testing.T) {
 	}
 	for _, phase := range []structs.HookPhase{structs.PhasePre, structs.PhasePost} {
 		rev := frozen(t, first, phase, 0).RevisionJobID
-		e.waitFor(func() (bool, string) { return stopped(lookupNomadJob(t, nomad, rev)), "hook revision " + rev + " not stopped" })
+		e.waitFor(func() (bool, string) {
+			return stopped(lookupNomadJob(t, nomad, rev)), "hook revision " + rev + " not stopped"
+		})
 	}
 	st := e.waitStatus("web", func(s *structs.JobStatus) bool { return s.Sync == structs.SyncInSync })
 	if len(st.Errors) > 0 {
