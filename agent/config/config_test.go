@@ -61,6 +61,7 @@ func TestDefault(t *testing.T) {
 		SerfPort:              4652,
 		NodeName:              host,
 		NomadAddr:             "http://127.0.0.1:4646",
+		NomadEventStream:      true,
 		Namespaces:            []string{"default"},
 		DriftInterval:         time.Minute,
 		EngineInterval:        5 * time.Second,
