@@ -222,7 +222,13 @@ func (m *Manager) settle(d *structs.Deployment, to structs.DeploymentState, reas
 		return nil, err
 	}
 	m.logger.Debug("waiting deployment moved on before detection could settle it", "deployment", d.ID, "error", err)
-	return m.srv.State().ActiveDeployment(d.Namespace, d.JobID)
+	active, err := m.srv.State().ActiveDeployment(d.Namespace, d.JobID)
+	if err == nil && active != nil && active.State.Waiting() {
+		// It still waits (detected became pending_approval): revalidate
+		// it in the next cycle rather than at the next periodic one.
+		m.TriggerDetection()
+	}
+	return active, err
 }
 
 // supersedeUnmanaged supersedes the waiting deployments of jobs that git no

@@ -112,9 +112,12 @@ func (m *Manager) watchLive(ctx context.Context) {
 			if batch.Index > index {
 				index = batch.Index
 			}
-			if m.liveChangeOfManaged(batch.Changes) {
+			if key := m.liveChangeOfManaged(batch.Changes); key != "" {
+				logger.Debug("live change of a managed job", "job", key, "index", batch.Index)
 				m.metrics.liveChanges.Inc()
 				m.TriggerDetection()
+			} else if len(batch.Changes) > 0 {
+				logger.Trace("job events of no managed job changed", "index", batch.Index, "changes", len(batch.Changes))
 			}
 		}
 		if ctx.Err() != nil {
@@ -131,12 +134,12 @@ func (m *Manager) watchLive(ctx context.Context) {
 	}
 }
 
-// liveChangeOfManaged reports whether a batch changes the live job of a job
-// the leader watches: one it planned, whose modify index is not the one it
+// liveChangeOfManaged returns the key of a job whose live job a batch
+// changes, or "": a job the leader watches: one it planned, whose modify index is not the one it
 // last saw, or that was removed. Nops's own registers count too (the next
 // cycle records the new index); jobs it does not manage, such as hook runs,
 // do not.
-func (m *Manager) liveChangeOfManaged(changes []nomadx.JobChange) bool {
+func (m *Manager) liveChangeOfManaged(changes []nomadx.JobChange) string {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, c := range changes {
@@ -144,15 +147,16 @@ func (m *Manager) liveChangeOfManaged(changes []nomadx.JobChange) bool {
 		if ns == "" {
 			ns = "default"
 		}
-		prev, ok := m.seen[structs.JobKey(ns, c.JobID)]
+		key := structs.JobKey(ns, c.JobID)
+		prev, ok := m.seen[key]
 		if !ok {
 			continue
 		}
 		if c.Deleted || c.JobModifyIndex == 0 || c.JobModifyIndex != prev.liveMod {
-			return true
+			return key
 		}
 	}
-	return false
+	return ""
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) bool {
