@@ -419,8 +419,9 @@ func (m *Manager) liveJobs(ctx context.Context) (map[string]*api.JobListStub, er
 			break
 		}
 	}
+	since := m.sinceIndex()
 	for _, n := range nss {
-		stubs, err := m.nomad.ListJobs(ctx, n)
+		stubs, err := m.nomad.ListJobsSince(ctx, n, since, liveListWait)
 		if err != nil {
 			return nil, err
 		}

@@ -112,7 +112,7 @@ func (m *Manager) watchLive(ctx context.Context) {
 			if batch.Index > index {
 				index = batch.Index
 			}
-			if key := m.liveChangeOfManaged(batch.Changes); key != "" {
+			if key := m.liveChangeOfManaged(batch.Index, batch.Changes); key != "" {
 				logger.Debug("live change of a managed job", "job", key, "index", batch.Index)
 				m.metrics.liveChanges.Inc()
 				m.TriggerDetection()
@@ -134,12 +134,12 @@ func (m *Manager) watchLive(ctx context.Context) {
 	}
 }
 
-// liveChangeOfManaged returns the key of a job whose live job a batch
-// changes, or "": a job the leader watches: one it planned, whose modify index is not the one it
+// liveChangeOfManaged returns the key of a job whose live job a batch (at
+// index) changes, or "": a job the leader watches: one it planned, whose modify index is not the one it
 // last saw, or that was removed. Nops's own registers count too (the next
 // cycle records the new index); jobs it does not manage, such as hook runs,
 // do not.
-func (m *Manager) liveChangeOfManaged(changes []nomadx.JobChange) string {
+func (m *Manager) liveChangeOfManaged(index uint64, changes []nomadx.JobChange) string {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, c := range changes {
@@ -153,6 +153,9 @@ func (m *Manager) liveChangeOfManaged(changes []nomadx.JobChange) string {
 			continue
 		}
 		if c.Deleted || c.JobModifyIndex == 0 || c.JobModifyIndex != prev.liveMod {
+			// Nomad sends an event before the change is visible to
+			// reads: the cycle it triggers lists from this index on.
+			m.liveIndex = max(m.liveIndex, index)
 			return key
 		}
 	}
@@ -173,3 +176,15 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 // WatchingEvents reports whether the leader's watch of Nomad's job event
 // stream is up.
 func (m *Manager) WatchingEvents() bool { return m.streaming() }
+
+// sinceIndex is the Nomad index the next job list must have reached: that
+// of the last live change the stream reported (0 for none).
+func (m *Manager) sinceIndex() uint64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.liveIndex
+}
+
+// liveListWait bounds the wait of a job list for the index of a reported
+// change; the change is normally visible within microseconds.
+const liveListWait = 2 * time.Second

@@ -66,3 +66,60 @@ func TestLiveDrift_HandChangeSeenAtOnce(t *testing.T) {
 		t.Fatalf("idle again for %s, the leader made Nomad requests: %s", idle, d)
 	}
 }
+
+// TestLiveDrift_StreamBreaksFallsBackAndResumes: when Nomad closes the event
+// stream (here: the token's policy loses read-job, which the stream needs
+// and detection of a plain job does not), the leader falls back to the
+// drift interval and still sees a hand change; once the policy is back it
+// resubscribes by itself, and an idle leader makes no request again.
+func TestLiveDrift_StreamBreaksFallsBackAndResumes(t *testing.T) {
+	t.Parallel()
+	nomad := testutil.StartNomad(t, testutil.WithACL())
+	policy := nomadPolicy(t)
+	hcl := testutil.ServiceJobHCL("web", managed(structs.PolicyNone)...)
+	e := &lcEnv{t: t, nomad: nomad, repo: testutil.NewGitRepo(t)}
+	commitFiles(e.repo, "jobs", map[string]string{jobFile("web"): hcl})
+	nomad.RegisterJobHCL(t, hcl)
+	token := nomad.ACLToken(t, "nops", policy, "")
+	const drift = 2 * time.Second
+	e.serve(e.repo.URL(), nopstest.WithConfig(func(c *config.Config) { c.NomadToken, c.DriftInterval = token, drift }))
+	m := e.s.Manager()
+	e.waitStatus("web", func(s *structs.JobStatus) bool { return s.Sync == structs.SyncInSync })
+	e.waitFor(func() (bool, string) { return m.WatchingEvents(), "the event stream is not up" })
+
+	// Nomad closes the stream and refuses a new one.
+	nomad.ACLPolicy(t, "nops", without(t, policy, "read-job"), "")
+	e.waitFor(func() (bool, string) { return !m.WatchingEvents(), "the event stream is still up" })
+	reg := nomad.RegisterJobHCL(t, testutil.ServiceJobHCL("web", managed(structs.PolicyNone, testutil.WithMeta("by", "hand"))...))
+	start := time.Now()
+	e.waitStatus("web", func(s *structs.JobStatus) bool {
+		return s.Sync == structs.SyncDrift && s.LiveModifyIndex == reg.JobModifyIndex
+	})
+	if took := time.Since(start); took > 3*drift {
+		t.Fatalf("without the stream the change took %s to show, drift interval %s", took, drift)
+	}
+	if m.WatchingEvents() {
+		t.Fatal("the event stream came back without read-job")
+	}
+
+	// The policy is back: the leader resubscribes (backoff at most 30s).
+	nomad.ACLPolicy(t, "nops", policy, "")
+	testutil.WaitForResult(t, 45*time.Second, func() (bool, error) {
+		return m.WatchingEvents(), fmt.Errorf("the event stream is not back")
+	})
+	e.settle()
+	before := m.Nomad().Stats()
+	time.Sleep(2 * drift)
+	if d := m.Nomad().Stats().Sub(before); d.Requests != 0 {
+		t.Fatalf("idle for %s with the stream back, the leader made Nomad requests: %s", 2*drift, d)
+	}
+	// And a change shows through it again.
+	reg = nomad.RegisterJobHCL(t, hcl)
+	testutil.WaitForResult(t, liveDriftBudget, func() (bool, error) {
+		st := e.jobStatus("web")
+		if st.Sync != structs.SyncInSync || st.LiveModifyIndex != reg.JobModifyIndex {
+			return false, fmt.Errorf("status %s at %d, want in_sync at %d", st.Sync, st.LiveModifyIndex, reg.JobModifyIndex)
+		}
+		return true, nil
+	})
+}

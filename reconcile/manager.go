@@ -65,8 +65,10 @@ type Manager struct {
 	termStart time.Time
 	// lastCycle is the result of the last detection cycle.
 	lastCycle *cycleResult
-	// streamUp is set while Nomad's job event stream is up.
-	streamUp bool
+	// streamUp is set while Nomad's job event stream is up; liveIndex is
+	// the index of the last live change it reported.
+	streamUp  bool
+	liveIndex uint64
 	// refusals are the calls Nomad refused, by job key and step
 	// (callerrors.go).
 	refusals map[string]map[string]string
@@ -133,6 +135,7 @@ func (m *Manager) Run(ctx context.Context, kicked <-chan struct{}) {
 	m.parsed = map[string]parseResult{}
 	m.seen = map[string]observed{}
 	m.refusals = map[string]map[string]string{}
+	m.liveIndex = 0
 	m.termStart = time.Now()
 	m.mu.Unlock()
 	// The watcher fetches every repository as soon as it runs; detection
