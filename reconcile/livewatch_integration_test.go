@@ -123,3 +123,41 @@ func TestLiveDrift_StreamBreaksFallsBackAndResumes(t *testing.T) {
 		return true, nil
 	})
 }
+
+// TestLiveDrift_NewLeaderWatchesToo: in a three-server cluster, only the
+// leader watches the event stream; after it dies, the new leader starts
+// its own, and a hand change (one made during the failover, one after)
+// still shows at once with a one-hour drift interval.
+func TestLiveDrift_NewLeaderWatchesToo(t *testing.T) {
+	t.Parallel()
+	hcl := testutil.ServiceJobHCL("web", managed(structs.PolicyNone)...)
+	nomad, repo := startWorld(t, map[string]string{jobFile("web"): hcl})
+	nomad.RegisterJobHCL(t, hcl)
+	opts := append(serverOptions(nomad, repo.URL()), nopstest.WithConfig(func(c *config.Config) { c.DriftInterval = time.Hour }))
+	c := nopstest.StartCluster(t, 3, opts...)
+	leader := c.WaitForLeader(30 * time.Second)
+	leader.WaitForJobStatus("default", "web", lcWait, func(s *structs.JobStatus) bool { return s.Sync == structs.SyncInSync })
+	testutil.WaitForResult(t, lcWait, func() (bool, error) {
+		return leader.Manager().WatchingEvents(), fmt.Errorf("the leader's event stream is not up")
+	})
+	for _, f := range c.Followers() {
+		if f.Manager().WatchingEvents() {
+			t.Fatalf("follower %s watches the event stream", f.Config().NodeName)
+		}
+	}
+
+	c.Kill(c.Index(leader))
+	during := nomad.RegisterJobHCL(t, testutil.ServiceJobHCL("web", managed(structs.PolicyNone, testutil.WithMeta("by", "hand"))...))
+	next := c.WaitForLeader(30 * time.Second)
+	next.WaitForJobStatus("default", "web", lcWait, func(s *structs.JobStatus) bool {
+		return s.Sync == structs.SyncDrift && s.LiveModifyIndex == during.JobModifyIndex
+	})
+	testutil.WaitForResult(t, lcWait, func() (bool, error) {
+		return next.Manager().WatchingEvents(), fmt.Errorf("the new leader's event stream is not up")
+	})
+
+	after := nomad.RegisterJobHCL(t, hcl)
+	next.WaitForJobStatus("default", "web", liveDriftBudget, func(s *structs.JobStatus) bool {
+		return s.Sync == structs.SyncInSync && s.LiveModifyIndex == after.JobModifyIndex
+	})
+}
