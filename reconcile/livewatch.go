@@ -23,35 +23,49 @@ const (
 	streamBackoffMax = 30 * time.Second
 )
 
-// streaming reports whether the event stream is up.
+// streaming reports whether the event stream of every watched namespace is
+// up.
 func (m *Manager) streaming() bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.streamUp
+	if len(m.streamUp) == 0 {
+		return false
+	}
+	for _, up := range m.streamUp {
+		if !up {
+			return false
+		}
+	}
+	return true
 }
 
-func (m *Manager) setStreaming(up bool) {
+func (m *Manager) setStreaming(ns string, up bool) {
 	m.mu.Lock()
-	was := m.streamUp
-	m.streamUp = up
+	if m.streamUp == nil {
+		m.streamUp = map[string]bool{}
+	}
+	was, known := m.streamUp[ns]
+	m.streamUp[ns] = up
 	m.mu.Unlock()
-	if was == up {
+	if known && was == up {
 		return
 	}
-	m.metrics.setStreaming(up)
-	if !up {
+	m.metrics.setStreaming(m.streaming())
+	if known && !up {
 		// Fall back to the drift interval, starting with a cycle now.
 		m.TriggerDetection()
 	}
 }
 
-// streamNamespace is the namespace the stream watches: one managed
-// namespace, or "*" for several (their events are filtered by key).
-func (m *Manager) streamNamespace() string {
-	if len(m.cfg.Namespaces) == 1 {
-		return m.cfg.Namespaces[0]
+// streamNamespaces are the namespaces the leader watches, one stream each:
+// the managed namespaces, or "*" (which needs read-job on every namespace).
+func (m *Manager) streamNamespaces() []string {
+	for _, n := range m.cfg.Namespaces {
+		if n == "*" {
+			return []string{"*"}
+		}
 	}
-	return "*"
+	return m.cfg.Namespaces
 }
 
 // resumeIndex is where a new leader's stream starts: just after the highest
@@ -72,28 +86,29 @@ func (m *Manager) resumeIndex() uint64 {
 	return max
 }
 
-// watchLive runs the event stream until ctx ends.
-func (m *Manager) watchLive(ctx context.Context) {
-	defer m.setStreaming(false)
+// watchLive runs the event stream of namespace ns until ctx ends.
+func (m *Manager) watchLive(ctx context.Context, ns string) {
+	m.setStreaming(ns, false)
+	defer m.setStreaming(ns, false)
 	index := m.resumeIndex()
 	backoff := streamBackoffMin
 	first := true
-	logger := m.logger.Named("events")
+	logger := m.logger.Named("events").With("namespace", ns)
 	for ctx.Err() == nil {
-		ch, err := m.nomad.WatchJobs(ctx, m.streamNamespace(), index)
+		ch, err := m.nomad.WatchJobs(ctx, ns, index)
 		if err != nil {
 			if ctx.Err() != nil {
 				return
 			}
 			logger.Warn("cannot subscribe to Nomad's job events; detecting every drift interval", "error", err, "retry_in", backoff)
-			m.setStreaming(false)
+			m.setStreaming(ns, false)
 			if !sleepCtx(ctx, backoff) {
 				return
 			}
 			backoff = min(2*backoff, streamBackoffMax)
 			continue
 		}
-		m.setStreaming(true)
+		m.setStreaming(ns, true)
 		if !first {
 			// Changes made while the stream was down may be older than
 			// what Nomad still holds: a cycle looks at everything.
@@ -123,7 +138,7 @@ func (m *Manager) watchLive(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
-		m.setStreaming(false)
+		m.setStreaming(ns, false)
 		if time.Since(connected) > streamBackoffMax {
 			backoff = streamBackoffMin
 		}

@@ -65,9 +65,9 @@ type Manager struct {
 	termStart time.Time
 	// lastCycle is the result of the last detection cycle.
 	lastCycle *cycleResult
-	// streamUp is set while Nomad's job event stream is up; liveIndex is
-	// the index of the last live change it reported.
-	streamUp  bool
+	// streamUp says, by namespace, whether Nomad's job event stream is
+	// up; liveIndex is the index of the last live change it reported.
+	streamUp  map[string]bool
 	liveIndex uint64
 	// refusals are the calls Nomad refused, by job key and step
 	// (callerrors.go).
@@ -175,7 +175,15 @@ func (m *Manager) Run(ctx context.Context, kicked <-chan struct{}) {
 	run(m.detectLoop)
 	run(m.applyLoop)
 	if !m.cfg.DisableEventStream {
-		run(m.watchLive)
+		m.mu.Lock()
+		m.streamUp = map[string]bool{}
+		for _, ns := range m.streamNamespaces() {
+			m.streamUp[ns] = false
+		}
+		m.mu.Unlock()
+		for _, ns := range m.streamNamespaces() {
+			run(func(ctx context.Context) { m.watchLive(ctx, ns) })
+		}
 	}
 	m.logger.Info("leader loops started")
 	m.Trigger()
