@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	nomadapi "github.com/hashicorp/nomad/api"
+
 	"github.com/nops-dev/nops/agent/config"
 	"github.com/nops-dev/nops/structs"
 	"github.com/nops-dev/nops/testutil"
@@ -160,4 +162,37 @@ func TestLiveDrift_NewLeaderWatchesToo(t *testing.T) {
 	next.WaitForJobStatus("default", "web", liveDriftBudget, func(s *structs.JobStatus) bool {
 		return s.Sync == structs.SyncInSync && s.LiveModifyIndex == after.JobModifyIndex
 	})
+}
+
+// TestLiveDrift_EveryManagedNamespace: with two managed namespaces, a hand
+// change in either shows at once (one stream per namespace).
+func TestLiveDrift_EveryManagedNamespace(t *testing.T) {
+	t.Parallel()
+	nomad := testutil.StartNomad(t)
+	if _, err := nomad.Client.Namespaces().Register(&nomadapi.Namespace{Name: "team"}, nil); err != nil {
+		t.Fatalf("create namespace: %v", err)
+	}
+	web := testutil.ServiceJobHCL("web", managed(structs.PolicyNone)...)
+	api := testutil.ServiceJobHCL("api", managed(structs.PolicyNone, testutil.WithNamespace("team"))...)
+	e := &lcEnv{t: t, nomad: nomad, repo: testutil.NewGitRepo(t)}
+	commitFiles(e.repo, "jobs", map[string]string{jobFile("web"): web, jobFile("api"): api})
+	nomad.RegisterJobHCL(t, web)
+	nomad.RegisterJobHCL(t, api)
+	e.serve(e.repo.URL(), nopstest.WithConfig(func(c *config.Config) {
+		c.DriftInterval, c.Namespaces = time.Hour, []string{"default", "team"}
+	}))
+	m := e.s.Manager()
+	for _, st := range []struct{ ns, id string }{{"default", "web"}, {"team", "api"}} {
+		e.s.WaitForJobStatus(st.ns, st.id, lcWait, func(s *structs.JobStatus) bool { return s.Sync == structs.SyncInSync })
+	}
+	e.waitFor(func() (bool, string) { return m.WatchingEvents(), "the event streams are not up" })
+	e.settle()
+
+	for _, c := range []struct{ ns, id string }{{"team", "api"}, {"default", "web"}} {
+		reg := nomad.RegisterJobHCL(t, testutil.ServiceJobHCL(c.id, managed(structs.PolicyNone,
+			testutil.WithNamespace(c.ns), testutil.WithMeta("by", "hand"))...))
+		e.s.WaitForJobStatus(c.ns, c.id, liveDriftBudget, func(s *structs.JobStatus) bool {
+			return s.Sync == structs.SyncDrift && s.LiveModifyIndex == reg.JobModifyIndex
+		})
+	}
 }
