@@ -2,6 +2,8 @@ package reconcile_test
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -70,10 +72,12 @@ func TestLiveDrift_HandChangeSeenAtOnce(t *testing.T) {
 }
 
 // TestLiveDrift_StreamBreaksFallsBackAndResumes: when Nomad closes the event
-// stream (here: the token's policy loses read-job, which the stream needs
-// and detection of a plain job does not), the leader falls back to the
-// drift interval and still sees a hand change; once the policy is back it
-// resubscribes by itself, and an idle leader makes no request again.
+// stream and refuses a new one (here: the token is deleted, and the token
+// file now holds one without read-job, which the stream needs and the
+// detection of a plain job does not), the leader falls back to the drift
+// interval and still sees a hand change; once the file holds a token that
+// may read again, it resubscribes by itself, and an idle leader makes no
+// request again.
 func TestLiveDrift_StreamBreaksFallsBackAndResumes(t *testing.T) {
 	t.Parallel()
 	nomad := testutil.StartNomad(t, testutil.WithACL())
@@ -82,15 +86,24 @@ func TestLiveDrift_StreamBreaksFallsBackAndResumes(t *testing.T) {
 	e := &lcEnv{t: t, nomad: nomad, repo: testutil.NewGitRepo(t)}
 	commitFiles(e.repo, "jobs", map[string]string{jobFile("web"): hcl})
 	nomad.RegisterJobHCL(t, hcl)
-	token := nomad.ACLToken(t, "nops", policy, "")
+	tokenFile := filepath.Join(t.TempDir(), "nomad-token")
+	writeToken := func(secret string) {
+		t.Helper()
+		if err := os.WriteFile(tokenFile, []byte(secret), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeToken(nomad.ACLToken(t, "nops", policy, ""))
 	const drift = 2 * time.Second
-	e.serve(e.repo.URL(), nopstest.WithConfig(func(c *config.Config) { c.NomadToken, c.DriftInterval = token, drift }))
+	e.serve(e.repo.URL(), nopstest.WithConfig(func(c *config.Config) { c.NomadTokenFile, c.DriftInterval = tokenFile, drift }))
 	m := e.s.Manager()
 	e.waitStatus("web", func(s *structs.JobStatus) bool { return s.Sync == structs.SyncInSync })
 	e.waitFor(func() (bool, string) { return m.WatchingEvents(), "the event stream is not up" })
 
-	// Nomad closes the stream and refuses a new one.
-	nomad.ACLPolicy(t, "nops", without(t, policy, "read-job"), "")
+	// Nomad closes the stream (its token is deleted) and refuses a new
+	// one (the new token may not read jobs).
+	writeToken(nomad.ACLToken(t, "nops-no-read", without(t, policy, "read-job"), ""))
+	deleteToken(t, nomad, "nops")
 	e.waitFor(func() (bool, string) { return !m.WatchingEvents(), "the event stream is still up" })
 	reg := nomad.RegisterJobHCL(t, testutil.ServiceJobHCL("web", managed(structs.PolicyNone, testutil.WithMeta("by", "hand"))...))
 	start := time.Now()
@@ -104,8 +117,8 @@ func TestLiveDrift_StreamBreaksFallsBackAndResumes(t *testing.T) {
 		t.Fatal("the event stream came back without read-job")
 	}
 
-	// The policy is back: the leader resubscribes (backoff at most 30s).
-	nomad.ACLPolicy(t, "nops", policy, "")
+	// A token that may read: the leader resubscribes (backoff at most 30s).
+	writeToken(nomad.ACLToken(t, "nops-again", policy, ""))
 	testutil.WaitForResult(t, 45*time.Second, func() (bool, error) {
 		return m.WatchingEvents(), fmt.Errorf("the event stream is not back")
 	})
@@ -124,6 +137,22 @@ func TestLiveDrift_StreamBreaksFallsBackAndResumes(t *testing.T) {
 		}
 		return true, nil
 	})
+}
+
+// deleteToken deletes the ACL tokens named name.
+func deleteToken(t *testing.T, nomad *testutil.NomadAgent, name string) {
+	t.Helper()
+	list, _, err := nomad.Client.ACLTokens().List(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tok := range list {
+		if tok.Name == name {
+			if _, err := nomad.Client.ACLTokens().Delete(tok.AccessorID, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
 }
 
 // TestLiveDrift_NewLeaderWatchesToo: in a three-server cluster, only the
