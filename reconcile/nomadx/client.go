@@ -17,6 +17,11 @@
 //     redact); the raw diff stays in PlanResult.Diff for hashing only.
 //   - SpecHash, JobHash and DiffHash depend only on the spec or diff, never on
 //     fields Nomad fills in at registration or on counts left to an autoscaler.
+//   - With a token file, every request carries the file's current token: a
+//     changed file is read again, and a request Nomad refuses (401, 403) is
+//     sent once more if the file then holds a new token.
+//   - WatchJobs never blocks Nomad's stream on a slow reader beyond one
+//     batch, and reports the end of the stream as a batch with Err set.
 package nomadx
 
 import (
