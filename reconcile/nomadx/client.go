@@ -20,8 +20,8 @@
 //   - With a token file, every request carries the file's current token: a
 //     changed file is read again, and a request Nomad refuses (401, 403) is
 //     sent once more if the file then holds a new token.
-//   - WatchJobs never blocks Nomad's stream on a slow reader beyond one
-//     batch, and reports the end of the stream as a batch with Err set.
+//   - WatchJobs reports the end of a stream (a break, or Nomad closing it)
+//     as a last batch with Err set, then closes its channel.
 package nomadx
 
 import (
