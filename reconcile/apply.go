@@ -412,7 +412,8 @@ func (m *Manager) waitHealthy(ctx context.Context, d *structs.Deployment, now ti
 	return nil
 }
 
-// Promote promotes the canaries of a deployment's Nomad deployment.
+// Promote promotes the canaries of a deployment's Nomad deployment. The
+// caller records the decision and then calls TriggerApply.
 func (m *Manager) Promote(ctx context.Context, d *structs.Deployment) error {
 	if d.State != structs.StateApplying {
 		return fmt.Errorf("%w: deployment %s is %s, not applying", structs.ErrConflict, d.ID, d.State)
@@ -428,7 +429,8 @@ func (m *Manager) Promote(ctx context.Context, d *structs.Deployment) error {
 	if err := m.nomad.PromoteDeployment(ctx, nd); err != nil {
 		return fmt.Errorf("%w: promote Nomad deployment %s: %v", structs.ErrConflict, short(nd), err)
 	}
-	m.TriggerApply()
+	// The caller records the decision, then wakes the apply loop: the
+	// promotion comes before the completion it leads to in the audit log.
 	return nil
 }
 
