@@ -312,6 +312,12 @@ func (w *writer) patch(d *structs.Deployment, p *structs.DeploymentPatch) error 
 	if p == nil {
 		return nil
 	}
+	if p.JobModifyIndex != nil {
+		if !d.RegisterStartedAt.IsZero() {
+			return conflict("deployment %s already recorded its register: its modify index cannot move", d.ID)
+		}
+		d.JobModifyIndex = *p.JobModifyIndex
+	}
 	if p.RegisterStartedAt != nil {
 		if !d.RegisterStartedAt.IsZero() {
 			return conflict("deployment %s already recorded its register at %s", d.ID, d.RegisterStartedAt.Format(time.RFC3339))

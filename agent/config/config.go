@@ -128,6 +128,19 @@ type Config struct {
 	// NOMAD_REGION.
 	NomadAddr, NomadToken, NomadRegion string
 
+	// NomadTokenFile holds the Nomad token instead of NomadToken; it is
+	// read again when it changes or Nomad refuses the token.
+	// NomadTaskAPI talks to Nomad through the Task API socket of the task
+	// Nops runs in, with its workload identity (nomad_identity.go).
+	// NomadEventStream watches Nomad's job events for live changes.
+	NomadTokenFile   string
+	NomadTaskAPI     bool
+	NomadEventStream bool
+
+	// Warnings are problems Load found that do not stop the server, for
+	// the caller to log.
+	Warnings []string
+
 	// Namespaces are the Nomad namespaces Nops manages; "*" means all.
 	Namespaces []string
 
@@ -293,6 +306,7 @@ func Default() *Config {
 		NodeName:              defaultNodeName(),
 		Region:                DefaultRegion,
 		NomadAddr:             DefaultNomadAddr,
+		NomadEventStream:      true,
 		Namespaces:            []string{"default"},
 		DriftInterval:         DefaultDriftInterval,
 		EngineInterval:        DefaultEngineInterval,

@@ -62,6 +62,7 @@ func TestDefault(t *testing.T) {
 		NodeName:              host,
 		Region:                "global",
 		NomadAddr:             "http://127.0.0.1:4646",
+		NomadEventStream:      true,
 		Namespaces:            []string{"default"},
 		DriftInterval:         time.Minute,
 		EngineInterval:        5 * time.Second,

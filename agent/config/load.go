@@ -77,6 +77,7 @@ func Load(args []string, lookupEnv func(string) (string, bool)) (*Config, error)
 	l.applyFlags(fields, flags)
 	l.applyRepoFlags(flags)
 	l.finalize()
+	l.resolveNomadIdentity()
 
 	// After a flag syntax error the rest of the command line is unread:
 	// required settings may look missing when they are not.
