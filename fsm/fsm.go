@@ -160,6 +160,8 @@ func (f *FSM) dispatch(w *writer, l *raft.Log) error {
 		return applyMsg(buf, w.retry)
 	case structs.EventAppendRequestType:
 		return applyMsg(buf, w.eventAppend)
+	case structs.AutopilotSetConfigRequestType:
+		return applyMsg(buf, w.autopilotSetConfig)
 	}
 	if ignoreUnknown {
 		f.logger.Warn("ignoring unknown message type", "type", t, "index", l.Index)

@@ -100,6 +100,7 @@ func schema() *memdb.DBSchema {
 		TableRepoStatus: keyed(TableRepoStatus, "Name"),
 		TableMeta:       keyed(TableMeta, "Key"),
 		TableCycle:      keyed(TableCycle, "Key"),
+		TableAutopilot:  keyed(TableAutopilot, "Key"),
 	}}
 }
 

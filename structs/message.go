@@ -27,6 +27,7 @@ const (
 	DetectionCycleRequestType       MessageType = 12
 	RetryRequestType                MessageType = 13
 	EventAppendRequestType          MessageType = 14
+	AutopilotSetConfigRequestType   MessageType = 50
 	// New types go here, at the end.
 )
 
@@ -50,13 +51,16 @@ var messageTypeNames = map[MessageType]string{
 	DetectionCycleRequestType:       "DetectionCycle",
 	RetryRequestType:                "Retry",
 	EventAppendRequestType:          "EventAppend",
+	AutopilotSetConfigRequestType:   "AutopilotSetConfig",
 }
 
 // MessageTypes lists every known message type, in order.
 func MessageTypes() []MessageType {
 	out := make([]MessageType, 0, len(messageTypeNames))
-	for t := MessageType(0); int(t) < len(messageTypeNames); t++ {
-		out = append(out, t)
+	for t := MessageType(0); t < IgnoreUnknownTypeFlag; t++ {
+		if _, ok := messageTypeNames[t]; ok {
+			out = append(out, t)
+		}
 	}
 	return out
 }
