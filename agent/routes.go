@@ -53,6 +53,10 @@ func (a *httpAPI) routes(route func(pattern, kind string, fn handlerFunc)) {
 	route("POST /v1/operator/keyring/install", kindWrite, a.keyringChange("install"))
 	route("POST /v1/operator/keyring/use", kindWrite, a.keyringChange("use"))
 	route("DELETE /v1/operator/keyring", kindWrite, a.keyringChange("remove"))
+	route("GET /v1/operator/autopilot/configuration", kindRead, a.autopilotGetConfig)
+	route("PUT /v1/operator/autopilot/configuration", kindWrite, a.autopilotSetConfig)
+	route("GET /v1/operator/autopilot/health", kindRead, a.autopilotHealth)
+	route("GET /v1/agent/raft-stats", kindRead, a.agentRaftStats)
 
 	if a.s.routes != nil {
 		a.s.routes(func(pattern string, write bool, fn func(w http.ResponseWriter, r *http.Request) (any, error)) {

@@ -17,6 +17,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
+	autopilot "github.com/hashicorp/raft-autopilot"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -27,7 +28,7 @@ import (
 )
 
 // Version is the build's version, set by the linker.
-var Version = "0.1.0-dev"
+var Version = "0.2.0-dev"
 
 const (
 	raftApplyTimeout = 10 * time.Second
@@ -65,6 +66,12 @@ type Server struct {
 	metrics       *prometheus.Registry
 
 	membership *membership
+
+	// autopilot runs on the leader; the health it last saw is kept for
+	// the metrics.
+	autopilot          *autopilot.Autopilot
+	autopilotHealthy   atomic.Bool
+	autopilotTolerance atomic.Int64
 
 	leaderNotify chan bool
 	leaderFn     LeaderFunc
@@ -177,6 +184,7 @@ func (s *Server) setup() error {
 	if err := s.setupRaft(); err != nil {
 		return err
 	}
+	s.setupAutopilot()
 
 	if s.build != nil {
 		leader, routes, err := s.build(s)
@@ -382,6 +390,9 @@ func (s *Server) ShutdownCh() <-chan struct{} { return s.shutdownCh }
 // returned as is (wrapping structs.ErrConflict and friends); on a follower it
 // returns structs.ErrNotLeader.
 func (s *Server) Apply(t structs.MessageType, req any) (uint64, error) {
+	if err := s.checkMinimumVersion(t); err != nil {
+		return 0, err
+	}
 	buf, err := structs.Encode(t, req)
 	if err != nil {
 		return 0, err

@@ -71,6 +71,8 @@ func TestDefault(t *testing.T) {
 		LogLevel:              "info",
 		RaftSnapshotThreshold: 8192,
 		RaftSnapshotInterval:  2 * time.Minute,
+		Autopilot: AutopilotConfig{CleanupDeadServers: true, LastContactThreshold: 200 * time.Millisecond,
+			MaxTrailingLogs: 250, ServerStabilizationTime: 10 * time.Second},
 	}
 	if !reflect.DeepEqual(c, want) {
 		t.Fatalf("Default() =\n%+v\nwant\n%+v", c, want)
