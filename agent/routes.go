@@ -57,6 +57,9 @@ func (a *httpAPI) routes(route func(pattern, kind string, fn handlerFunc)) {
 	route("PUT /v1/operator/autopilot/configuration", kindWrite, a.autopilotSetConfig)
 	route("GET /v1/operator/autopilot/health", kindRead, a.autopilotHealth)
 	route("GET /v1/agent/raft-stats", kindRead, a.agentRaftStats)
+	route("GET /v1/agent/monitor", kindRead, a.agentMonitor)
+	route("GET /v1/agent/debug/{item}", kindRead, a.agentDebug)
+	route("GET /debug/pprof/", kindRead, a.debugPprof)
 
 	if a.s.routes != nil {
 		a.s.routes(func(pattern string, write bool, fn func(w http.ResponseWriter, r *http.Request) (any, error)) {

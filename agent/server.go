@@ -44,7 +44,11 @@ type LeaderFunc func(ctx context.Context, s *Server)
 type Server struct {
 	config *config.Config
 	logger hclog.Logger
-	nodeID string
+	// rootLogger is the logger the server was given; when it is an
+	// hclog.InterceptLogger, monitors register their sinks on it.
+	rootLogger hclog.Logger
+	monitors   atomic.Int32
+	nodeID     string
 
 	fsm       *fsm.FSM
 	raft      *raft.Raft
@@ -121,6 +125,7 @@ func New(cfg *config.Config, logger hclog.Logger, opts Options) (*Server, error)
 	s := &Server{
 		config:     cfg,
 		logger:     logger,
+		rootLogger: logger,
 		leaderFn:   opts.Leader,
 		routes:     opts.Routes,
 		build:      opts.Build,

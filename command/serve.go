@@ -40,7 +40,9 @@ func (c *serveCommand) Run(ctx context.Context, args []string) int {
 	if err != nil {
 		return c.configError(err)
 	}
-	logger := hclog.New(&hclog.LoggerOptions{
+	// An InterceptLogger: nops monitor streams the logs through sinks
+	// registered on it, and SIGHUP changes its level.
+	logger := hclog.NewInterceptLogger(&hclog.LoggerOptions{
 		Name:       "nops",
 		Level:      hclog.LevelFromString(cfg.LogLevel),
 		JSONFormat: cfg.LogJSON,
