@@ -64,7 +64,7 @@ func (s *Server) AutopilotConfig() *structs.AutopilotConfig {
 	if c, err := s.State().AutopilotConfig(); err == nil && c != nil {
 		return c
 	}
-	ac := s.config.Autopilot
+	ac := s.liveConfig().Autopilot
 	minQuorum := uint(0)
 	if ac.MinQuorum > 0 {
 		minQuorum = uint(ac.MinQuorum)

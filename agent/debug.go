@@ -50,7 +50,7 @@ func (a *httpAPI) agentDebug(w http.ResponseWriter, r *http.Request) (any, error
 		if err != nil {
 			return nil, err
 		}
-		raw, err := json.MarshalIndent(&DebugSelf{Self: self.(*AgentSelf), Config: redactedConfig(a.s.config)}, "", "  ")
+		raw, err := json.MarshalIndent(&DebugSelf{Self: self.(*AgentSelf), Config: redactedConfig(a.s.liveConfig())}, "", "  ")
 		if err != nil {
 			return nil, err
 		}
@@ -164,7 +164,7 @@ func redactURL(raw string) string {
 // redactor returns a redactor of every secret this server knows: those
 // of its configuration and the gossip keys of its keyring file.
 func (s *Server) redactor() *redactor {
-	c := s.config
+	c := s.liveConfig()
 	var secrets []string
 	secrets = append(secrets, c.NomadToken, c.Encrypt)
 	if c.Consul != nil {

@@ -48,7 +48,11 @@ type Server struct {
 	// hclog.InterceptLogger, monitors register their sinks on it.
 	rootLogger hclog.Logger
 	monitors   atomic.Int32
-	nodeID     string
+	// live is the configuration in use once a reload applied settings;
+	// reloadMu serializes reloads.
+	live     atomic.Pointer[config.Config]
+	reloadMu sync.Mutex
+	nodeID   string
 
 	fsm       *fsm.FSM
 	raft      *raft.Raft

@@ -3,6 +3,7 @@ package reconcile
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -62,6 +63,9 @@ type Manager struct {
 	termStart time.Time
 	// lastCycle is the result of the last detection cycle.
 	lastCycle *cycleResult
+
+	// defaults, when set, replaces cfg.Defaults (a configuration reload).
+	defaults atomic.Pointer[meta.Defaults]
 }
 
 // New returns a manager.
