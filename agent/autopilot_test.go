@@ -11,6 +11,7 @@ import (
 
 	"github.com/nops-dev/nops/agent"
 	"github.com/nops-dev/nops/agent/config"
+	"github.com/nops-dev/nops/structs"
 	"github.com/nops-dev/nops/testutil"
 	"github.com/nops-dev/nops/testutil/nopstest"
 )
@@ -224,4 +225,36 @@ func TestAutopilot_ConfigurationValidation(t *testing.T) {
 	if again != conf {
 		t.Fatalf("refused writes changed the config: %+v, was %+v", again, conf)
 	}
+}
+
+// An entry of a type no server knows, flagged ignorable (as a newer
+// version writes what an older one may skip), is skipped by every server
+// of a real cluster: none stops, and the next writes apply everywhere.
+func TestUpgrade_UnknownIgnorableEntryIsSkipped(t *testing.T) {
+	c := nopstest.StartCluster(t, 3, nopstest.WithoutReconcilers())
+	c.WaitForPeers(60*time.Second, c.NodeIDs()...)
+	leader := c.WaitForLeader(30 * time.Second)
+	unknown := []byte{byte(99 | structs.IgnoreUnknownTypeFlag), 0x81, 0xa1, 'x', 0x01}
+	f := leader.Raft().Apply(unknown, 10*time.Second)
+	if err := f.Error(); err != nil {
+		t.Fatal(err)
+	}
+	if resp := f.Response(); resp != nil {
+		t.Fatalf("response to an ignorable entry: %v", resp)
+	}
+	skipped := f.Index()
+	if code, body := c.Followers()[0].Do(http.MethodPost, "/v1/pause", map[string]string{"reason": "after the unknown entry"}, nil); code != http.StatusOK {
+		t.Fatalf("write after the unknown entry: %d %s", code, body)
+	}
+	testutil.WaitForResult(t, 20*time.Second, func() (bool, error) {
+		for _, s := range c.Servers() {
+			if s.State().LatestIndex() <= skipped {
+				return false, fmt.Errorf("%s is at index %d", s.Config().NodeName, s.State().LatestIndex())
+			}
+			if p, _ := s.State().Paused("default", "any"); p == nil {
+				return false, fmt.Errorf("%s has not applied the pause", s.Config().NodeName)
+			}
+		}
+		return true, nil
+	})
 }
