@@ -333,8 +333,8 @@ func (c *ProcessCluster) Followers() []int {
 }
 
 // WaitForCluster waits until every server runs, every one agrees on the
-// leader, and every one lists every server as a Raft peer. It returns the
-// leader's index.
+// leader, every one lists every server as a Raft peer, and every peer is a
+// voter. It returns the leader's index.
 func (c *ProcessCluster) WaitForCluster() int {
 	c.t.Helper()
 	leader := -1
@@ -361,6 +361,17 @@ func (c *ProcessCluster) WaitForCluster() int {
 			slices.Sort(peers)
 			if !slices.Equal(peers, want) {
 				return false, fmt.Errorf("%s lists Raft peers %v, want %v", p.Name, peers, want)
+			}
+		}
+		// A server that rejoined is a non-voter until autopilot promotes
+		// it: the cluster is whole once every server votes again.
+		var conf agent.RaftConfiguration
+		if _, _, err := c.servers[leader].Call(http.MethodGet, "/v1/operator/raft/configuration", nil, &conf); err != nil {
+			return false, err
+		}
+		for _, srv := range conf.Servers {
+			if !srv.Voter {
+				return false, fmt.Errorf("%s (%s) is not a voter yet", srv.Node, srv.Address)
 			}
 		}
 		return true, nil
