@@ -14,6 +14,7 @@ import (
 
 	"github.com/hashicorp/raft"
 	"github.com/hashicorp/serf/serf"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/nops-dev/nops/structs"
 )
@@ -45,6 +46,7 @@ func (s *Server) setupAutopilot() {
 		autopilot.WithReconcileInterval(autopilotReconcileInterval),
 		autopilot.WithPromoter(&knownServerPromoter{StablePromoter: autopilot.StablePromoter{}}),
 	)
+	s.metrics.MustRegister(newAutopilotCollector(s))
 }
 
 // runAutopilot runs autopilot until ctx is cancelled, and returns once it
@@ -96,13 +98,9 @@ func (d *autopilotDelegate) AutopilotConfig() *autopilot.Config {
 	}
 }
 
-func (d *autopilotDelegate) NotifyState(st *autopilot.State) {
-	if st == nil {
-		return
-	}
-	d.s.autopilotHealthy.Store(st.Healthy)
-	d.s.autopilotTolerance.Store(int64(st.FailureTolerance))
-}
+// NotifyState does nothing: the health endpoint and the metrics read the
+// state back through GetState.
+func (d *autopilotDelegate) NotifyState(*autopilot.State) {}
 
 // KnownServers lists the Nops servers gossip knows in this region. A
 // member that claims the ID of a Raft peer from another address is left
@@ -307,4 +305,42 @@ func localRaftStats(r *raft.Raft) *RaftStats {
 		out.LastContactMillis = 0
 	}
 	return out
+}
+
+// autopilotCollector exports the leader's autopilot view as metrics; a
+// follower exports none, as only the leader runs autopilot.
+type autopilotCollector struct {
+	s                  *Server
+	healthy, tolerance *prometheus.Desc
+}
+
+var _ prometheus.Collector = (*autopilotCollector)(nil)
+
+func newAutopilotCollector(s *Server) *autopilotCollector {
+	return &autopilotCollector{
+		s:         s,
+		healthy:   prometheus.NewDesc("nops_autopilot_healthy", "1 when autopilot sees every Raft server healthy (on the leader only).", nil, nil),
+		tolerance: prometheus.NewDesc("nops_autopilot_failure_tolerance", "How many more voters may fail before quorum is lost (on the leader only).", nil, nil),
+	}
+}
+
+func (c *autopilotCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.healthy
+	ch <- c.tolerance
+}
+
+func (c *autopilotCollector) Collect(ch chan<- prometheus.Metric) {
+	if !c.s.IsLeader() || c.s.autopilot == nil {
+		return
+	}
+	st := c.s.autopilot.GetState()
+	if st == nil || len(st.Servers) == 0 {
+		return
+	}
+	healthy := 0.0
+	if st.Healthy {
+		healthy = 1
+	}
+	ch <- prometheus.MustNewConstMetric(c.healthy, prometheus.GaugeValue, healthy)
+	ch <- prometheus.MustNewConstMetric(c.tolerance, prometheus.GaugeValue, float64(st.FailureTolerance))
 }

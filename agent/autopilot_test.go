@@ -75,6 +75,14 @@ func TestAutopilot_RemovesDeadServer(t *testing.T) {
 		}
 		return true, nil
 	})
+	testutil.WaitForResult(t, 10*time.Second, func() (bool, error) {
+		_, metrics := c.Leader().Do(http.MethodGet, "/metrics", nil, nil)
+		return strings.Contains(metrics, "nops_autopilot_healthy 1") && strings.Contains(metrics, "nops_autopilot_failure_tolerance 1"),
+			fmt.Errorf("leader metrics lack the autopilot figures")
+	})
+	if _, metrics := follower.Do(http.MethodGet, "/metrics", nil, nil); strings.Contains(metrics, "nops_autopilot_healthy") {
+		t.Errorf("a follower exports autopilot metrics")
+	}
 }
 
 // A 3-server cluster with min_quorum 3 keeps a dead server: removing it

@@ -75,11 +75,8 @@ type Server struct {
 
 	membership *membership
 
-	// autopilot runs on the leader; the health it last saw is kept for
-	// the metrics.
-	autopilot          *autopilot.Autopilot
-	autopilotHealthy   atomic.Bool
-	autopilotTolerance atomic.Int64
+	// autopilot runs on the leader.
+	autopilot *autopilot.Autopilot
 
 	leaderNotify chan bool
 	leaderFn     LeaderFunc
