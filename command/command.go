@@ -134,19 +134,19 @@ func (m *runner) commands() map[string]command {
 		"validate": &validateCommand{m: m},
 	}
 	groupSynopses := map[string]string{
-		"deployment":         "List, inspect, approve, reject and promote deployments",
-		"job":                "Show a managed job; retry, pause, resume or deploy it now",
-		"window":             "Manage sync windows",
-		"repo":               "Show and refresh git repositories",
-		"operator":           "Operate the cluster: Raft peers, snapshots, gossip keys, autopilot and debug bundles",
-		"operator raft":      "List and change the Raft peers",
-		"operator snapshot":  "Save, restore and inspect snapshots of the state",
-		"operator gossip":    "Manage the gossip encryption keys",
-		"operator autopilot": "Show and change autopilot: server health, promotion and cleanup",
-		"tls":                "Create a CA and certificates for TLS",
-		"tls ca":             "Create a certificate authority",
-		"tls cert":           "Create certificates signed by the CA",
+		"deployment":        "List, inspect, approve, reject and promote deployments",
+		"job":               "Show a managed job; retry, pause, resume or deploy it now",
+		"window":            "Manage sync windows",
+		"repo":              "Show and refresh git repositories",
+		"operator":          "Operate the cluster: Raft peers, snapshots and gossip keys",
+		"operator raft":     "List and change the Raft peers",
+		"operator snapshot": "Save, restore and inspect snapshots of the state",
+		"operator gossip":   "Manage the gossip encryption keys",
+		"tls":               "Create a CA and certificates for TLS",
+		"tls ca":            "Create a certificate authority",
+		"tls cert":          "Create certificates signed by the CA",
 	}
+	groupSynopses["operator autopilot"] = "Show and change autopilot: server health, promotion and cleanup"
 	for name, c := range cmds {
 		if c == nil {
 			cmds[name] = &groupCommand{m: m, name: name, synopsis: groupSynopses[name], all: cmds}
