@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/nops-dev/nops/agent"
+	"github.com/nops-dev/nops/agent/config"
 	"github.com/nops-dev/nops/fsm"
 	"github.com/nops-dev/nops/structs"
 	"github.com/nops-dev/nops/testutil"
@@ -454,9 +455,11 @@ func TestCluster_ConsistentReadsAndHeaders(t *testing.T) {
 
 // TestCluster_Operator covers the operator endpoints on a live cluster:
 // serf members, leadership transfer with and without a target, and the
-// removal of a dead server.
+// removal of a dead server (by hand: autopilot's cleanup is off).
 func TestCluster_Operator(t *testing.T) {
-	c := nopstest.StartCluster(t, 3, nopstest.WithoutReconcilers())
+	c := nopstest.StartCluster(t, 3, nopstest.WithoutReconcilers(), nopstest.WithConfig(func(cfg *config.Config) {
+		cfg.Autopilot.CleanupDeadServers = false
+	}))
 	leader := c.Leader()
 	f := c.Followers()[0]
 

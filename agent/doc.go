@@ -30,4 +30,16 @@
 //   - Shutdown always returns: it stops the leader loops, cuts every
 //     connection of the RPC port, ends requests still running and waits for
 //     every goroutine it started. Raft waits are bounded.
+//   - A new server joins Raft as a non-voter and becomes a voter only once
+//     the leader's autopilot saw it healthy for the stabilization time;
+//     autopilot removes failed servers, never below min_quorum voters and
+//     never a majority at once (autopilot.go).
+//   - A message type is proposed only when every server's version applies
+//     it (upgrade.go); otherwise the write is refused with 409 naming the
+//     servers too old.
+//   - A log monitor never blocks the server: a slow client loses lines.
+//     Monitors, debug items and the debug bundle redact the secrets the
+//     server knows (monitor.go, debug.go).
+//   - SIGHUP applies the reloadable settings (reload.go) and names the
+//     others; a setting that fails to reload keeps its old value.
 package agent

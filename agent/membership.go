@@ -205,6 +205,9 @@ func (m *membership) handleEvents() {
 			if me.EventType() == serf.EventMemberReap {
 				m.removeReaped(me.Members)
 			}
+			if me.EventType() == serf.EventMemberFailed && m.s.autopilot != nil {
+				m.s.autopilot.RemoveDeadServers()
+			}
 			m.maybeBootstrap()
 			select {
 			case m.reconcileCh <- struct{}{}:
@@ -400,9 +403,17 @@ func (m *membership) peerRaftPeers(si serverInfo) ([]string, error) {
 }
 
 // runLeader keeps the Raft configuration in line with serf: alive servers
-// become voters, servers that left or were reaped are removed. Failed
-// servers stay until they come back or an operator removes them.
+// join as non-voters (autopilot promotes them once stable), servers that
+// left or were reaped are removed. Failed servers are removed by autopilot
+// when cleanup_dead_servers is on, within min_quorum; otherwise they stay
+// until they come back or an operator removes them. It runs autopilot too.
 func (m *membership) runLeader(ctx context.Context) {
+	apDone := make(chan struct{})
+	go func() {
+		defer close(apDone)
+		m.s.runAutopilot(ctx)
+	}()
+	defer func() { <-apDone }()
 	tick := time.NewTicker(10 * time.Second)
 	defer tick.Stop()
 	for {
@@ -448,12 +459,16 @@ func (m *membership) reconcilePeers() {
 				continue
 			}
 			if err := m.checkACL(si); err != nil {
-				m.logger.Error("not adding server as voter", "server", si.Name, "error", err)
+				m.logger.Error("not adding server", "server", si.Name, "error", err)
 				continue
 			}
-			m.logger.Info("adding server as voter", "server", si.Name, "addr", si.RPCAddr)
-			if err := m.s.waitFuture(r.AddVoter(id, raft.ServerAddress(si.RPCAddr), 0, 10*time.Second), 15*time.Second); err != nil {
-				m.logger.Warn("add voter failed", "server", si.Name, "error", err)
+			// A new server joins as a non-voter; autopilot promotes it once
+			// it has been healthy for the stabilization time.
+			m.logger.Info("adding server as non-voter", "server", si.Name, "addr", si.RPCAddr)
+			if err := m.s.waitFuture(r.AddNonvoter(id, raft.ServerAddress(si.RPCAddr), 0, 10*time.Second), 15*time.Second); err != nil {
+				m.logger.Warn("add non-voter failed", "server", si.Name, "error", err)
+			} else if m.s.autopilot != nil {
+				m.s.autopilot.RemoveDeadServers()
 			}
 		case serf.StatusLeft:
 			srv, ok := known[id]

@@ -43,25 +43,15 @@ func NewManager(s *Server, cfg *config.Config, logger hclog.Logger, clock func()
 	if err != nil {
 		return nil, fmt.Errorf("nomad client: %w", err)
 	}
-	var repos []gitwatch.RepoConfig
-	for _, r := range cfg.Repositories {
-		rc := gitwatch.RepoConfig{Name: r.Name, URL: r.URL, Branch: r.Branch, Path: r.Path, PollInterval: r.PollInterval}
-		if r.Auth != nil {
-			a, err := r.Auth.Resolve(os.LookupEnv)
-			if err != nil {
-				return nil, fmt.Errorf("repository %s: %w", r.Name, err)
-			}
-			rc.Auth = gitwatch.Auth{Username: a.Username, Password: a.Password, Token: a.Token,
-				SSHKeyFile: a.SSHKeyFile, SSHKeyPassphrase: a.SSHKeyPassphrase, SSHKnownHostsFile: a.SSHKnownHostsFile}
-		}
-		repos = append(repos, rc)
+	repos, err := gitRepoConfigs(cfg)
+	if err != nil {
+		return nil, err
 	}
-	var git *gitwatch.Watcher
-	if len(repos) > 0 {
-		git, err = gitwatch.New(repos, logger.Named("git"))
-		if err != nil {
-			return nil, err
-		}
+	// The watcher exists even with no repository, so that a reload can
+	// add the first one.
+	git, err := gitwatch.New(repos, logger.Named("git"))
+	if err != nil {
+		return nil, err
 	}
 	secret, err := cfg.Webhook.ResolveSecret(os.LookupEnv)
 	if err != nil {
@@ -80,3 +70,22 @@ func NewManager(s *Server, cfg *config.Config, logger hclog.Logger, clock func()
 
 // Manager returns the server's reconcile manager, or nil when it runs none.
 func (s *Server) Manager() *reconcile.Manager { return s.manager }
+
+// gitRepoConfigs returns the git watcher's view of the configured
+// repositories, with their credentials resolved.
+func gitRepoConfigs(cfg *config.Config) ([]gitwatch.RepoConfig, error) {
+	var repos []gitwatch.RepoConfig
+	for _, r := range cfg.Repositories {
+		rc := gitwatch.RepoConfig{Name: r.Name, URL: r.URL, Branch: r.Branch, Path: r.Path, PollInterval: r.PollInterval}
+		if r.Auth != nil {
+			a, err := r.Auth.Resolve(os.LookupEnv)
+			if err != nil {
+				return nil, fmt.Errorf("repository %s: %w", r.Name, err)
+			}
+			rc.Auth = gitwatch.Auth{Username: a.Username, Password: a.Password, Token: a.Token,
+				SSHKeyFile: a.SSHKeyFile, SSHKeyPassphrase: a.SSHKeyPassphrase, SSHKnownHostsFile: a.SSHKnownHostsFile}
+		}
+		repos = append(repos, rc)
+	}
+	return repos, nil
+}

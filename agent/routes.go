@@ -56,6 +56,13 @@ func (a *httpAPI) routes(route func(pattern, kind string, rule routeRule, fn han
 	route("POST /v1/operator/keyring/install", kindWrite, onCluster(acl.Operator), a.keyringChange("install"))
 	route("POST /v1/operator/keyring/use", kindWrite, onCluster(acl.Operator), a.keyringChange("use"))
 	route("DELETE /v1/operator/keyring", kindWrite, onCluster(acl.Operator), a.keyringChange("remove"))
+	route("GET /v1/operator/autopilot/configuration", kindRead, onCluster(acl.Operator), a.autopilotGetConfig)
+	route("PUT /v1/operator/autopilot/configuration", kindWrite, onCluster(acl.Operator), a.autopilotSetConfig)
+	route("GET /v1/operator/autopilot/health", kindRead, onCluster(acl.Operator), a.autopilotHealth)
+	route("GET /v1/agent/raft-stats", kindRead, onCluster(acl.Operator), a.agentRaftStats)
+	route("GET /v1/agent/monitor", kindRead, onCluster(acl.Operator), a.agentMonitor)
+	route("GET /v1/agent/debug/{item}", kindRead, onCluster(acl.Operator), a.agentDebug)
+	route("GET /debug/pprof/", kindRead, onCluster(acl.Operator), a.debugPprof)
 
 	if a.s.routes != nil {
 		a.s.routes(func(pattern string, write bool, fn func(w http.ResponseWriter, r *http.Request) (any, error)) {

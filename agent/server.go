@@ -17,6 +17,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
+	autopilot "github.com/hashicorp/raft-autopilot"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -28,7 +29,7 @@ import (
 )
 
 // Version is the build's version, set by the linker.
-var Version = "0.1.0-dev"
+var Version = "0.2.0-dev"
 
 const (
 	raftApplyTimeout = 10 * time.Second
@@ -44,7 +45,15 @@ type LeaderFunc func(ctx context.Context, s *Server)
 type Server struct {
 	config *config.Config
 	logger hclog.Logger
-	nodeID string
+	// rootLogger is the logger the server was given; when it is an
+	// hclog.InterceptLogger, monitors register their sinks on it.
+	rootLogger hclog.Logger
+	monitors   atomic.Int32
+	// live is the configuration in use once a reload applied settings;
+	// reloadMu serializes reloads.
+	live     atomic.Pointer[config.Config]
+	reloadMu sync.Mutex
+	nodeID   string
 
 	fsm       *fsm.FSM
 	raft      *raft.Raft
@@ -66,6 +75,9 @@ type Server struct {
 	metrics       *prometheus.Registry
 
 	membership *membership
+
+	// autopilot runs on the leader.
+	autopilot *autopilot.Autopilot
 
 	leaderNotify chan bool
 	leaderFn     LeaderFunc
@@ -120,6 +132,7 @@ func New(cfg *config.Config, logger hclog.Logger, opts Options) (*Server, error)
 	s := &Server{
 		config:     cfg,
 		logger:     logger,
+		rootLogger: logger,
 		leaderFn:   opts.Leader,
 		routes:     opts.Routes,
 		build:      opts.Build,
@@ -186,6 +199,7 @@ func (s *Server) setup() error {
 	if err := s.setupNotify(); err != nil {
 		return err
 	}
+	s.setupAutopilot()
 
 	if s.build != nil {
 		leader, routes, err := s.build(s)
@@ -391,6 +405,9 @@ func (s *Server) ShutdownCh() <-chan struct{} { return s.shutdownCh }
 // returned as is (wrapping structs.ErrConflict and friends); on a follower it
 // returns structs.ErrNotLeader.
 func (s *Server) Apply(t structs.MessageType, req any) (uint64, error) {
+	if err := s.checkMinimumVersion(t); err != nil {
+		return 0, err
+	}
 	buf, err := structs.Encode(t, req)
 	if err != nil {
 		return 0, err

@@ -126,6 +126,12 @@ func (m *runner) commands() map[string]command {
 		"operator gossip":                   nil,
 		"operator gossip keyring":           &gossipKeyringCommand{m: m},
 		"operator gossip keygen":            &gossipKeygenCommand{m: m},
+		"operator autopilot":                nil,
+		"operator autopilot get-config":     &autopilotGetConfigCommand{m: m},
+		"operator autopilot set-config":     &autopilotSetConfigCommand{m: m},
+		"operator autopilot health":         &autopilotHealthCommand{m: m},
+		"operator debug":                    &operatorDebugCommand{m: m},
+		"monitor":                           &monitorCommand{m: m},
 
 		"tls":             nil,
 		"tls ca":          nil,
@@ -165,6 +171,7 @@ func (m *runner) commands() map[string]command {
 		"acl auth-method":   "Manage SSO auth methods",
 		"acl binding-rule":  "Manage the binding rules of SSO logins",
 	}
+	groupSynopses["operator autopilot"] = "Show and change autopilot: server health, promotion and cleanup"
 	for name, c := range cmds {
 		if c == nil {
 			cmds[name] = &groupCommand{m: m, name: name, synopsis: groupSynopses[name], all: cmds}

@@ -40,7 +40,9 @@ func (c *serveCommand) Run(ctx context.Context, args []string) int {
 	if err != nil {
 		return c.configError(err)
 	}
-	logger := hclog.New(&hclog.LoggerOptions{
+	// An InterceptLogger: nops monitor streams the logs through sinks
+	// registered on it, and SIGHUP changes its level.
+	logger := hclog.NewInterceptLogger(&hclog.LoggerOptions{
 		Name:       "nops",
 		Level:      hclog.LevelFromString(cfg.LogLevel),
 		JSONFormat: cfg.LogJSON,
@@ -100,22 +102,31 @@ wait:
 	return code
 }
 
-// reload answers SIGHUP: it reloads the TLS certificates, key and CA, and
-// logs every other setting that changed in the configuration, which only a
-// restart applies.
+// reload answers SIGHUP: it loads the configuration again and has the
+// server apply what it can change while running (log level, TLS
+// certificates, repositories, job defaults, autopilot block; see
+// agent.Server.Reload), and names in the log every other changed setting,
+// which only a restart applies. A configuration that no longer loads
+// changes nothing but the TLS certificates, read again from their files.
 func (c *serveCommand) reload(srv *agent.Server, args []string, logger hclog.Logger) {
-	logger.Info("caught SIGHUP: reloading the TLS certificates")
-	if err := srv.ReloadTLS(); err != nil {
-		logger.Error("reload of the TLS certificates failed; the old ones stay in use", "error", err)
-	}
+	logger.Info("caught SIGHUP: reloading the configuration")
 	cfg, err := config.Load(args, c.m.lookupEnv)
 	if err != nil {
-		logger.Warn("the configuration no longer loads; a restart would fail", "error", err)
+		logger.Error("the configuration no longer loads; nothing but the TLS certificates is reloaded, and a restart would fail", "error", err)
+		if err := srv.ReloadTLS(); err != nil {
+			logger.Error("reload of the TLS certificates failed; the old ones stay in use", "error", err)
+		}
 		return
 	}
-	if changed := cfg.Changed(srv.Config()); len(changed) > 0 {
-		logger.Warn("settings changed that only a restart applies (SIGHUP reloads only the TLS certificate, key and CA files)",
-			"settings", strings.Join(changed, ", "))
+	res, err := srv.Reload(cfg)
+	if err != nil {
+		logger.Error("some settings could not be reloaded; they keep their old values", "error", err)
+	}
+	if len(res.Applied) > 0 {
+		logger.Info("reloaded settings", "settings", strings.Join(res.Applied, ", "))
+	}
+	if len(res.RestartOnly) > 0 {
+		logger.Warn("settings changed that only a restart applies", "settings", strings.Join(res.RestartOnly, ", "))
 	}
 }
 

@@ -188,6 +188,8 @@ func (f *FSM) dispatch(w *writer, l *raft.Log) error {
 		return applyMsg(buf, w.notificationPrune)
 	case structs.NotifyMarkRequestType:
 		return applyMsg(buf, w.notifyMark)
+	case structs.AutopilotSetConfigRequestType:
+		return applyMsg(buf, w.autopilotSetConfig)
 	}
 	if ignoreUnknown {
 		f.logger.Warn("ignoring unknown message type", "type", t, "index", l.Index)

@@ -152,6 +152,34 @@ func TestApplyEveryMessageType(t *testing.T) {
 			}
 			wantEvents(t, h.eventsSince(2), eventWant{Kind: structs.EventKindJob, Object: "default/web", From: "blocked", To: "retry", Actor: "alice", Message: "retry after deployment d1"})
 		},
+		structs.AutopilotSetConfigRequestType: func(t *testing.T, h *harness) {
+			conf := structs.AutopilotConfig{CleanupDeadServers: true, LastContactThreshold: time.Second, MaxTrailingLogs: 10, MinQuorum: 3, ServerStabilizationTime: time.Minute}
+			h.mustApply(structs.AutopilotSetConfigRequestType, &structs.AutopilotSetConfigRequest{WriteMeta: h.meta("ops"), Config: conf})
+			first := h.index
+			got, err := h.state().AutopilotConfig()
+			if err != nil || got == nil || got.MinQuorum != 3 || got.CreateIndex != first || got.ModifyIndex != first {
+				t.Fatalf("autopilot config = %+v, %v", got, err)
+			}
+			// A compare-and-set at a stale index is refused and changes nothing.
+			stale := conf
+			stale.MinQuorum, stale.ModifyIndex = 5, first-1
+			h.refused(structs.ErrConflict, []string{"autopilot configuration is at index"}, func() error {
+				return h.apply(structs.AutopilotSetConfigRequestType, &structs.AutopilotSetConfigRequest{WriteMeta: h.meta("ops"), Config: stale, CAS: true})
+			})
+			bad := conf
+			bad.LastContactThreshold = 0
+			h.refused(structs.ErrInvalid, []string{"last_contact_threshold"}, func() error {
+				return h.apply(structs.AutopilotSetConfigRequestType, &structs.AutopilotSetConfigRequest{WriteMeta: h.meta("ops"), Config: bad})
+			})
+			next := conf
+			next.MinQuorum, next.ModifyIndex = 5, first
+			h.mustApply(structs.AutopilotSetConfigRequestType, &structs.AutopilotSetConfigRequest{WriteMeta: h.meta("ops"), Config: next, CAS: true})
+			got, _ = h.state().AutopilotConfig()
+			if got.MinQuorum != 5 || got.CreateIndex != first || got.ModifyIndex != h.index {
+				t.Fatalf("autopilot config after CAS = %+v", got)
+			}
+			wantEvents(t, h.eventsSince(1), eventWant{Kind: structs.EventKindOperator, Object: "autopilot", To: "configured", Actor: "ops"})
+		},
 		structs.EventAppendRequestType: func(t *testing.T, h *harness) {
 			h.mustApply(structs.EventAppendRequestType, &structs.EventAppendRequest{WriteMeta: h.meta("engine"), Events: []*structs.Event{
 				{Kind: structs.EventKindDeployment, Object: "d1", Message: "canaries promoted"},

@@ -103,6 +103,7 @@ func schema() *memdb.DBSchema {
 
 		TableNotifications: notificationsTable(),
 		TableMarks:         keyed(TableMarks, "Key"),
+		TableAutopilot:     keyed(TableAutopilot, "Key"),
 	}}
 	addACLTables(s.Tables)
 	return s

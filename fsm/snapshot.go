@@ -38,6 +38,7 @@ const (
 	ACLMetaSnapshot
 	NotificationSnapshot
 	MarkSnapshot
+	AutopilotSnapshot
 	// New types go here, at the end.
 )
 
@@ -59,6 +60,7 @@ var snapshotTables = []struct {
 }{
 	{TableMeta, MetaSnapshot, func() any { return new(metaRow) }},
 	{TableCycle, CycleSnapshot, func() any { return new(cycleRow) }},
+	{TableAutopilot, AutopilotSnapshot, func() any { return new(autopilotRow) }},
 	{TableWindows, WindowSnapshot, func() any { return new(structs.SyncWindow) }},
 	{TablePauses, PauseSnapshot, func() any { return new(structs.Pause) }},
 	{TableLifts, LiftSnapshot, func() any { return new(structs.WindowLift) }},

@@ -72,6 +72,13 @@ func populate(t testing.TB, h *harness) {
 	h.mustApply(structs.JobStatusUpsertRequestType, &structs.JobStatusUpsertRequest{WriteMeta: h.meta("detector"), Statuses: []*structs.JobStatus{testJobStatus("web"), testJobStatus("api")}})
 	h.mustApply(structs.JobStatusUpsertRequestType, &structs.JobStatusUpsertRequest{WriteMeta: h.meta("detector"), Statuses: []*structs.JobStatus{testJobStatus("web")}})
 	h.mustApply(structs.RepoStatusUpsertRequestType, &structs.RepoStatusUpsertRequest{WriteMeta: h.meta("gitwatch"), Repos: []*structs.RepoStatus{testRepoStatus("infra")}})
+	h.mustApply(structs.AutopilotSetConfigRequestType, &structs.AutopilotSetConfigRequest{WriteMeta: h.meta("ops"), Config: structs.AutopilotConfig{
+		CleanupDeadServers: true, LastContactThreshold: time.Second, MaxTrailingLogs: 500, MinQuorum: 3, ServerStabilizationTime: 20 * time.Second,
+	}})
+	h.mustApply(structs.AutopilotSetConfigRequestType, &structs.AutopilotSetConfigRequest{WriteMeta: h.meta("ops"), CAS: true, Config: structs.AutopilotConfig{
+		CleanupDeadServers: true, LastContactThreshold: time.Second, MaxTrailingLogs: 500, MinQuorum: 3, ServerStabilizationTime: 20 * time.Second,
+		ModifyIndex: h.index,
+	}})
 	h.mustApply(structs.DetectionCycleRequestType, &structs.DetectionCycleRequest{WriteMeta: h.meta("detector"), Cycle: &structs.DetectionCycle{
 		Leader: "nops-1", StartedAt: h.now.Add(-2 * time.Second), FinishedAt: h.now, Jobs: 3, Drifted: 2, Created: 1,
 	}})

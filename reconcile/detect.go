@@ -364,7 +364,7 @@ func (m *Manager) classify(files []declaredFile) (map[string]*declared, map[stri
 	byKey := map[string][]*declared{}
 	problems := map[string]*structs.JobStatus{}
 	for _, f := range files {
-		jm := meta.Read(f.file, f.job, m.cfg.Defaults)
+		jm := meta.Read(f.file, f.job, m.jobDefaults())
 		if jm.Kind == meta.Ignored && len(jm.Problems) == 0 {
 			continue
 		}

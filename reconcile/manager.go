@@ -3,6 +3,7 @@ package reconcile
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -72,6 +73,9 @@ type Manager struct {
 	// refusals are the calls Nomad refused, by job key and step
 	// (callerrors.go).
 	refusals map[string]map[string]string
+
+	// defaults, when set, replaces cfg.Defaults (a configuration reload).
+	defaults atomic.Pointer[meta.Defaults]
 }
 
 // New returns a manager.

@@ -49,6 +49,9 @@ const (
 	// opened or closed, the leader changed); it notifies when it differs
 	// from the last one recorded.
 	NotifyMarkRequestType MessageType = 28
+	// AutopilotSetConfigRequestType stores the operator's autopilot
+	// configuration (check-and-set).
+	AutopilotSetConfigRequestType MessageType = 29
 	// New types go here, at the end.
 )
 
@@ -86,6 +89,7 @@ var messageTypeNames = map[MessageType]string{
 	NotificationResultRequestType:   "NotificationResult",
 	NotificationPruneRequestType:    "NotificationPrune",
 	NotifyMarkRequestType:           "NotifyMark",
+	AutopilotSetConfigRequestType:   "AutopilotSetConfig",
 }
 
 // MessageTypes lists every known message type, in order.

@@ -153,14 +153,14 @@ func TestMessageTypesAppendOnly(t *testing.T) {
 		"ACLPolicyUpsert", "ACLPolicyDelete", "ACLRoleUpsert", "ACLRoleDelete", "ACLTokenUpsert",
 		"ACLTokenDelete", "ACLTokenBootstrap", "ACLAuthMethodUpsert", "ACLAuthMethodDelete",
 		"ACLBindingRuleUpsert", "ACLBindingRuleDelete",
-		"NotificationResult", "NotificationPrune", "NotifyMark",
+		"NotificationResult", "NotificationPrune", "NotifyMark", "AutopilotSetConfig",
 	}
 	got := MessageTypes()
-	if len(got) < len(want) {
-		t.Fatalf("%d message types, want at least %d", len(got), len(want))
+	if len(got) != len(want) {
+		t.Fatalf("%d message types, want %d: a new type needs its name at the end of this list", len(got), len(want))
 	}
 	for i, mt := range got {
-		if i < len(want) && int(mt) != i {
+		if int(mt) != i {
 			t.Fatalf("message type %d has value %d", i, mt)
 		}
 		if i > 0 && mt <= got[i-1] {
@@ -169,7 +169,7 @@ func TestMessageTypesAppendOnly(t *testing.T) {
 		if mt&IgnoreUnknownTypeFlag != 0 {
 			t.Fatalf("message type %s uses the ignore-unknown bit", mt)
 		}
-		if i < len(want) && mt.String() != want[i] {
+		if mt.String() != want[i] {
 			t.Errorf("message type %d is %s, want %s", i, mt, want[i])
 		}
 		if (mt | IgnoreUnknownTypeFlag).String() != mt.String() {

@@ -170,6 +170,13 @@ type Config struct {
 	// stay in the outbox.
 	UIURL           string
 	NotifyRetention time.Duration
+	// Autopilot holds the starting autopilot settings; once an operator
+	// sets them (nops operator autopilot set-config) the settings stored
+	// in Raft win.
+	Autopilot AutopilotConfig
+
+	// EnableDebug serves /debug/pprof on the HTTP API.
+	EnableDebug bool
 
 	// LogLevel is one of trace, debug, info, warn, error.
 	LogLevel string
@@ -228,6 +235,43 @@ type TLSConfig struct {
 	CAFile, CertFile, KeyFile string
 	VerifyIncoming            bool
 	VerifyServerHostname      bool
+}
+
+// AutopilotConfig tunes autopilot, as Consul's and Nomad's autopilot
+// blocks do: the removal of dead servers and the promotion of new servers
+// to voters once they are stable.
+type AutopilotConfig struct {
+	// CleanupDeadServers removes failed servers from Raft automatically,
+	// never below MinQuorum voters and never a majority at once.
+	CleanupDeadServers bool
+	// LastContactThreshold is how long a server may go without hearing
+	// from the leader and stay healthy.
+	LastContactThreshold time.Duration
+	// MaxTrailingLogs is how many entries a server may trail the leader
+	// by and stay healthy.
+	MaxTrailingLogs uint64
+	// MinQuorum is the fewest voters dead-server cleanup leaves.
+	MinQuorum int
+	// ServerStabilizationTime is how long a new server must stay healthy
+	// before it is promoted from non-voter to voter.
+	ServerStabilizationTime time.Duration
+}
+
+// Defaults of the autopilot block (those of Consul and Nomad).
+const (
+	DefaultAutopilotLastContactThreshold    = 200 * time.Millisecond
+	DefaultAutopilotMaxTrailingLogs         = 250
+	DefaultAutopilotServerStabilizationTime = 10 * time.Second
+)
+
+// DefaultAutopilot returns the autopilot settings used when nothing is set.
+func DefaultAutopilot() AutopilotConfig {
+	return AutopilotConfig{
+		CleanupDeadServers:      true,
+		LastContactThreshold:    DefaultAutopilotLastContactThreshold,
+		MaxTrailingLogs:         DefaultAutopilotMaxTrailingLogs,
+		ServerStabilizationTime: DefaultAutopilotServerStabilizationTime,
+	}
 }
 
 // Enabled reports whether HTTP or RPC uses TLS.
@@ -318,6 +362,7 @@ func Default() *Config {
 		RaftSnapshotInterval:  DefaultRaftSnapshotInterval,
 		ACL:                   ACLConfig{TokenTTL: DefaultACLTokenTTL},
 		NotifyRetention:       DefaultNotifyRetention,
+		Autopilot:             DefaultAutopilot(),
 	}
 }
 
@@ -500,6 +545,9 @@ func (c *Config) validateBlocks() []error {
 	errs = append(errs, c.validateTLS()...)
 	if c.ACL.TokenTTL <= 0 || c.ACL.TokenTTL > 365*24*time.Hour {
 		add("acl", "token_ttl: must be a positive duration of at most a year, not %s", c.ACL.TokenTTL)
+	}
+	if c.Autopilot.MinQuorum < 0 {
+		add(blockAutopilot, "min_quorum: must not be negative, got %d", c.Autopilot.MinQuorum)
 	}
 
 	seen := make(map[string]bool)
@@ -825,6 +873,7 @@ func (c *Config) Changed(other *Config) []string {
 		{blockTLS, c.TLS, other.TLS},
 		{blockNotify, c.Notify, other.Notify},
 		{blockWebhook, c.Webhook, other.Webhook},
+		{blockAutopilot, c.Autopilot, other.Autopilot},
 	} {
 		if !reflect.DeepEqual(b.a, b.b) {
 			out = append(out, b.name)

@@ -74,6 +74,8 @@ func TestDefault(t *testing.T) {
 		RaftSnapshotInterval:  2 * time.Minute,
 		ACL:                   ACLConfig{TokenTTL: time.Hour},
 		NotifyRetention:       72 * time.Hour,
+		Autopilot: AutopilotConfig{CleanupDeadServers: true, LastContactThreshold: 200 * time.Millisecond,
+			MaxTrailingLogs: 250, ServerStabilizationTime: 10 * time.Second},
 	}
 	if !reflect.DeepEqual(c, want) {
 		t.Fatalf("Default() =\n%+v\nwant\n%+v", c, want)

@@ -101,6 +101,8 @@ func (c *Config) fields() []field {
 			v: listValue(&c.RedactKeys, lowerAll, checkRedactKeys)},
 		{name: "raft-snapshot-threshold", usage: "Raft log entries between snapshots.",
 			v: uint64Value(&c.RaftSnapshotThreshold, checkSnapshotThreshold)},
+		{name: "enable-debug", usage: "Serve the Go profiler under /debug/pprof on the HTTP API.",
+			v: boolValue(&c.EnableDebug)},
 		{name: "raft-snapshot-interval", usage: "Interval between checks whether to snapshot.",
 			v: durationValue(&c.RaftSnapshotInterval)},
 		{name: "ui-url", usage: "Public address of the dashboard, for links in notifications.",

@@ -20,6 +20,7 @@ const (
 	blockTLS        = "tls"
 	blockNotify     = "notify"
 	blockWebhook    = "webhook"
+	blockAutopilot  = "autopilot"
 )
 
 // loadPath loads one -config argument: a file, or a directory whose *.hcl
@@ -75,6 +76,7 @@ func (l *loader) loadFile(p string) {
 		{Type: blockTLS},
 		{Type: blockNotify, LabelNames: []string{"name"}},
 		{Type: blockWebhook},
+		{Type: blockAutopilot},
 	})
 	for key, attr := range set {
 		l.origin[key] = fmt.Sprintf("%s:%d", attr.Range.Filename, attr.Range.Start.Line)
@@ -117,6 +119,8 @@ func (l *loader) loadFile(p string) {
 			l.decodeBody(b.Body, tlsFields(&c.TLS), nil)
 		case blockNotify:
 			l.decodeNotify(b)
+		case blockAutopilot:
+			l.decodeBody(b.Body, autopilotFields(&c.Autopilot), nil)
 		case blockWebhook:
 			l.decodeBody(b.Body, []attrField{
 				{name: "secret_env", v: stringValue(&c.Webhook.SecretEnv, nil)},
@@ -227,6 +231,16 @@ func tlsFields(t *TLSConfig) []attrField {
 		{name: "key_file", v: stringValue(&t.KeyFile, nil)},
 		{name: "verify_incoming", v: boolValue(&t.VerifyIncoming)},
 		{name: "verify_server_hostname", v: boolValue(&t.VerifyServerHostname)},
+	}
+}
+
+func autopilotFields(a *AutopilotConfig) []attrField {
+	return []attrField{
+		{name: "cleanup_dead_servers", v: boolValue(&a.CleanupDeadServers)},
+		{name: "last_contact_threshold", v: durationValue(&a.LastContactThreshold)},
+		{name: "max_trailing_logs", v: uint64Value(&a.MaxTrailingLogs, nil)},
+		{name: "min_quorum", v: intValue(&a.MinQuorum, nil)},
+		{name: "server_stabilization_time", v: durationValue(&a.ServerStabilizationTime)},
 	}
 }
 

@@ -26,6 +26,8 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"reflect"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -70,9 +72,14 @@ type RepoStatus struct {
 // use.
 type Watcher struct {
 	logger hclog.Logger
+	notify chan struct{}
+	// changed wakes Run after Update changed the repositories.
+	changed chan struct{}
+
+	// mu guards the set of repositories, which Update replaces.
+	mu     sync.RWMutex
 	repos  []*repo
 	byName map[string]*repo
-	notify chan struct{}
 }
 
 type repo struct {
@@ -95,17 +102,32 @@ func New(repos []RepoConfig, logger hclog.Logger) (*Watcher, error) {
 		logger = hclog.NewNullLogger()
 	}
 	w := &Watcher{
-		logger: logger,
-		byName: make(map[string]*repo, len(repos)),
-		notify: make(chan struct{}, 1),
+		logger:  logger,
+		byName:  map[string]*repo{},
+		notify:  make(chan struct{}, 1),
+		changed: make(chan struct{}, 1),
 	}
+	list, byName, err := w.build(repos, nil)
+	if err != nil {
+		return nil, err
+	}
+	w.repos, w.byName = list, byName
+	return w, nil
+}
+
+// build validates repos and returns them as the watcher's set. A
+// repository whose configuration is unchanged in keep is kept as it is,
+// with its snapshot and status.
+func (w *Watcher) build(repos []RepoConfig, keep map[string]*repo) ([]*repo, map[string]*repo, error) {
+	var list []*repo
+	byName := make(map[string]*repo, len(repos))
 	var errs []error
 	for _, cfg := range repos {
 		if err := cfg.Validate(); err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		if _, dup := w.byName[cfg.Name]; dup {
+		if _, dup := byName[cfg.Name]; dup {
 			errs = append(errs, fmt.Errorf("repository %q is configured twice", cfg.Name))
 			continue
 		}
@@ -113,10 +135,15 @@ func New(repos []RepoConfig, logger hclog.Logger) (*Watcher, error) {
 		if cfg.PollInterval == 0 {
 			cfg.PollInterval = DefaultPollInterval
 		}
+		if old, ok := keep[cfg.Name]; ok && reflect.DeepEqual(old.cfg, cfg) {
+			list = append(list, old)
+			byName[cfg.Name] = old
+			continue
+		}
 		r := &repo{
 			cfg:     cfg,
 			dir:     dir,
-			logger:  logger.With("repo", cfg.Name),
+			logger:  w.logger.With("repo", cfg.Name),
 			refresh: make(chan struct{}, 1),
 			status: RepoStatus{
 				Name:   cfg.Name,
@@ -125,27 +152,111 @@ func New(repos []RepoConfig, logger hclog.Logger) (*Watcher, error) {
 				Path:   dir,
 			},
 		}
-		w.repos = append(w.repos, r)
-		w.byName[cfg.Name] = r
+		list = append(list, r)
+		byName[cfg.Name] = r
 	}
 	if err := errors.Join(errs...); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return w, nil
+	return list, byName, nil
+}
+
+// Update replaces the repositories watched, as a configuration reload
+// does: a repository whose configuration is unchanged keeps its snapshot;
+// a new or changed one is fetched afresh; a removed one stops being
+// polled. Invalid configurations change nothing. It returns the names of
+// the repositories added, changed and removed.
+func (w *Watcher) Update(repos []RepoConfig) (added, changed, removed []string, err error) {
+	w.mu.Lock()
+	list, byName, err := w.build(repos, w.byName)
+	if err != nil {
+		w.mu.Unlock()
+		return nil, nil, nil, err
+	}
+	for name, r := range byName {
+		old, ok := w.byName[name]
+		switch {
+		case !ok:
+			added = append(added, name)
+		case old != r:
+			changed = append(changed, name)
+		}
+	}
+	for name := range w.byName {
+		if _, ok := byName[name]; !ok {
+			removed = append(removed, name)
+		}
+	}
+	w.repos, w.byName = list, byName
+	w.mu.Unlock()
+	sort.Strings(added)
+	sort.Strings(changed)
+	sort.Strings(removed)
+	select {
+	case w.changed <- struct{}{}:
+	default:
+	}
+	if len(added)+len(changed)+len(removed) > 0 {
+		select {
+		case w.notify <- struct{}{}:
+		default:
+		}
+	}
+	return added, changed, removed, nil
+}
+
+// list returns the repositories watched now.
+func (w *Watcher) list() []*repo {
+	w.mu.RLock()
+	defer w.mu.RUnlock()
+	return w.repos
+}
+
+// get returns one repository.
+func (w *Watcher) get(name string) (*repo, bool) {
+	w.mu.RLock()
+	defer w.mu.RUnlock()
+	r, ok := w.byName[name]
+	return r, ok
 }
 
 // Run polls every repository until ctx ends: at once, then every
 // PollInterval and on every Refresh. It returns when all pollers stopped.
 func (w *Watcher) Run(ctx context.Context) {
 	var wg sync.WaitGroup
-	for _, r := range w.repos {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			w.poll(ctx, r)
-		}()
+	running := map[*repo]context.CancelFunc{}
+	resync := func() {
+		current := map[*repo]bool{}
+		for _, r := range w.list() {
+			current[r] = true
+			if _, ok := running[r]; ok {
+				continue
+			}
+			rctx, cancel := context.WithCancel(ctx)
+			running[r] = cancel
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				w.poll(rctx, r)
+			}()
+		}
+		for r, cancel := range running {
+			if !current[r] {
+				cancel()
+				delete(running, r)
+			}
+		}
 	}
-	wg.Wait()
+	resync()
+	for {
+		select {
+		case <-ctx.Done():
+			wg.Wait()
+			return
+		case <-w.changed:
+			resync()
+		}
+	}
 }
 
 func (w *Watcher) poll(ctx context.Context, r *repo) {
@@ -172,7 +283,7 @@ func (w *Watcher) poll(ctx context.Context, r *repo) {
 // Refresh asks the poller of a repository to fetch now. It does not wait;
 // requests made while a fetch is pending coalesce into one.
 func (w *Watcher) Refresh(name string) error {
-	r, ok := w.byName[name]
+	r, ok := w.get(name)
 	if !ok {
 		return fmt.Errorf("refresh %q: %w", name, ErrUnknownRepo)
 	}
@@ -185,7 +296,7 @@ func (w *Watcher) Refresh(name string) error {
 
 // RefreshAll asks every poller to fetch now, without waiting.
 func (w *Watcher) RefreshAll() {
-	for _, r := range w.repos {
+	for _, r := range w.list() {
 		select {
 		case r.refresh <- struct{}{}:
 		default:
@@ -196,7 +307,7 @@ func (w *Watcher) RefreshAll() {
 // FetchNow fetches a repository and returns when its snapshot and status are
 // up to date, with the fetch error if any.
 func (w *Watcher) FetchNow(ctx context.Context, name string) error {
-	r, ok := w.byName[name]
+	r, ok := w.get(name)
 	if !ok {
 		return fmt.Errorf("fetch %q: %w", name, ErrUnknownRepo)
 	}
@@ -210,8 +321,9 @@ func (w *Watcher) Notify() <-chan struct{} { return w.notify }
 // Snapshots returns the current snapshot of every repository that has one,
 // in configuration order.
 func (w *Watcher) Snapshots() []*Snapshot {
-	out := make([]*Snapshot, 0, len(w.repos))
-	for _, r := range w.repos {
+	repos := w.list()
+	out := make([]*Snapshot, 0, len(repos))
+	for _, r := range repos {
 		r.mu.RLock()
 		s := r.snapshot
 		r.mu.RUnlock()
@@ -225,7 +337,7 @@ func (w *Watcher) Snapshots() []*Snapshot {
 // Snapshot returns the current snapshot of one repository, nil before its
 // first successful fetch.
 func (w *Watcher) Snapshot(name string) *Snapshot {
-	r, ok := w.byName[name]
+	r, ok := w.get(name)
 	if !ok {
 		return nil
 	}
@@ -236,8 +348,9 @@ func (w *Watcher) Snapshot(name string) *Snapshot {
 
 // Status returns the status of every repository, in configuration order.
 func (w *Watcher) Status() []RepoStatus {
-	out := make([]RepoStatus, 0, len(w.repos))
-	for _, r := range w.repos {
+	repos := w.list()
+	out := make([]RepoStatus, 0, len(repos))
+	for _, r := range repos {
 		r.mu.RLock()
 		out = append(out, r.status)
 		r.mu.RUnlock()
@@ -430,7 +543,7 @@ func (r *repo) scrub(err error) error {
 
 // Has reports whether a repository of that name is configured.
 func (w *Watcher) Has(name string) bool {
-	_, ok := w.byName[name]
+	_, ok := w.get(name)
 	return ok
 }
 
@@ -448,7 +561,7 @@ func (w *Watcher) Match(urls []string, branch string) []string {
 		}
 	}
 	var out []string
-	for _, r := range w.repos {
+	for _, r := range w.list() {
 		if !want[repoKey(r.cfg.URL)] {
 			continue
 		}

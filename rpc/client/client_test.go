@@ -39,6 +39,9 @@ func TestTypesMatchServer(t *testing.T) {
 		{client.ApproveRequest{}, agent.ApproveRequest{}},
 		{client.RejectRequest{}, agent.RejectRequest{}},
 		{client.ReasonRequest{}, agent.ReasonRequest{}},
+		{client.AutopilotConfiguration{}, agent.AutopilotConfiguration{}},
+		{client.AutopilotHealth{}, agent.AutopilotHealth{}},
+		{client.AutopilotServerHealth{}, agent.AutopilotServerHealth{}},
 	}
 	for _, p := range pairs {
 		ct, st := reflect.TypeOf(p.client), reflect.TypeOf(p.server)

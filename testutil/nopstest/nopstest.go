@@ -121,10 +121,11 @@ func Config(t testing.TB, dataDir string) *config.Config {
 
 // Logger returns a logger for test servers: quiet unless -v.
 func Logger(name string) hclog.Logger {
+	// An InterceptLogger, as nops serve's, so that log monitors work.
 	if testing.Verbose() {
-		return hclog.New(&hclog.LoggerOptions{Name: name, Level: hclog.Debug})
+		return hclog.NewInterceptLogger(&hclog.LoggerOptions{Name: name, Level: hclog.Debug})
 	}
-	return hclog.New(&hclog.LoggerOptions{Name: name, Level: hclog.Warn, Output: io.Discard})
+	return hclog.NewInterceptLogger(&hclog.LoggerOptions{Name: name, Level: hclog.Warn, Output: io.Discard})
 }
 
 // Server is a running test server.

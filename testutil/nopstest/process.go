@@ -84,6 +84,8 @@ type Process struct {
 
 	cluster *ProcessCluster
 	args    []string
+	// bin, when set, replaces the cluster's binary (RestartWith).
+	bin string
 
 	mu     sync.Mutex
 	proc   *testutil.Process // the current or last run; nil before the first
@@ -250,6 +252,18 @@ func (c *ProcessCluster) Restart(i int) {
 	}
 }
 
+// RestartWith is Restart with another build of nops, as a rolling upgrade
+// replaces one server's binary at a time. Later restarts of the server use
+// bin too.
+func (c *ProcessCluster) RestartWith(i int, bin string) {
+	c.t.Helper()
+	p := c.Server(i)
+	p.mu.Lock()
+	p.bin = bin
+	p.mu.Unlock()
+	c.Restart(i)
+}
+
 // LeaderIndex checks once whether the running servers agree on a leader:
 // every running server reports the same leader address, that address is a
 // running server, and that server says it leads with its leader loops
@@ -319,8 +333,8 @@ func (c *ProcessCluster) Followers() []int {
 }
 
 // WaitForCluster waits until every server runs, every one agrees on the
-// leader, and every one lists every server as a Raft peer. It returns the
-// leader's index.
+// leader, every one lists every server as a Raft peer, and every peer is a
+// voter. It returns the leader's index.
 func (c *ProcessCluster) WaitForCluster() int {
 	c.t.Helper()
 	leader := -1
@@ -347,6 +361,17 @@ func (c *ProcessCluster) WaitForCluster() int {
 			slices.Sort(peers)
 			if !slices.Equal(peers, want) {
 				return false, fmt.Errorf("%s lists Raft peers %v, want %v", p.Name, peers, want)
+			}
+		}
+		// A server that rejoined is a non-voter until autopilot promotes
+		// it: the cluster is whole once every server votes again.
+		var conf agent.RaftConfiguration
+		if _, _, err := c.servers[leader].Call(http.MethodGet, "/v1/operator/raft/configuration", nil, &conf); err != nil {
+			return false, err
+		}
+		for _, srv := range conf.Servers {
+			if !srv.Voter {
+				return false, fmt.Errorf("%s (%s) is not a voter yet", srv.Node, srv.Address)
 			}
 		}
 		return true, nil
@@ -383,13 +408,17 @@ func (p *Process) exec() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.starts++
+	bin := p.cluster.bin
+	if p.bin != "" {
+		bin = p.bin
+	}
 	header := fmt.Sprintf("==== nopstest: start %d of %s at %s: %s %s\n", p.starts, p.Name,
-		time.Now().UTC().Format(time.RFC3339Nano), p.cluster.bin, strings.Join(p.args, " "))
+		time.Now().UTC().Format(time.RFC3339Nano), bin, strings.Join(p.args, " "))
 	if err := appendFile(p.LogPath, header); err != nil {
 		return fmt.Errorf("writing the log of %s: %w", p.Name, err)
 	}
 	proc, err := testutil.StartProcess(testutil.ProcessConfig{
-		Name: p.Name, Bin: p.cluster.bin, Args: p.args, LogPath: p.LogPath, AppendLog: true,
+		Name: p.Name, Bin: bin, Args: p.args, LogPath: p.LogPath, AppendLog: true,
 	})
 	if err != nil {
 		return err

@@ -1,0 +1,346 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	autopilot "github.com/hashicorp/raft-autopilot"
+
+	"github.com/hashicorp/raft"
+	"github.com/hashicorp/serf/serf"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/nops-dev/nops/structs"
+)
+
+// Autopilot runs on the leader, as Consul's and Nomad's do
+// (github.com/hashicorp/raft-autopilot): it tracks the health of every Raft
+// server (last contact, last index and term), promotes a new server from
+// non-voter to voter once it has been healthy for the stabilization time,
+// and removes failed servers from Raft, never below min_quorum voters and
+// never a majority at once.
+//
+// New servers reach Raft only through the leader's reconcile of members
+// (membership.reconcilePeers), which checks their identity first (region,
+// RPC identity, no address move) and adds them as non-voters; autopilot
+// only promotes servers it knows from gossip under the address Raft has
+// for them.
+const (
+	// autopilotUpdateInterval paces the health checks of the servers.
+	autopilotUpdateInterval = 2 * time.Second
+	// autopilotReconcileInterval paces promotions and dead-server cleanup.
+	autopilotReconcileInterval = 5 * time.Second
+)
+
+func (s *Server) setupAutopilot() {
+	d := &autopilotDelegate{s: s, clients: map[string]*http.Client{}}
+	s.autopilot = autopilot.New(s.raft, d,
+		autopilot.WithLogger(s.logger.Named("autopilot")),
+		autopilot.WithUpdateInterval(autopilotUpdateInterval),
+		autopilot.WithReconcileInterval(autopilotReconcileInterval),
+		autopilot.WithPromoter(&knownServerPromoter{StablePromoter: autopilot.StablePromoter{}}),
+	)
+	s.metrics.MustRegister(newAutopilotCollector(s))
+}
+
+// runAutopilot runs autopilot until ctx is cancelled, and returns once it
+// has stopped.
+func (s *Server) runAutopilot(ctx context.Context) {
+	if s.autopilot == nil {
+		return
+	}
+	s.autopilot.Start(ctx)
+	<-ctx.Done()
+	<-s.autopilot.Stop()
+}
+
+// AutopilotConfig returns the autopilot configuration in force: the one an
+// operator stored in Raft, else the autopilot block of the configuration.
+func (s *Server) AutopilotConfig() *structs.AutopilotConfig {
+	if c, err := s.State().AutopilotConfig(); err == nil && c != nil {
+		return c
+	}
+	ac := s.liveConfig().Autopilot
+	minQuorum := uint(0)
+	if ac.MinQuorum > 0 {
+		minQuorum = uint(ac.MinQuorum)
+	}
+	return &structs.AutopilotConfig{
+		CleanupDeadServers: ac.CleanupDeadServers, LastContactThreshold: ac.LastContactThreshold,
+		MaxTrailingLogs: ac.MaxTrailingLogs, MinQuorum: minQuorum, ServerStabilizationTime: ac.ServerStabilizationTime,
+	}
+}
+
+// autopilotDelegate is Nops as raft-autopilot sees it.
+type autopilotDelegate struct {
+	s *Server
+
+	mu      sync.Mutex
+	clients map[string]*http.Client
+}
+
+var _ autopilot.ApplicationIntegration = (*autopilotDelegate)(nil)
+
+func (d *autopilotDelegate) AutopilotConfig() *autopilot.Config {
+	c := d.s.AutopilotConfig()
+	return &autopilot.Config{
+		CleanupDeadServers:      c.CleanupDeadServers,
+		LastContactThreshold:    c.LastContactThreshold,
+		MaxTrailingLogs:         c.MaxTrailingLogs,
+		MinQuorum:               c.MinQuorum,
+		ServerStabilizationTime: c.ServerStabilizationTime,
+	}
+}
+
+// NotifyState does nothing: the health endpoint and the metrics read the
+// state back through GetState.
+func (d *autopilotDelegate) NotifyState(*autopilot.State) {}
+
+// KnownServers lists the Nops servers gossip knows in this region. A
+// member that claims the ID of a Raft peer from another address is left
+// out: gossip cannot move a peer, nor keep a dead one alive.
+func (d *autopilotDelegate) KnownServers() map[raft.ServerID]*autopilot.Server {
+	s := d.s
+	if s.membership == nil {
+		return nil
+	}
+	addrs := map[raft.ServerID]raft.ServerAddress{}
+	if f := s.raft.GetConfiguration(); f.Error() == nil {
+		for _, srv := range f.Configuration().Servers {
+			addrs[srv.ID] = srv.Address
+		}
+	}
+	_, leaderID := s.Leader()
+	out := map[raft.ServerID]*autopilot.Server{}
+	for _, mem := range s.membership.serf.Members() {
+		si, ok := parseMember(mem)
+		if !ok || si.Region != s.config.Region || si.ID == "" {
+			continue
+		}
+		id := raft.ServerID(si.ID)
+		if addr, ok := addrs[id]; ok && addr != raft.ServerAddress(si.RPCAddr) {
+			continue
+		}
+		status := autopilot.NodeUnknown
+		switch si.Status {
+		case serf.StatusAlive:
+			status = autopilot.NodeAlive
+		case serf.StatusFailed:
+			status = autopilot.NodeFailed
+		case serf.StatusLeft:
+			status = autopilot.NodeLeft
+		}
+		out[id] = &autopilot.Server{
+			ID: id, Name: si.Name, Address: raft.ServerAddress(si.RPCAddr), NodeStatus: status,
+			Version: mem.Tags[tagVersion], Meta: map[string]string{tagHTTPAddr: si.HTTPAddr},
+			RaftVersion: raft.ProtocolVersionMax, IsLeader: si.ID == leaderID,
+		}
+	}
+	return out
+}
+
+// FetchServerStats asks every server, over its RPC port, for its Raft
+// index, term and last contact with the leader. A server that does not
+// answer in time has no stats, and autopilot counts it unhealthy.
+func (d *autopilotDelegate) FetchServerStats(ctx context.Context, servers map[raft.ServerID]*autopilot.Server) map[raft.ServerID]*autopilot.ServerStats {
+	out := map[raft.ServerID]*autopilot.ServerStats{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for id, srv := range servers {
+		if string(id) == d.s.nodeID {
+			st := localRaftStats(d.s.raft)
+			out[id] = st.autopilot()
+			continue
+		}
+		wg.Add(1)
+		go func(id raft.ServerID, addr string) {
+			defer wg.Done()
+			st, err := d.fetch(ctx, addr)
+			if err != nil {
+				d.s.logger.Named("autopilot").Debug("server stats", "server", id, "error", err)
+				return
+			}
+			mu.Lock()
+			out[id] = st.autopilot()
+			mu.Unlock()
+		}(id, string(srv.Address))
+	}
+	wg.Wait()
+	d.pruneClients(servers)
+	return out
+}
+
+func (d *autopilotDelegate) client(addr string) *http.Client {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	c, ok := d.clients[addr]
+	if !ok {
+		c = d.s.rpcHTTPClient(addr)
+		d.clients[addr] = c
+	}
+	return c
+}
+
+// pruneClients drops the clients of servers no longer known, so that the
+// cache never outgrows the cluster.
+func (d *autopilotDelegate) pruneClients(servers map[raft.ServerID]*autopilot.Server) {
+	keep := map[string]bool{}
+	for _, srv := range servers {
+		keep[string(srv.Address)] = true
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for addr, c := range d.clients {
+		if !keep[addr] {
+			c.CloseIdleConnections()
+			delete(d.clients, addr)
+		}
+	}
+}
+
+func (d *autopilotDelegate) fetch(ctx context.Context, addr string) (*RaftStats, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/v1/agent/raft-stats", nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := d.client(addr).Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("status %d: %s", resp.StatusCode, body)
+	}
+	var st RaftStats
+	if err := json.Unmarshal(body, &st); err != nil {
+		return nil, fmt.Errorf("decode raft stats: %w", err)
+	}
+	return &st, nil
+}
+
+// RemoveFailedServer removes a failed server that autopilot chose (within
+// min_quorum and never a majority): it is marked as left in gossip, and
+// removed from Raft.
+func (d *autopilotDelegate) RemoveFailedServer(srv *autopilot.Server) {
+	s := d.s
+	logger := s.logger.Named("autopilot")
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		logger.Info("removing failed server", "server", srv.Name, "id", srv.ID)
+		if s.membership != nil {
+			if err := s.membership.serf.RemoveFailedNode(srv.Name); err != nil {
+				logger.Warn("mark failed server as left", "server", srv.Name, "error", err)
+			}
+		}
+		if s.raft.State() != raft.Leader {
+			return
+		}
+		if err := s.waitFuture(s.raft.RemoveServer(srv.ID, 0, 10*time.Second), 15*time.Second); err != nil {
+			logger.Warn("remove failed server", "server", srv.Name, "error", err)
+		}
+	}()
+}
+
+// knownServerPromoter promotes, as the stable promoter does, stable
+// non-voters, but only those gossip knows under the address Raft has for
+// them (KnownServers).
+type knownServerPromoter struct {
+	autopilot.StablePromoter
+}
+
+func (p *knownServerPromoter) CalculatePromotionsAndDemotions(c *autopilot.Config, st *autopilot.State) autopilot.RaftChanges {
+	changes := p.StablePromoter.CalculatePromotionsAndDemotions(c, st)
+	kept := changes.Promotions[:0]
+	for _, id := range changes.Promotions {
+		if srv, ok := st.Servers[id]; ok && srv.Server.NodeStatus == autopilot.NodeAlive && srv.Server.Name != "" {
+			kept = append(kept, id)
+		}
+	}
+	changes.Promotions = kept
+	return changes
+}
+
+// RaftStats is a server's own view of its Raft log, as
+// /v1/agent/raft-stats shows it to the leader's autopilot.
+type RaftStats struct {
+	// LastContact is the time since the last contact with the leader, in
+	// milliseconds: 0 on the leader, -1 when never.
+	LastContactMillis int64  `json:"last_contact_ms"`
+	LastTerm          uint64 `json:"last_term"`
+	LastIndex         uint64 `json:"last_index"`
+}
+
+func (st *RaftStats) autopilot() *autopilot.ServerStats {
+	contact := time.Duration(st.LastContactMillis) * time.Millisecond
+	if st.LastContactMillis < 0 {
+		contact = -1
+	}
+	return &autopilot.ServerStats{LastContact: contact, LastTerm: st.LastTerm, LastIndex: st.LastIndex}
+}
+
+func localRaftStats(r *raft.Raft) *RaftStats {
+	stats := r.Stats()
+	out := &RaftStats{LastIndex: r.LastIndex()}
+	out.LastTerm, _ = strconv.ParseUint(stats["last_log_term"], 10, 64)
+	switch c := stats["last_contact"]; c {
+	case "never":
+		out.LastContactMillis = -1
+	case "0", "":
+	default:
+		if d, err := time.ParseDuration(c); err == nil {
+			out.LastContactMillis = d.Milliseconds()
+		} else {
+			out.LastContactMillis = -1
+		}
+	}
+	if r.State() == raft.Leader {
+		out.LastContactMillis = 0
+	}
+	return out
+}
+
+// autopilotCollector exports the leader's autopilot view as metrics; a
+// follower exports none, as only the leader runs autopilot.
+type autopilotCollector struct {
+	s                  *Server
+	healthy, tolerance *prometheus.Desc
+}
+
+var _ prometheus.Collector = (*autopilotCollector)(nil)
+
+func newAutopilotCollector(s *Server) *autopilotCollector {
+	return &autopilotCollector{
+		s:         s,
+		healthy:   prometheus.NewDesc("nops_autopilot_healthy", "1 when autopilot sees every Raft server healthy (on the leader only).", nil, nil),
+		tolerance: prometheus.NewDesc("nops_autopilot_failure_tolerance", "How many more voters may fail before quorum is lost (on the leader only).", nil, nil),
+	}
+}
+
+func (c *autopilotCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.healthy
+	ch <- c.tolerance
+}
+
+func (c *autopilotCollector) Collect(ch chan<- prometheus.Metric) {
+	if !c.s.IsLeader() || c.s.autopilot == nil {
+		return
+	}
+	st := c.s.autopilot.GetState()
+	if st == nil || len(st.Servers) == 0 {
+		return
+	}
+	healthy := 0.0
+	if st.Healthy {
+		healthy = 1
+	}
+	ch <- prometheus.MustNewConstMetric(c.healthy, prometheus.GaugeValue, healthy)
+	ch <- prometheus.MustNewConstMetric(c.tolerance, prometheus.GaugeValue, float64(st.FailureTolerance))
+}

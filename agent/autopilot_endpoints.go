@@ -1,0 +1,157 @@
+package agent
+
+import (
+	"fmt"
+	"net/http"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/nops-dev/nops/structs"
+)
+
+// AutopilotConfiguration is the autopilot configuration as
+// /v1/operator/autopilot/configuration shows and takes it. Durations are
+// Go duration strings ("200ms", "10s").
+type AutopilotConfiguration struct {
+	CleanupDeadServers      bool   `json:"cleanup_dead_servers"`
+	LastContactThreshold    string `json:"last_contact_threshold"`
+	MaxTrailingLogs         uint64 `json:"max_trailing_logs"`
+	MinQuorum               uint   `json:"min_quorum"`
+	ServerStabilizationTime string `json:"server_stabilization_time"`
+	// CreateIndex and ModifyIndex are 0 while the configuration comes from
+	// the servers' configuration files (none was set through the API).
+	CreateIndex uint64 `json:"create_index"`
+	ModifyIndex uint64 `json:"modify_index"`
+}
+
+func autopilotView(c *structs.AutopilotConfig) *AutopilotConfiguration {
+	return &AutopilotConfiguration{
+		CleanupDeadServers: c.CleanupDeadServers, LastContactThreshold: c.LastContactThreshold.String(),
+		MaxTrailingLogs: c.MaxTrailingLogs, MinQuorum: c.MinQuorum,
+		ServerStabilizationTime: c.ServerStabilizationTime.String(),
+		CreateIndex:             c.CreateIndex, ModifyIndex: c.ModifyIndex,
+	}
+}
+
+func (a *httpAPI) autopilotGetConfig(_ http.ResponseWriter, _ *http.Request) (any, error) {
+	return autopilotView(a.s.AutopilotConfig()), nil
+}
+
+// autopilotSetConfig replaces the autopilot configuration. With ?cas=N it
+// applies only if the stored configuration is at index N (0: none set).
+func (a *httpAPI) autopilotSetConfig(_ http.ResponseWriter, r *http.Request) (any, error) {
+	var body AutopilotConfiguration
+	if err := decode(r, &body); err != nil {
+		return nil, err
+	}
+	var problems []string
+	conf := structs.AutopilotConfig{CleanupDeadServers: body.CleanupDeadServers, MaxTrailingLogs: body.MaxTrailingLogs, MinQuorum: body.MinQuorum}
+	for _, d := range []struct {
+		name string
+		in   string
+		out  *time.Duration
+	}{
+		{"last_contact_threshold", body.LastContactThreshold, &conf.LastContactThreshold},
+		{"server_stabilization_time", body.ServerStabilizationTime, &conf.ServerStabilizationTime},
+	} {
+		v, err := time.ParseDuration(d.in)
+		if err != nil {
+			problems = append(problems, fmt.Sprintf("%s: %q is not a duration such as 200ms or 10s", d.name, d.in))
+			continue
+		}
+		*d.out = v
+	}
+	req := &structs.AutopilotSetConfigRequest{WriteMeta: writeMeta(r)}
+	if v := r.URL.Query().Get("cas"); v != "" {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			problems = append(problems, fmt.Sprintf("cas: %q is not an index", v))
+		}
+		req.CAS, conf.ModifyIndex = true, n
+	}
+	if len(problems) == 0 {
+		problems = conf.Validate()
+	}
+	if len(problems) > 0 {
+		return nil, badRequest(problems...)
+	}
+	req.Config = conf
+	if _, err := a.s.Apply(structs.AutopilotSetConfigRequestType, req); err != nil {
+		return nil, err
+	}
+	return autopilotView(a.s.AutopilotConfig()), nil
+}
+
+// AutopilotHealth is the cluster's health as the leader's autopilot sees
+// it (/v1/operator/autopilot/health).
+type AutopilotHealth struct {
+	Healthy          bool                    `json:"healthy"`
+	FailureTolerance int                     `json:"failure_tolerance"`
+	Leader           string                  `json:"leader"`
+	Voters           []string                `json:"voters"`
+	Servers          []AutopilotServerHealth `json:"servers"`
+}
+
+// AutopilotServerHealth is one Raft server's health.
+type AutopilotServerHealth struct {
+	ID          string    `json:"id"`
+	Name        string    `json:"name"`
+	Address     string    `json:"address"`
+	SerfStatus  string    `json:"serf_status"`
+	Version     string    `json:"version"`
+	Leader      bool      `json:"leader"`
+	Voter       bool      `json:"voter"`
+	RaftState   string    `json:"raft_state"`
+	Healthy     bool      `json:"healthy"`
+	LastContact string    `json:"last_contact"`
+	LastTerm    uint64    `json:"last_term"`
+	LastIndex   uint64    `json:"last_index"`
+	StableSince time.Time `json:"stable_since"`
+}
+
+// autopilotHealth answers from the leader, where autopilot runs; a
+// follower forwards the request there.
+func (a *httpAPI) autopilotHealth(w http.ResponseWriter, r *http.Request) (any, error) {
+	if !a.s.IsLeader() {
+		if r.Header.Get(headerForwarded) != "" {
+			w.Header().Set(headerNotLeader, "true")
+			return nil, &HTTPError{Code: http.StatusServiceUnavailable, Msg: structs.ErrNotLeader.Error()}
+		}
+		a.forward(w, r)
+		return nil, nil
+	}
+	st := a.s.autopilot.GetState()
+	if st == nil || len(st.Servers) == 0 {
+		return nil, &HTTPError{Code: http.StatusServiceUnavailable, Msg: "autopilot has not gathered the servers' health yet; retry in a few seconds"}
+	}
+	out := &AutopilotHealth{Healthy: st.Healthy, FailureTolerance: st.FailureTolerance, Leader: string(st.Leader),
+		Voters: []string{}, Servers: []AutopilotServerHealth{}}
+	for _, id := range st.Voters {
+		out.Voters = append(out.Voters, string(id))
+	}
+	for id, srv := range st.Servers {
+		contact := srv.Stats.LastContact.String()
+		if srv.Stats.LastContact < 0 {
+			contact = "never"
+		}
+		out.Servers = append(out.Servers, AutopilotServerHealth{
+			ID: string(id), Name: srv.Server.Name, Address: string(srv.Server.Address),
+			SerfStatus: string(srv.Server.NodeStatus), Version: srv.Server.Version,
+			Leader: srv.State == "leader", Voter: srv.HasVotingRights(), RaftState: string(srv.State),
+			Healthy: srv.Health.Healthy, LastContact: contact, LastTerm: srv.Stats.LastTerm,
+			LastIndex: srv.Stats.LastIndex, StableSince: srv.Health.StableSince.UTC(),
+		})
+	}
+	sort.Slice(out.Servers, func(i, j int) bool { return out.Servers[i].Name < out.Servers[j].Name })
+	if !out.Healthy {
+		w.Header().Set("X-Nops-Autopilot-Healthy", "false")
+	}
+	return out, nil
+}
+
+// agentRaftStats is a server's own Raft index, term and last contact, for
+// the leader's autopilot.
+func (a *httpAPI) agentRaftStats(_ http.ResponseWriter, _ *http.Request) (any, error) {
+	return localRaftStats(a.s.raft), nil
+}

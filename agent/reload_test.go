@@ -1,0 +1,57 @@
+package agent_test
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nops-dev/nops/agent/config"
+	"github.com/nops-dev/nops/testutil/nopstest"
+)
+
+// Reload applies what a running server can change, names the rest, and a
+// setting that fails to apply keeps its old value while the others apply.
+func TestReload_AppliesWhatItCanAndNamesTheRest(t *testing.T) {
+	s := nopstest.Start(t, "")
+	next := *s.Config()
+	next.LogLevel = "error"
+	next.DefaultPolicy = "approval"
+	next.Namespaces = []string{"default", "other"}
+	next.Autopilot.MinQuorum = 3
+	// A repository whose token comes from an unset variable cannot be
+	// loaded: the repository setting fails, the others apply.
+	next.Repositories = []config.Repository{{Name: "r", URL: "https://git.example.invalid/r.git", Branch: "main", Path: ".",
+		PollInterval: time.Minute, Auth: &config.RepoAuth{TokenEnv: "NOPS_TEST_UNSET_TOKEN_VARIABLE"}}}
+	res, err := s.Reload(&next)
+	if err == nil || !strings.Contains(err.Error(), "repository") {
+		t.Fatalf("reload error = %v, want the repository's", err)
+	}
+	if want := []string{"log-level", "default-policy", "autopilot"}; !reflect.DeepEqual(res.Applied, want) {
+		t.Errorf("applied %v, want %v", res.Applied, want)
+	}
+	if want := []string{"namespaces"}; !reflect.DeepEqual(res.RestartOnly, want) {
+		t.Errorf("restart only %v, want %v", res.RestartOnly, want)
+	}
+	if s.Logger().IsWarn() {
+		t.Error("the log level did not change to error")
+	}
+	if got := s.AutopilotConfig().MinQuorum; got != 3 {
+		t.Errorf("autopilot min_quorum after reload = %d", got)
+	}
+	// The failed repository setting is still pending: a second reload
+	// tries it again, and reports nothing else.
+	res, err = s.Reload(&next)
+	if err == nil || len(res.Applied) != 0 {
+		t.Errorf("second reload: %+v, %v", res, err)
+	}
+	next.Repositories = nil
+	next.LogLevel = "info"
+	res, err = s.Reload(&next)
+	if err != nil || !reflect.DeepEqual(res.Applied, []string{"log-level"}) {
+		t.Errorf("third reload: %+v, %v", res, err)
+	}
+	if !s.Logger().IsInfo() || s.Logger().IsDebug() {
+		t.Error("the log level did not go back to info")
+	}
+}

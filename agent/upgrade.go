@@ -1,0 +1,79 @@
+package agent
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	version "github.com/hashicorp/go-version"
+	"github.com/hashicorp/serf/serf"
+
+	"github.com/nops-dev/nops/structs"
+)
+
+// Rolling upgrades, as Nomad's ServersMeetMinimumVersion: a message type
+// added in a version is proposed only once every server of the cluster
+// runs that version or a later one, so that no server meets an entry its
+// FSM cannot apply. Each server advertises its version in the serf tag
+// "version"; a new message type that an older server may safely skip is
+// sent with structs.IgnoreUnknownTypeFlag instead.
+
+// minVersions maps each message type added after the first release to the
+// first version whose servers apply it.
+var minVersions = func() map[structs.MessageType]*version.Version {
+	v020 := version.Must(version.NewVersion("0.2.0"))
+	m := map[structs.MessageType]*version.Version{}
+	// 0.2.0 added ACLs, the notification outbox and autopilot.
+	for t := structs.ACLPolicyUpsertRequestType; t <= structs.AutopilotSetConfigRequestType; t++ {
+		m[t] = v020
+	}
+	return m
+}()
+
+// ServersTooOldError is a write refused because some servers run a version
+// older than the one that introduced its message type.
+type ServersTooOldError struct {
+	Type    structs.MessageType
+	Minimum string
+	// Servers names each server that is too old, with its version.
+	Servers []string
+}
+
+func (e *ServersTooOldError) Error() string {
+	return fmt.Sprintf("%s needs every server at version %s or later; upgrade first: %s",
+		e.Type, e.Minimum, strings.Join(e.Servers, ", "))
+}
+
+// Unwrap makes the error a conflict (409): the cluster is in a state that
+// refuses the write until it changes.
+func (e *ServersTooOldError) Unwrap() error { return structs.ErrConflict }
+
+// checkMinimumVersion refuses a message type that some server of the
+// cluster, alive or failed (a failed server may come back), is too old to
+// apply. A server whose version does not parse counts as too old.
+func (s *Server) checkMinimumVersion(t structs.MessageType) error {
+	min, ok := minVersions[t&^structs.IgnoreUnknownTypeFlag]
+	if !ok || s.membership == nil {
+		return nil
+	}
+	return serversMeetMinimumVersion(t, min, s.membership.serf.Members(), s.config.Region)
+}
+
+func serversMeetMinimumVersion(t structs.MessageType, min *version.Version, members []serf.Member, region string) error {
+	var old []string
+	for _, m := range members {
+		si, ok := parseMember(m)
+		if !ok || si.Region != region || (si.Status != serf.StatusAlive && si.Status != serf.StatusFailed) {
+			continue
+		}
+		v, err := version.NewVersion(m.Tags[tagVersion])
+		if err != nil || v.Core().LessThan(min.Core()) {
+			old = append(old, fmt.Sprintf("%s (%s)", si.Name, m.Tags[tagVersion]))
+		}
+	}
+	if len(old) == 0 {
+		return nil
+	}
+	sort.Strings(old)
+	return &ServersTooOldError{Type: t, Minimum: min.String(), Servers: old}
+}

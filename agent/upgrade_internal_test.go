@@ -1,0 +1,63 @@
+package agent
+
+import (
+	"errors"
+	"net/http"
+	"strings"
+	"testing"
+
+	version "github.com/hashicorp/go-version"
+	"github.com/hashicorp/serf/serf"
+
+	"github.com/nops-dev/nops/structs"
+)
+
+func member(name, ver, region string, status serf.MemberStatus) serf.Member {
+	return serf.Member{Name: name, Status: status, Tags: map[string]string{
+		tagRole: roleNops, tagID: name + "-id", tagVersion: ver, tagRegion: region,
+	}}
+}
+
+func TestServersMeetMinimumVersion(t *testing.T) {
+	min := version.Must(version.NewVersion("0.2.0"))
+	for _, tc := range []struct {
+		name    string
+		members []serf.Member
+		old     []string
+	}{
+		{"all new", []serf.Member{member("a", "0.2.0", "global", serf.StatusAlive), member("b", "0.3.1", "global", serf.StatusAlive)}, nil},
+		// A pre-release of the minimum counts as the minimum: a build of the
+		// code that introduced the type knows it.
+		{"dev build", []serf.Member{member("a", "0.2.0-dev", "global", serf.StatusAlive)}, nil},
+		{"one old", []serf.Member{member("a", "0.2.0", "global", serf.StatusAlive), member("b", "0.1.9", "global", serf.StatusAlive)}, []string{"b (0.1.9)"}},
+		// A failed server may come back: it counts. A server that left
+		// does not, nor one of another region, nor what is not a server.
+		{"failed old", []serf.Member{member("a", "0.1.0", "global", serf.StatusFailed)}, []string{"a (0.1.0)"}},
+		{"left old", []serf.Member{member("a", "0.1.0", "global", serf.StatusLeft)}, nil},
+		{"other region", []serf.Member{member("a", "0.1.0", "eu", serf.StatusAlive)}, nil},
+		{"not a server", []serf.Member{{Name: "x", Status: serf.StatusAlive, Tags: map[string]string{tagVersion: "0.0.1"}}}, nil},
+		// A version that does not parse is too old.
+		{"garbage version", []serf.Member{member("a", "latest", "global", serf.StatusAlive), member("b", "", "global", serf.StatusAlive)},
+			[]string{"a (latest)", "b ()"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := serversMeetMinimumVersion(structs.AutopilotSetConfigRequestType, min, tc.members, "global")
+			if tc.old == nil {
+				if err != nil {
+					t.Fatalf("refused: %v", err)
+				}
+				return
+			}
+			var tooOld *ServersTooOldError
+			if !errors.As(err, &tooOld) || !errors.Is(err, structs.ErrConflict) {
+				t.Fatalf("error %v is not a ServersTooOldError conflict", err)
+			}
+			if strings.Join(tooOld.Servers, ",") != strings.Join(tc.old, ",") {
+				t.Fatalf("too old: %v, want %v", tooOld.Servers, tc.old)
+			}
+			if statusOf(err) != http.StatusConflict || !strings.Contains(err.Error(), "AutopilotSetConfig needs every server at version 0.2.0") {
+				t.Fatalf("error %q (status %d)", err, statusOf(err))
+			}
+		})
+	}
+}
