@@ -10,8 +10,8 @@ import (
 	"time"
 
 	memdb "github.com/hashicorp/go-memdb"
-	"github.com/hashicorp/raft"
 	"github.com/hashicorp/go-msgpack/v2/codec"
+	"github.com/hashicorp/raft"
 
 	"github.com/nops-dev/nops/structs"
 )
