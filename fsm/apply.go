@@ -427,11 +427,8 @@ func (w *writer) resume(req *structs.ResumeRequest) error {
 
 func (w *writer) windowUpsert(req *structs.WindowUpsertRequest) error {
 	win := req.Window
-	if win == nil || win.Name == "" {
-		return invalid("a sync window needs a name")
-	}
-	if win.Kind != structs.WindowAllow && win.Kind != structs.WindowDeny {
-		return invalid("window %s: kind must be allow or deny, not %q", win.Name, win.Kind)
+	if err := validWindow(win); err != nil {
+		return err
 	}
 	c := *win
 	c.CreateIndex, c.ModifyIndex = w.index, w.index

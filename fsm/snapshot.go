@@ -150,8 +150,9 @@ func (b *bytesBuffer) Write(p []byte) (int, error) {
 }
 
 // restoreInto reads a snapshot into an empty store, in one transaction. A
-// snapshot that is cut short, holds a record of an unknown type or a record
-// that does not decode is refused with an error, and the store is left
+// snapshot that is cut short, holds a record of an unknown type, a record
+// that does not decode, a record twice, or a state that breaks the FSM's
+// rules (see validateState) is refused with an error, and the store is left
 // empty.
 //
 // Reading and decoding the records runs on its own goroutine, ahead of the
@@ -172,24 +173,42 @@ func restoreInto(st *StateStore, r io.Reader) error {
 	var decodeErr error
 	go func() {
 		defer close(batches)
+		// A record the decoder did not foresee refuses the snapshot; it
+		// never takes the server down.
+		defer func() {
+			if p := recover(); p != nil {
+				decodeErr = fmt.Errorf("%w: decode panicked: %v", ErrBadSnapshot, p)
+			}
+		}()
 		decodeErr = decodeRecords(br, batches, stop)
 	}()
 
 	txn := st.db.Txn(true)
 	defer txn.Abort()
 	objects := map[string]*eventObjects{}
-	var insertErr error
+	counts := map[string]int{}
+	var (
+		insertErr error
+		lastSeq   uint64
+	)
 	for batch := range batches {
 		if insertErr != nil {
 			continue // drain until the decoder sees stop
 		}
 		for _, o := range batch {
+			if e, ok := o.obj.(*structs.Event); ok && e.Seq <= lastSeq {
+				insertErr = fmt.Errorf("%w: event %d follows event %d: events must be in strictly increasing order", ErrBadSnapshot, e.Seq, lastSeq)
+				close(stop)
+				break
+			}
 			if err := txn.Insert(o.table, o.obj); err != nil {
 				insertErr = fmt.Errorf("restore %s: %w", o.table, err)
 				close(stop)
 				break
 			}
+			counts[o.table]++
 			if e, ok := o.obj.(*structs.Event); ok {
+				lastSeq = e.Seq
 				row := objects[e.Object]
 				if row == nil {
 					row = &eventObjects{Object: e.Object}
@@ -221,6 +240,10 @@ func restoreInto(st *StateStore, r io.Reader) error {
 		if err := txn.Insert(tableEventObjects, row); err != nil {
 			return fmt.Errorf("restore events of %q: %w", k, err)
 		}
+	}
+	delete(counts, TableEvents) // strictly increasing: no event twice
+	if err := validateState(txn, counts); err != nil {
+		return err
 	}
 	txn.Commit()
 	return nil
