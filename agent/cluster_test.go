@@ -39,6 +39,7 @@ func call(t testing.TB, s *nopstest.Server, method, path string, body []byte) an
 		t.Fatal(err)
 	}
 	req.Header.Set("X-Nops-Actor", "tester")
+	setContentType(req)
 	client := &http.Client{Timeout: 60 * time.Second}
 	start := time.Now()
 	resp, err := client.Do(req)

@@ -168,6 +168,7 @@ func tryCall(s *nopstest.Server, method, path string, body []byte) (int, []byte,
 		return 0, nil, err
 	}
 	req.Header.Set("X-Nops-Actor", "tester")
+	setContentType(req)
 	resp, err := (&http.Client{Timeout: 30 * time.Second}).Do(req)
 	if err != nil {
 		return 0, nil, err

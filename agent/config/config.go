@@ -44,6 +44,17 @@ const (
 	DefaultRaftSnapshotThreshold = 8192
 	DefaultRaftSnapshotInterval  = 2 * time.Minute
 
+	// HTTP server limits (see agent/httpguard.go). Streams and long polls
+	// have no write timeout; snapshot save and restore get
+	// SnapshotTransferTimeout for both.
+	DefaultHTTPReadTimeout  = 30 * time.Second
+	DefaultHTTPWriteTimeout = 2 * time.Minute
+	DefaultHTTPIdleTimeout  = 90 * time.Second
+	DefaultHTTPMaxConns     = 1024
+	// DefaultSnapshotMaxSize bounds a snapshot archive, uploaded and
+	// decompressed.
+	DefaultSnapshotMaxSize = 1 << 30
+
 	DefaultRepoBranch       = "main"
 	DefaultRepoPath         = "."
 	DefaultRepoPollInterval = 30 * time.Second
@@ -146,6 +157,19 @@ type Config struct {
 	// Raft snapshot tuning.
 	RaftSnapshotThreshold uint64
 	RaftSnapshotInterval  time.Duration
+
+	// HTTP server limits: the time to read a request (headers and body),
+	// to write an answer, and to keep an idle connection open, and the
+	// number of connections served at once.
+	HTTPReadTimeout, HTTPWriteTimeout, HTTPIdleTimeout time.Duration
+	HTTPMaxConns                                       int
+	// HTTPAllowedOrigins are the browser origins (scheme://host[:port])
+	// allowed to send writes besides the server's own IP address origin.
+	HTTPAllowedOrigins []string
+
+	// SnapshotMaxSize bounds a snapshot archive restored through the API,
+	// as uploaded and once decompressed, in bytes.
+	SnapshotMaxSize uint64
 }
 
 // Repository is one git repository watched for job files.
@@ -246,6 +270,11 @@ func Default() *Config {
 		LogLevel:              DefaultLogLevel,
 		RaftSnapshotThreshold: DefaultRaftSnapshotThreshold,
 		RaftSnapshotInterval:  DefaultRaftSnapshotInterval,
+		HTTPReadTimeout:       DefaultHTTPReadTimeout,
+		HTTPWriteTimeout:      DefaultHTTPWriteTimeout,
+		HTTPIdleTimeout:       DefaultHTTPIdleTimeout,
+		HTTPMaxConns:          DefaultHTTPMaxConns,
+		SnapshotMaxSize:       DefaultSnapshotMaxSize,
 	}
 }
 
@@ -605,6 +634,32 @@ func checkRedactKeys(l []string) error {
 	for _, k := range l {
 		if strings.TrimSpace(k) == "" {
 			return errors.New("key fragments must not be empty")
+		}
+	}
+	return nil
+}
+
+func checkMaxConns(n int) error {
+	if n < 1 {
+		return fmt.Errorf("invalid value %d: must be at least 1", n)
+	}
+	return nil
+}
+
+func checkSnapshotMaxSize(n uint64) error {
+	if n < 1<<20 {
+		return fmt.Errorf("invalid value %d: must be at least 1048576 (1 MiB)", n)
+	}
+	return nil
+}
+
+// checkOrigins accepts browser origins: scheme://host[:port], nothing more.
+func checkOrigins(l []string) error {
+	for _, o := range l {
+		u, err := url.Parse(o)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" ||
+			u.User != nil || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" {
+			return fmt.Errorf("invalid origin %q: must be http(s)://host[:port]", o)
 		}
 	}
 	return nil

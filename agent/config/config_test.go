@@ -70,6 +70,11 @@ func TestDefault(t *testing.T) {
 		LogLevel:              "info",
 		RaftSnapshotThreshold: 8192,
 		RaftSnapshotInterval:  2 * time.Minute,
+		HTTPReadTimeout:       30 * time.Second,
+		HTTPWriteTimeout:      2 * time.Minute,
+		HTTPIdleTimeout:       90 * time.Second,
+		HTTPMaxConns:          1024,
+		SnapshotMaxSize:       1 << 30,
 	}
 	if !reflect.DeepEqual(c, want) {
 		t.Fatalf("Default() =\n%+v\nwant\n%+v", c, want)
