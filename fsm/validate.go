@@ -70,6 +70,9 @@ func validateState(txn *memdb.Txn, counts map[string]int) error {
 			if e.Kind == "" || e.Object == "" {
 				return invalid("event %d: an event needs a kind and an object", e.Seq)
 			}
+			if e.Time.IsZero() {
+				return invalid("event %d has no time: the leader stamps every event", e.Seq)
+			}
 			if e.Seq == 0 || e.Seq > meta.EventSeq {
 				return invalid("event sequence %d is outside 1..%d, the last one the counters record", e.Seq, meta.EventSeq)
 			}
@@ -116,6 +119,9 @@ func countRows(txn *memdb.Txn, table string) (int, error) {
 func validDeployment(d *structs.Deployment) error {
 	if d.ID == "" || d.Namespace == "" || d.JobID == "" {
 		return invalid("a deployment needs an ID, a namespace and a job ID")
+	}
+	if d.CreatedAt.IsZero() {
+		return invalid("deployment %s has no creation time: the leader stamps every deployment", d.ID)
 	}
 	if !d.State.Valid() {
 		return invalid("deployment %s is in state %q, which is not a deployment state", d.ID, d.State)

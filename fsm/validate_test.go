@@ -56,7 +56,8 @@ type craftRecord struct {
 }
 
 func dep(id, job string, state structs.DeploymentState) craftRecord {
-	return craftRecord{kind: DeploymentSnapshot, obj: &structs.Deployment{ID: id, Namespace: "default", JobID: job, State: state}}
+	return craftRecord{kind: DeploymentSnapshot, obj: &structs.Deployment{ID: id, Namespace: "default", JobID: job, State: state,
+		CreatedAt: time.Date(2025, 3, 1, 9, 0, 0, 0, time.UTC)}}
 }
 
 // TestRestoreRefusesInvalidState checks that a snapshot whose state no
@@ -85,7 +86,10 @@ func TestRestoreRefusesInvalidState(t *testing.T) {
 		{"event twice", []craftRecord{meta, ev(1), ev(1)}, "strictly increasing"},
 		{"event past the counters", []craftRecord{meta, ev(1), ev(3)}, "outside 1..2"},
 		{"event without counters", []craftRecord{ev(1)}, "outside 1..0"},
-		{"event with a nil time", []craftRecord{meta, {kind: EventSnapshot, raw: []byte{0x92, 0x01, 0xc3}}}, "decode snapshot events record"},
+		{"event with a bool for a time", []craftRecord{meta, {kind: EventSnapshot, raw: []byte{0x92, 0x01, 0xc3}}}, "decode snapshot events record"},
+		{"event with a nil time", []craftRecord{meta, {kind: EventSnapshot, raw: []byte{0x94, 0x01, 0xc0, 0xa1, 'j', 0xa1, 'o'}}}, "has no time"},
+		{"deployment with a nil time", []craftRecord{meta, {kind: DeploymentSnapshot, obj: map[string]any{
+			"id": "d1", "namespace": "default", "job_id": "web", "state": "completed", "created_at": nil}}}, "no creation time"},
 		{"nil event", []craftRecord{meta, {kind: EventSnapshot, raw: []byte{0xc0}}}, "not an array"},
 		// A record of a few bytes that claims 2^31 hooks.
 		{"huge slice length", []craftRecord{meta, {kind: DeploymentSnapshot, raw: append([]byte{0x81, 0xa5, 'h', 'o', 'o', 'k', 's'}, 0xdd, 0x7f, 0xff, 0xff, 0xff)}}, "decode snapshot deployments record"},
