@@ -138,7 +138,9 @@ func TestSnapshotRestoreRefusesMaliciousArchives(t *testing.T) {
 		return stateRecord{kind: fsm.DeploymentSnapshot, obj: &structs.Deployment{ID: id, Namespace: "default", JobID: "web",
 			State: state, CreatedAt: at, UpdatedAt: at, StateEnteredAt: at}}
 	}
-	state := func(records ...stateRecord) []byte { return archiveOf(t, 20, bytes.NewReader(stateBytes(t, records...))) }
+	state := func(records ...stateRecord) []byte {
+		return archiveOf(t, 20, bytes.NewReader(stateBytes(t, records...)))
+	}
 
 	for _, tc := range []struct {
 		name string

@@ -93,7 +93,7 @@ func TestReadLimits(t *testing.T) {
 		lim  Limits
 		want string
 	}{
-		"gzip bomb":        {gzipBomb(t, 8<<30, 64<<20), Limits{MaxSize: 16 << 20}, "claims 8589934592 bytes, over the limit of 16777216"},
+		"gzip bomb":            {gzipBomb(t, 8<<30, 64<<20), Limits{MaxSize: 16 << 20}, "claims 8589934592 bytes, over the limit of 16777216"},
 		"bomb under the limit": {gzipBomb(t, 15<<20, 15<<20), Limits{MaxSize: 16 << 20}, "no meta.json"},
 		"state twice": {rawArchive(t, rawFile{name: metaFile, body: files[metaFile]}, rawFile{name: stateFile, body: files[stateFile]},
 			rawFile{name: stateFile, body: files[stateFile]}, rawFile{name: sumsFile, body: files[sumsFile]}), Limits{}, "state.bin appears twice"},
