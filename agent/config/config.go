@@ -23,6 +23,7 @@ import (
 	"net/url"
 	"os"
 	"path"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -230,7 +231,8 @@ type WebhookConfig struct {
 // DefaultRedactKeys returns the key fragments that always mark a meta or
 // env key as secret.
 func DefaultRedactKeys() []string {
-	return []string{"password", "secret", "token", "key", "credential", "passwd", "private", "auth", "cert", "apikey"}
+	return []string{"password", "secret", "token", "key", "credential", "passwd", "private", "auth", "cert", "apikey",
+		"pass", "pwd", "phrase", "dsn"}
 }
 
 // SecretKeyFragments returns DefaultRedactKeys followed by the configured
@@ -694,9 +696,19 @@ func checkRepoURL(s string) error {
 		return errors.New("required")
 	}
 	if strings.ContainsAny(s, " \t\n") {
-		return fmt.Errorf("invalid URL %q: contains white space", s)
+		return fmt.Errorf("invalid URL %q: contains white space", hideUserinfo(s))
 	}
 	return nil
+}
+
+// userinfoPattern matches the user info of a URL (scheme://user:pass@) or
+// of an scp-like address (user:pass@host:path).
+var userinfoPattern = regexp.MustCompile(`([A-Za-z][A-Za-z0-9+.\-]*://)[^\s/@]+@|^[^\s/@:]*:[^\s/@]*@`)
+
+// hideUserinfo removes the credentials a repository URL may carry from a
+// text that quotes it: an error must not print a token.
+func hideUserinfo(s string) string {
+	return userinfoPattern.ReplaceAllString(s, "$1")
 }
 
 func checkBranch(s string) error {
