@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
 	"sync"
 
 	"github.com/hashicorp/go-hclog"
@@ -204,6 +205,9 @@ func applyMsg[T any](buf []byte, fn func(*T) error) error {
 	req := new(T)
 	if err := structs.Decode(buf, req); err != nil {
 		return fmt.Errorf("%w: %w", ErrBadEntry, err)
+	}
+	if err := checkTimes(reflect.ValueOf(req)); err != nil {
+		return err
 	}
 	return fn(req)
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
 	"slices"
 	"time"
 
@@ -323,6 +324,9 @@ func decodeRecords(br *bufio.Reader, out chan<- []restoredObject, stop <-chan st
 		}
 		if n := dec.NumBytesRead(); n != len(buf) {
 			return fmt.Errorf("decode snapshot %s record: %d trailing bytes", t.table, len(buf)-n)
+		}
+		if err := checkTimes(reflect.ValueOf(obj)); err != nil {
+			return fmt.Errorf("%w: %s record: %w", ErrBadSnapshot, t.table, err)
 		}
 		batch = append(batch, restoredObject{t.table, obj})
 		count++

@@ -3,6 +3,8 @@ package fsm
 import (
 	"errors"
 	"fmt"
+	"reflect"
+	"time"
 
 	memdb "github.com/hashicorp/go-memdb"
 
@@ -169,6 +171,51 @@ func validPause(p *structs.Pause) error {
 func needJob(what, namespace, jobID string) error {
 	if namespace == "" || jobID == "" {
 		return invalid("a %s needs a namespace and a job ID", what)
+	}
+	return nil
+}
+
+var anyTimeType = reflect.TypeOf(time.Time{})
+
+// checkTimes refuses a time that JSON cannot write (a year outside 0 to
+// 9999, a zone offset of a day or more), anywhere in v: the leader stamps real times, and a stored time
+// the API cannot show would break every answer that holds it.
+func checkTimes(v reflect.Value) error {
+	switch v.Kind() {
+	case reflect.Pointer, reflect.Interface:
+		if v.IsNil() {
+			return nil
+		}
+		return checkTimes(v.Elem())
+	case reflect.Struct:
+		if v.Type() == anyTimeType {
+			t := v.Interface().(time.Time)
+			if _, err := t.MarshalJSON(); err != nil {
+				return invalid("a time the API cannot write: %v", err)
+			}
+			return nil
+		}
+		for i := 0; i < v.NumField(); i++ {
+			if err := checkTimes(v.Field(i)); err != nil {
+				return err
+			}
+		}
+	case reflect.Slice, reflect.Array:
+		if v.Type().Elem().Kind() == reflect.Uint8 {
+			return nil
+		}
+		for i := 0; i < v.Len(); i++ {
+			if err := checkTimes(v.Index(i)); err != nil {
+				return err
+			}
+		}
+	case reflect.Map:
+		it := v.MapRange()
+		for it.Next() {
+			if err := checkTimes(it.Value()); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
 }
