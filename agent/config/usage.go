@@ -61,7 +61,8 @@ Options:
   consul { address, token, service_name, auto_join }
   acl { enabled }
   tls { ca_file, cert_file, key_file, verify_incoming, encrypt_key }
-  notify "name" { kind = "webhook" | "slack", url, url_env, events }
+  notify "name" { kind = "webhook" | "slack", url, url_env, events }  (not implemented yet:
+                  a server with a notify block refuses to start)
   webhook { secret_env }
 `)
 	return b.String()
