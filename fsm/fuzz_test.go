@@ -4,9 +4,9 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"time"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/raft"
 

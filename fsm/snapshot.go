@@ -8,6 +8,7 @@ import (
 	"io"
 	"reflect"
 	"slices"
+	"sync"
 	"time"
 
 	memdb "github.com/hashicorp/go-memdb"
@@ -159,7 +160,7 @@ func (b *bytesBuffer) Write(p []byte) (int, error) {
 // Reading and decoding the records runs on its own goroutine, ahead of the
 // inserts, which run in the one write transaction: on a second core the
 // two overlap. The records are inserted in the order they were written.
-func restoreInto(st *StateStore, r io.Reader) error {
+func restoreInto(st *StateStore, r io.Reader) (err error) {
 	br := bufio.NewReaderSize(r, 1<<20)
 	var magic [8]byte
 	if _, err := io.ReadFull(br, magic[:]); err != nil {
@@ -171,6 +172,8 @@ func restoreInto(st *StateStore, r io.Reader) error {
 
 	batches := make(chan []restoredObject, 8)
 	stop := make(chan struct{})
+	var stopOnce sync.Once
+	halt := func() { stopOnce.Do(func() { close(stop) }) }
 	var decodeErr error
 	go func() {
 		defer close(batches)
@@ -184,6 +187,17 @@ func restoreInto(st *StateStore, r io.Reader) error {
 		decodeErr = decodeRecords(br, batches, stop)
 	}()
 
+	// A record the checks did not foresee refuses the snapshot rather than
+	// take the server down: the decoder is told to stop and drained, so it
+	// does not stay blocked.
+	defer func() {
+		if p := recover(); p != nil {
+			halt()
+			for range batches {
+			}
+			err = fmt.Errorf("%w: restore panicked: %v", ErrBadSnapshot, p)
+		}
+	}()
 	txn := st.db.Txn(true)
 	defer txn.Abort()
 	objects := map[string]*eventObjects{}
@@ -199,12 +213,12 @@ func restoreInto(st *StateStore, r io.Reader) error {
 		for _, o := range batch {
 			if e, ok := o.obj.(*structs.Event); ok && e.Seq <= lastSeq {
 				insertErr = fmt.Errorf("%w: event %d follows event %d: events must be in strictly increasing order", ErrBadSnapshot, e.Seq, lastSeq)
-				close(stop)
+				halt()
 				break
 			}
 			if err := txn.Insert(o.table, o.obj); err != nil {
 				insertErr = fmt.Errorf("restore %s: %w", o.table, err)
-				close(stop)
+				halt()
 				break
 			}
 			counts[o.table]++
