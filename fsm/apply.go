@@ -83,6 +83,11 @@ func (w *writer) event(m structs.WriteMeta, e structs.Event) error {
 	if e.Actor == "" {
 		e.Actor = m.Actor
 	}
+	if e.Time.IsZero() {
+		// The leader stamps every entry; a snapshot refuses an event
+		// without a time, so the log must too.
+		return invalid("an event needs a time")
+	}
 	if err := w.insert(TableEvents, &e); err != nil {
 		return fmt.Errorf("append event: %w", err)
 	}
@@ -154,6 +159,14 @@ func (w *writer) deploymentCreate(req *structs.DeploymentCreateRequest) error {
 	}
 	if d.State != structs.StateDetected {
 		return invalid("a deployment is created in state %s, not %q", structs.StateDetected, d.State)
+	}
+	if req.Time.IsZero() {
+		return invalid("a deployment needs a creation time")
+	}
+	for _, h := range d.Hooks {
+		if err := validHookPhase(d.ID, h); err != nil {
+			return err
+		}
 	}
 	if _, err := w.deployment(d.ID); err == nil {
 		return conflict("deployment %s already exists", d.ID)
@@ -327,6 +340,9 @@ func (w *writer) patch(d *structs.Deployment, p *structs.DeploymentPatch) error 
 }
 
 func upsertHookRun(d *structs.Deployment, r structs.HookRun) error {
+	if err := validHookRun(d.ID, r); err != nil {
+		return err
+	}
 	for i, old := range d.HookRuns {
 		if old.Phase != r.Phase || old.Position != r.Position {
 			continue

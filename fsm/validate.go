@@ -129,18 +129,36 @@ func validDeployment(d *structs.Deployment) error {
 		return invalid("deployment %s is in state %q, which is not a deployment state", d.ID, d.State)
 	}
 	for _, h := range d.Hooks {
-		if h.Phase != structs.PhasePre && h.Phase != structs.PhasePost {
-			return invalid("deployment %s: hook %q has phase %q, not pre or post", d.ID, h.Name, h.Phase)
+		if err := validHookPhase(d.ID, h); err != nil {
+			return err
 		}
 	}
 	for _, r := range d.HookRuns {
-		switch r.State {
-		case structs.HookRunDispatching, structs.HookRunRunning, structs.HookRunSucceeded, structs.HookRunFailed:
-		default:
-			return invalid("deployment %s: hook run %q is in state %q", d.ID, r.Hook, r.State)
+		if err := validHookRun(d.ID, r); err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// validHookPhase checks a frozen hook's phase, as deploymentCreate does.
+func validHookPhase(id string, h structs.FrozenHook) error {
+	if h.Phase != structs.PhasePre && h.Phase != structs.PhasePost {
+		return invalid("deployment %s: hook %q has phase %q, not pre or post", id, h.Name, h.Phase)
+	}
+	return nil
+}
+
+// validHookRun checks a hook run's phase and state, as a patch does.
+func validHookRun(id string, r structs.HookRun) error {
+	if r.Phase != structs.PhasePre && r.Phase != structs.PhasePost {
+		return invalid("deployment %s: hook run %q has phase %q, not pre or post", id, r.Hook, r.Phase)
+	}
+	switch r.State {
+	case structs.HookRunDispatching, structs.HookRunRunning, structs.HookRunSucceeded, structs.HookRunFailed:
+		return nil
+	}
+	return invalid("deployment %s: hook run %q is in state %q", id, r.Hook, r.State)
 }
 
 // validWindow checks a sync window as windowUpsert does.
