@@ -783,6 +783,7 @@ func TestCluster_HeldWriteRefusedOnShutdown(t *testing.T) {
 			res <- result{err: err}
 			return
 		}
+		setContentType(req)
 		resp, err := (&http.Client{Timeout: 30 * time.Second}).Do(req)
 		if err != nil {
 			res <- result{err: err}
