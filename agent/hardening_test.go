@@ -25,6 +25,7 @@ import (
 	"github.com/nops-dev/nops/agent/snapshot"
 	"github.com/nops-dev/nops/fsm"
 	"github.com/nops-dev/nops/structs"
+	"github.com/nops-dev/nops/testutil"
 	"github.com/nops-dev/nops/testutil/nopstest"
 )
 
@@ -409,4 +410,33 @@ func TestUnimplementedSettingsFailAtStart(t *testing.T) {
 	if !strings.Contains(err.Error(), `notify "slack": notify blocks are not implemented yet`) {
 		t.Fatalf("error %q does not name the setting", err)
 	}
+}
+
+// TestHTTPConnectionCap: connections past http_max_conns wait to be served
+// until one of those served closes.
+func TestHTTPConnectionCap(t *testing.T) {
+	s := nopstest.Start(t, "", nopstest.WithoutReconcilers(), nopstest.WithConfig(func(c *config.Config) {
+		c.HTTPMaxConns = 2
+	}))
+	// Two connections that hold their request open take both places.
+	var held []net.Conn
+	for range 2 {
+		conn := rawConn(t, s)
+		fmt.Fprintf(conn, "GET /v1/health HTTP/1.1\r\nHost: %s\r\n", s.HTTPAddr())
+		held = append(held, conn)
+	}
+	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	if resp, err := client.Get(s.URL + "/v1/health"); err == nil {
+		resp.Body.Close()
+		t.Fatalf("a third connection was served while two were held: %d", resp.StatusCode)
+	}
+	held[0].Close()
+	testutil.WaitForResult(t, 20*time.Second, func() (bool, error) {
+		resp, err := client.Get(s.URL + "/v1/health")
+		if err != nil {
+			return false, err
+		}
+		resp.Body.Close()
+		return true, nil
+	})
 }
