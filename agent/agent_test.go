@@ -66,6 +66,7 @@ func do(t *testing.T, s *agent.Server, method, path, body string) (int, map[stri
 		t.Fatal(err)
 	}
 	req.Header.Set("X-Nops-Actor", "tester")
+	setContentType(req)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatalf("%s %s: %v", method, path, err)
@@ -295,5 +296,17 @@ func TestAPI_Decisions(t *testing.T) {
 	resp3.Body.Close()
 	if len(page) != 1 || page[0].JobID != "web" {
 		t.Fatalf("second page: %+v", page)
+	}
+}
+
+// setContentType sets the content type the server requires of a write: a
+// snapshot archive's on a restore, JSON on every other.
+func setContentType(req *http.Request) {
+	switch {
+	case req.Method == http.MethodGet || req.Method == http.MethodHead:
+	case req.URL.Path == "/v1/operator/snapshot":
+		req.Header.Set("Content-Type", "application/x-nops-snapshot")
+	default:
+		req.Header.Set("Content-Type", "application/json")
 	}
 }

@@ -40,6 +40,7 @@ func call(t testing.TB, s *nopstest.Server, method, path string, body []byte) an
 		t.Fatal(err)
 	}
 	req.Header.Set("X-Nops-Actor", "tester")
+	setContentType(req)
 	client := *s.HTTPClient()
 	client.Timeout = 60 * time.Second
 	start := time.Now()
@@ -786,6 +787,7 @@ func TestCluster_HeldWriteRefusedOnShutdown(t *testing.T) {
 			res <- result{err: err}
 			return
 		}
+		setContentType(req)
 		resp, err := (&http.Client{Timeout: 30 * time.Second}).Do(req)
 		if err != nil {
 			res <- result{err: err}

@@ -176,6 +176,7 @@ func tryCall(s *nopstest.Server, method, path string, body []byte) (int, []byte,
 		return 0, nil, err
 	}
 	req.Header.Set("X-Nops-Actor", "tester")
+	setContentType(req)
 	client := *s.HTTPClient()
 	client.Timeout = 30 * time.Second
 	resp, err := client.Do(req)

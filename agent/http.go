@@ -21,10 +21,9 @@ import (
 )
 
 const (
-	// maxBody bounds a request body; a larger one answers 413.
+	// maxBody bounds a request body; a larger one answers 413. A snapshot
+	// restore is bounded by the snapshot-max-size setting.
 	maxBody = 1 << 20
-	// maxSnapshotBody bounds a snapshot restore upload.
-	maxSnapshotBody = 1 << 30
 
 	headerIndex       = "X-Nops-Index"
 	headerKnownLeader = "X-Nops-Known-Leader"
@@ -89,10 +88,10 @@ func (a *httpAPI) handler(internal bool) http.Handler {
 	})
 	// Every answer carries the cluster headers, errors included; a route
 	// sets them again once it has read the state.
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return a.guard(mux, internal, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		a.setMeta(w)
 		mux.ServeHTTP(w, r)
-	})
+	}))
 }
 
 // wrap applies the cluster rules to a handler: writes run on the leader
@@ -112,11 +111,7 @@ func (a *httpAPI) wrap(kind string, rule routeRule, internal bool, fn handlerFun
 				writeError(w, &HTTPError{Code: http.StatusInternalServerError, Msg: "internal error"})
 			}
 		}()
-		limit := int64(maxBody)
-		if r.URL.Path == "/v1/operator/snapshot" {
-			limit = maxSnapshotBody
-		}
-		r.Body = http.MaxBytesReader(w, r.Body, limit)
+		r.Body = http.MaxBytesReader(w, r.Body, bodyLimit(a.s.config, r))
 		needLeader := kind == kindWrite || (kind == kindRead && r.URL.Query().Has("consistent"))
 		if needLeader {
 			if !a.s.IsLeader() {

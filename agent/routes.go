@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/nops-dev/nops/acl"
+	"github.com/nops-dev/nops/agent/config"
 	"github.com/nops-dev/nops/agent/snapshot"
 	"github.com/nops-dev/nops/fsm"
 	"github.com/nops-dev/nops/reconcile/holds"
@@ -586,13 +587,17 @@ func (a *httpAPI) snapshotSave(w http.ResponseWriter, _ *http.Request) (any, err
 }
 
 func (a *httpAPI) snapshotRestore(_ http.ResponseWriter, r *http.Request) (any, error) {
-	arc, err := snapshot.Read(r.Body)
+	// The state is kept in a file under the data dir while it is checked
+	// and restored, so an upload costs its size on disk, not in memory.
+	arc, err := snapshot.ReadLimited(r.Body, snapshot.Limits{
+		MaxSize: int64(orDefault(a.s.config.SnapshotMaxSize, config.DefaultSnapshotMaxSize)), TempDir: a.s.config.DataDir})
 	if err != nil {
 		if he := decodeError(err); isTooLarge(he) {
 			return nil, he
 		}
 		return nil, badRequest("snapshot archive: " + err.Error())
 	}
+	defer arc.Close()
 	if _, err := fsm.ReadOnly(arc.State()); err != nil {
 		return nil, badRequest("snapshot state: " + err.Error())
 	}

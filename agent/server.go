@@ -223,13 +223,16 @@ func (s *Server) setup() error {
 	api := newHTTPAPI(s)
 	s.requestCtx, s.requestCancel = context.WithCancel(context.Background())
 	base := func(net.Listener) context.Context { return s.requestCtx }
-	s.httpServer = &http.Server{Handler: api.handler(false), ReadHeaderTimeout: 10 * time.Second, BaseContext: base}
+	s.httpServer = newHTTPServer(cfg, api.handler(false))
+	s.httpServer.BaseContext = base
 	s.httpServer.ErrorLog = httpErrorLog(s.logger)
-	s.rpcHTTP = &http.Server{Handler: api.handler(true), ReadHeaderTimeout: 10 * time.Second, BaseContext: base}
+	s.rpcHTTP = newHTTPServer(cfg, api.handler(true))
+	s.rpcHTTP.BaseContext = base
+	s.rpcHTTP.ErrorLog = httpErrorLog(s.logger)
 	s.wg.Add(2)
 	go func() {
 		defer s.wg.Done()
-		if err := s.httpServer.Serve(httpLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := s.httpServer.Serve(limitListener(cfg, httpLn)); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			s.logger.Error("http server stopped", "error", err)
 		}
 	}()

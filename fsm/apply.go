@@ -86,6 +86,11 @@ func (w *writer) event(m structs.WriteMeta, e structs.Event) error {
 	if e.Actor == "" {
 		e.Actor = m.Actor
 	}
+	if e.Time.IsZero() {
+		// The leader stamps every entry; a snapshot refuses an event
+		// without a time, so the log must too.
+		return invalid("an event needs a time")
+	}
 	if err := w.insert(TableEvents, &e); err != nil {
 		return fmt.Errorf("append event: %w", err)
 	}
@@ -157,6 +162,14 @@ func (w *writer) deploymentCreate(req *structs.DeploymentCreateRequest) error {
 	}
 	if d.State != structs.StateDetected {
 		return invalid("a deployment is created in state %s, not %q", structs.StateDetected, d.State)
+	}
+	if req.Time.IsZero() {
+		return invalid("a deployment needs a creation time")
+	}
+	for _, h := range d.Hooks {
+		if err := validHookPhase(d.ID, h); err != nil {
+			return err
+		}
 	}
 	if _, err := w.deployment(d.ID); err == nil {
 		return conflict("deployment %s already exists", d.ID)
@@ -346,6 +359,9 @@ func (w *writer) patch(d *structs.Deployment, p *structs.DeploymentPatch) error 
 }
 
 func upsertHookRun(d *structs.Deployment, r structs.HookRun) error {
+	if err := validHookRun(d.ID, r); err != nil {
+		return err
+	}
 	for i, old := range d.HookRuns {
 		if old.Phase != r.Phase || old.Position != r.Position {
 			continue
@@ -446,11 +462,8 @@ func (w *writer) resume(req *structs.ResumeRequest) error {
 
 func (w *writer) windowUpsert(req *structs.WindowUpsertRequest) error {
 	win := req.Window
-	if win == nil || win.Name == "" {
-		return invalid("a sync window needs a name")
-	}
-	if win.Kind != structs.WindowAllow && win.Kind != structs.WindowDeny {
-		return invalid("window %s: kind must be allow or deny, not %q", win.Name, win.Kind)
+	if err := validWindow(win); err != nil {
+		return err
 	}
 	c := *win
 	c.CreateIndex, c.ModifyIndex = w.index, w.index

@@ -21,8 +21,14 @@
 //     same transaction (fsm/outbox.go), with an ID derived from the entry's
 //     index and its position in the entry: a committed change always has its
 //     notification, on every server.
-//   - A log entry that cannot be decoded panics: skipping it would let this
-//     server's state drift from its peers'.
+//   - A log entry that cannot be decoded, or is of an unknown type, is
+//     refused with ErrBadEntry and changes nothing; a panic while applying
+//     an entry is recovered and refuses it too. The decoder is
+//     deterministic, so every server refuses the same entries and the
+//     states stay equal, and no entry can stop a server at apply or again
+//     at every restart.
+//   - A snapshot is restored only when it is whole and its state keeps the
+//     rules above (see Validate): a refused snapshot changes nothing.
 //
 // A snapshot is a header followed by type-tagged, length-prefixed msgpack
 // records, one per stored object, and an end record that counts them, so

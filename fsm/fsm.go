@@ -1,8 +1,10 @@
 package fsm
 
 import (
+	"errors"
 	"fmt"
 	"io"
+	"reflect"
 	"sync"
 
 	"github.com/hashicorp/go-hclog"
@@ -42,9 +44,10 @@ func (f *FSM) State() *StateStore {
 
 var _ raft.BatchingFSM = (*FSM)(nil)
 
-// Apply applies one log entry. A malformed entry panics, as Raft cannot
-// skip it safely; a request that breaks a rule returns an error as the
-// response, and changes nothing.
+// Apply applies one log entry. A request that breaks a rule, and an entry
+// that cannot be decoded or is of an unknown type, return an error as the
+// response and change nothing: every server reads the same bytes the same
+// way, so every server refuses the same entry and the states stay equal.
 func (f *FSM) Apply(l *raft.Log) any {
 	if l.Type != raft.LogCommand || len(l.Data) == 0 {
 		return nil
@@ -53,7 +56,7 @@ func (f *FSM) Apply(l *raft.Log) any {
 	txn := st.db.Txn(true)
 	defer txn.Abort()
 	w := &writer{txn: txn, index: l.Index}
-	if err := f.dispatch(w, l); err != nil {
+	if err := f.safeDispatch(w, l); err != nil {
 		// The refused request changes nothing, but the entry is applied:
 		// the latest index moves on, so that a reader waiting for it does
 		// not wait forever.
@@ -89,7 +92,7 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []any {
 		}
 		saved := counters
 		w := &writer{txn: txn, index: l.Index, meta: &counters}
-		err := f.dispatch(w, l)
+		err := f.safeDispatch(w, l)
 		if err != nil && w.mutated {
 			txn.Abort()
 			return f.applyEach(logs)
@@ -122,8 +125,35 @@ func (f *FSM) applyEach(logs []*raft.Log) []any {
 	return resps
 }
 
+// ErrBadEntry is the answer to a log entry the FSM cannot apply: its body
+// does not decode, or its type is unknown. The entry changes nothing.
+var ErrBadEntry = errors.New("log entry cannot be applied")
+
+// safeDispatch is dispatch with a recover: a panic while applying an entry
+// (a request the rules did not foresee) becomes the entry's error, so that no
+// entry can stop this server, at apply or again at every restart. The
+// panic may have come after a change, so the entry counts as mutating: the
+// caller throws its transaction away.
+func (f *FSM) safeDispatch(w *writer, l *raft.Log) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			w.mutated = true
+			err = fmt.Errorf("%w: %s at index %d: panic: %v", ErrBadEntry, entryType(l.Data[0]), l.Index, p)
+			f.logger.Error("refused a log entry", "index", l.Index, "error", err)
+		}
+	}()
+	err = f.dispatch(w, l)
+	if errors.Is(err, ErrBadEntry) {
+		f.logger.Error("refused a log entry", "index", l.Index, "error", err)
+	}
+	return err
+}
+
+func entryType(b byte) structs.MessageType { return structs.MessageType(b) }
+
 // dispatch decodes one entry and applies it through w. An unknown type
-// flagged IgnoreUnknownTypeFlag is skipped; any other unknown type panics.
+// flagged IgnoreUnknownTypeFlag is skipped; any other unknown type, and a
+// body that does not decode, is refused with ErrBadEntry.
 func (f *FSM) dispatch(w *writer, l *raft.Log) error {
 	t := structs.MessageType(l.Data[0])
 	ignoreUnknown := t&structs.IgnoreUnknownTypeFlag != 0
@@ -195,16 +225,19 @@ func (f *FSM) dispatch(w *writer, l *raft.Log) error {
 		f.logger.Warn("ignoring unknown message type", "type", t, "index", l.Index)
 		return nil
 	}
-	panic(fmt.Errorf("fsm: unknown message type %d at index %d", t, l.Index))
+	return fmt.Errorf("%w: unknown message type %d at index %d", ErrBadEntry, uint8(t), l.Index)
 }
 
-// applyMsg decodes a request and runs its apply function. A decode failure
-// panics: the log holds an entry this server cannot read, and skipping it
-// would make this server's state differ from its peers'.
+// applyMsg decodes a request and runs its apply function. A body that does
+// not decode is refused with ErrBadEntry: the decoder is deterministic, so
+// every server refuses it alike and the states stay equal.
 func applyMsg[T any](buf []byte, fn func(*T) error) error {
 	req := new(T)
 	if err := structs.Decode(buf, req); err != nil {
-		panic(fmt.Errorf("fsm: %w", err))
+		return fmt.Errorf("%w: %w", ErrBadEntry, err)
+	}
+	if err := checkTimes(reflect.ValueOf(req)); err != nil {
+		return err
 	}
 	return fn(req)
 }

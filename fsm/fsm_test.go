@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -1026,52 +1027,78 @@ func TestDeploymentsList(t *testing.T) {
 	}
 }
 
-// TestMalformedEntries checks that an entry the FSM cannot read stops it,
-// and that an unknown type is skipped only when it says so.
+// TestMalformedEntries checks that an entry the FSM cannot read is
+// refused with ErrBadEntry and changes nothing (no panic: a panic would stop
+// the server, and again at every restart), one by one and in a batch, and
+// that an unknown type is skipped only when it says so.
 func TestMalformedEntries(t *testing.T) {
-	mustPanic := func(t *testing.T, want string, fn func()) {
+	mustRefuse := func(t *testing.T, want string, resp any) {
 		t.Helper()
-		defer func() {
-			r := recover()
-			if r == nil {
-				t.Fatalf("did not panic")
-			}
-			if !strings.Contains(fmt.Sprint(r), want) {
-				t.Fatalf("panic %q does not name %q", r, want)
-			}
-		}()
-		fn()
+		err, ok := resp.(error)
+		if !ok || !errors.Is(err, ErrBadEntry) {
+			t.Fatalf("response %v, want an error wrapping ErrBadEntry", resp)
+		}
+		if !strings.Contains(err.Error(), want) {
+			t.Fatalf("error %q does not name %q", err, want)
+		}
 	}
 	h := newHarness(t)
 	h.create(testDeployment("d1", "default", "web", 0, 0))
-	before := dumpStore(t, h.state())
+	before := dumpStore(t, h.state(), TableMeta)
 
 	t.Run("decode failure", func(t *testing.T) {
-		mustPanic(t, "decode", func() {
-			h.fsm.Apply(&raft.Log{Index: 100, Type: raft.LogCommand, Data: []byte{byte(structs.DeploymentTransitionRequestType), 0xc1}})
-		})
+		mustRefuse(t, "decode", h.fsm.Apply(&raft.Log{Index: 100, Type: raft.LogCommand, Data: []byte{byte(structs.DeploymentTransitionRequestType), 0xc1}}))
 		// A body of the wrong shape fails to decode too.
 		data, _ := structs.Encode(structs.PauseRequestType, []string{"not", "a", "pause"})
-		mustPanic(t, "decode", func() {
-			h.fsm.Apply(&raft.Log{Index: 101, Type: raft.LogCommand, Data: data})
-		})
+		mustRefuse(t, "decode", h.fsm.Apply(&raft.Log{Index: 101, Type: raft.LogCommand, Data: data}))
+		// A tiny entry that claims a huge collection is refused without
+		// allocating it.
+		var m runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&m)
+		heap := m.HeapAlloc
+		huge := []byte{byte(structs.DeploymentCreateRequestType), 0x81, 0xaa}
+		huge = append(huge, "deployment"...)
+		huge = append(huge, 0x81, 0xa5, 'h', 'o', 'o', 'k', 's', 0xdd, 0x7f, 0xff, 0xff, 0xff)
+		mustRefuse(t, "decode", h.fsm.Apply(&raft.Log{Index: 102, Type: raft.LogCommand, Data: huge}))
+		runtime.ReadMemStats(&m)
+		if m.HeapAlloc > heap+64<<20 {
+			t.Fatalf("a %d-byte entry grew the heap by %d MB", len(huge), (m.HeapAlloc-heap)>>20)
+		}
+		// Trailing bytes after a whole value are refused.
+		data, _ = structs.Encode(structs.PauseRequestType, &structs.PauseRequest{WriteMeta: h.meta("a"), Global: true})
+		mustRefuse(t, "trailing", h.fsm.Apply(&raft.Log{Index: 103, Type: raft.LogCommand, Data: append(data, 0x01)}))
 	})
 	t.Run("unknown type", func(t *testing.T) {
-		mustPanic(t, "unknown message type 99 at index 102", func() {
-			h.fsm.Apply(&raft.Log{Index: 102, Type: raft.LogCommand, Data: []byte{99, 0x80}})
-		})
+		mustRefuse(t, "unknown message type 99 at index 104", h.fsm.Apply(&raft.Log{Index: 104, Type: raft.LogCommand, Data: []byte{99, 0x80}}))
 	})
-	if after := dumpStore(t, h.state()); after != before {
+	t.Run("batch", func(t *testing.T) {
+		good, _ := structs.Encode(structs.WindowDeleteRequestType, &structs.WindowDeleteRequest{WriteMeta: h.meta("a"), Name: "none"})
+		resps := h.fsm.ApplyBatch([]*raft.Log{
+			{Index: 105, Type: raft.LogCommand, Data: []byte{77, 0x01, 0x02}},
+			{Index: 106, Type: raft.LogCommand, Data: []byte{byte(structs.ResumeRequestType), 0xdc, 0xff}},
+			{Index: 107, Type: raft.LogCommand, Data: good},
+		})
+		mustRefuse(t, "unknown message type 77", resps[0])
+		mustRefuse(t, "decode", resps[1])
+		if err, _ := resps[2].(error); errors.Is(err, ErrBadEntry) {
+			t.Fatalf("a good entry after bad ones was refused: %v", err)
+		}
+	})
+	if got := h.state().LatestIndex(); got != 107 {
+		t.Fatalf("latest index %d after refused entries, want 107", got)
+	}
+	if after := dumpStore(t, h.state(), TableMeta); after != before {
 		t.Fatalf("a malformed entry changed the state:\n%s\n%s", before, after)
 	}
 	t.Run("ignorable unknown type", func(t *testing.T) {
 		before := dumpStore(t, h.state(), TableMeta)
-		resp := h.fsm.Apply(&raft.Log{Index: 103, Type: raft.LogCommand, Data: []byte{99 | byte(structs.IgnoreUnknownTypeFlag), 0x80}})
+		resp := h.fsm.Apply(&raft.Log{Index: 203, Type: raft.LogCommand, Data: []byte{99 | byte(structs.IgnoreUnknownTypeFlag), 0x80}})
 		if resp != nil {
 			t.Fatalf("response %v", resp)
 		}
-		if got := h.state().LatestIndex(); got != 103 {
-			t.Fatalf("latest index %d after a skipped entry, want 103", got)
+		if got := h.state().LatestIndex(); got != 203 {
+			t.Fatalf("latest index %d after a skipped entry, want 203", got)
 		}
 		if after := dumpStore(t, h.state(), TableMeta); after != before {
 			t.Fatalf("a skipped entry changed the state")
@@ -1079,7 +1106,7 @@ func TestMalformedEntries(t *testing.T) {
 	})
 	t.Run("known type with the ignore flag", func(t *testing.T) {
 		data, _ := structs.Encode(structs.PauseRequestType|structs.IgnoreUnknownTypeFlag, &structs.PauseRequest{WriteMeta: h.meta("a"), Global: true})
-		if resp := h.fsm.Apply(&raft.Log{Index: 104, Type: raft.LogCommand, Data: data}); resp != nil {
+		if resp := h.fsm.Apply(&raft.Log{Index: 204, Type: raft.LogCommand, Data: data}); resp != nil {
 			t.Fatalf("response %v", resp)
 		}
 		if p, _ := h.state().Paused("x", "y"); p == nil {
@@ -1088,7 +1115,7 @@ func TestMalformedEntries(t *testing.T) {
 	})
 	t.Run("not a command", func(t *testing.T) {
 		before := dumpStore(t, h.state())
-		for _, l := range []*raft.Log{{Index: 105, Type: raft.LogNoop}, {Index: 106, Type: raft.LogCommand}} {
+		for _, l := range []*raft.Log{{Index: 205, Type: raft.LogNoop}, {Index: 206, Type: raft.LogCommand}} {
 			if resp := h.fsm.Apply(l); resp != nil {
 				t.Fatalf("response %v", resp)
 			}

@@ -6,11 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
 	"slices"
+	"sync"
+	"time"
 
 	memdb "github.com/hashicorp/go-memdb"
+	"github.com/hashicorp/go-msgpack/v2/codec"
 	"github.com/hashicorp/raft"
-	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/nops-dev/nops/structs"
 )
@@ -50,7 +53,7 @@ const snapshotEnd SnapshotType = 255
 const maxSnapshotRecord = 256 << 20
 
 // snapshotMagic opens every snapshot, with its format version.
-var snapshotMagic = [8]byte{'N', 'O', 'P', 'S', 'S', 'N', 'P', 1}
+var snapshotMagic = [8]byte{'N', 'O', 'P', 'S', 'S', 'N', 'P', 2}
 
 // snapshotTables lists what a snapshot holds, in the order it is written.
 var snapshotTables = []struct {
@@ -103,9 +106,7 @@ func writeSnapshot(txn *memdb.Txn, w io.Writer) error {
 	// The encoder is set up once: Reset would clear its struct tag and
 	// flags, and records would then be written under the Go field names.
 	var body bytesBuffer
-	enc := msgpack.NewEncoder(&body)
-	enc.SetCustomStructTag("json")
-	enc.UseCompactInts(true)
+	enc := codec.NewEncoderBytes(&body.b, structs.NewMsgpackHandle())
 	var (
 		hdr   [5]byte
 		count uint64
@@ -131,6 +132,7 @@ func writeSnapshot(txn *memdb.Txn, w io.Writer) error {
 		}
 		for raw := it.Next(); raw != nil; raw = it.Next() {
 			body.b = body.b[:0]
+			enc.ResetBytes(&body.b)
 			var err error
 			if e, ok := raw.(*structs.Event); ok {
 				err = encodeEvent(enc, e)
@@ -168,14 +170,15 @@ func (b *bytesBuffer) Write(p []byte) (int, error) {
 }
 
 // restoreInto reads a snapshot into an empty store, in one transaction. A
-// snapshot that is cut short, holds a record of an unknown type or a record
-// that does not decode is refused with an error, and the store is left
+// snapshot that is cut short, holds a record of an unknown type, a record
+// that does not decode, a record twice, or a state that breaks the FSM's
+// rules (see validateState) is refused with an error, and the store is left
 // empty.
 //
 // Reading and decoding the records runs on its own goroutine, ahead of the
 // inserts, which run in the one write transaction: on a second core the
 // two overlap. The records are inserted in the order they were written.
-func restoreInto(st *StateStore, r io.Reader) error {
+func restoreInto(st *StateStore, r io.Reader) (err error) {
 	br := bufio.NewReaderSize(r, 1<<20)
 	var magic [8]byte
 	if _, err := io.ReadFull(br, magic[:]); err != nil {
@@ -187,27 +190,58 @@ func restoreInto(st *StateStore, r io.Reader) error {
 
 	batches := make(chan []restoredObject, 8)
 	stop := make(chan struct{})
+	var stopOnce sync.Once
+	halt := func() { stopOnce.Do(func() { close(stop) }) }
 	var decodeErr error
 	go func() {
 		defer close(batches)
+		// A record the decoder did not foresee refuses the snapshot; it
+		// never takes the server down.
+		defer func() {
+			if p := recover(); p != nil {
+				decodeErr = fmt.Errorf("%w: decode panicked: %v", ErrBadSnapshot, p)
+			}
+		}()
 		decodeErr = decodeRecords(br, batches, stop)
 	}()
 
+	// A record the checks did not foresee refuses the snapshot rather than
+	// take the server down: the decoder is told to stop and drained, so it
+	// does not stay blocked.
+	defer func() {
+		if p := recover(); p != nil {
+			halt()
+			for range batches {
+			}
+			err = fmt.Errorf("%w: restore panicked: %v", ErrBadSnapshot, p)
+		}
+	}()
 	txn := st.db.Txn(true)
 	defer txn.Abort()
 	objects := map[string]*eventObjects{}
-	var insertErr error
+	counts := map[string]int{}
+	var (
+		insertErr error
+		lastSeq   uint64
+	)
 	for batch := range batches {
 		if insertErr != nil {
 			continue // drain until the decoder sees stop
 		}
 		for _, o := range batch {
-			if err := txn.Insert(o.table, o.obj); err != nil {
-				insertErr = fmt.Errorf("restore %s: %w", o.table, err)
-				close(stop)
+			if e, ok := o.obj.(*structs.Event); ok && e.Seq <= lastSeq {
+				insertErr = fmt.Errorf("%w: event %d follows event %d: events must be in strictly increasing order", ErrBadSnapshot, e.Seq, lastSeq)
+				halt()
 				break
 			}
+			if err := txn.Insert(o.table, o.obj); err != nil {
+				insertErr = fmt.Errorf("restore %s: %w", o.table, err)
+				halt()
+				break
+			}
+			counts[o.table]++
 			if e, ok := o.obj.(*structs.Event); ok {
+				lastSeq = e.Seq
 				row := objects[e.Object]
 				if row == nil {
 					row = &eventObjects{Object: e.Object}
@@ -240,6 +274,10 @@ func restoreInto(st *StateStore, r io.Reader) error {
 			return fmt.Errorf("restore events of %q: %w", k, err)
 		}
 	}
+	delete(counts, TableEvents) // strictly increasing: no event twice
+	if err := validateState(txn, counts); err != nil {
+		return err
+	}
 	txn.Commit()
 	return nil
 }
@@ -258,9 +296,7 @@ func decodeRecords(br *bufio.Reader, out chan<- []restoredObject, stop <-chan st
 	for i, t := range snapshotTables {
 		kinds[t.kind] = i
 	}
-	var rd bytesReader
-	dec := msgpack.NewDecoder(&rd)
-	dec.SetCustomStructTag("json")
+	dec := codec.NewDecoderBytes(nil, structs.NewMsgpackHandle())
 	var (
 		hdr   [5]byte
 		buf   []byte
@@ -309,17 +345,20 @@ func decodeRecords(br *bufio.Reader, out chan<- []restoredObject, stop <-chan st
 		}
 		t := snapshotTables[i]
 		obj := t.new()
-		rd.reset(buf)
+		dec.ResetBytes(buf)
 		if e, ok := obj.(*structs.Event); ok {
-			err = decodeEvent(dec, e)
+			err = decodeEvent(dec, buf, e)
 		} else {
 			err = dec.Decode(obj)
 		}
 		if err != nil {
 			return fmt.Errorf("decode snapshot %s record: %w", t.table, err)
 		}
-		if rd.off != len(buf) {
-			return fmt.Errorf("decode snapshot %s record: %d trailing bytes", t.table, len(buf)-rd.off)
+		if n := dec.NumBytesRead(); n != len(buf) {
+			return fmt.Errorf("decode snapshot %s record: %d trailing bytes", t.table, len(buf)-n)
+		}
+		if err := checkTimes(reflect.ValueOf(obj)); err != nil {
+			return fmt.Errorf("%w: %s record: %w", ErrBadSnapshot, t.table, err)
 		}
 		batch = append(batch, restoredObject{t.table, obj})
 		count++
@@ -329,83 +368,52 @@ func decodeRecords(br *bufio.Reader, out chan<- []restoredObject, stop <-chan st
 	}
 }
 
-// encodeEvent writes an event as an array of its fields, in the order of
-// decodeEvent. Events are most of the records of a snapshot, and an array
-// is smaller and reads faster than a map of field names. A field is added
-// at the end; a reader skips fields it does not know, and leaves fields a
-// shorter array lacks at zero.
-func encodeEvent(enc *msgpack.Encoder, e *structs.Event) error {
-	err := enc.EncodeArrayLen(11)
-	for i := 0; err == nil && i < 11; i++ {
-		switch i {
-		case 0:
-			err = enc.EncodeUint(e.Seq)
-		case 1:
-			err = enc.EncodeTime(e.Time)
-		case 2:
-			err = enc.EncodeString(e.Kind)
-		case 3:
-			err = enc.EncodeString(e.Object)
-		case 4:
-			err = enc.EncodeString(e.Namespace)
-		case 5:
-			err = enc.EncodeString(e.JobID)
-		case 6:
-			err = enc.EncodeString(e.From)
-		case 7:
-			err = enc.EncodeString(e.To)
-		case 8:
-			err = enc.EncodeString(e.Actor)
-		case 9:
-			err = enc.EncodeString(e.Message)
-		case 10:
-			err = enc.EncodeUint(e.Index)
-		}
-	}
-	return err
+// eventRecord is an event as a snapshot holds it: an array of its fields.
+// Events are most of the records of a snapshot, and an array is smaller and
+// reads faster than a map of field names. A field is added at the end; a
+// reader skips fields it does not know, and leaves fields a shorter array
+// lacks at zero.
+type eventRecord struct {
+	_struct   struct{} `codec:",toarray"` //nolint:unused // read by the codec
+	Seq       uint64
+	Time      time.Time
+	Kind      string
+	Object    string
+	Namespace string
+	JobID     string
+	From      string
+	To        string
+	Actor     string
+	Message   string
+	Index     uint64
 }
 
-// decodeEvent reads an event written by encodeEvent.
-func decodeEvent(dec *msgpack.Decoder, e *structs.Event) error {
-	n, err := dec.DecodeArrayLen()
-	if err != nil {
-		return err
+// encodeEvent writes an event as an array of its fields.
+func encodeEvent(enc *codec.Encoder, e *structs.Event) error {
+	r := eventRecord{Seq: e.Seq, Time: e.Time, Kind: e.Kind, Object: e.Object, Namespace: e.Namespace,
+		JobID: e.JobID, From: e.From, To: e.To, Actor: e.Actor, Message: e.Message, Index: e.Index}
+	return enc.Encode(&r)
+}
+
+// decodeEvent reads an event written by encodeEvent. Anything but an array
+// (a nil included) is an error.
+func decodeEvent(dec *codec.Decoder, buf []byte, e *structs.Event) error {
+	if len(buf) == 0 || !isMsgpackArray(buf[0]) {
+		return errors.New("event is not an array")
 	}
-	if n < 0 {
-		return errors.New("event is nil")
+	var r eventRecord
+	if err := dec.Decode(&r); err != nil {
+		return fmt.Errorf("event: %w", err)
 	}
-	for i := 0; i < n; i++ {
-		switch i {
-		case 0:
-			e.Seq, err = dec.DecodeUint64()
-		case 1:
-			e.Time, err = dec.DecodeTime()
-		case 2:
-			e.Kind, err = dec.DecodeString()
-		case 3:
-			e.Object, err = dec.DecodeString()
-		case 4:
-			e.Namespace, err = dec.DecodeString()
-		case 5:
-			e.JobID, err = dec.DecodeString()
-		case 6:
-			e.From, err = dec.DecodeString()
-		case 7:
-			e.To, err = dec.DecodeString()
-		case 8:
-			e.Actor, err = dec.DecodeString()
-		case 9:
-			e.Message, err = dec.DecodeString()
-		case 10:
-			e.Index, err = dec.DecodeUint64()
-		default:
-			err = dec.Skip()
-		}
-		if err != nil {
-			return fmt.Errorf("event field %d: %w", i, err)
-		}
-	}
+	*e = structs.Event{Seq: r.Seq, Time: r.Time, Kind: r.Kind, Object: r.Object, Namespace: r.Namespace,
+		JobID: r.JobID, From: r.From, To: r.To, Actor: r.Actor, Message: r.Message, Index: r.Index}
 	return nil
+}
+
+// isMsgpackArray reports whether b opens a msgpack array (fixarray, array
+// 16 or array 32).
+func isMsgpackArray(b byte) bool {
+	return b&0xf0 == 0x90 || b == 0xdc || b == 0xdd
 }
 
 // readRecord reads a record body of n bytes into buf. A large record is
@@ -428,37 +436,4 @@ func readRecord(r io.Reader, buf []byte, n int) ([]byte, error) {
 		buf = buf[:len(buf)+m]
 	}
 	return buf, nil
-}
-
-type bytesReader struct {
-	b   []byte
-	off int
-}
-
-func (r *bytesReader) reset(b []byte) { r.b, r.off = b, 0 }
-
-func (r *bytesReader) Read(p []byte) (int, error) {
-	if r.off >= len(r.b) {
-		return 0, io.EOF
-	}
-	n := copy(p, r.b[r.off:])
-	r.off += n
-	return n, nil
-}
-
-func (r *bytesReader) ReadByte() (byte, error) {
-	if r.off >= len(r.b) {
-		return 0, io.EOF
-	}
-	c := r.b[r.off]
-	r.off++
-	return c, nil
-}
-
-func (r *bytesReader) UnreadByte() error {
-	if r.off == 0 {
-		return errors.New("unread at start")
-	}
-	r.off--
-	return nil
 }

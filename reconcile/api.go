@@ -7,6 +7,7 @@ import (
 	"crypto/subtle"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -233,6 +234,10 @@ func (m *Manager) httpWebhook(_ http.ResponseWriter, r *http.Request) (any, erro
 	}
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return nil, &tooLarge{limit: mbe.Limit}
+		}
 		return nil, fmt.Errorf("%w: read body: %v", structs.ErrInvalid, err)
 	}
 	if err := verifySignature(r.Header, body, m.cfg.WebhookSecret); err != nil {
@@ -276,6 +281,14 @@ func (m *Manager) fetchNow(ctx context.Context, name string) error {
 	}
 	return err
 }
+
+// tooLarge answers 413.
+type tooLarge struct{ limit int64 }
+
+func (e *tooLarge) Error() string {
+	return fmt.Sprintf("request body too large: the limit is %d bytes", e.limit)
+}
+func (e *tooLarge) StatusCode() int { return http.StatusRequestEntityTooLarge }
 
 // unauthorized answers 401.
 type unauthorized struct{ msg string }

@@ -1,6 +1,7 @@
 package reconcile_test
 
 import (
+	"bytes"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
@@ -103,6 +104,39 @@ func TestWebhook_SignedPushDeploys(t *testing.T) {
 		if code != http.StatusUnauthorized {
 			t.Fatalf("%s push: %d %s, want 401", name, code, raw)
 		}
+	}
+	// An oversize push (sent without a length, so the handler's read hits
+	// the limit) answers 413, and a push that does not say it is JSON 415:
+	// neither fetches anything.
+	big := append(bytes.Clone(body), bytes.Repeat([]byte(" "), 2<<20)...)
+	for _, tc := range []struct {
+		contentType string
+		body        []byte
+		want        int
+	}{
+		{"application/json", big, http.StatusRequestEntityTooLarge},
+		{"text/plain", body, http.StatusUnsupportedMediaType},
+		{"application/x-www-form-urlencoded", body, http.StatusUnsupportedMediaType},
+	} {
+		req, err := http.NewRequest("POST", e.s.URL+"/v1/webhook/git", io.MultiReader(bytes.NewReader(tc.body)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", tc.contentType)
+		req.Header.Set("X-GitHub-Event", "push")
+		req.Header.Set("X-Hub-Signature-256", githubSignature(secret, tc.body))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != tc.want {
+			t.Fatalf("%s push of %d bytes: %d %s, want %d", tc.contentType, len(tc.body), resp.StatusCode, raw, tc.want)
+		}
+	}
+	if r := e.repoStatus(); r == nil || r.Head != head0 {
+		t.Fatalf("a refused push fetched: %+v", r)
 	}
 	// A signature of another body does not pass either.
 	other := githubPush(url, "main", strings.Repeat("0", 40))

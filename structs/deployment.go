@@ -220,8 +220,13 @@ type Deployment struct {
 	// Diff is the redacted plan diff seen at detection.
 	Diff string `json:"diff"`
 	// DiffHash is the hash of the plan diff seen at detection; the register
-	// goes ahead only if a new plan shows the same diff.
-	DiffHash string `json:"diff_hash"`
+	// goes ahead only if a new plan shows the same diff. It is a hash of the
+	// unredacted diff, so it is kept in the replicated state (the codec tag
+	// names it in the log and snapshots) and never published (no JSON): an
+	// unsalted hash of a diff would let any reader of the API confirm a
+	// guess of a secret value in it. Keying it (HMAC with a cluster secret)
+	// would only matter if it were published, and no reader needs it.
+	DiffHash string `codec:"diff_hash" json:"-"`
 	// JobModifyIndex is the live job's modify index read at detection (0 for
 	// a new job); the register enforces it. A change of the live job that
 	// only moves the counts left to an autoscaler moves it along.

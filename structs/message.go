@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/vmihailenco/msgpack/v5"
+	"github.com/hashicorp/go-msgpack/v2/codec"
 )
 
 // MessageType is the first byte of every Raft log entry and names the request
@@ -109,25 +109,50 @@ func (t MessageType) String() string {
 	return fmt.Sprintf("MessageType(%d)", uint8(t))
 }
 
+// MaxDecodeInitLen bounds what a decoder allocates for a collection before
+// it has read its elements: a length claimed by the input is only trusted
+// as far as the input goes, so a tiny entry cannot claim a huge slice.
+const MaxDecodeInitLen = 4096
+
+// NewMsgpackHandle returns the msgpack settings of the log and of
+// snapshots: fields are named by their json tag, times are written in their
+// binary form (a zero time stays a zero time, not nil), and a collection is
+// allocated as it is read, never from a claimed length alone. A handle is
+// read-only once in use; each caller builds its own.
+func NewMsgpackHandle() *codec.MsgpackHandle {
+	h := &codec.MsgpackHandle{WriteExt: true}
+	h.TypeInfos = codec.NewTypeInfos([]string{"codec", "json"})
+	h.TimeNotBuiltin = true
+	h.RawToString = true
+	h.MaxInitLen = MaxDecodeInitLen
+	h.MaxDepth = 64
+	return h
+}
+
+// msgpackHandle is configured once, here, and never changed: it holds no
+// mutable state of the program.
+var msgpackHandle = NewMsgpackHandle()
+
 // Encode writes a log entry: the type byte followed by the msgpack of msg.
 func Encode(t MessageType, msg any) ([]byte, error) {
 	var buf bytes.Buffer
 	buf.WriteByte(uint8(t))
-	enc := msgpack.NewEncoder(&buf)
-	enc.SetCustomStructTag("json")
-	enc.UseCompactInts(true)
-	if err := enc.Encode(msg); err != nil {
+	if err := codec.NewEncoder(&buf, msgpackHandle).Encode(msg); err != nil {
 		return nil, fmt.Errorf("encode %s: %w", t, err)
 	}
 	return buf.Bytes(), nil
 }
 
 // Decode reads the msgpack body of a log entry or snapshot record into out.
+// Bad input is an error, never a panic, and data after the value is an
+// error too.
 func Decode(buf []byte, out any) error {
-	dec := msgpack.NewDecoder(bytes.NewReader(buf))
-	dec.SetCustomStructTag("json")
+	dec := codec.NewDecoderBytes(buf, msgpackHandle)
 	if err := dec.Decode(out); err != nil {
 		return fmt.Errorf("decode %T: %w", out, err)
+	}
+	if n := dec.NumBytesRead(); n != len(buf) {
+		return fmt.Errorf("decode %T: %d trailing bytes", out, len(buf)-n)
 	}
 	return nil
 }

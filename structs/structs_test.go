@@ -1,6 +1,7 @@
 package structs
 
 import (
+	"encoding/json"
 	"errors"
 	"reflect"
 	"slices"
@@ -223,8 +224,8 @@ func TestEncodeDecode(t *testing.T) {
 	if err := Decode([]byte{0xc1}, &got); err == nil || !strings.Contains(err.Error(), "DeploymentTransitionRequest") {
 		t.Fatalf("decode of garbage: %v", err)
 	}
-	if _, err := Encode(PauseRequestType, make(chan int)); err == nil || !strings.Contains(err.Error(), "Pause") {
-		t.Fatalf("encode of a channel: %v", err)
+	if _, err := Encode(PauseRequestType, complex(1, 2)); err == nil || !strings.Contains(err.Error(), "Pause") {
+		t.Fatalf("encode of a value that cannot be encoded: %v", err)
 	}
 }
 
@@ -337,5 +338,26 @@ func TestDeploymentPatch_ZeroDeadlineSurvivesTheLog(t *testing.T) {
 	}
 	if got.Update.RegisterStartedAt != nil || got.Update.Registered != nil || got.Update.HookRun != nil {
 		t.Fatalf("unset fields came back set: %+v", got.Update)
+	}
+}
+
+// TestDiffHashStaysInternal: the hash of the unredacted diff survives the
+// log encoding and never appears in JSON.
+func TestDiffHashStaysInternal(t *testing.T) {
+	d := &Deployment{ID: "d1", DiffHash: "cafe0123"}
+	b, err := json.Marshal(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(b), "cafe0123") || strings.Contains(string(b), "diff_hash") {
+		t.Fatalf("JSON of a deployment publishes its diff hash: %s", b)
+	}
+	data, err := Encode(DeploymentCreateRequestType, &DeploymentCreateRequest{Deployment: d})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got DeploymentCreateRequest
+	if err := Decode(data[1:], &got); err != nil || got.Deployment.DiffHash != "cafe0123" {
+		t.Fatalf("the diff hash did not survive the log: %v %+v", err, got.Deployment)
 	}
 }

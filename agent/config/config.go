@@ -24,6 +24,7 @@ import (
 	"os"
 	"path"
 	"reflect"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -45,6 +46,17 @@ const (
 	DefaultRaftSnapshotThreshold = 8192
 	DefaultRaftSnapshotInterval  = 2 * time.Minute
 	DefaultRegion                = "global"
+
+	// HTTP server limits (see agent/httpguard.go). Streams and long polls
+	// have no write timeout; snapshot save and restore get
+	// SnapshotTransferTimeout for both.
+	DefaultHTTPReadTimeout  = 30 * time.Second
+	DefaultHTTPWriteTimeout = 2 * time.Minute
+	DefaultHTTPIdleTimeout  = 90 * time.Second
+	DefaultHTTPMaxConns     = 1024
+	// DefaultSnapshotMaxSize bounds a snapshot archive, uploaded and
+	// decompressed.
+	DefaultSnapshotMaxSize = 1 << 30
 
 	DefaultRepoBranch       = "main"
 	DefaultRepoPath         = "."
@@ -189,6 +201,19 @@ type Config struct {
 	// Raft snapshot tuning.
 	RaftSnapshotThreshold uint64
 	RaftSnapshotInterval  time.Duration
+
+	// HTTP server limits: the time to read a request (headers and body),
+	// to write an answer, and to keep an idle connection open, and the
+	// number of connections served at once.
+	HTTPReadTimeout, HTTPWriteTimeout, HTTPIdleTimeout time.Duration
+	HTTPMaxConns                                       int
+	// HTTPAllowedOrigins are the browser origins (scheme://host[:port])
+	// allowed to send writes besides the server's own IP address origin.
+	HTTPAllowedOrigins []string
+
+	// SnapshotMaxSize bounds a snapshot archive restored through the API,
+	// as uploaded and once decompressed, in bytes.
+	SnapshotMaxSize uint64
 }
 
 // Repository is one git repository watched for job files.
@@ -318,7 +343,8 @@ type WebhookConfig struct {
 // DefaultRedactKeys returns the key fragments that always mark a meta or
 // env key as secret.
 func DefaultRedactKeys() []string {
-	return []string{"password", "secret", "token", "key", "credential", "passwd", "private", "auth", "cert", "apikey"}
+	return []string{"password", "secret", "token", "key", "credential", "passwd", "private", "auth", "cert", "apikey",
+		"pass", "pwd", "phrase", "dsn"}
 }
 
 // SecretKeyFragments returns DefaultRedactKeys followed by the configured
@@ -363,6 +389,11 @@ func Default() *Config {
 		ACL:                   ACLConfig{TokenTTL: DefaultACLTokenTTL},
 		NotifyRetention:       DefaultNotifyRetention,
 		Autopilot:             DefaultAutopilot(),
+		HTTPReadTimeout:       DefaultHTTPReadTimeout,
+		HTTPWriteTimeout:      DefaultHTTPWriteTimeout,
+		HTTPIdleTimeout:       DefaultHTTPIdleTimeout,
+		HTTPMaxConns:          DefaultHTTPMaxConns,
+		SnapshotMaxSize:       DefaultSnapshotMaxSize,
 	}
 }
 
@@ -751,6 +782,32 @@ func checkRedactKeys(l []string) error {
 	return nil
 }
 
+func checkMaxConns(n int) error {
+	if n < 1 {
+		return fmt.Errorf("invalid value %d: must be at least 1", n)
+	}
+	return nil
+}
+
+func checkSnapshotMaxSize(n uint64) error {
+	if n < 1<<20 {
+		return fmt.Errorf("invalid value %d: must be at least 1048576 (1 MiB)", n)
+	}
+	return nil
+}
+
+// checkOrigins accepts browser origins: scheme://host[:port], nothing more.
+func checkOrigins(l []string) error {
+	for _, o := range l {
+		u, err := url.Parse(o)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" ||
+			u.User != nil || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" {
+			return fmt.Errorf("invalid origin %q: must be http(s)://host[:port]", o)
+		}
+	}
+	return nil
+}
+
 func checkSnapshotThreshold(n uint64) error {
 	if n == 0 {
 		return errors.New("must be greater than zero")
@@ -780,9 +837,19 @@ func checkRepoURL(s string) error {
 		return errors.New("required")
 	}
 	if strings.ContainsAny(s, " \t\n") {
-		return fmt.Errorf("invalid URL %q: contains white space", s)
+		return fmt.Errorf("invalid URL %q: contains white space", hideUserinfo(s))
 	}
 	return nil
+}
+
+// userinfoPattern matches the user info of a URL (scheme://user:pass@) or
+// of an scp-like address (user:pass@host:path).
+var userinfoPattern = regexp.MustCompile(`([A-Za-z][A-Za-z0-9+.\-]*://)[^\s/@]+@|^[^\s/@:]*:[^\s/@]*@`)
+
+// hideUserinfo removes the credentials a repository URL may carry from a
+// text that quotes it: an error must not print a token.
+func hideUserinfo(s string) string {
+	return userinfoPattern.ReplaceAllString(s, "$1")
 }
 
 func checkBranch(s string) error {

@@ -109,6 +109,18 @@ func (c *Config) fields() []field {
 			v: stringValue(&c.UIURL, nil)},
 		{name: "notify-retention", usage: "How long delivered and dead notifications stay in the outbox.",
 			v: durationValue(&c.NotifyRetention)},
+		{name: "http-read-timeout", usage: "Limit to read one HTTP request, headers and body (snapshot restore gets longer).",
+			v: durationValue(&c.HTTPReadTimeout)},
+		{name: "http-write-timeout", usage: "Limit to write one HTTP answer (streams and long polls have none).",
+			v: durationValue(&c.HTTPWriteTimeout)},
+		{name: "http-idle-timeout", usage: "How long an idle keep-alive HTTP connection stays open.",
+			v: durationValue(&c.HTTPIdleTimeout)},
+		{name: "http-max-conns", usage: "HTTP connections served at once; more wait to be accepted.",
+			v: intValue(&c.HTTPMaxConns, checkMaxConns)},
+		{name: "http-allowed-origins", usage: "Comma-separated browser origins (scheme://host[:port]) allowed to send writes, besides the server's own IP address.",
+			v: listValue(&c.HTTPAllowedOrigins, nil, checkOrigins)},
+		{name: "snapshot-max-size", usage: "Largest snapshot archive the API restores, uploaded and decompressed, in bytes.",
+			v: uint64Value(&c.SnapshotMaxSize, checkSnapshotMaxSize)},
 	}
 }
 

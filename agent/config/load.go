@@ -249,7 +249,7 @@ func ParseRepoSpec(name, spec string) (Repository, error) {
 	r := newRepository(name)
 	u, frag, hasFrag := strings.Cut(strings.TrimSpace(spec), "#")
 	if u == "" {
-		return r, fmt.Errorf("invalid repository %q: missing URL (use url#branch:path)", spec)
+		return r, fmt.Errorf("invalid repository %q: missing URL (use url#branch:path)", hideUserinfo(spec))
 	}
 	r.URL = u
 	if hasFrag {
@@ -259,7 +259,7 @@ func ParseRepoSpec(name, spec string) (Repository, error) {
 		}
 		if hasPath {
 			if p == "" {
-				return r, fmt.Errorf("invalid repository %q: empty path after ':' (use url#branch:path)", spec)
+				return r, fmt.Errorf("invalid repository %q: empty path after ':' (use url#branch:path)", hideUserinfo(spec))
 			}
 			r.Path = p
 		}

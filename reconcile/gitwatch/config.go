@@ -3,7 +3,6 @@ package gitwatch
 import (
 	"errors"
 	"fmt"
-	"net/url"
 	"path"
 	"strings"
 	"time"
@@ -152,17 +151,4 @@ func cleanPath(p string) (string, error) {
 		return "", fmt.Errorf("path %q leaves the repository", p)
 	}
 	return c, nil
-}
-
-// SafeURL returns the URL with any password or token in it replaced, for
-// status and logs.
-func SafeURL(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil || u.User == nil {
-		return raw
-	}
-	if _, ok := u.User.Password(); ok {
-		u.User = url.UserPassword(u.User.Username(), "redacted")
-	}
-	return u.String()
 }

@@ -25,7 +25,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
 	"reflect"
 	"sort"
 	"strings"
@@ -519,17 +518,15 @@ func (r *repo) clone(ctx context.Context, auth transport.AuthMethod, branch stri
 	}, nil
 }
 
-// scrub removes configured secrets, and the trailing newline some servers
+// scrub removes configured secrets, the user info of URLs, and the trailing newline some servers
 // end their answer with, from an error message.
 func (r *repo) scrub(err error) error {
 	msg := err.Error()
 	clean := strings.TrimSpace(msg)
-	secrets := []string{r.cfg.Auth.Password, r.cfg.Auth.Token, r.cfg.Auth.SSHKeyPassphrase}
-	if u, perr := url.Parse(r.cfg.URL); perr == nil && u.User != nil {
-		if p, ok := u.User.Password(); ok {
-			secrets = append(secrets, p)
-		}
-	}
+	// The configured URL first, whole, so that it reads as its safe form.
+	clean = strings.ReplaceAll(clean, r.cfg.URL, SafeURL(r.cfg.URL))
+	clean = ScrubURLs(clean)
+	secrets := append([]string{r.cfg.Auth.Password, r.cfg.Auth.Token, r.cfg.Auth.SSHKeyPassphrase}, urlSecrets(r.cfg.URL)...)
 	for _, secret := range secrets {
 		if secret != "" {
 			clean = strings.ReplaceAll(clean, secret, "(redacted)")

@@ -17,7 +17,11 @@
 //     when it contains one of the fragments (see DefaultKeys), ignoring case.
 //     Nomad's own field names (capitalised Go names such as `ErrMissingKey`)
 //     are not operator keys and are left alone;
-//   - every field inside an object whose key looks secret is replaced too.
+//   - every field inside an object whose key looks secret is replaced too;
+//   - in every other value, the user info of a URL (`postgres://u:pw@db`,
+//     `https://TOKEN@host`) and the value of a flag whose name looks secret
+//     (`--password=pw`, `--token pw`, and a list element after a lone
+//     `--token` element, as in driver `args`) are replaced.
 //
 // The structure of the diff is kept: the type of each change (Added, Deleted,
 // Edited) and the names of the fields stay visible, so a reader can still see
@@ -29,6 +33,9 @@
 package redact
 
 import (
+	"fmt"
+	"regexp"
+	"strconv"
 	"strings"
 
 	"github.com/hashicorp/nomad/api"
@@ -52,6 +59,9 @@ func DefaultKeys() []string {
 	return []string{
 		"password",
 		"passwd",
+		"pass",
+		"pwd",
+		"phrase",
 		"secret",
 		"token",
 		"key",
@@ -60,6 +70,7 @@ func DefaultKeys() []string {
 		"apikey",
 		"auth",
 		"cert",
+		"dsn",
 	}
 }
 
@@ -217,6 +228,7 @@ func (r *Redactor) fields(in []*api.FieldDiff, secret, operator bool) []*api.Fie
 		return nil
 	}
 	out := make([]*api.FieldDiff, 0, len(in))
+	secretArgs := r.argsAfterSecretFlags(in)
 	for _, f := range in {
 		if f == nil {
 			continue
@@ -228,13 +240,92 @@ func (r *Redactor) fields(in []*api.FieldDiff, secret, operator bool) []*api.Fie
 			New:         f.New,
 			Annotations: cloneStrings(f.Annotations),
 		}
-		if secret || f.Name == embeddedTemplateField || r.isSecret(f.Name, operator) {
+		if secret || f.Name == embeddedTemplateField || r.isSecret(f.Name, operator) || secretArgs[f.Name] {
 			c.Old = mask(c.Old)
 			c.New = mask(c.New)
+		} else {
+			c.Old = r.Value(c.Old)
+			c.New = r.Value(c.New)
 		}
 		out = append(out, c)
 	}
 	return out
+}
+
+// argsAfterSecretFlags returns the names of the list elements that follow
+// an element that is a secret flag on its own (`args = ["--token", "abc"]`
+// is args[0] = "--token", args[1] = "abc"): their values are secret.
+func (r *Redactor) argsAfterSecretFlags(in []*api.FieldDiff) map[string]bool {
+	var out map[string]bool
+	for _, f := range in {
+		if f == nil {
+			continue
+		}
+		base, idx, ok := listElement(f.Name)
+		if !ok || !(r.isSecretFlag(f.Old) || r.isSecretFlag(f.New)) {
+			continue
+		}
+		if out == nil {
+			out = map[string]bool{}
+		}
+		out[fmt.Sprintf("%s[%d]", base, idx+1)] = true
+	}
+	return out
+}
+
+// listElement splits "args[3]" into "args" and 3.
+func listElement(name string) (string, int, bool) {
+	if !strings.HasSuffix(name, "]") {
+		return "", 0, false
+	}
+	base, idx, ok := strings.Cut(name[:len(name)-1], "[")
+	if !ok || strings.Contains(idx, "[") {
+		return "", 0, false
+	}
+	n, err := strconv.Atoi(idx)
+	if err != nil || n < 0 {
+		return "", 0, false
+	}
+	return base, n, true
+}
+
+// isSecretFlag reports a command-line flag alone (no "=value") whose name
+// looks secret: "--password", "-token".
+func (r *Redactor) isSecretFlag(v string) bool {
+	name, ok := strings.CutPrefix(v, "-")
+	if !ok || strings.ContainsAny(v, "= \t") {
+		return false
+	}
+	return r.matches(strings.TrimLeft(name, "-"))
+}
+
+// userinfo matches the user info of a URL anywhere in a value.
+var userinfo = regexp.MustCompile(`([A-Za-z][A-Za-z0-9+.\-]*://)[^\s/@]+@`)
+
+// flagValue matches a flag with its value in one word, "--name=value" or
+// "-name=value", or as two words, "--name value".
+var flagValue = regexp.MustCompile(`(^|\s)(--?[A-Za-z0-9_.\-]+)(=|\s+)(\S*)`)
+
+// Value returns a value with what looks secret inside it hidden, whatever
+// its key: the user info of a URL (postgres://user:pw@db/app) and the value
+// of a flag whose name looks secret (--password=pw, --token pw).
+func (r *Redactor) Value(v string) string {
+	if v == "" {
+		return v
+	}
+	if strings.Contains(v, "@") {
+		v = userinfo.ReplaceAllString(v, "${1}"+Redacted+"@")
+	}
+	if strings.Contains(v, "-") {
+		v = flagValue.ReplaceAllStringFunc(v, func(m string) string {
+			sub := flagValue.FindStringSubmatch(m)
+			if !r.matches(strings.TrimLeft(sub[2], "-")) || sub[4] == "" {
+				return m
+			}
+			return sub[1] + sub[2] + sub[3] + Redacted
+		})
+	}
+	return v
 }
 
 // mask hides a value; an empty value stays empty because it reveals nothing

@@ -24,7 +24,7 @@ func TestDefaultKeys_FreshSlice(t *testing.T) {
 }
 
 func TestIsSecretKey(t *testing.T) {
-	r := redact.New("dsn")
+	r := redact.New("vault")
 	cases := map[string]bool{
 		"Env[DB_PASSWORD]":        true,
 		"Env[GITHUB_TOKEN]":       true,
@@ -33,7 +33,11 @@ func TestIsSecretKey(t *testing.T) {
 		"auth[0][password]":       true,
 		"Env[TLS_CERT]":           true,
 		"Env[AWS_SECRET_ACCESS]":  true,
-		"Env[DATABASE_DSN]":       true, // configured fragment
+		"Env[VAULT_ROLE]":         true, // configured fragment
+		"Env[DATABASE_DSN]":       true,
+		"Env[DB_PASS]":            true,
+		"Env[MYSQL_PWD]":          true,
+		"Meta[gpg_passphrase]":    true,
 		"Meta[Private_Registry]":  true,
 		"Env[LOG_LEVEL]":          false,
 		"Meta[nops_managed]":      false,
@@ -55,7 +59,7 @@ func TestIsSecretKey(t *testing.T) {
 			t.Errorf("IsSecretKey(%q) = %v, want %v", name, got, want)
 		}
 	}
-	if redact.New().IsSecretKey("Env[DATABASE_DSN]") {
+	if redact.New().IsSecretKey("Env[VAULT_ROLE]") {
 		t.Error("a configured fragment leaked into the defaults")
 	}
 }

@@ -318,6 +318,11 @@ func (c *Client) do(ctx context.Context, r request) (*http.Response, time.Durati
 	if err != nil {
 		return nil, 0, fmt.Errorf("build request %s %s: %w", r.method, r.path, err)
 	}
+	if contentType == "" && r.method != http.MethodGet && r.method != http.MethodHead {
+		// The server refuses a write that does not say it is JSON, even
+		// one without a body (a browser's simple request cannot say so).
+		contentType = "application/json"
+	}
 	if contentType != "" {
 		req.Header.Set("Content-Type", contentType)
 	}

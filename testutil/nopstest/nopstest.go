@@ -227,6 +227,7 @@ func (s *Server) Do(method, path string, body any, out any) (int, string) {
 		s.t.Fatal(err)
 	}
 	req.Header.Set("X-Nops-Actor", "tester")
+	setContentType(req)
 	resp, err := s.client.Do(req)
 	if err != nil {
 		s.t.Fatalf("%s %s: %v", method, path, err)
@@ -352,4 +353,17 @@ func (s *Server) CreatePending(namespace, jobID string) *structs.Deployment {
 		s.t.Fatalf("nopstest: read deployment %s back: %v", d.ID, err)
 	}
 	return stored
+}
+
+// setContentType sets the content type a server requires of a write: a
+// snapshot archive's on a restore, JSON on every other (with or without a
+// body).
+func setContentType(req *http.Request) {
+	switch {
+	case req.Method == http.MethodGet || req.Method == http.MethodHead:
+	case req.URL.Path == "/v1/operator/snapshot":
+		req.Header.Set("Content-Type", "application/x-nops-snapshot")
+	default:
+		req.Header.Set("Content-Type", "application/json")
+	}
 }

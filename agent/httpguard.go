@@ -1,0 +1,237 @@
+package agent
+
+import (
+	"fmt"
+	"mime"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"golang.org/x/net/netutil"
+
+	"github.com/nops-dev/nops/agent/config"
+)
+
+// The HTTP guard: what every request to either port goes through before a
+// route sees it, and the limits of the servers themselves.
+//
+//   - Timeouts: a request must be read within HTTPReadTimeout and answered
+//     within HTTPWriteTimeout; an idle keep-alive connection is closed after
+//     HTTPIdleTimeout; headers are at most maxHeaderBytes. Long polls and
+//     streams have no write deadline, snapshot transfers get
+//     snapshotTransferTimeout both ways.
+//   - At most HTTPMaxConns connections are served at once.
+//   - A wrong method on a known path answers 405 with an Allow header.
+//   - A state-changing request (POST, PUT, PATCH, DELETE) must say
+//     Content-Type: application/json (a snapshot restore: its archive type),
+//     else 415. A browser can send a text/plain or form body to any site
+//     without asking; a JSON body it sends only after a CORS preflight, which
+//     this server does not grant.
+//   - A state-changing request from a browser (it carries Origin) must come
+//     from the server's own origin addressed by IP or localhost, or from an
+//     origin in HTTPAllowedOrigins, else 403. A same-origin request under a
+//     host name is refused unless allowed: a DNS rebinding page is
+//     "same-origin" under its own name.
+//   - A body over the route's limit answers 413, at once when its declared
+//     length says so.
+const (
+	maxHeaderBytes          = 64 << 10
+	snapshotTransferTimeout = 30 * time.Minute
+)
+
+// snapshotContentTypes are the types a snapshot restore may be sent as.
+var snapshotContentTypes = []string{"application/x-nops-snapshot", "application/octet-stream", "application/gzip"}
+
+// newHTTPServer returns an http.Server with the guard's limits.
+// A zero limit (a Config not built by config.Default) takes the default.
+func newHTTPServer(cfg *config.Config, h http.Handler) *http.Server {
+	read := orDefault(cfg.HTTPReadTimeout, config.DefaultHTTPReadTimeout)
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: min(10*time.Second, read),
+		ReadTimeout:       read,
+		WriteTimeout:      orDefault(cfg.HTTPWriteTimeout, config.DefaultHTTPWriteTimeout),
+		IdleTimeout:       orDefault(cfg.HTTPIdleTimeout, config.DefaultHTTPIdleTimeout),
+		MaxHeaderBytes:    maxHeaderBytes,
+	}
+}
+
+func orDefault[T comparable](v, def T) T {
+	var zero T
+	if v == zero {
+		return def
+	}
+	return v
+}
+
+// limitListener caps the connections served at once.
+func limitListener(cfg *config.Config, ln net.Listener) net.Listener {
+	return netutil.LimitListener(ln, orDefault(cfg.HTTPMaxConns, config.DefaultHTTPMaxConns))
+}
+
+// guard wraps the API's mux. internal is the RPC port's API, which serves
+// requests forwarded by other servers: their origin was checked where they
+// came in.
+func (a *httpAPI) guard(mux *http.ServeMux, internal bool, next http.Handler) http.Handler {
+	allowed := map[string]bool{}
+	for _, o := range a.s.config.HTTPAllowedOrigins {
+		allowed[strings.TrimSuffix(strings.ToLower(o), "/")] = true
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			if p := recover(); p != nil {
+				if p == http.ErrAbortHandler {
+					panic(p)
+				}
+				a.logger.Error("panic in request guard", "path", r.URL.Path, "panic", p)
+				writeError(w, &HTTPError{Code: http.StatusInternalServerError, Msg: "internal error"})
+			}
+		}()
+		setDeadlines(w, r)
+		if _, pattern := mux.Handler(r); pattern == "/" {
+			// No route: 405 when the path is known under other methods,
+			// else the mux answers 404.
+			if allow := allowedMethods(mux, r); len(allow) > 0 {
+				a.setMeta(w)
+				w.Header().Set("Allow", strings.Join(allow, ", "))
+				writeError(w, &HTTPError{Code: http.StatusMethodNotAllowed,
+					Msg: fmt.Sprintf("method %s is not allowed on %s: use %s", r.Method, r.URL.Path, strings.Join(allow, " or "))})
+				return
+			}
+			next.ServeHTTP(w, r)
+			return
+		}
+		if limit := bodyLimit(a.s.config, r); r.ContentLength > limit {
+			a.setMeta(w)
+			writeError(w, &HTTPError{Code: http.StatusRequestEntityTooLarge,
+				Msg: fmt.Sprintf("request body too large: the limit is %d bytes", limit)})
+			return
+		}
+		if stateChanging(r.Method) {
+			if err := checkContentType(r); err != nil {
+				a.setMeta(w)
+				writeError(w, err)
+				return
+			}
+			if !internal {
+				if err := checkOrigin(r, allowed); err != nil {
+					a.logger.Warn("cross-origin write refused", "path", r.URL.Path, "origin", r.Header.Get("Origin"), "remote", r.RemoteAddr)
+					a.setMeta(w)
+					writeError(w, err)
+					return
+				}
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func stateChanging(method string) bool {
+	switch method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions:
+		return false
+	}
+	return true
+}
+
+func isSnapshotPath(p string) bool { return p == "/v1/operator/snapshot" }
+
+// bodyLimit is the largest body a request may send.
+func bodyLimit(cfg *config.Config, r *http.Request) int64 {
+	if isSnapshotPath(r.URL.Path) {
+		return int64(orDefault(cfg.SnapshotMaxSize, config.DefaultSnapshotMaxSize))
+	}
+	return maxBody
+}
+
+// setDeadlines lifts the write deadline of long polls and streams, and
+// gives snapshot transfers longer both ways.
+func setDeadlines(w http.ResponseWriter, r *http.Request) {
+	rc := http.NewResponseController(w)
+	switch {
+	case isSnapshotPath(r.URL.Path):
+		at := time.Now().Add(snapshotTransferTimeout)
+		_ = rc.SetReadDeadline(at)
+		_ = rc.SetWriteDeadline(at)
+	case isLongPoll(r):
+		_ = rc.SetWriteDeadline(time.Time{})
+	}
+}
+
+// isLongPoll reports a request whose answer may take as long as it asks
+// (?wait=, ?index=) or never ends (a stream of server-sent events).
+func isLongPoll(r *http.Request) bool {
+	q := r.URL.Query()
+	return q.Has("wait") || q.Has("index") || strings.HasSuffix(r.URL.Path, "/stream") ||
+		strings.Contains(r.Header.Get("Accept"), "text/event-stream")
+}
+
+// allowedMethods lists the methods the mux has a route for on r's path.
+func allowedMethods(mux *http.ServeMux, r *http.Request) []string {
+	var allow []string
+	for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
+		if m == r.Method {
+			continue
+		}
+		probe := *r
+		probe.Method = m
+		if _, pattern := mux.Handler(&probe); pattern != "" && pattern != "/" {
+			allow = append(allow, m)
+		}
+	}
+	return allow
+}
+
+// checkContentType requires a JSON content type on a state-changing request,
+// or a snapshot archive type on a snapshot restore.
+func checkContentType(r *http.Request) error {
+	want := []string{"application/json"}
+	if isSnapshotPath(r.URL.Path) {
+		want = snapshotContentTypes
+	}
+	ct := r.Header.Get("Content-Type")
+	mt, _, err := mime.ParseMediaType(ct)
+	if err == nil {
+		for _, w := range want {
+			if mt == w {
+				return nil
+			}
+		}
+	}
+	if ct == "" {
+		ct = "none"
+	}
+	return &HTTPError{Code: http.StatusUnsupportedMediaType,
+		Msg: fmt.Sprintf("%s %s needs Content-Type: %s (got %s)", r.Method, r.URL.Path, strings.Join(want, " or "), ct)}
+}
+
+// checkOrigin refuses a browser's write from another origin, or from this
+// server's origin under a host name that is not allowed (DNS rebinding).
+// A request without Origin does not come from a browser's page.
+func checkOrigin(r *http.Request, allowed map[string]bool) error {
+	origin := r.Header.Get("Origin")
+	if origin == "" {
+		return nil
+	}
+	if allowed[strings.ToLower(origin)] {
+		return nil
+	}
+	refuse := func(why string) error {
+		return &HTTPError{Code: http.StatusForbidden,
+			Msg: fmt.Sprintf("origin %q may not send writes: %s; add it to http_allowed_origins to allow it", origin, why)}
+	}
+	u, err := url.Parse(origin)
+	if err != nil || u.Host == "" {
+		return refuse("not an origin this server serves")
+	}
+	if !strings.EqualFold(u.Host, r.Host) {
+		return refuse("cross-origin")
+	}
+	host := u.Hostname()
+	if net.ParseIP(host) == nil && !strings.EqualFold(host, "localhost") {
+		return refuse("a host name that is not allowed")
+	}
+	return nil
+}
