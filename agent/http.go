@@ -17,6 +17,7 @@ import (
 	"github.com/hashicorp/raft"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/nops-dev/nops/agent/web"
 	"github.com/nops-dev/nops/structs"
 )
 
@@ -65,6 +66,10 @@ type httpAPI struct {
 	// providers of the auth methods.
 	acls      aclCache
 	providers oidcProviders
+
+	// ui is the dashboard, built once by dashboard().
+	uiOnce sync.Once
+	ui     *web.UI
 }
 
 func newHTTPAPI(s *Server) *httpAPI {
@@ -80,6 +85,13 @@ const (
 func (a *httpAPI) handler(internal bool) http.Handler {
 	mux := http.NewServeMux()
 	route := func(pattern, kind string, rule routeRule, fn handlerFunc) {
+		if kind == kindUI {
+			// The dashboard is served on the HTTP port only.
+			if !internal {
+				mux.Handle(pattern, a.wrapUI(rule, fn))
+			}
+			return
+		}
 		mux.Handle(pattern, a.wrap(kind, rule, internal, fn))
 	}
 	a.routes(route)

@@ -126,6 +126,10 @@ type Config struct {
 	// NOMAD_REGION.
 	NomadAddr, NomadToken, NomadRegion string
 
+	// UIURL is the public base URL of the dashboard; NomadUIURL that of
+	// the Nomad UI, for links. Both empty by default.
+	UIURL, NomadUIURL string
+
 	// Namespaces are the Nomad namespaces Nops manages; "*" means all.
 	Namespaces []string
 
@@ -605,6 +609,25 @@ func checkNamespaces(l []string) error {
 		if ns == "*" && len(l) > 1 {
 			return errors.New("\"*\" means every namespace and cannot be combined with others")
 		}
+	}
+	return nil
+}
+
+// checkBaseURL accepts an absolute http:// or https:// URL with a host
+// and no query or fragment.
+func checkBaseURL(s string) error {
+	if s == "" {
+		return nil
+	}
+	u, err := url.Parse(s)
+	if err != nil {
+		return fmt.Errorf("invalid URL %q: %w", s, err)
+	}
+	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("invalid URL %q: must be an absolute http:// or https:// URL", s)
+	}
+	if u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+		return fmt.Errorf("invalid URL %q: no user, query or fragment allowed", s)
 	}
 	return nil
 }
