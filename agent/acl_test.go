@@ -228,6 +228,10 @@ func TestACL_EveryRouteOnACluster(t *testing.T) {
 			"/v1/acl/token/{accessor_id}", "/v1/acl/token/"+victim.AccessorID,
 			"/v1/acl/auth-method/{name}", "/v1/acl/auth-method/scratch-method",
 			"/v1/acl/binding-rule/{id}", "/v1/acl/binding-rule/"+rule.ID,
+			"/ui/deployment/{id}", "/ui/deployment/"+dep.ID,
+			"/ui/job/{ns}/{id}", "/ui/job/default/web",
+			"/ui/window/{name}", "/ui/window/w1",
+			"/ui/repo/{name}", "/ui/repo/ops",
 		)
 		p = r.Replace(p)
 		if strings.HasPrefix(p, "/v1/operator/raft/") && !strings.HasSuffix(p, "configuration") {

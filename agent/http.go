@@ -96,6 +96,10 @@ func (a *httpAPI) handler(internal bool) http.Handler {
 	}
 	a.routes(route)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(a.s.metrics, promhttp.HandlerOpts{}))
+	if !internal {
+		mux.Handle("GET /{$}", http.RedirectHandler("/ui/", http.StatusFound))
+		mux.Handle("GET /ui", http.RedirectHandler("/ui/", http.StatusFound))
+	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, &HTTPError{Code: http.StatusNotFound, Msg: fmt.Sprintf("no such endpoint: %s %s", r.Method, r.URL.Path)})
 	})

@@ -43,17 +43,8 @@ func (a *httpAPI) dashboard() *web.UI {
 	return a.ui
 }
 
-// uiRoutes declares the dashboard's routes, each with its rule, and the
-// redirect of / to /ui/.
+// uiRoutes declares the dashboard's routes, each with its rule.
 func (a *httpAPI) uiRoutes(route func(pattern, kind string, rule routeRule, fn handlerFunc)) {
-	route("GET /{$}", kindUI, public(), func(w http.ResponseWriter, r *http.Request) (any, error) {
-		http.Redirect(w, r, "/ui/", http.StatusFound)
-		return nil, nil
-	})
-	route("GET /ui", kindUI, public(), func(w http.ResponseWriter, r *http.Request) (any, error) {
-		http.Redirect(w, r, "/ui/", http.StatusFound)
-		return nil, nil
-	})
 	a.dashboard().Routes(func(pattern string, rule web.Rule, h http.HandlerFunc) {
 		route(pattern, kindUI, uiRule(rule), func(w http.ResponseWriter, r *http.Request) (any, error) {
 			h(w, r)
@@ -105,16 +96,21 @@ func (a *httpAPI) wrapUI(rule routeRule, fn handlerFunc) http.Handler {
 		}()
 		r.Body = http.MaxBytesReader(w, r.Body, maxBody)
 		ui := a.dashboard()
-		// Only the session cookie carries a dashboard token: a header
-		// token would let another site's script skip the CSRF check.
-		r.Header.Del(headerToken)
-		r.Header.Del(headerAuthorization)
+		// The token comes from a header (a script or a test; no other
+		// site can send one without a CORS preflight, which is never
+		// granted, so such a request needs no CSRF token), else from the
+		// session cookie.
 		r.Header.Del(headerActor)
-		secret := web.SessionToken(r)
+		secret, header := requestSecret(r), true
+		if secret == "" {
+			secret, header = web.SessionToken(r), false
+		}
+		r.Header.Del(headerAuthorization)
+		r.Header.Del(headerToken)
 		if secret != "" {
 			r.Header.Set(headerToken, secret)
 		}
-		v := &web.Viewer{Name: uiActor, Token: secret, Anonymous: secret == ""}
+		v := &web.Viewer{Name: uiActor, Token: secret, Anonymous: secret == "", HeaderAuth: header && secret != ""}
 		if a.s.config.ACL.Enabled && rule.scope != scopePublic {
 			authorized, err := a.authorize(r, rule)
 			if err != nil {

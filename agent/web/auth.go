@@ -174,7 +174,7 @@ func (u *UI) ssoStart(w http.ResponseWriter, r *http.Request) {
 }
 
 func (u *UI) loginError(w http.ResponseWriter, r *http.Request, msg string) {
-	u.render(w, r, http.StatusUnauthorized, "login", "Log in", &loginData{Next: "/ui/", Error: "SSO: " + msg, SSO: u.cfg.ACLs})
+	u.render(w, r, http.StatusBadRequest, "login", "Log in", &loginData{Next: "/ui/", Error: "SSO: " + msg, SSO: u.cfg.ACLs})
 }
 
 // ssoCallback completes the OIDC flow: it checks the state against the

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -25,6 +26,11 @@ const (
 // checked as usual. The stream could equally be fed by the API's
 // /v1/events/stream: only this handler knows where the changes come from.
 func (u *UI) live(w http.ResponseWriter, r *http.Request) {
+	if !strings.Contains(r.Header.Get("Accept"), "text/event-stream") {
+		SetHeaders(w.Header())
+		http.Error(w, "this is a server-sent-event stream: ask for text/event-stream", http.StatusNotAcceptable)
+		return
+	}
 	if n := u.streams.Add(1); n > int64(u.cfg.MaxStreams) {
 		u.streams.Add(-1)
 		SetHeaders(w.Header())

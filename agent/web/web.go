@@ -118,6 +118,10 @@ type Viewer struct {
 	Token string
 	// Anonymous is set when no token is logged in.
 	Anonymous bool
+	// HeaderAuth is set when the token came in a request header rather
+	// than the session cookie: no other site can send one, so such a
+	// request needs no CSRF token.
+	HeaderAuth bool
 	// CanCluster and CanJob answer the viewer's capabilities; nil means
 	// every capability (ACLs off).
 	CanCluster func(capability string) bool
@@ -267,6 +271,9 @@ func (u *UI) csrfToken(w http.ResponseWriter, r *http.Request) string {
 // checkCSRF refuses a POST that comes from another site or lacks the
 // session's CSRF token.
 func (u *UI) checkCSRF(r *http.Request) error {
+	if viewerOf(r).HeaderAuth {
+		return nil
+	}
 	if site := r.Header.Get("Sec-Fetch-Site"); site != "" && site != "same-origin" && site != "none" {
 		return ErrCSRF
 	}
@@ -352,13 +359,17 @@ func flash(done string) string {
 // Fail renders an error page for a request the server refused before the
 // dashboard ran it: a page that needs a login redirects to the login page.
 func (u *UI) Fail(w http.ResponseWriter, r *http.Request, code int, msg string) {
-	if code == http.StatusUnauthorized && r.Method == http.MethodGet && r.URL.Path != "/ui/live" {
-		target := "/ui/login?next=" + url.QueryEscape(r.URL.RequestURI())
-		if SessionToken(r) != "" {
-			target += "&expired=1"
+	if code == http.StatusUnauthorized && r.URL.Path != "/ui/live" {
+		// The login form, in place: after it, the browser comes back here.
+		next := "/ui/"
+		if r.Method == http.MethodGet {
+			next = safeNext(r.URL.RequestURI())
 		}
-		SetHeaders(w.Header())
-		http.Redirect(w, r, target, http.StatusSeeOther)
+		d := &loginData{Next: next, Expired: SessionToken(r) != "", SSO: u.cfg.ACLs}
+		if !d.Expired {
+			d.Error = msg
+		}
+		u.render(w, r, code, "login", "Log in", d)
 		return
 	}
 	u.render(w, r, code, "error", http.StatusText(code), map[string]any{"Code": code, "Message": msg})
@@ -372,7 +383,7 @@ func (u *UI) fail(w http.ResponseWriter, r *http.Request, err error) {
 		return
 	}
 	if errors.Is(err, ErrCSRF) {
-		u.Fail(w, r, http.StatusForbidden, err.Error())
+		u.Fail(w, r, http.StatusBadRequest, err.Error())
 		return
 	}
 	u.logger.Error("dashboard request failed", "path", r.URL.Path, "error", err)
