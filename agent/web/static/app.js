@@ -5,6 +5,8 @@
 (function () {
   "use strict";
   if (!window.EventSource || !window.fetch || !window.DOMParser) return;
+  var page = document.body.getAttribute("data-page");
+  if (page === "login" || page === "error") return;
   var index = document.body.getAttribute("data-index") || "0";
   var busy = false, again = false;
   var status = document.getElementById("live-status");
