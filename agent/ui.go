@@ -280,4 +280,3 @@ func (r *recorder) Write(p []byte) (int, error) {
 const maxUIAnswer = 256 << 20
 
 var errAnswerTooLarge = fmt.Errorf("in-process API answer larger than %d bytes", maxUIAnswer)
-

@@ -1,9 +1,12 @@
 package web
 
 import (
+	"context"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/nops-dev/nops/reconcile/holds"
 	"github.com/nops-dev/nops/structs"
@@ -29,12 +32,31 @@ func (u *UI) act(w http.ResponseWriter, r *http.Request, method, path string, bo
 		u.fail(w, r, resp.Err())
 		return
 	}
+	u.catchUp(r, resp)
 	SetHeaders(w.Header())
 	sep := "?"
 	if strings.Contains(back, "?") {
 		sep = "&"
 	}
 	http.Redirect(w, r, back+sep+"done="+done, http.StatusSeeOther)
+}
+
+// catchUpWait bounds the wait for this server to apply a write.
+const catchUpWait = 3 * time.Second
+
+// catchUp waits, briefly, until this server has applied the index the
+// leader answered a write with, so that the page shown next (from this
+// server's replicated state) shows the write.
+func (u *UI) catchUp(r *http.Request, resp *Response) {
+	idx, err := strconv.ParseUint(resp.Header.Get("X-Nops-Index"), 10, 64)
+	if err != nil || idx == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), catchUpWait)
+	defer cancel()
+	for u.cfg.Backend.Index() < idx && ctx.Err() == nil {
+		u.cfg.Backend.WaitChange(ctx, u.cfg.Backend.Index())
+	}
 }
 
 func (u *UI) comment(w http.ResponseWriter, r *http.Request, name string) (string, bool) {
@@ -176,6 +198,7 @@ func (u *UI) windowCreate(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if resp.OK() {
+			u.catchUp(r, resp)
 			SetHeaders(w.Header())
 			http.Redirect(w, r, "/ui/windows?done=window", http.StatusSeeOther)
 			return

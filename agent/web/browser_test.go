@@ -174,14 +174,29 @@ func (b *browser) screenshot(name string) {
 	b.t.Logf("screenshot %s: %dx%d, %d colours", path, bounds.Dx(), bounds.Dy(), len(colours))
 }
 
+// typeInto sets a field's value as typing would, in the current document
+// (a DevTools node query can hold on to the document before a navigation).
 func (b *browser) typeInto(sel, text string) {
 	b.t.Helper()
-	b.do("type into "+sel, chromedp.SetValue(chromedp.CSS(sel), text))
+	b.waitJS(sel, `document.readyState === "complete" && !!document.querySelector(`+jsString(sel)+`)`, 20*time.Second)
+	if _, err := eval[bool](b, `(() => { const e = document.querySelector(`+jsString(sel)+`); e.focus(); e.value = `+jsString(text)+
+		`; e.dispatchEvent(new Event("input", {bubbles: true})); return true; })()`); err != nil {
+		b.t.Fatalf("browser: type into %s: %v", sel, err)
+	}
 }
 
+// click clicks an element of the current document.
 func (b *browser) click(sel string) {
 	b.t.Helper()
-	b.do("click "+sel, chromedp.Click(chromedp.CSS(sel)))
+	b.waitJS(sel, `document.readyState === "complete" && !!document.querySelector(`+jsString(sel)+`)`, 20*time.Second)
+	if _, err := eval[bool](b, `(() => { document.querySelector(`+jsString(sel)+`).click(); return true; })()`); err != nil {
+		b.t.Fatalf("browser: click %s: %v", sel, err)
+	}
+}
+
+func jsString(s string) string {
+	raw, _ := json.Marshal(s)
+	return string(raw)
 }
 
 // cookie returns a cookie of the browser (HttpOnly ones included).

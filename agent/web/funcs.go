@@ -45,12 +45,4 @@ func (u *UI) funcs() template.FuncMap {
 	}
 }
 
-func toString(v any) string {
-	switch s := v.(type) {
-	case string:
-		return s
-	case interface{ String() string }:
-		return s.String()
-	}
-	return ""
-}
+func toString(v any) string { return fmt.Sprint(v) }

@@ -167,9 +167,9 @@ func (u *UI) jobs(w http.ResponseWriter, r *http.Request) {
 }
 
 type jobData struct {
-	Detail  *reconcile.JobDetail
-	History []*structs.Deployment
-	Diff    string
+	Detail   *reconcile.JobDetail
+	History  []*structs.Deployment
+	Diff     string
 	NomadURL string
 }
 
@@ -243,8 +243,8 @@ func (u *UI) pauses(w http.ResponseWriter, r *http.Request) {
 // windowForm is the form of a new window, with the problem of each field.
 type windowForm struct {
 	Name, Kind, Schedule, Duration, Timezone, Namespaces, Jobs string
-	Errors                                                    map[string]string
-	Other                                                     []string
+	Errors                                                     map[string]string
+	Other                                                      []string
 }
 
 type windowsData struct {
@@ -384,4 +384,3 @@ func stateClass(s string) string {
 	}
 	return "info"
 }
-

@@ -414,4 +414,3 @@ func field(r *http.Request, name string, n int) string {
 	}
 	return v
 }
-
