@@ -212,7 +212,13 @@ func (u *UI) ssoCallback(w http.ResponseWriter, r *http.Request) {
 	var tok struct {
 		SecretID string `json:"secret_id"`
 	}
-	if err := resp.Decode(&tok); err != nil || tok.SecretID == "" {
+	err = resp.Decode(&tok)
+	if err == nil {
+		// The token was made on the leader: the next page, served from
+		// this server's state, must know it.
+		u.catchUp(r, resp)
+	}
+	if err != nil || tok.SecretID == "" {
 		msg := "no token in the answer"
 		if err != nil {
 			msg = err.Error()

@@ -101,10 +101,10 @@ func (b *browser) location() string {
 }
 
 // eval runs a script and returns its value.
-func eval[T any](b *browser, expr string) (T, error) {
+func eval[T any](b *browser, expr string, opts ...chromedp.EvaluateOption) (T, error) {
 	ctx, cancel := context.WithTimeout(b.ctx, 10*time.Second)
 	defer cancel()
-	return chromedp.Run(ctx, chromedp.Evaluate[T](expr))
+	return chromedp.Run(ctx, chromedp.Evaluate[T](expr, opts...))
 }
 
 // waitJS waits until a script is true; it survives navigations.
@@ -462,7 +462,7 @@ cluster { capabilities = ["read"] }`}, nil)
 		const csrf = document.querySelector("input[name=csrf]").value;
 		const r = await fetch("/ui/deployment/`+gate.ID+`/approve", {method: "POST", credentials: "same-origin",
 			headers: {"Content-Type": "application/x-www-form-urlencoded"}, body: "csrf=" + encodeURIComponent(csrf) + "&comment=forged"});
-		return r.status; })()`)
+		return r.status; })()`, chromedp.EvalAwaitPromise)
 	if err != nil || code != http.StatusForbidden {
 		t.Fatalf("a reader's forged approve answered %d (%v); want 403", code, err)
 	}
