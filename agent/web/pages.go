@@ -259,8 +259,13 @@ func (u *UI) windows(w http.ResponseWriter, r *http.Request) {
 func (u *UI) renderWindows(w http.ResponseWriter, r *http.Request, code int, form *windowForm) {
 	var list []*structs.SyncWindow
 	if err := u.get(r, "/v1/windows", &list); err != nil {
-		u.fail(w, r, err)
-		return
+		// A token that may write windows but not read the cluster
+		// still sees its form and its errors.
+		var ae *APIError
+		if !errors.As(err, &ae) || ae.Code != http.StatusForbidden || form.Errors == nil {
+			u.fail(w, r, err)
+			return
+		}
 	}
 	u.render(w, r, code, "windows", "Windows", &windowsData{Windows: u.windowViews(list), Form: form})
 }
