@@ -183,8 +183,15 @@ func (b *uiBackend) Do(ctx context.Context, v *web.Viewer, method, path string, 
 	if rec.code == 0 {
 		rec.code = http.StatusOK
 	}
-	return &web.Response{Code: rec.code, Header: rec.header, Body: rec.body.Bytes()}, nil
+	return &web.Response{Code: rec.code, Header: rec.header, Body: rec.body.Bytes(), Value: rec.value}, nil
 }
+
+// valueWriter is an answer that takes a handler's value as it is.
+type valueWriter interface {
+	setValue(v any)
+}
+
+var _ valueWriter = (*recorder)(nil)
 
 // WaitChange blocks on the state store's watch.
 func (b *uiBackend) WaitChange(ctx context.Context, after uint64) uint64 {
@@ -251,6 +258,16 @@ type recorder struct {
 	header http.Header
 	code   int
 	body   bytes.Buffer
+	value  any
+}
+
+func (r *recorder) setValue(v any) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.code == 0 {
+		r.code = http.StatusOK
+	}
+	r.value = v
 }
 
 func (r *recorder) Header() http.Header { return r.header }

@@ -226,12 +226,17 @@ type apiToken struct {
 
 func mustDo(t *testing.T, s *nopstest.Server, token, method, path string, body any, out any) {
 	t.Helper()
+	mustDoURL(t, s.URL, token, method, path, body, out)
+}
+
+func mustDoURL(t testing.TB, base, token, method, path string, body any, out any) {
+	t.Helper()
 	var rd io.Reader
 	if body != nil {
 		raw, _ := json.Marshal(body)
 		rd = bytes.NewReader(raw)
 	}
-	req, _ := http.NewRequest(method, s.URL+path, rd)
+	req, _ := http.NewRequest(method, base+path, rd)
 	if token != "" {
 		req.Header.Set("X-Nops-Token", token)
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"html/template"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -39,7 +40,17 @@ func (u *UI) funcs() template.FuncMap {
 			}
 			return ""
 		},
-		"pathEscape":  url.PathEscape,
+		"pathEscape": url.PathEscape,
+		"add":        func(a, b int) int { return a + b },
+		"sub":        func(a, b int) int { return a - b },
+		"pageQuery": func(q url.Values, page int) template.URL {
+			c := url.Values{}
+			for k, v := range q {
+				c[k] = v
+			}
+			c.Set("page", strconv.Itoa(page))
+			return template.URL(c.Encode())
+		},
 		"queryEscape": url.QueryEscape,
 		"dur":         func(d time.Duration) string { return d.String() },
 	}

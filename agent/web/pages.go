@@ -128,9 +128,17 @@ func (u *UI) overview(w http.ResponseWriter, r *http.Request) {
 	u.render(w, r, http.StatusOK, "overview", "Overview", d)
 }
 
+// jobsPerPage bounds the rows of the jobs page: a page stays small on a
+// phone whatever the number of jobs.
+const jobsPerPage = 100
+
 type jobsData struct {
 	Jobs       []*reconcile.JobSummary
 	Total      int
+	Matched    int
+	Page       int
+	Pages      int
+	Query      url.Values
 	Namespace  string
 	Sync       string
 	Policy     string
@@ -163,6 +171,17 @@ func (u *UI) jobs(w http.ResponseWriter, r *http.Request) {
 	}
 	sort.Strings(d.Namespaces)
 	sort.Slice(d.Jobs, func(i, j int) bool { return d.Jobs[i].Key() < d.Jobs[j].Key() })
+	d.Matched = len(d.Jobs)
+	d.Pages = max(1, (d.Matched+jobsPerPage-1)/jobsPerPage)
+	d.Page, _ = strconv.Atoi(q.Get("page"))
+	d.Page = min(max(d.Page, 1), d.Pages)
+	d.Jobs = d.Jobs[(d.Page-1)*jobsPerPage : min(d.Page*jobsPerPage, d.Matched)]
+	d.Query = url.Values{}
+	for _, k := range []string{"namespace", "sync", "policy", "held", "blocked"} {
+		if v := q.Get(k); v != "" {
+			d.Query.Set(k, v)
+		}
+	}
 	u.render(w, r, http.StatusOK, "jobs", "Jobs", d)
 }
 
