@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
 	"github.com/hashicorp/cap/oidc"
@@ -217,6 +219,22 @@ func (b *browser) cookie(name string) string {
 		}
 	}
 	return ""
+}
+
+// media emulates prefers-color-scheme ("" for none).
+func (b *browser) media(scheme string) {
+	b.t.Helper()
+	var features []*emulation.MediaFeature
+	if scheme != "" {
+		features = []*emulation.MediaFeature{{Name: "prefers-color-scheme", Value: scheme}}
+	}
+	ctx, cancel := context.WithTimeout(b.ctx, 10*time.Second)
+	defer cancel()
+	if _, err := chromedp.Run(ctx, func(ctx context.Context, t *chromedp.Target) (cdp.Empty, error) {
+		return chromedp.Call(ctx, emulation.SetEmulatedMedia, emulation.SetEmulatedMediaParams{Features: features})
+	}); err != nil {
+		b.t.Fatalf("emulate %q: %v", scheme, err)
+	}
 }
 
 type apiToken struct {
@@ -525,6 +543,22 @@ cluster { capabilities = ["read"] }`}, nil)
 	if b.cookie("nops_oidc") != "" {
 		t.Errorf("the login cookie outlives the login")
 	}
+
+	// Dark, and at 200 % zoom (a 640-pixel-wide viewport at twice the
+	// pixel ratio): the overview fits without sideways scrolling.
+	b.open(base + "/ui/")
+	b.media("dark")
+	if bg, _ := eval[string](b, `getComputedStyle(document.body).backgroundColor`); bg == "rgb(255, 255, 255)" {
+		t.Errorf("the dark theme keeps a white background")
+	}
+	b.screenshot("overview-dark")
+	b.media("")
+	b.do("zoom 200%", chromedp.EmulateViewport(640, 900, chromedp.EmulateScale(2)))
+	b.open(base + "/ui/deployment/" + web.ID)
+	if w, _ := eval[int](b, `document.documentElement.scrollWidth - window.innerWidth`); w > 0 {
+		t.Errorf("at 200%% zoom the deployment page scrolls sideways by %d pixels", w)
+	}
+	b.screenshot("deployment-zoom-200")
 
 	// The planted secret appears in no page.
 	for name, h := range b.pages {
