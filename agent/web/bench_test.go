@@ -128,6 +128,7 @@ func BenchmarkDashboard_Pages(b *testing.B) {
 		{"job", "/ui/job/default/job-0007"},
 		{"deployment", fmt.Sprintf("/ui/deployment/%08d-0000-4000-8000-%012d", 3, benchDeployments/benchJobs-1)},
 		{"approvals", "/ui/approvals"},
+		{"events", "/ui/events"},
 	}
 	client := &http.Client{Timeout: time.Minute}
 	for _, p := range pages {

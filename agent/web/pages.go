@@ -299,7 +299,7 @@ func (u *UI) orphans(w http.ResponseWriter, r *http.Request) {
 }
 
 // maxEventsShown bounds the events page.
-const maxEventsShown = 500
+const maxEventsShown = 200
 
 type eventsData struct {
 	Events []*structs.Event
