@@ -295,8 +295,9 @@ func waitDeployment(t *testing.T, s *nopstest.Server, job string, state structs.
 // pause and resume of a job; a window form with errors next to the fields,
 // then a valid one; a planted secret shown nowhere; a reader sees no
 // Approve button and a forged POST of theirs is refused; cross-site posts
-// are refused; logout; SSO login through an OIDC provider. A screenshot of
-// every page is saved and checked not to be blank.
+// are refused; logout; SSO login through an OIDC provider; the window
+// deleted; the dark theme and 200 % zoom. A screenshot of every page is
+// saved and checked not to be blank.
 func TestDashboard_Browser(t *testing.T) {
 	b := newBrowser(t)
 	nomad := testutil.StartNomad(t)
@@ -542,6 +543,14 @@ cluster { capabilities = ["read"] }`}, nil)
 	b.screenshot("overview-sso")
 	if b.cookie("nops_oidc") != "" {
 		t.Errorf("the login cookie outlives the login")
+	}
+
+	// The SSO user deletes the window.
+	b.open(base + "/ui/windows")
+	b.click("#window-nightly button[type=submit]")
+	b.waitJS("window deleted", `location.search.includes("done=window-delete") && !document.querySelector("#window-nightly")`, 20*time.Second)
+	if w, _ := leader.State().Window("nightly"); w != nil {
+		t.Fatalf("the deleted window is still on the leader: %+v", w)
 	}
 
 	// Dark, and at 200 % zoom (a 640-pixel-wide viewport at twice the
