@@ -377,6 +377,18 @@ func filterList(out any, id *identity, c acl.Capability) any {
 	return kept.Interface()
 }
 
+// canRead reports whether id may read an item of job ns/job (of the
+// cluster when ns is empty), as filterList decides for one item of a list.
+func canRead(id *identity, ns, job string) bool {
+	if id == nil || id.acl.IsManagement() {
+		return true
+	}
+	if ns != "" {
+		return id.acl.AllowJob(ns, job, acl.Read)
+	}
+	return id.acl.AllowCluster(acl.Read)
+}
+
 // stringField returns a string field of a struct, promoted ones included,
 // or "" (also when an embedded pointer on the way is nil).
 func stringField(v reflect.Value, name string) string {

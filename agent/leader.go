@@ -86,6 +86,13 @@ func (s *Server) establishLeadership() error {
 			s.membership.runLeader(ctx)
 		}
 	}()
+	if s.notifier != nil {
+		loops++
+		go func() {
+			defer func() { finished <- struct{}{} }()
+			s.notifier.Run(ctx)
+		}()
+	}
 	if s.leaderFn != nil {
 		loops++
 		go func() {

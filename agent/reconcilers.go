@@ -37,7 +37,7 @@ func ReconcileOptions(cfg *config.Config, logger hclog.Logger, clock func() time
 // configuration.
 func NewManager(s *Server, cfg *config.Config, logger hclog.Logger, clock func() time.Time) (*reconcile.Manager, error) {
 	nomad, err := nomadx.New(nomadx.Config{
-		Address: cfg.NomadAddr, Token: cfg.NomadToken, Region: cfg.NomadRegion,
+		Address: cfg.NomadAddr, Token: cfg.NomadToken, TokenFile: cfg.NomadTokenFile, Region: cfg.NomadRegion,
 		RedactKeys: cfg.SecretKeyFragments(), Registerer: s.metrics,
 	}, logger.Named("nomad"))
 	if err != nil {
@@ -74,7 +74,7 @@ func NewManager(s *Server, cfg *config.Config, logger hclog.Logger, clock func()
 	return reconcile.New(reconcile.Config{
 		Namespaces: cfg.Namespaces, DriftInterval: cfg.DriftInterval, EngineInterval: cfg.EngineInterval,
 		Defaults:      meta.Defaults{Policy: policy, ApplyTimeout: cfg.ApplyTimeout, HookTimeout: cfg.HookTimeout},
-		WebhookSecret: secret, Clock: clock, Registerer: s.metrics,
+		WebhookSecret: secret, Clock: clock, Registerer: s.metrics, DisableEventStream: !cfg.NomadEventStream,
 	}, s, nomad, git, s.logger), nil
 }
 

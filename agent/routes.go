@@ -45,6 +45,7 @@ func (a *httpAPI) routes(route func(pattern, kind string, rule routeRule, fn han
 	route("DELETE /v1/window/{name}", kindWrite, onCluster(acl.Windows), a.windowDelete)
 
 	route("GET /v1/events", kindRead, filtered(acl.Read), a.eventList)
+	a.notifyRoutes(route)
 
 	route("GET /v1/operator/raft/configuration", kindRead, onCluster(acl.Operator), a.raftConfiguration)
 	route("DELETE /v1/operator/raft/peer", kindWrite, onCluster(acl.Operator), a.raftRemovePeer)

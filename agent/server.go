@@ -22,6 +22,7 @@ import (
 
 	"github.com/nops-dev/nops/agent/config"
 	"github.com/nops-dev/nops/fsm"
+	"github.com/nops-dev/nops/notify"
 	"github.com/nops-dev/nops/reconcile"
 	"github.com/nops-dev/nops/structs"
 )
@@ -80,6 +81,11 @@ type Server struct {
 	manager *reconcile.Manager
 	build   func(s *Server) (LeaderFunc, func(add RouteAdder), error)
 	kick    chan struct{}
+
+	// notifier delivers the notification outbox while the server leads;
+	// eventStreams counts the open event streams.
+	notifier     *notify.Deliverer
+	eventStreams atomic.Int32
 
 	tempDir string
 
@@ -175,6 +181,9 @@ func (s *Server) setup() error {
 	go s.mux.serve()
 
 	if err := s.setupRaft(); err != nil {
+		return err
+	}
+	if err := s.setupNotify(); err != nil {
 		return err
 	}
 

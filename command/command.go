@@ -109,6 +109,11 @@ func (m *runner) commands() map[string]command {
 
 		"events": &eventsCommand{m: m},
 
+		"notify":         nil,
+		"notify list":    &notifyListCommand{m: m},
+		"notify targets": &notifyTargetsCommand{m: m},
+		"notify test":    &notifyTestCommand{m: m},
+
 		"operator":                          nil,
 		"operator raft":                     nil,
 		"operator raft list-peers":          &raftListPeersCommand{m: m},
@@ -145,6 +150,7 @@ func (m *runner) commands() map[string]command {
 		"job":               "Show a managed job; retry, pause, resume or deploy it now",
 		"window":            "Manage sync windows",
 		"repo":              "Show and refresh git repositories",
+		"notify":            "Show the notification outbox and targets; send a test message",
 		"operator":          "Operate the cluster: Raft peers, snapshots and gossip keys",
 		"operator raft":     "List and change the Raft peers",
 		"operator snapshot": "Save, restore and inspect snapshots of the state",

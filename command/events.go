@@ -97,8 +97,9 @@ func (m *runner) resolveSince(s string) (string, error) {
 	return "", fmt.Errorf("-since: %q is neither an event sequence number, an RFC 3339 time nor a duration", s)
 }
 
-// follow prints events and long-polls for newer ones until ctx is done. A
-// failed poll is reported and retried with a growing pause.
+// follow prints events and then streams newer ones (server-sent events)
+// until ctx is done. A broken stream is reported and resumed after the last
+// event printed, with a growing pause.
 func (c *eventsCommand) follow(ctx context.Context, api *client.Client, cursor, kind string, first []*structs.Event, asJSON bool) int {
 	m := c.m
 	t := m.eventTable(true)
@@ -119,7 +120,34 @@ func (c *eventsCommand) follow(ctx context.Context, api *client.Client, cursor, 
 	}
 	emit(first)
 	backoff := time.Second
+	stream := true
 	for {
+		if after, err := strconv.ParseUint(cursor, 10, 64); stream && (err == nil || cursor == "") {
+			// The server streams new events as they are applied; a broken
+			// stream resumes after the last event printed.
+			err := api.EventStream(ctx, after, kind, func(e *structs.Event) error {
+				emit([]*structs.Event{e})
+				backoff = time.Second
+				return nil
+			})
+			if ctx.Err() != nil {
+				return exitOK
+			}
+			if client.IsNoSuchEndpoint(err) {
+				stream = false // an older server: long-poll
+				continue
+			}
+			fmt.Fprintf(m.stderr, "Warning: %v; retrying in %s\n", err, backoff)
+			select {
+			case <-ctx.Done():
+				return exitOK
+			case <-time.After(backoff):
+			}
+			backoff = min(2*backoff, 30*time.Second)
+			continue
+		}
+		// A -since time with no event yet: long-poll until the first one
+		// gives a sequence number to stream from.
 		events, _, err := api.Events(ctx, cursor, kind, followWait, nil)
 		if ctx.Err() != nil {
 			return exitOK

@@ -46,6 +46,9 @@ func (c *serveCommand) Run(ctx context.Context, args []string) int {
 		JSONFormat: cfg.LogJSON,
 		Output:     m.stderr,
 	})
+	for _, w := range cfg.Warnings {
+		logger.Warn(w)
+	}
 	srv, cleanup, err := startServer(cfg, logger)
 	if err != nil {
 		return m.fail(err)

@@ -22,6 +22,9 @@ type writer struct {
 	// mutated is set by the first change the entry makes, so that a batch
 	// knows whether a refused entry left anything behind.
 	mutated bool
+	// notified counts the notifications the entry has written; it numbers
+	// them.
+	notified int
 }
 
 func (w *writer) insert(table string, obj any) error {
@@ -97,7 +100,7 @@ func (w *writer) event(m structs.WriteMeta, e structs.Event) error {
 	} else {
 		c.EventSkew = max(c.EventSkew, c.EventMaxTime-t)
 	}
-	return nil
+	return w.notifyEvent(&e)
 }
 
 // indexEvent adds an event to the list of its object's events.
@@ -186,8 +189,18 @@ func (w *writer) deploymentCreate(req *structs.DeploymentCreateRequest) error {
 		}
 	}
 	// A new deployment replaces the block of the job's last one.
+	block, err := first[structs.Block](w.txn, TableBlocks, d.Namespace, d.JobID)
+	if err != nil {
+		return err
+	}
 	if _, err := w.deleteAll(TableBlocks, "id", d.Namespace, d.JobID); err != nil {
 		return fmt.Errorf("clear block: %w", err)
+	}
+	if block != nil && !block.Retried {
+		// A retried block already said the job is unblocked.
+		if err := w.notifyUnblocked(req.WriteMeta, d); err != nil {
+			return err
+		}
 	}
 	if err := w.put(TableDeployments, d); err != nil {
 		return err
@@ -298,6 +311,12 @@ func (w *writer) deploymentUpdate(req *structs.DeploymentUpdateRequest) error {
 func (w *writer) patch(d *structs.Deployment, p *structs.DeploymentPatch) error {
 	if p == nil {
 		return nil
+	}
+	if p.JobModifyIndex != nil {
+		if !d.RegisterStartedAt.IsZero() {
+			return conflict("deployment %s already recorded its register: its modify index cannot move", d.ID)
+		}
+		d.JobModifyIndex = *p.JobModifyIndex
 	}
 	if p.RegisterStartedAt != nil {
 		if !d.RegisterStartedAt.IsZero() {
@@ -515,7 +534,14 @@ func (w *writer) repoStatusUpsert(req *structs.RepoStatusUpsertRequest) error {
 		}
 		c := *r
 		c.ModifyIndex = w.index
+		old, err := first[structs.RepoStatus](w.txn, TableRepoStatus, r.Name)
+		if err != nil {
+			return err
+		}
 		if err := w.put(TableRepoStatus, &c); err != nil {
+			return err
+		}
+		if err := w.notifyRepo(old, &c, req.WriteMeta); err != nil {
 			return err
 		}
 	}

@@ -17,6 +17,10 @@
 //     structs.ErrNotFound or structs.ErrInvalid, and changes nothing.
 //   - Every change appends its audit event in the same transaction: state
 //     and event are committed together or not at all.
+//   - A change that notifies writes its notification into the outbox in the
+//     same transaction (fsm/outbox.go), with an ID derived from the entry's
+//     index and its position in the entry: a committed change always has its
+//     notification, on every server.
 //   - A log entry that cannot be decoded panics: skipping it would let this
 //     server's state drift from its peers'.
 //

@@ -182,6 +182,12 @@ func (f *FSM) dispatch(w *writer, l *raft.Log) error {
 		return applyMsg(buf, w.aclBindingRuleUpsert)
 	case structs.ACLBindingRuleDeleteRequestType:
 		return applyMsg(buf, func(r *structs.ACLDeleteRequest) error { return w.aclDelete(r, TableACLBindingRules, "binding-rule") })
+	case structs.NotificationResultRequestType:
+		return applyMsg(buf, w.notificationResult)
+	case structs.NotificationPruneRequestType:
+		return applyMsg(buf, w.notificationPrune)
+	case structs.NotifyMarkRequestType:
+		return applyMsg(buf, w.notifyMark)
 	}
 	if ignoreUnknown {
 		f.logger.Warn("ignoring unknown message type", "type", t, "index", l.Index)

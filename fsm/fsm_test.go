@@ -165,6 +165,9 @@ func TestApplyEveryMessageType(t *testing.T) {
 	for mt, fn := range aclApplyCases() {
 		cases[mt] = fn
 	}
+	for mt, fn := range outboxCases {
+		cases[mt] = fn
+	}
 	for _, mt := range structs.MessageTypes() {
 		fn, ok := cases[mt]
 		if !ok {

@@ -100,6 +100,9 @@ func schema() *memdb.DBSchema {
 		TableRepoStatus: keyed(TableRepoStatus, "Name"),
 		TableMeta:       keyed(TableMeta, "Key"),
 		TableCycle:      keyed(TableCycle, "Key"),
+
+		TableNotifications: notificationsTable(),
+		TableMarks:         keyed(TableMarks, "Key"),
 	}}
 	addACLTables(s.Tables)
 	return s

@@ -36,6 +36,8 @@ const (
 	ACLAuthMethodSnapshot
 	ACLBindingRuleSnapshot
 	ACLMetaSnapshot
+	NotificationSnapshot
+	MarkSnapshot
 	// New types go here, at the end.
 )
 
@@ -71,6 +73,8 @@ var snapshotTables = []struct {
 	{TableACLTokens, ACLTokenSnapshot, func() any { return new(structs.ACLToken) }},
 	{TableACLAuthMethods, ACLAuthMethodSnapshot, func() any { return new(structs.ACLAuthMethod) }},
 	{TableACLBindingRules, ACLBindingRuleSnapshot, func() any { return new(structs.ACLBindingRule) }},
+	{TableMarks, MarkSnapshot, func() any { return new(structs.NotifyMark) }},
+	{TableNotifications, NotificationSnapshot, func() any { return new(structs.Notification) }},
 }
 
 type snapshot struct {

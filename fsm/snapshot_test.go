@@ -80,6 +80,13 @@ func populate(t testing.TB, h *harness) {
 		From: "post_hook", To: "post_hook", Actor: "dave", Message: "canaries promoted",
 	}}})
 	populateACL(t, h)
+	// The outbox: one notification tried and failed, one delivered.
+	h.mustApply(structs.NotifyMarkRequestType, &structs.NotifyMarkRequest{WriteMeta: h.meta("leader"), Kind: structs.MarkLeader, Object: "cluster", Value: "nops-1"})
+	ns, _, _ := h.state().Notifications(NotificationFilter{})
+	h.mustApply(structs.NotificationResultRequestType, &structs.NotificationResultRequest{WriteMeta: h.meta("leader"), Results: []structs.NotificationResult{
+		{ID: ns[0].ID, Target: "hook", State: structs.TargetPending, Attempted: true, Error: "HTTP 500", NextAttemptAt: h.now.Add(time.Minute)},
+		{ID: ns[1].ID, Target: "hook", State: structs.TargetDelivered, Attempted: true, Final: structs.NotificationDelivered},
+	}})
 	// A refused entry at the end, so the latest index is its index.
 	if err := h.decide("skip", structs.DecisionApprove, "bob"); err == nil {
 		t.Fatalf("approve of a detected deployment was accepted")

@@ -396,7 +396,7 @@ func (s *StateStore) Counts() (map[string]int, error) {
 	txn := s.db.Txn(false)
 	out := map[string]int{}
 	for _, t := range []string{TableDeployments, TableEvents, TablePauses, TableWindows, TableLifts,
-		TableBlocks, TableJobStatus, TableRepoStatus} {
+		TableBlocks, TableJobStatus, TableRepoStatus, TableNotifications} {
 		it, err := txn.Get(t, "id")
 		if err != nil {
 			return nil, fmt.Errorf("count %s: %w", t, err)

@@ -154,6 +154,7 @@ func (m *Manager) httpPromote(_ http.ResponseWriter, r *http.Request) (any, erro
 	}}}); err != nil {
 		return nil, err
 	}
+	m.TriggerApply()
 	return map[string]string{"promoted": d.ID}, nil
 }
 

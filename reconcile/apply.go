@@ -97,6 +97,7 @@ func (m *Manager) ApplyOnce(ctx context.Context) (bool, error) {
 			return ended, ctx.Err()
 		}
 		done, err := m.advance(ctx, d)
+		m.noteRefusal(d.Key(), "a deployment step", err)
 		if err != nil {
 			if errors.Is(err, structs.ErrNotLeader) {
 				return ended, err
@@ -233,16 +234,35 @@ func (m *Manager) register(ctx context.Context, d *structs.Deployment, now time.
 	if err != nil {
 		return err
 	}
-	if plan.JobModifyIndex != d.JobModifyIndex || nomadx.DiffHash(plan.Diff) != d.DiffHash {
+	var rebase *uint64
+	if plan.JobModifyIndex != d.JobModifyIndex && nomadx.DiffHash(plan.Diff) == d.DiffHash && live != nil &&
+		live.JobModifyIndex != nil && *live.JobModifyIndex == plan.JobModifyIndex {
+		// A scale by an autoscaler is not a change: register on the live
+		// index, with the live counts the plan already used.
+		if why := m.autoscaledOnly(ctx, d, live); why == nil {
+			rebase = &plan.JobModifyIndex
+		} else {
+			m.logger.Debug("the live job changed by more than autoscaled counts", "deployment", d.ID, "change", why)
+		}
+	}
+	if (plan.JobModifyIndex != d.JobModifyIndex && rebase == nil) || nomadx.DiffHash(plan.Diff) != d.DiffHash {
 		return m.fail(d, fmt.Sprintf("the job changed since detection (modify index %d, now %d): nothing registered",
 			d.JobModifyIndex, plan.JobModifyIndex))
 	}
 	deadline := now.Add(timeout)
+	msg := fmt.Sprintf("registering with check-and-set on modify index %d", d.JobModifyIndex)
+	if rebase != nil {
+		msg = fmt.Sprintf("registering with check-and-set on modify index %d (only the counts left to an autoscaler changed since %d)",
+			*rebase, d.JobModifyIndex)
+	}
 	if err := m.update(d, &structs.DeploymentPatch{RegisterStartedAt: &now, HealthDeadline: &deadline,
-		Message: fmt.Sprintf("registering with check-and-set on modify index %d", d.JobModifyIndex)}); err != nil {
+		JobModifyIndex: rebase, Message: msg}); err != nil {
 		return err
 	}
 	d.RegisterStartedAt, d.HealthDeadline = now, deadline
+	if rebase != nil {
+		d.JobModifyIndex = *rebase
+	}
 	return m.doRegister(ctx, d, job, false)
 }
 
@@ -252,6 +272,7 @@ func (m *Manager) register(ctx context.Context, d *structs.Deployment, now time.
 // rather than taken as "nothing registered".
 func (m *Manager) doRegister(ctx context.Context, d *structs.Deployment, job *api.Job, resumed bool) error {
 	res, err := m.nomad.Register(ctx, job, d.JobModifyIndex)
+	m.noteRefusal(d.Key(), "the register", err)
 	if err != nil {
 		switch {
 		case errors.Is(err, nomadx.ErrIndexMismatch) && resumed:
@@ -391,7 +412,8 @@ func (m *Manager) waitHealthy(ctx context.Context, d *structs.Deployment, now ti
 	return nil
 }
 
-// Promote promotes the canaries of a deployment's Nomad deployment.
+// Promote promotes the canaries of a deployment's Nomad deployment. The
+// caller records the decision and then calls TriggerApply.
 func (m *Manager) Promote(ctx context.Context, d *structs.Deployment) error {
 	if d.State != structs.StateApplying {
 		return fmt.Errorf("%w: deployment %s is %s, not applying", structs.ErrConflict, d.ID, d.State)
@@ -407,7 +429,8 @@ func (m *Manager) Promote(ctx context.Context, d *structs.Deployment) error {
 	if err := m.nomad.PromoteDeployment(ctx, nd); err != nil {
 		return fmt.Errorf("%w: promote Nomad deployment %s: %v", structs.ErrConflict, short(nd), err)
 	}
-	m.TriggerApply()
+	// The caller records the decision, then wakes the apply loop: the
+	// promotion comes before the completion it leads to in the audit log.
 	return nil
 }
 

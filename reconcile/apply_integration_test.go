@@ -115,7 +115,8 @@ func TestApply_RetryOfSyncedJobSkipsRegister(t *testing.T) {
 
 // TestApply_JobChangedBeforeRegisterFails: a job changed in Nomad between
 // detection and the register fails the deployment and registers nothing.
-// Detection runs only when asked (a one-hour drift interval), so the change
+// Detection runs only when asked (a one-hour drift interval and no event
+// stream), so the change
 // lands while the deployment waits and the approval's apply pass is the
 // first to see it.
 func TestApply_JobChangedBeforeRegisterFails(t *testing.T) {
@@ -124,7 +125,7 @@ func TestApply_JobChangedBeforeRegisterFails(t *testing.T) {
 		jobFile("web"): testutil.ServiceJobHCL("web", managed(structs.PolicyApproval, testutil.WithCount(2))...),
 	})
 	v0 := e.nomad.RegisterJobHCL(t, testutil.ServiceJobHCL("web"))
-	e.serve(e.repo.URL(), nopstest.WithConfig(func(c *config.Config) { c.DriftInterval = time.Hour }))
+	e.serve(e.repo.URL(), nopstest.WithConfig(func(c *config.Config) { c.DriftInterval, c.NomadEventStream = time.Hour, false }))
 	pending := e.s.WaitForDeployment("default", "web", structs.StatePendingApproval, lcWait)
 	if pending.JobModifyIndex != v0.JobModifyIndex {
 		t.Fatalf("deployment records modify index %d, live job has %d", pending.JobModifyIndex, v0.JobModifyIndex)

@@ -93,6 +93,12 @@ func (m *Manager) DetectOnce(ctx context.Context) (*cycleResult, error) {
 	for _, snap := range snaps {
 		for _, f := range snap.Files {
 			r, err := m.parse(ctx, f)
+			if err != nil && nomadx.IsPermissionDenied(err) {
+				// The token, not the file: shown on the repository,
+				// and the view of git is incomplete.
+				parseErrs[snap.Repo] = append(parseErrs[snap.Repo], fmt.Sprintf("%s: %v", f.Path, err))
+				continue
+			}
 			if err != nil {
 				return nil, fmt.Errorf("parse %s of %s: %w", f.Path, snap.Repo, err)
 			}
@@ -123,7 +129,11 @@ func (m *Manager) DetectOnce(ctx context.Context) (*cycleResult, error) {
 	// Live jobs, one list per namespace.
 	live, err := m.liveJobs(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("list live jobs: %w", err)
+		err = fmt.Errorf("list live jobs: %w", err)
+		if nomadx.IsPermissionDenied(err) {
+			m.refusedList(ctx, managed, err)
+		}
+		return nil, err
 	}
 
 	pauses, err := st.Pauses()
@@ -154,6 +164,7 @@ func (m *Manager) DetectOnce(ctx context.Context) (*cycleResult, error) {
 			status = &structs.JobStatus{Namespace: ns(d.job), JobID: id(d.job), Repository: d.repo, File: d.file,
 				Commit: d.commit, Policy: d.meta.Policy, Sync: structs.SyncError, Errors: []string{err.Error()}}
 		}
+		status.Errors = append(status.Errors, m.refusalsOf(key)...)
 		if status.Sync == structs.SyncDrift {
 			res.drifted++
 		}
@@ -211,7 +222,13 @@ func (m *Manager) settle(d *structs.Deployment, to structs.DeploymentState, reas
 		return nil, err
 	}
 	m.logger.Debug("waiting deployment moved on before detection could settle it", "deployment", d.ID, "error", err)
-	return m.srv.State().ActiveDeployment(d.Namespace, d.JobID)
+	active, err := m.srv.State().ActiveDeployment(d.Namespace, d.JobID)
+	if err == nil && active != nil && active.State.Waiting() {
+		// It still waits (detected became pending_approval): revalidate
+		// it in the next cycle rather than at the next periodic one.
+		m.TriggerDetection()
+	}
+	return active, err
 }
 
 // supersedeUnmanaged supersedes the waiting deployments of jobs that git no
@@ -402,8 +419,9 @@ func (m *Manager) liveJobs(ctx context.Context) (map[string]*api.JobListStub, er
 			break
 		}
 	}
+	since := m.sinceIndex()
 	for _, n := range nss {
-		stubs, err := m.nomad.ListJobs(ctx, n)
+		stubs, err := m.nomad.ListJobsSince(ctx, n, since, liveListWait)
 		if err != nil {
 			return nil, err
 		}
@@ -576,6 +594,15 @@ func (m *Manager) detectJob(ctx context.Context, d *declared, hooks map[string]*
 		// the spec the deployment was for: that completes it, so the
 		// in-sync check comes before the live-change one.
 		synced := inSync && !active.SkipRegister && active.SpecHash == specHash
+		liveChanged := active.JobModifyIndex != liveMod
+		if liveChanged && !synced && active.SpecHash == specHash && d.meta.Policy != structs.PolicyNone {
+			// A scale by an autoscaler is not a change.
+			rebased, err := m.rebaseAutoscaled(ctx, active, liveMod)
+			if err != nil && !errors.Is(err, structs.ErrConflict) {
+				return nil, false, err
+			}
+			liveChanged = !rebased
+		}
 		switch {
 		case d.meta.Policy == structs.PolicyNone:
 			reason = "the job's policy became none"
@@ -583,7 +610,7 @@ func (m *Manager) detectJob(ctx context.Context, d *declared, hooks map[string]*
 			reason = "a newer spec in git replaces it"
 		case synced:
 			// Completed below.
-		case active.JobModifyIndex != liveMod:
+		case liveChanged:
 			reason = "the live job changed since detection"
 		case paused:
 			reason = "the job is held: " + hold

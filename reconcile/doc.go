@@ -15,4 +15,11 @@
 //     and has no run in Nomad fails rather than run twice.
 //   - The loops change state only by proposing entries; they never write the
 //     state store directly.
+//   - A change made in Nomad to a managed job wakes detection through
+//     Nomad's event stream (livewatch.go); while the stream is down,
+//     detection polls every drift interval.
+//   - A scale of a group left to an autoscaler neither supersedes nor fails
+//     a deployment (autoscale.go); any other live change still does.
+//   - A Nomad call refused for the token is named in the job's observed
+//     status (callerrors.go).
 package reconcile

@@ -158,6 +158,7 @@ func (m *Manager) dispatchHook(ctx context.Context, d *structs.Deployment, h str
 		return err
 	}
 	child, _, err := m.nomad.Dispatch(ctx, d.Namespace, h.RevisionJobID, dispatchMeta(d, h), run.Token)
+	m.noteRefusal(d.Key(), fmt.Sprintf("the dispatch of %s hook %s", h.Phase, h.Name), err)
 	if err != nil {
 		if refused(err) {
 			// Nomad answered and created no run: fail with its reason.
@@ -234,22 +235,30 @@ func (m *Manager) stopUnusedRevisions(ctx context.Context, live map[string]*api.
 		m.logger.Warn("read deployments for hook revision clean-up", "error", err)
 		return
 	}
-	known := map[string]bool{}
+	known := map[string][]string{}
 	for _, d := range list {
 		for _, h := range d.Hooks {
-			known[structs.JobKey(d.Namespace, h.RevisionJobID)] = true
+			k := structs.JobKey(d.Namespace, h.RevisionJobID)
+			if !slices.Contains(known[k], d.Key()) {
+				known[k] = append(known[k], d.Key())
+			}
 		}
 	}
 	sort.Strings(candidates)
 	for _, k := range candidates {
-		if !known[k] {
+		if len(known[k]) == 0 {
 			continue
 		}
 		if ctx.Err() != nil {
 			return
 		}
 		namespace, jobID, _ := strings.Cut(k, "/")
-		if _, err := m.nomad.Deregister(ctx, namespace, jobID, false); err != nil && !errors.Is(err, nomadx.ErrJobNotFound) {
+		_, err := m.nomad.Deregister(ctx, namespace, jobID, false)
+		for _, user := range known[k] {
+			// Named on the jobs whose hooks it ran.
+			m.noteRefusal(user, "the stop of unused hook revision "+jobID, err)
+		}
+		if err != nil && !errors.Is(err, nomadx.ErrJobNotFound) {
 			m.logger.Warn("stop unused hook revision", "job", k, "error", err)
 			continue
 		}

@@ -32,6 +32,9 @@ type Config struct {
 	// FullPlanInterval forces a plan of a job even when neither its git spec
 	// nor its live job changed since it was last seen in sync.
 	FullPlanInterval time.Duration
+	// DisableEventStream turns off the watch of Nomad's job event stream:
+	// live changes are then seen every DriftInterval only.
+	DisableEventStream bool
 	// WebhookSecret verifies push webhooks; empty disables the endpoint.
 	WebhookSecret string
 	// Clock returns the current time; nil means time.Now.
@@ -62,6 +65,13 @@ type Manager struct {
 	termStart time.Time
 	// lastCycle is the result of the last detection cycle.
 	lastCycle *cycleResult
+	// streamUp says, by namespace, whether Nomad's job event stream is
+	// up; liveIndex is the index of the last live change it reported.
+	streamUp  map[string]bool
+	liveIndex uint64
+	// refusals are the calls Nomad refused, by job key and step
+	// (callerrors.go).
+	refusals map[string]map[string]string
 }
 
 // New returns a manager.
@@ -124,6 +134,8 @@ func (m *Manager) Run(ctx context.Context, kicked <-chan struct{}) {
 	m.mu.Lock()
 	m.parsed = map[string]parseResult{}
 	m.seen = map[string]observed{}
+	m.refusals = map[string]map[string]string{}
+	m.liveIndex = 0
 	m.termStart = time.Now()
 	m.mu.Unlock()
 	// The watcher fetches every repository as soon as it runs; detection
@@ -162,6 +174,17 @@ func (m *Manager) Run(ctx context.Context, kicked <-chan struct{}) {
 	})
 	run(m.detectLoop)
 	run(m.applyLoop)
+	if !m.cfg.DisableEventStream {
+		m.mu.Lock()
+		m.streamUp = map[string]bool{}
+		for _, ns := range m.streamNamespaces() {
+			m.streamUp[ns] = false
+		}
+		m.mu.Unlock()
+		for _, ns := range m.streamNamespaces() {
+			run(func(ctx context.Context) { m.watchLive(ctx, ns) })
+		}
+	}
 	m.logger.Info("leader loops started")
 	m.Trigger()
 	wg.Wait()
@@ -196,6 +219,11 @@ func (m *Manager) detectLoop(ctx context.Context) {
 		}
 		m.logger.Debug("detection cycle", "duration", time.Since(start))
 		next := m.cfg.DriftInterval
+		if m.streaming() {
+			// Live changes arrive on the stream; the periodic cycle is
+			// only the safety net of full plans.
+			next = m.cfg.FullPlanInterval
+		}
 		if b := m.nextWindowBoundary(); !b.IsZero() {
 			if d := b.Sub(m.now()); d < next {
 				next = d + 10*time.Millisecond

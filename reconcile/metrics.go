@@ -13,6 +13,10 @@ type metrics struct {
 	detectCycles   *prometheus.CounterVec
 	applyDuration  prometheus.Histogram
 	created        prometheus.Counter
+	// streamUp is 1 while Nomad's job event stream is up; liveChanges
+	// counts the live changes it reported.
+	streamUp    prometheus.Gauge
+	liveChanges prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer, m *Manager) *metrics {
@@ -31,16 +35,30 @@ func newMetrics(reg prometheus.Registerer, m *Manager) *metrics {
 		created: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "nops_deployments_created_total", Help: "Deployments created by detection on this server.",
 		}),
+		streamUp: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "nops_nomad_event_stream_up", Help: "1 while the leader watches Nomad's job event stream.",
+		}),
+		liveChanges: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "nops_nomad_live_changes_total", Help: "Changes of managed jobs' live jobs seen on Nomad's event stream.",
+		}),
 	}
 	if reg == nil {
 		return mt
 	}
-	reg.MustRegister(mt.detectDuration, mt.detectCycles, mt.applyDuration, mt.created, &gitCollector{m: m,
+	reg.MustRegister(mt.detectDuration, mt.detectCycles, mt.applyDuration, mt.created, mt.streamUp, mt.liveChanges, &gitCollector{m: m,
 		fetchError: prometheus.NewDesc("nops_git_fetch_error", "1 when the last fetch of the repository failed.", []string{"repo"}, nil),
 		lastSuccess: prometheus.NewDesc("nops_git_last_success_timestamp_seconds",
 			"When a fetch of the repository last succeeded (Unix time; 0 never).", []string{"repo"}, nil),
 	})
 	return mt
+}
+
+func (mt *metrics) setStreaming(up bool) {
+	v := 0.0
+	if up {
+		v = 1
+	}
+	mt.streamUp.Set(v)
 }
 
 func (mt *metrics) observeDetection(start time.Time, err error) {

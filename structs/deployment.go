@@ -223,7 +223,8 @@ type Deployment struct {
 	// goes ahead only if a new plan shows the same diff.
 	DiffHash string `json:"diff_hash"`
 	// JobModifyIndex is the live job's modify index read at detection (0 for
-	// a new job); the register enforces it.
+	// a new job); the register enforces it. A change of the live job that
+	// only moves the counts left to an autoscaler moves it along.
 	JobModifyIndex uint64 `json:"job_modify_index"`
 	// SkipRegister is set on a retry created while the live job already
 	// matches git: it waits for health and runs the post-hooks again.

@@ -3,6 +3,7 @@ package structs
 import (
 	"bytes"
 	"fmt"
+	"slices"
 
 	"github.com/vmihailenco/msgpack/v5"
 )
@@ -38,6 +39,16 @@ const (
 	ACLAuthMethodDeleteRequestType  MessageType = 23
 	ACLBindingRuleUpsertRequestType MessageType = 24
 	ACLBindingRuleDeleteRequestType MessageType = 25
+	// NotificationResultRequestType records delivery attempts of the
+	// notification outbox and their outcomes.
+	NotificationResultRequestType MessageType = 26
+	// NotificationPruneRequestType removes finished notifications older
+	// than a cut-off time.
+	NotificationPruneRequestType MessageType = 27
+	// NotifyMarkRequestType records an observation of the leader (a window
+	// opened or closed, the leader changed); it notifies when it differs
+	// from the last one recorded.
+	NotifyMarkRequestType MessageType = 28
 	// New types go here, at the end.
 )
 
@@ -72,14 +83,18 @@ var messageTypeNames = map[MessageType]string{
 	ACLAuthMethodDeleteRequestType:  "ACLAuthMethodDelete",
 	ACLBindingRuleUpsertRequestType: "ACLBindingRuleUpsert",
 	ACLBindingRuleDeleteRequestType: "ACLBindingRuleDelete",
+	NotificationResultRequestType:   "NotificationResult",
+	NotificationPruneRequestType:    "NotificationPrune",
+	NotifyMarkRequestType:           "NotifyMark",
 }
 
 // MessageTypes lists every known message type, in order.
 func MessageTypes() []MessageType {
 	out := make([]MessageType, 0, len(messageTypeNames))
-	for t := MessageType(0); int(t) < len(messageTypeNames); t++ {
+	for t := range messageTypeNames {
 		out = append(out, t)
 	}
+	slices.Sort(out)
 	return out
 }
 

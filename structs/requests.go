@@ -49,6 +49,10 @@ type DeploymentPatch struct {
 	NomadDeploymentID *string    `json:"nomad_deployment_id"`
 	HealthDeadline    *time.Time `json:"health_deadline"`
 	Message           string     `json:"message"`
+	// JobModifyIndex moves the check-and-set index of a deployment whose
+	// live job changed only by the counts left to an autoscaler. It is
+	// refused once the register is recorded.
+	JobModifyIndex *uint64 `json:"job_modify_index,omitempty"`
 }
 
 // DeploymentUpdateRequest records bookkeeping on an active deployment

@@ -150,14 +150,21 @@ func TestMessageTypesAppendOnly(t *testing.T) {
 		"DeploymentCreate", "DeploymentTransition", "DeploymentUpdate", "DeploymentDecision",
 		"Pause", "Resume", "WindowUpsert", "WindowDelete", "WindowLift", "JobStatusUpsert",
 		"JobStatusDelete", "RepoStatusUpsert", "DetectionCycle", "Retry", "EventAppend",
+		"ACLPolicyUpsert", "ACLPolicyDelete", "ACLRoleUpsert", "ACLRoleDelete", "ACLTokenUpsert",
+		"ACLTokenDelete", "ACLTokenBootstrap", "ACLAuthMethodUpsert", "ACLAuthMethodDelete",
+		"ACLBindingRuleUpsert", "ACLBindingRuleDelete",
+		"NotificationResult", "NotificationPrune", "NotifyMark",
 	}
 	got := MessageTypes()
 	if len(got) < len(want) {
 		t.Fatalf("%d message types, want at least %d", len(got), len(want))
 	}
 	for i, mt := range got {
-		if int(mt) != i {
+		if i < len(want) && int(mt) != i {
 			t.Fatalf("message type %d has value %d", i, mt)
+		}
+		if i > 0 && mt <= got[i-1] {
+			t.Fatalf("message types out of order: %s after %s", mt, got[i-1])
 		}
 		if mt&IgnoreUnknownTypeFlag != 0 {
 			t.Fatalf("message type %s uses the ignore-unknown bit", mt)

@@ -62,9 +62,14 @@ type NomadAgent struct {
 	// NOMAD_ADDR or -nomad-addr.
 	Addr string
 
-	// Client is an API client for Addr, with no token and the default
-	// namespace.
+	// Client is an API client for Addr, with the default namespace and no
+	// token, or the management token when the agent runs WithACL.
 	Client *nomadapi.Client
+
+	// ManagementToken is the secret ID of the management token that
+	// bootstrapped the ACL system of an agent started WithACL; empty
+	// otherwise.
+	ManagementToken string
 
 	HTTPPort int
 	RPCPort  int
@@ -88,6 +93,7 @@ type NomadOption func(*nomadOptions)
 
 type nomadOptions struct {
 	extraConfig []string
+	acl         bool
 }
 
 // WithNomadConfig adds HCL to the agent's configuration, for example
@@ -134,7 +140,11 @@ func startNomad(bin, dir string, ports []int, o nomadOptions) (*NomadAgent, erro
 		return nil, fmt.Errorf("writing agent config: %w", err)
 	}
 	args := []string{"agent", "-dev", "-bind=127.0.0.1", "-config=" + configPath}
-	for i, extra := range o.extraConfig {
+	extras := o.extraConfig
+	if o.acl {
+		extras = append([]string{nomadACLConfig}, extras...)
+	}
+	for i, extra := range extras {
 		path := filepath.Join(dir, fmt.Sprintf("extra-%d.hcl", i))
 		if err := os.WriteFile(path, []byte(extra), 0o644); err != nil {
 			return nil, fmt.Errorf("writing agent config: %w", err)
@@ -148,7 +158,11 @@ func startNomad(bin, dir string, ports []int, o nomadOptions) (*NomadAgent, erro
 		return nil, fmt.Errorf("creating API client: %w", err)
 	}
 
-	a.proc, err = startAgentProcess("nomad agent", a.LogPath, bin, args, a.ready)
+	ready := a.ready
+	if o.acl {
+		ready = a.readyWithACL
+	}
+	a.proc, err = startAgentProcess("nomad agent", a.LogPath, bin, args, ready)
 	if err != nil {
 		unmountUnder(dir)
 		return nil, err

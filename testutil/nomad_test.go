@@ -2,6 +2,7 @@ package testutil
 
 import (
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -232,5 +233,37 @@ func TestHCLString_RoundTrips(t *testing.T) {
 		if got := v.AsString(); got != in {
 			t.Errorf("hclString(%q) = %s, which HCL reads as %q", in, quoted, got)
 		}
+	}
+}
+
+// TestStartNomad_WithACL: an agent started WithACL refuses anonymous
+// requests, answers the management token its Client carries, and hands out
+// client tokens of a given policy.
+func TestStartNomad_WithACL(t *testing.T) {
+	t.Parallel()
+	a := StartNomad(t, WithACL())
+	if a.ManagementToken == "" {
+		t.Fatal("no management token")
+	}
+	anon, err := nomadapi.NewClient(&nomadapi.Config{Address: a.Addr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := anon.Jobs().List(nil); err == nil || !strings.Contains(err.Error(), "403") {
+		t.Fatalf("anonymous job list: %v, want 403", err)
+	}
+	if _, _, err := a.Client.Jobs().List(nil); err != nil {
+		t.Fatalf("job list with the management token: %v", err)
+	}
+	secret := a.ACLToken(t, "reader", `namespace "default" { capabilities = ["list-jobs"] }`, "")
+	reader, err := nomadapi.NewClient(&nomadapi.Config{Address: a.Addr, SecretID: secret})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := reader.Jobs().List(nil); err != nil {
+		t.Fatalf("job list with the reader token: %v", err)
+	}
+	if _, _, err := reader.Nodes().List(nil); err == nil {
+		t.Fatal("the reader token may list nodes")
 	}
 }

@@ -68,6 +68,8 @@ const (
 const (
 	NotifyKindWebhook = "webhook"
 	NotifyKindSlack   = "slack"
+	NotifyKindEmail   = "email"
+	NotifyKindNomad   = "nomad"
 )
 
 // Events a notification target can subscribe to. A target with no events
@@ -126,9 +128,22 @@ type Config struct {
 	// NOMAD_REGION.
 	NomadAddr, NomadToken, NomadRegion string
 
-	// UIURL is the public base URL of the dashboard; NomadUIURL that of
-	// the Nomad UI, for links. Both empty by default.
-	UIURL, NomadUIURL string
+	// NomadTokenFile holds the Nomad token instead of NomadToken; it is
+	// read again when it changes or Nomad refuses the token.
+	// NomadTaskAPI talks to Nomad through the Task API socket of the task
+	// Nops runs in, with its workload identity (nomad_identity.go).
+	// NomadEventStream watches Nomad's job events for live changes.
+	NomadTokenFile   string
+	NomadTaskAPI     bool
+	NomadEventStream bool
+
+	// Warnings are problems Load found that do not stop the server, for
+	// the caller to log.
+	Warnings []string
+
+	// NomadUIURL is the base URL of the Nomad UI, for the dashboard's
+	// links; empty by default.
+	NomadUIURL string
 
 	// Namespaces are the Nomad namespaces Nops manages; "*" means all.
 	Namespaces []string
@@ -153,6 +168,12 @@ type Config struct {
 	TLS     TLSConfig
 	Notify  []NotifyConfig
 	Webhook WebhookConfig
+
+	// UIURL is the dashboard's public address, for links in
+	// notifications. NotifyRetention is how long finished notifications
+	// stay in the outbox.
+	UIURL           string
+	NotifyRetention time.Duration
 
 	// LogLevel is one of trace, debug, info, warn, error.
 	LogLevel string
@@ -224,8 +245,28 @@ func ServerName(region string) string { return "server." + region + ".nops" }
 // the name of an environment variable (URLEnv); ResolveURL reads it.
 type NotifyConfig struct {
 	Name, Kind, URL, URLEnv string
+	// SecretEnv or SecretFile name where the signing secret (webhook) or
+	// the bot token (slack) is read.
+	SecretEnv, SecretFile string
+	// Channel is the Slack channel a bot token posts to.
+	Channel string
 	// Events filters what is sent; empty means every event.
 	Events []string
+	// Namespaces and Jobs are globs a notification's job must match; a
+	// notification about no job matches only when both are empty.
+	Namespaces, Jobs []string
+	// SMTPAddr (host:port), From, To, Username and RequireTLS configure an
+	// email target; its password is the secret.
+	SMTPAddr, From, Username string
+	To                       []string
+	RequireTLS               bool
+	// NomadJob is the parameterized job a nomad target dispatches, in
+	// NomadNamespace (default "default").
+	NomadJob, NomadNamespace string
+	// GiveUpAfter is how long after its change a notification is retried
+	// before it is given up as dead. RetryInitial and RetryMax bound the
+	// exponential backoff between attempts.
+	GiveUpAfter, RetryInitial, RetryMax time.Duration
 }
 
 // WebhookConfig configures the git push webhook. SecretEnv names the
@@ -269,6 +310,7 @@ func Default() *Config {
 		NodeName:              defaultNodeName(),
 		Region:                DefaultRegion,
 		NomadAddr:             DefaultNomadAddr,
+		NomadEventStream:      true,
 		Namespaces:            []string{"default"},
 		DriftInterval:         DefaultDriftInterval,
 		EngineInterval:        DefaultEngineInterval,
@@ -279,6 +321,7 @@ func Default() *Config {
 		RaftSnapshotThreshold: DefaultRaftSnapshotThreshold,
 		RaftSnapshotInterval:  DefaultRaftSnapshotInterval,
 		ACL:                   ACLConfig{TokenTTL: DefaultACLTokenTTL},
+		NotifyRetention:       DefaultNotifyRetention,
 	}
 }
 
@@ -475,29 +518,15 @@ func (c *Config) validateBlocks() []error {
 			add(key, "name: defined more than once")
 		}
 		seen[n.Name] = true
-		switch n.Kind {
-		case NotifyKindWebhook, NotifyKindSlack:
-		case "":
-			add(key, "kind is required (%s or %s)", NotifyKindWebhook, NotifyKindSlack)
-		default:
-			add(key, "kind: invalid value %q: must be %s or %s", n.Kind, NotifyKindWebhook, NotifyKindSlack)
+		n.validate(func(format string, args ...any) { add(key, format, args...) })
+	}
+	if c.UIURL != "" {
+		if err := checkHTTPURL(c.UIURL); err != nil {
+			add("ui-url", "%v", err)
 		}
-		if (n.URL == "") == (n.URLEnv == "") {
-			add(key, "set exactly one of url and url_env")
-		}
-		if n.URL != "" {
-			if err := checkHTTPURL(n.URL); err != nil {
-				add(key, "url: %v", err)
-			}
-		}
-		for _, e := range n.Events {
-			switch e {
-			case NotifyEventCreated, NotifyEventPendingApproval, NotifyEventCompleted, NotifyEventFailed:
-			default:
-				add(key, "events: unknown event %q: must be one of %s, %s, %s, %s", e,
-					NotifyEventCreated, NotifyEventPendingApproval, NotifyEventCompleted, NotifyEventFailed)
-			}
-		}
+	}
+	if c.NotifyRetention <= 0 {
+		add("notify-retention", "must be positive")
 	}
 	return errs
 }

@@ -62,6 +62,7 @@ func TestDefault(t *testing.T) {
 		NodeName:              host,
 		Region:                "global",
 		NomadAddr:             "http://127.0.0.1:4646",
+		NomadEventStream:      true,
 		Namespaces:            []string{"default"},
 		DriftInterval:         time.Minute,
 		EngineInterval:        5 * time.Second,
@@ -72,6 +73,7 @@ func TestDefault(t *testing.T) {
 		RaftSnapshotThreshold: 8192,
 		RaftSnapshotInterval:  2 * time.Minute,
 		ACL:                   ACLConfig{TokenTTL: time.Hour},
+		NotifyRetention:       72 * time.Hour,
 	}
 	if !reflect.DeepEqual(c, want) {
 		t.Fatalf("Default() =\n%+v\nwant\n%+v", c, want)
@@ -407,7 +409,6 @@ func TestLoad_BadValues(t *testing.T) {
 		{"bind", "localhost", `"localhost"`, "must be an IP address", ""},
 		{"retry-join", "a:b:c", `["a:b:c"]`, `invalid address "a:b:c"`, ""},
 		{"raft-snapshot-threshold", "-5", "-5", "not a whole number", ""},
-		{"ui-url", "nops.example.com", `"nops.example.com"`, "must be an absolute http:// or https:// URL", ""},
 		{"nomad-ui-url", "https://nomad.example.com/?x=1", `"https://nomad.example.com/?x=1"`, "no user, query or fragment", ""},
 	}
 	for _, v := range values {
@@ -704,12 +705,24 @@ func TestValidate(t *testing.T) {
 		{"bad region", func(c *Config) { c.Region = "Eu West" }, []string{`region: invalid region "Eu West"`}},
 		{"notify", func(c *Config) {
 			c.Notify = []NotifyConfig{
-				{Name: "a", Kind: "email", URL: "https://x"},
+				{Name: "a", Kind: "pager", URL: "https://x"},
 				{Name: "b", Kind: "slack"},
-				{Name: "c", Kind: "webhook", URL: "ftp://secret@x", Events: []string{"deleted"}},
+				{Name: "c", Kind: "webhook", URL: "ftp://secret@x", Events: []string{"deleted"}, Jobs: []string{"[x"}},
+				{Name: "d", Kind: "slack", SecretEnv: "T", SecretFile: "/nonexistent/file", RetryInitial: time.Minute, RetryMax: time.Second},
+				{Name: "e", Kind: "webhook"},
+				{Name: "f", Kind: "email", URL: "https://x", SMTPAddr: "mail", From: "nobody", Username: "u"},
+				{Name: "g", Kind: "nomad", Channel: "#x", To: []string{"a@b.c"}},
 			}
-		}, []string{`notify "a": kind: invalid value "email"`, `notify "b": set exactly one of url and url_env`,
-			`notify "c": url: must be an http:// or https:// URL`, `notify "c": events: unknown event "deleted"`}},
+			c.UIURL = "nope"
+		}, []string{`notify "a": kind: invalid value "pager"`, `notify "b": set url or url_env`,
+			`notify "c": url: must be an http:// or https:// URL`, `notify "c": events: unknown event "deleted"`,
+			`notify "c": bad glob "[x"`, `notify "d": channel: a bot token posts to a channel`,
+			`notify "d": set at most one of secret_env and secret_file`, `notify "d": secret_file:`,
+			`notify "d": retry_max: must be at least retry_initial`, `notify "e": set exactly one of url and url_env`,
+			`ui-url: must be an http`, `notify "f": url: an email target`, `notify "f": smtp_addr: must be host:port`,
+			`notify "f": from: "nobody" is not an email address`, `notify "f": to: at least one recipient`,
+			`notify "f": username: set the password`, `notify "g": job: the parameterized job`,
+			`notify "g": channel: only a slack target`, `notify "g": smtp_addr, from, to`}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -178,6 +178,21 @@ func (l *loader) decodeNotify(b *hcl.Block) {
 		{name: "url", v: stringValue(&n.URL, nil)},
 		{name: "url_env", v: stringValue(&n.URLEnv, nil)},
 		{name: "events", v: listValue(&n.Events, nil, nil)},
+		{name: "secret_env", v: stringValue(&n.SecretEnv, nil)},
+		{name: "secret_file", v: stringValue(&n.SecretFile, nil)},
+		{name: "channel", v: stringValue(&n.Channel, nil)},
+		{name: "namespaces", v: listValue(&n.Namespaces, nil, nil)},
+		{name: "jobs", v: listValue(&n.Jobs, nil, nil)},
+		{name: "smtp_addr", v: stringValue(&n.SMTPAddr, nil)},
+		{name: "from", v: stringValue(&n.From, nil)},
+		{name: "to", v: listValue(&n.To, nil, nil)},
+		{name: "username", v: stringValue(&n.Username, nil)},
+		{name: "require_tls", v: boolValue(&n.RequireTLS)},
+		{name: "job", v: stringValue(&n.NomadJob, nil)},
+		{name: "namespace", v: stringValue(&n.NomadNamespace, nil)},
+		{name: "give_up_after", v: durationValue(&n.GiveUpAfter)},
+		{name: "retry_initial", v: durationValue(&n.RetryInitial)},
+		{name: "retry_max", v: durationValue(&n.RetryMax)},
 	}, nil)
 }
 

@@ -77,6 +77,7 @@ func Load(args []string, lookupEnv func(string) (string, bool)) (*Config, error)
 	l.applyFlags(fields, flags)
 	l.applyRepoFlags(flags)
 	l.finalize()
+	l.resolveNomadIdentity()
 
 	// After a flag syntax error the rest of the command line is unread:
 	// required settings may look missing when they are not.
@@ -326,6 +327,7 @@ func (l *loader) checkSecretEnv() {
 	}
 	for _, n := range c.Notify {
 		need(fmt.Sprintf("notify %q: url_env", n.Name), n.URLEnv)
+		need(fmt.Sprintf("notify %q: secret_env", n.Name), n.SecretEnv)
 	}
 	need("webhook: secret_env", c.Webhook.SecretEnv)
 }

@@ -62,7 +62,9 @@ Options:
   acl { enabled, token_ttl }
   tls { http, rpc, ca_file, cert_file, key_file, verify_incoming,
         verify_server_hostname }
-  notify "name" { kind = "webhook" | "slack", url, url_env, events }
+  notify "name" { kind = "webhook" | "slack" | "email" | "nomad", url, url_env, secret_env, secret_file,
+                  channel, events, namespaces, jobs, give_up_after, retry_initial,
+                  retry_max }
   webhook { secret_env }
 `)
 	return b.String()

@@ -17,6 +17,11 @@
 //     redact); the raw diff stays in PlanResult.Diff for hashing only.
 //   - SpecHash, JobHash and DiffHash depend only on the spec or diff, never on
 //     fields Nomad fills in at registration or on counts left to an autoscaler.
+//   - With a token file, every request carries the file's current token: a
+//     changed file is read again, and a request Nomad refuses (401, 403) is
+//     sent once more if the file then holds a new token.
+//   - WatchJobs reports the end of a stream (a break, or Nomad closing it)
+//     as a last batch with Err set, then closes its channel.
 package nomadx
 
 import (
@@ -47,6 +52,10 @@ type Config struct {
 	Address string
 	// Token is the ACL secret ID sent with every request.
 	Token string
+	// TokenFile, instead of Token, names a file that holds the token (a
+	// secret ID or a workload identity). It is read again when it changes
+	// and when Nomad refuses the token, without a restart.
+	TokenFile string
 	// Region sent with every request; empty means the agent's region.
 	Region string
 
@@ -90,8 +99,20 @@ func New(cfg Config, logger hclog.Logger) (*Client, error) {
 	if cfg.Address != "" {
 		apiCfg.Address = cfg.Address
 	}
+	if cfg.Token != "" && cfg.TokenFile != "" {
+		return nil, errors.New("set either a Nomad token or a token file, not both")
+	}
 	if cfg.Token != "" {
 		apiCfg.SecretID = cfg.Token
+	}
+	var tokens *tokenFile
+	if cfg.TokenFile != "" {
+		// The transport sends the file's token; NOMAD_TOKEN must not.
+		apiCfg.SecretID = ""
+		var err error
+		if tokens, err = newTokenFile(cfg.TokenFile, logger); err != nil {
+			return nil, err
+		}
 	}
 	if cfg.Region != "" {
 		apiCfg.Region = cfg.Region
@@ -147,7 +168,11 @@ func New(cfg Config, logger hclog.Logger) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	httpClient.Transport = &countingTransport{next: transport, counters: ctrs}
+	var next http.RoundTripper = transport
+	if tokens != nil {
+		next = &tokenTransport{next: transport, token: tokens}
+	}
+	httpClient.Transport = &countingTransport{next: next, counters: ctrs}
 	apiCfg.HttpClient = httpClient
 
 	client, err := api.NewClient(apiCfg)

@@ -33,3 +33,11 @@ func (e *invalidJobError) Unwrap() []error { return []error{e.err, ErrInvalidJob
 // enforceIndexErrPrefix starts Nomad's answer to a failed check-and-set
 // register.
 const enforceIndexErrPrefix = "Enforcing job modify index"
+
+// IsPermissionDenied reports whether Nomad refused a request for its token
+// (401 or 403): the token is missing, unknown, expired, or lacks a
+// capability.
+func IsPermissionDenied(err error) bool {
+	code := statusCode(err)
+	return code == 401 || code == 403
+}

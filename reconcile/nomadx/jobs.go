@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/hashicorp/nomad/api"
 )
@@ -66,12 +67,28 @@ func (c *Client) WaitJobs(ctx context.Context, ns string, index uint64) ([]*api.
 	return c.listJobs(ctx, ns, index)
 }
 
+// ListJobsSince is ListJobs from a state of Nomad at least as new as index:
+// it waits (at most wait) until Nomad's job index reaches index. Nomad
+// sends an event before the change it reports is visible to reads; a list
+// made on that event passes the event's index.
+func (c *Client) ListJobsSince(ctx context.Context, ns string, index uint64, wait time.Duration) ([]*api.JobListStub, error) {
+	if index <= 1 {
+		return c.ListJobs(ctx, ns)
+	}
+	stubs, _, err := c.listJobsWait(ctx, ns, index-1, wait)
+	return stubs, err
+}
+
 func (c *Client) listJobs(ctx context.Context, ns string, index uint64) ([]*api.JobListStub, uint64, error) {
+	return c.listJobsWait(ctx, ns, index, c.wait)
+}
+
+func (c *Client) listJobsWait(ctx context.Context, ns string, index uint64, wait time.Duration) ([]*api.JobListStub, uint64, error) {
 	ns = namespaceOrDefault(ns)
 	q := c.queryOpts(ctx, "jobs.list", ns)
 	if index > 0 {
 		q.WaitIndex = index
-		q.WaitTime = c.wait
+		q.WaitTime = wait
 	}
 	stubs, meta, err := c.api.Jobs().ListOptions(&api.JobListOptions{Fields: &api.JobListFields{Meta: true}}, q)
 	if err != nil {

@@ -1,0 +1,289 @@
+package agent
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	nomadapi "github.com/hashicorp/nomad/api"
+
+	"github.com/nops-dev/nops/acl"
+	"github.com/nops-dev/nops/agent/config"
+	"github.com/nops-dev/nops/fsm"
+	"github.com/nops-dev/nops/notify"
+	"github.com/nops-dev/nops/structs"
+)
+
+const (
+	// maxEventStreams bounds the event streams one server serves at once.
+	maxEventStreams = 64
+	// streamBatch bounds the events one read of a stream sends.
+	streamBatch = 500
+	// streamKeepAlive is how often an idle stream sends a comment, so
+	// proxies and clients see it is alive.
+	streamKeepAlive = 15 * time.Second
+)
+
+// setupNotify builds the notification delivery loop from the notify
+// blocks. It runs only while the server leads.
+func (s *Server) setupNotify() error {
+	var nomad *nomadapi.Client
+	for _, n := range s.config.Notify {
+		if n.Kind != config.NotifyKindNomad || nomad != nil {
+			continue
+		}
+		cfg := nomadapi.DefaultConfig()
+		cfg.Address, cfg.SecretID, cfg.Region = s.config.NomadAddr, s.config.NomadToken, s.config.NomadRegion
+		c, err := nomadapi.NewClient(cfg)
+		if err != nil {
+			return fmt.Errorf("nomad client for notifications: %w", err)
+		}
+		nomad = c
+	}
+	targets, err := notifyTargets(s.config, os.LookupEnv, nil, nomad)
+	if err != nil {
+		return err
+	}
+	s.notifier = notify.New(s, notify.Config{
+		Targets: targets, UIURL: s.config.UIURL, Retention: s.config.NotifyRetention,
+		Leader: s.nodeName(), Registerer: s.metrics,
+	}, s.logger)
+	return nil
+}
+
+// Notifier returns the server's notification delivery loop.
+func (s *Server) Notifier() *notify.Deliverer { return s.notifier }
+
+func (a *httpAPI) notifyRoutes(route func(pattern, kind string, rule routeRule, fn handlerFunc)) {
+	route("GET /v1/notifications", kindRead, filtered(acl.Read), a.notificationList)
+	route("GET /v1/notification/{id}", kindRead, onCluster(acl.Read), a.notificationGet)
+	route("GET /v1/notify/targets", kindRead, onCluster(acl.Operator), a.notifyTargets)
+	route("POST /v1/notify/{name}/test", kindWrite, onCluster(acl.Operator), a.notifyTest)
+	// The stream filters each event to what the token may read (canRead).
+	route("GET /v1/events/stream", kindRead, anyToken(), a.eventStream)
+}
+
+func (a *httpAPI) notificationList(w http.ResponseWriter, r *http.Request) (any, error) {
+	q := r.URL.Query()
+	var problems []string
+	f := fsm.NotificationFilter{State: structs.NotificationState(q.Get("state")), After: q.Get("next")}
+	if f.State != "" && !f.State.Valid() {
+		problems = append(problems, fmt.Sprintf("state: %q is not pending, delivered or dead", f.State))
+	}
+	limit, err := queryInt(r, "limit")
+	if err != nil {
+		problems = append(problems, err.Error())
+	}
+	f.Limit = limit
+	if len(problems) > 0 {
+		return nil, badRequest(problems...)
+	}
+	list, next, err := a.s.State().Notifications(f)
+	if err != nil {
+		return nil, err
+	}
+	if next != "" {
+		w.Header().Set(headerNextToken, next)
+	}
+	return nonNil(list), nil
+}
+
+func (a *httpAPI) notificationGet(_ http.ResponseWriter, r *http.Request) (any, error) {
+	n, err := a.s.State().Notification(r.PathValue("id"))
+	if err != nil {
+		return nil, err
+	}
+	if n == nil {
+		return nil, fmt.Errorf("%w: notification %q", structs.ErrNotFound, r.PathValue("id"))
+	}
+	return n, nil
+}
+
+// NotifyTarget is a configured notify block as the API shows it: never its
+// URL or secret.
+type NotifyTarget struct {
+	Name       string   `json:"name"`
+	Kind       string   `json:"kind"`
+	Events     []string `json:"events"`
+	Namespaces []string `json:"namespaces"`
+	Jobs       []string `json:"jobs"`
+}
+
+func (a *httpAPI) notifyTargets(_ http.ResponseWriter, _ *http.Request) (any, error) {
+	out := []NotifyTarget{}
+	for _, n := range a.s.config.Notify {
+		out = append(out, NotifyTarget{Name: n.Name, Kind: n.Kind, Events: nonNilStrings(n.Events),
+			Namespaces: nonNilStrings(n.Namespaces), Jobs: nonNilStrings(n.Jobs)})
+	}
+	return out, nil
+}
+
+func nonNilStrings(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+// NotifyTestResult is the answer of a test notification.
+type NotifyTestResult struct {
+	Target string `json:"target"`
+	ID     string `json:"id"`
+	OK     bool   `json:"ok"`
+	Error  string `json:"error,omitempty"`
+}
+
+func (a *httpAPI) notifyTest(_ http.ResponseWriter, r *http.Request) (any, error) {
+	if err := decode(r, &struct{}{}); err != nil {
+		return nil, err
+	}
+	name := r.PathValue("name")
+	n, err := a.s.notifier.Test(r.Context(), name, writeMeta(r).Actor)
+	if errors.Is(err, notify.ErrUnknownTarget) {
+		return nil, fmt.Errorf("%w: notify target %q", structs.ErrNotFound, name)
+	}
+	out := &NotifyTestResult{Target: name, ID: n.ID, OK: err == nil}
+	if err != nil {
+		out.Error = err.Error()
+	}
+	return out, nil
+}
+
+// eventStream serves the audit log as server-sent events from the local
+// replicated state: every event after ?index= (an event sequence number)
+// or the Last-Event-ID header, then each new one as it is applied, until
+// the client goes away. Each event's id is its sequence number, so a
+// client resumes where it stopped.
+func (a *httpAPI) eventStream(w http.ResponseWriter, r *http.Request) (any, error) {
+	id := requestIdentity(r)
+	var after uint64
+	for _, v := range []string{r.URL.Query().Get("index"), strings.TrimSpace(r.Header.Get("Last-Event-ID"))} {
+		if v == "" {
+			continue
+		}
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			return nil, badRequest(fmt.Sprintf("index: %q is not an event sequence number", v))
+		}
+		after = max(after, n)
+	}
+	kind := r.URL.Query().Get("kind")
+	flusher, ok := w.(http.Flusher)
+	if !ok {
+		return nil, errors.New("streaming is not supported by this connection")
+	}
+	if n := a.s.eventStreams.Add(1); n > maxEventStreams {
+		a.s.eventStreams.Add(-1)
+		return nil, &HTTPError{Code: http.StatusTooManyRequests,
+			Msg: fmt.Sprintf("too many event streams on this server (limit %d): retry later", maxEventStreams)}
+	}
+	defer a.s.eventStreams.Add(-1)
+
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	flusher.Flush()
+	keepAlive := time.NewTicker(streamKeepAlive)
+	defer keepAlive.Stop()
+	for {
+		st := a.s.State()
+		changed := st.Changed()
+		events, err := st.Events(fsm.EventFilter{AfterSeq: after, Limit: streamBatch})
+		if err != nil {
+			return nil, nil
+		}
+		for _, e := range events {
+			after = e.Seq
+			if kind != "" && e.Kind != kind {
+				continue
+			}
+			if !canRead(id, e.Namespace, e.JobID) {
+				continue
+			}
+			body, err := json.Marshal(e)
+			if err != nil {
+				return nil, nil
+			}
+			if _, err := fmt.Fprintf(w, "id: %d\nevent: %s\ndata: %s\n\n", e.Seq, e.Kind, body); err != nil {
+				return nil, nil
+			}
+		}
+		if len(events) > 0 {
+			flusher.Flush()
+			if len(events) == streamBatch {
+				continue
+			}
+		}
+		select {
+		case <-r.Context().Done():
+			return nil, nil
+		case <-a.s.shutdownCh:
+			return nil, nil
+		case <-keepAlive.C:
+			if _, err := fmt.Fprint(w, ": keep-alive\n\n"); err != nil {
+				return nil, nil
+			}
+			flusher.Flush()
+		case <-changed:
+		}
+	}
+}
+
+// notifyTargets builds the notify targets of a configuration. client sends the HTTP
+// requests (nil: a client with a 10 s timeout); nomad is the client nomad
+// targets dispatch through.
+func notifyTargets(cfg *config.Config, lookupEnv func(string) (string, bool), client *http.Client, nomad *nomadapi.Client) ([]*notify.Target, error) {
+	if client == nil {
+		client = &http.Client{Timeout: 10 * time.Second}
+	}
+	if lookupEnv == nil {
+		lookupEnv = os.LookupEnv
+	}
+	var out []*notify.Target
+	for _, nc := range cfg.Notify {
+		nc = nc.WithDefaults()
+		secret, err := nc.ResolveSecret(lookupEnv)
+		if err != nil {
+			return nil, err
+		}
+		var url string
+		if nc.URL != "" || nc.URLEnv != "" {
+			if url, err = nc.ResolveURL(lookupEnv); err != nil {
+				return nil, err
+			}
+		}
+		t := &notify.Target{
+			Name: nc.Name, Events: nc.Events, Namespaces: nc.Namespaces, Jobs: nc.Jobs,
+			GiveUpAfter: nc.GiveUpAfter, RetryInitial: nc.RetryInitial, RetryMax: nc.RetryMax,
+		}
+		switch nc.Kind {
+		case config.NotifyKindWebhook:
+			t.Sender = &notify.Webhook{URL: url, Secret: secret, Client: client}
+		case config.NotifyKindSlack:
+			t.Sender = &notify.Slack{WebhookURL: url, Token: secret, Channel: nc.Channel, Client: client}
+		case config.NotifyKindEmail:
+			t.Sender = &notify.Email{Addr: nc.SMTPAddr, From: nc.From, To: nc.To, Username: nc.Username, Password: secret,
+				RequireTLS: nc.RequireTLS}
+		case config.NotifyKindNomad:
+			if nomad == nil {
+				return nil, fmt.Errorf("notify %q: a nomad target needs the server's Nomad client", nc.Name)
+			}
+			ns := nc.NomadNamespace
+			if ns == "" {
+				ns = "default"
+			}
+			t.Sender = &notify.NomadDispatch{Client: nomad, Namespace: ns, JobID: nc.NomadJob}
+		default:
+			return nil, fmt.Errorf("notify %q: kind %q is not supported", nc.Name, nc.Kind)
+		}
+		out = append(out, t)
+	}
+	return out, nil
+}

@@ -1,0 +1,25 @@
+# The Nomad ACL policy Nops needs: nothing more. Nops reads and plans the
+# jobs of each namespace it manages, registers them, registers and
+# dispatches hook revisions and stops the unused ones, and watches the job
+# event stream. Give one namespace block per managed namespace (or
+# namespace "*" with -namespaces '*').
+#
+#   nomad acl policy apply -description "Nops" nops docs/nomad-policy.hcl
+#   nomad acl token create -name nops -policy nops
+#
+# When Nops runs as a Nomad job with the Task API (-nomad-task-api), attach
+# the policy to that job instead, so its workload identity carries it:
+#
+#   nomad acl policy apply -namespace default -job nops nops docs/nomad-policy.hcl
+#
+# Capabilities, by the calls that need them:
+#   list-jobs     list the live jobs (detection)
+#   read-job      read a job, its versions, evaluations, deployments and
+#                 allocations (health, hook runs); the job event stream
+#   submit-job    parse and plan (dry-run) a job file, register a job or a
+#                 hook revision, stop an unused hook revision, promote
+#                 canaries
+#   dispatch-job  dispatch a hook run
+namespace "default" {
+  capabilities = ["list-jobs", "read-job", "submit-job", "dispatch-job"]
+}

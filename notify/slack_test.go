@@ -1,0 +1,252 @@
+package notify_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nops-dev/nops/agent/config"
+	"github.com/nops-dev/nops/notify"
+	"github.com/nops-dev/nops/structs"
+	"github.com/nops-dev/nops/testutil"
+	"github.com/nops-dev/nops/testutil/nopstest"
+)
+
+// checkBlockKit checks a Slack message body against the shape of Block
+// Kit: a fallback text and blocks of type section, context or actions,
+// whose text objects are mrkdwn or plain_text within Slack's limits, and
+// whose buttons carry plain_text labels and URLs. It returns the URLs of
+// the buttons.
+func checkBlockKit(t *testing.T, raw []byte) []string {
+	t.Helper()
+	var msg map[string]any
+	if err := json.Unmarshal(raw, &msg); err != nil {
+		t.Fatalf("not JSON: %v", err)
+	}
+	if s, _ := msg["text"].(string); s == "" {
+		t.Error("no fallback text")
+	}
+	blocks, ok := msg["blocks"].([]any)
+	if !ok || len(blocks) == 0 || len(blocks) > 50 {
+		t.Fatalf("blocks: %v", msg["blocks"])
+	}
+	textObject := func(where string, v any, types ...string) {
+		o, ok := v.(map[string]any)
+		if !ok {
+			t.Errorf("%s: not a text object: %v", where, v)
+			return
+		}
+		typ, _ := o["type"].(string)
+		txt, _ := o["text"].(string)
+		if !contains(types, typ) {
+			t.Errorf("%s: text type %q, want one of %v", where, typ, types)
+		}
+		if txt == "" || len([]rune(txt)) > 3000 {
+			t.Errorf("%s: text of %d characters", where, len([]rune(txt)))
+		}
+	}
+	var urls []string
+	for i, b := range blocks {
+		block := b.(map[string]any)
+		where := fmt.Sprintf("block %d", i)
+		switch block["type"] {
+		case "section":
+			_, hasText := block["text"]
+			fields, hasFields := block["fields"].([]any)
+			if !hasText && !hasFields {
+				t.Errorf("%s: a section needs text or fields", where)
+			}
+			if hasText {
+				textObject(where+" text", block["text"], "mrkdwn", "plain_text")
+			}
+			if len(fields) > 10 {
+				t.Errorf("%s: %d fields, at most 10", where, len(fields))
+			}
+			for j, f := range fields {
+				textObject(fmt.Sprintf("%s field %d", where, j), f, "mrkdwn", "plain_text")
+			}
+		case "context":
+			els, _ := block["elements"].([]any)
+			if len(els) == 0 || len(els) > 10 {
+				t.Errorf("%s: %d context elements", where, len(els))
+			}
+			for j, e := range els {
+				textObject(fmt.Sprintf("%s element %d", where, j), e, "mrkdwn", "plain_text")
+			}
+		case "actions":
+			els, _ := block["elements"].([]any)
+			if len(els) == 0 || len(els) > 25 {
+				t.Errorf("%s: %d action elements", where, len(els))
+			}
+			for j, e := range els {
+				el := e.(map[string]any)
+				if el["type"] != "button" {
+					t.Errorf("%s element %d: type %v", where, j, el["type"])
+				}
+				textObject(fmt.Sprintf("%s button %d", where, j), el["text"], "plain_text")
+				u, _ := el["url"].(string)
+				if u == "" {
+					t.Errorf("%s button %d: no url", where, j)
+				}
+				if s, ok := el["style"]; ok && s != "primary" && s != "danger" {
+					t.Errorf("%s button %d: style %v", where, j, s)
+				}
+				urls = append(urls, u)
+			}
+		default:
+			t.Errorf("%s: type %v is not section, context or actions", where, block["type"])
+		}
+	}
+	return urls
+}
+
+func contains(l []string, s string) bool {
+	for _, x := range l {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func pendingNotification() *structs.Notification {
+	return &structs.Notification{
+		ID: structs.NotificationID(42, 0), Kind: structs.NotifyPendingApproval, Time: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC),
+		Object: "d-1", Namespace: "default", JobID: "web", Actor: "nops", Message: "waits for <approval> & review",
+		Deployment: &structs.NotificationDeployment{ID: "d-1", Repository: "infra", Commit: "0123456789abcdef", File: "jobs/web.nomad.hcl",
+			State: "pending_approval", DiffSummary: "+/- Job: \"web\"; +/- Count: \"1\" => \"2\""},
+	}
+}
+
+func TestSlackBlockKitShape(t *testing.T) {
+	m := &notify.Message{Notification: pendingNotification(), Target: "chat", IdempotencyKey: "k",
+		Link: "https://nops.example.com/ui/deployment/d-1"}
+	raw, err := json.Marshal(notify.SlackPayload(m))
+	if err != nil {
+		t.Fatal(err)
+	}
+	urls := checkBlockKit(t, raw)
+	if len(urls) != 1 || urls[0] != m.Link {
+		t.Errorf("button URLs %v", urls)
+	}
+	for _, want := range []string{"`default/web`", "`01234567`", "waits for &lt;approval&gt; &amp; review", "Review and approve", "Count"} {
+		if !strings.Contains(strings.NewReplacer(`\u0026`, "&", `\u003c`, "<", `\u003e`, ">").Replace(string(raw)), want) {
+			t.Errorf("message lacks %q: %s", want, raw)
+		}
+	}
+	// A long error is cut to Slack's limits, and no link means no button.
+	n := pendingNotification()
+	n.Kind = structs.NotifyFailed
+	n.Deployment.Error = strings.Repeat("x", 5000)
+	n.Message = strings.Repeat("y", 5000)
+	raw, _ = json.Marshal(notify.SlackPayload(&notify.Message{Notification: n}))
+	if urls := checkBlockKit(t, raw); len(urls) != 0 {
+		t.Errorf("buttons without a link: %v", urls)
+	}
+}
+
+// slackAPI is a stand-in for Slack's chat.postMessage: it checks the bot
+// token and answers as Slack does, {"ok":true} or {"ok":false,"error":...}.
+type slackAPI struct {
+	mu     sync.Mutex
+	bodies [][]byte
+	auth   []string
+}
+
+func (s *slackAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	s.mu.Lock()
+	s.bodies = append(s.bodies, body)
+	s.auth = append(s.auth, r.Header.Get("Authorization"))
+	s.mu.Unlock()
+	if r.Header.Get("Authorization") != "Bearer xoxb-good" {
+		_, _ = w.Write([]byte(`{"ok":false,"error":"invalid_auth"}`))
+		return
+	}
+	_, _ = w.Write([]byte(`{"ok":true,"channel":"C1","ts":"1.2"}`))
+}
+
+func TestSlackBotAndWebhook(t *testing.T) {
+	api := &slackAPI{}
+	srv := httptest.NewServer(api)
+	t.Cleanup(srv.Close)
+	m := &notify.Message{Notification: pendingNotification(), Target: "chat"}
+	ctx := context.Background()
+	bot := &notify.Slack{WebhookURL: srv.URL, Token: "xoxb-good", Channel: "#deploys", Client: srv.Client()}
+	if err := bot.Send(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	var body struct {
+		Channel string `json:"channel"`
+	}
+	_ = json.Unmarshal(api.bodies[0], &body)
+	if body.Channel != "#deploys" {
+		t.Errorf("channel %q", body.Channel)
+	}
+	checkBlockKit(t, api.bodies[0])
+	bad := &notify.Slack{WebhookURL: srv.URL, Token: "xoxb-bad", Channel: "#deploys", Client: srv.Client()}
+	if err := bad.Send(ctx, m); err == nil || !strings.Contains(err.Error(), "invalid_auth") {
+		t.Errorf("bad token: %v", err)
+	}
+	if err := bad.Send(ctx, m); err != nil && strings.Contains(err.Error(), "xoxb-bad") {
+		t.Errorf("the error shows the token: %v", err)
+	}
+
+	// An incoming webhook: the whole URL is the secret, and errors name
+	// only the host.
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/services/T000/B000/XXXX" {
+			w.WriteHeader(http.StatusNotFound)
+			_, _ = w.Write([]byte("no_service"))
+			return
+		}
+		_, _ = w.Write([]byte("ok"))
+	}))
+	t.Cleanup(hook.Close)
+	in := &notify.Slack{WebhookURL: hook.URL + "/services/T000/B000/XXXX", Client: hook.Client()}
+	if err := in.Send(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	wrong := &notify.Slack{WebhookURL: hook.URL + "/services/T000/B000/YYYY", Client: hook.Client()}
+	if err := wrong.Send(ctx, m); err == nil || strings.Contains(err.Error(), "YYYY") || !strings.Contains(err.Error(), "404") {
+		t.Errorf("wrong webhook: %v", err)
+	}
+}
+
+// TestSlackThroughServer has a server deliver a pending approval to a
+// Slack target through its outbox, with the approve link.
+func TestSlackThroughServer(t *testing.T) {
+	var mu sync.Mutex
+	var bodies [][]byte
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		bodies = append(bodies, b)
+		mu.Unlock()
+		_, _ = w.Write([]byte("ok"))
+	}))
+	t.Cleanup(hook.Close)
+	s := nopstest.Start(t, "", nopstest.WithoutReconcilers(),
+		nopstest.WithConfig(func(c *config.Config) { c.UIURL = "https://nops.example.com" }),
+		withTarget(config.NotifyConfig{Name: "chat", Kind: config.NotifyKindSlack, URL: hook.URL,
+			Events: []string{structs.NotifyPendingApproval}}))
+	d := s.CreatePending("default", "web")
+	testutil.WaitForResult(t, 10*time.Second, func() (bool, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(bodies) == 1, fmt.Errorf("%d messages", len(bodies))
+	})
+	mu.Lock()
+	raw := bodies[0]
+	mu.Unlock()
+	if urls := checkBlockKit(t, raw); len(urls) != 1 || urls[0] != "https://nops.example.com/ui/deployment/"+d.ID {
+		t.Errorf("button URLs %v", urls)
+	}
+}

@@ -1,0 +1,205 @@
+package reconcile
+
+import (
+	"context"
+	"time"
+
+	"github.com/nops-dev/nops/reconcile/nomadx"
+	"github.com/nops-dev/nops/structs"
+)
+
+// Live changes are seen through Nomad's event stream (topic Job). While the
+// stream is up, a change of the live job of a managed job triggers a
+// detection cycle at once, and the periodic cycle runs only every
+// FullPlanInterval, so an idle cluster costs no polling. When the stream
+// breaks, detection runs at once and then every DriftInterval again, while
+// the watcher reconnects from the last index it saw. The stream lives under
+// the leader's context: it stops with leadership, and a new leader starts
+// its own from the highest live modify index the replicated job statuses
+// record.
+
+const (
+	streamBackoffMin = time.Second
+	streamBackoffMax = 30 * time.Second
+)
+
+// streaming reports whether the event stream of every watched namespace is
+// up.
+func (m *Manager) streaming() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(m.streamUp) == 0 {
+		return false
+	}
+	for _, up := range m.streamUp {
+		if !up {
+			return false
+		}
+	}
+	return true
+}
+
+func (m *Manager) setStreaming(ns string, up bool) {
+	m.mu.Lock()
+	if m.streamUp == nil {
+		m.streamUp = map[string]bool{}
+	}
+	was, known := m.streamUp[ns]
+	m.streamUp[ns] = up
+	m.mu.Unlock()
+	if known && was == up {
+		return
+	}
+	m.metrics.setStreaming(m.streaming())
+	if known && !up {
+		// Fall back to the drift interval, starting with a cycle now.
+		m.TriggerDetection()
+	}
+}
+
+// streamNamespaces are the namespaces the leader watches, one stream each:
+// the managed namespaces, or "*" (which needs read-job on every namespace).
+func (m *Manager) streamNamespaces() []string {
+	for _, n := range m.cfg.Namespaces {
+		if n == "*" {
+			return []string{"*"}
+		}
+	}
+	return m.cfg.Namespaces
+}
+
+// resumeIndex is where a new leader's stream starts: just after the highest
+// live modify index the replicated statuses record, so changes made during
+// a failover are replayed (Nomad starts at its oldest event if that is
+// older; the first cycle of the term covers anything before).
+func (m *Manager) resumeIndex() uint64 {
+	list, err := m.srv.State().JobStatuses()
+	if err != nil {
+		return 0
+	}
+	var max uint64
+	for _, s := range list {
+		if s.LiveModifyIndex > max {
+			max = s.LiveModifyIndex
+		}
+	}
+	return max
+}
+
+// watchLive runs the event stream of namespace ns until ctx ends.
+func (m *Manager) watchLive(ctx context.Context, ns string) {
+	m.setStreaming(ns, false)
+	defer m.setStreaming(ns, false)
+	index := m.resumeIndex()
+	backoff := streamBackoffMin
+	first := true
+	logger := m.logger.Named("events").With("namespace", ns)
+	for ctx.Err() == nil {
+		ch, err := m.nomad.WatchJobs(ctx, ns, index)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			logger.Warn("cannot subscribe to Nomad's job events; detecting every drift interval", "error", err, "retry_in", backoff)
+			m.setStreaming(ns, false)
+			if !sleepCtx(ctx, backoff) {
+				return
+			}
+			backoff = min(2*backoff, streamBackoffMax)
+			continue
+		}
+		m.setStreaming(ns, true)
+		if !first {
+			// Changes made while the stream was down may be older than
+			// what Nomad still holds: a cycle looks at everything.
+			m.TriggerDetection()
+		}
+		first = false
+		logger.Debug("watching Nomad's job events", "index", index)
+		connected := time.Now()
+		for batch := range ch {
+			if batch.Err != nil {
+				if ctx.Err() == nil {
+					logger.Warn("Nomad's job event stream broke; detecting every drift interval until it is back", "error", batch.Err)
+				}
+				break
+			}
+			if batch.Index > index {
+				index = batch.Index
+			}
+			if key := m.liveChangeOfManaged(batch.Index, batch.Changes); key != "" {
+				logger.Debug("live change of a managed job", "job", key, "index", batch.Index)
+				m.metrics.liveChanges.Inc()
+				m.TriggerDetection()
+			} else if len(batch.Changes) > 0 {
+				logger.Trace("job events of no managed job changed", "index", batch.Index, "changes", len(batch.Changes))
+			}
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		m.setStreaming(ns, false)
+		if time.Since(connected) > streamBackoffMax {
+			backoff = streamBackoffMin
+		}
+		if !sleepCtx(ctx, backoff) {
+			return
+		}
+		backoff = min(2*backoff, streamBackoffMax)
+	}
+}
+
+// liveChangeOfManaged returns the key of a job whose live job a batch (at
+// index) changes, or "": a job the leader watches: one it planned, whose modify index is not the one it
+// last saw, or that was removed. Nops's own registers count too (the next
+// cycle records the new index); jobs it does not manage, such as hook runs,
+// do not.
+func (m *Manager) liveChangeOfManaged(index uint64, changes []nomadx.JobChange) string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, c := range changes {
+		ns := c.Namespace
+		if ns == "" {
+			ns = "default"
+		}
+		key := structs.JobKey(ns, c.JobID)
+		prev, ok := m.seen[key]
+		if !ok {
+			continue
+		}
+		if c.Deleted || c.JobModifyIndex == 0 || c.JobModifyIndex != prev.liveMod {
+			// Nomad sends an event before the change is visible to
+			// reads: the cycle it triggers lists from this index on.
+			m.liveIndex = max(m.liveIndex, index)
+			return key
+		}
+	}
+	return ""
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// WatchingEvents reports whether the leader's watch of Nomad's job event
+// stream is up.
+func (m *Manager) WatchingEvents() bool { return m.streaming() }
+
+// sinceIndex is the Nomad index the next job list must have reached: that
+// of the last live change the stream reported (0 for none).
+func (m *Manager) sinceIndex() uint64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.liveIndex
+}
+
+// liveListWait bounds the wait of a job list for the index of a reported
+// change; the change is normally visible within microseconds.
+const liveListWait = 2 * time.Second
