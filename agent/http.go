@@ -17,6 +17,7 @@ import (
 	"github.com/hashicorp/raft"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/nops-dev/nops/agent/web"
 	"github.com/nops-dev/nops/structs"
 )
 
@@ -64,6 +65,10 @@ type httpAPI struct {
 	// providers of the auth methods.
 	acls      aclCache
 	providers oidcProviders
+
+	// ui is the dashboard, built once by dashboard().
+	uiOnce sync.Once
+	ui     *web.UI
 }
 
 func newHTTPAPI(s *Server) *httpAPI {
@@ -79,10 +84,21 @@ const (
 func (a *httpAPI) handler(internal bool) http.Handler {
 	mux := http.NewServeMux()
 	route := func(pattern, kind string, rule routeRule, fn handlerFunc) {
+		if kind == kindUI {
+			// The dashboard is served on the HTTP port only.
+			if !internal {
+				mux.Handle(pattern, a.wrapUI(rule, fn))
+			}
+			return
+		}
 		mux.Handle(pattern, a.wrap(kind, rule, internal, fn))
 	}
 	a.routes(route)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(a.s.metrics, promhttp.HandlerOpts{}))
+	if !internal {
+		mux.Handle("GET /{$}", http.RedirectHandler("/ui/", http.StatusFound))
+		mux.Handle("GET /ui", http.RedirectHandler("/ui/", http.StatusFound))
+	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, &HTTPError{Code: http.StatusNotFound, Msg: fmt.Sprintf("no such endpoint: %s %s", r.Method, r.URL.Path)})
 	})
@@ -160,6 +176,12 @@ func (a *httpAPI) wrap(kind string, rule routeRule, internal bool, fn handlerFun
 		if raw, ok := out.(rawBody); ok {
 			w.Header().Set("Content-Type", raw.contentType)
 			_, _ = w.Write(raw.body)
+			return
+		}
+		if v, ok := w.(valueWriter); ok {
+			// An in-process request of the dashboard takes the value
+			// as it is, without a JSON round trip.
+			v.setValue(out)
 			return
 		}
 		writeJSON(w, http.StatusOK, out)

@@ -75,6 +75,7 @@ func (a *httpAPI) routes(route func(pattern, kind string, rule routeRule, fn han
 		})
 	}
 	a.aclRoutes(route)
+	a.uiRoutes(route)
 }
 
 func (a *httpAPI) statusLeader(_ http.ResponseWriter, _ *http.Request) (any, error) {

@@ -3,15 +3,25 @@
 # (one deployed automatically, one that waits for approval and runs a
 # pre-deploy hook), and a 3-server Nops cluster on 127.0.0.1.
 #
-# Everything lives under .data/demo and stops on Ctrl-C. Set NOMAD_ADDR to
-# use a Nomad that is already running.
+# Everything lives under .data/demo (DEMO_DIR) and stops on Ctrl-C. Set
+# NOMAD_ADDR to use a Nomad that is already running. The cluster runs with
+# ACLs on: the demo bootstraps them and prints the dashboard's URL and the
+# management token (DEMO_ACL=0 runs without ACLs, and says so).
+#
+# DEMO_CHECK=1 makes the demo non-interactive: it checks that the cluster
+# serves the dashboard and that a deployment was created, then stops
+# everything it started and exits (0 when the checks pass). DEMO_NOPS_PORT
+# (default 4650) and DEMO_NOMAD_PORT (default 4646) move the ports.
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 nomad_bin="${NOPS_NOMAD_BIN:-$root/bin/nomad}"
 nops_bin="${NOPS_BIN:-$root/bin/nops}"
-demo="$root/.data/demo"
+demo="${DEMO_DIR:-$root/.data/demo}"
 nomad_port="${DEMO_NOMAD_PORT:-4646}"
+nops_port="${DEMO_NOPS_PORT:-4650}"
+acl="${DEMO_ACL:-1}"
+check="${DEMO_CHECK:-0}"
 
 for bin in "$nomad_bin" "$nops_bin"; do
 	[[ -x "$bin" ]] || { echo "demo: $bin not found; run \`make build nomad\`" >&2; exit 1; }
@@ -143,29 +153,82 @@ echo "==> Demo repository: $repo (branch main, path jobs)"
 
 # 3. Three Nops servers, with one gossip key.
 gossip_key="$("$nops_bin" operator gossip keygen)"
+config="$demo/nops.hcl"
+if [[ "$acl" == 1 ]]; then
+	printf 'acl {\n  enabled = true\n}\n' >"$config"
+else
+	: >"$config"
+fi
 for i in 1 2 3; do
-	http=$((4650 + (i - 1) * 10))
-	"$nops_bin" serve \
+	http=$((nops_port + (i - 1) * 10))
+	"$nops_bin" serve -config "$config" \
 		-node "nops-$i" -data-dir "$demo/nops-$i" \
 		-bind 127.0.0.1 -advertise 127.0.0.1 \
 		-http-port "$http" -rpc-port $((http + 1)) -serf-port $((http + 2)) \
-		-bootstrap-expect 3 -retry-join 127.0.0.1:4652 -encrypt "$gossip_key" \
+		-bootstrap-expect 3 -retry-join "127.0.0.1:$((nops_port + 2))" -encrypt "$gossip_key" \
 		-nomad-addr "$NOMAD_ADDR" -repo "file://$repo#main:jobs" \
 		-drift-interval 15s -engine-interval 1s >"$demo/nops-$i.log" 2>&1 &
 	pids+=($!)
 done
-export NOPS_ADDR="http://127.0.0.1:4650"
+export NOPS_ADDR="http://127.0.0.1:$nops_port"
 for _ in $(seq 1 150); do
 	up "$NOPS_ADDR/v1/health" && break
 	sleep 0.2
 done
 up "$NOPS_ADDR/v1/health" || { echo "demo: the cluster elected no leader; see $demo/nops-*.log" >&2; exit 1; }
 
+# 4. ACLs: the first management token.
+export NOPS_TOKEN=""
+if [[ "$acl" == 1 ]]; then
+	boot="$(curl -fsS --max-time 30 -X POST "$NOPS_ADDR/v1/acl/bootstrap")" ||
+		{ echo "demo: ACL bootstrap failed; see $demo/nops-*.log" >&2; exit 1; }
+	NOPS_TOKEN="$(sed -n 's/.*"secret_id": *"\([^"]*\)".*/\1/p' <<<"$boot" | head -n 1)"
+	[[ -n "$NOPS_TOKEN" ]] || { echo "demo: no token in the bootstrap answer" >&2; exit 1; }
+	printf '%s\n' "$NOPS_TOKEN" >"$demo/token"
+	chmod 600 "$demo/token"
+	login="Log in with the management token (also in $demo/token):
+    $NOPS_TOKEN"
+else
+	login="ACLs are off in this demo: the dashboard needs no login, and anyone who can reach it can act."
+fi
+
+if [[ "$check" == 1 ]]; then
+	# Non-interactive check: the dashboard is served, by every server,
+	# and detection created a deployment.
+	for i in 1 2 3; do
+		url="http://127.0.0.1:$((nops_port + (i - 1) * 10))/ui/"
+		code=""
+		for _ in $(seq 1 50); do
+			code="$(curl -sS -o "$demo/ui-$i.html" -w '%{http_code}' --max-time 5 -H "X-Nops-Token: $NOPS_TOKEN" "$url" || true)"
+			[[ "$code" == 200 ]] && break
+			sleep 0.2
+		done
+		[[ "$code" == 200 ]] && grep -q '<h1>Overview</h1>' "$demo/ui-$i.html" ||
+			{ echo "demo: $url answered $code, not the dashboard" >&2; exit 1; }
+		echo "==> $url serves the dashboard"
+	done
+	found=""
+	for _ in $(seq 1 300); do
+		if curl -fsS --max-time 5 -H "X-Nops-Token: $NOPS_TOKEN" "$NOPS_ADDR/v1/deployments" | grep -q '"id"'; then
+			found=1
+			break
+		fi
+		sleep 0.2
+	done
+	[[ -n "$found" ]] || { echo "demo: no deployment was created in 60s; see $demo/nops-*.log" >&2; exit 1; }
+	echo "==> A deployment was created"
+	echo "DEMO CHECK OK"
+	exit 0
+fi
+
 cat <<MSG
 
-==> A 3-server Nops cluster is running (HTTP on 127.0.0.1:4650, :4660, :4670; logs in $demo).
+==> A 3-server Nops cluster is running (HTTP on 127.0.0.1:$nops_port, :$((nops_port + 10)), :$((nops_port + 20)); logs in $demo).
 
-    export NOPS_ADDR=$NOPS_ADDR NOMAD_ADDR=$NOMAD_ADDR
+==> Dashboard: $NOPS_ADDR/ui/
+    $login
+
+    export NOPS_ADDR=$NOPS_ADDR NOMAD_ADDR=$NOMAD_ADDR${NOPS_TOKEN:+ NOPS_TOKEN=\$(cat $demo/token)}
     bin/nops operator raft list-peers      # the cluster
     bin/nops status                        # jobs and deployments
     bin/nops deployment list               # web completes by itself; billing waits

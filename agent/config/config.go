@@ -153,6 +153,10 @@ type Config struct {
 	// the caller to log.
 	Warnings []string
 
+	// NomadUIURL is the base URL of the Nomad UI, for the dashboard's
+	// links; empty by default.
+	NomadUIURL string
+
 	// Namespaces are the Nomad namespaces Nops manages; "*" means all.
 	Namespaces []string
 
@@ -713,6 +717,25 @@ func checkNamespaces(l []string) error {
 		if ns == "*" && len(l) > 1 {
 			return errors.New("\"*\" means every namespace and cannot be combined with others")
 		}
+	}
+	return nil
+}
+
+// checkBaseURL accepts an absolute http:// or https:// URL with a host
+// and no query or fragment.
+func checkBaseURL(s string) error {
+	if s == "" {
+		return nil
+	}
+	u, err := url.Parse(s)
+	if err != nil {
+		return fmt.Errorf("invalid URL %q: %w", s, err)
+	}
+	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("invalid URL %q: must be an absolute http:// or https:// URL", s)
+	}
+	if u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+		return fmt.Errorf("invalid URL %q: no user, query or fragment allowed", s)
 	}
 	return nil
 }

@@ -417,6 +417,7 @@ func TestLoad_BadValues(t *testing.T) {
 		{"bind", "localhost", `"localhost"`, "must be an IP address", ""},
 		{"retry-join", "a:b:c", `["a:b:c"]`, `invalid address "a:b:c"`, ""},
 		{"raft-snapshot-threshold", "-5", "-5", "not a whole number", ""},
+		{"nomad-ui-url", "https://nomad.example.com/?x=1", `"https://nomad.example.com/?x=1"`, "no user, query or fragment", ""},
 	}
 	for _, v := range values {
 		t.Run(v.flag+"/flag", func(t *testing.T) {

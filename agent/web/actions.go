@@ -1,0 +1,227 @@
+package web
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nops-dev/nops/reconcile/holds"
+	"github.com/nops-dev/nops/structs"
+)
+
+// maxComment bounds a comment or reason, as the API does.
+const maxComment = 4096
+
+// act runs one API write as the viewer after the CSRF check, then sends
+// the browser to back (Post/Redirect/Get) with a done= code, or shows the
+// API's refusal.
+func (u *UI) act(w http.ResponseWriter, r *http.Request, method, path string, body any, back, done string) {
+	if err := u.checkCSRF(r); err != nil {
+		u.fail(w, r, err)
+		return
+	}
+	resp, err := u.cfg.Backend.Do(r.Context(), viewerOf(r), method, path, body)
+	if err != nil {
+		u.fail(w, r, err)
+		return
+	}
+	if !resp.OK() {
+		u.fail(w, r, resp.Err())
+		return
+	}
+	u.catchUp(r, resp)
+	SetHeaders(w.Header())
+	sep := "?"
+	if strings.Contains(back, "?") {
+		sep = "&"
+	}
+	http.Redirect(w, r, back+sep+"done="+done, http.StatusSeeOther)
+}
+
+// catchUpWait bounds the wait for this server to apply a write.
+const catchUpWait = 3 * time.Second
+
+// catchUp waits, briefly, until this server has applied the index the
+// leader answered a write with, so that the page shown next (from this
+// server's replicated state) shows the write.
+func (u *UI) catchUp(r *http.Request, resp *Response) {
+	idx, err := strconv.ParseUint(resp.Header.Get("X-Nops-Index"), 10, 64)
+	if err != nil || idx == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), catchUpWait)
+	defer cancel()
+	for u.cfg.Backend.Index() < idx && ctx.Err() == nil {
+		u.cfg.Backend.WaitChange(ctx, u.cfg.Backend.Index())
+	}
+}
+
+func (u *UI) comment(w http.ResponseWriter, r *http.Request, name string) (string, bool) {
+	if err := r.ParseForm(); err != nil {
+		u.Fail(w, r, http.StatusBadRequest, "bad form: "+err.Error())
+		return "", false
+	}
+	c := strings.TrimSpace(r.PostFormValue(name))
+	if len(c) > maxComment {
+		u.Fail(w, r, http.StatusBadRequest, name+": at most 4096 characters")
+		return "", false
+	}
+	return c, true
+}
+
+func deploymentPath(r *http.Request) (api, page string) {
+	id := url.PathEscape(r.PathValue("id"))
+	return "/v1/deployment/" + id, "/ui/deployment/" + id
+}
+
+func jobPath(r *http.Request) (api, page string) {
+	p := url.PathEscape(r.PathValue("ns")) + "/" + url.PathEscape(r.PathValue("id"))
+	return "/v1/job/" + p, "/ui/job/" + p
+}
+
+func (u *UI) approve(w http.ResponseWriter, r *http.Request) {
+	c, ok := u.comment(w, r, "comment")
+	if !ok {
+		return
+	}
+	api, page := deploymentPath(r)
+	u.act(w, r, http.MethodPost, api+"/approve", map[string]string{"comment": c}, page, "approve")
+}
+
+func (u *UI) reject(w http.ResponseWriter, r *http.Request) {
+	c, ok := u.comment(w, r, "reason")
+	if !ok {
+		return
+	}
+	api, page := deploymentPath(r)
+	u.act(w, r, http.MethodPost, api+"/reject", map[string]string{"reason": c}, page, "reject")
+}
+
+func (u *UI) promote(w http.ResponseWriter, r *http.Request) {
+	api, page := deploymentPath(r)
+	u.act(w, r, http.MethodPost, api+"/promote", nil, page, "promote")
+}
+
+func (u *UI) jobPause(w http.ResponseWriter, r *http.Request) {
+	c, ok := u.comment(w, r, "reason")
+	if !ok {
+		return
+	}
+	api, page := jobPath(r)
+	u.act(w, r, http.MethodPost, api+"/pause", map[string]string{"reason": c}, page, "pause")
+}
+
+func (u *UI) jobResume(w http.ResponseWriter, r *http.Request) {
+	c, ok := u.comment(w, r, "reason")
+	if !ok {
+		return
+	}
+	api, page := jobPath(r)
+	u.act(w, r, http.MethodPost, api+"/resume", map[string]string{"reason": c}, page, "resume")
+}
+
+func (u *UI) jobRetry(w http.ResponseWriter, r *http.Request) {
+	api, page := jobPath(r)
+	u.act(w, r, http.MethodPost, api+"/retry", nil, page, "retry")
+}
+
+func (u *UI) jobDeployNow(w http.ResponseWriter, r *http.Request) {
+	api, page := jobPath(r)
+	u.act(w, r, http.MethodPost, api+"/deploy-now", nil, page, "deploy-now")
+}
+
+func (u *UI) pauseAll(w http.ResponseWriter, r *http.Request) {
+	c, ok := u.comment(w, r, "reason")
+	if !ok {
+		return
+	}
+	u.act(w, r, http.MethodPost, "/v1/pause", map[string]string{"reason": c}, "/ui/pauses", "pause")
+}
+
+func (u *UI) resumeAll(w http.ResponseWriter, r *http.Request) {
+	c, ok := u.comment(w, r, "reason")
+	if !ok {
+		return
+	}
+	u.act(w, r, http.MethodPost, "/v1/resume", map[string]string{"reason": c}, "/ui/pauses", "resume")
+}
+
+func (u *UI) repoRefresh(w http.ResponseWriter, r *http.Request) {
+	u.act(w, r, http.MethodPost, "/v1/repo/"+url.PathEscape(r.PathValue("name"))+"/refresh", nil, "/ui/", "refresh")
+}
+
+func (u *UI) windowDelete(w http.ResponseWriter, r *http.Request) {
+	u.act(w, r, http.MethodDelete, "/v1/window/"+url.PathEscape(r.PathValue("name")), nil, "/ui/windows", "window-delete")
+}
+
+// splitList splits a comma-separated form field.
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// windowCreate validates the form as the API does and shows each problem
+// next to its field; a valid window is written through the API (which
+// validates again on the leader).
+func (u *UI) windowCreate(w http.ResponseWriter, r *http.Request) {
+	if err := u.checkCSRF(r); err != nil {
+		u.fail(w, r, err)
+		return
+	}
+	f := &windowForm{
+		Name: field(r, "name", 256), Kind: field(r, "kind", 16), Schedule: field(r, "schedule", 256),
+		Duration: field(r, "duration", 64), Timezone: field(r, "timezone", 128),
+		Namespaces: field(r, "namespaces", 2048), Jobs: field(r, "jobs", 2048), Errors: map[string]string{},
+	}
+	tz := f.Timezone
+	if tz == "" {
+		tz = "UTC"
+	}
+	win := &structs.SyncWindow{Name: f.Name, Kind: structs.WindowKind(f.Kind), Schedule: f.Schedule, Duration: f.Duration,
+		Timezone: tz, Namespaces: splitList(f.Namespaces), Jobs: splitList(f.Jobs)}
+	problems := holds.Validate(win)
+	if len(problems) == 0 {
+		resp, err := u.cfg.Backend.Do(r.Context(), viewerOf(r), http.MethodPut, "/v1/window/"+url.PathEscape(f.Name), map[string]any{
+			"kind": f.Kind, "schedule": f.Schedule, "duration": f.Duration, "timezone": tz,
+			"namespaces": win.Namespaces, "jobs": win.Jobs,
+		})
+		if err != nil {
+			u.fail(w, r, err)
+			return
+		}
+		if resp.OK() {
+			u.catchUp(r, resp)
+			SetHeaders(w.Header())
+			http.Redirect(w, r, "/ui/windows?done=window", http.StatusSeeOther)
+			return
+		}
+		if resp.Code != http.StatusBadRequest {
+			u.fail(w, r, resp.Err())
+			return
+		}
+		problems = resp.Err().Problems
+	}
+	for _, p := range problems {
+		name, msg, ok := strings.Cut(p, ": ")
+		switch name {
+		case "name", "kind", "schedule", "duration", "timezone", "namespaces", "jobs":
+			if ok {
+				if prev := f.Errors[name]; prev != "" {
+					msg = prev + "; " + msg
+				}
+				f.Errors[name] = msg
+				continue
+			}
+		}
+		f.Other = append(f.Other, p)
+	}
+	u.renderWindows(w, r, http.StatusBadRequest, f)
+}

@@ -1,0 +1,95 @@
+package web
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+const (
+	// streamLifetime ends a live stream after a while; the browser's
+	// EventSource reconnects, and an expired token is noticed then.
+	streamLifetime = 10 * time.Minute
+	// keepAlive sends a comment on an idle stream so that proxies keep it.
+	keepAlive = 25 * time.Second
+	// coalesce groups the changes of a burst into one message.
+	coalesce = 200 * time.Millisecond
+)
+
+// live is the live-update stream of one tab: server-sent events that carry
+// the state's index each time it changes. The page's script then fetches
+// the page again and swaps the parts that changed. It carries no data, so
+// it shows nothing a token could not read; the pages it triggers are
+// checked as usual. The stream could equally be fed by the API's
+// /v1/events/stream: only this handler knows where the changes come from.
+func (u *UI) live(w http.ResponseWriter, r *http.Request) {
+	if !strings.Contains(r.Header.Get("Accept"), "text/event-stream") {
+		SetHeaders(w.Header())
+		http.Error(w, "this is a server-sent-event stream: ask for text/event-stream", http.StatusNotAcceptable)
+		return
+	}
+	if n := u.streams.Add(1); n > int64(u.cfg.MaxStreams) {
+		u.streams.Add(-1)
+		SetHeaders(w.Header())
+		http.Error(w, ErrTooManyStreams.Error(), http.StatusServiceUnavailable)
+		return
+	}
+	defer u.streams.Add(-1)
+	flusher, ok := w.(http.Flusher)
+	if !ok {
+		http.Error(w, "streaming is not supported", http.StatusInternalServerError)
+		return
+	}
+	after, _ := strconv.ParseUint(r.URL.Query().Get("index"), 10, 64)
+	if id := r.Header.Get("Last-Event-ID"); id != "" {
+		if n, err := strconv.ParseUint(id, 10, 64); err == nil {
+			after = n
+		}
+	}
+	h := w.Header()
+	SetHeaders(h)
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	_, _ = fmt.Fprintf(w, "retry: 2000\n\n")
+	flusher.Flush()
+
+	ctx, cancel := context.WithTimeout(r.Context(), streamLifetime)
+	defer cancel()
+	if after == 0 {
+		after = u.cfg.Backend.Index()
+	}
+	for {
+		wctx, wcancel := context.WithTimeout(ctx, keepAlive)
+		idx := u.cfg.Backend.WaitChange(wctx, after)
+		wcancel()
+		if ctx.Err() != nil {
+			return
+		}
+		if idx <= after {
+			if _, err := fmt.Fprintf(w, ": keep-alive\n\n"); err != nil {
+				return
+			}
+			flusher.Flush()
+			continue
+		}
+		select {
+		case <-time.After(coalesce):
+		case <-ctx.Done():
+			return
+		}
+		idx = max(idx, u.cfg.Backend.Index())
+		after = idx
+		if _, err := fmt.Fprintf(w, "id: %d\nevent: change\ndata: %d\n\n", idx, idx); err != nil {
+			return
+		}
+		flusher.Flush()
+	}
+}
+
+// Streams returns the number of open live-update streams.
+func (u *UI) Streams() int { return int(u.streams.Load()) }

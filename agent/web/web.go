@@ -1,0 +1,436 @@
+package web
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/subtle"
+	"embed"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"html/template"
+	"io/fs"
+	"net/http"
+	"net/url"
+	"reflect"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+)
+
+//go:embed templates/*.html
+var templateFS embed.FS
+
+//go:embed static
+var staticFS embed.FS
+
+// Cookie names.
+const (
+	cookieToken = "nops_token"
+	cookieCSRF  = "nops_csrf"
+	cookieOIDC  = "nops_oidc"
+	// fieldCSRF is the form field of the CSRF token.
+	fieldCSRF = "csrf"
+)
+
+// Sentinel errors.
+var (
+	// ErrCSRF refuses a POST without the session's CSRF token or from
+	// another site.
+	ErrCSRF = errors.New("cross-site request refused: the form's CSRF token is missing or wrong, or it comes from another site")
+	// ErrTooManyStreams refuses a live-update stream past the bound.
+	ErrTooManyStreams = errors.New("too many live-update streams are open on this server")
+)
+
+// Backend is what the dashboard needs of its server.
+type Backend interface {
+	// Do serves one in-process request to the v1 API as the viewer:
+	// with the viewer's token, forwarded to the leader when it writes.
+	Do(ctx context.Context, v *Viewer, method, path string, body any) (*Response, error)
+	// WaitChange blocks until the state's index passes after, or ctx
+	// ends, and returns the index.
+	WaitChange(ctx context.Context, after uint64) uint64
+	// Index is the state's current Raft index.
+	Index() uint64
+	// Cluster describes the Raft peers, serf members and this server.
+	Cluster() (*ClusterInfo, error)
+}
+
+// Response is the answer of an in-process API request.
+type Response struct {
+	Code   int
+	Header http.Header
+	Body   []byte
+	// Value, when set, is the answer as the API handler returned it, in
+	// place of Body: a local read skips the JSON round trip.
+	Value any
+}
+
+// OK reports a 2xx answer.
+func (r *Response) OK() bool { return r.Code >= 200 && r.Code < 300 }
+
+// Decode decodes a 2xx JSON answer into out, or returns the API's error.
+func (r *Response) Decode(out any) error {
+	if !r.OK() {
+		return r.Err()
+	}
+	if out == nil {
+		return nil
+	}
+	if r.Value != nil {
+		// The handler's value, when it has the type asked for.
+		dst := reflect.ValueOf(out)
+		if v := reflect.ValueOf(r.Value); dst.Kind() == reflect.Pointer && v.Type().AssignableTo(dst.Elem().Type()) {
+			dst.Elem().Set(v)
+			return nil
+		} else if v.Kind() == reflect.Pointer && dst.Type() == v.Type() && !v.IsNil() {
+			dst.Elem().Set(v.Elem())
+			return nil
+		}
+		raw, err := json.Marshal(r.Value)
+		if err != nil {
+			return fmt.Errorf("encode API answer: %w", err)
+		}
+		r.Body = raw
+	}
+	if err := json.Unmarshal(r.Body, out); err != nil {
+		return fmt.Errorf("decode API answer: %w", err)
+	}
+	return nil
+}
+
+// APIError is a non-2xx API answer.
+type APIError struct {
+	Code     int
+	Msg      string
+	Problems []string
+}
+
+func (e *APIError) Error() string { return e.Msg }
+
+// Err returns the API error of a non-2xx answer.
+func (r *Response) Err() *APIError {
+	var body struct {
+		Error    string   `json:"error"`
+		Problems []string `json:"problems"`
+	}
+	_ = json.Unmarshal(r.Body, &body)
+	if body.Error == "" {
+		body.Error = http.StatusText(r.Code)
+	}
+	if len(body.Problems) == 0 {
+		body.Problems = []string{body.Error}
+	}
+	return &APIError{Code: r.Code, Msg: body.Error, Problems: body.Problems}
+}
+
+// Viewer is who looks at a page: the identity the server resolved from
+// the session's token.
+type Viewer struct {
+	// Name is shown on every page and recorded as the actor.
+	Name string
+	// Token is the session's secret, for the in-process API requests;
+	// never rendered.
+	Token string
+	// Anonymous is set when no token is logged in.
+	Anonymous bool
+	// HeaderAuth is set when the token came in a request header rather
+	// than the session cookie: no other site can send one, so such a
+	// request needs no CSRF token.
+	HeaderAuth bool
+	// CanCluster and CanJob answer the viewer's capabilities; nil means
+	// every capability (ACLs off).
+	CanCluster func(capability string) bool
+	CanJob     func(namespace, job, capability string) bool
+}
+
+type viewerKey struct{}
+
+// WithViewer returns a context that carries the viewer.
+func WithViewer(ctx context.Context, v *Viewer) context.Context {
+	return context.WithValue(ctx, viewerKey{}, v)
+}
+
+func viewerOf(r *http.Request) *Viewer {
+	if v, ok := r.Context().Value(viewerKey{}).(*Viewer); ok && v != nil {
+		return v
+	}
+	return &Viewer{Name: "anonymous", Anonymous: true}
+}
+
+func (v *Viewer) cluster(c string) bool {
+	return v.CanCluster == nil || v.CanCluster(c)
+}
+
+func (v *Viewer) job(ns, job, c string) bool {
+	return v.CanJob == nil || v.CanJob(ns, job, c)
+}
+
+// Config configures the dashboard.
+type Config struct {
+	Logger  hclog.Logger
+	Backend Backend
+	// ACLs says whether ACLs are enabled; without them the dashboard
+	// needs no login and says so.
+	ACLs bool
+	// TLS marks the session cookies Secure.
+	TLS bool
+	// UIURL is the public base URL of the dashboard (for the SSO
+	// callback); empty means the address of the request.
+	UIURL string
+	// NomadUIURL, when set, links jobs and allocations to the Nomad UI.
+	NomadUIURL string
+	// Node names this server.
+	Node string
+	// MaxStreams bounds the open live-update streams (default 64).
+	MaxStreams int
+	// Now is the clock (time.Now by default).
+	Now func() time.Time
+}
+
+// UI is the dashboard of one server.
+type UI struct {
+	cfg     Config
+	logger  hclog.Logger
+	pages   map[string]*template.Template
+	static  http.Handler
+	streams atomic.Int64
+}
+
+// New parses the templates and returns the dashboard.
+func New(cfg Config) (*UI, error) {
+	if cfg.Backend == nil {
+		return nil, errors.New("web: a backend is required")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = hclog.NewNullLogger()
+	}
+	if cfg.MaxStreams <= 0 {
+		cfg.MaxStreams = 64
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	cfg.UIURL = strings.TrimRight(cfg.UIURL, "/")
+	cfg.NomadUIURL = strings.TrimRight(cfg.NomadUIURL, "/")
+	u := &UI{cfg: cfg, logger: cfg.Logger, pages: map[string]*template.Template{}}
+	base, err := template.New("layout.html").Funcs(u.funcs()).ParseFS(templateFS, "templates/layout.html")
+	if err != nil {
+		return nil, fmt.Errorf("web: parse layout: %w", err)
+	}
+	names, err := fs.Glob(templateFS, "templates/*.html")
+	if err != nil {
+		return nil, err
+	}
+	for _, n := range names {
+		name := strings.TrimSuffix(strings.TrimPrefix(n, "templates/"), ".html")
+		if name == "layout" {
+			continue
+		}
+		t, err := template.Must(base.Clone()).ParseFS(templateFS, n)
+		if err != nil {
+			return nil, fmt.Errorf("web: parse %s: %w", n, err)
+		}
+		u.pages[name] = t
+	}
+	sub, err := fs.Sub(staticFS, "static")
+	if err != nil {
+		return nil, err
+	}
+	u.static = http.StripPrefix("/ui/static/", http.FileServerFS(sub))
+	return u, nil
+}
+
+// SetHeaders sets the security headers of every dashboard answer.
+func SetHeaders(h http.Header) {
+	h.Set("Content-Security-Policy", "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "+
+		"connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'; object-src 'none'")
+	h.Set("X-Frame-Options", "DENY")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Referrer-Policy", "same-origin")
+}
+
+// SessionToken returns the token secret of the request's session cookie,
+// or "".
+func SessionToken(r *http.Request) string {
+	c, err := r.Cookie(cookieToken)
+	if err != nil || len(c.Value) > 512 {
+		return ""
+	}
+	return c.Value
+}
+
+func randomToken() string {
+	b := make([]byte, 32)
+	_, _ = rand.Read(b)
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+func (u *UI) cookie(name, value string, maxAge int, sameSite http.SameSite) *http.Cookie {
+	return &http.Cookie{Name: name, Value: value, Path: "/ui/", MaxAge: maxAge, HttpOnly: true,
+		Secure: u.cfg.TLS, SameSite: sameSite}
+}
+
+// csrfToken returns the session's CSRF token, setting its cookie when the
+// browser has none.
+func (u *UI) csrfToken(w http.ResponseWriter, r *http.Request) string {
+	if c, err := r.Cookie(cookieCSRF); err == nil && len(c.Value) == 43 {
+		return c.Value
+	}
+	t := randomToken()
+	http.SetCookie(w, u.cookie(cookieCSRF, t, 0, http.SameSiteStrictMode))
+	// A page rendered in this answer reads it back.
+	r.AddCookie(&http.Cookie{Name: cookieCSRF, Value: t})
+	return t
+}
+
+// checkCSRF refuses a POST that comes from another site or lacks the
+// session's CSRF token.
+func (u *UI) checkCSRF(r *http.Request) error {
+	if viewerOf(r).HeaderAuth {
+		return nil
+	}
+	if site := r.Header.Get("Sec-Fetch-Site"); site != "" && site != "same-origin" && site != "none" {
+		return ErrCSRF
+	}
+	if origin := r.Header.Get("Origin"); origin != "" {
+		o, err := url.Parse(origin)
+		if err != nil || o.Host != r.Host {
+			return ErrCSRF
+		}
+	}
+	c, err := r.Cookie(cookieCSRF)
+	if err != nil || len(c.Value) != 43 {
+		return ErrCSRF
+	}
+	if subtle.ConstantTimeCompare([]byte(c.Value), []byte(r.PostFormValue(fieldCSRF))) != 1 {
+		return ErrCSRF
+	}
+	return nil
+}
+
+// page is what every page template gets.
+type page struct {
+	Title  string
+	Nav    string
+	Viewer *Viewer
+	ACLs   bool
+	Node   string
+	CSRF   string
+	Index  uint64
+	Flash  string
+	Error  string
+	Data   any
+}
+
+func (u *UI) render(w http.ResponseWriter, r *http.Request, code int, name, title string, data any) {
+	t, ok := u.pages[name]
+	if !ok {
+		http.Error(w, "no such page", http.StatusInternalServerError)
+		return
+	}
+	p := &page{Title: title, Nav: name, Viewer: viewerOf(r), ACLs: u.cfg.ACLs, Node: u.cfg.Node,
+		CSRF: u.csrfToken(w, r), Index: u.cfg.Backend.Index(), Flash: flash(r.URL.Query().Get("done")), Data: data}
+	var buf bytes.Buffer
+	if err := t.ExecuteTemplate(&buf, "layout.html", p); err != nil {
+		u.logger.Error("render page", "page", name, "error", err)
+		http.Error(w, "the page could not be rendered", http.StatusInternalServerError)
+		return
+	}
+	h := w.Header()
+	SetHeaders(h)
+	h.Set("Content-Type", "text/html; charset=utf-8")
+	h.Set("Cache-Control", "no-store")
+	w.WriteHeader(code)
+	_, _ = w.Write(buf.Bytes())
+}
+
+// flash turns a done= code into the message shown after an action.
+func flash(done string) string {
+	switch done {
+	case "approve":
+		return "Approved."
+	case "reject":
+		return "Rejected."
+	case "promote":
+		return "Promotion requested."
+	case "pause":
+		return "Paused."
+	case "resume":
+		return "Resumed."
+	case "retry":
+		return "Retry requested."
+	case "deploy-now":
+		return "The closed window is lifted for the next deployment."
+	case "window":
+		return "Window saved."
+	case "window-delete":
+		return "Window deleted."
+	case "refresh":
+		return "Fetch requested."
+	}
+	return ""
+}
+
+// Fail renders an error page for a request the server refused before the
+// dashboard ran it: a page that needs a login redirects to the login page.
+func (u *UI) Fail(w http.ResponseWriter, r *http.Request, code int, msg string) {
+	if code == http.StatusUnauthorized && r.URL.Path != "/ui/live" {
+		// The login form, in place: after it, the browser comes back here.
+		next := "/ui/"
+		if r.Method == http.MethodGet {
+			next = safeNext(r.URL.RequestURI())
+		}
+		d := &loginData{Next: next, Expired: SessionToken(r) != "", SSO: u.cfg.ACLs}
+		if !d.Expired {
+			d.Error = msg
+		}
+		u.render(w, r, code, "login", "Log in", d)
+		return
+	}
+	u.render(w, r, code, "error", http.StatusText(code), map[string]any{"Code": code, "Message": msg})
+}
+
+// fail renders an error from a handler.
+func (u *UI) fail(w http.ResponseWriter, r *http.Request, err error) {
+	var ae *APIError
+	if errors.As(err, &ae) {
+		u.Fail(w, r, ae.Code, ae.Msg)
+		return
+	}
+	if errors.Is(err, ErrCSRF) {
+		u.Fail(w, r, http.StatusBadRequest, err.Error())
+		return
+	}
+	u.logger.Error("dashboard request failed", "path", r.URL.Path, "error", err)
+	u.Fail(w, r, http.StatusInternalServerError, err.Error())
+}
+
+// get reads an API path as the viewer into out.
+func (u *UI) get(r *http.Request, path string, out any) error {
+	resp, err := u.cfg.Backend.Do(r.Context(), viewerOf(r), http.MethodGet, path, nil)
+	if err != nil {
+		return err
+	}
+	return resp.Decode(out)
+}
+
+// Static serves the embedded assets.
+func (u *UI) Static(w http.ResponseWriter, r *http.Request) {
+	SetHeaders(w.Header())
+	w.Header().Set("Cache-Control", "public, max-age=3600")
+	u.static.ServeHTTP(w, r)
+}
+
+// readLimited reads at most n bytes of a form field.
+func field(r *http.Request, name string, n int) string {
+	v := strings.TrimSpace(r.PostFormValue(name))
+	if len(v) > n {
+		v = v[:n]
+	}
+	return v
+}

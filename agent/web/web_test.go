@@ -1,0 +1,281 @@
+package web_test
+
+import (
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/url"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nops-dev/nops/agent/config"
+	"github.com/nops-dev/nops/testutil/nopstest"
+)
+
+// client is a browser-like HTTP client: a cookie jar, no redirects
+// followed.
+type client struct {
+	t    *testing.T
+	base string
+	hc   *http.Client
+}
+
+func newClient(t *testing.T, base string) *client {
+	jar, _ := cookiejar.New(nil)
+	return &client{t: t, base: base, hc: &http.Client{Jar: jar, Timeout: 30 * time.Second,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
+}
+
+func (c *client) do(method, path string, form url.Values, header map[string]string) (int, http.Header, string) {
+	c.t.Helper()
+	var body io.Reader
+	if form != nil {
+		body = strings.NewReader(form.Encode())
+	}
+	req, err := http.NewRequest(method, c.base+path, body)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	if form != nil {
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	}
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		c.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, resp.Header, string(raw)
+}
+
+var csrfRE = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
+
+func csrfOf(t *testing.T, page string) string {
+	t.Helper()
+	m := csrfRE.FindStringSubmatch(page)
+	if m == nil {
+		t.Fatalf("no CSRF token in the page:\n%.2000s", page)
+	}
+	return m[1]
+}
+
+func startACL(t *testing.T) (*nopstest.Server, string) {
+	t.Helper()
+	s := nopstest.Start(t, "", nopstest.WithoutReconcilers(), nopstest.WithConfig(func(c *config.Config) { c.ACL.Enabled = true }))
+	var boot apiToken
+	mustDo(t, s, "", "POST", "/v1/acl/bootstrap", nil, &boot)
+	return s, boot.SecretID
+}
+
+// TestDashboard_LoginAndHeaders logs in with a token over plain HTTP and
+// checks the session cookie's attributes and the security headers.
+func TestDashboard_LoginAndHeaders(t *testing.T) {
+	s, mgmt := startACL(t)
+	c := newClient(t, s.URL)
+
+	code, h, page := c.do("GET", "/ui/", nil, nil)
+	if code != http.StatusUnauthorized || !strings.Contains(page, `id="token"`) {
+		t.Fatalf("GET /ui/ without a login: %d\n%.500s", code, page)
+	}
+	for k, want := range map[string]string{
+		"Content-Security-Policy": "default-src 'self'", "X-Frame-Options": "DENY", "X-Content-Type-Options": "nosniff",
+	} {
+		if !strings.Contains(h.Get(k), want) {
+			t.Errorf("header %s = %q, want %q", k, h.Get(k), want)
+		}
+	}
+	if strings.Contains(h.Get("Content-Security-Policy"), "unsafe-inline") {
+		t.Errorf("the CSP allows inline code: %s", h.Get("Content-Security-Policy"))
+	}
+	csrf := csrfOf(t, page)
+
+	code, _, page = c.do("POST", "/ui/login", url.Values{"csrf": {csrf}, "token": {"wrong"}, "next": {"/ui/"}}, nil)
+	if code != http.StatusUnauthorized || !strings.Contains(page, "token-error") {
+		t.Fatalf("login with a wrong token: %d\n%.500s", code, page)
+	}
+	code, h, page = c.do("POST", "/ui/login", url.Values{"csrf": {csrf}, "token": {mgmt}, "next": {"https://evil.example/"}}, nil)
+	if code != http.StatusOK || h.Get("Refresh") != "0; url=/ui/" {
+		t.Fatalf("login: %d %v\n%.500s", code, h, page)
+	}
+	var session *http.Cookie
+	for _, ck := range (&http.Response{Header: h}).Cookies() {
+		if ck.Name == "nops_token" {
+			session = ck
+		}
+	}
+	if session == nil || !session.HttpOnly || session.SameSite != http.SameSiteStrictMode || session.Path != "/ui/" {
+		t.Fatalf("session cookie %+v; want HttpOnly, SameSite=Strict, Path=/ui/", session)
+	}
+	code, _, page = c.do("GET", "/ui/", nil, nil)
+	if code != http.StatusOK || !strings.Contains(page, `id="user"`) {
+		t.Fatalf("GET /ui/ after login: %d\n%.800s", code, page)
+	}
+	if strings.Contains(page, mgmt) {
+		t.Fatal("the page shows the token secret")
+	}
+}
+
+// TestDashboard_Attacks keeps the refused attempts as regression tests:
+// no token, a forged session, a missing or wrong CSRF token, a foreign
+// Origin, an oversize body, an oversize comment, a forged OIDC callback,
+// and an open redirect after login. None changes the state.
+func TestDashboard_Attacks(t *testing.T) {
+	s, mgmt := startACL(t)
+	before := s.State().LatestIndex()
+
+	anon := newClient(t, s.URL)
+	for _, p := range []string{"/ui/", "/ui/jobs", "/ui/approvals", "/ui/pauses", "/ui/windows", "/ui/orphans", "/ui/events", "/ui/cluster", "/ui/job/default/web", "/ui/deployment/x"} {
+		if code, _, page := anon.do("GET", p, nil, nil); code != http.StatusUnauthorized || !strings.Contains(page, `id="login-form"`) {
+			t.Errorf("GET %s without a login: %d; want 401 with the login form", p, code)
+		}
+	}
+	if code, _, _ := anon.do("GET", "/ui/live", nil, map[string]string{"Accept": "text/event-stream"}); code != http.StatusUnauthorized {
+		t.Errorf("live stream without a login: %d; want 401", code)
+	}
+	for _, p := range []string{"/ui/pause", "/ui/windows", "/ui/deployment/x/approve", "/ui/job/default/web/pause"} {
+		if code, _, _ := anon.do("POST", p, url.Values{"reason": {"x"}}, nil); code != http.StatusUnauthorized {
+			t.Errorf("POST %s without a login: %d; want 401", p, code)
+		}
+	}
+	forged := newClient(t, s.URL)
+	u, _ := url.Parse(s.URL + "/ui/")
+	forged.hc.Jar.SetCookies(u, []*http.Cookie{{Name: "nops_token", Value: "00000000-0000-0000-0000-000000000000"}, {Name: "nops_csrf", Value: strings.Repeat("a", 43)}})
+	if code, _, _ := forged.do("POST", "/ui/pause", url.Values{"csrf": {strings.Repeat("a", 43)}, "reason": {"x"}}, nil); code != http.StatusUnauthorized {
+		t.Errorf("POST with a forged session: %d; want 401", code)
+	}
+
+	// A logged-in browser.
+	c := newClient(t, s.URL)
+	_, _, page := c.do("GET", "/ui/login", nil, nil)
+	csrf := csrfOf(t, page)
+	if code, _, _ := c.do("POST", "/ui/login", url.Values{"token": {mgmt}}, nil); code != http.StatusBadRequest {
+		t.Errorf("login without a CSRF token: %d; want 400", code)
+	}
+	if code, h, _ := c.do("POST", "/ui/login", url.Values{"csrf": {csrf}, "token": {mgmt}, "next": {"//evil.example/x"}}, nil); code != http.StatusOK || h.Get("Refresh") != "0; url=/ui/" {
+		t.Fatalf("login: %d, Refresh %q; want a refresh to /ui/", code, h.Get("Refresh"))
+	}
+	_, _, page = c.do("GET", "/ui/pauses", nil, nil)
+	csrf = csrfOf(t, page)
+	for name, tc := range map[string]struct {
+		form   url.Values
+		header map[string]string
+	}{
+		"no CSRF token":    {url.Values{"reason": {"x"}}, nil},
+		"wrong CSRF token": {url.Values{"csrf": {strings.Repeat("b", 43)}, "reason": {"x"}}, nil},
+		"foreign Origin":   {url.Values{"csrf": {csrf}, "reason": {"x"}}, map[string]string{"Origin": "http://evil.example"}},
+		"cross-site fetch": {url.Values{"csrf": {csrf}, "reason": {"x"}}, map[string]string{"Sec-Fetch-Site": "cross-site"}},
+	} {
+		if code, _, _ := c.do("POST", "/ui/pause", tc.form, tc.header); code != http.StatusBadRequest {
+			t.Errorf("pause with %s: %d; want 400", name, code)
+		}
+	}
+	if code, _, _ := c.do("POST", "/ui/pause", url.Values{"csrf": {csrf}, "reason": {strings.Repeat("x", 5000)}}, nil); code != http.StatusBadRequest {
+		t.Errorf("pause with a 5000-byte reason: %d; want 400", code)
+	}
+	if code, _, _ := c.do("POST", "/ui/pause", url.Values{"csrf": {csrf}, "reason": {strings.Repeat("x", 2<<20)}}, nil); code != http.StatusBadRequest && code != http.StatusRequestEntityTooLarge {
+		t.Errorf("pause with a 2 MiB body: %d; want 400 or 413", code)
+	}
+	if code, _, _ := c.do("GET", "/ui/oidc/callback?state=forged&code=x", nil, nil); code != http.StatusBadRequest {
+		t.Errorf("a forged OIDC callback: %d; want 400", code)
+	}
+	if p, _ := s.State().Pauses(); len(p) != 0 {
+		t.Fatalf("a refused request paused: %+v", p)
+	}
+	if after := s.State().LatestIndex(); after != before {
+		t.Fatalf("refused requests changed the state: index %d → %d", before, after)
+	}
+
+	// The same browser, with its CSRF token, may act.
+	if code, h, _ := c.do("POST", "/ui/pause", url.Values{"csrf": {csrf}, "reason": {"freeze"}}, nil); code != http.StatusSeeOther || h.Get("Location") != "/ui/pauses?done=pause" {
+		t.Fatalf("pause: %d %q; want a redirect to the pauses page", code, h.Get("Location"))
+	}
+	if p, _ := s.State().Pauses(); len(p) != 1 || p[0].Reason != "freeze" || p[0].Actor == "" {
+		t.Fatalf("pauses after the pause: %+v", p)
+	}
+}
+
+// TestDashboard_NoACL checks the dashboard of a server without ACLs: no
+// login, a notice that says so, and still no cross-site post.
+func TestDashboard_NoACL(t *testing.T) {
+	s := nopstest.Start(t, "", nopstest.WithoutReconcilers())
+	c := newClient(t, s.URL)
+	code, _, page := c.do("GET", "/ui/", nil, nil)
+	if code != http.StatusOK || !strings.Contains(page, `id="acl-off"`) {
+		t.Fatalf("overview without ACLs: %d\n%.500s", code, page)
+	}
+	if code, h, _ := c.do("GET", "/", nil, nil); code != http.StatusFound || h.Get("Location") != "/ui/" {
+		t.Errorf("GET /: %d %q; want a redirect to /ui/", code, h.Get("Location"))
+	}
+	_, _, page = c.do("GET", "/ui/pauses", nil, nil)
+	csrf := csrfOf(t, page)
+	if code, _, _ := c.do("POST", "/ui/pause", url.Values{"reason": {"x"}}, nil); code != http.StatusBadRequest {
+		t.Errorf("a post without a CSRF token: %d; want 400", code)
+	}
+	if code, _, _ := c.do("POST", "/ui/pause", url.Values{"csrf": {csrf}, "reason": {"freeze"}}, nil); code != http.StatusSeeOther {
+		t.Fatalf("pause: %d", code)
+	}
+	if p, _ := s.State().Pauses(); len(p) != 1 || p[0].Actor != "dashboard" {
+		t.Fatalf("pauses: %+v; want one by the dashboard", p)
+	}
+	// The static assets are served with the same headers.
+	code, h, body := c.do("GET", "/ui/static/app.js", nil, nil)
+	if code != http.StatusOK || !strings.Contains(body, "EventSource") || h.Get("X-Content-Type-Options") != "nosniff" {
+		t.Errorf("app.js: %d %v", code, h)
+	}
+}
+
+// TestDashboard_LiveStreamsAreBounded opens more live streams than a
+// server allows: the extra one is refused, and a closed stream frees its
+// place.
+func TestDashboard_LiveStreamsAreBounded(t *testing.T) {
+	s := nopstest.Start(t, "", nopstest.WithoutReconcilers())
+	const max = 64
+	var bodies []io.ReadCloser
+	defer func() {
+		for _, b := range bodies {
+			b.Close()
+		}
+	}()
+	open := func() int {
+		req, _ := http.NewRequest("GET", s.URL+"/ui/live", nil)
+		req.Header.Set("Accept", "text/event-stream")
+		resp, err := (&http.Client{}).Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.StatusCode == http.StatusOK {
+			buf := make([]byte, 16)
+			_, _ = resp.Body.Read(buf) // the stream has started
+			bodies = append(bodies, resp.Body)
+		} else {
+			resp.Body.Close()
+		}
+		return resp.StatusCode
+	}
+	for i := range max {
+		if code := open(); code != http.StatusOK {
+			t.Fatalf("stream %d: %d", i, code)
+		}
+	}
+	if code := open(); code != http.StatusServiceUnavailable {
+		t.Fatalf("stream %d: %d; want 503", max+1, code)
+	}
+	bodies[0].Close()
+	bodies = bodies[1:]
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		code := open()
+		if code == http.StatusOK {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a closed stream did not free its place: %d", code)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}

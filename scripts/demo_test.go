@@ -1,0 +1,119 @@
+//go:build linux
+
+package scripts_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nops-dev/nops/testutil"
+)
+
+// TestDemo runs `make demo`'s script end to end, non-interactively
+// (DEMO_CHECK=1): a Nomad dev agent, a demo repository and a 3-server
+// cluster with ACLs on; the script checks that every server serves the
+// dashboard and that a deployment was created, then stops what it
+// started. The test then checks that no process of the script's process
+// group is left.
+func TestDemo(t *testing.T) {
+	nomad := testutil.NomadBinary(t)
+	nops := testutil.NopsBinary(t)
+	root, err := testutil.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The script takes a base port and uses base+0..2, +10..12, +20..22
+	// for Nops and base..base+2 for Nomad: pick two bases far apart and
+	// check that they are free.
+	nomadPort, nopsPort := freeRange(t, 3), freeRange(t, 23)
+	dir := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "bash", filepath.Join(root, "scripts", "demo.sh"))
+	cmd.Dir = root
+	env := []string{}
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "NOMAD_ADDR=") && !strings.HasPrefix(kv, "NOPS_ADDR=") && !strings.HasPrefix(kv, "NOPS_TOKEN=") {
+			env = append(env, kv)
+		}
+	}
+	cmd.Env = append(env, "DEMO_CHECK=1", "DEMO_DIR="+dir, "NOPS_NOMAD_BIN="+nomad, "NOPS_BIN="+nops,
+		fmt.Sprintf("DEMO_NOMAD_PORT=%d", nomadPort), fmt.Sprintf("DEMO_NOPS_PORT=%d", nopsPort))
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	start := time.Now()
+	err = cmd.Run()
+	pgid := cmd.Process.Pid
+	t.Logf("demo ran in %s:\n%s", time.Since(start).Round(time.Millisecond), out.String())
+	if err != nil {
+		t.Errorf("demo script: %v", err)
+	}
+	for _, want := range []string{"serves the dashboard", "A deployment was created", "DEMO CHECK OK", "Stopping the demo"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("demo output lacks %q", want)
+		}
+	}
+	// Every process the script started is gone (the agents stop on
+	// SIGINT; give them a moment), else the test kills them and fails.
+	testutil.WaitForResult(t, 30*time.Second, func() (bool, error) {
+		if err := syscall.Kill(-pgid, 0); err == syscall.ESRCH {
+			return true, nil
+		}
+		return false, fmt.Errorf("processes of the demo's group %d are still running", pgid)
+	})
+	if syscall.Kill(-pgid, 0) != syscall.ESRCH {
+		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+	}
+}
+
+// freeRange returns a base port such that base..base+n-1 are free now.
+func freeRange(t *testing.T, n int) int {
+	t.Helper()
+	for range 50 {
+		base := testutil.FreePorts(t, 1)[0]
+		if base+n > 65000 {
+			continue
+		}
+		if portsFree(base, n) {
+			return base
+		}
+	}
+	t.Fatalf("no range of %d free ports", n)
+	return 0
+}
+
+// portsFree reports whether TCP and UDP ports base..base+n-1 can be bound
+// on 127.0.0.1 now.
+func portsFree(base, n int) bool {
+	var closers []func() error
+	defer func() {
+		for _, c := range closers {
+			_ = c()
+		}
+	}()
+	for p := base; p < base+n; p++ {
+		addr := fmt.Sprintf("127.0.0.1:%d", p)
+		l, err := net.Listen("tcp", addr)
+		if err != nil {
+			return false
+		}
+		closers = append(closers, l.Close)
+		u, err := net.ListenPacket("udp", addr)
+		if err != nil {
+			return false
+		}
+		closers = append(closers, u.Close)
+	}
+	return true
+}
