@@ -28,10 +28,11 @@ import (
 //     Content-Type: application/json (a snapshot restore: its archive type),
 //     else 415. A browser can send a text/plain or form body to any site
 //     without asking; a JSON body it sends only after a CORS preflight, which
-//     this server does not grant.
+//     this server does not grant. The dashboard's forms (/ui/) post form
+//     bodies and are protected by the session's CSRF token instead.
 //   - A state-changing request from a browser (it carries Origin) must come
 //     from the server's own origin addressed by IP or localhost, or from an
-//     origin in HTTPAllowedOrigins, else 403. A same-origin request under a
+//     origin in HTTPAllowedOrigins or the origin of UIURL, else 403. A same-origin request under a
 //     host name is refused unless allowed: a DNS rebinding page is
 //     "same-origin" under its own name.
 //   - A body over the route's limit answers 413, at once when its declared
@@ -79,6 +80,10 @@ func (a *httpAPI) guard(mux *http.ServeMux, internal bool, next http.Handler) ht
 	for _, o := range a.s.config.HTTPAllowedOrigins {
 		allowed[strings.TrimSuffix(strings.ToLower(o), "/")] = true
 	}
+	// The dashboard's public address is an origin of this server's own.
+	if u, err := url.Parse(a.s.config.UIURL); err == nil && u.Scheme != "" && u.Host != "" {
+		allowed[strings.ToLower(u.Scheme+"://"+u.Host)] = true
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		defer func() {
 			if p := recover(); p != nil {
@@ -110,7 +115,9 @@ func (a *httpAPI) guard(mux *http.ServeMux, internal bool, next http.Handler) ht
 			return
 		}
 		if stateChanging(r.Method) {
-			if err := checkContentType(r); err != nil {
+			// The dashboard's forms post form bodies; they carry a CSRF
+			// token of the session instead (agent/web).
+			if err := checkContentType(r); err != nil && !isDashboardPath(r.URL.Path) {
 				a.setMeta(w)
 				writeError(w, err)
 				return
@@ -137,6 +144,9 @@ func stateChanging(method string) bool {
 }
 
 func isSnapshotPath(p string) bool { return p == "/v1/operator/snapshot" }
+
+// isDashboardPath reports whether p is a page or form of the dashboard.
+func isDashboardPath(p string) bool { return strings.HasPrefix(p, "/ui/") }
 
 // bodyLimit is the largest body a request may send.
 func bodyLimit(cfg *config.Config, r *http.Request) int64 {

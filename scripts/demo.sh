@@ -180,7 +180,7 @@ up "$NOPS_ADDR/v1/health" || { echo "demo: the cluster elected no leader; see $d
 # 4. ACLs: the first management token.
 export NOPS_TOKEN=""
 if [[ "$acl" == 1 ]]; then
-	boot="$(curl -fsS --max-time 30 -X POST "$NOPS_ADDR/v1/acl/bootstrap")" ||
+	boot="$(curl -fsS --max-time 30 -X POST -H "Content-Type: application/json" "$NOPS_ADDR/v1/acl/bootstrap")" ||
 		{ echo "demo: ACL bootstrap failed; see $demo/nops-*.log" >&2; exit 1; }
 	NOPS_TOKEN="$(sed -n 's/.*"secret_id": *"\([^"]*\)".*/\1/p' <<<"$boot" | head -n 1)"
 	[[ -n "$NOPS_TOKEN" ]] || { echo "demo: no token in the bootstrap answer" >&2; exit 1; }

@@ -255,6 +255,7 @@ func mustDoURL(t testing.TB, base, token, method, path string, body any, out any
 		rd = bytes.NewReader(raw)
 	}
 	req, _ := http.NewRequest(method, base+path, rd)
+	req.Header.Set("Content-Type", "application/json")
 	if token != "" {
 		req.Header.Set("X-Nops-Token", token)
 	}
