@@ -205,7 +205,7 @@ func (d *autopilotDelegate) pruneClients(servers map[raft.ServerID]*autopilot.Se
 }
 
 func (d *autopilotDelegate) fetch(ctx context.Context, addr string) (*RaftStats, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/v1/agent/raft-stats", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/v1/status/raft", nil)
 	if err != nil {
 		return nil, err
 	}
@@ -269,7 +269,7 @@ func (p *knownServerPromoter) CalculatePromotionsAndDemotions(c *autopilot.Confi
 }
 
 // RaftStats is a server's own view of its Raft log, as
-// /v1/agent/raft-stats shows it to the leader's autopilot.
+// /v1/status/raft shows it to the leader's autopilot.
 type RaftStats struct {
 	// LastContact is the time since the last contact with the leader, in
 	// milliseconds: 0 on the leader, -1 when never.

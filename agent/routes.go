@@ -23,6 +23,9 @@ func (a *httpAPI) routes(route func(pattern, kind string, rule routeRule, fn han
 	route("GET /v1/status/leader", kindRead, public(), a.statusLeader)
 	route("GET /v1/status/peers", kindRead, public(), a.statusPeers)
 	route("GET /v1/status/node", kindRead, public(), a.statusNode)
+	// The leader's autopilot reads every server's Raft stats (last index,
+	// term and contact) without a token, so it must work with ACLs on.
+	route("GET /v1/status/raft", kindRead, public(), a.agentRaftStats)
 	route("GET /v1/agent/self", kindRead, onCluster(acl.Read), a.agentSelf)
 	route("GET /v1/agent/members", kindRead, onCluster(acl.Read), a.agentMembers)
 	route("GET /v1/health", kindRead, public(), a.health)
@@ -60,7 +63,6 @@ func (a *httpAPI) routes(route func(pattern, kind string, rule routeRule, fn han
 	route("GET /v1/operator/autopilot/configuration", kindRead, onCluster(acl.Operator), a.autopilotGetConfig)
 	route("PUT /v1/operator/autopilot/configuration", kindWrite, onCluster(acl.Operator), a.autopilotSetConfig)
 	route("GET /v1/operator/autopilot/health", kindRead, onCluster(acl.Operator), a.autopilotHealth)
-	route("GET /v1/agent/raft-stats", kindRead, onCluster(acl.Operator), a.agentRaftStats)
 	route("GET /v1/agent/monitor", kindRead, onCluster(acl.Operator), a.agentMonitor)
 	route("GET /v1/agent/debug/{item}", kindRead, onCluster(acl.Operator), a.agentDebug)
 	route("GET /debug/pprof/", kindRead, onCluster(acl.Operator), a.debugPprof)

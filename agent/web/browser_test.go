@@ -321,7 +321,7 @@ func TestDashboard_Browser(t *testing.T) {
 	mgmt := boot.SecretID
 	mustDo(t, follower, mgmt, "PUT", "/v1/acl/policy/operator-ui", map[string]string{"rules": `
 namespace "*" { capabilities = ["read", "approve", "pause", "deploy"] }
-cluster { capabilities = ["read", "windows", "pause", "deploy"] }`}, nil)
+cluster { capabilities = ["read", "windows", "pause", "deploy", "operator"] }`}, nil)
 	mustDo(t, follower, mgmt, "PUT", "/v1/acl/policy/reader", map[string]string{"rules": `
 namespace "*" { capabilities = ["read"] }
 cluster { capabilities = ["read"] }`}, nil)
@@ -349,6 +349,8 @@ cluster { capabilities = ["read"] }`}, nil)
 	b.screenshot("overview")
 	if h := b.html("overview"); !strings.Contains(h, web.ID[:8]) {
 		t.Errorf("overview lists no pending deployment of web")
+	} else if i := strings.Index(h, `id="ov-servers"`); i < 0 || strings.Count(h[i:], "badge ok\">healthy") < 3 {
+		t.Errorf("overview does not show the three servers healthy with their last contact (operator viewer)")
 	}
 
 	b.open(base + "/ui/approvals")

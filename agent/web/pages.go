@@ -77,6 +77,20 @@ type overviewData struct {
 	Pauses   []*structs.Pause
 	Windows  []windowView
 	NextEdge time.Time
+	// Servers is each server's health as autopilot sees it on the
+	// leader, for a viewer with the operator capability.
+	Servers []ServerHealth
+}
+
+// ServerHealth is one server of GET /v1/operator/autopilot/health.
+type ServerHealth struct {
+	Name        string `json:"name"`
+	Address     string `json:"address"`
+	Leader      bool   `json:"leader"`
+	Voter       bool   `json:"voter"`
+	Healthy     bool   `json:"healthy"`
+	LastContact string `json:"last_contact"`
+	LastIndex   uint64 `json:"last_index"`
 }
 
 func (u *UI) overview(w http.ResponseWriter, r *http.Request) {
@@ -95,6 +109,14 @@ func (u *UI) overview(w http.ResponseWriter, r *http.Request) {
 		if err := u.get(r, "/v1/windows", &wins); err == nil {
 			d.Windows = u.windowViews(wins)
 			d.NextEdge = holds.NextBoundary(wins, u.cfg.Now())
+		}
+	}
+	if v.cluster("operator") {
+		var health struct {
+			Servers []ServerHealth `json:"servers"`
+		}
+		if err := u.get(r, "/v1/operator/autopilot/health", &health); err == nil {
+			d.Servers = health.Servers
 		}
 	}
 	var jobs []*reconcile.JobSummary
