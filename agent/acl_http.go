@@ -70,6 +70,8 @@ func reconcileRule(pattern string) routeRule {
 		return onJob(acl.Deploy)
 	case "POST /v1/deployment/{id}/promote":
 		return onDeployment(acl.Deploy)
+	case "GET /v1/deployment/{id}/nomad":
+		return onDeployment(acl.Read)
 	case "GET /v1/repos":
 		return onCluster(acl.Read)
 	case "POST /v1/repo/{name}/refresh":

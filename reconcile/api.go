@@ -37,6 +37,7 @@ func (m *Manager) Routes(add RouteAdder) {
 	add("GET /v1/job/{ns}/{id}", false, m.httpJob)
 	add("POST /v1/job/{ns}/{id}/retry", true, m.httpRetry)
 	add("POST /v1/deployment/{id}/promote", true, m.httpPromote)
+	add("GET /v1/deployment/{id}/nomad", false, m.httpNomadHealth)
 	add("GET /v1/repos", false, m.httpRepos)
 	add("POST /v1/repo/{name}/refresh", true, m.httpRefresh)
 	add("GET /v1/orphans", false, m.httpOrphans)

@@ -376,6 +376,10 @@ cluster { capabilities = ["read"] }`}, nil)
 	if m, err := eval[string](b, `document.body.dataset.marker || ""`); err != nil || m != "kept" {
 		t.Fatalf("the page was reloaded while the deployment completed (marker %q, %v)", m, err)
 	}
+	// Reloaded, the page shows the health of the Nomad deployment the
+	// register created, read from Nomad by the follower.
+	b.open(base + "/ui/deployment/" + web.ID)
+	b.waitJS("nomad health", `!!document.querySelector("#nomad-status") && document.querySelector("#nomad-status").textContent === "successful"`, 20*time.Second)
 	b.screenshot("deployment-completed")
 	d, _ := leader.State().Deployment(web.ID)
 	if d == nil || len(d.Decisions) == 0 || d.Decisions[0].Actor != "ada" || d.Decisions[0].Comment != "ship it" {

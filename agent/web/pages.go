@@ -239,6 +239,11 @@ type deploymentData struct {
 	NomadURL string
 	// CanaryWait is set while Nomad waits for the canaries' promotion.
 	CanaryWait bool
+	// Health is the Nomad deployment's health, read from Nomad now; nil
+	// when the register created no Nomad deployment, HealthErr when Nomad
+	// could not be read.
+	Health    *reconcile.NomadHealth
+	HealthErr string
 }
 
 func (u *UI) deployment(w http.ResponseWriter, r *http.Request) {
@@ -254,6 +259,14 @@ func (u *UI) deployment(w http.ResponseWriter, r *http.Request) {
 	}
 	d.NomadURL = u.nomadJob(d.D.Namespace, d.D.JobID)
 	d.CanaryWait = d.D.State == structs.StateApplying && d.D.Registered && d.D.HealthDeadline.IsZero()
+	if d.D.NomadDeploymentID != "" {
+		var h reconcile.NomadHealth
+		if err := u.get(r, "/v1/deployment/"+url.PathEscape(d.D.ID)+"/nomad", &h); err != nil {
+			d.HealthErr = err.Error()
+		} else if h.Deployment {
+			d.Health = &h
+		}
+	}
 	u.render(w, r, http.StatusOK, "deployment", "Deployment "+short(d.D.ID), d)
 }
 
