@@ -129,13 +129,19 @@ func activityConcerns(d *structs.Deployment, acts []nomadx.Activity) bool {
 // nextApplyPass is when the apply loop runs a pass over every active
 // deployment: after the engine interval while the event stream is down or
 // the last pass failed; otherwise at the nearest deadline, or after the
-// safety net of FullPlanInterval.
+// safety net of FullPlanInterval; sooner when a sync window opens or
+// closes.
 func (m *Manager) nextApplyPass(failed bool) time.Duration {
 	if failed || m.cfg.DisableEventStream || !m.streaming() {
 		return m.cfg.EngineInterval
 	}
 	next := max(m.cfg.EngineInterval, m.cfg.FullPlanInterval)
-	if at := m.nearestDeadline(); !at.IsZero() {
+	// A timeout, or a sync window that opens or closes on a held
+	// deployment.
+	for _, at := range []time.Time{m.nearestDeadline(), m.nextWindowBoundary()} {
+		if at.IsZero() {
+			continue
+		}
 		if d := at.Sub(m.now()) + 10*time.Millisecond; d < next {
 			next = max(d, 10*time.Millisecond)
 		}
