@@ -1,10 +1,12 @@
 package reconcile_test
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -163,10 +165,36 @@ func (w *benchWorld) pushNoWait(b *testing.B, rev *int) time.Duration {
 
 // deployService pushes a change of "svc" and waits for its deployment to
 // complete. It returns the time from Nomad's deployment turning successful
-// (Nomad's ModifyTime) to Nops's completion, and from the pre-hook run's
-// allocation completing (its ModifyTime) to the register's start.
+// (when the benchmark's own subscription to Nomad's events delivers it) to
+// Nops's completion, and from the pre-hook run's allocation completing
+// (its ModifyTime) to the register's start.
 func (w *benchWorld) deployService(b *testing.B, rev *int) (time.Duration, time.Duration) {
 	*rev++
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	events, err := w.nomad.Client.EventStream().Stream(ctx, map[nomadapi.Topic][]string{nomadapi.TopicDeployment: {"*"}}, 0, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var mu sync.Mutex
+	successAt := map[string]time.Time{}
+	go func() {
+		for evs := range events {
+			at := time.Now()
+			for _, ev := range evs.Events {
+				dep, _ := ev.Payload["Deployment"].(map[string]any)
+				if dep == nil || dep["JobID"] != "svc" || dep["Status"] != nomadapi.DeploymentStatusSuccessful {
+					continue
+				}
+				id, _ := dep["ID"].(string)
+				mu.Lock()
+				if _, ok := successAt[id]; !ok {
+					successAt[id] = at
+				}
+				mu.Unlock()
+			}
+		}
+	}()
 	commit := w.push(b, jobFile("svc"), svcHCL(*rev))
 	var d *structs.Deployment
 	testutil.WaitForResult(b, 2*time.Minute, func() (bool, error) {
@@ -177,11 +205,15 @@ func (w *benchWorld) deployService(b *testing.B, rev *int) (time.Duration, time.
 		d = l[0]
 		return true, nil
 	})
-	nd, _, err := w.nomad.Client.Deployments().Info(d.NomadDeploymentID, nil)
-	if err != nil || nd.Status != nomadapi.DeploymentStatusSuccessful {
-		b.Fatalf("Nomad deployment %s: %+v %v", d.NomadDeploymentID, nd, err)
-	}
-	toCompleted := d.UpdatedAt.Sub(time.Unix(0, nd.ModifyTime))
+	var success time.Time
+	testutil.WaitForResult(b, 10*time.Second, func() (bool, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		var ok bool
+		success, ok = successAt[d.NomadDeploymentID]
+		return ok, fmt.Errorf("no event of Nomad deployment %s turning successful", d.NomadDeploymentID)
+	})
+	toCompleted := d.UpdatedAt.Sub(success)
 
 	var run *structs.HookRun
 	for i := range d.HookRuns {
