@@ -78,6 +78,16 @@ func BenchmarkEventApply(b *testing.B) {
 			}
 			b.ReportMetric(float64(d.Requests)/window.Minutes(), "nomad-req/min")
 			b.Logf("requests in %s with %d deployments waiting: %s", window, n, d)
+
+			// For comparison, what polling would cost: one pass over
+			// every active deployment (what the engine interval runs
+			// while the stream is down), at the default 5 s.
+			before = w.m.Nomad().Stats()
+			if _, err := w.m.ApplyOnce(context.Background()); err != nil {
+				b.Fatal(err)
+			}
+			pass := w.m.Nomad().Stats().Sub(before)
+			b.ReportMetric(float64(pass.Requests)*time.Minute.Seconds()/config.DefaultEngineInterval.Seconds(), "polling-req/min")
 		}
 		b.ReportMetric(float64(n), "waiting")
 	})
