@@ -9,8 +9,8 @@ import (
 )
 
 // Live changes are seen through Nomad's event stream (topic Job; topics
-// Deployment and Allocation wake the deployments they concern, wake.go). While the
-// stream is up, a change of the live job of a managed job triggers a
+// Deployment and Allocation wake the deployments they concern, wake.go).
+// While the stream is up, a change of the live job of a managed job triggers a
 // detection cycle at once, and the periodic cycle runs only every
 // FullPlanInterval, so an idle cluster costs no polling. When the stream
 // breaks, detection runs at once and then every DriftInterval again, while
