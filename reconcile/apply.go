@@ -90,6 +90,11 @@ func (m *Manager) ApplyOnce(ctx context.Context) (bool, error) {
 	if err != nil {
 		return false, err
 	}
+	return m.applyList(ctx, active)
+}
+
+// applyList advances the given active deployments.
+func (m *Manager) applyList(ctx context.Context, active []*structs.Deployment) (bool, error) {
 	ended := false
 	var errs []error
 	for _, d := range active {
@@ -112,11 +117,13 @@ func (m *Manager) ApplyOnce(ctx context.Context) (bool, error) {
 	return ended, errors.Join(errs...)
 }
 
-// advance runs the steps of one deployment until it must wait. It reports
-// whether the deployment ended.
+// advance runs the steps of one deployment until it must wait: a step that
+// recorded something (a new state, a register, a hook run) is followed at
+// once by the next, so a job healthy once registered completes in the pass
+// that registers it. It reports whether the deployment ended.
 func (m *Manager) advance(ctx context.Context, d *structs.Deployment) (bool, error) {
-	for i := 0; i < 8; i++ {
-		before := d.State
+	for i := 0; i < maxStepsPerPass; i++ {
+		before, beforeIndex := d.State, d.ModifyIndex
 		var err error
 		switch d.State {
 		case structs.StateDetected:
@@ -136,18 +143,26 @@ func (m *Manager) advance(ctx context.Context, d *structs.Deployment) (bool, err
 		if d.State.Terminal() {
 			return true, nil
 		}
-		if d.State == before {
-			return false, nil
-		}
 		// Read back what was committed before the next step.
 		fresh, err := m.srv.State().Deployment(d.ID)
 		if err != nil || fresh == nil {
 			return false, err
 		}
+		if fresh.State == before && fresh.ModifyIndex == beforeIndex {
+			// The step recorded nothing: it waits for Nomad.
+			return false, nil
+		}
 		*d = *fresh
+		if ctx.Err() != nil {
+			return false, ctx.Err()
+		}
 	}
 	return false, nil
 }
+
+// maxStepsPerPass bounds the steps of one deployment in one pass: enough
+// for the longest chain (start, hooks, register, health), short of a loop.
+const maxStepsPerPass = 32
 
 // start moves a detected deployment by its policy, unless it is held (the
 // next detection cycle supersedes it).

@@ -18,6 +18,13 @@
 //   - A change made in Nomad to a managed job wakes detection through
 //     Nomad's event stream (livewatch.go); while the stream is down,
 //     detection polls every drift interval.
+//   - Deployments move on events (wake.go): a step that ends starts the next
+//     in the same pass, and Nomad's deployment and allocation events, on
+//     the same leader stream (one per managed namespace, whatever the number
+//     of deployments), wake the deployment they concern. The engine interval
+//     paces passes only while the stream is down or after a failed step;
+//     with it up, a full pass runs at the nearest timeout or as a slow
+//     safety net. No request to Nomad is made per deployment while it waits.
 //   - A scale of a group left to an autoscaler neither supersedes nor fails
 //     a deployment (autoscale.go); any other live change still does.
 //   - A Nomad call refused for the token is named in the job's observed

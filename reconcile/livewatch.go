@@ -8,8 +8,9 @@ import (
 	"github.com/nops-dev/nops/structs"
 )
 
-// Live changes are seen through Nomad's event stream (topic Job). While the
-// stream is up, a change of the live job of a managed job triggers a
+// Live changes are seen through Nomad's event stream (topic Job; topics
+// Deployment and Allocation wake the deployments they concern, wake.go).
+// While the stream is up, a change of the live job of a managed job triggers a
 // detection cycle at once, and the periodic cycle runs only every
 // FullPlanInterval, so an idle cluster costs no polling. When the stream
 // breaks, detection runs at once and then every DriftInterval again, while
@@ -52,8 +53,9 @@ func (m *Manager) setStreaming(ns string, up bool) {
 	}
 	m.metrics.setStreaming(m.streaming())
 	if known && !up {
-		// Fall back to the drift interval, starting with a cycle now.
-		m.TriggerDetection()
+		// Fall back to the drift and engine intervals, starting with a
+		// cycle and a pass now.
+		m.Trigger()
 	}
 }
 
@@ -126,6 +128,9 @@ func (m *Manager) watchLive(ctx context.Context, ns string) {
 			}
 			if batch.Index > index {
 				index = batch.Index
+			}
+			if ids := m.routeActivity(batch.Activity); len(ids) > 0 {
+				logger.Trace("Nomad deployment or allocation events wake deployments", "index", batch.Index, "deployments", ids)
 			}
 			if key := m.liveChangeOfManaged(batch.Index, batch.Changes); key != "" {
 				logger.Debug("live change of a managed job", "job", key, "index", batch.Index)

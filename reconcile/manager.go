@@ -73,6 +73,10 @@ type Manager struct {
 	// refusals are the calls Nomad refused, by job key and step
 	// (callerrors.go).
 	refusals map[string]map[string]string
+	// applyAll and woken say what the apply loop was woken for: every
+	// active deployment, or those listed (wake.go).
+	applyAll bool
+	woken    map[string]struct{}
 
 	// defaults, when set, replaces cfg.Defaults (a configuration reload).
 	defaults atomic.Pointer[meta.Defaults]
@@ -119,6 +123,9 @@ func (m *Manager) TriggerDetection() {
 
 // TriggerApply asks for an apply pass as soon as possible.
 func (m *Manager) TriggerApply() {
+	m.mu.Lock()
+	m.applyAll = true
+	m.mu.Unlock()
 	select {
 	case m.applyCh <- struct{}{}:
 	default:
@@ -282,17 +289,26 @@ func (m *Manager) waitFirstFetch(ctx context.Context) {
 }
 
 func (m *Manager) applyLoop(ctx context.Context) {
-	tick := time.NewTicker(m.cfg.EngineInterval)
-	defer tick.Stop()
+	timer := time.NewTimer(m.cfg.EngineInterval)
+	defer timer.Stop()
 	for {
+		all := true
+		var ids []string
 		select {
 		case <-ctx.Done():
 			return
 		case <-m.applyCh:
-		case <-tick.C:
+			all, ids = m.takeWakes()
+		case <-timer.C:
 		}
 		applyStart := time.Now()
-		ended, err := m.ApplyOnce(ctx)
+		var ended bool
+		var err error
+		if all {
+			ended, err = m.ApplyOnce(ctx)
+		} else {
+			ended, err = m.ApplyDeployments(ctx, ids)
+		}
 		m.metrics.applyDuration.Observe(time.Since(applyStart).Seconds())
 		if ctx.Err() != nil {
 			return
@@ -303,6 +319,15 @@ func (m *Manager) applyLoop(ctx context.Context) {
 		if ended {
 			// A deployment ending can unblock detection.
 			m.TriggerDetection()
+		}
+		if all || err != nil {
+			if !timer.Stop() {
+				select {
+				case <-timer.C:
+				default:
+				}
+			}
+			timer.Reset(m.nextApplyPass(err != nil))
 		}
 	}
 }

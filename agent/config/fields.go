@@ -86,7 +86,7 @@ func (c *Config) fields() []field {
 			v: listValue(&c.Namespaces, nil, checkNamespaces)},
 		{name: "drift-interval", usage: "Interval between detection cycles.",
 			v: durationValue(&c.DriftInterval)},
-		{name: "engine-interval", usage: "Interval between deployment engine passes.",
+		{name: "engine-interval", usage: "Interval between deployment engine passes while Nomad's event stream is down (with it up, deployments move on its events).",
 			v: durationValue(&c.EngineInterval)},
 		{name: "apply-timeout", usage: "Limit for register and health of a job without nops_apply_timeout.",
 			v: durationValue(&c.ApplyTimeout)},

@@ -21,17 +21,35 @@ type JobChange struct {
 	Deleted bool
 }
 
+// Activity is a change of a Nomad deployment or allocation reported by the
+// event stream: what can move a deployment that waits for health, or a hook
+// run that waits for its child job.
+type Activity struct {
+	// Topic is "Deployment" or "Allocation".
+	Topic     string
+	Namespace string
+	JobID     string
+	// DeploymentID is the Nomad deployment (of an allocation, the one it
+	// belongs to; may be empty).
+	DeploymentID string
+	// Status is the deployment's status or the allocation's client status.
+	Status string
+}
+
 // JobChanges is one batch of the event stream: the changes Nomad applied at
 // Index, or the error that ended the stream (the last batch sent).
 type JobChanges struct {
 	Index   uint64
 	Changes []JobChange
-	Err     error
+	// Activity are the deployment and allocation changes of the batch.
+	Activity []Activity
+	Err      error
 }
 
 // WatchJobs subscribes to the Job topic of Nomad's event stream (and to the
-// Evaluation topic, for the deregisters that leave no job event)
-// (/v1/event/stream) in namespace ns ("*" for all), from index (0 for now
+// Evaluation topic, for the deregisters that leave no job event, and to the
+// Deployment and Allocation topics, whose changes move deployments waiting
+// for health and hook runs) (/v1/event/stream) in namespace ns ("*" for all), from index (0 for now
 // on; Nomad starts at the oldest event it still holds when index is
 // older). It returns once Nomad accepted the subscription. The channel is
 // closed when ctx ends or the stream breaks; a break is sent first as a
@@ -41,7 +59,8 @@ func (c *Client) WatchJobs(ctx context.Context, ns string, index uint64) (<-chan
 	ns = namespaceOrDefault(ns)
 	q := &api.QueryOptions{Namespace: ns}
 	in, err := c.api.EventStream().Stream(withOperation(ctx, "event.stream"),
-		map[api.Topic][]string{api.TopicJob: {"*"}, api.TopicEvaluation: {"*"}}, index, q)
+		map[api.Topic][]string{api.TopicJob: {"*"}, api.TopicEvaluation: {"*"},
+			api.TopicDeployment: {"*"}, api.TopicAllocation: {"*"}}, index, q)
 	if err != nil {
 		return nil, fmt.Errorf("subscribe to the job events of namespace %q: %w", ns, err)
 	}
@@ -63,6 +82,10 @@ func (c *Client) WatchJobs(ctx context.Context, ns string, index uint64) (<-chan
 					// the evaluation of the deregister.
 					if ch, ok := purgeChange(ev); ok {
 						batch.Changes = append(batch.Changes, ch)
+					}
+				case api.TopicDeployment, api.TopicAllocation:
+					if a, ok := activity(ev); ok {
+						batch.Activity = append(batch.Activity, a)
 					}
 				}
 			}
@@ -121,4 +144,32 @@ func purgeChange(ev *api.Event) (JobChange, bool) {
 	ch.JobID, _ = eval["JobID"].(string)
 	ch.Namespace, _ = eval["Namespace"].(string)
 	return ch, ch.JobID != ""
+}
+
+// activity reads the few fields Nops needs from a deployment or allocation
+// event.
+func activity(ev *api.Event) (Activity, bool) {
+	a := Activity{Topic: string(ev.Topic)}
+	var obj map[string]any
+	switch ev.Topic {
+	case api.TopicDeployment:
+		obj, _ = ev.Payload["Deployment"].(map[string]any)
+		if obj == nil {
+			return a, false
+		}
+		a.DeploymentID, _ = obj["ID"].(string)
+		a.Status, _ = obj["Status"].(string)
+	case api.TopicAllocation:
+		obj, _ = ev.Payload["Allocation"].(map[string]any)
+		if obj == nil {
+			return a, false
+		}
+		a.DeploymentID, _ = obj["DeploymentID"].(string)
+		a.Status, _ = obj["ClientStatus"].(string)
+	default:
+		return a, false
+	}
+	a.JobID, _ = obj["JobID"].(string)
+	a.Namespace, _ = obj["Namespace"].(string)
+	return a, a.JobID != "" || a.DeploymentID != ""
 }

@@ -52,3 +52,33 @@ func TestJobChange_Payloads(t *testing.T) {
 		}
 	}
 }
+
+// TestActivity_Payloads: deployment and allocation events give the job,
+// the Nomad deployment and the status; garbage gives nothing, not a panic.
+func TestActivity_Payloads(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		ev   api.Event
+		want Activity
+		ok   bool
+	}{
+		{"deployment", api.Event{Topic: api.TopicDeployment, Payload: map[string]any{"Deployment": map[string]any{
+			"ID": "d1", "JobID": "web", "Namespace": "prod", "Status": "successful"}}},
+			Activity{Topic: "Deployment", Namespace: "prod", JobID: "web", DeploymentID: "d1", Status: "successful"}, true},
+		{"allocation", api.Event{Topic: api.TopicAllocation, Payload: map[string]any{"Allocation": map[string]any{
+			"JobID": "hook-1/dispatch-9", "Namespace": "default", "ClientStatus": "complete"}}},
+			Activity{Topic: "Allocation", Namespace: "default", JobID: "hook-1/dispatch-9", Status: "complete"}, true},
+		{"no payload", api.Event{Topic: api.TopicDeployment}, Activity{Topic: "Deployment"}, false},
+		{"garbage", api.Event{Topic: api.TopicAllocation, Payload: map[string]any{"Allocation": []any{1}}},
+			Activity{Topic: "Allocation"}, false},
+		{"wrong types", api.Event{Topic: api.TopicAllocation, Payload: map[string]any{"Allocation": map[string]any{
+			"JobID": 3, "DeploymentID": true, "ClientStatus": 1.5}}}, Activity{Topic: "Allocation"}, false},
+		{"other topic", api.Event{Topic: api.TopicNode, Payload: map[string]any{"Node": map[string]any{"ID": "n"}}},
+			Activity{Topic: "Node"}, false},
+	} {
+		got, ok := activity(&c.ev)
+		if got != c.want || ok != c.ok {
+			t.Errorf("%s: activity = %+v %v, want %+v %v", c.name, got, ok, c.want, c.ok)
+		}
+	}
+}

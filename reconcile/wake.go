@@ -1,0 +1,181 @@
+package reconcile
+
+import (
+	"context"
+	"strings"
+	"time"
+
+	"github.com/nops-dev/nops/reconcile/nomadx"
+	"github.com/nops-dev/nops/structs"
+)
+
+// Deployments move on events, not on a clock. Nomad's deployment and
+// allocation events arrive on the leader's one event stream (livewatch.go),
+// shared by every active deployment: an event of the Nomad deployment a
+// deployment waits on, of the job it applies, or of a hook run's child job
+// wakes the apply loop for that deployment alone. Within a pass a
+// deployment runs every step it can (pre-hooks, register, health,
+// post-hooks) one after the other, each recorded through Raft before it
+// acts, so only the leader can drive one: a deposed leader's pass fails at
+// its first write. The engine interval remains the pace while the stream is
+// down or a step failed; while it is up, a pass over every active
+// deployment runs only at the nearest deadline (apply or hook timeout) or
+// every FullPlanInterval as a safety net. Watching therefore costs one
+// stream per managed namespace, whatever the number of deployments.
+
+// wakeDeployments asks for a pass over the given deployments only.
+func (m *Manager) wakeDeployments(ids ...string) {
+	if len(ids) == 0 {
+		return
+	}
+	m.mu.Lock()
+	if m.woken == nil {
+		m.woken = map[string]struct{}{}
+	}
+	for _, id := range ids {
+		m.woken[id] = struct{}{}
+	}
+	m.mu.Unlock()
+	select {
+	case m.applyCh <- struct{}{}:
+	default:
+	}
+}
+
+// takeWakes returns and clears what the apply loop was woken for: every
+// active deployment, or the listed ones.
+func (m *Manager) takeWakes() (all bool, ids []string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	all, m.applyAll = m.applyAll, false
+	for id := range m.woken {
+		ids = append(ids, id)
+	}
+	m.woken = nil
+	return all, ids
+}
+
+// ApplyDeployments advances the given deployments, those of them still
+// active, like ApplyOnce. It reports whether one ended.
+func (m *Manager) ApplyDeployments(ctx context.Context, ids []string) (bool, error) {
+	st := m.srv.State()
+	var list []*structs.Deployment
+	for _, id := range ids {
+		d, err := st.Deployment(id)
+		if err != nil {
+			return false, err
+		}
+		if d != nil && !d.State.Terminal() {
+			list = append(list, d)
+		}
+	}
+	return m.applyList(ctx, list)
+}
+
+// routeActivity wakes the deployments that a batch of Nomad deployment and
+// allocation changes may move, and returns their IDs.
+func (m *Manager) routeActivity(acts []nomadx.Activity) []string {
+	if len(acts) == 0 {
+		return nil
+	}
+	active, err := m.srv.State().ActiveDeployments()
+	if err != nil {
+		m.logger.Warn("read active deployments for Nomad events", "error", err)
+		return nil
+	}
+	var ids []string
+	for _, d := range active {
+		if activityConcerns(d, acts) {
+			ids = append(ids, d.ID)
+		}
+	}
+	m.wakeDeployments(ids...)
+	return ids
+}
+
+// activityConcerns reports whether one of acts is about what d waits on.
+func activityConcerns(d *structs.Deployment, acts []nomadx.Activity) bool {
+	for _, a := range acts {
+		ns := a.Namespace
+		if ns == "" {
+			ns = "default"
+		}
+		if ns != d.Namespace {
+			continue
+		}
+		switch d.State {
+		case structs.StateApplying:
+			if a.JobID == d.JobID || (d.NomadDeploymentID != "" && a.DeploymentID == d.NomadDeploymentID) {
+				return true
+			}
+		case structs.StatePreHook, structs.StatePostHook:
+			for _, r := range d.HookRuns {
+				if r.State == structs.HookRunRunning && a.JobID == r.DispatchedJobID {
+					return true
+				}
+			}
+			for _, h := range d.Hooks {
+				// A run whose dispatch outcome is unknown is a child of
+				// the hook's revision job.
+				if strings.HasPrefix(a.JobID, h.RevisionJobID+"/") {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// nextApplyPass is when the apply loop runs a pass over every active
+// deployment: after the engine interval while the event stream is down or
+// the last pass failed; otherwise at the nearest deadline, or after the
+// safety net of FullPlanInterval; sooner when a sync window opens or
+// closes.
+func (m *Manager) nextApplyPass(failed bool) time.Duration {
+	if failed || m.cfg.DisableEventStream || !m.streaming() {
+		return m.cfg.EngineInterval
+	}
+	next := max(m.cfg.EngineInterval, m.cfg.FullPlanInterval)
+	// A timeout, or a sync window that opens or closes on a held
+	// deployment.
+	for _, at := range []time.Time{m.nearestDeadline(), m.nextWindowBoundary()} {
+		if at.IsZero() {
+			continue
+		}
+		if d := at.Sub(m.now()) + 10*time.Millisecond; d < next {
+			next = max(d, 10*time.Millisecond)
+		}
+	}
+	return next
+}
+
+// nearestDeadline is the earliest apply or hook timeout of the active
+// deployments (zero for none).
+func (m *Manager) nearestDeadline() time.Time {
+	active, err := m.srv.State().ActiveDeployments()
+	if err != nil {
+		return m.now()
+	}
+	var at time.Time
+	earlier := func(t time.Time) {
+		if !t.IsZero() && (at.IsZero() || t.Before(at)) {
+			at = t
+		}
+	}
+	for _, d := range active {
+		if d.State == structs.StateApplying {
+			earlier(d.HealthDeadline)
+		}
+		for _, r := range d.HookRuns {
+			if r.State != structs.HookRunRunning && r.State != structs.HookRunDispatching {
+				continue
+			}
+			for _, h := range d.Hooks {
+				if h.Phase == r.Phase && h.Position == r.Position && h.Timeout > 0 {
+					earlier(r.StartedAt.Add(h.Timeout))
+				}
+			}
+		}
+	}
+	return at
+}
