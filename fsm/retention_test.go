@@ -108,7 +108,9 @@ func TestGCNeverDeletes(t *testing.T) {
 			},
 			// a1 finished 2 s before the end of the build; the cut-off is
 			// 10 s before it.
-			req:  func(now time.Time) structs.GCRequest { return structs.GCRequest{DeploymentsBefore: now.Add(-10 * time.Second)} },
+			req: func(now time.Time) structs.GCRequest {
+				return structs.GCRequest{DeploymentsBefore: now.Add(-10 * time.Second)}
+			},
 			keep: []string{"a1", "a2"}, specs: []string{"a1", "a2"},
 		},
 		{
