@@ -73,6 +73,8 @@ type Server struct {
 	requestCtx    context.Context
 	requestCancel context.CancelFunc
 	metrics       *prometheus.Registry
+	// retention runs the leader's retention passes (gc.go).
+	retention *retention
 
 	membership *membership
 

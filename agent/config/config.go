@@ -186,6 +186,8 @@ type Config struct {
 	// sets them (nops operator autopilot set-config) the settings stored
 	// in Raft win.
 	Autopilot AutopilotConfig
+	// Retention bounds the deployments and events the state keeps.
+	Retention RetentionConfig
 
 	// EnableDebug serves /debug/pprof on the HTTP API.
 	EnableDebug bool
@@ -389,6 +391,7 @@ func Default() *Config {
 		ACL:                   ACLConfig{TokenTTL: DefaultACLTokenTTL},
 		NotifyRetention:       DefaultNotifyRetention,
 		Autopilot:             DefaultAutopilot(),
+		Retention:             DefaultRetention(),
 		HTTPReadTimeout:       DefaultHTTPReadTimeout,
 		HTTPWriteTimeout:      DefaultHTTPWriteTimeout,
 		HTTPIdleTimeout:       DefaultHTTPIdleTimeout,
@@ -580,6 +583,7 @@ func (c *Config) validateBlocks() []error {
 	if c.Autopilot.MinQuorum < 0 {
 		add(blockAutopilot, "min_quorum: must not be negative, got %d", c.Autopilot.MinQuorum)
 	}
+	c.Retention.validate(add)
 
 	seen := make(map[string]bool)
 	for i, n := range c.Notify {
@@ -941,6 +945,7 @@ func (c *Config) Changed(other *Config) []string {
 		{blockNotify, c.Notify, other.Notify},
 		{blockWebhook, c.Webhook, other.Webhook},
 		{blockAutopilot, c.Autopilot, other.Autopilot},
+		{blockRetention, c.Retention, other.Retention},
 	} {
 		if !reflect.DeepEqual(b.a, b.b) {
 			out = append(out, b.name)
