@@ -21,13 +21,16 @@ import (
 // POST /v1/operator/gc (nops operator gc).
 
 const (
-	// gcMaxDeployments and gcMaxEvents bound one GC entry, so that a pass
-	// over a large backlog is many short entries rather than one that
-	// stalls the log; the pass repeats them until nothing is left.
-	gcMaxDeployments = 5_000
-	gcMaxEvents      = 20_000
+	// gcMaxDeployments, gcMaxScan and gcMaxEvents bound one GC entry (the
+	// deployments it changes, reads, and the events it deletes), so that
+	// a pass over a large state or backlog is many short entries rather
+	// than one that holds the log (BenchmarkRetentionYear1000Jobs); the
+	// pass repeats them until nothing is left.
+	gcMaxDeployments = 500
+	gcMaxScan        = 5_000
+	gcMaxEvents      = 5_000
 	// gcMaxEntries bounds the entries of one pass.
-	gcMaxEntries = 1_000
+	gcMaxEntries = 10_000
 	// gcFirstDelay is how long a new leader waits before its first pass,
 	// so that a failover does not start with a large write.
 	gcFirstDelay = time.Minute
@@ -98,7 +101,9 @@ func (s *Server) GC(ctx context.Context, actor string) (structs.GCResult, error)
 			DeploymentsBefore: now.Add(-conf.DeploymentAge),
 			KeepPerJob:        conf.DeploymentsPerJob,
 			EventsBefore:      now.Add(-conf.EventAge),
+			FromJob:           total.NextJob,
 			MaxDeployments:    gcMaxDeployments,
+			MaxScan:           gcMaxScan,
 			MaxEvents:         gcMaxEvents,
 		})
 		if err != nil {

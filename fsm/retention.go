@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 
+	memdb "github.com/hashicorp/go-memdb"
+
 	"github.com/nops-dev/nops/structs"
 )
 
@@ -26,9 +28,13 @@ func (w *writer) gc(req *structs.GCRequest) error {
 	if req.KeepPerJob < 1 {
 		return invalid("retention keeps at least the newest deployment of each job, not %d", req.KeepPerJob)
 	}
-	if req.MaxDeployments < 1 || req.MaxDeployments > maxGCPerEntry || req.MaxEvents < 1 || req.MaxEvents > maxGCPerEntry {
-		return invalid("a retention pass removes 1 to %d deployments and events, not %d and %d",
-			maxGCPerEntry, req.MaxDeployments, req.MaxEvents)
+	for _, b := range []struct {
+		name string
+		v    int
+	}{{"deployments changed", req.MaxDeployments}, {"deployments read", req.MaxScan}, {"events deleted", req.MaxEvents}} {
+		if b.v < 1 || b.v > maxGCPerEntry {
+			return invalid("a retention entry bounds the %s to 1..%d, not %d", b.name, maxGCPerEntry, b.v)
+		}
 	}
 	res := &structs.GCResult{Index: w.index}
 	if err := w.gcDeployments(req, res); err != nil {
@@ -47,28 +53,35 @@ func (w *writer) gcDeployments(req *structs.GCRequest, res *structs.GCResult) er
 	if req.SpecBefore.IsZero() && req.DeploymentsBefore.IsZero() {
 		return nil
 	}
-	blocked := map[string]bool{}
-	it, err := w.txn.Get(TableBlocks, "id")
-	if err != nil {
-		return fmt.Errorf("list blocks: %w", err)
+	// Read first, whole jobs from FromJob on: the changes must not run
+	// under an iterator of the same transaction.
+	var it memdb.ResultIterator
+	var err error
+	if req.FromJob == "" {
+		it, err = w.txn.Get(TableDeployments, "job")
+	} else {
+		ns, job, ok := splitKey(req.FromJob)
+		if !ok {
+			return invalid("retention: job key %q is not namespace/job", req.FromJob)
+		}
+		it, err = w.txn.LowerBound(TableDeployments, "job", ns, job)
 	}
-	for raw := it.Next(); raw != nil; raw = it.Next() {
-		blocked[raw.(*structs.Block).DeploymentID] = true
-	}
-	// Read everything first: the changes must not run under an iterator
-	// of the same transaction.
-	var jobs [][]*structs.Deployment
-	it, err = w.txn.Get(TableDeployments, "job")
 	if err != nil {
 		return fmt.Errorf("list deployments: %w", err)
 	}
+	var jobs [][]*structs.Deployment
+	scanned := 0
 	for raw := it.Next(); raw != nil; raw = it.Next() {
 		d := raw.(*structs.Deployment)
 		if n := len(jobs); n > 0 && jobs[n-1][0].Key() == d.Key() {
 			jobs[n-1] = append(jobs[n-1], d)
+		} else if scanned >= req.MaxScan {
+			res.More, res.NextJob = true, d.Key()
+			break
 		} else {
 			jobs = append(jobs, []*structs.Deployment{d})
 		}
+		scanned++
 	}
 	budget := req.MaxDeployments
 	for _, deps := range jobs {
@@ -82,8 +95,12 @@ func (w *writer) gcDeployments(req *structs.GCRequest, res *structs.GCResult) er
 			}
 			return 0
 		})
+		block, err := first[structs.Block](w.txn, TableBlocks, deps[0].Namespace, deps[0].JobID)
+		if err != nil {
+			return err
+		}
 		for rank, d := range deps {
-			if !d.State.Terminal() || blocked[d.ID] {
+			if !d.State.Terminal() || (block != nil && block.DeploymentID == d.ID) {
 				continue
 			}
 			del := rank >= req.KeepPerJob && d.StateEnteredAt.Before(req.DeploymentsBefore)
@@ -92,7 +109,9 @@ func (w *writer) gcDeployments(req *structs.GCRequest, res *structs.GCResult) er
 				continue
 			}
 			if budget == 0 {
-				res.More = true
+				// This job is read again by the next entry; what this
+				// one changed no longer qualifies, so it moves on.
+				res.More, res.NextJob = true, d.Key()
 				return nil
 			}
 			budget--

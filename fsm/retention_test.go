@@ -30,6 +30,9 @@ func (h *harness) gc(req structs.GCRequest) structs.GCResult {
 	if req.MaxEvents == 0 {
 		req.MaxEvents = 1000
 	}
+	if req.MaxScan == 0 {
+		req.MaxScan = 1000
+	}
 	h.mustApply(structs.GCRequestType, &req)
 	r, ok := h.resp.(*structs.GCResult)
 	if !ok {
@@ -164,7 +167,7 @@ func TestGCNeverDeletes(t *testing.T) {
 				return structs.GCRequest{DeploymentsBefore: now.Add(far), MaxDeployments: 2}
 			},
 			keep: []string{"a1", "a4"}, specs: []string{"a1", "a4"},
-			want: structs.GCResult{DeploymentsDeleted: 2, More: true},
+			want: structs.GCResult{DeploymentsDeleted: 2, More: true, NextJob: "default/web"},
 		},
 	}
 	for _, tc := range cases {
@@ -248,6 +251,41 @@ func TestGCEvents(t *testing.T) {
 	}
 }
 
+// TestGCCursor checks that a pass bounded by the deployments it reads goes
+// job by job, from the cursor of the last entry, and ends with every job
+// done once.
+func TestGCCursor(t *testing.T) {
+	h := newHarness(t)
+	for _, job := range []string{"a", "b", "c"} {
+		h.finished(job+"1", job, structs.StateCompleted)
+		h.finished(job+"2", job, structs.StateCompleted)
+	}
+	h.finished("c3", "c", structs.StateCompleted)
+	far := h.now.Add(time.Hour)
+	var cursors []string
+	total := structs.GCResult{}
+	from := ""
+	for i := 0; ; i++ {
+		if i == 10 {
+			t.Fatalf("the pass does not end: cursors %v", cursors)
+		}
+		// One deployment read per entry: each entry reads one whole job.
+		got := h.gc(structs.GCRequest{DeploymentsBefore: far, MaxScan: 1, FromJob: from})
+		total = total.Add(got)
+		cursors = append(cursors, got.NextJob)
+		if !got.More {
+			break
+		}
+		from = got.NextJob
+	}
+	if !slices.Equal(cursors, []string{"default/b", "default/c", ""}) || total.DeploymentsDeleted != 4 {
+		t.Fatalf("cursors %v, result %+v; want b, c, done and 4 deleted", cursors, total)
+	}
+	if ids := h.ids(); !slices.Equal(ids, []string{"a2", "b2", "c3"}) {
+		t.Fatalf("deployments left = %v", ids)
+	}
+}
+
 // TestGCRefusesBadRequests checks that a bad pass is refused and changes
 // nothing.
 func TestGCRefusesBadRequests(t *testing.T) {
@@ -256,10 +294,12 @@ func TestGCRefusesBadRequests(t *testing.T) {
 	h.finished("a2", "web", structs.StateCompleted)
 	far := h.now.Add(time.Hour)
 	for _, req := range []structs.GCRequest{
-		{DeploymentsBefore: far, KeepPerJob: 0, MaxDeployments: 10, MaxEvents: 10},
-		{DeploymentsBefore: far, KeepPerJob: -1, MaxDeployments: 10, MaxEvents: 10},
-		{DeploymentsBefore: far, KeepPerJob: 1, MaxDeployments: 0, MaxEvents: 10},
-		{EventsBefore: far, KeepPerJob: 1, MaxDeployments: 10, MaxEvents: maxGCPerEntry + 1},
+		{DeploymentsBefore: far, KeepPerJob: 0, MaxDeployments: 10, MaxScan: 10, MaxEvents: 10},
+		{DeploymentsBefore: far, KeepPerJob: -1, MaxDeployments: 10, MaxScan: 10, MaxEvents: 10},
+		{DeploymentsBefore: far, KeepPerJob: 1, MaxDeployments: 0, MaxScan: 10, MaxEvents: 10},
+		{EventsBefore: far, KeepPerJob: 1, MaxDeployments: 10, MaxScan: 10, MaxEvents: maxGCPerEntry + 1},
+		{EventsBefore: far, KeepPerJob: 1, MaxDeployments: 10, MaxScan: 0, MaxEvents: 10},
+		{DeploymentsBefore: far, KeepPerJob: 1, MaxDeployments: 10, MaxScan: 10, MaxEvents: 10, FromJob: "no-slash"},
 	} {
 		req.WriteMeta = h.meta("nops")
 		h.refused(structs.ErrInvalid, []string{"retention"}, func() error { return h.apply(structs.GCRequestType, &req) })

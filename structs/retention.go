@@ -22,11 +22,16 @@ type GCRequest struct {
 	// EventsBefore deletes the audit events older than it, oldest first,
 	// up to the first event at or after it. Zero keeps every event.
 	EventsBefore time.Time `json:"events_before,omitzero"`
-	// MaxDeployments and MaxEvents bound the deletions of one entry, so
-	// that one pass cannot stall the log; the leader repeats the pass
-	// while a result says More.
-	MaxDeployments int `json:"max_deployments"`
-	MaxEvents      int `json:"max_events"`
+	// MaxDeployments bounds the deployments one entry changes or deletes,
+	// MaxScan the deployments it reads (it reads whole jobs, from the job
+	// FromJob, a namespace/job key, on), and MaxEvents the events it
+	// deletes, so that no entry holds the log for long; the leader goes on
+	// with the next entry, from the result's NextJob, while a result says
+	// More.
+	FromJob        string `json:"from_job,omitempty"`
+	MaxDeployments int    `json:"max_deployments"`
+	MaxScan        int    `json:"max_scan"`
+	MaxEvents      int    `json:"max_events"`
 }
 
 // GCResult is what one retention pass removed.
@@ -34,8 +39,11 @@ type GCResult struct {
 	SpecsDropped       int `json:"specs_dropped"`
 	DeploymentsDeleted int `json:"deployments_deleted"`
 	EventsDeleted      int `json:"events_deleted"`
-	// More is set when a bound stopped the pass before it was done.
-	More bool `json:"more"`
+	// More is set when a bound stopped the pass before it was done;
+	// NextJob is then where the next entry starts reading deployments
+	// (empty when the deployments are done).
+	More    bool   `json:"more"`
+	NextJob string `json:"next_job,omitempty"`
 	// Index is the Raft index of the pass.
 	Index uint64 `json:"index"`
 }
@@ -47,6 +55,7 @@ func (r GCResult) Add(o GCResult) GCResult {
 		DeploymentsDeleted: r.DeploymentsDeleted + o.DeploymentsDeleted,
 		EventsDeleted:      r.EventsDeleted + o.EventsDeleted,
 		More:               o.More,
+		NextJob:            o.NextJob,
 		Index:              max(r.Index, o.Index),
 	}
 }

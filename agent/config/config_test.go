@@ -76,7 +76,7 @@ func TestDefault(t *testing.T) {
 		NotifyRetention:       72 * time.Hour,
 		Autopilot: AutopilotConfig{CleanupDeadServers: true, LastContactThreshold: 200 * time.Millisecond,
 			MaxTrailingLogs: 250, ServerStabilizationTime: 10 * time.Second},
-		Retention: RetentionConfig{SpecAfter: time.Hour, DeploymentsPerJob: 20, DeploymentAge: 365 * 24 * time.Hour,
+		Retention: RetentionConfig{SpecAfter: time.Hour, DeploymentsPerJob: 10, DeploymentAge: 90 * 24 * time.Hour,
 			EventAge: 365 * 24 * time.Hour, Interval: 10 * time.Minute},
 		HTTPReadTimeout:  30 * time.Second,
 		HTTPWriteTimeout: 2 * time.Minute,
