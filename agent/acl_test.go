@@ -40,9 +40,7 @@ func aclCall(t testing.TB, s *nopstest.Server, token, method, path string, body 
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rd != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
+	setContentType(req)
 	req.Header.Set("X-Nops-Actor", "mallory")
 	if token != "" {
 		req.Header.Set("X-Nops-Token", token)
