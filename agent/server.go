@@ -313,12 +313,8 @@ func (s *Server) setupRaft() error {
 	if cfg.RaftSnapshotInterval > 0 {
 		rc.SnapshotInterval = cfg.RaftSnapshotInterval
 	}
-	if cfg.Dev || cfg.BootstrapExpect == 1 {
-		// A lone server needs no patience with absent peers.
-		rc.HeartbeatTimeout = 500 * time.Millisecond
-		rc.ElectionTimeout = 500 * time.Millisecond
-		rc.LeaderLeaseTimeout = 250 * time.Millisecond
-	}
+	timings := cfg.RaftTimings()
+	rc.HeartbeatTimeout, rc.ElectionTimeout, rc.LeaderLeaseTimeout = timings.HeartbeatTimeout, timings.ElectionTimeout, timings.LeaderLeaseTimeout
 	s.leaderNotify = make(chan bool, 10)
 	rc.NotifyCh = s.leaderNotify
 

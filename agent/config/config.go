@@ -203,6 +203,8 @@ type Config struct {
 	// Raft snapshot tuning.
 	RaftSnapshotThreshold uint64
 	RaftSnapshotInterval  time.Duration
+	// RaftMultiplier scales the Raft timeouts (raft.go).
+	RaftMultiplier int
 
 	// HTTP server limits: the time to read a request (headers and body),
 	// to write an answer, and to keep an idle connection open, and the
@@ -388,6 +390,7 @@ func Default() *Config {
 		LogLevel:              DefaultLogLevel,
 		RaftSnapshotThreshold: DefaultRaftSnapshotThreshold,
 		RaftSnapshotInterval:  DefaultRaftSnapshotInterval,
+		RaftMultiplier:        DefaultRaftMultiplier,
 		ACL:                   ACLConfig{TokenTTL: DefaultACLTokenTTL},
 		NotifyRetention:       DefaultNotifyRetention,
 		Autopilot:             DefaultAutopilot(),

@@ -72,6 +72,7 @@ func TestDefault(t *testing.T) {
 		LogLevel:              "info",
 		RaftSnapshotThreshold: 8192,
 		RaftSnapshotInterval:  2 * time.Minute,
+		RaftMultiplier:        1,
 		ACL:                   ACLConfig{TokenTTL: time.Hour},
 		NotifyRetention:       72 * time.Hour,
 		Autopilot: AutopilotConfig{CleanupDeadServers: true, LastContactThreshold: 200 * time.Millisecond,
