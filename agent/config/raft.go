@@ -15,9 +15,9 @@ import (
 // rejoins or was cut off asks whether it could win before it starts an
 // election, so it cannot depose a healthy leader.
 const (
-	raftBaseHeartbeatTimeout   = 250 * time.Millisecond
-	raftBaseElectionTimeout    = 250 * time.Millisecond
-	raftBaseLeaderLeaseTimeout = 125 * time.Millisecond
+	raftBaseHeartbeatTimeout   = 300 * time.Millisecond
+	raftBaseElectionTimeout    = 300 * time.Millisecond
+	raftBaseLeaderLeaseTimeout = 150 * time.Millisecond
 
 	// DefaultRaftMultiplier is the multiplier of the base timings.
 	DefaultRaftMultiplier = 1

@@ -11,16 +11,16 @@ func TestRaftMultiplier(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := c.RaftTimings(); got != (RaftTimings{250 * time.Millisecond, 250 * time.Millisecond, 125 * time.Millisecond}) {
+	if got := c.RaftTimings(); got != (RaftTimings{300 * time.Millisecond, 300 * time.Millisecond, 150 * time.Millisecond}) {
 		t.Fatalf("default timings = %+v", got)
 	}
-	p := writeFile(t, "raft.hcl", `raft_multiplier = 4`)
+	p := writeFile(t, "raft.hcl", `raft_multiplier = 5`)
 	c, err = Load(args("-config", p), env(nil))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := c.RaftTimings(); got != (RaftTimings{time.Second, time.Second, 500 * time.Millisecond}) {
-		t.Fatalf("timings at 4 = %+v", got)
+	if got := c.RaftTimings(); got != (RaftTimings{1500 * time.Millisecond, 1500 * time.Millisecond, 750 * time.Millisecond}) {
+		t.Fatalf("timings at 5 = %+v", got)
 	}
 	for _, bad := range []string{"0", "11", "-1", "fast"} {
 		if _, err := Load(args("-raft-multiplier", bad), env(nil)); err == nil || !strings.Contains(err.Error(), "raft-multiplier") {
