@@ -17,7 +17,7 @@ import (
 const (
 	raftBaseHeartbeatTimeout   = 300 * time.Millisecond
 	raftBaseElectionTimeout    = 300 * time.Millisecond
-	raftBaseLeaderLeaseTimeout = 150 * time.Millisecond
+	raftBaseLeaderLeaseTimeout = 300 * time.Millisecond
 
 	// DefaultRaftMultiplier is the multiplier of the base timings.
 	DefaultRaftMultiplier = 1

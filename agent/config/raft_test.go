@@ -11,7 +11,7 @@ func TestRaftMultiplier(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := c.RaftTimings(); got != (RaftTimings{300 * time.Millisecond, 300 * time.Millisecond, 150 * time.Millisecond}) {
+	if got := c.RaftTimings(); got != (RaftTimings{300 * time.Millisecond, 300 * time.Millisecond, 300 * time.Millisecond}) {
 		t.Fatalf("default timings = %+v", got)
 	}
 	p := writeFile(t, "raft.hcl", `raft_multiplier = 5`)
@@ -19,7 +19,7 @@ func TestRaftMultiplier(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := c.RaftTimings(); got != (RaftTimings{1500 * time.Millisecond, 1500 * time.Millisecond, 750 * time.Millisecond}) {
+	if got := c.RaftTimings(); got != (RaftTimings{1500 * time.Millisecond, 1500 * time.Millisecond, 1500 * time.Millisecond}) {
 		t.Fatalf("timings at 5 = %+v", got)
 	}
 	for _, bad := range []string{"0", "11", "-1", "fast"} {
