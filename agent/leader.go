@@ -100,6 +100,11 @@ func (s *Server) establishLeadership() error {
 			s.leaderFn(ctx, s)
 		}()
 	}
+	loops++
+	go func() {
+		defer func() { finished <- struct{}{} }()
+		s.retentionLoop(ctx)
+	}()
 	if s.config.ACL.Enabled {
 		loops++
 		go func() {

@@ -45,6 +45,9 @@ func reloadables() []reloadable {
 		{name: "hook-timeout", apply: (*Server).reloadDefaults, keep: func(r, n *config.Config) { r.HookTimeout = n.HookTimeout }},
 		{name: "autopilot", apply: func(*Server, *config.Config) error { return nil },
 			keep: func(r, n *config.Config) { r.Autopilot = n.Autopilot }},
+		// The retention loop reads the live configuration at each pass.
+		{name: "retention", apply: func(*Server, *config.Config) error { return nil },
+			keep: func(r, n *config.Config) { r.Retention = n.Retention }},
 	}
 }
 

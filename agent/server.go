@@ -33,6 +33,9 @@ var Version = "0.2.0-dev"
 
 const (
 	raftApplyTimeout = 10 * time.Second
+	// raftLogCacheSize is how many of the newest log entries stay in
+	// memory.
+	raftLogCacheSize = 512
 	// leaderWait is how long a write waits for a leader before 503.
 	leaderWait = 5 * time.Second
 )
@@ -73,6 +76,8 @@ type Server struct {
 	requestCtx    context.Context
 	requestCancel context.CancelFunc
 	metrics       *prometheus.Registry
+	// retention runs the leader's retention passes (gc.go).
+	retention *retention
 
 	membership *membership
 
@@ -311,12 +316,12 @@ func (s *Server) setupRaft() error {
 	if cfg.RaftSnapshotInterval > 0 {
 		rc.SnapshotInterval = cfg.RaftSnapshotInterval
 	}
-	if cfg.Dev || cfg.BootstrapExpect == 1 {
-		// A lone server needs no patience with absent peers.
-		rc.HeartbeatTimeout = 500 * time.Millisecond
-		rc.ElectionTimeout = 500 * time.Millisecond
-		rc.LeaderLeaseTimeout = 250 * time.Millisecond
-	}
+	// Writes that arrive together go to the log, to the followers and to
+	// the FSM together: one disk sync and one apply transaction for the
+	// lot.
+	rc.BatchApplyCh = true
+	timings := cfg.RaftTimings()
+	rc.HeartbeatTimeout, rc.ElectionTimeout, rc.LeaderLeaseTimeout = timings.HeartbeatTimeout, timings.ElectionTimeout, timings.LeaderLeaseTimeout
 	s.leaderNotify = make(chan bool, 10)
 	rc.NotifyCh = s.leaderNotify
 
@@ -327,7 +332,13 @@ func (s *Server) setupRaft() error {
 	if err != nil {
 		return fmt.Errorf("read raft state: %w", err)
 	}
-	r, err := raft.NewRaft(rc, s.fsm, store, store, snaps, s.transport)
+	// The newest entries stay in memory, so that the leader replicates
+	// and applies them without reading them back from disk.
+	logs, err := raft.NewLogCache(raftLogCacheSize, store)
+	if err != nil {
+		return fmt.Errorf("raft log cache: %w", err)
+	}
+	r, err := raft.NewRaft(rc, s.fsm, logs, store, snaps, s.transport)
 	if err != nil {
 		return fmt.Errorf("start raft: %w", err)
 	}

@@ -23,8 +23,8 @@ import (
 var minVersions = func() map[structs.MessageType]*version.Version {
 	v020 := version.Must(version.NewVersion("0.2.0"))
 	m := map[structs.MessageType]*version.Version{}
-	// 0.2.0 added ACLs, the notification outbox and autopilot.
-	for t := structs.ACLPolicyUpsertRequestType; t <= structs.AutopilotSetConfigRequestType; t++ {
+	// 0.2.0 added ACLs, the notification outbox, autopilot and retention.
+	for t := structs.ACLPolicyUpsertRequestType; t <= structs.GCRequestType; t++ {
 		m[t] = v020
 	}
 	return m

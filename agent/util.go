@@ -63,7 +63,9 @@ func (s *Server) rpcHTTPClient(rpcAddr string) *http.Client {
 			DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 				return s.mux.dial(ctx, rpcAddr, rpcHTTP)
 			},
-			MaxIdleConnsPerHost: 4,
+			// Writes forwarded at once each hold a connection: keep as
+			// many for the next ones rather than dial again each time.
+			MaxIdleConnsPerHost: 64,
 			IdleConnTimeout:     90 * time.Second,
 		},
 	}

@@ -126,6 +126,7 @@ func (m *runner) commands() map[string]command {
 		"operator gossip":                   nil,
 		"operator gossip keyring":           &gossipKeyringCommand{m: m},
 		"operator gossip keygen":            &gossipKeygenCommand{m: m},
+		"operator gc":                       &operatorGCCommand{m: m},
 		"operator autopilot":                nil,
 		"operator autopilot get-config":     &autopilotGetConfigCommand{m: m},
 		"operator autopilot set-config":     &autopilotSetConfigCommand{m: m},

@@ -25,6 +25,8 @@ type writer struct {
 	// notified counts the notifications the entry has written; it numbers
 	// them.
 	notified int
+	// resp, when set, is the entry's answer in place of nil.
+	resp any
 }
 
 func (w *writer) insert(table string, obj any) error {

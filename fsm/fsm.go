@@ -69,7 +69,7 @@ func (f *FSM) Apply(l *raft.Log) any {
 	}
 	txn.Commit()
 	st.broadcast()
-	return nil
+	return w.resp
 }
 
 // ApplyBatch applies the entries Raft commits together in one write
@@ -100,6 +100,8 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []any {
 		if err != nil {
 			resps[i] = err
 			counters = saved
+		} else {
+			resps[i] = w.resp
 		}
 		// The latest index moves to every applied entry, refused or not.
 		counters.LatestIndex = l.Index
@@ -220,6 +222,8 @@ func (f *FSM) dispatch(w *writer, l *raft.Log) error {
 		return applyMsg(buf, w.notifyMark)
 	case structs.AutopilotSetConfigRequestType:
 		return applyMsg(buf, w.autopilotSetConfig)
+	case structs.GCRequestType:
+		return applyMsg(buf, w.gc)
 	}
 	if ignoreUnknown {
 		f.logger.Warn("ignoring unknown message type", "type", t, "index", l.Index)

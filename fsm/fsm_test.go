@@ -197,6 +197,16 @@ func TestApplyEveryMessageType(t *testing.T) {
 	for mt, fn := range outboxCases {
 		cases[mt] = fn
 	}
+	cases[structs.GCRequestType] = func(t *testing.T, h *harness) {
+		h.finished("d1", "web", structs.StateCompleted)
+		h.finished("d2", "web", structs.StateCompleted)
+		if got := h.gc(structs.GCRequest{DeploymentsBefore: h.now.Add(time.Hour)}); got.DeploymentsDeleted != 1 || got.Index != h.index {
+			t.Fatalf("gc result = %+v", got)
+		}
+		if ids := h.ids(); len(ids) != 1 || ids[0] != "d2" {
+			t.Fatalf("deployments after gc = %v, want d2", ids)
+		}
+	}
 	for _, mt := range structs.MessageTypes() {
 		fn, ok := cases[mt]
 		if !ok {

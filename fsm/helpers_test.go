@@ -26,6 +26,8 @@ type harness struct {
 	now   time.Time
 	// log is every entry applied through the harness.
 	log []*raft.Log
+	// resp is the last answer that was not an error (a GC result).
+	resp any
 }
 
 func newHarness(t testing.TB) *harness {
@@ -57,7 +59,12 @@ func (h *harness) apply(t structs.MessageType, req any) error {
 	l := &raft.Log{Index: h.index, Term: 1, Type: raft.LogCommand, Data: data}
 	h.log = append(h.log, l)
 	resp := h.fsm.Apply(l)
+	h.resp = nil
 	if resp == nil {
+		return nil
+	}
+	if r, ok := resp.(*structs.GCResult); ok {
+		h.resp = r
 		return nil
 	}
 	err, ok := resp.(error)

@@ -57,6 +57,10 @@ type Deliverer struct {
 
 	// lastPrune is when the loop last checked for notifications to prune.
 	lastPrune time.Time
+	// lastWindows is when the loop last looked at every window, and
+	// windowsIndex the largest modify index of a window it looked at.
+	lastWindows  time.Time
+	windowsIndex uint64
 }
 
 // New returns a delivery loop over the store's outbox.
@@ -374,8 +378,16 @@ func (d *Deliverer) prune(now time.Time) {
 	}
 }
 
+// windowObserveEvery is how often, at most, every window is looked at.
+const windowObserveEvery = time.Second
+
 // observeWindows records each sync window that opened or closed since the
 // last recorded observation; the FSM notifies only on a change.
+//
+// A window opens and closes with time, not with writes: every window is
+// looked at once a second at most, and in between only the windows written
+// since (a raised modify index), so that a burst of writes does not
+// evaluate every schedule once per write.
 func (d *Deliverer) observeWindows() {
 	st := d.store.State()
 	windows, err := st.Windows()
@@ -383,7 +395,16 @@ func (d *Deliverer) observeWindows() {
 		return
 	}
 	now := d.now()
+	all := now.Sub(d.lastWindows) >= windowObserveEvery || now.Before(d.lastWindows)
+	since := d.windowsIndex
+	if all {
+		d.lastWindows = now
+	}
 	for _, w := range windows {
+		d.windowsIndex = max(d.windowsIndex, w.ModifyIndex)
+		if !all && w.ModifyIndex <= since {
+			continue
+		}
 		active, err := holds.Active(w, now)
 		if err != nil {
 			continue

@@ -52,6 +52,10 @@ const (
 	// AutopilotSetConfigRequestType stores the operator's autopilot
 	// configuration (check-and-set).
 	AutopilotSetConfigRequestType MessageType = 29
+	// GCRequestType runs one pass of retention: it drops the job specs of
+	// old finished deployments and deletes old deployments and events, by
+	// the cut-offs the leader proposes.
+	GCRequestType MessageType = 30
 	// New types go here, at the end.
 )
 
@@ -90,6 +94,7 @@ var messageTypeNames = map[MessageType]string{
 	NotificationPruneRequestType:    "NotificationPrune",
 	NotifyMarkRequestType:           "NotifyMark",
 	AutopilotSetConfigRequestType:   "AutopilotSetConfig",
+	GCRequestType:                   "GC",
 }
 
 // MessageTypes lists every known message type, in order.

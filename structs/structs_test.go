@@ -154,7 +154,7 @@ func TestMessageTypesAppendOnly(t *testing.T) {
 		"ACLPolicyUpsert", "ACLPolicyDelete", "ACLRoleUpsert", "ACLRoleDelete", "ACLTokenUpsert",
 		"ACLTokenDelete", "ACLTokenBootstrap", "ACLAuthMethodUpsert", "ACLAuthMethodDelete",
 		"ACLBindingRuleUpsert", "ACLBindingRuleDelete",
-		"NotificationResult", "NotificationPrune", "NotifyMark", "AutopilotSetConfig",
+		"NotificationResult", "NotificationPrune", "NotifyMark", "AutopilotSetConfig", "GC",
 	}
 	got := MessageTypes()
 	if len(got) != len(want) {

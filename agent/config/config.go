@@ -190,6 +190,8 @@ type Config struct {
 	// sets them (nops operator autopilot set-config) the settings stored
 	// in Raft win.
 	Autopilot AutopilotConfig
+	// Retention bounds the deployments and events the state keeps.
+	Retention RetentionConfig
 
 	// EnableDebug serves /debug/pprof on the HTTP API.
 	EnableDebug bool
@@ -205,6 +207,8 @@ type Config struct {
 	// Raft snapshot tuning.
 	RaftSnapshotThreshold uint64
 	RaftSnapshotInterval  time.Duration
+	// RaftMultiplier scales the Raft timeouts (raft.go).
+	RaftMultiplier int
 
 	// HTTP server limits: the time to read a request (headers and body),
 	// to write an answer, and to keep an idle connection open, and the
@@ -390,9 +394,11 @@ func Default() *Config {
 		LogLevel:              DefaultLogLevel,
 		RaftSnapshotThreshold: DefaultRaftSnapshotThreshold,
 		RaftSnapshotInterval:  DefaultRaftSnapshotInterval,
+		RaftMultiplier:        DefaultRaftMultiplier,
 		ACL:                   ACLConfig{TokenTTL: DefaultACLTokenTTL},
 		NotifyRetention:       DefaultNotifyRetention,
 		Autopilot:             DefaultAutopilot(),
+		Retention:             DefaultRetention(),
 		HTTPReadTimeout:       DefaultHTTPReadTimeout,
 		HTTPWriteTimeout:      DefaultHTTPWriteTimeout,
 		HTTPIdleTimeout:       DefaultHTTPIdleTimeout,
@@ -584,6 +590,7 @@ func (c *Config) validateBlocks() []error {
 	if c.Autopilot.MinQuorum < 0 {
 		add(blockAutopilot, "min_quorum: must not be negative, got %d", c.Autopilot.MinQuorum)
 	}
+	c.Retention.validate(add)
 
 	seen := make(map[string]bool)
 	for i, n := range c.Notify {
@@ -964,6 +971,7 @@ func (c *Config) Changed(other *Config) []string {
 		{blockNotify, c.Notify, other.Notify},
 		{blockWebhook, c.Webhook, other.Webhook},
 		{blockAutopilot, c.Autopilot, other.Autopilot},
+		{blockRetention, c.Retention, other.Retention},
 	} {
 		if !reflect.DeepEqual(b.a, b.b) {
 			out = append(out, b.name)

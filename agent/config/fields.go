@@ -107,6 +107,8 @@ func (c *Config) fields() []field {
 			v: boolValue(&c.EnableDebug)},
 		{name: "raft-snapshot-interval", usage: "Interval between checks whether to snapshot.",
 			v: durationValue(&c.RaftSnapshotInterval)},
+		{name: "raft-multiplier", usage: "Scales the Raft timeouts (1 to 10): 1 elects a new leader within about a second on a LAN; raise it for slow links or loaded machines.",
+			v: intValue(&c.RaftMultiplier, checkRaftMultiplier)},
 		{name: "ui-url", usage: "Public address of the dashboard, for links in notifications and as the base of the dashboard's SSO callback (the address of the request when unset).",
 			v: stringValue(&c.UIURL, nil)},
 		{name: "notify-retention", usage: "How long delivered and dead notifications stay in the outbox.",

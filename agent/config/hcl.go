@@ -77,6 +77,7 @@ func (l *loader) loadFile(p string) {
 		{Type: blockNotify, LabelNames: []string{"name"}},
 		{Type: blockWebhook},
 		{Type: blockAutopilot},
+		{Type: blockRetention},
 	})
 	for key, attr := range set {
 		l.origin[key] = fmt.Sprintf("%s:%d", attr.Range.Filename, attr.Range.Start.Line)
@@ -121,6 +122,8 @@ func (l *loader) loadFile(p string) {
 			l.decodeNotify(b)
 		case blockAutopilot:
 			l.decodeBody(b.Body, autopilotFields(&c.Autopilot), nil)
+		case blockRetention:
+			l.decodeRetention(b)
 		case blockWebhook:
 			l.decodeBody(b.Body, []attrField{
 				{name: "secret_env", v: stringValue(&c.Webhook.SecretEnv, nil)},

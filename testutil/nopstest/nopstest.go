@@ -102,10 +102,18 @@ func WithRoutes(fn func(add agent.RouteAdder)) Option {
 	return func(o *options) { o.routes = append(o.routes, fn) }
 }
 
+// TestRaftMultiplier is the raft_multiplier of test servers: three times
+// the production timings (about the Raft library's defaults), so that two
+// cores busy with several clusters, Nomad and the Go toolchain at once do
+// not depose leaders in the middle of a test. The failover benchmark runs
+// the production default (1) on its own.
+const TestRaftMultiplier = 3
+
 // Config returns the configuration of a single dev-like server on free ports
 // with fast loops.
 func Config(t testing.TB, dataDir string) *config.Config {
 	cfg := config.Default()
+	cfg.RaftMultiplier = TestRaftMultiplier
 	cfg.DataDir = dataDir
 	cfg.Bind, cfg.Advertise = "127.0.0.1", "127.0.0.1"
 	cfg.HTTPPort, cfg.RPCPort, cfg.SerfPort = 0, 0, 0

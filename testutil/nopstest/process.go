@@ -174,6 +174,7 @@ func (c *ProcessCluster) start(dir string, n int, nomadAddr, repo string, extraA
 			"-engine-interval", "500ms",
 			"-log-level", "debug",
 			"-encrypt", GossipKey,
+			"-raft-multiplier", strconv.Itoa(TestRaftMultiplier),
 		}
 		if len(join) > 0 {
 			p.args = append(p.args, "-retry-join", strings.Join(join, ","))

@@ -1,0 +1,167 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/nops-dev/nops/structs"
+)
+
+// Retention runs like Nomad's garbage collection: a leader loop proposes a
+// GC entry every retention interval, with cut-off times from its clock and
+// the retention block, and the FSM decides what goes, the same way on every
+// server (fsm/retention.go). An operator forces a pass with
+// POST /v1/operator/gc (nops operator gc).
+
+const (
+	// gcMaxDeployments, gcMaxScan and gcMaxEvents bound one GC entry (the
+	// deployments it changes, reads, and the events it deletes), so that
+	// a pass over a large state or backlog is many short entries rather
+	// than one that holds the log (BenchmarkRetentionYear1000Jobs); the
+	// pass repeats them until nothing is left.
+	gcMaxDeployments = 500
+	gcMaxScan        = 5_000
+	gcMaxEvents      = 5_000
+	// gcMaxEntries bounds the entries of one pass.
+	gcMaxEntries = 10_000
+	// gcFirstDelay is how long a new leader waits before its first pass,
+	// so that a failover does not start with a large write.
+	gcFirstDelay = time.Minute
+)
+
+// retention holds the metrics of the passes this server ran as leader and
+// makes passes run one at a time.
+type retention struct {
+	mu      sync.Mutex
+	passes  prometheus.Counter
+	removed *prometheus.CounterVec
+}
+
+func newRetention(reg *prometheus.Registry) *retention {
+	r := &retention{
+		passes: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "nops_gc_passes_total", Help: "Retention passes this server ran as leader.",
+		}),
+		removed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "nops_gc_removed_total",
+			Help: "What retention passes this server ran removed: job specs of finished deployments, deployments, events.",
+		}, []string{"kind"}),
+	}
+	for _, k := range []string{"spec", "deployment", "event"} {
+		r.removed.WithLabelValues(k)
+	}
+	reg.MustRegister(r.passes, r.removed)
+	return r
+}
+
+// retentionLoop is a leader loop: it runs a pass every interval of the
+// live configuration, the first a little after leadership is won, and
+// stops with the leadership.
+func (s *Server) retentionLoop(ctx context.Context) {
+	logger := s.logger.Named("gc")
+	wait := min(gcFirstDelay, s.liveConfig().Retention.Interval)
+	for {
+		timer := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return
+		case <-timer.C:
+		}
+		if _, err := s.GC(ctx, "nops"); err != nil && ctx.Err() == nil {
+			logger.Warn("retention pass failed", "error", err)
+		}
+		wait = s.liveConfig().Retention.Interval
+	}
+}
+
+// GC runs one retention pass now, on the leader, and returns what it
+// removed.
+func (s *Server) GC(ctx context.Context, actor string) (structs.GCResult, error) {
+	r := s.retention
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	conf := s.liveConfig().Retention
+	var total structs.GCResult
+	for i := 0; i < gcMaxEntries; i++ {
+		if err := ctx.Err(); err != nil {
+			return total, err
+		}
+		now := time.Now().UTC()
+		res, err := s.applyGC(&structs.GCRequest{
+			WriteMeta:         structs.WriteMeta{Time: now, Actor: actor},
+			SpecBefore:        now.Add(-conf.SpecAfter),
+			DeploymentsBefore: now.Add(-conf.DeploymentAge),
+			KeepPerJob:        conf.DeploymentsPerJob,
+			EventsBefore:      now.Add(-conf.EventAge),
+			FromJob:           total.NextJob,
+			MaxDeployments:    gcMaxDeployments,
+			MaxScan:           gcMaxScan,
+			MaxEvents:         gcMaxEvents,
+		})
+		if err != nil {
+			return total, err
+		}
+		total = total.Add(*res)
+		r.removed.WithLabelValues("spec").Add(float64(res.SpecsDropped))
+		r.removed.WithLabelValues("deployment").Add(float64(res.DeploymentsDeleted))
+		r.removed.WithLabelValues("event").Add(float64(res.EventsDeleted))
+		if !res.More {
+			break
+		}
+	}
+	r.passes.Inc()
+	if total.SpecsDropped+total.DeploymentsDeleted+total.EventsDeleted > 0 {
+		s.logger.Named("gc").Info("retention pass", "specs_dropped", total.SpecsDropped,
+			"deployments_deleted", total.DeploymentsDeleted, "events_deleted", total.EventsDeleted, "actor", actor)
+	}
+	return total, nil
+}
+
+// errGCAnswer is an FSM answer to a GC entry that is neither a result nor
+// an error.
+var errGCAnswer = errors.New("unexpected answer to a retention pass")
+
+// applyGC applies one GC entry and returns its result, as Apply does for
+// entries that answer only an error.
+func (s *Server) applyGC(req *structs.GCRequest) (*structs.GCResult, error) {
+	const t = structs.GCRequestType
+	if err := s.checkMinimumVersion(t); err != nil {
+		return nil, err
+	}
+	buf, err := structs.Encode(t, req)
+	if err != nil {
+		return nil, err
+	}
+	f := s.raft.Apply(buf, raftApplyTimeout)
+	if err := f.Error(); err != nil {
+		if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) ||
+			errors.Is(err, raft.ErrLeadershipTransferInProgress) {
+			return nil, fmt.Errorf("%w: %v", structs.ErrNotLeader, err)
+		}
+		return nil, fmt.Errorf("raft apply %s: %w", t, err)
+	}
+	switch resp := f.Response().(type) {
+	case error:
+		return nil, resp
+	case *structs.GCResult:
+		return resp, nil
+	}
+	return nil, fmt.Errorf("%w: %T", errGCAnswer, f.Response())
+}
+
+// operatorGC forces a retention pass.
+func (a *httpAPI) operatorGC(_ http.ResponseWriter, r *http.Request) (any, error) {
+	res, err := a.s.GC(r.Context(), writeMeta(r).Actor)
+	if err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
