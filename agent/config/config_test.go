@@ -803,3 +803,23 @@ func TestChanged(t *testing.T) {
 		}
 	}
 }
+
+// TestLoad_SyntaxErrorQuotesNoSource: a syntax error names the file, line
+// and column and what is wrong, but not the file's text, which may be a
+// secret typed without its quotes (found by FuzzConfigFile).
+func TestLoad_SyntaxErrorQuotesNoSource(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "nops.hcl")
+	if err := os.WriteFile(path, []byte("repository \"r\" {\n  auth {ghp_SECRETVALUE\"\n}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Load([]string{"-config", path}, func(string) (string, bool) { return "", false })
+	if err == nil {
+		t.Fatal("a file with a syntax error loaded")
+	}
+	if strings.Contains(err.Error(), "ghp_SECRETVALUE") {
+		t.Fatalf("the error quotes the file's text: %v", err)
+	}
+	if !strings.Contains(err.Error(), path+":2,") {
+		t.Fatalf("the error does not give the position: %v", err)
+	}
+}

@@ -9,7 +9,7 @@ import (
 
 // FuzzConfigFile loads arbitrary config files, in HCL and in JSON: never a
 // panic, and Load either fails or returns a configuration that validates
-// again, with no secret of a repository URL in its error.
+// again, with no credential of a repository URL in its error.
 func FuzzConfigFile(f *testing.F) {
 	for _, name := range []string{"testdata/full.hcl", "testdata/override.hcl", "testdata/full.json"} {
 		b, err := os.ReadFile(name)
@@ -32,7 +32,12 @@ func FuzzConfigFile(f *testing.F) {
 		}
 		c, err := Load([]string{"-config", name}, func(string) (string, bool) { return "", false })
 		if err != nil {
-			if strings.Contains(err.Error(), "TOKEN_SECRET") {
+			// The credential of a repository URL (user info before the
+			// @) never shows in an error. A key name that happens to be
+			// the same text may: unknown keys are named (and a syntax
+			// error's detail, which could quote a secret typed without
+			// its quotes, is dropped: withoutSource).
+			if strings.Contains(err.Error(), "TOKEN_SECRET@") {
 				t.Fatalf("a load error prints a repository token: %v", err)
 			}
 			return

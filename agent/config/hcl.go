@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 
@@ -59,7 +60,7 @@ func (l *loader) loadFile(p string) {
 	} else {
 		file, diags = parser.ParseHCLFile(p)
 	}
-	l.addDiags(diags)
+	l.addDiags(withoutSource(diags))
 	if diags.HasErrors() || file == nil {
 		return
 	}
@@ -319,6 +320,24 @@ func (l *loader) addDiags(diags hcl.Diagnostics) {
 			l.errs = append(l.errs, d)
 		}
 	}
+}
+
+// quotedSource is text a syntax error's detail quotes from the file; short
+// quotes ("=", "{") are the parser's advice and stay.
+var quotedSource = regexp.MustCompile(`"[^"]{3,}"`)
+
+// withoutSource removes what the details of syntax errors quote from the
+// file ("If you meant to define argument …"), which may be a secret typed
+// without its quotes or equals sign. The summary, the advice and the
+// position (file, line and column) still say where the problem is.
+func withoutSource(diags hcl.Diagnostics) hcl.Diagnostics {
+	out := make(hcl.Diagnostics, 0, len(diags))
+	for _, d := range diags {
+		c := *d
+		c.Detail = quotedSource.ReplaceAllString(c.Detail, `"…"`)
+		out = append(out, &c)
+	}
+	return out
 }
 
 func indexOf(n int, match func(int) bool) int {
