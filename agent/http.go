@@ -136,6 +136,15 @@ func (a *httpAPI) wrap(kind string, rule routeRule, internal bool, fn handlerFun
 					writeError(w, &HTTPError{Code: http.StatusServiceUnavailable, Msg: structs.ErrNotLeader.Error()})
 					return
 				}
+				if isSnapshotPath(r.URL.Path) {
+					// A snapshot upload is read whole before it is
+					// forwarded: refuse a caller without the right here,
+					// before a byte of it is buffered.
+					if _, err := a.authorize(r, rule); err != nil {
+						writeError(w, err)
+						return
+					}
+				}
 				a.forward(w, r)
 				return
 			}

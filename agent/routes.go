@@ -54,8 +54,11 @@ func (a *httpAPI) routes(route func(pattern, kind string, rule routeRule, fn han
 	route("GET /v1/operator/raft/configuration", kindRead, onCluster(acl.Operator), a.raftConfiguration)
 	route("DELETE /v1/operator/raft/peer", kindWrite, onCluster(acl.Operator), a.raftRemovePeer)
 	route("POST /v1/operator/raft/transfer-leadership", kindWrite, onCluster(acl.Operator), a.raftTransfer)
-	route("GET /v1/operator/snapshot", kindWrite, onCluster(acl.Operator), a.snapshotSave)
-	route("PUT /v1/operator/snapshot", kindWrite, onCluster(acl.Operator), a.snapshotRestore)
+	// A snapshot holds the ACL tables (token hashes, SSO client secrets)
+	// and restoring one replaces them: saving or restoring it is as
+	// powerful as the acl capability, which it needs.
+	route("GET /v1/operator/snapshot", kindWrite, onCluster(acl.ACLWrite), a.snapshotSave)
+	route("PUT /v1/operator/snapshot", kindWrite, onCluster(acl.ACLWrite), a.snapshotRestore)
 	route("GET /v1/operator/keyring", kindRead, onCluster(acl.Operator), a.keyringList)
 	route("POST /v1/operator/keyring/install", kindWrite, onCluster(acl.Operator), a.keyringChange("install"))
 	route("POST /v1/operator/keyring/use", kindWrite, onCluster(acl.Operator), a.keyringChange("use"))
