@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/nops-dev/nops/agent/config"
+	"github.com/nops-dev/nops/reconcile/gitwatch"
 	"github.com/nops-dev/nops/structs"
 )
 
@@ -97,7 +98,8 @@ func (a *httpAPI) debugPprof(w http.ResponseWriter, r *http.Request) (any, error
 	}
 	switch strings.TrimPrefix(r.URL.Path, "/debug/pprof/") {
 	case "cmdline":
-		pprof.Cmdline(w, r)
+		// The command line can hold -encrypt or -nomad-token.
+		return nil, fmt.Errorf("%w: /debug/pprof/cmdline is not served: the command line can hold secrets", structs.ErrNotFound)
 	case "profile":
 		pprof.Profile(w, r)
 	case "symbol":
@@ -130,7 +132,7 @@ func redactedConfig(c *config.Config) *config.Config {
 	}
 	out.Repositories = make([]config.Repository, len(c.Repositories))
 	for i, repo := range c.Repositories {
-		repo.URL = redactURL(repo.URL)
+		repo.URL = gitwatch.SafeURL(repo.URL)
 		if repo.Auth != nil {
 			auth := *repo.Auth
 			blank(&auth.Password)
@@ -149,18 +151,6 @@ func redactedConfig(c *config.Config) *config.Config {
 	return &out
 }
 
-// redactURL removes the password of a URL's user information.
-func redactURL(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil || u.User == nil {
-		return raw
-	}
-	if _, ok := u.User.Password(); ok {
-		u.User = url.UserPassword(u.User.Username(), "redacted")
-	}
-	return u.String()
-}
-
 // redactor returns a redactor of every secret this server knows: those
 // of its configuration and the gossip keys of its keyring file.
 func (s *Server) redactor() *redactor {
@@ -171,11 +161,7 @@ func (s *Server) redactor() *redactor {
 		secrets = append(secrets, c.Consul.Token)
 	}
 	for _, repo := range c.Repositories {
-		if u, err := url.Parse(repo.URL); err == nil && u.User != nil {
-			if p, ok := u.User.Password(); ok {
-				secrets = append(secrets, p)
-			}
-		}
+		secrets = append(secrets, gitwatch.URLSecrets(repo.URL)...)
 		if a := repo.Auth; a != nil {
 			secrets = append(secrets, a.Password, a.Token, a.SSHKeyPassphrase)
 			for _, env := range []string{a.PasswordEnv, a.TokenEnv, a.SSHKeyPassphraseEnv} {

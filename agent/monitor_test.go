@@ -202,14 +202,18 @@ func TestMonitor_BadRequests(t *testing.T) {
 	}
 }
 
-// With enable_debug, /debug/pprof serves the profiler.
+// With enable_debug, /debug/pprof serves the profiler, but not the
+// command line, which can hold -encrypt or -nomad-token.
 func TestDebug_PprofWhenEnabled(t *testing.T) {
 	s := nopstest.Start(t, "", nopstest.WithoutReconcilers(), nopstest.WithConfig(func(cfg *config.Config) { cfg.EnableDebug = true }))
-	for _, path := range []string{"/debug/pprof/", "/debug/pprof/goroutine?debug=1", "/debug/pprof/cmdline"} {
+	for _, path := range []string{"/debug/pprof/", "/debug/pprof/goroutine?debug=1"} {
 		code, body := s.Do(http.MethodGet, path, nil, nil)
 		if code != http.StatusOK || len(body) == 0 {
 			t.Errorf("GET %s: %d %.200s", path, code, body)
 		}
+	}
+	if code, body := s.Do(http.MethodGet, "/debug/pprof/cmdline", nil, nil); code != http.StatusNotFound {
+		t.Errorf("GET /debug/pprof/cmdline: %d %.200s; want 404", code, body)
 	}
 	if code, body := s.Do(http.MethodGet, "/v1/agent/debug/goroutine", nil, nil); code != 200 || !strings.Contains(body, "goroutine ") {
 		t.Errorf("goroutine item: %d %.200s", code, body)

@@ -55,14 +55,20 @@ func TestOperatorDebug_BundleHasEveryServerAndNoSecret(t *testing.T) {
 	const (
 		nomadToken = "5f1e2d3c-planted-nomad-token"
 		gitToken   = "ghp_plantedGitToken0123456789"
+		// A token written as the URL's user name, with no password.
+		loneToken = "ghp_plantedLoneToken987654321"
 	)
 	repoURL := "https://x-access-token:" + gitToken + "@git.example.invalid/org/app.git"
+	loneURL := "https://" + loneToken + "@git.example.invalid/org/other.git"
 	c := nopstest.StartCluster(t, 3, nopstest.WithoutReconcilers(), nopstest.WithConfig(func(cfg *config.Config) {
 		cfg.NomadToken = nomadToken
 		cfg.EnableDebug = true
-		cfg.Repositories = []config.Repository{{Name: "app", URL: repoURL, Branch: "main", Path: ".", PollInterval: time.Minute}}
+		cfg.Repositories = []config.Repository{
+			{Name: "app", URL: repoURL, Branch: "main", Path: ".", PollInterval: time.Minute},
+			{Name: "other", URL: loneURL, Branch: "main", Path: ".", PollInterval: time.Minute},
+		}
 	}))
-	secrets := []string{nomadToken, gitToken, nopstest.GossipKey}
+	secrets := []string{nomadToken, gitToken, loneToken, nopstest.GossipKey}
 
 	// Every server logs the secrets while the bundle records.
 	ctx, cancel := context.WithCancel(context.Background())
@@ -76,7 +82,7 @@ func TestOperatorDebug_BundleHasEveryServerAndNoSecret(t *testing.T) {
 				case <-ctx.Done():
 					return
 				case <-tick.C:
-					s.Logger().Debug("planted line", "nomad_token", nomadToken, "url", repoURL, "gossip_key", nopstest.GossipKey)
+					s.Logger().Debug("planted line", "nomad_token", nomadToken, "url", repoURL, "other_url", loneURL, "gossip_key", nopstest.GossipKey)
 				}
 			}
 		}(s)

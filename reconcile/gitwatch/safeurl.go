@@ -53,9 +53,9 @@ func ScrubURLs(s string) string {
 	return userinfoInText.ReplaceAllString(s, "$1")
 }
 
-// urlSecrets returns the secret parts of a URL's user info: the password,
+// URLSecrets returns the secret parts of a URL's user info: the password,
 // and the user name when it stands alone in an http(s) URL (a token).
-func urlSecrets(raw string) []string {
+func URLSecrets(raw string) []string {
 	var out []string
 	if u, err := url.Parse(raw); err == nil && u.User != nil {
 		if p, ok := u.User.Password(); ok {

@@ -526,7 +526,7 @@ func (r *repo) scrub(err error) error {
 	// The configured URL first, whole, so that it reads as its safe form.
 	clean = strings.ReplaceAll(clean, r.cfg.URL, SafeURL(r.cfg.URL))
 	clean = ScrubURLs(clean)
-	secrets := append([]string{r.cfg.Auth.Password, r.cfg.Auth.Token, r.cfg.Auth.SSHKeyPassphrase}, urlSecrets(r.cfg.URL)...)
+	secrets := append([]string{r.cfg.Auth.Password, r.cfg.Auth.Token, r.cfg.Auth.SSHKeyPassphrase}, URLSecrets(r.cfg.URL)...)
 	for _, secret := range secrets {
 		if secret != "" {
 			clean = strings.ReplaceAll(clean, secret, "(redacted)")
