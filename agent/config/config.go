@@ -879,7 +879,13 @@ var userinfoPattern = regexp.MustCompile(`([A-Za-z][A-Za-z0-9+.\-]*://)[^\s/@]+@
 // hideUserinfo removes the credentials a repository URL may carry from a
 // text that quotes it: an error must not print a token.
 func hideUserinfo(s string) string {
-	return userinfoPattern.ReplaceAllString(s, "$1")
+	s = userinfoPattern.ReplaceAllString(s, "$1")
+	// What the patterns do not recognise (a malformed URL such as
+	// "TOKEN@ host") keeps nothing before its last @ either.
+	if at := strings.LastIndex(s, "@"); at >= 0 {
+		s = "…" + s[at:]
+	}
+	return s
 }
 
 func checkBranch(s string) error {
