@@ -16,6 +16,7 @@ import (
 	"github.com/nops-dev/nops/agent/config"
 	"github.com/nops-dev/nops/fsm"
 	"github.com/nops-dev/nops/notify"
+	"github.com/nops-dev/nops/reconcile/nomadx"
 	"github.com/nops-dev/nops/structs"
 )
 
@@ -37,13 +38,16 @@ func (s *Server) setupNotify() error {
 		if n.Kind != config.NotifyKindNomad || nomad != nil {
 			continue
 		}
-		cfg := nomadapi.DefaultConfig()
-		cfg.Address, cfg.SecretID, cfg.Region = s.config.NomadAddr, s.config.NomadToken, s.config.NomadRegion
-		c, err := nomadapi.NewClient(cfg)
+		// The same Nomad identity as the reconcilers': the token, or the
+		// token file (re-read on rotation; also the Task API's).
+		c, err := nomadx.New(nomadx.Config{
+			Address: s.config.NomadAddr, Token: s.config.NomadToken, TokenFile: s.config.NomadTokenFile,
+			Region: s.config.NomadRegion, RedactKeys: s.config.SecretKeyFragments(), Registerer: s.metrics,
+		}, s.logger.Named("notify.nomad"))
 		if err != nil {
 			return fmt.Errorf("nomad client for notifications: %w", err)
 		}
-		nomad = c
+		nomad = c.API()
 	}
 	targets, err := notifyTargets(s.config, os.LookupEnv, nil, nomad)
 	if err != nil {

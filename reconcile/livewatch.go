@@ -116,6 +116,11 @@ func (m *Manager) watchLive(ctx context.Context, ns string) {
 			// what Nomad still holds: a cycle looks at everything.
 			m.TriggerDetection()
 		}
+		// Once subscribed, the apply loop waits for events: a pass now
+		// settles whatever finished between the term's first pass (or
+		// the break) and the subscription, such as a hook run that
+		// completed while this server was being elected.
+		m.TriggerApply()
 		first = false
 		logger.Debug("watching Nomad's job events", "index", index)
 		connected := time.Now()
