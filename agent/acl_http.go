@@ -379,6 +379,21 @@ func filterList(out any, id *identity, c acl.Capability) any {
 	return kept.Interface()
 }
 
+// reauthorize checks a long-lived request (a stream) again against the
+// current ACL state, and returns its identity now: a stream ends once its
+// token is deleted, expires or loses the capability. With ACLs off it
+// returns the identity the request started with.
+func (a *httpAPI) reauthorize(r *http.Request, rule routeRule) (*identity, bool) {
+	if !a.s.config.ACL.Enabled {
+		return requestIdentity(r), true
+	}
+	r2, err := a.authorize(r, rule)
+	if err != nil {
+		return nil, false
+	}
+	return requestIdentity(r2), true
+}
+
 // canRead reports whether id may read an item of job ns/job (of the
 // cluster when ns is empty), as filterList decides for one item of a list.
 func canRead(id *identity, ns, job string) bool {

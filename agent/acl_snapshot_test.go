@@ -3,6 +3,7 @@ package agent_test
 import (
 	"bufio"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"strings"
@@ -63,5 +64,43 @@ func TestACL_SnapshotNeedsACLAndIsRefusedBeforeTheUpload(t *testing.T) {
 		if resp.StatusCode != http.StatusUnauthorized && resp.StatusCode != http.StatusForbidden {
 			t.Fatalf("%s: restore answered %d; want 401 or 403", name, resp.StatusCode)
 		}
+	}
+}
+
+// TestACL_EventStreamEndsWhenItsTokenIsDeleted: a stream checks its token
+// again before each batch, so a deleted token stops receiving the audit log.
+func TestACL_EventStreamEndsWhenItsTokenIsDeleted(t *testing.T) {
+	s, mgmt := startSSO(t)
+	var tok structs.ACLTokenView
+	aclCall(t, s, mgmt, "POST", "/v1/acl/token", map[string]any{"name": "watcher", "policies": []string{"reader"}}).ok(t, "token", &tok)
+
+	req, err := http.NewRequest(http.MethodGet, s.URL+"/v1/events/stream", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("X-Nops-Token", tok.SecretID)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("stream: %d", resp.StatusCode)
+	}
+	ended := make(chan struct{})
+	go func() {
+		_, _ = io.Copy(io.Discard, resp.Body)
+		close(ended)
+	}()
+	select {
+	case <-ended:
+		t.Fatal("the stream ended while its token was valid")
+	case <-time.After(500 * time.Millisecond):
+	}
+	aclCall(t, s, mgmt, "DELETE", "/v1/acl/token/"+tok.AccessorID, nil).ok(t, "delete token", nil)
+	select {
+	case <-ended:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the stream of a deleted token still runs")
 	}
 }

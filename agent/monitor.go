@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+
+	"github.com/nops-dev/nops/acl"
 )
 
 // Log streaming (GET /v1/agent/monitor), as Nomad's and Consul's monitor:
@@ -136,6 +138,10 @@ func (a *httpAPI) agentMonitor(w http.ResponseWriter, r *http.Request) (any, err
 				flusher.Flush()
 			}
 		case <-tick.C:
+			// A deleted or expired token ends the stream.
+			if _, ok := a.reauthorize(r, onCluster(acl.Operator)); !ok {
+				return nil, nil
+			}
 			if d := m.dropped.Load(); d > reported {
 				fmt.Fprintf(w, "==> the client read too slowly: %d log lines dropped\n", d-reported)
 				reported = d

@@ -197,6 +197,12 @@ func (a *httpAPI) eventStream(w http.ResponseWriter, r *http.Request) (any, erro
 	keepAlive := time.NewTicker(streamKeepAlive)
 	defer keepAlive.Stop()
 	for {
+		// The token is checked again before each batch: a deleted or
+		// expired token, or one that lost its policies, ends the stream.
+		var ok bool
+		if id, ok = a.reauthorize(r, anyToken()); !ok {
+			return nil, nil
+		}
 		st := a.s.State()
 		changed := st.Changed()
 		events, err := st.Events(fsm.EventFilter{AfterSeq: after, Limit: streamBatch})
