@@ -48,25 +48,36 @@ func (m *membership) setupConsul() error {
 			DeregisterCriticalServiceAfter: "72h",
 		},
 	}
-	if err := client.Agent().ServiceRegister(reg); err != nil {
-		// The catalog may come up later; keep trying in the discovery loop.
+	err = client.Agent().ServiceRegister(reg)
+	if err != nil {
+		// The agent may come up later; the join loop keeps trying.
 		m.logger.Warn("consul service registration failed; will retry", "error", err)
 	}
-	registered := false
+	registered := err == nil
+	register := func() {
+		if !registered {
+			if err := client.Agent().ServiceRegister(reg); err == nil {
+				registered = true
+				m.logger.Info("registered in consul", "service", name)
+			}
+		}
+	}
 	m.consulDeregister = func() {
 		if err := client.Agent().ServiceDeregister(id); err != nil {
 			m.logger.Warn("consul deregister", "error", err)
 		}
 	}
 	if !cc.AutoJoin {
+		// No discovery, but the registration is still retried by the
+		// join loop until the agent takes it.
+		m.discover = append(m.discover, func(context.Context) ([]string, error) {
+			register()
+			return nil, nil
+		})
 		return nil
 	}
 	m.discover = append(m.discover, func(ctx context.Context) ([]string, error) {
-		if !registered {
-			if err := client.Agent().ServiceRegister(reg); err == nil {
-				registered = true
-			}
-		}
+		register()
 		q := (&consulapi.QueryOptions{}).WithContext(ctx)
 		entries, _, err := client.Catalog().Service(name, "", q)
 		if err != nil {
