@@ -144,20 +144,3 @@ func duration(key, v string, bad func(string, string, string), def time.Duration
 	}
 	return d
 }
-
-// ValidateHook returns why a hook job cannot serve as a hook, if it cannot:
-// a hook must be a parameterized batch job.
-func ValidateHook(job *api.Job) string {
-	typ := ""
-	if job.Type != nil {
-		typ = *job.Type
-	}
-	var why []string
-	if typ != "batch" {
-		why = append(why, fmt.Sprintf("its type is %q, not batch", typ))
-	}
-	if job.ParameterizedJob == nil {
-		why = append(why, "it has no parameterized block")
-	}
-	return strings.Join(why, " and ")
-}
