@@ -85,4 +85,3 @@ func TestRead(t *testing.T) {
 		})
 	}
 }
-
