@@ -194,3 +194,63 @@ job "novars" {
 	mustContain(t, "fallback", r.stdout, "Nomad is not reachable", "checked the HCL syntax and literal meta values only",
 		"ok     bad.nomad.hcl")
 }
+
+// Offline, the hooks a managed job names are resolved as a server resolves
+// them, from the literal parameterized block; a hook whose shape needs
+// Nomad is not held against the jobs that name it.
+func TestValidate_OfflineResolvesHooks(t *testing.T) {
+	hook := func(id, params string) string {
+		return "job \"" + id + "\" {\n  type = \"batch\"\n  meta { nops_role = \"hook\" }\n  parameterized {\n" + params + "\n  }\n}\n"
+	}
+	dir := jobTree(t, map[string]string{
+		"app.nomad.hcl": "job \"app\" {\n  meta {\n    nops_managed = \"true\"\n" +
+			"    nops_pre_hooks = \"ok, seed, ask, missing, vague\"\n    nops_post_hooks = \"dup\"\n  }\n}\n",
+		"ok.nomad":          hook("ok", `    meta_required = ["nops_job"]`),
+		"seed.nomad":        hook("seed", `    payload = "required"`),
+		"ask.nomad":         hook("ask", `    meta_required = ["nops_job", "ticket"]`),
+		"vague.nomad":       hook("vague", `    meta_required = var.keys`),
+		"dup.nomad":         hook("dup", ""),
+		"again/dup.nomad":   hook("dup", ""),
+		"plain/other.nomad": "job \"missing\" {}\n",
+	})
+	c := newCLI(t, nil)
+	var out struct {
+		Jobs []*jobVerdict `json:"jobs"`
+	}
+	r := c.run("validate", "-offline", "-json", dir)
+	if err := json.Unmarshal([]byte(r.stdout), &out); err != nil || r.code != 1 {
+		t.Fatalf("exit %d, %v\n%s%s", r.code, err, r.stdout, r.stderr)
+	}
+	got := map[string]*jobVerdict{}
+	for _, v := range out.Jobs {
+		got[v.JobID] = v
+	}
+	app := got["app"]
+	if app == nil {
+		t.Fatalf("no verdict on app: %s", r.stdout)
+	}
+	want := []string{
+		`pre hook "seed" (seed.nomad) is not a valid hook: it requires a payload, which Nops does not send`,
+		`pre hook "ask" (ask.nomad) is not a valid hook: it requires dispatch meta ticket, which Nops does not pass (it passes nops_deployment, nops_job, nops_commit, nops_phase)`,
+		`pre hook "missing" is not declared by any file in namespace default`,
+		`post hook "dup" is not declared by any file in namespace default`,
+	}
+	if app.Valid || !slices.Equal(app.Problems, want) {
+		t.Errorf("app: valid %v, problems\n  %q\nwant\n  %q", app.Valid, app.Problems, want)
+	}
+	if v := got["ok"]; v == nil || !v.Valid {
+		t.Errorf("ok: %+v", v)
+	}
+	if v := got["seed"]; v == nil || v.Valid || !strings.Contains(strings.Join(v.Problems, ";"), "hook seed cannot run as a hook: it requires a payload") {
+		t.Errorf("seed: %+v", v)
+	}
+	if v := got["vague"]; v == nil || !v.Valid {
+		t.Errorf("vague (meta_required needs Nomad): %+v", v)
+	}
+	if v := got["dup"]; v == nil || v.Valid || len(v.Files) != 2 || v.Role != "hook" {
+		t.Errorf("dup: %+v", v)
+	}
+	if _, ok := got["missing"]; ok {
+		t.Errorf("a plain job is judged: %+v", got["missing"])
+	}
+}
