@@ -50,9 +50,10 @@ func (c *validateCommand) Help() string {
       nops_job, nops_commit and nops_phase, and no payload).
 
   A job's problems are worded as a server shows them on the job's status.
-  Jobs of every namespace are judged (a server judges only its -namespaces),
-  and nothing a server learns from a plan is. It does not contact a Nops
-  server. Exits 1 when any file or job has an error.
+  Jobs of every namespace are judged (a server judges only its -namespaces);
+  hooks are looked for under dir only (a server also finds them in its other
+  repositories); nothing a server learns from a plan is checked. It does not
+  contact a Nops server. Exits 1 when any file or job has an error.
 
 Options:
 
