@@ -1,5 +1,9 @@
 // Package meta reads and validates the nops_* meta keys of a parsed job
-// (SPEC section 2). It is pure: the same job gives the same answer.
+// (SPEC section 2), and owns the rules built on them that detection and
+// `nops validate` share: what a hook must be (ValidateHook), how a managed
+// job's hook names resolve (HookProblem), which jobs count (Considered) and
+// how a duplicate declaration is worded (DuplicateProblem). It is pure: the
+// same input gives the same answer.
 //
 // Guarantee: every problem is reported, each naming the file, the key and
 // the value, and a job with a problem is never treated as deployable.
