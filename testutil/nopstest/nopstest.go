@@ -66,6 +66,7 @@ type options struct {
 	clock  func() time.Time
 	noLoop bool
 	routes []func(agent.RouteAdder)
+	build  []func(*agent.Server)
 	tls    *TLSFiles
 }
 
@@ -100,6 +101,14 @@ func WithoutReconcilers() Option { return func(o *options) { o.noLoop = true } }
 // their patterns.
 func WithRoutes(fn func(add agent.RouteAdder)) Option {
 	return func(o *options) { o.routes = append(o.routes, fn) }
+}
+
+// WithBuild runs fn on the server once its state and Raft exist, before it
+// serves its API and before it acts on its leadership (as
+// agent.Options.Build does): for test hooks that must be in place before a
+// single server leads.
+func WithBuild(fn func(s *agent.Server)) Option {
+	return func(o *options) { o.build = append(o.build, fn) }
 }
 
 // TestRaftMultiplier is the raft_multiplier of test servers: three times
@@ -177,6 +186,9 @@ func StartWith(t testing.TB, cfg *config.Config, opts ...Option) *Server {
 	if len(o.routes) > 0 {
 		aopts = withRoutes(aopts, o.routes)
 	}
+	if len(o.build) > 0 {
+		aopts = withBuild(aopts, o.build)
+	}
 	s, err := agent.New(cfg, Logger(cfg.NodeName), aopts)
 	if err != nil {
 		t.Fatalf("start nops server: %v", err)
@@ -216,6 +228,22 @@ func withRoutes(opts agent.Options, routes []func(agent.RouteAdder)) agent.Optio
 				extra(add)
 			}, nil
 		}
+	}
+	return opts
+}
+
+// withBuild runs fns on the server before the build of the options, if
+// any.
+func withBuild(opts agent.Options, fns []func(*agent.Server)) agent.Options {
+	build := opts.Build
+	opts.Build = func(s *agent.Server) (agent.LeaderFunc, func(agent.RouteAdder), error) {
+		for _, fn := range fns {
+			fn(s)
+		}
+		if build == nil {
+			return nil, nil, nil
+		}
+		return build(s)
 	}
 	return opts
 }
