@@ -10,9 +10,11 @@ import (
 )
 
 const (
-	// barrierTimeout bounds the barrier a new leader issues before it acts.
+	// barrierTimeout bounds the barrier a new leader issues before it acts:
+	// it waits for the whole uncommitted tail of the log to apply.
 	barrierTimeout = 30 * time.Second
-	// transferTimeout bounds a wait for a leadership transfer.
+	// transferTimeout bounds a wait for a leadership transfer, which takes
+	// one election (about a second, times the Raft multiplier).
 	transferTimeout = 10 * time.Second
 )
 

@@ -32,6 +32,9 @@ import (
 var Version = "0.2.0-dev"
 
 const (
+	// raftApplyTimeout bounds the wait for an entry to be taken and
+	// committed: long enough for a loaded cluster, short enough that a
+	// client hears of a stuck one.
 	raftApplyTimeout = 10 * time.Second
 	// raftLogCacheSize is how many of the newest log entries stay in
 	// memory.
@@ -444,12 +447,19 @@ func (s *Server) Apply(t structs.MessageType, req any) (uint64, error) {
 	return f.Index(), nil
 }
 
+// leaderPoll is how often WaitForLeader looks: an election takes hundreds
+// of milliseconds, and a look is a cheap read.
+const leaderPoll = 25 * time.Millisecond
+
+// shutdownGrace bounds how long Shutdown lets running HTTP requests finish.
+const shutdownGrace = 5 * time.Second
+
 // WaitForLeader blocks until the cluster has a leader or the timeout runs
 // out.
 func (s *Server) WaitForLeader(ctx context.Context, timeout time.Duration) (string, error) {
 	deadline := time.NewTimer(timeout)
 	defer deadline.Stop()
-	tick := time.NewTicker(25 * time.Millisecond)
+	tick := time.NewTicker(leaderPoll)
 	defer tick.Stop()
 	for {
 		if addr, _ := s.Leader(); addr != "" {
@@ -486,7 +496,7 @@ func (s *Server) Shutdown() {
 		if s.requestCancel != nil {
 			s.requestCancel()
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
 		defer cancel()
 		for _, srv := range []*http.Server{s.httpServer, s.rpcHTTP} {
 			if srv == nil {
