@@ -44,17 +44,17 @@ const maxRegionLen = 63
 
 // Defaults of the settings that have one.
 const (
-	DefaultBind                  = "0.0.0.0"
-	DefaultHTTPPort              = 4650
-	DefaultRPCPort               = 4651
-	DefaultSerfPort              = 4652
-	DefaultNomadAddr             = "http://127.0.0.1:4646"
-	DefaultDriftInterval         = time.Minute
-	DefaultEngineInterval        = 5 * time.Second
-	DefaultApplyTimeout          = 15 * time.Minute
-	DefaultHookTimeout           = 10 * time.Minute
-	DefaultPolicy                = PolicyAuto
-	DefaultLogLevel              = "info"
+	DefaultBind           = "0.0.0.0"
+	DefaultHTTPPort       = 4650
+	DefaultRPCPort        = 4651
+	DefaultSerfPort       = 4652
+	DefaultNomadAddr      = "http://127.0.0.1:4646"
+	DefaultDriftInterval  = time.Minute
+	DefaultEngineInterval = 5 * time.Second
+	DefaultApplyTimeout   = 15 * time.Minute
+	DefaultHookTimeout    = 10 * time.Minute
+	DefaultPolicy         = PolicyAuto
+	DefaultLogLevel       = "info"
 	// The Raft snapshot defaults are hashicorp/raft's own: a snapshot
 	// every 8192 entries, checked every two minutes.
 	DefaultRaftSnapshotThreshold = 8192

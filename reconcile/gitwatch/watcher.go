@@ -39,7 +39,9 @@ import (
 	"github.com/hashicorp/go-hclog"
 )
 
-// FetchTimeout bounds one fetch of one repository.
+// FetchTimeout bounds one fetch of one repository: a first clone of a
+// large repository over a slow link, while a stuck server cannot hold the
+// repository's loop for longer.
 const FetchTimeout = 2 * time.Minute
 
 // ErrUnknownRepo is returned for a repository name that is not configured.
