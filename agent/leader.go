@@ -161,7 +161,6 @@ func (s *Server) establishLeadership() error {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	s.leaderCancel, s.leaderDone = cancel, done
-	s.leaderSince = time.Now()
 	s.leaderReady.Store(true)
 	loops := 1
 	finished := make(chan struct{}, 3)

@@ -99,7 +99,6 @@ type membership struct {
 
 	mu           sync.Mutex
 	bootstrapped bool
-	joined       bool
 	// conflict is the node name conflict seen by the merge delegate
 	// since the last join attempt.
 	conflict error
@@ -291,10 +290,6 @@ func (m *membership) retryJoin() {
 			}
 			if err != nil && n == 0 {
 				m.logger.Warn("join failed; will retry", "addrs", targets, "error", err)
-			} else if n > 0 {
-				m.mu.Lock()
-				m.joined = true
-				m.mu.Unlock()
 			}
 		}
 		wait := joinRetryFast

@@ -92,7 +92,6 @@ type Server struct {
 	leaderMu     sync.Mutex
 	leaderCancel context.CancelFunc
 	leaderDone   chan struct{}
-	leaderSince  time.Time
 	// leaderReady is set once a new leader's barrier has passed, and
 	// cleared as soon as its leadership is revoked.
 	leaderReady atomic.Bool

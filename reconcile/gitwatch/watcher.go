@@ -61,8 +61,6 @@ type RepoStatus struct {
 	LastFetch time.Time
 	// LastSuccess is when a fetch last succeeded.
 	LastSuccess time.Time
-	// LastChange is when the head last moved.
-	LastChange time.Time
 	// LastError is the error of the last fetch, empty when it succeeded.
 	LastError string
 	// Files is the number of job files in the current snapshot.
@@ -398,7 +396,6 @@ func (w *Watcher) fetch(ctx context.Context, r *repo) error {
 		r.status.Head = snap.Commit
 		r.status.Branch = snap.Branch
 		r.status.Files = len(snap.Files)
-		r.status.LastChange = now
 	}
 	r.mu.Unlock()
 
