@@ -65,9 +65,6 @@ func (s *Server) setupNotify() error {
 	return nil
 }
 
-// Notifier returns the server's notification delivery loop.
-func (s *Server) Notifier() *notify.Deliverer { return s.notifier }
-
 func (a *httpAPI) notifyRoutes(route func(pattern, kind string, rule routeRule, fn handlerFunc)) {
 	route("GET /v1/notifications", kindRead, filtered(acl.Read), a.notificationList)
 	route("GET /v1/notification/{id}", kindRead, onCluster(acl.Read), a.notificationGet)

@@ -387,9 +387,6 @@ func (s *Server) Logger() hclog.Logger { return s.logger }
 // Config returns the server's configuration.
 func (s *Server) Config() *config.Config { return s.config }
 
-// Metrics returns the server's Prometheus registry.
-func (s *Server) Metrics() *prometheus.Registry { return s.metrics }
-
 // IsLeader reports whether this server is the Raft leader and has
 // established its leadership: its barrier has passed, so its state holds
 // every entry committed before it took over. A server elected a moment ago
@@ -416,9 +413,6 @@ func (s *Server) Kick() {
 
 // Kicked returns the channel Kick signals on.
 func (s *Server) Kicked() <-chan struct{} { return s.kick }
-
-// ShutdownCh is closed when the server shuts down.
-func (s *Server) ShutdownCh() <-chan struct{} { return s.shutdownCh }
 
 // Apply proposes a request through Raft and waits until it is applied on
 // this server. It returns the entry's index. A business error of the FSM is

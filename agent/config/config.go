@@ -101,15 +101,6 @@ const (
 	NotifyKindNomad   = "nomad"
 )
 
-// Events a notification target can subscribe to. A target with no events
-// receives all of them.
-const (
-	NotifyEventCreated         = "created"
-	NotifyEventPendingApproval = "pending_approval"
-	NotifyEventCompleted       = "completed"
-	NotifyEventFailed          = "failed"
-)
-
 // Config is the configuration of one Nops server.
 type Config struct {
 	// DataDir holds the Raft log, snapshots and node ID. Required unless

@@ -92,6 +92,3 @@ func (u *UI) live(w http.ResponseWriter, r *http.Request) {
 		flusher.Flush()
 	}
 }
-
-// Streams returns the number of open live-update streams.
-func (u *UI) Streams() int { return int(u.streams.Load()) }
