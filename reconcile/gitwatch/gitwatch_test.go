@@ -415,7 +415,7 @@ func TestAuthMethod_TokenBasicAuthAndSSHKey(t *testing.T) {
 	}
 }
 
-func TestJobFileHelpers(t *testing.T) {
+func TestJobFileHelpers_RecognizeJobFilesAndTheirVars(t *testing.T) {
 	for name, want := range map[string]bool{
 		"web.nomad.hcl": true, "a/b/web.nomad": true, "web.hcl": false, "web.vars.hcl": false,
 		".nomad": false, ".nomad.hcl": false, "web.nomad.hcl.bak": false, "nomad": false,
