@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"math"
 	"time"
 
@@ -144,19 +145,19 @@ func decodeDeployment(r *mpReader, d *structs.Deployment) error {
 		case 0:
 			err = r.strTo(&d.ID)
 		case 1:
-			err = r.strTo(&d.Namespace)
+			err = r.symTo(&d.Namespace)
 		case 2:
 			err = r.strTo(&d.JobID)
 		case 3:
-			err = r.strTo(&d.Repository)
+			err = r.symTo(&d.Repository)
 		case 4:
-			err = r.strTo(&d.Commit)
+			err = r.symTo(&d.Commit)
 		case 5:
 			err = r.strTo(&d.File)
 		case 6:
-			err = r.strTo((*string)(&d.Policy))
+			err = r.symTo((*string)(&d.Policy))
 		case 7:
-			err = r.strTo((*string)(&d.State))
+			err = r.symTo((*string)(&d.State))
 		case 8:
 			err = r.strTo(&d.SpecHash)
 		case 9:
@@ -172,7 +173,7 @@ func decodeDeployment(r *mpReader, d *structs.Deployment) error {
 		case 14:
 			d.LiftedWindow, err = r.bool()
 		case 15:
-			err = r.strTo(&d.LiftedBy)
+			err = r.symTo(&d.LiftedBy)
 		case 16:
 			d.Hooks, err = decodeList(r, decodeFrozenHook)
 		case 17:
@@ -224,21 +225,21 @@ func decodeFrozenHook(r *mpReader, h *structs.FrozenHook) error {
 	for ; i < n && err == nil; i++ {
 		switch i {
 		case 0:
-			err = r.strTo(&h.Name)
+			err = r.symTo(&h.Name)
 		case 1:
-			err = r.strTo((*string)(&h.Phase))
+			err = r.symTo((*string)(&h.Phase))
 		case 2:
 			err = r.intTo(&h.Position)
 		case 3:
-			err = r.strTo(&h.RevisionJobID)
+			err = r.symTo(&h.RevisionJobID)
 		case 4:
-			err = r.strTo(&h.Hash)
+			err = r.symTo(&h.Hash)
 		case 5:
 			h.Spec, err = r.bytes()
 		case 6:
 			err = r.durationTo(&h.Timeout)
 		case 7:
-			h.MetaKeys, err = decodeList(r, func(r *mpReader, s *string) error { return r.strTo(s) })
+			h.MetaKeys, err = decodeList(r, func(r *mpReader, s *string) error { return r.symTo(s) })
 		default:
 			err = r.skip(0)
 		}
@@ -258,9 +259,9 @@ func decodeHookRun(r *mpReader, h *structs.HookRun) error {
 	for ; i < n && err == nil; i++ {
 		switch i {
 		case 0:
-			err = r.strTo(&h.Hook)
+			err = r.symTo(&h.Hook)
 		case 1:
-			err = r.strTo((*string)(&h.Phase))
+			err = r.symTo((*string)(&h.Phase))
 		case 2:
 			err = r.intTo(&h.Position)
 		case 3:
@@ -268,7 +269,7 @@ func decodeHookRun(r *mpReader, h *structs.HookRun) error {
 		case 4:
 			err = r.strTo(&h.DispatchedJobID)
 		case 5:
-			err = r.strTo((*string)(&h.State))
+			err = r.symTo((*string)(&h.State))
 		case 6:
 			err = r.strTo(&h.Error)
 		case 7:
@@ -294,9 +295,9 @@ func decodeDecision(r *mpReader, c *structs.Decision) error {
 	for ; i < n && err == nil; i++ {
 		switch i {
 		case 0:
-			err = r.strTo(&c.Kind)
+			err = r.symTo(&c.Kind)
 		case 1:
-			err = r.strTo(&c.Actor)
+			err = r.symTo(&c.Actor)
 		case 2:
 			err = r.strTo(&c.Comment)
 		case 3:
@@ -367,21 +368,21 @@ func decodeEventArray(r *mpReader, e *structs.Event) error {
 		case 1:
 			e.Time, err = r.time()
 		case 2:
-			err = r.strTo(&e.Kind)
+			err = r.symTo(&e.Kind)
 		case 3:
-			err = r.strTo(&e.Object)
+			err = r.symTo(&e.Object)
 		case 4:
-			err = r.strTo(&e.Namespace)
+			err = r.symTo(&e.Namespace)
 		case 5:
-			err = r.strTo(&e.JobID)
+			err = r.symTo(&e.JobID)
 		case 6:
-			err = r.strTo(&e.From)
+			err = r.symTo(&e.From)
 		case 7:
-			err = r.strTo(&e.To)
+			err = r.symTo(&e.To)
 		case 8:
-			err = r.strTo(&e.Actor)
+			err = r.symTo(&e.Actor)
 		case 9:
-			err = r.strTo(&e.Message)
+			err = r.symTo(&e.Message)
 		case 10:
 			e.Index, err = r.uint()
 		default:
@@ -553,23 +554,42 @@ func mpTime(b []byte, t time.Time) ([]byte, error) {
 type mpReader struct {
 	b []byte
 	i int
-	// strs interns the short strings read, which repeat from record to
-	// record (kinds, actors, namespaces, the IDs events refer to): the
-	// restored state holds each once, and reading one costs a lookup
-	// rather than an allocation.
-	strs map[string]string
+	// syms caches the short strings read by symTo, which repeat from
+	// record to record (kinds, actors, states, namespaces, the IDs events
+	// refer to): the restored state holds each once, and reading one again
+	// costs a hash rather than an allocation. It is nil for a reader that
+	// does not intern.
+	syms *symCache
+	// The strings strTo reads are gathered in arena, and cut from one
+	// string when the record is done (see done): one allocation a record
+	// instead of one a string.
+	arena   []byte
+	pending []pendingString
 }
 
-// Bounds of interning: longer strings are rarely repeated, and the table
-// stops growing at maxInterned entries.
-const (
-	maxInternLen = 64
-	maxInterned  = 1 << 20
-)
+type pendingString struct {
+	dst      *string
+	off, end int
+}
+
+// symCache is a direct-mapped cache of strings: a string takes the slot of
+// its hash, and replaces what was there.
+type symCache struct {
+	seed  maphash.Seed
+	slots [1 << 12]string
+}
+
+// maxSymLen bounds the strings symTo caches: longer ones rarely repeat.
+const maxSymLen = 64
+
+func newSymCache() *symCache { return &symCache{seed: maphash.MakeSeed()} }
 
 var errShortRecord = errors.New("record ends inside a value")
 
-func (r *mpReader) reset(b []byte) { r.b, r.i = b, 0 }
+func (r *mpReader) reset(b []byte) {
+	r.b, r.i = b, 0
+	r.arena, r.pending = r.arena[:0], r.pending[:0]
+}
 
 // rest returns how many bytes are left unread.
 func (r *mpReader) rest() int { return len(r.b) - r.i }
@@ -663,6 +683,28 @@ func (r *mpReader) raw() ([]byte, bool, error) {
 	return p, true, err
 }
 
+// symTo reads a string that is likely to repeat (see symCache).
+func (r *mpReader) symTo(s *string) error {
+	p, _, err := r.raw()
+	if err != nil {
+		return err
+	}
+	switch {
+	case len(p) == 0:
+		*s = ""
+	case r.syms == nil || len(p) > maxSymLen:
+		*s = string(p)
+	default:
+		slot := &r.syms.slots[maphash.Bytes(r.syms.seed, p)&(uint64(len(r.syms.slots))-1)]
+		if *slot != string(p) {
+			*slot = string(p)
+		}
+		*s = *slot
+	}
+	return nil
+}
+
+// strTo reads a string into *s, which is set by done.
 func (r *mpReader) strTo(s *string) error {
 	p, _, err := r.raw()
 	if err != nil {
@@ -672,20 +714,22 @@ func (r *mpReader) strTo(s *string) error {
 		*s = ""
 		return nil
 	}
-	if len(p) > maxInternLen || r.strs == nil {
-		*s = string(p)
-		return nil
-	}
-	if v, ok := r.strs[string(p)]; ok {
-		*s = v
-		return nil
-	}
-	v := string(p)
-	if len(r.strs) < maxInterned {
-		r.strs[v] = v
-	}
-	*s = v
+	start := len(r.arena)
+	r.arena = append(r.arena, p...)
+	r.pending = append(r.pending, pendingString{s, start, len(r.arena)})
 	return nil
+}
+
+// done sets the strings strTo read, from one allocation.
+func (r *mpReader) done() {
+	if len(r.pending) == 0 {
+		return
+	}
+	all := string(r.arena)
+	for _, p := range r.pending {
+		*p.dst = all[p.off:p.end]
+	}
+	r.arena, r.pending = r.arena[:0], r.pending[:0]
 }
 
 // bytes reads a bin (or str) into a new slice: nil for a nil, empty for

@@ -410,7 +410,12 @@ type recordDecoder struct {
 
 	// lastSeq is the sequence number of the last event read.
 	lastSeq uint64
+	// events is the rest of the slab events are decoded into.
+	events []structs.Event
 }
+
+// eventSlab is how many events are allocated together.
+const eventSlab = 256
 
 const restoreBatch = 512
 
@@ -421,7 +426,7 @@ func (d *recordDecoder) run() error {
 		kinds[t.kind] = i
 	}
 	dec := codec.NewDecoderBytes(nil, structs.NewMsgpackHandle())
-	mp := &mpReader{strs: make(map[string]string, 1024)}
+	mp := &mpReader{syms: newSymCache()}
 	objects := map[string]*eventObjects{}
 	var (
 		hdr   [5]byte
@@ -449,13 +454,31 @@ func (d *recordDecoder) run() error {
 		if n > maxSnapshotRecord {
 			return fmt.Errorf("snapshot record %d (type %d) claims %d bytes, over the limit of %d", count+1, kind, n, maxSnapshotRecord)
 		}
-		var err error
-		if buf, err = readRecord(d.r, buf, n); err != nil {
+		// A record that fits the reader's buffer is decoded where it lies
+		// (whatever is kept of it is copied out); a larger one is read in
+		// steps.
+		var (
+			rec []byte
+			err error
+		)
+		peeked := n <= d.r.Size()
+		if peeked {
+			if rec, err = d.r.Peek(n); errors.Is(err, io.EOF) {
+				err = io.ErrUnexpectedEOF
+			}
+		} else {
+			buf, err = readRecord(d.r, buf, n)
+			rec = buf
+		}
+		if err != nil {
 			return fmt.Errorf("read snapshot record %d: %w", count+1, err)
 		}
 		if kind == snapshotEnd {
-			if n != 8 || binary.BigEndian.Uint64(buf) != count {
+			if n != 8 || binary.BigEndian.Uint64(rec) != count {
 				return fmt.Errorf("snapshot end record does not match the %d records read", count)
+			}
+			if peeked {
+				_, _ = d.r.Discard(n)
 			}
 			if err := d.atEnd(); err != nil {
 				return err
@@ -471,15 +494,15 @@ func (d *recordDecoder) run() error {
 		var obj any
 		switch kind {
 		case DeploymentSnapshot:
-			obj, err = decodeDeploymentRecord(mp, dec, buf)
+			obj, err = decodeDeploymentRecord(mp, dec, rec)
 		case EventSnapshot:
-			obj, err = d.decodeEventRecord(mp, buf, objects)
+			obj, err = d.decodeEventRecord(mp, rec, objects)
 		default:
 			obj = t.new()
-			dec.ResetBytes(buf)
+			dec.ResetBytes(rec)
 			if err = dec.Decode(obj); err == nil {
-				if n := dec.NumBytesRead(); n != len(buf) {
-					err = fmt.Errorf("%d trailing bytes", len(buf)-n)
+				if n := dec.NumBytesRead(); n != len(rec) {
+					err = fmt.Errorf("%d trailing bytes", len(rec)-n)
 				}
 			}
 			if err == nil {
@@ -493,6 +516,9 @@ func (d *recordDecoder) run() error {
 				return err
 			}
 			return fmt.Errorf("decode snapshot %s record: %w", t.table, err)
+		}
+		if peeked {
+			_, _ = d.r.Discard(n)
 		}
 		batch = append(batch, restoredObject{t.table, obj})
 		count++
@@ -551,6 +577,7 @@ func decodeDeploymentRecord(mp *mpReader, dec *codec.Decoder, buf []byte) (*stru
 		if mp.rest() != 0 {
 			return nil, fmt.Errorf("%d trailing bytes", mp.rest())
 		}
+		mp.done()
 		if err := checkDeploymentTimes(dep); err != nil {
 			return nil, fmt.Errorf("%w: %s record: %w", ErrBadSnapshot, TableDeployments, err)
 		}
@@ -575,7 +602,12 @@ func decodeDeploymentRecord(mp *mpReader, dec *codec.Decoder, buf []byte) (*stru
 // the counters are in: see validateState.) It adds the event to the list
 // of its object's.
 func (d *recordDecoder) decodeEventRecord(mp *mpReader, buf []byte, objects map[string]*eventObjects) (*structs.Event, error) {
-	e := new(structs.Event)
+	// Events are allocated in slabs: a million of them would otherwise
+	// be a million allocations.
+	if len(d.events) == 0 {
+		d.events = make([]structs.Event, eventSlab)
+	}
+	e := &d.events[0]
 	mp.reset(buf)
 	if err := decodeEventArray(mp, e); err != nil {
 		return nil, err
@@ -583,6 +615,8 @@ func (d *recordDecoder) decodeEventRecord(mp *mpReader, buf []byte, objects map[
 	if mp.rest() != 0 {
 		return nil, fmt.Errorf("%d trailing bytes", mp.rest())
 	}
+	mp.done()
+	d.events = d.events[1:]
 	bad := func(err error) error { return fmt.Errorf("%w: %s: %w", ErrBadSnapshot, TableEvents, err) }
 	if err := checkTime(e.Time); err != nil {
 		return nil, bad(err)
