@@ -640,24 +640,37 @@ func (d *recordDecoder) decodeEventRecord(mp *mpReader, buf []byte, objects map[
 	return e, nil
 }
 
-// readRecord reads a record body of n bytes into buf. A large record is
-// read in steps, so a corrupt length cannot make it allocate more than the
-// snapshot holds.
+// readRecord reads a record body of n bytes into buf. A record larger
+// than buf is read in steps, and only once it is all there is it put
+// together, so that a corrupt or hostile length cannot make it allocate
+// more than the snapshot holds, nor leave garbage of several times that.
 func readRecord(r io.Reader, buf []byte, n int) ([]byte, error) {
 	const step = 1 << 20
-	buf = buf[:0]
-	for len(buf) < n {
-		m := min(n-len(buf), step)
-		if cap(buf)-len(buf) < m {
-			buf = append(buf[:cap(buf)], make([]byte, m)...)[:len(buf)]
+	if n <= cap(buf) {
+		buf = buf[:n]
+		_, err := io.ReadFull(r, buf)
+		return buf, noEOF(err)
+	}
+	var chunks [][]byte
+	for got := 0; got < n; {
+		c := make([]byte, min(step, n-got))
+		if _, err := io.ReadFull(r, c); err != nil {
+			return buf[:0], noEOF(err)
 		}
-		if _, err := io.ReadFull(r, buf[len(buf):len(buf)+m]); err != nil {
-			if errors.Is(err, io.EOF) {
-				err = io.ErrUnexpectedEOF
-			}
-			return buf, err
-		}
-		buf = buf[:len(buf)+m]
+		chunks = append(chunks, c)
+		got += len(c)
+	}
+	buf = make([]byte, 0, n)
+	for _, c := range chunks {
+		buf = append(buf, c...)
 	}
 	return buf, nil
+}
+
+// noEOF turns the end of the snapshot inside a record into an error.
+func noEOF(err error) error {
+	if errors.Is(err, io.EOF) {
+		return io.ErrUnexpectedEOF
+	}
+	return err
 }
