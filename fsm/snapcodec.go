@@ -739,7 +739,9 @@ func (r *mpReader) bytes() ([]byte, error) {
 	if err != nil || !ok {
 		return nil, err
 	}
-	return append(make([]byte, 0, len(p)), p...), nil
+	out := make([]byte, len(p))
+	copy(out, p)
+	return out, nil
 }
 
 // number reads an integer of any width; neg says it is negative, and v is
