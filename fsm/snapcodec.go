@@ -18,7 +18,9 @@ import (
 //
 // The arrays follow the rules eventRecord set for events: a field is added
 // at the end; a reader skips fields it does not know, and leaves the fields
-// a shorter array lacks at zero. A nil reads as the zero value of any field.
+// a shorter array lacks at zero. (A list is refused when its record is too
+// short for its elements written with all the fields this version knows:
+// see decodeList.) A nil reads as the zero value of any field.
 // A nil slice is written as nil and an empty one as an empty array, so that
 // a restored state writes the same bytes again. Times are written as the
 // codec writes them: the bin of time.MarshalBinary.
@@ -175,11 +177,11 @@ func decodeDeployment(r *mpReader, d *structs.Deployment) error {
 		case 15:
 			err = r.symTo(&d.LiftedBy)
 		case 16:
-			d.Hooks, err = decodeList(r, decodeFrozenHook)
+			d.Hooks, err = decodeList(r, 1+frozenHookFields, decodeFrozenHook)
 		case 17:
-			d.HookRuns, err = decodeList(r, decodeHookRun)
+			d.HookRuns, err = decodeList(r, 1+hookRunFields, decodeHookRun)
 		case 18:
-			d.Decisions, err = decodeList(r, decodeDecision)
+			d.Decisions, err = decodeList(r, 1+decisionFields, decodeDecision)
 		case 19:
 			d.RegisterStartedAt, err = r.time()
 		case 20:
@@ -239,7 +241,7 @@ func decodeFrozenHook(r *mpReader, h *structs.FrozenHook) error {
 		case 6:
 			err = r.durationTo(&h.Timeout)
 		case 7:
-			h.MetaKeys, err = decodeList(r, func(r *mpReader, s *string) error { return r.symTo(s) })
+			h.MetaKeys, err = decodeList(r, 1, func(r *mpReader, s *string) error { return r.symTo(s) })
 		default:
 			err = r.skip(0)
 		}
@@ -321,10 +323,17 @@ func orNil(err error, what string) error {
 }
 
 // decodeList reads an array of elements with one, nil as a nil slice.
-func decodeList[T any](r *mpReader, one func(*mpReader, *T) error) ([]T, error) {
+// Each element is written with minSize bytes at least: the elements are
+// allocated at once (strTo keeps pointers to them), and a list that claims
+// more than the record can hold is refused before, so that what a record
+// makes the restore allocate stays within a small multiple of its size.
+func decodeList[T any](r *mpReader, minSize int, one func(*mpReader, *T) error) ([]T, error) {
 	n, err := r.arrayLen()
 	if err != nil || n < 0 {
 		return nil, err
+	}
+	if n > r.rest()/minSize {
+		return nil, fmt.Errorf("list of %d elements of %d bytes or more in the %d bytes left of the record", n, minSize, r.rest())
 	}
 	out := make([]T, n)
 	for i := range out {

@@ -98,6 +98,10 @@ func TestRestoreRefusesInvalidState(t *testing.T) {
 		// The same, in a deployment written as an array: 16 nils, then the
 		// hooks.
 		{"huge slice length in an array", []craftRecord{meta, {kind: DeploymentSnapshot, raw: append(append([]byte{0xdc, 0x00, 0x11}, bytes.Repeat([]byte{0xc0}, 16)...), 0xdd, 0x7f, 0xff, 0xff, 0xff)}}, "array of 2147483647 elements"},
+		// 60,000 hooks of one byte each (empty arrays): a hook as this
+		// version writes it takes 9 bytes at least, and fields are only
+		// ever added, so the record cannot hold that many.
+		{"hooks of a byte each", []craftRecord{meta, {kind: DeploymentSnapshot, raw: append(append([]byte{0xdc, 0x00, 0x11}, bytes.Repeat([]byte{0xc0}, 16)...), append([]byte{0xdc, 0xea, 0x60}, bytes.Repeat([]byte{0x90}, 60000)...)...)}}, "list of 60000 elements of 9 bytes or more"},
 		{"deployment array with a nil time", []craftRecord{meta, {kind: DeploymentSnapshot, raw: append(append([]byte{0x9f}, mpString(mpString(mpString(nil, "d1"), "default"), "web")...), bytes.Repeat([]byte{0xc0}, 12)...)}}, "no creation time"},
 		{"deployment array of a time out of range", []craftRecord{meta, func() craftRecord {
 			r := dep("d1", "web", structs.StateCompleted)
