@@ -596,8 +596,8 @@ func (a *httpAPI) snapshotSave(w http.ResponseWriter, _ *http.Request) (any, err
 func (a *httpAPI) snapshotRestore(_ http.ResponseWriter, r *http.Request) (any, error) {
 	// The state is kept in a file under the data dir while it is checked
 	// and restored, so an upload costs its size on disk, not in memory.
-	arc, err := snapshot.ReadLimited(r.Body, snapshot.Limits{
-		MaxSize: int64(orDefault(a.s.config.SnapshotMaxSize, config.DefaultSnapshotMaxSize)), TempDir: a.s.config.DataDir})
+	maxSize := int64(orDefault(a.s.config.SnapshotMaxSize, config.DefaultSnapshotMaxSize))
+	arc, err := snapshot.ReadLimited(r.Body, snapshot.Limits{MaxSize: maxSize, TempDir: a.s.config.DataDir})
 	if err != nil {
 		if he := decodeError(err); isTooLarge(he) {
 			return nil, he
@@ -605,7 +605,8 @@ func (a *httpAPI) snapshotRestore(_ http.ResponseWriter, r *http.Request) (any, 
 		return nil, badRequest("snapshot archive: " + err.Error())
 	}
 	defer arc.Close()
-	if _, err := fsm.ReadOnly(arc.State()); err != nil {
+	// The state is compressed: the limit bounds it decompressed too.
+	if _, err := fsm.ReadOnlyLimited(arc.State(), maxSize); err != nil {
 		return nil, badRequest("snapshot state: " + err.Error())
 	}
 	if err := a.s.raft.Restore(arc.Meta, arc.State(), 0); err != nil {
