@@ -57,31 +57,6 @@ func onJob(c acl.Capability) routeRule        { return routeRule{scope: scopeJob
 func onDeployment(c acl.Capability) routeRule { return routeRule{scope: scopeDeployment, cap: c} }
 func filtered(c acl.Capability) routeRule     { return routeRule{scope: scopeList, cap: c} }
 
-// reconcileRule returns the rule of a route the reconcilers add through
-// the Routes callback. A reconciler route missing here has no rule, and
-// the route-table test fails.
-func reconcileRule(pattern string) routeRule {
-	switch pattern {
-	case "GET /v1/jobs", "GET /v1/orphans":
-		return filtered(acl.Read)
-	case "GET /v1/job/{ns}/{id}":
-		return onJob(acl.Read)
-	case "POST /v1/job/{ns}/{id}/retry":
-		return onJob(acl.Deploy)
-	case "POST /v1/deployment/{id}/promote":
-		return onDeployment(acl.Deploy)
-	case "GET /v1/deployment/{id}/nomad":
-		return onDeployment(acl.Read)
-	case "GET /v1/repos":
-		return onCluster(acl.Read)
-	case "POST /v1/repo/{name}/refresh":
-		return onCluster(acl.Deploy)
-	case "GET /v1/status/cycle", "POST /v1/webhook/git":
-		return public()
-	}
-	return routeRule{}
-}
-
 // RouteInfo is one API route with its forwarding kind and access rule.
 type RouteInfo struct {
 	Pattern string

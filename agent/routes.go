@@ -71,15 +71,7 @@ func (a *httpAPI) routes(route func(pattern, kind string, rule routeRule, fn han
 	route("GET /v1/agent/debug/{item}", kindRead, onCluster(acl.Operator), a.agentDebug)
 	route("GET /debug/pprof/", kindRead, onCluster(acl.Operator), a.debugPprof)
 
-	if a.s.routes != nil {
-		a.s.routes(func(pattern string, write bool, fn func(w http.ResponseWriter, r *http.Request) (any, error)) {
-			kind := kindRead
-			if write {
-				kind = kindWrite
-			}
-			route(pattern, kind, reconcileRule(pattern), fn)
-		})
-	}
+	a.reconcileRoutes(route)
 	a.aclRoutes(route)
 	a.uiRoutes(route)
 }
