@@ -67,6 +67,13 @@ type RouteInfo struct {
 	// Capability is the capability the route needs, for the scopes that
 	// take one.
 	Capability string
+	// Answer is the type a successful answer's JSON decodes into (one of
+	// package structs, or a slice or pointer of one); nil when the route
+	// answers something else, which NotJSON describes, or declared nothing
+	// (both empty: the route-table test fails).
+	Answer reflect.Type
+	// NotJSON says what a route that does not answer JSON answers.
+	NotJSON string
 }
 
 var scopeNames = map[scope]string{
@@ -74,13 +81,20 @@ var scopeNames = map[scope]string{
 	scopeDeployment: "deployment", scopeList: "list",
 }
 
-// RouteTable lists every API route the server serves, with its rule.
+// RouteTable lists every API route the server serves, with its rule and
+// its answer.
 func (s *Server) RouteTable() []RouteInfo {
 	var out []RouteInfo
+	answers := routeAnswers()
 	newHTTPAPI(s).routes(func(pattern, kind string, rule routeRule, _ handlerFunc) {
 		info := RouteInfo{Pattern: pattern, Write: kind == kindWrite, Scope: scopeNames[rule.scope]}
 		if rule.cap != 0 {
 			info.Capability = rule.cap.String()
+		}
+		if kind == kindUI {
+			info.NotJSON = "the dashboard: an HTML page, a static file or a redirect"
+		} else if a, ok := answers[pattern]; ok {
+			info.Answer, info.NotJSON = a.typ, a.notJSON
 		}
 		out = append(out, info)
 	})
