@@ -12,56 +12,17 @@ import (
 	"net/url"
 	"reflect"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/nops-dev/nops/agent"
 	"github.com/nops-dev/nops/agent/snapshot"
 	"github.com/nops-dev/nops/fsm"
 	"github.com/nops-dev/nops/rpc/client"
 	"github.com/nops-dev/nops/structs"
 )
-
-// The answer types are declared again in the client; their JSON names must
-// be the server's.
-func TestTypesMatchServer(t *testing.T) {
-	pairs := []struct{ client, server any }{
-		{structs.AgentSelf{}, structs.AgentSelf{}},
-		{structs.Member{}, structs.Member{}},
-		{structs.RaftServer{}, structs.RaftServer{}},
-		{structs.RaftConfiguration{}, structs.RaftConfiguration{}},
-		{structs.KeyringResponse{}, structs.KeyringResponse{}},
-		{structs.KeyringOp{}, structs.KeyringOp{}},
-		{structs.WindowSpec{}, structs.WindowSpec{}},
-		{structs.ApproveRequest{}, structs.ApproveRequest{}},
-		{structs.RejectRequest{}, structs.RejectRequest{}},
-		{structs.ReasonRequest{}, structs.ReasonRequest{}},
-		{structs.AutopilotConfiguration{}, structs.AutopilotConfiguration{}},
-		{structs.AutopilotHealth{}, structs.AutopilotHealth{}},
-		{structs.AutopilotServerHealth{}, structs.AutopilotServerHealth{}},
-	}
-	for _, p := range pairs {
-		ct, st := reflect.TypeOf(p.client), reflect.TypeOf(p.server)
-		if got, want := jsonFields(ct), jsonFields(st); !reflect.DeepEqual(got, want) {
-			t.Errorf("client.%s has JSON fields %v, the server's %s has %v", ct.Name(), got, st, want)
-		}
-	}
-}
-
-func jsonFields(t reflect.Type) []string {
-	var out []string
-	for i := 0; i < t.NumField(); i++ {
-		f := t.Field(i)
-		typ := strings.NewReplacer("client.", "", "agent.", "").Replace(f.Type.String())
-		out = append(out, f.Tag.Get("json")+":"+typ)
-	}
-	sort.Strings(out)
-	return out
-}
 
 func TestNew_Address(t *testing.T) {
 	for _, tc := range []struct {

@@ -25,6 +25,16 @@ func (c *Client) Notifications(ctx context.Context, state string, q *QueryOption
 	return out, meta, err
 }
 
+// Notification returns one notification of the outbox.
+func (c *Client) Notification(ctx context.Context, id string, q *QueryOptions) (*structs.Notification, *QueryMeta, error) {
+	var out structs.Notification
+	meta, err := c.get(ctx, "/v1/notification/"+seg(id), nil, q, &out)
+	if err != nil {
+		return nil, nil, err
+	}
+	return &out, meta, nil
+}
+
 // NotifyTargets returns the notify blocks of the server asked.
 func (c *Client) NotifyTargets(ctx context.Context) ([]*structs.NotifyTarget, error) {
 	var out []*structs.NotifyTarget
