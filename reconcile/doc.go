@@ -29,8 +29,4 @@
 //     a deployment (autoscale.go); any other live change still does.
 //   - A Nomad call refused for the token is named in the job's observed
 //     status (callerrors.go).
-//   - The API reads and asks it through plain methods (api.go) returning
-//     the answer types of package structs and errors wrapping its
-//     sentinels; it serves no HTTP itself. A webhook's signature is checked
-//     in constant time before its body is parsed.
 package reconcile
