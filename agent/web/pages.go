@@ -78,18 +78,7 @@ type overviewData struct {
 	NextEdge time.Time
 	// Servers is each server's health as autopilot sees it on the
 	// leader, for a viewer with the operator capability.
-	Servers []ServerHealth
-}
-
-// ServerHealth is one server of GET /v1/operator/autopilot/health.
-type ServerHealth struct {
-	Name        string `json:"name"`
-	Address     string `json:"address"`
-	Leader      bool   `json:"leader"`
-	Voter       bool   `json:"voter"`
-	Healthy     bool   `json:"healthy"`
-	LastContact string `json:"last_contact"`
-	LastIndex   uint64 `json:"last_index"`
+	Servers []structs.AutopilotServerHealth
 }
 
 func (u *UI) overview(w http.ResponseWriter, r *http.Request) {
@@ -111,9 +100,7 @@ func (u *UI) overview(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if v.cluster("operator") {
-		var health struct {
-			Servers []ServerHealth `json:"servers"`
-		}
+		var health structs.AutopilotHealth
 		if err := u.get(r, "/v1/operator/autopilot/health", &health); err == nil {
 			d.Servers = health.Servers
 		}
