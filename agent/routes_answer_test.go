@@ -58,10 +58,11 @@ func TestRoute_EveryRouteDeclaresItsAnswer(t *testing.T) {
 
 // TestRoute_EveryGETAnswerDecodesStrictly calls every GET route of a real
 // server (ACLs on, the reconcilers against a real Nomad and a real git
-// repository, one of each object a route names) and decodes its answer
-// strictly into the type the route declares: a field the type lacks fails
-// (DisallowUnknownFields), and so does a field the type has and the
-// answer lacks, or a value that does not survive the round trip.
+// repository, one of each object a route names), then a write of each
+// kind, and decodes each answer strictly into the type the route
+// declares: a field the type lacks fails (DisallowUnknownFields), and so
+// does a field the type has and the answer lacks, or a value that does not
+// survive the round trip.
 func TestRoute_EveryGETAnswerDecodesStrictly(t *testing.T) {
 	nomad := testutil.StartNomad(t)
 	repo := testutil.NewGitRepo(t)
@@ -160,6 +161,53 @@ func TestRoute_EveryGETAnswerDecodesStrictly(t *testing.T) {
 		t.Errorf("checked %d GET answers; want every GET route's", checked)
 	}
 	t.Logf("%d GET answers decode strictly into their declared types", checked)
+
+	// Writes, last (they change what the reads above read): their
+	// answers too decode strictly into what their routes declare.
+	declared := map[string]reflect.Type{}
+	for _, rt := range s.RouteTable() {
+		declared[rt.Pattern] = rt.Answer
+	}
+	// A deployment to reject, pending now whatever detection did to the
+	// first one.
+	pending := s.CreatePending("default", "web")
+	var conf structs.AutopilotConfiguration
+	aclCall(t, s, mgmt, "GET", "/v1/operator/autopilot/configuration", nil).ok(t, "autopilot configuration", &conf)
+	writes := []struct {
+		pattern, path string
+		body          any
+	}{
+		// First, before a write wakes detection.
+		{"POST /v1/deployment/{id}/reject", "/v1/deployment/" + pending.ID + "/reject", map[string]string{"reason": "checked"}},
+		{"POST /v1/repo/{name}/refresh", "/v1/repo/ops/refresh", nil},
+		{"POST /v1/job/{ns}/{id}/deploy-now", "/v1/job/default/web/deploy-now", map[string]string{}},
+		{"POST /v1/job/{ns}/{id}/resume", "/v1/job/default/web/resume", map[string]string{"reason": "checked"}},
+		{"POST /v1/pause", "/v1/pause", map[string]string{"reason": "freeze"}},
+		{"POST /v1/resume", "/v1/resume", map[string]string{"reason": "thaw"}},
+		{"POST /v1/notify/{name}/test", "/v1/notify/hook/test", nil},
+		{"POST /v1/operator/gc", "/v1/operator/gc", nil},
+		{"PUT /v1/operator/autopilot/configuration", "/v1/operator/autopilot/configuration", &conf},
+		{"POST /v1/acl/token/{accessor_id}", "/v1/acl/token/" + tok.AccessorID, map[string]any{"name": "reader-2", "policies": []string{"scratch"}}},
+		{"PUT /v1/acl/binding-rule/{id}", "/v1/acl/binding-rule/" + rule.ID, map[string]any{"auth_method": "sso", "bind_type": "policy", "bind_name": "scratch"}},
+		{"DELETE /v1/acl/binding-rule/{id}", "/v1/acl/binding-rule/" + rule.ID, nil},
+		{"DELETE /v1/window/{name}", "/v1/window/w1", nil},
+	}
+	for _, w := range writes {
+		typ, ok := declared[w.pattern]
+		if !ok || typ == nil {
+			t.Errorf("%s: no declared JSON answer", w.pattern)
+			continue
+		}
+		method, _, _ := strings.Cut(w.pattern, " ")
+		a := aclCall(t, s, mgmt, method, w.path, w.body)
+		if a.code != http.StatusOK {
+			t.Errorf("%s %s: %d %s; want 200", method, w.path, a.code, a.errorMessage())
+			continue
+		}
+		if err := decodesStrictly(a.body, typ); err != nil {
+			t.Errorf("%s %s does not answer its declared %s: %v", method, w.path, typ, err)
+		}
+	}
 }
 
 // decodesStrictly decodes raw into a new value of typ refusing unknown
