@@ -322,10 +322,12 @@ func (a *httpAPI) authorize(r *http.Request, rule routeRule) (*http.Request, err
 		if !id.acl.AllowCluster(rule.cap) && !id.acl.AllowAnyJob(rule.cap) {
 			return nil, deny(fmt.Sprintf("%s anything", rule.cap))
 		}
-	default:
+	case scopeNone:
 		if !id.acl.IsManagement() {
 			return nil, deny("use this route, which declares no ACL rule")
 		}
+	default:
+		return nil, fmt.Errorf("route declares ACL scope %d, which is unknown", rule.scope)
 	}
 	r.Header.Set(headerActor, id.name)
 	return r.WithContext(context.WithValue(r.Context(), identityKey{}, id)), nil

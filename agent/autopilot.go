@@ -154,8 +154,12 @@ func (d *autopilotDelegate) FetchServerStats(ctx context.Context, servers map[ra
 	var wg sync.WaitGroup
 	for id, srv := range servers {
 		if string(id) == d.s.nodeID {
+			// The goroutines of the servers met before this one may
+			// be writing already.
 			st := localRaftStats(d.s.raft)
+			mu.Lock()
 			out[id] = autopilotStats(st)
+			mu.Unlock()
 			continue
 		}
 		wg.Add(1)

@@ -738,16 +738,16 @@ func TestCluster_ShutdownLeavesNoGoroutines(t *testing.T) {
 		}
 		buf := make([]byte, 1<<20)
 		buf = buf[:runtime.Stack(buf, true)]
-		return false, fmt.Errorf("%d goroutines, %d before the cluster:\n%s", n, before, leftovers(buf))
+		return false, fmt.Errorf("%d goroutines, %d before the cluster:\n%s", n, before, leftovers(buf, t.Name()))
 	})
 }
 
-// leftovers returns the goroutine stacks that involve server code, for a
-// readable failure.
-func leftovers(stacks []byte) string {
+// leftovers returns the goroutine stacks that involve server code, leaving
+// out the test's own (test is its name), for a readable failure.
+func leftovers(stacks []byte, test string) string {
 	var out []string
 	for _, g := range strings.Split(string(stacks), "\n\n") {
-		if strings.Contains(g, "testing.(*M)") || strings.Contains(g, "TestCluster_ShutdownLeavesNoGoroutines") ||
+		if strings.Contains(g, "testing.(*M)") || strings.Contains(g, test) ||
 			strings.Contains(g, "testing.tRunner") && !strings.Contains(g, "nops") {
 			continue
 		}

@@ -19,6 +19,10 @@
 //   - The leader loops run only between that barrier and the moment the
 //     leadership is lost; revokeLeadership waits for them to exit before
 //     the server does anything else.
+//   - A Raft leader that fails to establish its leadership hands it over;
+//     when no voter can take it, it tries again after a backoff (1s,
+//     doubling to 30s) for as long as it is the Raft leader, so it never
+//     stays a leader that refuses every write.
 //   - -bootstrap-expect forms a new cluster only among servers that have no
 //     Raft state; a server with Raft state never bootstraps again.
 //   - With ACLs on, every route declares the capability it needs beside its

@@ -21,42 +21,125 @@ const (
 // entry, then starts the leader loops; on losing it, it stops them and waits
 // for them to exit before anything else happens. It stops the loops too
 // when the server shuts down.
+//
+// When establishing fails, the server hands its leadership over. When that
+// fails too (a single server, or no other voter can take it), it stays the
+// Raft leader, so it tries again after a backoff, handing over again on each
+// failure, until it leads, loses its leadership or shuts down: a leader that
+// gave up would answer every write with 503 for as long as it stayed one.
 func (s *Server) monitorLeadership() {
 	defer s.wg.Done()
 	defer s.revokeLeadership()
+	// retry fires when a failed establishment is due to be tried again;
+	// nil while none is.
+	var retry <-chan time.Time
+	var retryTimer *time.Timer
+	var backoff leaderBackoff
+	stopRetry := func() {
+		if retryTimer != nil {
+			retryTimer.Stop()
+		}
+		retryTimer, retry = nil, nil
+	}
+	defer stopRetry()
+	lead := func() {
+		stopRetry()
+		if s.tryLeadership() {
+			backoff.reset()
+			return
+		}
+		wait := backoff.next()
+		s.logger.Warn("will try to establish leadership again", "in", wait)
+		retryTimer = time.NewTimer(wait)
+		retry = retryTimer.C
+	}
 	for {
 		select {
 		case <-s.shutdownCh:
 			return
 		case isLeader := <-s.leaderNotify:
 			if !isLeader {
+				stopRetry()
+				backoff.reset()
 				s.revokeLeadership()
 				continue
 			}
-			err := s.establishLeadership()
-			if err == nil || s.shuttingDown() {
-				continue
-			}
-			s.revokeLeadership()
+			backoff.reset()
+			lead()
+		case <-retry:
+			retryTimer, retry = nil, nil
 			if s.raft.State() != raft.Leader {
-				// Lost while establishing: the notification that says so
-				// is next in line.
-				s.logger.Warn("leadership lost while establishing it", "error", err)
+				// Deposed while waiting: the notification that says so
+				// is next in line, or already handled.
+				backoff.reset()
 				continue
 			}
-			s.logger.Error("failed to establish leadership; handing it over", "error", err)
-			if err := s.waitFuture(s.raft.LeadershipTransfer(), transferTimeout); err != nil {
-				s.logger.Error("leadership transfer failed", "error", err)
-			}
+			lead()
 		}
 	}
 }
+
+// tryLeadership establishes the leadership of a server that Raft made the
+// leader. It reports false when the server is still the Raft leader
+// without its loops, neither established nor handed over, so that the
+// caller tries again; true otherwise (established, handed over, lost, or
+// shutting down).
+func (s *Server) tryLeadership() bool {
+	err := s.establishLeadership()
+	if err == nil || s.shuttingDown() {
+		return true
+	}
+	s.revokeLeadership()
+	if s.raft.State() != raft.Leader {
+		// Lost while establishing: the notification that says so is
+		// next in line.
+		s.logger.Warn("leadership lost while establishing it", "error", err)
+		return true
+	}
+	s.logger.Error("failed to establish leadership; handing it over", "error", err)
+	if err := s.waitFuture(s.raft.LeadershipTransfer(), transferTimeout); err != nil {
+		if s.shuttingDown() {
+			return true
+		}
+		s.logger.Error("leadership transfer failed", "error", err)
+		return s.raft.State() != raft.Leader
+	}
+	return true
+}
+
+const (
+	// leaderRetryMin and leaderRetryMax bound the wait before a leader
+	// that failed to establish its leadership, and kept it, tries again.
+	leaderRetryMin = time.Second
+	leaderRetryMax = 30 * time.Second
+)
+
+// leaderBackoff is the wait between attempts to establish leadership: it
+// doubles from leaderRetryMin up to leaderRetryMax.
+type leaderBackoff struct{ wait time.Duration }
+
+func (b *leaderBackoff) next() time.Duration {
+	switch {
+	case b.wait == 0:
+		b.wait = leaderRetryMin
+	case b.wait < leaderRetryMax:
+		b.wait = min(2*b.wait, leaderRetryMax)
+	}
+	return b.wait
+}
+
+func (b *leaderBackoff) reset() { b.wait = 0 }
 
 // establishLeadership issues a barrier, so that the state holds every entry
 // committed by earlier leaders, then marks the server ready to lead and
 // starts the leader loops.
 func (s *Server) establishLeadership() error {
 	s.logger.Info("cluster leadership acquired")
+	if hook := s.establishHook.Load(); hook != nil {
+		if err := (*hook)(); err != nil {
+			return fmt.Errorf("test hook: %w", err)
+		}
+	}
 	if err := s.waitFuture(s.raft.Barrier(barrierTimeout), barrierTimeout); err != nil {
 		return fmt.Errorf("barrier: %w", err)
 	}

@@ -233,5 +233,3 @@ func (r *redactor) bytes(b []byte) []byte {
 	}
 	return b
 }
-
-func (r *redactor) string(s string) string { return string(r.bytes([]byte(s))) }

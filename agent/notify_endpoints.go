@@ -146,7 +146,6 @@ func (a *httpAPI) notifyTest(_ http.ResponseWriter, r *http.Request) (any, error
 // the client goes away. Each event's id is its sequence number, so a
 // client resumes where it stopped.
 func (a *httpAPI) eventStream(w http.ResponseWriter, r *http.Request) (any, error) {
-	id := requestIdentity(r)
 	var after uint64
 	for _, v := range []string{r.URL.Query().Get("index"), strings.TrimSpace(r.Header.Get("Last-Event-ID"))} {
 		if v == "" {
@@ -181,8 +180,8 @@ func (a *httpAPI) eventStream(w http.ResponseWriter, r *http.Request) (any, erro
 	for {
 		// The token is checked again before each batch: a deleted or
 		// expired token, or one that lost its policies, ends the stream.
-		var ok bool
-		if id, ok = a.reauthorize(r, anyToken()); !ok {
+		id, ok := a.reauthorize(r, anyToken())
+		if !ok {
 			return nil, nil
 		}
 		st := a.s.State()

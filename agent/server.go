@@ -93,6 +93,10 @@ type Server struct {
 	// leaderReady is set once a new leader's barrier has passed, and
 	// cleared as soon as its leadership is revoked.
 	leaderReady atomic.Bool
+	// establishHook is set by tests only (export_internal_test.go): it
+	// runs first in each establishLeadership, and an error it returns
+	// fails it.
+	establishHook atomic.Pointer[func() error]
 
 	reconciler Reconciler
 	manager    *reconcile.Manager

@@ -2,6 +2,8 @@ package command
 
 import (
 	"fmt"
+	"sort"
+	"strings"
 
 	"github.com/hashicorp/nomad/api"
 
@@ -9,36 +11,34 @@ import (
 	"github.com/nops-dev/nops/structs"
 )
 
-// jobFacts is what `nops validate` learned of the job declared in one file:
-// from Nomad's parse when Nomad is reachable (Source "nomad"), else from the
-// literal values of the file's HCL (Source "syntax"), in which case a meta
-// value, or the type, that uses a variable or a function is listed in
-// Unresolved instead.
-type jobFacts struct {
-	Source        string
-	ID            string
-	Namespace     string
-	Type          string
-	Parameterized bool
-	Meta          map[string]string
-	Unresolved    []string
+// parsedFile is one job file as `nops validate` read it: its result, and
+// the job it declares (nil when it did not parse or declares none). A job
+// read from the file's literal HCL (no Nomad) lists in unresolved the meta
+// keys, and the parts of the hook shape ("type", "parameterized.*"), whose
+// values need Nomad to be known.
+type parsedFile struct {
+	res        *fileResult
+	job        *api.Job
+	unresolved []string
 }
 
-// apiJob returns the job as the meta rules read it.
-func (f *jobFacts) apiJob() *api.Job {
-	job := &api.Job{ID: &f.ID, Namespace: &f.Namespace, Meta: f.Meta}
-	if f.Type != "" {
-		job.Type = &f.Type
-	}
-	if f.Parameterized {
-		job.ParameterizedJob = &api.ParameterizedJobConfig{}
-	}
-	return job
+// jobVerdict is what a server's detection makes of one job that it looks at
+// (a managed job, a hook, or a job whose meta keys have a problem): valid,
+// or the problems a server shows on the job's status, in the same words.
+type jobVerdict struct {
+	Namespace string `json:"namespace"`
+	JobID     string `json:"job_id"`
+	// Role is "managed", "hook", or "" for a job that is neither but has a
+	// meta problem, or that files declare in different roles.
+	Role     string   `json:"role,omitempty"`
+	Files    []string `json:"files"`
+	Valid    bool     `json:"valid"`
+	Problems []string `json:"problems"`
 }
 
-// kindOf returns what the meta keys make of a job, for display.
-func kindOf(f *jobFacts) string {
-	switch meta.Read("", f.apiJob(), meta.Defaults{Policy: structs.PolicyAuto}).Kind {
+// roleOf names what the meta keys make of a job, for display.
+func roleOf(k meta.Kind) string {
+	switch k {
 	case meta.Managed:
 		return "managed"
 	case meta.Hook:
@@ -47,28 +47,118 @@ func kindOf(f *jobFacts) string {
 	return ""
 }
 
-// checkMetaKeys returns the problems of the nops_* meta keys of the job in
-// file (SPEC section 2), each naming the file, the key and the value, with
-// the rules of package reconcile/meta, so that the CLI and detection judge a
-// job alike. A hook must also be a parameterized batch job. Values listed as
-// unresolved are not judged: they need Nomad.
-func checkMetaKeys(file string, f *jobFacts) []string {
-	job := f.apiJob()
-	m := meta.Read(file, job, meta.Defaults{Policy: structs.PolicyAuto})
-	problems := m.Problems
-	if m.Kind == meta.Hook && !unresolved(f, "type") {
-		if why := meta.ValidateHook(job); why != "" {
-			problems = append(problems, fmt.Sprintf("%s: hook %s cannot run as a hook: %s", file, f.ID, why))
-		}
-	}
-	return problems
-}
-
-func unresolved(f *jobFacts, key string) bool {
-	for _, k := range f.Unresolved {
-		if k == key {
+// hookShapeUnresolved reports whether a literal read left the type or the
+// parameterized block of a job unknown: whether it can serve as a hook then
+// needs Nomad.
+func (p *parsedFile) hookShapeUnresolved() bool {
+	for _, k := range p.unresolved {
+		if k == "type" || strings.HasPrefix(k, "parameterized") {
 			return true
 		}
 	}
 	return false
 }
+
+// judge gives every job the verdict a server gives it (SPEC section 4,
+// steps 3, 4 and 6), with the rules of package reconcile/meta that detection
+// uses: the meta keys (meta.Read), which jobs count (Job.Considered), two
+// files declaring one job (meta.DuplicateProblem: all are ignored, and a
+// hook so declared is missing to the jobs that name it), and the hooks of a
+// managed job resolved among the hooks of its namespace (meta.HookProblem).
+// A hook's own problems, which a server shows only on the jobs that declare
+// it, are its verdict too. Every problem is also added to the errors of the
+// files that declare the job. Verdicts are sorted by job key.
+func judge(files []*parsedFile) []*jobVerdict {
+	type entry struct {
+		f *parsedFile
+		m *meta.Job
+	}
+	byKey := map[string][]entry{}
+	for _, f := range files {
+		if f.job == nil {
+			continue
+		}
+		m := meta.Read(f.res.File, f.job, meta.Defaults{Policy: structs.PolicyAuto})
+		f.res.Namespace, f.res.JobID, f.res.Role = namespaceOf(f.job), idOf(f.job), roleOf(m.Kind)
+		if !m.Considered() {
+			continue
+		}
+		key := structs.JobKey(f.res.Namespace, f.res.JobID)
+		byKey[key] = append(byKey[key], entry{f, m})
+	}
+	hooks := map[string]*meta.Declared{}
+	for key, es := range byKey {
+		if len(es) != 1 || es[0].m.Kind != meta.Hook {
+			continue
+		}
+		job := es[0].f.job
+		if es[0].f.hookShapeUnresolved() {
+			// Given the benefit of the doubt: its shape needs Nomad.
+			job = &api.Job{Type: ptr("batch"), ParameterizedJob: &api.ParameterizedJobConfig{}}
+		}
+		hooks[key] = &meta.Declared{File: es[0].f.res.File, Job: job, Meta: es[0].m}
+	}
+	keys := make([]string, 0, len(byKey))
+	for k := range byKey {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	out := make([]*jobVerdict, 0, len(keys))
+	for _, key := range keys {
+		es := byKey[key]
+		first := es[0]
+		v := &jobVerdict{Namespace: first.f.res.Namespace, JobID: first.f.res.JobID, Role: roleOf(first.m.Kind), Problems: []string{}}
+		for _, e := range es {
+			v.Files = append(v.Files, e.f.res.File)
+			if e.m.Kind != first.m.Kind {
+				v.Role = ""
+			}
+		}
+		switch {
+		case len(es) > 1:
+			v.Problems = append(v.Problems, meta.DuplicateProblem(key, v.Files))
+		case first.m.Kind == meta.Hook:
+			v.Problems = append(v.Problems, first.m.Problems...)
+			if !first.f.hookShapeUnresolved() {
+				if why := meta.ValidateHook(first.f.job); why != "" {
+					v.Problems = append(v.Problems, fmt.Sprintf("%s: hook %s cannot run as a hook: %s", first.f.res.File, v.JobID, why))
+				}
+			}
+		case len(first.m.Problems) > 0:
+			v.Problems = append(v.Problems, first.m.Problems...)
+		default:
+			for _, phase := range []struct {
+				name  structs.HookPhase
+				hooks []string
+			}{{structs.PhasePre, first.m.PreHooks}, {structs.PhasePost, first.m.PostHooks}} {
+				for _, name := range phase.hooks {
+					if p := meta.HookProblem(phase.name, name, v.Namespace, hooks[structs.JobKey(v.Namespace, name)]); p != "" {
+						v.Problems = append(v.Problems, p)
+					}
+				}
+			}
+		}
+		v.Valid = len(v.Problems) == 0
+		for _, e := range es {
+			e.f.res.Errors = append(e.f.res.Errors, v.Problems...)
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
+func namespaceOf(j *api.Job) string {
+	if j.Namespace == nil || *j.Namespace == "" {
+		return "default"
+	}
+	return *j.Namespace
+}
+
+func idOf(j *api.Job) string {
+	if j.ID == nil {
+		return ""
+	}
+	return *j.ID
+}
+
+func ptr[T any](v T) *T { return &v }

@@ -4,9 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
-	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 	"time"
@@ -17,6 +14,7 @@ import (
 	"github.com/hashicorp/nomad/api"
 	"github.com/zclconf/go-cty/cty"
 
+	"github.com/nops-dev/nops/reconcile/gitwatch"
 	"github.com/nops-dev/nops/reconcile/nomadx"
 	"github.com/nops-dev/nops/structs"
 )
@@ -34,14 +32,28 @@ func (c *validateCommand) Synopsis() string { return "Check the job files of a d
 func (c *validateCommand) Help() string {
 	return `Usage: nops validate [options] <dir>
 
-  Checks every *.nomad.hcl and *.nomad file under dir (recursively, with its
-  <name>.vars.hcl variables file when there is one) as a Nops server would:
-  the HCL syntax, the nops_* meta keys of each job (a hook must also be a
-  parameterized batch job), and two files declaring the same job. When Nomad is reachable, each file is parsed by Nomad
-  itself, so variables and functions resolve as in "nomad job run" and
-  Nomad's parse errors are reported; otherwise only literal meta values are
-  checked. It does not contact a Nops server. Exits 1 when any file has an
-  error.
+  Judges the job files under dir as a Nops server judges the same files
+  committed to a repository whose path is dir, and prints a verdict per file
+  and per job:
+
+    - which files are job files: every *.nomad.hcl and *.nomad file under dir
+      (recursively; regular files only, no symbolic links, nothing of a
+      nested repository), each with its <name>.vars.hcl variables file;
+    - whether each file parses (through Nomad when it is reachable, with the
+      variables file, so variables and functions resolve as in
+      "nomad job run"; else its HCL syntax and literal values only);
+    - the nops_* meta keys of each job (SPEC section 2);
+    - two files declaring one job (a server ignores both);
+    - the hooks a managed job names: each must be declared by a file in the
+      job's namespace and be a parameterized batch job that Nops can
+      dispatch (it may require no dispatch meta but nops_deployment,
+      nops_job, nops_commit and nops_phase, and no payload).
+
+  A job's problems are worded as a server shows them on the job's status.
+  Jobs of every namespace are judged (a server judges only its -namespaces);
+  hooks are looked for under dir only (a server also finds them in its other
+  repositories); nothing a server learns from a plan is checked. It does not
+  contact a Nops server. Exits 1 when any file or job has an error.
 
 Options:
 
@@ -56,11 +68,12 @@ Options:
     Do not try Nomad: check the syntax and literal values only.
 
   -json
-    Print the result of every file as JSON.
+    Print the result of every file, and the verdict of every job, as JSON.
 `
 }
 
-// fileResult is the verdict on one job file.
+// fileResult is the verdict on one job file: its parse errors and the
+// problems of the job it declares.
 type fileResult struct {
 	File      string   `json:"file"`
 	Variables string   `json:"variables,omitempty"`
@@ -69,8 +82,8 @@ type fileResult struct {
 	Role      string   `json:"role,omitempty"`
 	CheckedBy string   `json:"checked_by"`
 	Errors    []string `json:"errors"`
-	// Unresolved lists the meta keys (and "type") whose values need Nomad
-	// to be known.
+	// Unresolved lists the meta keys (and "type", "parameterized.*") whose
+	// values need Nomad to be known: read offline, they were not judged.
 	Unresolved []string `json:"unresolved_meta,omitempty"`
 }
 
@@ -90,9 +103,9 @@ func (c *validateCommand) Run(ctx context.Context, args []string) int {
 		return code
 	}
 	dir := pos[0]
-	files, err := findJobFiles(dir)
+	files, err := gitwatch.ReadDir(dir)
 	if err != nil {
-		return m.fail(err)
+		return m.fail(fmt.Errorf("validate: %w", err))
 	}
 	if len(files) == 0 {
 		return m.fail(fmt.Errorf("no *.nomad.hcl or *.nomad file under %s", dir))
@@ -120,20 +133,31 @@ func (c *validateCommand) Run(ctx context.Context, args []string) int {
 		note = "Offline: checked the HCL syntax and literal meta values only"
 	}
 
+	parsed := make([]*parsedFile, 0, len(files))
 	results := make([]*fileResult, 0, len(files))
-	for _, rel := range files {
-		results = append(results, c.check(ctx, nomad, dir, rel, checkedBy))
+	for _, f := range files {
+		p, err := readJob(ctx, nomad, f, checkedBy)
+		if err != nil {
+			return m.fail(err)
+		}
+		parsed = append(parsed, p)
+		results = append(results, p.res)
 	}
-	markDuplicates(results)
+	jobs := judge(parsed)
 
-	failed := 0
+	failed, invalid := 0, 0
 	for _, r := range results {
 		if len(r.Errors) > 0 {
 			failed++
 		}
 	}
+	for _, v := range jobs {
+		if !v.Valid {
+			invalid++
+		}
+	}
 	if asJSON {
-		if code := m.printJSON(map[string]any{"dir": dir, "checked_by": checkedBy, "note": note, "files": results}); code != exitOK {
+		if code := m.printJSON(map[string]any{"dir": dir, "checked_by": checkedBy, "note": note, "files": results, "jobs": jobs}); code != exitOK {
 			return code
 		}
 	} else {
@@ -147,7 +171,21 @@ func (c *validateCommand) Run(ctx context.Context, args []string) int {
 				fmt.Fprintf(m.stdout, "         * %s\n", e)
 			}
 		}
-		fmt.Fprintf(m.stdout, "\n%d files, %d with errors. %s.\n", len(results), failed, note)
+		if len(jobs) > 0 {
+			fmt.Fprintln(m.stdout, "\nJobs:")
+		}
+		for _, v := range jobs {
+			verdict := "valid  "
+			if !v.Valid {
+				verdict = "invalid"
+			}
+			role := v.Role
+			if role == "" {
+				role = "job"
+			}
+			fmt.Fprintf(m.stdout, "%s  %s (%s: %s)\n", verdict, structs.JobKey(v.Namespace, v.JobID), role, strings.Join(v.Files, ", "))
+		}
+		fmt.Fprintf(m.stdout, "\n%d files, %d with errors; %d jobs, %d invalid. %s.\n", len(results), failed, len(jobs), invalid, note)
 	}
 	if failed > 0 {
 		return exitError
@@ -169,214 +207,126 @@ func describe(r *fileResult) string {
 	return s + ")"
 }
 
-// check validates one file.
-func (c *validateCommand) check(ctx context.Context, nomad *nomadx.Client, dir, rel, checkedBy string) *fileResult {
-	res := &fileResult{File: rel, CheckedBy: checkedBy, Errors: []string{}}
-	path := filepath.Join(dir, rel)
-	src, err := os.ReadFile(path)
-	if err != nil {
-		res.Errors = append(res.Errors, fmt.Sprintf("read: %v", err))
-		return res
-	}
-	var vars string
-	if vp := varsFileOf(path); vp != "" {
-		if b, err := os.ReadFile(vp); err == nil {
-			vars = string(b)
-			res.Variables, _ = filepath.Rel(dir, vp)
-		} else if !errors.Is(err, fs.ErrNotExist) {
-			res.Errors = append(res.Errors, fmt.Sprintf("read variables file: %v", err))
-			return res
-		}
-	}
-	facts, problems := literalFacts(rel, src)
-	if len(problems) > 0 {
-		res.Errors = append(res.Errors, problems...)
-		return res
-	}
+// readJob reads the job of one file: through Nomad when nomad is set, as a
+// server does, else from the file's literal HCL. A file Nomad refuses gets
+// the parse error a server shows on the repository's status (with the file
+// named in place of Nomad's "input.hcl"). It returns an error, not a
+// verdict, when Nomad gave none (unreachable, or a permission denied).
+func readJob(ctx context.Context, nomad *nomadx.Client, f gitwatch.JobFile, checkedBy string) (*parsedFile, error) {
+	res := &fileResult{File: f.Path, Variables: f.VarsPath, CheckedBy: checkedBy, Errors: []string{}}
+	p := &parsedFile{res: res}
 	if nomad != nil {
-		job, err := nomad.Parse(ctx, string(src), vars)
-		if err != nil {
-			// Nomad names the file it parsed "input.hcl".
-			res.Errors = append(res.Errors, strings.ReplaceAll(err.Error(), "input.hcl:", rel+":"))
-			return res
+		job, err := nomad.Parse(ctx, f.Content, f.Vars)
+		switch {
+		case err == nil:
+			p.job = job
+		case errors.Is(err, nomadx.ErrInvalidJob):
+			res.Errors = append(res.Errors, parseProblem(f.Path, err))
+		default:
+			return nil, fmt.Errorf("validate %s: %w", f.Path, err)
 		}
-		facts = nomadFacts(job)
+		return p, nil
 	}
-	if facts == nil {
-		res.Errors = append(res.Errors, "no job block")
-		return res
-	}
-	res.Namespace, res.JobID, res.Unresolved = facts.Namespace, facts.ID, facts.Unresolved
-	res.Role = kindOf(facts)
-	res.Errors = append(res.Errors, checkMetaKeys(rel, facts)...)
-	return res
-}
-
-// markDuplicates reports two files that declare the same job: a server
-// ignores both.
-func markDuplicates(results []*fileResult) {
-	byJob := map[string][]*fileResult{}
-	for _, r := range results {
-		if r.JobID != "" {
-			k := structs.JobKey(r.Namespace, r.JobID)
-			byJob[k] = append(byJob[k], r)
-		}
-	}
-	for key, rs := range byJob {
-		if len(rs) < 2 {
-			continue
-		}
-		for _, r := range rs {
-			var others []string
-			for _, o := range rs {
-				if o != r {
-					others = append(others, o.File)
-				}
-			}
-			r.Errors = append(r.Errors, fmt.Sprintf("job %s is also declared in %s: a server ignores both", key, strings.Join(others, ", ")))
-		}
-	}
-}
-
-// findJobFiles returns the job files under dir, relative to it, sorted.
-func findJobFiles(dir string) ([]string, error) {
-	info, err := os.Stat(dir)
-	if err != nil {
-		return nil, fmt.Errorf("validate: %w", err)
-	}
-	if !info.IsDir() {
-		return nil, fmt.Errorf("validate: %s is not a directory", dir)
-	}
-	var out []string
-	err = filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() {
-			if d.Name() == ".git" {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if isJobFile(d.Name()) {
-			rel, err := filepath.Rel(dir, path)
-			if err != nil {
-				return err
-			}
-			out = append(out, rel)
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("validate: walk %s: %w", dir, err)
-	}
-	sort.Strings(out)
-	return out, nil
-}
-
-func isJobFile(name string) bool {
-	return strings.HasSuffix(name, ".nomad.hcl") || strings.HasSuffix(name, ".nomad")
-}
-
-// varsFileOf returns the variables file of a job file: web.nomad.hcl and
-// web.nomad both have web.vars.hcl.
-func varsFileOf(path string) string {
-	base := filepath.Base(path)
-	var name string
+	job, unresolved, problems := literalJob(f.Path, []byte(f.Content))
 	switch {
-	case strings.HasSuffix(base, ".nomad.hcl"):
-		name = strings.TrimSuffix(base, ".nomad.hcl")
-	case strings.HasSuffix(base, ".nomad"):
-		name = strings.TrimSuffix(base, ".nomad")
+	case len(problems) > 0:
+		res.Errors = append(res.Errors, problems...)
+	case job == nil:
+		res.Errors = append(res.Errors, "no job block")
 	default:
-		return ""
+		p.job, p.unresolved, res.Unresolved = job, unresolved, unresolved
 	}
-	return filepath.Join(filepath.Dir(path), name+".vars.hcl")
+	return p, nil
 }
 
-// nomadFacts describes a job parsed by Nomad.
-func nomadFacts(job *api.Job) *jobFacts {
-	f := &jobFacts{Source: "nomad", Meta: map[string]string{}, Parameterized: job.ParameterizedJob != nil}
-	if job.ID != nil {
-		f.ID = *job.ID
-	}
-	f.Namespace = "default"
-	if job.Namespace != nil && *job.Namespace != "" {
-		f.Namespace = *job.Namespace
-	}
-	if job.Type != nil {
-		f.Type = *job.Type
-	}
-	for k, v := range job.Meta {
-		f.Meta[k] = v
-	}
-	return f
+// parseProblem is how a server words a file Nomad refuses to parse, with
+// Nomad's name for the file it parsed ("input.hcl") replaced by its path.
+func parseProblem(path string, err error) string {
+	return strings.ReplaceAll(fmt.Sprintf("%s: %v", path, err), "input.hcl:", path+":")
 }
 
-// literalFacts parses a job file's HCL syntax and reads the literal values
-// of its job block. It returns syntax errors, each naming the file and the
-// line, and nil facts when the file has no job block.
-func literalFacts(name string, src []byte) (*jobFacts, []string) {
+// literalJob parses a job file's HCL syntax and reads the literal values of
+// its job block into a job, as far as the meta rules need it (ID,
+// namespace, type, meta, the parameterized block). It returns the keys
+// whose values are not literal (meta keys, "type", "parameterized.*"),
+// syntax errors, each naming the file and the line, and a nil job when the
+// file has no job block.
+func literalJob(name string, src []byte) (*api.Job, []string, []string) {
 	file, diags := hclsyntax.ParseConfig(src, name, hcl.InitialPos)
 	if diags.HasErrors() {
-		return nil, diagStrings(diags)
+		return nil, nil, diagStrings(diags)
 	}
 	body, ok := file.Body.(*hclsyntax.Body)
 	if !ok {
-		return nil, nil
+		return nil, nil, nil
 	}
-	var job *hclsyntax.Block
+	var block *hclsyntax.Block
 	for _, b := range body.Blocks {
 		if b.Type != "job" {
 			continue
 		}
-		if job != nil {
-			return nil, []string{fmt.Sprintf("%s: a file declares one job; another starts here", b.DefRange())}
+		if block != nil {
+			return nil, nil, []string{fmt.Sprintf("%s: a file declares one job; another starts here", b.DefRange())}
 		}
-		job = b
+		block = b
 	}
-	if job == nil {
-		return nil, nil
+	if block == nil {
+		return nil, nil, nil
 	}
-	if len(job.Labels) != 1 {
-		return nil, []string{fmt.Sprintf("%s: a job block has one label, its ID", job.DefRange())}
+	if len(block.Labels) != 1 {
+		return nil, nil, []string{fmt.Sprintf("%s: a job block has one label, its ID", block.DefRange())}
 	}
-	f := &jobFacts{Source: "syntax", ID: job.Labels[0], Namespace: "default", Type: "service", Meta: map[string]string{}}
-	attr := func(name string) (string, bool) {
-		if a, ok := job.Body.Attributes[name]; ok {
-			return literalString(a.Expr)
+	job := &api.Job{ID: ptr(block.Labels[0]), Namespace: ptr("default"), Type: ptr("service"), Meta: map[string]string{}}
+	var unresolved []string
+	attr := func(b *hclsyntax.Body, name, key string) (string, bool) {
+		a, ok := b.Attributes[name]
+		if !ok {
+			return "", false
 		}
-		return "", false
+		v, ok := literalString(a.Expr)
+		if !ok {
+			unresolved = append(unresolved, key)
+		}
+		return v, ok
 	}
-	if v, ok := attr("namespace"); ok && v != "" {
-		f.Namespace = v
+	if v, ok := attr(block.Body, "namespace", "namespace"); ok && v != "" {
+		job.Namespace = &v
 	}
-	if v, ok := attr("type"); ok && v != "" {
-		f.Type = v
-	} else if _, set := job.Body.Attributes["type"]; set {
-		f.Unresolved = append(f.Unresolved, "type")
+	if v, ok := attr(block.Body, "type", "type"); ok && v != "" {
+		job.Type = &v
 	}
-	if id, ok := attr("id"); ok && id != "" {
-		f.ID = id
+	if v, ok := attr(block.Body, "id", "id"); ok && v != "" {
+		job.ID = &v
 	}
 	addMeta := func(key string, expr hclsyntax.Expression) {
 		if v, ok := literalString(expr); ok {
-			f.Meta[key] = v
+			job.Meta[key] = v
 		} else {
-			f.Unresolved = append(f.Unresolved, key)
+			unresolved = append(unresolved, key)
 		}
 	}
-	for _, b := range job.Body.Blocks {
+	for _, b := range block.Body.Blocks {
 		switch b.Type {
 		case "parameterized":
-			f.Parameterized = true
+			pj := &api.ParameterizedJobConfig{}
+			if v, ok := attr(b.Body, "payload", "parameterized.payload"); ok {
+				pj.Payload = v
+			}
+			if a, ok := b.Body.Attributes["meta_required"]; ok {
+				if list, ok := literalStrings(a.Expr); ok {
+					pj.MetaRequired = list
+				} else {
+					unresolved = append(unresolved, "parameterized.meta_required")
+				}
+			}
+			job.ParameterizedJob = pj
 		case "meta":
 			for k, a := range b.Body.Attributes {
 				addMeta(k, a.Expr)
 			}
 		}
 	}
-	if a, ok := job.Body.Attributes["meta"]; ok {
+	if a, ok := block.Body.Attributes["meta"]; ok {
 		if obj, ok := a.Expr.(*hclsyntax.ObjectConsExpr); ok {
 			for _, item := range obj.Items {
 				k, kd := item.KeyExpr.Value(nil)
@@ -386,11 +336,28 @@ func literalFacts(name string, src []byte) (*jobFacts, []string) {
 				addMeta(k.AsString(), item.ValueExpr)
 			}
 		} else {
-			f.Unresolved = append(f.Unresolved, "meta")
+			unresolved = append(unresolved, "meta")
 		}
 	}
-	sort.Strings(f.Unresolved)
-	return f, nil
+	sort.Strings(unresolved)
+	return job, unresolved, nil
+}
+
+// literalStrings evaluates a list of literal strings.
+func literalStrings(expr hclsyntax.Expression) ([]string, bool) {
+	v, diags := expr.Value(nil)
+	if diags.HasErrors() || !v.IsWhollyKnown() || v.IsNull() || !(v.Type().IsListType() || v.Type().IsTupleType()) {
+		return nil, false
+	}
+	var out []string
+	for it := v.ElementIterator(); it.Next(); {
+		_, e := it.Element()
+		if e.IsNull() || e.Type() != cty.String {
+			return nil, false
+		}
+		out = append(out, e.AsString())
+	}
+	return out, true
 }
 
 // literalString evaluates an expression with no variables or functions, and

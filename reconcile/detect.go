@@ -365,7 +365,7 @@ func (m *Manager) classify(files []declaredFile) (map[string]*declared, map[stri
 	problems := map[string]*structs.JobStatus{}
 	for _, f := range files {
 		jm := meta.Read(f.file, f.job, m.jobDefaults())
-		if jm.Kind == meta.Ignored && len(jm.Problems) == 0 {
+		if !jm.Considered() {
 			continue
 		}
 		if !m.managesNamespace(ns(f.job)) {
@@ -384,7 +384,7 @@ func (m *Manager) classify(files []declaredFile) (map[string]*declared, map[stri
 				where = append(where, d.repo+":"+d.file)
 			}
 			sort.Strings(where)
-			msg := fmt.Sprintf("job %s is declared by more than one file (%s): all are ignored", key, strings.Join(where, ", "))
+			msg := meta.DuplicateProblem(key, where)
 			m.logger.Error("duplicate job declaration", "job", key, "files", strings.Join(where, ", "))
 			d := ds[0]
 			conflicts[key] = &structs.JobStatus{Namespace: ns(d.job), JobID: id(d.job), Repository: d.repo, File: strings.Join(where, ", "),
@@ -444,16 +444,12 @@ func (m *Manager) frozenHooks(d *declared, hooks map[string]*declared) ([]struct
 	add := func(phase structs.HookPhase, names []string) error {
 		for i, name := range names {
 			h, ok := hooks[structs.JobKey(ns(d.job), name)]
-			if !ok {
-				problems = append(problems, fmt.Sprintf("%s hook %q is not declared by any file in namespace %s", phase, name, ns(d.job)))
-				continue
+			var found *meta.Declared
+			if ok {
+				found = &meta.Declared{File: h.file, Job: h.job, Meta: h.meta}
 			}
-			if why := validateHook(h.job); why != "" {
-				problems = append(problems, fmt.Sprintf("%s hook %q (%s) is not a valid hook: %s", phase, name, h.file, why))
-				continue
-			}
-			if len(h.meta.Problems) > 0 {
-				problems = append(problems, fmt.Sprintf("%s hook %q is invalid: %s", phase, name, strings.Join(h.meta.Problems, "; ")))
+			if p := meta.HookProblem(phase, name, ns(d.job), found); p != "" {
+				problems = append(problems, p)
 				continue
 			}
 			hash := nomadx.JobHash(h.job)

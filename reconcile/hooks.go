@@ -20,7 +20,8 @@ import (
 // dispatchMeta is the dispatch meta Nops can pass to a hook run, for the
 // keys the hook declares.
 func dispatchMeta(d *structs.Deployment, h structs.FrozenHook) map[string]string {
-	values := map[string]string{"nops_deployment": d.ID, "nops_job": d.JobID, "nops_commit": d.Commit, "nops_phase": string(h.Phase)}
+	values := map[string]string{meta.DispatchDeployment: d.ID, meta.DispatchJob: d.JobID,
+		meta.DispatchCommit: d.Commit, meta.DispatchPhase: string(h.Phase)}
 	out := map[string]string{}
 	for _, k := range h.MetaKeys {
 		if v, ok := values[k]; ok {
@@ -28,35 +29,6 @@ func dispatchMeta(d *structs.Deployment, h structs.FrozenHook) map[string]string
 		}
 	}
 	return out
-}
-
-// passedMetaKeys returns the dispatch meta keys Nops passes.
-func passedMetaKeys() []string {
-	return []string{"nops_deployment", "nops_job", "nops_commit", "nops_phase"}
-}
-
-// validateHook returns why a parsed job cannot serve as a hook, or "": it
-// must be a parameterized batch job that Nops can dispatch, so it may
-// require no dispatch meta other than the nops_* keys and no payload.
-func validateHook(job *api.Job) string {
-	if why := meta.ValidateHook(job); why != "" {
-		return why
-	}
-	var why, missing []string
-	passed := passedMetaKeys()
-	for _, k := range job.ParameterizedJob.MetaRequired {
-		if !slices.Contains(passed, k) {
-			missing = append(missing, k)
-		}
-	}
-	if len(missing) > 0 {
-		why = append(why, fmt.Sprintf("it requires dispatch meta %s, which Nops does not pass (it passes %s)",
-			strings.Join(missing, ", "), strings.Join(passed, ", ")))
-	}
-	if job.ParameterizedJob.Payload == "required" {
-		why = append(why, "it requires a payload, which Nops does not send")
-	}
-	return strings.Join(why, " and ")
 }
 
 // runHooks runs the hooks of one phase in order. Each run is recorded as

@@ -5,19 +5,10 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
-	"path"
-	"sort"
 	"strings"
 
 	"github.com/go-git/go-git/v5/plumbing/filemode"
 	"github.com/go-git/go-git/v5/plumbing/object"
-)
-
-// Job file name suffixes, and the suffix of a job's variables file.
-const (
-	jobSuffixHCL = ".nomad.hcl"
-	jobSuffix    = ".nomad"
-	varsSuffix   = ".vars.hcl"
 )
 
 // Snapshot is the set of job files of one repository at one commit. A
@@ -58,27 +49,6 @@ func (f JobFile) ContentHash() string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-// IsJobFile reports whether a file name is a job file (*.nomad.hcl or
-// *.nomad).
-func IsJobFile(name string) bool {
-	base := path.Base(name)
-	return (strings.HasSuffix(base, jobSuffixHCL) && len(base) > len(jobSuffixHCL)) ||
-		(strings.HasSuffix(base, jobSuffix) && len(base) > len(jobSuffix))
-}
-
-// VarsPathFor returns the path of the variables file that belongs to a job
-// file: web.nomad.hcl and web.nomad both pair with web.vars.hcl.
-func VarsPathFor(jobPath string) string {
-	dir, base := path.Split(jobPath)
-	switch {
-	case strings.HasSuffix(base, jobSuffixHCL):
-		base = strings.TrimSuffix(base, jobSuffixHCL)
-	case strings.HasSuffix(base, jobSuffix):
-		base = strings.TrimSuffix(base, jobSuffix)
-	}
-	return dir + base + varsSuffix
-}
-
 // readJobFiles collects the job files under dir ("" for the root) of a
 // commit's tree, each with its variables file. Symbolic links and
 // submodules are not followed.
@@ -88,7 +58,6 @@ func readJobFiles(tree *object.Tree, dir string) ([]JobFile, error) {
 		prefix = dir + "/"
 	}
 	contents := map[string]string{}
-	var jobs []string
 	err := tree.Files().ForEach(func(f *object.File) error {
 		if prefix != "" && !strings.HasPrefix(f.Name, prefix) {
 			return nil
@@ -96,8 +65,7 @@ func readJobFiles(tree *object.Tree, dir string) ([]JobFile, error) {
 		if f.Mode != filemode.Regular && f.Mode != filemode.Executable {
 			return nil
 		}
-		isJob := IsJobFile(f.Name)
-		if !isJob && !strings.HasSuffix(f.Name, varsSuffix) {
+		if !IsJobFile(f.Name) && !isVarsFile(f.Name) {
 			return nil
 		}
 		c, err := f.Contents()
@@ -105,24 +73,10 @@ func readJobFiles(tree *object.Tree, dir string) ([]JobFile, error) {
 			return fmt.Errorf("read %s: %w", f.Name, err)
 		}
 		contents[f.Name] = c
-		if isJob {
-			jobs = append(jobs, f.Name)
-		}
 		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	sort.Strings(jobs)
-	files := make([]JobFile, 0, len(jobs))
-	for _, p := range jobs {
-		jf := JobFile{Path: p, Content: contents[p]}
-		if vp := VarsPathFor(p); vp != p {
-			if v, ok := contents[vp]; ok {
-				jf.VarsPath, jf.Vars = vp, v
-			}
-		}
-		files = append(files, jf)
-	}
-	return files, nil
+	return withContents(SelectJobFiles(mapKeys(contents), dir), contents), nil
 }

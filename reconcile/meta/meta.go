@@ -1,5 +1,9 @@
 // Package meta reads and validates the nops_* meta keys of a parsed job
-// (SPEC section 2). It is pure: the same job gives the same answer.
+// (SPEC section 2), and owns the rules built on them that detection and
+// `nops validate` share: what a hook must be (ValidateHook), how a managed
+// job's hook names resolve (HookProblem), which jobs count (Considered) and
+// how a duplicate declaration is worded (DuplicateProblem). It is pure: the
+// same input gives the same answer.
 //
 // Guarantee: every problem is reported, each naming the file, the key and
 // the value, and a job with a problem is never treated as deployable.
@@ -143,21 +147,4 @@ func duration(key, v string, bad func(string, string, string), def time.Duration
 		return def
 	}
 	return d
-}
-
-// ValidateHook returns why a hook job cannot serve as a hook, if it cannot:
-// a hook must be a parameterized batch job.
-func ValidateHook(job *api.Job) string {
-	typ := ""
-	if job.Type != nil {
-		typ = *job.Type
-	}
-	var why []string
-	if typ != "batch" {
-		why = append(why, fmt.Sprintf("its type is %q, not batch", typ))
-	}
-	if job.ParameterizedJob == nil {
-		why = append(why, "it has no parameterized block")
-	}
-	return strings.Join(why, " and ")
 }

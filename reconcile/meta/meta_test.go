@@ -85,14 +85,3 @@ func TestRead(t *testing.T) {
 		})
 	}
 }
-
-func TestValidateHook(t *testing.T) {
-	param := job("batch", nil)
-	param.ParameterizedJob = &api.ParameterizedJobConfig{}
-	if why := ValidateHook(param); why != "" {
-		t.Fatalf("a parameterized batch job is a valid hook: %s", why)
-	}
-	if why := ValidateHook(job("service", nil)); !strings.Contains(why, `type is "service", not batch`) || !strings.Contains(why, "no parameterized block") {
-		t.Fatalf("service job: %q", why)
-	}
-}

@@ -66,6 +66,7 @@ type options struct {
 	clock  func() time.Time
 	noLoop bool
 	rec    agent.Reconciler
+	build  []func(*agent.Server)
 	tls    *TLSFiles
 }
 
@@ -99,6 +100,14 @@ func WithoutReconcilers() Option { return func(o *options) { o.noLoop = true } }
 // answers them and the test fails.
 func WithReconciler(rec agent.Reconciler) Option {
 	return func(o *options) { o.rec = rec }
+}
+
+// WithBuild runs fn on the server once its state and Raft exist, before it
+// serves its API and before it acts on its leadership (as
+// agent.Options.Build does): for test hooks that must be in place before a
+// single server leads.
+func WithBuild(fn func(s *agent.Server)) Option {
+	return func(o *options) { o.build = append(o.build, fn) }
 }
 
 // TestRaftMultiplier is the raft_multiplier of test servers: three times
@@ -179,6 +188,9 @@ func StartWith(t testing.TB, cfg *config.Config, opts ...Option) *Server {
 		}
 		aopts.Reconciler = o.rec
 	}
+	if len(o.build) > 0 {
+		aopts = withBuild(aopts, o.build)
+	}
 	s, err := agent.New(cfg, Logger(cfg.NodeName), aopts)
 	if err != nil {
 		t.Fatalf("start nops server: %v", err)
@@ -195,6 +207,22 @@ func StartWith(t testing.TB, cfg *config.Config, opts ...Option) *Server {
 		})
 	}
 	return ts
+}
+
+// withBuild runs fns on the server before the build of the options, if
+// any.
+func withBuild(opts agent.Options, fns []func(*agent.Server)) agent.Options {
+	build := opts.Build
+	opts.Build = func(s *agent.Server) (agent.LeaderFunc, agent.Reconciler, error) {
+		for _, fn := range fns {
+			fn(s)
+		}
+		if build == nil {
+			return nil, nil, nil
+		}
+		return build(s)
+	}
+	return opts
 }
 
 // Do sends a request to the API and decodes a JSON answer into out (when

@@ -1,0 +1,33 @@
+job "broken" {
+  type        = "service"
+  datacenters = ["*"]
+
+  meta {
+    nops_managed = "true"
+  }
+
+  group "app" {
+    ephemeral_disk {
+      size = 10
+    }
+
+    task "app" {
+      driver = "mock_driver"
+      colour = "blue"
+
+      config {
+        run_for = "1h"
+      }
+
+      resources {
+        cpu    = 10
+        memory = 16
+      }
+
+      logs {
+        max_files     = 1
+        max_file_size = 1
+      }
+    }
+  }
+}
