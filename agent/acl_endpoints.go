@@ -136,13 +136,6 @@ func (a *httpAPI) createdToken(accessor, secret string) (any, error) {
 
 // --- policies
 
-// ACLPolicySpec is the body of PUT /v1/acl/policy/{name}.
-type ACLPolicySpec struct {
-	Name        string `json:"name"`
-	Description string `json:"description"`
-	Rules       string `json:"rules"`
-}
-
 func (a *httpAPI) aclPolicyList(_ http.ResponseWriter, _ *http.Request) (any, error) {
 	if err := a.aclEnabled(); err != nil {
 		return nil, err
@@ -166,7 +159,7 @@ func (a *httpAPI) aclPolicyPut(_ http.ResponseWriter, r *http.Request) (any, err
 	if err := a.aclEnabled(); err != nil {
 		return nil, err
 	}
-	var spec ACLPolicySpec
+	var spec structs.ACLPolicySpec
 	if err := decode(r, &spec); err != nil {
 		return nil, err
 	}
@@ -202,7 +195,7 @@ func (a *httpAPI) aclDelete(r *http.Request, t structs.MessageType, key string) 
 	if _, err := a.s.Apply(t, &structs.ACLDeleteRequest{WriteMeta: writeMeta(r), Names: []string{name}}); err != nil {
 		return nil, err
 	}
-	return map[string]string{"deleted": name}, nil
+	return &structs.Deleted{Deleted: name}, nil
 }
 
 func (a *httpAPI) aclPolicyDelete(_ http.ResponseWriter, r *http.Request) (any, error) {
@@ -210,13 +203,6 @@ func (a *httpAPI) aclPolicyDelete(_ http.ResponseWriter, r *http.Request) (any, 
 }
 
 // --- roles
-
-// ACLRoleSpec is the body of PUT /v1/acl/role/{name}.
-type ACLRoleSpec struct {
-	Name        string   `json:"name"`
-	Description string   `json:"description"`
-	Policies    []string `json:"policies"`
-}
 
 func (a *httpAPI) aclRoleList(_ http.ResponseWriter, _ *http.Request) (any, error) {
 	if err := a.aclEnabled(); err != nil {
@@ -264,7 +250,7 @@ func (a *httpAPI) aclRolePut(_ http.ResponseWriter, r *http.Request) (any, error
 	if err := a.aclEnabled(); err != nil {
 		return nil, err
 	}
-	var spec ACLRoleSpec
+	var spec structs.ACLRoleSpec
 	if err := decode(r, &spec); err != nil {
 		return nil, err
 	}
@@ -299,18 +285,6 @@ func (a *httpAPI) aclRoleDelete(_ http.ResponseWriter, r *http.Request) (any, er
 }
 
 // --- tokens
-
-// ACLTokenSpec is the body of a token create or update.
-type ACLTokenSpec struct {
-	Name     string   `json:"name"`
-	Type     string   `json:"type"`
-	Policies []string `json:"policies"`
-	Roles    []string `json:"roles"`
-	// ExpirationTime or ExpirationTTL (a Go duration) set an expiry at
-	// creation; an update cannot change it.
-	ExpirationTime *time.Time `json:"expiration_time"`
-	ExpirationTTL  string     `json:"expiration_ttl"`
-}
 
 func (a *httpAPI) aclTokenList(_ http.ResponseWriter, _ *http.Request) (any, error) {
 	if err := a.aclEnabled(); err != nil {
@@ -352,7 +326,7 @@ func (a *httpAPI) aclTokenSelf(_ http.ResponseWriter, r *http.Request) (any, err
 	return id.token.View(), nil
 }
 
-func (a *httpAPI) checkTokenSpec(spec *ACLTokenSpec) []string {
+func (a *httpAPI) checkTokenSpec(spec *structs.ACLTokenSpec) []string {
 	var problems []string
 	if len(spec.Name) > 256 {
 		problems = append(problems, "name: at most 256 characters")
@@ -377,7 +351,7 @@ func (a *httpAPI) aclTokenCreate(_ http.ResponseWriter, r *http.Request) (any, e
 	if err := a.aclEnabled(); err != nil {
 		return nil, err
 	}
-	var spec ACLTokenSpec
+	var spec structs.ACLTokenSpec
 	if err := decode(r, &spec); err != nil {
 		return nil, err
 	}
@@ -420,7 +394,7 @@ func (a *httpAPI) aclTokenUpdate(_ http.ResponseWriter, r *http.Request) (any, e
 	if err := a.aclEnabled(); err != nil {
 		return nil, err
 	}
-	var spec ACLTokenSpec
+	var spec structs.ACLTokenSpec
 	if err := decode(r, &spec); err != nil {
 		return nil, err
 	}
@@ -485,16 +459,6 @@ func (a *httpAPI) aclAuthMethodGet(_ http.ResponseWriter, r *http.Request) (any,
 	return m.Redacted(), nil
 }
 
-// ACLAuthMethodSpec is the body of PUT /v1/acl/auth-method/{name}.
-type ACLAuthMethodSpec struct {
-	Name        string                       `json:"name"`
-	Type        string                       `json:"type"`
-	DisplayName string                       `json:"display_name"`
-	TokenTTL    string                       `json:"token_ttl"`
-	Default     bool                         `json:"default"`
-	Config      *structs.ACLAuthMethodConfig `json:"config"`
-}
-
 func checkAuthMethod(m *structs.ACLAuthMethod) []string {
 	var problems []string
 	if p := checkACLName("auth method", m.Name); p != "" {
@@ -551,7 +515,7 @@ func (a *httpAPI) aclAuthMethodPut(_ http.ResponseWriter, r *http.Request) (any,
 	if err := a.aclEnabled(); err != nil {
 		return nil, err
 	}
-	var spec ACLAuthMethodSpec
+	var spec structs.ACLAuthMethodSpec
 	if err := decode(r, &spec); err != nil {
 		return nil, err
 	}
@@ -587,16 +551,6 @@ func (a *httpAPI) aclAuthMethodDelete(_ http.ResponseWriter, r *http.Request) (a
 
 // --- binding rules
 
-// ACLBindingRuleSpec is the body of a binding rule create or update.
-type ACLBindingRuleSpec struct {
-	ID          string `json:"id"`
-	Description string `json:"description"`
-	AuthMethod  string `json:"auth_method"`
-	Selector    string `json:"selector"`
-	BindType    string `json:"bind_type"`
-	BindName    string `json:"bind_name"`
-}
-
 func (a *httpAPI) aclBindingRuleList(_ http.ResponseWriter, _ *http.Request) (any, error) {
 	if err := a.aclEnabled(); err != nil {
 		return nil, err
@@ -616,7 +570,7 @@ func (a *httpAPI) aclBindingRuleGet(_ http.ResponseWriter, r *http.Request) (any
 	return p, err
 }
 
-func (a *httpAPI) checkBindingRule(spec *ACLBindingRuleSpec) []string {
+func (a *httpAPI) checkBindingRule(spec *structs.ACLBindingRuleSpec) []string {
 	var problems []string
 	if m, err := a.s.State().ACLAuthMethod(spec.AuthMethod); err != nil || m == nil {
 		problems = append(problems, fmt.Sprintf("auth_method: no auth method %q", spec.AuthMethod))
@@ -645,7 +599,7 @@ func (a *httpAPI) putBindingRule(r *http.Request, id string, create bool) (any, 
 	if err := a.aclEnabled(); err != nil {
 		return nil, err
 	}
-	var spec ACLBindingRuleSpec
+	var spec structs.ACLBindingRuleSpec
 	if err := decode(r, &spec); err != nil {
 		return nil, err
 	}
