@@ -150,13 +150,6 @@ func (a *httpAPI) createdToken(accessor, secret string) (any, error) {
 
 // --- policies
 
-// ACLPolicySpec is the body of PUT /v1/acl/policy/{name}.
-type ACLPolicySpec struct {
-	Name        string `json:"name"`
-	Description string `json:"description"`
-	Rules       string `json:"rules"`
-}
-
 func (a *httpAPI) aclPolicyList(_ http.ResponseWriter, _ *http.Request) (any, error) {
 	if err := a.aclEnabled(); err != nil {
 		return nil, err
@@ -180,7 +173,7 @@ func (a *httpAPI) aclPolicyPut(_ http.ResponseWriter, r *http.Request) (any, err
 	if err := a.aclEnabled(); err != nil {
 		return nil, err
 	}
-	var spec ACLPolicySpec
+	var spec structs.ACLPolicySpec
 	if err := decode(r, &spec); err != nil {
 		return nil, err
 	}
@@ -216,7 +209,7 @@ func (a *httpAPI) aclDelete(r *http.Request, t structs.MessageType, key string) 
 	if _, err := a.s.Apply(t, &structs.ACLDeleteRequest{WriteMeta: writeMeta(r), Names: []string{name}}); err != nil {
 		return nil, err
 	}
-	return map[string]string{"deleted": name}, nil
+	return &structs.Deleted{Deleted: name}, nil
 }
 
 func (a *httpAPI) aclPolicyDelete(_ http.ResponseWriter, r *http.Request) (any, error) {
@@ -224,13 +217,6 @@ func (a *httpAPI) aclPolicyDelete(_ http.ResponseWriter, r *http.Request) (any, 
 }
 
 // --- roles
-
-// ACLRoleSpec is the body of PUT /v1/acl/role/{name}.
-type ACLRoleSpec struct {
-	Name        string   `json:"name"`
-	Description string   `json:"description"`
-	Policies    []string `json:"policies"`
-}
 
 func (a *httpAPI) aclRoleList(_ http.ResponseWriter, _ *http.Request) (any, error) {
 	if err := a.aclEnabled(); err != nil {
@@ -278,7 +264,7 @@ func (a *httpAPI) aclRolePut(_ http.ResponseWriter, r *http.Request) (any, error
 	if err := a.aclEnabled(); err != nil {
 		return nil, err
 	}
-	var spec ACLRoleSpec
+	var spec structs.ACLRoleSpec
 	if err := decode(r, &spec); err != nil {
 		return nil, err
 	}
@@ -313,18 +299,6 @@ func (a *httpAPI) aclRoleDelete(_ http.ResponseWriter, r *http.Request) (any, er
 }
 
 // --- tokens
-
-// ACLTokenSpec is the body of a token create or update.
-type ACLTokenSpec struct {
-	Name     string   `json:"name"`
-	Type     string   `json:"type"`
-	Policies []string `json:"policies"`
-	Roles    []string `json:"roles"`
-	// ExpirationTime or ExpirationTTL (a Go duration) set an expiry at
-	// creation; an update cannot change it.
-	ExpirationTime *time.Time `json:"expiration_time"`
-	ExpirationTTL  string     `json:"expiration_ttl"`
-}
 
 func (a *httpAPI) aclTokenList(_ http.ResponseWriter, _ *http.Request) (any, error) {
 	if err := a.aclEnabled(); err != nil {
@@ -366,7 +340,7 @@ func (a *httpAPI) aclTokenSelf(_ http.ResponseWriter, r *http.Request) (any, err
 	return id.token.View(), nil
 }
 
-func (a *httpAPI) checkTokenSpec(spec *ACLTokenSpec) []string {
+func (a *httpAPI) checkTokenSpec(spec *structs.ACLTokenSpec) []string {
 	var problems []string
 	if len(spec.Name) > maxTokenName {
 		problems = append(problems, fmt.Sprintf("name: at most %d characters", maxTokenName))
@@ -391,7 +365,7 @@ func (a *httpAPI) aclTokenCreate(_ http.ResponseWriter, r *http.Request) (any, e
 	if err := a.aclEnabled(); err != nil {
 		return nil, err
 	}
-	var spec ACLTokenSpec
+	var spec structs.ACLTokenSpec
 	if err := decode(r, &spec); err != nil {
 		return nil, err
 	}
@@ -434,7 +408,7 @@ func (a *httpAPI) aclTokenUpdate(_ http.ResponseWriter, r *http.Request) (any, e
 	if err := a.aclEnabled(); err != nil {
 		return nil, err
 	}
-	var spec ACLTokenSpec
+	var spec structs.ACLTokenSpec
 	if err := decode(r, &spec); err != nil {
 		return nil, err
 	}
@@ -499,16 +473,6 @@ func (a *httpAPI) aclAuthMethodGet(_ http.ResponseWriter, r *http.Request) (any,
 	return m.Redacted(), nil
 }
 
-// ACLAuthMethodSpec is the body of PUT /v1/acl/auth-method/{name}.
-type ACLAuthMethodSpec struct {
-	Name        string                       `json:"name"`
-	Type        string                       `json:"type"`
-	DisplayName string                       `json:"display_name"`
-	TokenTTL    string                       `json:"token_ttl"`
-	Default     bool                         `json:"default"`
-	Config      *structs.ACLAuthMethodConfig `json:"config"`
-}
-
 func checkAuthMethod(m *structs.ACLAuthMethod) []string {
 	var problems []string
 	if p := checkACLName("auth method", m.Name); p != "" {
@@ -565,7 +529,7 @@ func (a *httpAPI) aclAuthMethodPut(_ http.ResponseWriter, r *http.Request) (any,
 	if err := a.aclEnabled(); err != nil {
 		return nil, err
 	}
-	var spec ACLAuthMethodSpec
+	var spec structs.ACLAuthMethodSpec
 	if err := decode(r, &spec); err != nil {
 		return nil, err
 	}
@@ -601,16 +565,6 @@ func (a *httpAPI) aclAuthMethodDelete(_ http.ResponseWriter, r *http.Request) (a
 
 // --- binding rules
 
-// ACLBindingRuleSpec is the body of a binding rule create or update.
-type ACLBindingRuleSpec struct {
-	ID          string `json:"id"`
-	Description string `json:"description"`
-	AuthMethod  string `json:"auth_method"`
-	Selector    string `json:"selector"`
-	BindType    string `json:"bind_type"`
-	BindName    string `json:"bind_name"`
-}
-
 func (a *httpAPI) aclBindingRuleList(_ http.ResponseWriter, _ *http.Request) (any, error) {
 	if err := a.aclEnabled(); err != nil {
 		return nil, err
@@ -630,7 +584,7 @@ func (a *httpAPI) aclBindingRuleGet(_ http.ResponseWriter, r *http.Request) (any
 	return p, err
 }
 
-func (a *httpAPI) checkBindingRule(spec *ACLBindingRuleSpec) []string {
+func (a *httpAPI) checkBindingRule(spec *structs.ACLBindingRuleSpec) []string {
 	var problems []string
 	if m, err := a.s.State().ACLAuthMethod(spec.AuthMethod); err != nil || m == nil {
 		problems = append(problems, fmt.Sprintf("auth_method: no auth method %q", spec.AuthMethod))
@@ -659,7 +613,7 @@ func (a *httpAPI) putBindingRule(r *http.Request, id string, create bool) (any, 
 	if err := a.aclEnabled(); err != nil {
 		return nil, err
 	}
-	var spec ACLBindingRuleSpec
+	var spec structs.ACLBindingRuleSpec
 	if err := decode(r, &spec); err != nil {
 		return nil, err
 	}

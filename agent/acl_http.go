@@ -57,31 +57,6 @@ func onJob(c acl.Capability) routeRule        { return routeRule{scope: scopeJob
 func onDeployment(c acl.Capability) routeRule { return routeRule{scope: scopeDeployment, cap: c} }
 func filtered(c acl.Capability) routeRule     { return routeRule{scope: scopeList, cap: c} }
 
-// reconcileRule returns the rule of a route the reconcilers add through
-// the Routes callback. A reconciler route missing here has no rule, and
-// the route-table test fails.
-func reconcileRule(pattern string) routeRule {
-	switch pattern {
-	case "GET /v1/jobs", "GET /v1/orphans":
-		return filtered(acl.Read)
-	case "GET /v1/job/{ns}/{id}":
-		return onJob(acl.Read)
-	case "POST /v1/job/{ns}/{id}/retry":
-		return onJob(acl.Deploy)
-	case "POST /v1/deployment/{id}/promote":
-		return onDeployment(acl.Deploy)
-	case "GET /v1/deployment/{id}/nomad":
-		return onDeployment(acl.Read)
-	case "GET /v1/repos":
-		return onCluster(acl.Read)
-	case "POST /v1/repo/{name}/refresh":
-		return onCluster(acl.Deploy)
-	case "GET /v1/status/cycle", "POST /v1/webhook/git":
-		return public()
-	}
-	return routeRule{}
-}
-
 // RouteInfo is one API route with its forwarding kind and access rule.
 type RouteInfo struct {
 	Pattern string
@@ -92,6 +67,13 @@ type RouteInfo struct {
 	// Capability is the capability the route needs, for the scopes that
 	// take one.
 	Capability string
+	// Answer is the type a successful answer's JSON decodes into (one of
+	// package structs, or a slice or pointer of one); nil when the route
+	// answers something else, which NotJSON describes, or declared nothing
+	// (both empty: the route-table test fails).
+	Answer reflect.Type
+	// NotJSON says what a route that does not answer JSON answers.
+	NotJSON string
 }
 
 var scopeNames = map[scope]string{
@@ -99,13 +81,20 @@ var scopeNames = map[scope]string{
 	scopeDeployment: "deployment", scopeList: "list",
 }
 
-// RouteTable lists every API route the server serves, with its rule.
+// RouteTable lists every API route the server serves, with its rule and
+// its answer.
 func (s *Server) RouteTable() []RouteInfo {
 	var out []RouteInfo
+	answers := routeAnswers()
 	newHTTPAPI(s).routes(func(pattern, kind string, rule routeRule, _ handlerFunc) {
 		info := RouteInfo{Pattern: pattern, Write: kind == kindWrite, Scope: scopeNames[rule.scope]}
 		if rule.cap != 0 {
 			info.Capability = rule.cap.String()
+		}
+		if kind == kindUI {
+			info.NotJSON = "the dashboard: an HTML page, a static file or a redirect"
+		} else if a, ok := answers[pattern]; ok {
+			info.Answer, info.NotJSON = a.typ, a.notJSON
 		}
 		out = append(out, info)
 	})

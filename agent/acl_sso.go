@@ -48,37 +48,6 @@ const (
 	maxOIDCField = 4096
 )
 
-// ACLOIDCAuthURLRequest is the body of POST /v1/acl/oidc/auth-url.
-type ACLOIDCAuthURLRequest struct {
-	AuthMethod  string `json:"auth_method"`
-	RedirectURI string `json:"redirect_uri"`
-	ClientNonce string `json:"client_nonce"`
-	// CodeChallenge is the S256 PKCE challenge of the client's verifier.
-	CodeChallenge string `json:"code_challenge"`
-}
-
-// ACLOIDCAuthURLResponse is its answer.
-type ACLOIDCAuthURLResponse struct {
-	AuthURL string `json:"auth_url"`
-	State   string `json:"state"`
-}
-
-// ACLOIDCCompleteAuthRequest is the body of POST /v1/acl/oidc/complete-auth.
-type ACLOIDCCompleteAuthRequest struct {
-	AuthMethod   string `json:"auth_method"`
-	RedirectURI  string `json:"redirect_uri"`
-	ClientNonce  string `json:"client_nonce"`
-	State        string `json:"state"`
-	Code         string `json:"code"`
-	CodeVerifier string `json:"code_verifier"`
-}
-
-// ACLLoginRequest is the body of POST /v1/acl/login (a JWT exchange).
-type ACLLoginRequest struct {
-	AuthMethod string `json:"auth_method"`
-	LoginToken string `json:"login_token"`
-}
-
 // pkceVerifier is a PKCE verifier of which the server holds only the
 // challenge (at the auth URL) or only the verifier (at the exchange).
 type pkceVerifier struct {
@@ -220,7 +189,7 @@ func (a *httpAPI) aclOIDCAuthURL(_ http.ResponseWriter, r *http.Request) (any, e
 	if err := a.aclEnabled(); err != nil {
 		return nil, err
 	}
-	var req ACLOIDCAuthURLRequest
+	var req structs.ACLOIDCAuthURLRequest
 	if err := decode(r, &req); err != nil {
 		return nil, err
 	}
@@ -259,14 +228,14 @@ func (a *httpAPI) aclOIDCAuthURL(_ http.ResponseWriter, r *http.Request) (any, e
 	if err != nil {
 		return nil, &HTTPError{Code: http.StatusBadGateway, Msg: fmt.Sprintf("auth method %q: auth URL: %v", m.Name, err)}
 	}
-	return &ACLOIDCAuthURLResponse{AuthURL: u, State: oreq.State()}, nil
+	return &structs.ACLOIDCAuthURLResponse{AuthURL: u, State: oreq.State()}, nil
 }
 
 func (a *httpAPI) aclOIDCComplete(_ http.ResponseWriter, r *http.Request) (any, error) {
 	if err := a.aclEnabled(); err != nil {
 		return nil, err
 	}
-	var req ACLOIDCCompleteAuthRequest
+	var req structs.ACLOIDCCompleteAuthRequest
 	if err := decode(r, &req); err != nil {
 		return nil, err
 	}
@@ -318,7 +287,7 @@ func (a *httpAPI) aclJWTLogin(_ http.ResponseWriter, r *http.Request) (any, erro
 	if err := a.aclEnabled(); err != nil {
 		return nil, err
 	}
-	var req ACLLoginRequest
+	var req structs.ACLLoginRequest
 	if err := decode(r, &req); err != nil {
 		return nil, err
 	}

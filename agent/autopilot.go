@@ -161,7 +161,7 @@ func (d *autopilotDelegate) FetchServerStats(ctx context.Context, servers map[ra
 			// be writing already.
 			st := localRaftStats(d.s.raft)
 			mu.Lock()
-			out[id] = st.autopilot()
+			out[id] = autopilotStats(st)
 			mu.Unlock()
 			continue
 		}
@@ -174,7 +174,7 @@ func (d *autopilotDelegate) FetchServerStats(ctx context.Context, servers map[ra
 				return
 			}
 			mu.Lock()
-			out[id] = st.autopilot()
+			out[id] = autopilotStats(st)
 			mu.Unlock()
 		}(id, string(srv.Address))
 	}
@@ -211,7 +211,7 @@ func (d *autopilotDelegate) pruneClients(servers map[raft.ServerID]*autopilot.Se
 	}
 }
 
-func (d *autopilotDelegate) fetch(ctx context.Context, addr string) (*RaftStats, error) {
+func (d *autopilotDelegate) fetch(ctx context.Context, addr string) (*structs.RaftStats, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/v1/status/raft", nil)
 	if err != nil {
 		return nil, err
@@ -225,7 +225,7 @@ func (d *autopilotDelegate) fetch(ctx context.Context, addr string) (*RaftStats,
 	if resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("status %d: %s", resp.StatusCode, body)
 	}
-	var st RaftStats
+	var st structs.RaftStats
 	if err := json.Unmarshal(body, &st); err != nil {
 		return nil, fmt.Errorf("decode raft stats: %w", err)
 	}
@@ -275,17 +275,8 @@ func (p *knownServerPromoter) CalculatePromotionsAndDemotions(c *autopilot.Confi
 	return changes
 }
 
-// RaftStats is a server's own view of its Raft log, as
-// /v1/status/raft shows it to the leader's autopilot.
-type RaftStats struct {
-	// LastContact is the time since the last contact with the leader, in
-	// milliseconds: 0 on the leader, -1 when never.
-	LastContactMillis int64  `json:"last_contact_ms"`
-	LastTerm          uint64 `json:"last_term"`
-	LastIndex         uint64 `json:"last_index"`
-}
-
-func (st *RaftStats) autopilot() *autopilot.ServerStats {
+// autopilotStats is a server's Raft stats as autopilot takes them.
+func autopilotStats(st *structs.RaftStats) *autopilot.ServerStats {
 	contact := time.Duration(st.LastContactMillis) * time.Millisecond
 	if st.LastContactMillis < 0 {
 		contact = -1
@@ -293,9 +284,9 @@ func (st *RaftStats) autopilot() *autopilot.ServerStats {
 	return &autopilot.ServerStats{LastContact: contact, LastTerm: st.LastTerm, LastIndex: st.LastIndex}
 }
 
-func localRaftStats(r *raft.Raft) *RaftStats {
+func localRaftStats(r *raft.Raft) *structs.RaftStats {
 	stats := r.Stats()
-	out := &RaftStats{LastIndex: r.LastIndex()}
+	out := &structs.RaftStats{LastIndex: r.LastIndex()}
 	out.LastTerm, _ = strconv.ParseUint(stats["last_log_term"], 10, 64)
 	switch c := stats["last_contact"]; c {
 	case "never":

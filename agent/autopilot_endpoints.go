@@ -10,23 +10,8 @@ import (
 	"github.com/nops-dev/nops/structs"
 )
 
-// AutopilotConfiguration is the autopilot configuration as
-// /v1/operator/autopilot/configuration shows and takes it. Durations are
-// Go duration strings ("200ms", "10s").
-type AutopilotConfiguration struct {
-	CleanupDeadServers      bool   `json:"cleanup_dead_servers"`
-	LastContactThreshold    string `json:"last_contact_threshold"`
-	MaxTrailingLogs         uint64 `json:"max_trailing_logs"`
-	MinQuorum               uint   `json:"min_quorum"`
-	ServerStabilizationTime string `json:"server_stabilization_time"`
-	// CreateIndex and ModifyIndex are 0 while the configuration comes from
-	// the servers' configuration files (none was set through the API).
-	CreateIndex uint64 `json:"create_index"`
-	ModifyIndex uint64 `json:"modify_index"`
-}
-
-func autopilotView(c *structs.AutopilotConfig) *AutopilotConfiguration {
-	return &AutopilotConfiguration{
+func autopilotView(c *structs.AutopilotConfig) *structs.AutopilotConfiguration {
+	return &structs.AutopilotConfiguration{
 		CleanupDeadServers: c.CleanupDeadServers, LastContactThreshold: c.LastContactThreshold.String(),
 		MaxTrailingLogs: c.MaxTrailingLogs, MinQuorum: c.MinQuorum,
 		ServerStabilizationTime: c.ServerStabilizationTime.String(),
@@ -41,7 +26,7 @@ func (a *httpAPI) autopilotGetConfig(_ http.ResponseWriter, _ *http.Request) (an
 // autopilotSetConfig replaces the autopilot configuration. With ?cas=N it
 // applies only if the stored configuration is at index N (0: none set).
 func (a *httpAPI) autopilotSetConfig(_ http.ResponseWriter, r *http.Request) (any, error) {
-	var body AutopilotConfiguration
+	var body structs.AutopilotConfiguration
 	if err := decode(r, &body); err != nil {
 		return nil, err
 	}
@@ -83,33 +68,6 @@ func (a *httpAPI) autopilotSetConfig(_ http.ResponseWriter, r *http.Request) (an
 	return autopilotView(a.s.AutopilotConfig()), nil
 }
 
-// AutopilotHealth is the cluster's health as the leader's autopilot sees
-// it (/v1/operator/autopilot/health).
-type AutopilotHealth struct {
-	Healthy          bool                    `json:"healthy"`
-	FailureTolerance int                     `json:"failure_tolerance"`
-	Leader           string                  `json:"leader"`
-	Voters           []string                `json:"voters"`
-	Servers          []AutopilotServerHealth `json:"servers"`
-}
-
-// AutopilotServerHealth is one Raft server's health.
-type AutopilotServerHealth struct {
-	ID          string    `json:"id"`
-	Name        string    `json:"name"`
-	Address     string    `json:"address"`
-	SerfStatus  string    `json:"serf_status"`
-	Version     string    `json:"version"`
-	Leader      bool      `json:"leader"`
-	Voter       bool      `json:"voter"`
-	RaftState   string    `json:"raft_state"`
-	Healthy     bool      `json:"healthy"`
-	LastContact string    `json:"last_contact"`
-	LastTerm    uint64    `json:"last_term"`
-	LastIndex   uint64    `json:"last_index"`
-	StableSince time.Time `json:"stable_since"`
-}
-
 // autopilotHealth answers from the leader, where autopilot runs; a
 // follower forwards the request there.
 func (a *httpAPI) autopilotHealth(w http.ResponseWriter, r *http.Request) (any, error) {
@@ -125,8 +83,8 @@ func (a *httpAPI) autopilotHealth(w http.ResponseWriter, r *http.Request) (any, 
 	if st == nil || len(st.Servers) == 0 {
 		return nil, &HTTPError{Code: http.StatusServiceUnavailable, Msg: "autopilot has not gathered the servers' health yet; retry in a few seconds"}
 	}
-	out := &AutopilotHealth{Healthy: st.Healthy, FailureTolerance: st.FailureTolerance, Leader: string(st.Leader),
-		Voters: []string{}, Servers: []AutopilotServerHealth{}}
+	out := &structs.AutopilotHealth{Healthy: st.Healthy, FailureTolerance: st.FailureTolerance, Leader: string(st.Leader),
+		Voters: []string{}, Servers: []structs.AutopilotServerHealth{}}
 	for _, id := range st.Voters {
 		out.Voters = append(out.Voters, string(id))
 	}
@@ -135,7 +93,7 @@ func (a *httpAPI) autopilotHealth(w http.ResponseWriter, r *http.Request) (any, 
 		if srv.Stats.LastContact < 0 {
 			contact = "never"
 		}
-		out.Servers = append(out.Servers, AutopilotServerHealth{
+		out.Servers = append(out.Servers, structs.AutopilotServerHealth{
 			ID: string(id), Name: srv.Server.Name, Address: string(srv.Server.Address),
 			SerfStatus: string(srv.Server.NodeStatus), Version: srv.Server.Version,
 			Leader: srv.State == "leader", Voter: srv.HasVotingRights(), RaftState: string(srv.State),

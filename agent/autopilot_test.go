@@ -35,9 +35,9 @@ func waitRaftSize(t *testing.T, c *nopstest.Cluster, n int, timeout time.Duratio
 	return got
 }
 
-func health(t *testing.T, s *nopstest.Server) (*agent.AutopilotHealth, error) {
+func health(t *testing.T, s *nopstest.Server) (*structs.AutopilotHealth, error) {
 	t.Helper()
-	var h agent.AutopilotHealth
+	var h structs.AutopilotHealth
 	code, body := s.Do(http.MethodGet, "/v1/operator/autopilot/health", nil, &h)
 	if code != http.StatusOK {
 		return nil, fmt.Errorf("health: %d %s", code, body)
@@ -125,7 +125,7 @@ func TestAutopilot_NeverBelowMinQuorum(t *testing.T) {
 		time.Sleep(500 * time.Millisecond)
 	}
 
-	var conf agent.AutopilotConfiguration
+	var conf structs.AutopilotConfiguration
 	if code, body := c.Leader().Do(http.MethodGet, "/v1/operator/autopilot/configuration", nil, &conf); code != http.StatusOK {
 		t.Fatalf("get config: %d %s", code, body)
 	}
@@ -191,7 +191,7 @@ func TestAutopilot_NewServerIsNonVoterUntilStable(t *testing.T) {
 // compare-and-set at a stale index, changing nothing.
 func TestAutopilot_ConfigurationValidation(t *testing.T) {
 	s := nopstest.Start(t, "", nopstest.WithoutReconcilers())
-	var conf agent.AutopilotConfiguration
+	var conf structs.AutopilotConfiguration
 	if code, body := s.Do(http.MethodGet, "/v1/operator/autopilot/configuration", nil, &conf); code != http.StatusOK {
 		t.Fatalf("get: %d %s", code, body)
 	}
@@ -228,7 +228,7 @@ func TestAutopilot_ConfigurationValidation(t *testing.T) {
 	if code, body := s.Do(http.MethodPut, "/v1/operator/autopilot/configuration?cas=x", good, nil); code != http.StatusBadRequest {
 		t.Fatalf("bad cas: %d %s", code, body)
 	}
-	var again agent.AutopilotConfiguration
+	var again structs.AutopilotConfiguration
 	s.Do(http.MethodGet, "/v1/operator/autopilot/configuration", nil, &again)
 	if again != conf {
 		t.Fatalf("refused writes changed the config: %+v, was %+v", again, conf)

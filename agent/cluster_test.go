@@ -16,7 +16,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nops-dev/nops/agent"
 	"github.com/nops-dev/nops/agent/config"
 	"github.com/nops-dev/nops/fsm"
 	"github.com/nops-dev/nops/structs"
@@ -168,7 +167,7 @@ func TestCluster_FormsFromBootstrapExpect(t *testing.T) {
 					t.Errorf("server %s names leader %q, want %q", s.Config().NodeName, addr, leader.RPCAddr())
 				}
 
-				var conf agent.RaftConfiguration
+				var conf structs.RaftConfiguration
 				call(t, s, "GET", "/v1/operator/raft/configuration", nil).ok(t, "raft configuration", &conf)
 				if len(conf.Servers) != n {
 					t.Fatalf("server %s: list-peers shows %d servers, want %d", s.Config().NodeName, len(conf.Servers), n)
@@ -377,7 +376,7 @@ func TestCluster_ConsistentReadsAndHeaders(t *testing.T) {
 	leader := c.Leader()
 	f := c.Followers()[0]
 
-	var self agent.AgentSelf
+	var self structs.AgentSelf
 	a := call(t, f, "GET", "/v1/agent/self", nil)
 	a.ok(t, "stale self", &self)
 	checkClusterHeaders(t, "stale read on a follower", a, true)
@@ -464,7 +463,7 @@ func TestCluster_Operator(t *testing.T) {
 	leader := c.Leader()
 	f := c.Followers()[0]
 
-	var members []agent.Member
+	var members []structs.Member
 	call(t, f, "GET", "/v1/agent/members", nil).ok(t, "members", &members)
 	if len(members) != 3 {
 		t.Fatalf("members: %+v", members)
@@ -509,7 +508,7 @@ func TestCluster_Operator(t *testing.T) {
 	c.Kill(c.Index(dead))
 	l := c.WaitForLeader(20 * time.Second)
 	testutil.WaitForResult(t, 30*time.Second, func() (bool, error) {
-		var ms []agent.Member
+		var ms []structs.Member
 		call(t, l, "GET", "/v1/agent/members", nil).ok(t, "members", &ms)
 		for _, m := range ms {
 			if m.Tags["id"] == deadID {

@@ -34,8 +34,8 @@ var errNotFound = structs.ErrNotFound
 // DebugSelf is a server as a debug bundle records it: its agent self and
 // its configuration with every secret removed.
 type DebugSelf struct {
-	Self   *AgentSelf     `json:"self"`
-	Config *config.Config `json:"config"`
+	Self   *structs.AgentSelf `json:"self"`
+	Config *config.Config     `json:"config"`
 }
 
 // agentDebug answers one item of a debug bundle for this server, or, with
@@ -51,7 +51,7 @@ func (a *httpAPI) agentDebug(w http.ResponseWriter, r *http.Request) (any, error
 		if err != nil {
 			return nil, err
 		}
-		raw, err := json.MarshalIndent(&DebugSelf{Self: self.(*AgentSelf), Config: redactedConfig(a.s.liveConfig())}, "", "  ")
+		raw, err := json.MarshalIndent(&DebugSelf{Self: self.(*structs.AgentSelf), Config: redactedConfig(a.s.liveConfig())}, "", "  ")
 		if err != nil {
 			return nil, err
 		}

@@ -31,6 +31,11 @@
 //     applies it. The actor recorded is the token's name, never a header
 //     the client chose. Servers that disagree on acl.enabled form no
 //     cluster.
+//   - Every route of the HTTP API is in one table (routes.go), the
+//     reconcilers' too (reconcile_endpoints.go, which asks a Reconciler of
+//     typed methods): decoding, limits, tokens and status codes are the
+//     agent's alone. Every route declares its answer (answers.go), a type
+//     of package structs that rpc/client decodes into too.
 //   - Shutdown always returns: it stops the leader loops, cuts every
 //     connection of the RPC port, ends requests still running and waits for
 //     every goroutine it started. Raft waits are bounded.

@@ -19,6 +19,7 @@ import (
 
 	"github.com/hashicorp/go-msgpack/v2/codec"
 	"github.com/hashicorp/raft"
+	"github.com/klauspost/compress/zstd"
 
 	"github.com/nops-dev/nops/agent/config"
 	"github.com/nops-dev/nops/agent/snapshot"
@@ -29,12 +30,51 @@ import (
 )
 
 // stateBytes frames FSM snapshot records as fsm writes them (header, then
-// [type][length][msgpack] records, then the end record counting them): the
-// attacker's side of the format, written out here so that a test cannot
-// lean on the code it attacks.
+// a zstd stream of [type][length][msgpack] records and the end record
+// counting them): the attacker's side of the format, written out here so
+// that a test cannot lean on the code it attacks.
 func stateBytes(t testing.TB, records ...stateRecord) []byte {
 	t.Helper()
-	out := []byte("NOPSSNP\x02")
+	return compressState(t, recordBytes(t, records...))
+}
+
+// compressState puts the header of format 3 before records, compressed.
+func compressState(t testing.TB, records ...[]byte) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	buf.WriteString("NOPSSNP\x03")
+	zw, err := zstd.NewWriter(&buf, zstd.WithEncoderLevel(zstd.SpeedBestCompression))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range records {
+		if _, err := zw.Write(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// zstdBomb returns a state of one record that claims claim bytes and holds
+// zeros bytes of zeros.
+func zstdBomb(t testing.TB, claim uint32, zeros int) []byte {
+	t.Helper()
+	hdr := binary.BigEndian.AppendUint32([]byte{byte(fsm.RepoStatusSnapshot)}, claim)
+	chunk := make([]byte, 1<<20)
+	parts := [][]byte{hdr}
+	for n := 0; n < zeros; n += len(chunk) {
+		parts = append(parts, chunk)
+	}
+	return compressState(t, parts...)
+}
+
+// recordBytes frames records, and the end record counting them.
+func recordBytes(t testing.TB, records ...stateRecord) []byte {
+	t.Helper()
+	var out []byte
 	h := structs.NewMsgpackHandle()
 	frame := func(kind byte, body []byte) {
 		var hdr [5]byte
@@ -142,6 +182,9 @@ func TestSnapshotRestoreRefusesMaliciousArchives(t *testing.T) {
 		return archiveOf(t, 20, bytes.NewReader(stateBytes(t, records...)))
 	}
 
+	// A refusal adds at most 48 MB to the heap, but a state read up to the
+	// limit: it costs about the limit.
+	grows := map[string]uint64{"zstd bomb": 2 * limit}
 	for _, tc := range []struct {
 		name string
 		body []byte
@@ -149,6 +192,10 @@ func TestSnapshotRestoreRefusesMaliciousArchives(t *testing.T) {
 	}{
 		// 8 GiB claimed, a few hundred kilobytes sent.
 		{"gzip bomb", gzipBomb(t, 8<<30, 256<<20), "over the limit"},
+		// A record that claims 255 MB and holds as many zeros: some
+		// kilobytes compressed, within the archive's limit; read up to
+		// the limit decompressed, and no further.
+		{"zstd bomb", archiveOf(t, 20, bytes.NewReader(zstdBomb(t, 255<<20, 255<<20))), "expands past the limit of 67108864 bytes"},
 		// Within the limit, well formed, zeros: kept on disk, not in
 		// memory, and refused by the state's header.
 		{"zeros under the limit", archiveOf(t, 20, io.LimitReader(zeroReader{}, limit-1<<20)), "not a Nops state snapshot"},
@@ -165,7 +212,11 @@ func TestSnapshotRestoreRefusesMaliciousArchives(t *testing.T) {
 			if a.code != http.StatusBadRequest || !strings.Contains(a.errorMessage(), tc.want) {
 				t.Fatalf("restore of a %d-byte archive: %d %s; want 400 saying %q", len(tc.body), a.code, a.body, tc.want)
 			}
-			if grew > 48<<20 {
+			bound, ok := grows[tc.name]
+			if !ok {
+				bound = 48 << 20
+			}
+			if grew > bound {
 				t.Fatalf("a %d-byte archive grew the server's heap by %d MB", len(tc.body), grew>>20)
 			}
 			t.Logf("%d-byte archive refused; heap grew by at most %.1f MB", len(tc.body), float64(grew)/(1<<20))

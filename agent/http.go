@@ -384,6 +384,10 @@ func statusOf(err error) int {
 		return http.StatusNotFound
 	case errors.Is(err, structs.ErrConflict):
 		return http.StatusConflict
+	case errors.Is(err, structs.ErrUnauthorized):
+		return http.StatusUnauthorized
+	case errors.Is(err, structs.ErrUpstream):
+		return http.StatusBadGateway
 	case errors.Is(err, structs.ErrNoLeader), errors.Is(err, structs.ErrNotLeader), errors.Is(err, raft.ErrNotLeader):
 		return http.StatusServiceUnavailable
 	}

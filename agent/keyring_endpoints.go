@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"github.com/nops-dev/nops/structs"
 	"net/http"
 )
 
@@ -14,7 +15,7 @@ func (a *httpAPI) keyringList(_ http.ResponseWriter, _ *http.Request) (any, erro
 // the key in the body ({"key": "<base64>"}), on every server.
 func (a *httpAPI) keyringChange(op string) handlerFunc {
 	return func(_ http.ResponseWriter, r *http.Request) (any, error) {
-		var body KeyringOp
+		var body structs.KeyringOp
 		if err := decode(r, &body); err != nil {
 			return nil, err
 		}

@@ -169,7 +169,7 @@ func TestLeader_ShutdownStopsRetrying(t *testing.T) {
 	cfg := nopstest.Config(t, t.TempDir())
 	var attempts atomic.Int32
 	s, err := agent.New(cfg, nopstest.Logger(cfg.NodeName), agent.Options{
-		Build: func(s *agent.Server) (agent.LeaderFunc, func(agent.RouteAdder), error) {
+		Build: func(s *agent.Server) (agent.LeaderFunc, agent.Reconciler, error) {
 			agent.SetEstablishHook(s, failFirst(-1, &attempts))
 			return nil, nil, nil
 		},

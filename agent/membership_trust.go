@@ -231,7 +231,7 @@ func (m *membership) verifyMember(si serverInfo) error {
 	if resp.StatusCode != http.StatusOK {
 		return fmt.Errorf("%w: %s answers %d at its RPC address %s", ErrUntrustedMember, si.Name, resp.StatusCode, si.RPCAddr)
 	}
-	var self NodeStatus
+	var self structs.NodeStatus
 	if err := json.Unmarshal(body, &self); err != nil {
 		return fmt.Errorf("%w: %s: decode the answer of its RPC address: %v", ErrUntrustedMember, si.Name, err)
 	}
@@ -242,32 +242,9 @@ func (m *membership) verifyMember(si serverInfo) error {
 	return nil
 }
 
-// KeyringResponse is the answer of the keyring endpoints: what every
-// server answered. Keys are never shown, only their fingerprints
-// (KeyFingerprint), so that reading the keyring does not give away the key
-// that protects gossip.
-type KeyringResponse struct {
-	// Keys counts, per key fingerprint, the servers that have it installed.
-	Keys map[string]int `json:"keys"`
-	// PrimaryKeys counts, per key fingerprint, the servers that encrypt
-	// with it.
-	PrimaryKeys map[string]int `json:"primary_keys"`
-	// NumNodes is the number of members; NumResp answered, NumErr failed.
-	NumNodes int `json:"num_nodes"`
-	NumResp  int `json:"num_resp"`
-	NumErr   int `json:"num_err"`
-	// Messages holds the error of each server that failed, by name.
-	Messages map[string]string `json:"messages,omitempty"`
-}
-
-// KeyringOp is the body of a keyring change.
-type KeyringOp struct {
-	Key string `json:"key"`
-}
-
 // Keyring runs a keyring operation on every server through serf:
 // "list", "install", "use" or "remove" (key is the base64 key).
-func (s *Server) Keyring(op, key string) (*KeyringResponse, error) {
+func (s *Server) Keyring(op, key string) (*structs.KeyringResponse, error) {
 	if s.membership == nil || !s.membership.serf.EncryptionEnabled() {
 		return nil, fmt.Errorf("%w: %w", structs.ErrInvalid, ErrGossipUnencrypted)
 	}
@@ -291,7 +268,7 @@ func (s *Server) Keyring(op, key string) (*KeyringResponse, error) {
 	default:
 		return nil, fmt.Errorf("%w: unknown keyring operation %q", structs.ErrInvalid, op)
 	}
-	out := &KeyringResponse{Keys: map[string]int{}, PrimaryKeys: map[string]int{}}
+	out := &structs.KeyringResponse{Keys: map[string]int{}, PrimaryKeys: map[string]int{}}
 	if resp != nil {
 		out.NumNodes, out.NumResp, out.NumErr = resp.NumNodes, resp.NumResp, resp.NumErr
 		for k, n := range resp.Keys {

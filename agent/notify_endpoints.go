@@ -110,20 +110,10 @@ func (a *httpAPI) notificationGet(_ http.ResponseWriter, r *http.Request) (any, 
 	return n, nil
 }
 
-// NotifyTarget is a configured notify block as the API shows it: never its
-// URL or secret.
-type NotifyTarget struct {
-	Name       string   `json:"name"`
-	Kind       string   `json:"kind"`
-	Events     []string `json:"events"`
-	Namespaces []string `json:"namespaces"`
-	Jobs       []string `json:"jobs"`
-}
-
 func (a *httpAPI) notifyTargets(_ http.ResponseWriter, _ *http.Request) (any, error) {
-	out := []NotifyTarget{}
+	out := []*structs.NotifyTarget{}
 	for _, n := range a.s.config.Notify {
-		out = append(out, NotifyTarget{Name: n.Name, Kind: n.Kind, Events: nonNilStrings(n.Events),
+		out = append(out, &structs.NotifyTarget{Name: n.Name, Kind: n.Kind, Events: nonNilStrings(n.Events),
 			Namespaces: nonNilStrings(n.Namespaces), Jobs: nonNilStrings(n.Jobs)})
 	}
 	return out, nil
@@ -136,14 +126,6 @@ func nonNilStrings(s []string) []string {
 	return s
 }
 
-// NotifyTestResult is the answer of a test notification.
-type NotifyTestResult struct {
-	Target string `json:"target"`
-	ID     string `json:"id"`
-	OK     bool   `json:"ok"`
-	Error  string `json:"error,omitempty"`
-}
-
 func (a *httpAPI) notifyTest(_ http.ResponseWriter, r *http.Request) (any, error) {
 	if err := decode(r, &struct{}{}); err != nil {
 		return nil, err
@@ -153,7 +135,7 @@ func (a *httpAPI) notifyTest(_ http.ResponseWriter, r *http.Request) (any, error
 	if errors.Is(err, notify.ErrUnknownTarget) {
 		return nil, fmt.Errorf("%w: notify target %q", structs.ErrNotFound, name)
 	}
-	out := &NotifyTestResult{Target: name, ID: n.ID, OK: err == nil}
+	out := &structs.NotifyTestResult{Target: name, ID: n.ID, OK: err == nil}
 	if err != nil {
 		out.Error = err.Error()
 	}

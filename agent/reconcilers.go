@@ -22,14 +22,14 @@ import (
 // may be nil (time.Now); tests pass their own to move across window
 // boundaries.
 func ReconcileOptions(cfg *config.Config, logger hclog.Logger, clock func() time.Time) Options {
-	return Options{Build: func(s *Server) (LeaderFunc, func(add RouteAdder), error) {
+	return Options{Build: func(s *Server) (LeaderFunc, Reconciler, error) {
 		m, err := NewManager(s, cfg, logger, clock)
 		if err != nil {
 			return nil, nil, err
 		}
 		s.manager = m
 		leader := func(ctx context.Context, s *Server) { m.Run(ctx, s.Kicked()) }
-		return leader, func(add RouteAdder) { m.Routes(add) }, nil
+		return leader, m, nil
 	}}
 }
 

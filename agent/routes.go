@@ -71,15 +71,7 @@ func (a *httpAPI) routes(route func(pattern, kind string, rule routeRule, fn han
 	route("GET /v1/agent/debug/{item}", kindRead, onCluster(acl.Operator), a.agentDebug)
 	route("GET /debug/pprof/", kindRead, onCluster(acl.Operator), a.debugPprof)
 
-	if a.s.routes != nil {
-		a.s.routes(func(pattern string, write bool, fn func(w http.ResponseWriter, r *http.Request) (any, error)) {
-			kind := kindRead
-			if write {
-				kind = kindWrite
-			}
-			route(pattern, kind, reconcileRule(pattern), fn)
-		})
-	}
+	a.reconcileRoutes(route)
 	a.aclRoutes(route)
 	a.uiRoutes(route)
 }
@@ -101,40 +93,14 @@ func (a *httpAPI) statusPeers(_ http.ResponseWriter, _ *http.Request) (any, erro
 	return peers, nil
 }
 
-// NodeStatus is what /v1/status/node shows without a token: the node ID
-// of the server that answers. The leader asks a member's RPC address for
-// it before making the member a voter (verifyMember), which must work
-// with ACLs on.
-type NodeStatus struct {
-	NodeID string `json:"node_id"`
-}
-
 func (a *httpAPI) statusNode(_ http.ResponseWriter, _ *http.Request) (any, error) {
-	return &NodeStatus{NodeID: a.s.nodeID}, nil
-}
-
-// AgentSelf is this server as /v1/agent/self shows it.
-type AgentSelf struct {
-	NodeID     string            `json:"node_id"`
-	Name       string            `json:"name"`
-	Version    string            `json:"version"`
-	HTTPAddr   string            `json:"http_addr"`
-	RPCAddr    string            `json:"rpc_addr"`
-	SerfAddr   string            `json:"serf_addr"`
-	RaftState  string            `json:"raft_state"`
-	Leader     string            `json:"leader"`
-	LeaderID   string            `json:"leader_id"`
-	IsLeader   bool              `json:"is_leader"`
-	LoopsOn    bool              `json:"leader_loops_running"`
-	Stats      map[string]string `json:"raft_stats"`
-	Dev        bool              `json:"dev"`
-	Namespaces []string          `json:"namespaces"`
+	return &structs.NodeStatus{NodeID: a.s.nodeID}, nil
 }
 
 func (a *httpAPI) agentSelf(_ http.ResponseWriter, _ *http.Request) (any, error) {
 	s := a.s
 	leader, leaderID := s.Leader()
-	return &AgentSelf{
+	return &structs.AgentSelf{
 		NodeID: s.nodeID, Name: s.nodeName(), Version: Version, HTTPAddr: s.HTTPAddr(), RPCAddr: s.rpcAddr,
 		SerfAddr: s.SerfAddr(), RaftState: s.raft.State().String(), Leader: leader, LeaderID: leaderID,
 		IsLeader: s.IsLeader(), LoopsOn: s.LeaderLoopsRunning(), Stats: s.raft.Stats(), Dev: s.config.Dev,
@@ -142,19 +108,10 @@ func (a *httpAPI) agentSelf(_ http.ResponseWriter, _ *http.Request) (any, error)
 	}, nil
 }
 
-// Member is a serf member as /v1/agent/members shows it.
-type Member struct {
-	Name   string            `json:"name"`
-	Addr   string            `json:"addr"`
-	Port   uint16            `json:"port"`
-	Status string            `json:"status"`
-	Tags   map[string]string `json:"tags"`
-}
-
 func (a *httpAPI) agentMembers(_ http.ResponseWriter, _ *http.Request) (any, error) {
-	out := []Member{}
+	out := []structs.Member{}
 	for _, m := range a.s.Members() {
-		out = append(out, Member{Name: m.Name, Addr: m.Addr.String(), Port: m.Port, Status: m.Status.String(), Tags: m.Tags})
+		out = append(out, structs.Member{Name: m.Name, Addr: m.Addr.String(), Port: m.Port, Status: m.Status.String(), Tags: m.Tags})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out, nil
@@ -165,7 +122,7 @@ func (a *httpAPI) health(w http.ResponseWriter, _ *http.Request) (any, error) {
 	if leader == "" {
 		return nil, &HTTPError{Code: http.StatusServiceUnavailable, Msg: structs.ErrNoLeader.Error()}
 	}
-	return map[string]any{"status": "ok", "leader": leader, "node": a.s.nodeName()}, nil
+	return &structs.Health{Status: "ok", Leader: leader, Node: a.s.nodeName()}, nil
 }
 
 func (a *httpAPI) deploymentList(w http.ResponseWriter, r *http.Request) (any, error) {
@@ -255,21 +212,6 @@ func (a *httpAPI) deploymentEvents(_ http.ResponseWriter, r *http.Request) (any,
 	return nonNil(events), nil
 }
 
-// ApproveRequest is the body of an approve.
-type ApproveRequest struct {
-	Comment string `json:"comment"`
-}
-
-// RejectRequest is the body of a reject.
-type RejectRequest struct {
-	Reason string `json:"reason"`
-}
-
-// ReasonRequest is the body of a pause or resume.
-type ReasonRequest struct {
-	Reason string `json:"reason"`
-}
-
 func (a *httpAPI) decide(r *http.Request, decision, comment string) (any, error) {
 	d, err := a.lookupDeployment(r)
 	if err != nil {
@@ -291,7 +233,7 @@ func (a *httpAPI) decide(r *http.Request, decision, comment string) (any, error)
 }
 
 func (a *httpAPI) deploymentApprove(_ http.ResponseWriter, r *http.Request) (any, error) {
-	var body ApproveRequest
+	var body structs.ApproveRequest
 	if err := decode(r, &body); err != nil {
 		return nil, err
 	}
@@ -299,7 +241,7 @@ func (a *httpAPI) deploymentApprove(_ http.ResponseWriter, r *http.Request) (any
 }
 
 func (a *httpAPI) deploymentReject(_ http.ResponseWriter, r *http.Request) (any, error) {
-	var body RejectRequest
+	var body structs.RejectRequest
 	if err := decode(r, &body); err != nil {
 		return nil, err
 	}
@@ -312,7 +254,7 @@ func (a *httpAPI) pauseList(_ http.ResponseWriter, _ *http.Request) (any, error)
 }
 
 func (a *httpAPI) pauseOrResume(r *http.Request, t structs.MessageType, global bool) (any, error) {
-	var body ReasonRequest
+	var body structs.ReasonRequest
 	if err := decode(r, &body); err != nil {
 		return nil, err
 	}
@@ -374,19 +316,8 @@ func (a *httpAPI) windowGet(_ http.ResponseWriter, r *http.Request) (any, error)
 	return w, nil
 }
 
-// WindowSpec is the body of PUT /v1/window/{name}.
-type WindowSpec struct {
-	Name       string   `json:"name"`
-	Kind       string   `json:"kind"`
-	Schedule   string   `json:"schedule"`
-	Duration   string   `json:"duration"`
-	Timezone   string   `json:"timezone"`
-	Namespaces []string `json:"namespaces"`
-	Jobs       []string `json:"jobs"`
-}
-
 func (a *httpAPI) windowPut(_ http.ResponseWriter, r *http.Request) (any, error) {
-	var spec WindowSpec
+	var spec structs.WindowSpec
 	if err := decode(r, &spec); err != nil {
 		return nil, err
 	}
@@ -420,7 +351,7 @@ func (a *httpAPI) windowDelete(_ http.ResponseWriter, r *http.Request) (any, err
 		return nil, err
 	}
 	a.s.Kick()
-	return map[string]string{"deleted": req.Name}, nil
+	return &structs.Deleted{Deleted: req.Name}, nil
 }
 
 // eventList serves the audit log. since takes an RFC 3339 time or an event
@@ -475,22 +406,6 @@ func (a *httpAPI) eventList(_ http.ResponseWriter, r *http.Request) (any, error)
 	}
 }
 
-// RaftServer is one peer as the operator endpoints show it.
-type RaftServer struct {
-	Node         string `json:"node"`
-	ID           string `json:"id"`
-	Address      string `json:"address"`
-	Leader       bool   `json:"leader"`
-	Voter        bool   `json:"voter"`
-	RaftProtocol string `json:"raft_protocol"`
-}
-
-// RaftConfiguration is the answer of /v1/operator/raft/configuration.
-type RaftConfiguration struct {
-	Servers []RaftServer `json:"servers"`
-	Index   uint64       `json:"index"`
-}
-
 func (a *httpAPI) raftConfiguration(_ http.ResponseWriter, _ *http.Request) (any, error) {
 	f := a.s.raft.GetConfiguration()
 	if err := f.Error(); err != nil {
@@ -503,13 +418,13 @@ func (a *httpAPI) raftConfiguration(_ http.ResponseWriter, _ *http.Request) (any
 		}
 	}
 	_, leaderID := a.s.Leader()
-	out := &RaftConfiguration{Index: f.Index(), Servers: []RaftServer{}}
+	out := &structs.RaftConfiguration{Index: f.Index(), Servers: []structs.RaftServer{}}
 	for _, srv := range f.Configuration().Servers {
 		node := names[string(srv.ID)]
 		if node == "" {
 			node = "(unknown)"
 		}
-		out.Servers = append(out.Servers, RaftServer{
+		out.Servers = append(out.Servers, structs.RaftServer{
 			Node: node, ID: string(srv.ID), Address: string(srv.Address), Leader: string(srv.ID) == leaderID,
 			Voter: srv.Suffrage == raft.Voter, RaftProtocol: strconv.Itoa(raft.ProtocolVersionMax),
 		})
@@ -538,7 +453,7 @@ func (a *httpAPI) raftRemovePeer(_ http.ResponseWriter, r *http.Request) (any, e
 	if err := a.s.waitFuture(a.s.raft.RemoveServer(raft.ServerID(id), 0, 10*time.Second), 15*time.Second); err != nil {
 		return nil, fmt.Errorf("remove peer %s: %w", id, err)
 	}
-	return map[string]string{"removed": id}, nil
+	return &structs.RaftPeerRemoved{Removed: id}, nil
 }
 
 func (a *httpAPI) raftTransfer(_ http.ResponseWriter, r *http.Request) (any, error) {
@@ -566,7 +481,7 @@ func (a *httpAPI) raftTransfer(_ http.ResponseWriter, r *http.Request) (any, err
 		return nil, fmt.Errorf("%w: leadership transfer: %v", structs.ErrConflict, err)
 	}
 	addr, lid := a.s.Leader()
-	return map[string]string{"leader": addr, "leader_id": lid}, nil
+	return &structs.LeadershipTransfer{Leader: addr, LeaderID: lid}, nil
 }
 
 func (a *httpAPI) snapshotSave(w http.ResponseWriter, _ *http.Request) (any, error) {
@@ -596,8 +511,8 @@ func (a *httpAPI) snapshotSave(w http.ResponseWriter, _ *http.Request) (any, err
 func (a *httpAPI) snapshotRestore(_ http.ResponseWriter, r *http.Request) (any, error) {
 	// The state is kept in a file under the data dir while it is checked
 	// and restored, so an upload costs its size on disk, not in memory.
-	arc, err := snapshot.ReadLimited(r.Body, snapshot.Limits{
-		MaxSize: int64(orDefault(a.s.config.SnapshotMaxSize, config.DefaultSnapshotMaxSize)), TempDir: a.s.config.DataDir})
+	maxSize := int64(orDefault(a.s.config.SnapshotMaxSize, config.DefaultSnapshotMaxSize))
+	arc, err := snapshot.ReadLimited(r.Body, snapshot.Limits{MaxSize: maxSize, TempDir: a.s.config.DataDir})
 	if err != nil {
 		if he := decodeError(err); isTooLarge(he) {
 			return nil, he
@@ -605,14 +520,15 @@ func (a *httpAPI) snapshotRestore(_ http.ResponseWriter, r *http.Request) (any, 
 		return nil, badRequest("snapshot archive: " + err.Error())
 	}
 	defer arc.Close()
-	if _, err := fsm.ReadOnly(arc.State()); err != nil {
+	// The state is compressed: the limit bounds it decompressed too.
+	if _, err := fsm.ReadOnlyLimited(arc.State(), maxSize); err != nil {
 		return nil, badRequest("snapshot state: " + err.Error())
 	}
 	if err := a.s.raft.Restore(arc.Meta, arc.State(), 0); err != nil {
 		return nil, fmt.Errorf("restore snapshot: %w", err)
 	}
 	a.s.Kick()
-	return map[string]any{"restored_index": arc.Meta.Index, "term": arc.Meta.Term}, nil
+	return &structs.SnapshotRestore{RestoredIndex: arc.Meta.Index, Term: arc.Meta.Term}, nil
 }
 
 func isTooLarge(err error) bool {

@@ -100,10 +100,10 @@ type Server struct {
 	// fails it.
 	establishHook atomic.Pointer[func() error]
 
-	routes  func(add RouteAdder)
-	manager *reconcile.Manager
-	build   func(s *Server) (LeaderFunc, func(add RouteAdder), error)
-	kick    chan struct{}
+	reconciler Reconciler
+	manager    *reconcile.Manager
+	build      func(s *Server) (LeaderFunc, Reconciler, error)
+	kick       chan struct{}
 
 	// notifier delivers the notification outbox while the server leads;
 	// eventStreams counts the open event streams.
@@ -120,19 +120,17 @@ type Server struct {
 	wg           sync.WaitGroup
 }
 
-// RouteAdder adds an API route; write routes run on the leader.
-type RouteAdder func(pattern string, write bool, fn func(w http.ResponseWriter, r *http.Request) (any, error))
-
 // Options carries what the caller wires into a server.
 type Options struct {
 	// Leader runs the leader-only loops. Nil runs none.
 	Leader LeaderFunc
-	// Routes adds the API routes of the reconcilers.
-	Routes func(add RouteAdder)
+	// Reconciler answers the reconcilers' API routes (jobs, repositories,
+	// orphans, the detection cycle, the git webhook). Nil serves none.
+	Reconciler Reconciler
 	// Build, when set, is called once the server's state and Raft exist and
-	// before the API serves; it may set the leader loops and routes that
-	// need the server itself.
-	Build func(s *Server) (LeaderFunc, func(add RouteAdder), error)
+	// before the API serves; it may set the leader loops and the reconciler
+	// that need the server itself.
+	Build func(s *Server) (LeaderFunc, Reconciler, error)
 }
 
 // New starts a server: Raft, the RPC and HTTP listeners, and membership.
@@ -145,7 +143,7 @@ func New(cfg *config.Config, logger hclog.Logger, opts Options) (*Server, error)
 		logger:     logger,
 		rootLogger: logger,
 		leaderFn:   opts.Leader,
-		routes:     opts.Routes,
+		reconciler: opts.Reconciler,
 		build:      opts.Build,
 		kick:       make(chan struct{}, 1),
 		shutdownCh: make(chan struct{}),
@@ -213,15 +211,15 @@ func (s *Server) setup() error {
 	s.setupAutopilot()
 
 	if s.build != nil {
-		leader, routes, err := s.build(s)
+		leader, rec, err := s.build(s)
 		if err != nil {
 			return err
 		}
 		if leader != nil {
 			s.leaderFn = leader
 		}
-		if routes != nil {
-			s.routes = routes
+		if rec != nil {
+			s.reconciler = rec
 		}
 	}
 

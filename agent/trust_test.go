@@ -316,7 +316,7 @@ func TestTrust_HTTPTLS(t *testing.T) {
 		})
 	}
 
-	var self agent.AgentSelf
+	var self structs.AgentSelf
 	if code, body := s.Do("GET", path, nil, &self); code != http.StatusOK || self.NodeID != s.NodeID() {
 		t.Fatalf("a client with the CLI certificate: %d %s", code, body)
 	}
@@ -559,18 +559,18 @@ func TestTrust_GossipKeyRotation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var resp agent.KeyringResponse
+	var resp structs.KeyringResponse
 	for _, step := range []struct{ method, path string }{
 		{"POST", "/v1/operator/keyring/install"}, {"POST", "/v1/operator/keyring/use"},
 	} {
-		if code, body := s.Do(step.method, step.path, agent.KeyringOp{Key: newKey}, &resp); code != http.StatusOK || resp.NumErr != 0 || resp.NumResp != 3 {
+		if code, body := s.Do(step.method, step.path, structs.KeyringOp{Key: newKey}, &resp); code != http.StatusOK || resp.NumErr != 0 || resp.NumResp != 3 {
 			t.Fatalf("%s %s: %d %s", step.method, step.path, code, body)
 		}
 	}
-	if code, body := s.Do("DELETE", "/v1/operator/keyring", agent.KeyringOp{Key: nopstest.GossipKey}, &resp); code != http.StatusOK {
+	if code, body := s.Do("DELETE", "/v1/operator/keyring", structs.KeyringOp{Key: nopstest.GossipKey}, &resp); code != http.StatusOK {
 		t.Fatalf("remove the old key: %d %s", code, body)
 	}
-	resp = agent.KeyringResponse{}
+	resp = structs.KeyringResponse{}
 	if code, body := s.Do("GET", "/v1/operator/keyring", nil, &resp); code != http.StatusOK || strings.Contains(body, newKey) {
 		t.Fatalf("list: %d %s", code, body)
 	}
@@ -578,7 +578,7 @@ func TestTrust_GossipKeyRotation(t *testing.T) {
 	if len(resp.Keys) != 1 || resp.Keys[fp] != 3 || resp.PrimaryKeys[fp] != 3 {
 		t.Fatalf("after rotation: %+v", resp)
 	}
-	if code, body := s.Do("POST", "/v1/operator/keyring/install", agent.KeyringOp{Key: "c2hvcnQ="}, nil); code != http.StatusBadRequest {
+	if code, body := s.Do("POST", "/v1/operator/keyring/install", structs.KeyringOp{Key: "c2hvcnQ="}, nil); code != http.StatusBadRequest {
 		t.Fatalf("install of a short key: %d %s", code, body)
 	}
 
@@ -595,7 +595,7 @@ func TestTrust_GossipKeyRotation(t *testing.T) {
 		}
 		return alive == 3, fmt.Errorf("the restarted server sees %d alive members", alive)
 	})
-	resp = agent.KeyringResponse{}
+	resp = structs.KeyringResponse{}
 	if code, body := r.Do("GET", "/v1/operator/keyring", nil, &resp); code != http.StatusOK || resp.PrimaryKeys[fp] != 3 {
 		t.Fatalf("list after restart: %d %s", code, body)
 	}

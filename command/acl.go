@@ -124,7 +124,7 @@ Options:
 			if err != nil {
 				return nil, nil, fmt.Errorf("read rules: %w", err)
 			}
-			p, err := api.PutACLPolicy(ctx, &client.ACLPolicySpec{Name: pos[0], Description: polDesc, Rules: string(raw)})
+			p, err := api.PutACLPolicy(ctx, &structs.ACLPolicySpec{Name: pos[0], Description: polDesc, Rules: string(raw)})
 			if err != nil {
 				return nil, nil, fmt.Errorf("apply policy %q: %w", pos[0], err)
 			}
@@ -190,7 +190,7 @@ Options:
 				} else if _, err := api.ACLRole(ctx, pos[0]); err != nil {
 					return nil, nil, fmt.Errorf("role %q: %w", pos[0], err)
 				}
-				r, err := api.PutACLRole(ctx, &client.ACLRoleSpec{Name: pos[0], Description: desc, Policies: pols})
+				r, err := api.PutACLRole(ctx, &structs.ACLRoleSpec{Name: pos[0], Description: desc, Policies: pols})
 				if err != nil {
 					return nil, nil, fmt.Errorf("%s role %q: %w", verb, pos[0], err)
 				}
@@ -258,7 +258,7 @@ Options:
 		help: "Usage: nops acl token create [options]\n\n  Creates a token and prints its secret, which is shown only this once.\n" + tokenHelp +
 			"\n  -ttl=<duration>\n    The token expires after this long (a Go duration). Default: never.\n",
 		run: func(ctx context.Context, api *client.Client, _ []string) (any, func(), error) {
-			t, err := api.CreateACLToken(ctx, &client.ACLTokenSpec{Name: tokName, Type: tokType, Policies: tokPols, Roles: tokRoles, ExpirationTTL: tokTTL})
+			t, err := api.CreateACLToken(ctx, &structs.ACLTokenSpec{Name: tokName, Type: tokType, Policies: tokPols, Roles: tokRoles, ExpirationTTL: tokTTL})
 			if err != nil {
 				return nil, nil, fmt.Errorf("create token: %w", err)
 			}
@@ -268,7 +268,7 @@ Options:
 		flags: tokenFlags(false),
 		help:  "Usage: nops acl token update [options] <accessor_id>\n\n  Replaces a token's name, type, policies and roles (the secret and the\n  expiry stay). Flags not given are cleared, except -type.\n" + tokenHelp,
 		run: func(ctx context.Context, api *client.Client, pos []string) (any, func(), error) {
-			t, err := api.UpdateACLToken(ctx, pos[0], &client.ACLTokenSpec{Name: tokName, Type: tokType, Policies: tokPols, Roles: tokRoles})
+			t, err := api.UpdateACLToken(ctx, pos[0], &structs.ACLTokenSpec{Name: tokName, Type: tokType, Policies: tokPols, Roles: tokRoles})
 			if err != nil {
 				return nil, nil, fmt.Errorf("update token %s: %w", pos[0], err)
 			}

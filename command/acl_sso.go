@@ -82,7 +82,7 @@ Options:
 				case !create && err != nil:
 					return nil, nil, fmt.Errorf("auth method %q: %w", pos[0], err)
 				}
-				am, err := api.PutACLAuthMethod(ctx, &client.ACLAuthMethodSpec{Name: pos[0], Type: amType, DisplayName: amDisplay,
+				am, err := api.PutACLAuthMethod(ctx, &structs.ACLAuthMethodSpec{Name: pos[0], Type: amType, DisplayName: amDisplay,
 					TokenTTL: amTTL, Default: amDefault, Config: cfg})
 				if err != nil {
 					return nil, nil, fmt.Errorf("%s auth method %q: %w", verb, pos[0], err)
@@ -121,7 +121,7 @@ Options:
 	}))
 
 	// Binding rules.
-	var br client.ACLBindingRuleSpec
+	var br structs.ACLBindingRuleSpec
 	brFlags := func(fs *flag.FlagSet) {
 		fs.StringVar(&br.AuthMethod, "auth-method", "", "")
 		fs.StringVar(&br.Selector, "selector", "", "")
@@ -317,7 +317,7 @@ func (m *runner) oidcLogin(ctx context.Context, api *client.Client, method, addr
 	}
 	defer ln.Close()
 	redirect := "http://" + ln.Addr().String() + "/oidc/callback"
-	au, err := api.OIDCAuthURL(ctx, &client.OIDCAuthURLRequest{AuthMethod: method, RedirectURI: redirect, ClientNonce: nonce, CodeChallenge: challenge})
+	au, err := api.OIDCAuthURL(ctx, &structs.ACLOIDCAuthURLRequest{AuthMethod: method, RedirectURI: redirect, ClientNonce: nonce, CodeChallenge: challenge})
 	if err != nil {
 		return nil, err
 	}
@@ -355,6 +355,6 @@ func (m *runner) oidcLogin(ctx context.Context, api *client.Client, method, addr
 	if res.state != au.State {
 		return nil, errors.New("the OIDC callback's state does not match the login's: refusing it")
 	}
-	return api.OIDCCompleteAuth(ctx, &client.OIDCCompleteAuthRequest{AuthMethod: method, RedirectURI: redirect,
+	return api.OIDCCompleteAuth(ctx, &structs.ACLOIDCCompleteAuthRequest{AuthMethod: method, RedirectURI: redirect,
 		ClientNonce: nonce, State: res.state, Code: res.code, CodeVerifier: verifier})
 }

@@ -377,8 +377,8 @@ func TestCLI_SnapshotSaveInspectRestore(t *testing.T) {
 }
 
 func TestCLI_ReconcilerRoutes(t *testing.T) {
-	calls := &syncBuffer{}
-	s := startWithRoutes(t, reconcilerRoutes(calls))
+	fake := fakeReconciler()
+	s := startWithReconciler(t, fake)
 	c := newCLI(t, s)
 
 	out := c.ok("status")
@@ -399,12 +399,18 @@ func TestCLI_ReconcilerRoutes(t *testing.T) {
 	d := createPending(t, s, "web")
 	mustContain(t, "promote", c.ok("deployment", "promote", d.ID), "canaries promoted")
 
-	want := []string{
-		"GET /v1/jobs", "GET /v1/status/cycle", "GET /v1/job/default/web", "GET /v1/job/prod/nope",
-		"POST /v1/job/prod/web/retry", "GET /v1/repos", "POST /v1/repo/ops/refresh", "GET /v1/repos", "GET /v1/orphans",
-		"POST /v1/deployment/" + d.ID + "/promote",
+	// The CLI's actor is the client's default, user@host.
+	def, err := client.New(client.Config{})
+	if err != nil {
+		t.Fatal(err)
 	}
-	if got := strings.Split(strings.TrimSpace(calls.String()), "\n"); strings.Join(got, "|") != strings.Join(want, "|") {
+	actor := def.Actor()
+	want := []string{
+		`Jobs "" ""`, "Cycle", "Job default/web", "Job prod/nope",
+		"Retry prod/web by " + actor, "Repos", "Refresh ops", "Repos", "Orphans",
+		"PromoteDeployment " + d.ID + " by " + actor,
+	}
+	if got := fake.Calls(); strings.Join(got, "|") != strings.Join(want, "|") {
 		t.Errorf("calls\n got %q\nwant %q", got, want)
 	}
 }

@@ -330,7 +330,7 @@ func (c *deploymentPromoteCommand) Help() string {
 func (c *deploymentPromoteCommand) Run(ctx context.Context, args []string) int {
 	spec := apiArgs{name: "deployment promote", min: 1, max: 1, desc: "a deployment ID"}
 	return c.m.runWrite(c, args, spec, func(api *client.Client, pos []string) (any, string, error) {
-		if err := api.Promote(ctx, pos[0]); err != nil {
+		if _, err := api.Promote(ctx, pos[0]); err != nil {
 			return nil, "", fmt.Errorf("promote deployment %s: %w", pos[0], err)
 		}
 		d, _, err := api.Deployment(ctx, pos[0], nil)

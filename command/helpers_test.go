@@ -3,9 +3,7 @@ package command
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"net"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -31,10 +29,11 @@ func startTestServer(t *testing.T, opts ...nopstest.Option) *nopstest.Server {
 	return nopstest.Start(t, "", append([]nopstest.Option{nopstest.WithoutReconcilers(), nopstest.WithConfig(devMode)}, opts...)...)
 }
 
-// startWithRoutes is startTestServer with extra API routes.
-func startWithRoutes(t *testing.T, routes func(agent.RouteAdder)) *nopstest.Server {
+// startWithReconciler is startTestServer with rec answering the
+// reconcilers' routes.
+func startWithReconciler(t *testing.T, rec agent.Reconciler) *nopstest.Server {
 	t.Helper()
-	return startTestServer(t, nopstest.WithRoutes(routes))
+	return startTestServer(t, nopstest.WithReconciler(rec))
 }
 
 // cli runs nops commands in-process with a controlled environment.
@@ -139,54 +138,34 @@ func closedAddress(t *testing.T) string {
 
 var observedAt = time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
 
-// reconcilerRoutes serves the routes that the reconcilers add to a full
-// server, with fixed answers, and records the calls.
-func reconcilerRoutes(calls *syncBuffer) func(agent.RouteAdder) {
-	record := func(r *http.Request) { fmt.Fprintf(calls, "%s %s\n", r.Method, r.URL.Path) }
+// fakeReconciler answers the reconcilers' routes with fixed values: three
+// jobs (web paused and blocked after a failed deployment), one repository
+// with a parse error, one orphan and one detection cycle.
+func fakeReconciler() *nopstest.FakeReconciler {
 	jobs := []*structs.JobStatus{
 		{Namespace: "default", JobID: "web", Sync: structs.SyncInSync, Policy: structs.PolicyAuto, Repository: "ops",
 			File: "jobs/web.nomad.hcl", Commit: strings.Repeat("c", 40), ObservedAt: observedAt},
 		{Namespace: "default", JobID: "api", Sync: structs.SyncDrift, DriftSummary: "count 2 -> 3", ObservedAt: observedAt},
 		{Namespace: "default", JobID: "db", Sync: structs.SyncDrift, ObservedAt: observedAt},
 	}
-	ok := map[string]string{"ok": "true"}
-	return func(add agent.RouteAdder) {
-		addFixed(add, record, map[string]any{
-			"GET /v1/jobs":                     jobs,
-			"POST /v1/job/{ns}/{id}/retry":     ok,
-			"POST /v1/repo/{name}/refresh":     ok,
-			"POST /v1/deployment/{id}/promote": ok,
-			"GET /v1/repos": []*structs.RepoStatus{{Name: "ops", URL: "https://git.example/ops.git", Branch: "main", Path: "jobs",
-				Head: strings.Repeat("c", 40), Files: 4, LastFetch: observedAt, ParseErrors: []string{"jobs/bad.nomad.hcl:3: Unsupported argument"}}},
-			"GET /v1/orphans": []*structs.JobStatus{{Namespace: "default", JobID: "legacy", Orphan: true, Repository: "ops",
-				File: "jobs/legacy.nomad.hcl", ObservedAt: observedAt}},
-			"GET /v1/status/cycle": &structs.DetectionCycle{Leader: "n1", StartedAt: observedAt, FinishedAt: observedAt.Add(time.Second),
-				Jobs: 3, Drifted: 2, Created: 1},
-		})
-		add("GET /v1/job/{ns}/{id}", false, func(_ http.ResponseWriter, r *http.Request) (any, error) {
-			record(r)
-			if r.PathValue("id") != "web" {
-				return nil, fmt.Errorf("%w: job %s/%s", structs.ErrNotFound, r.PathValue("ns"), r.PathValue("id"))
-			}
-			return map[string]any{
-				"status":            jobs[0],
-				"active_deployment": nil,
-				"last_deployment": &structs.Deployment{ID: "5e1f0c2a-0000-4000-8000-000000000001", Namespace: "default", JobID: "web",
-					State: structs.StateFailed, Error: "allocation failed", CreatedAt: observedAt},
-				"block": &structs.Block{Namespace: "default", JobID: "web", DeploymentID: "5e1f0c2a-0000-4000-8000-000000000001", AfterRegister: true},
-				"pause": &structs.Pause{Key: "default/web", Namespace: "default", JobID: "web", Actor: "ann@ops", Reason: "db upgrade", CreatedAt: observedAt},
-			}, nil
-		})
+	const failed = "5e1f0c2a-0000-4000-8000-000000000001"
+	f := &nopstest.FakeReconciler{
+		Details: map[string]*structs.JobDetail{"default/web": {
+			Status: jobs[0],
+			LastDeployment: &structs.Deployment{ID: failed, Namespace: "default", JobID: "web",
+				State: structs.StateFailed, Error: "allocation failed", CreatedAt: observedAt},
+			Block: &structs.Block{Namespace: "default", JobID: "web", DeploymentID: failed, AfterRegister: true},
+			Pause: &structs.Pause{Key: "default/web", Namespace: "default", JobID: "web", Actor: "ann@ops", Reason: "db upgrade", CreatedAt: observedAt},
+		}},
+		RepoList: []*structs.RepoStatus{{Name: "ops", URL: "https://git.example/ops.git", Branch: "main", Path: "jobs",
+			Head: strings.Repeat("c", 40), Files: 4, LastFetch: observedAt, ParseErrors: []string{"jobs/bad.nomad.hcl:3: Unsupported argument"}}},
+		OrphanList: []*structs.JobStatus{{Namespace: "default", JobID: "legacy", Orphan: true, Repository: "ops",
+			File: "jobs/legacy.nomad.hcl", ObservedAt: observedAt}},
+		LastCycle: &structs.DetectionCycle{Leader: "n1", StartedAt: observedAt, FinishedAt: observedAt.Add(time.Second),
+			Jobs: 3, Drifted: 2, Created: 1},
 	}
-}
-
-// addFixed adds, for each pattern, a route that records the call and
-// answers a fixed value; POST routes are writes, which run on the leader.
-func addFixed(add agent.RouteAdder, record func(*http.Request), answers map[string]any) {
-	for pattern, answer := range answers {
-		add(pattern, strings.HasPrefix(pattern, "POST "), func(_ http.ResponseWriter, r *http.Request) (any, error) {
-			record(r)
-			return answer, nil
-		})
+	for _, j := range jobs {
+		f.JobList = append(f.JobList, &structs.JobSummary{JobStatus: j})
 	}
+	return f
 }

@@ -55,7 +55,7 @@ func namespaceFlag(ns *string) func(fs *flag.FlagSet) {
 }
 
 // print prints the status of the job key.
-func (c *jobStatusCommand) print(key string, job *client.JobDetail) {
+func (c *jobStatusCommand) print(key string, job *structs.JobDetail) {
 	m := c.m
 	pairs := []string{"Job", key}
 	if s := job.Status; s != nil {
@@ -207,7 +207,7 @@ func (c *jobActionCommand) Run(ctx context.Context, args []string) int {
 		key := structs.JobKey(ns, pos[0])
 		switch c.action {
 		case jobRetry:
-			err = api.RetryJob(ctx, ns, pos[0])
+			_, err = api.RetryJob(ctx, ns, pos[0])
 			out, msg = map[string]any{"namespace": ns, "job_id": pos[0], "retried": true}, "Job "+key+": block lifted; the next detection cycle may deploy it again"
 		case jobPause:
 			out, err = api.PauseJob(ctx, ns, pos[0], reason)

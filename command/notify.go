@@ -87,7 +87,7 @@ func (c *notifyTargetsCommand) Help() string {
 }
 
 func (c *notifyTargetsCommand) Run(ctx context.Context, args []string) int {
-	fetch := func(api *client.Client) ([]*client.NotifyTarget, *client.QueryMeta, error) {
+	fetch := func(api *client.Client) ([]*structs.NotifyTarget, *client.QueryMeta, error) {
 		t, err := api.NotifyTargets(ctx)
 		return t, nil, err
 	}
@@ -97,9 +97,9 @@ func (c *notifyTargetsCommand) Run(ctx context.Context, args []string) int {
 		}
 		return strings.Join(l, ",")
 	}
-	return runList(c.m, c, args, apiArgs{name: "notify targets"}, fetch, table[*client.NotifyTarget]{
+	return runList(c.m, c, args, apiArgs{name: "notify targets"}, fetch, table[*structs.NotifyTarget]{
 		header: "Name\tKind\tEvents\tNamespaces\tJobs",
-		row: func(t *client.NotifyTarget) string {
+		row: func(t *structs.NotifyTarget) string {
 			return fmt.Sprintf("%s\t%s\t%s\t%s\t%s", t.Name, t.Kind, all(t.Events), all(t.Namespaces), all(t.Jobs))
 		},
 		empty: "No notify targets",

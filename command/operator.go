@@ -14,6 +14,7 @@ import (
 	"github.com/nops-dev/nops/agent/snapshot"
 	"github.com/nops-dev/nops/fsm"
 	"github.com/nops-dev/nops/rpc/client"
+	"github.com/nops-dev/nops/structs"
 )
 
 // raftListPeersCommand lists the Raft peers.
@@ -42,9 +43,9 @@ func (c *raftListPeersCommand) Run(ctx context.Context, args []string) int {
 		if asJSON {
 			return m.printJSON(conf)
 		}
-		table[client.RaftServer]{
+		table[structs.RaftServer]{
 			header: "Node\tID\tAddress\tState\tVoter\tRaftProtocol",
-			row: func(s client.RaftServer) string {
+			row: func(s structs.RaftServer) string {
 				state := "follower"
 				if s.Leader {
 					state = "leader"

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/nops-dev/nops/rpc/client"
+	"github.com/nops-dev/nops/structs"
 )
 
 // autopilotGetConfigCommand shows the autopilot configuration.
@@ -43,7 +44,7 @@ func (c *autopilotGetConfigCommand) Run(ctx context.Context, args []string) int 
 	})
 }
 
-func printAutopilotConfig(m *runner, conf *client.AutopilotConfiguration) {
+func printAutopilotConfig(m *runner, conf *structs.AutopilotConfiguration) {
 	tw := m.tabWriter()
 	fmt.Fprintf(tw, "CleanupDeadServers\t%t\n", conf.CleanupDeadServers)
 	fmt.Fprintf(tw, "LastContactThreshold\t%s\n", conf.LastContactThreshold)
@@ -203,9 +204,9 @@ func (c *autopilotHealthCommand) Run(ctx context.Context, args []string) int {
 			return code
 		}
 		fmt.Fprintf(m.stdout, "Healthy: %t\nFailure tolerance: %d\n\n", h.Healthy, h.FailureTolerance)
-		table[client.AutopilotServerHealth]{
+		table[structs.AutopilotServerHealth]{
 			header: "Node\tID\tAddress\tSerf\tVersion\tState\tVoter\tHealthy\tLastContact\tLastTerm\tLastIndex\tStableSince",
-			row: func(s client.AutopilotServerHealth) string {
+			row: func(s structs.AutopilotServerHealth) string {
 				return fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s\t%t\t%t\t%s\t%d\t%d\t%s", s.Name, s.ID, s.Address, s.SerfStatus,
 					s.Version, s.RaftState, s.Voter, s.Healthy, s.LastContact, s.LastTerm, s.LastIndex, s.StableSince.Format(time.RFC3339))
 			},

@@ -9,6 +9,7 @@ import (
 
 	"github.com/nops-dev/nops/agent"
 	"github.com/nops-dev/nops/rpc/client"
+	"github.com/nops-dev/nops/structs"
 )
 
 // gossipKeyringCommand manages the gossip encryption keys of the cluster.
@@ -69,7 +70,7 @@ func (c *gossipKeyringCommand) Run(ctx context.Context, args []string) int {
 		},
 	}
 	return m.runAPI(c, args, spec, func(api *client.Client, _ []string, asJSON bool) int {
-		var resp *client.KeyringResponse
+		var resp *structs.KeyringResponse
 		var err error
 		var done string
 		switch {
@@ -113,7 +114,7 @@ func (c *gossipKeyringCommand) Run(ctx context.Context, args []string) int {
 	})
 }
 
-func (c *gossipKeyringCommand) printFailures(resp *client.KeyringResponse) {
+func (c *gossipKeyringCommand) printFailures(resp *structs.KeyringResponse) {
 	names := make([]string, 0, len(resp.Messages))
 	for n := range resp.Messages {
 		names = append(names, n)

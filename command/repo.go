@@ -66,7 +66,7 @@ func (c *repoRefreshCommand) Run(ctx context.Context, args []string) int {
 	spec := apiArgs{name: "repo refresh", min: 1, max: 1, desc: "a repository name"}
 	return c.m.runWrite(c, args, spec, func(api *client.Client, pos []string) (any, string, error) {
 		name := pos[0]
-		if err := api.RefreshRepo(ctx, name); err != nil {
+		if _, err := api.RefreshRepo(ctx, name); err != nil {
 			return nil, "", fmt.Errorf("refresh repository %q: %w", name, err)
 		}
 		// Show the repository as the replicated state has it now.

@@ -30,13 +30,13 @@ func (c *statusCommand) Help() string {
 
 // statusOutput is the JSON form of nops status.
 type statusOutput struct {
-	Server             *client.AgentSelf         `json:"server"`
-	Raft               *client.RaftConfiguration `json:"raft"`
-	Index              uint64                    `json:"index"`
-	JobsBySync         map[string]int            `json:"jobs_by_sync"`
-	DeploymentsByState map[string]int            `json:"deployments_by_state"`
-	LastDetection      *structs.DetectionCycle   `json:"last_detection"`
-	Unavailable        []string                  `json:"unavailable,omitempty"`
+	Server             *structs.AgentSelf         `json:"server"`
+	Raft               *structs.RaftConfiguration `json:"raft"`
+	Index              uint64                     `json:"index"`
+	JobsBySync         map[string]int             `json:"jobs_by_sync"`
+	DeploymentsByState map[string]int             `json:"deployments_by_state"`
+	LastDetection      *structs.DetectionCycle    `json:"last_detection"`
+	Unavailable        []string                   `json:"unavailable,omitempty"`
 }
 
 func (c *statusCommand) Run(ctx context.Context, args []string) int {

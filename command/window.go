@@ -82,7 +82,7 @@ Options:
 func (c *windowApplyCommand) Run(ctx context.Context, args []string) int {
 	m := c.m
 	var file string
-	var windows []*client.WindowSpec
+	var windows []*structs.WindowSpec
 	spec := apiArgs{
 		name: "window apply", max: 1, desc: "at most one file",
 		flags: func(fs *flag.FlagSet) { fs.StringVar(&file, "f", "", "") },
@@ -164,7 +164,7 @@ func (e *windowFileError) Error() string {
 
 // parseWindowFile reads the window blocks of an HCL or JSON file, strictly,
 // and checks each window as the server would.
-func parseWindowFile(path string) ([]*client.WindowSpec, error) {
+func parseWindowFile(path string) ([]*structs.WindowSpec, error) {
 	src, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("read window file: %w", err)
@@ -191,7 +191,7 @@ func parseWindowFile(path string) ([]*client.WindowSpec, error) {
 	}
 	content, diags := file.Body.Content(windowFileSchema())
 	addDiags(diags)
-	var specs []*client.WindowSpec
+	var specs []*structs.WindowSpec
 	seen := map[string]hcl.Range{}
 	for _, b := range content.Blocks {
 		name := b.Labels[0]
@@ -230,9 +230,9 @@ func parseWindowFile(path string) ([]*client.WindowSpec, error) {
 // decodeWindowBlock decodes the body of one window block strictly: a
 // missing or unknown attribute, or a value of the wrong type, is an error at
 // its line. Values are literals: no variables or functions.
-func decodeWindowBlock(name string, body hcl.Body) (*client.WindowSpec, hcl.Diagnostics) {
+func decodeWindowBlock(name string, body hcl.Body) (*structs.WindowSpec, hcl.Diagnostics) {
 	content, diags := body.Content(windowBlockSchema())
-	spec := &client.WindowSpec{Name: name}
+	spec := &structs.WindowSpec{Name: name}
 	for attrName, a := range content.Attributes {
 		v, ds := a.Expr.Value(nil)
 		if ds.HasErrors() {

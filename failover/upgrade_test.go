@@ -131,7 +131,7 @@ func waitVoters(t *testing.T, c *nopstest.ProcessCluster) {
 		if err != nil {
 			return false, err
 		}
-		var conf agent.RaftConfiguration
+		var conf structs.RaftConfiguration
 		if _, _, err := c.Server(leader).Call(http.MethodGet, "/v1/operator/raft/configuration", nil, &conf); err != nil {
 			return false, err
 		}
@@ -171,7 +171,7 @@ func TestRollingUpgrade(t *testing.T) {
 		}
 	}
 
-	apConf := agent.AutopilotConfiguration{CleanupDeadServers: true, LastContactThreshold: "500ms", MaxTrailingLogs: 500,
+	apConf := structs.AutopilotConfiguration{CleanupDeadServers: true, LastContactThreshold: "500ms", MaxTrailingLogs: 500,
 		MinQuorum: 3, ServerStabilizationTime: "3s"}
 	code, body, _ := c.Server(leader).Call(http.MethodPut, "/v1/operator/autopilot/configuration", apConf, nil)
 	if code != http.StatusConflict || !strings.Contains(string(body), "nops-1 ("+oldVersion+")") ||
@@ -220,14 +220,14 @@ func TestRollingUpgrade(t *testing.T) {
 			t.Errorf("%s runs %s after the upgrade, want %s", name, v, agent.Version)
 		}
 	}
-	var got agent.AutopilotConfiguration
+	var got structs.AutopilotConfiguration
 	leader = c.Leader()
 	testutil.WaitForResult(t, 30*time.Second, func() (bool, error) {
 		code, body, err := c.Server(leader).Call(http.MethodPut, "/v1/operator/autopilot/configuration", apConf, &got)
 		return code == http.StatusOK, fmt.Errorf("autopilot configuration after the upgrade: %d %s %v", code, body, err)
 	})
 	for _, i := range c.Running() {
-		var seen agent.AutopilotConfiguration
+		var seen structs.AutopilotConfiguration
 		testutil.WaitForResult(t, 10*time.Second, func() (bool, error) {
 			if _, _, err := c.Server(i).Call(http.MethodGet, "/v1/operator/autopilot/configuration", nil, &seen); err != nil {
 				return false, err

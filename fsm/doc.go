@@ -30,9 +30,24 @@
 //   - A snapshot is restored only when it is whole and its state keeps the
 //     rules above (see Validate): a refused snapshot changes nothing.
 //
-// A snapshot is a header followed by type-tagged, length-prefixed msgpack
-// records, one per stored object, and an end record that counts them, so
-// that a snapshot cut short is refused rather than restored as a smaller
-// state. Restore decodes the records on one goroutine and inserts them into
-// a fresh store, in one transaction, on another.
+// A snapshot is an 8-byte header, "NOPSSNP" and the format version (3),
+// followed by one zstd stream (with its checksum) of type-tagged,
+// length-prefixed msgpack records, one per stored object, and an end record
+// that counts them, so that a snapshot cut short is refused rather than
+// restored as a smaller state. Deployments and events, most of a snapshot,
+// are msgpack arrays of their fields written and read by hand, without the
+// codec's reflection (fsm/snapcodec.go); the other kinds are msgpack maps
+// written by the codec. Equal states give equal bytes.
+//
+// Snapshot takes a read transaction only; Persist encodes and compresses
+// while the FSM goes on applying. Restore decompresses and decodes the
+// records on one goroutine and inserts them into a fresh store, in one
+// transaction, on another.
+//
+// Format 2, the records without compression and deployments as maps, is
+// still read, so that a server restores the snapshots it holds across an
+// upgrade; any other version is refused with an error that names it.
+// FSM.Restore reads what Raft wrote or a leader sent, without a limit on
+// its size; ReadOnlyLimited, which reads a state uploaded or inspected,
+// refuses one that decompresses past its limit, and stops reading there.
 package fsm

@@ -259,7 +259,7 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	if err != nil {
 		return err
 	}
-	if err := restoreInto(st, rc); err != nil {
+	if err := restoreInto(st, rc, 0); err != nil {
 		return err
 	}
 	f.mu.Lock()
@@ -270,13 +270,24 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	return nil
 }
 
-// ReadOnly returns a store holding the state of a snapshot, for inspection.
+// ReadOnly returns a store holding the state of a snapshot, for inspection,
+// within DefaultMaxStateSize.
 func ReadOnly(r io.Reader) (*StateStore, error) {
+	return ReadOnlyLimited(r, DefaultMaxStateSize)
+}
+
+// ReadOnlyLimited is ReadOnly for a state of at most maxSize bytes,
+// decompressed: it stops reading there and refuses the snapshot. A limit
+// of 0 or less is DefaultMaxStateSize.
+func ReadOnlyLimited(r io.Reader, maxSize int64) (*StateStore, error) {
+	if maxSize <= 0 {
+		maxSize = DefaultMaxStateSize
+	}
 	st, err := NewStateStore()
 	if err != nil {
 		return nil, err
 	}
-	if err := restoreInto(st, r); err != nil {
+	if err := restoreInto(st, r, maxSize); err != nil {
 		return nil, err
 	}
 	return st, nil

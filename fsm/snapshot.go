@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -9,11 +10,11 @@ import (
 	"reflect"
 	"slices"
 	"sync"
-	"time"
 
 	memdb "github.com/hashicorp/go-memdb"
 	"github.com/hashicorp/go-msgpack/v2/codec"
 	"github.com/hashicorp/raft"
+	"github.com/klauspost/compress/zstd"
 
 	"github.com/nops-dev/nops/structs"
 )
@@ -52,8 +53,28 @@ const snapshotEnd SnapshotType = 255
 // maxSnapshotRecord bounds one record of a snapshot (one stored object).
 const maxSnapshotRecord = 256 << 20
 
+// snapshotVersion is the format this server writes; it reads
+// oldestSnapshotVersion to snapshotVersion.
+const (
+	snapshotVersion       = 3
+	oldestSnapshotVersion = 2
+)
+
 // snapshotMagic opens every snapshot, with its format version.
-var snapshotMagic = [8]byte{'N', 'O', 'P', 'S', 'S', 'N', 'P', 2}
+var snapshotMagic = [8]byte{'N', 'O', 'P', 'S', 'S', 'N', 'P', snapshotVersion}
+
+// DefaultMaxStateSize bounds the state ReadOnly reads from a snapshot,
+// decompressed: as much as snapshot archives hold by default.
+const DefaultMaxStateSize = 1 << 30
+
+// snapshotWindow is the zstd window the records are compressed with: a
+// few hundred deployments, whose job specs look alike. A reader refuses a
+// stream that claims more than maxSnapshotWindow, so that a hostile one
+// cannot make it allocate a large window.
+const (
+	snapshotWindow    = 4 << 20
+	maxSnapshotWindow = 8 << 20
+)
 
 // snapshotTables lists what a snapshot holds, in the order it is written.
 var snapshotTables = []struct {
@@ -82,12 +103,14 @@ var snapshotTables = []struct {
 	{TableNotifications, NotificationSnapshot, func() any { return new(structs.Notification) }},
 }
 
+// snapshot is a point-in-time view of the state: a read transaction,
+// which costs nothing to take and does not hold up the FSM. Persist does
+// all the work, while the FSM goes on applying.
 type snapshot struct {
 	txn *memdb.Txn
 }
 
-// Persist writes the header and one [type][length][msgpack] record per
-// object.
+// Persist writes the snapshot: see writeSnapshot.
 func (s *snapshot) Persist(sink raft.SnapshotSink) error {
 	if err := writeSnapshot(s.txn, sink); err != nil {
 		_ = sink.Cancel()
@@ -98,30 +121,95 @@ func (s *snapshot) Persist(sink raft.SnapshotSink) error {
 
 func (s *snapshot) Release() {}
 
-func writeSnapshot(txn *memdb.Txn, w io.Writer) error {
-	bw := bufio.NewWriterSize(w, 1<<20)
+// Encoders and decoders are reused: each holds a window of some
+// megabytes.
+var (
+	zstdEncoders sync.Pool
+	zstdDecoders sync.Pool
+)
+
+func getEncoder(w io.Writer) (*zstd.Encoder, error) {
+	if e, ok := zstdEncoders.Get().(*zstd.Encoder); ok {
+		e.Reset(w)
+		return e, nil
+	}
+	// One block is compressed while the next is encoded: on a second
+	// core, the two overlap.
+	e, err := zstd.NewWriter(w, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithWindowSize(snapshotWindow),
+		zstd.WithEncoderConcurrency(2), zstd.WithEncoderCRC(true))
+	if err != nil {
+		return nil, fmt.Errorf("snapshot compressor: %w", err)
+	}
+	return e, nil
+}
+
+func putEncoder(e *zstd.Encoder) {
+	e.Reset(nil)
+	zstdEncoders.Put(e)
+}
+
+func getDecoder(r io.Reader) (*zstd.Decoder, error) {
+	if d, ok := zstdDecoders.Get().(*zstd.Decoder); ok {
+		if err := d.Reset(r); err != nil {
+			return nil, fmt.Errorf("snapshot decompressor: %w", err)
+		}
+		return d, nil
+	}
+	// Decompression runs on the goroutine that decodes the records: the
+	// inserts keep the other core busy.
+	d, err := zstd.NewReader(r, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxWindow(maxSnapshotWindow),
+		zstd.WithDecoderLowmem(true))
+	if err != nil {
+		return nil, fmt.Errorf("snapshot decompressor: %w", err)
+	}
+	return d, nil
+}
+
+func putDecoder(d *zstd.Decoder) {
+	if d.Reset(nil) == nil {
+		zstdDecoders.Put(d)
+	}
+}
+
+// writeSnapshot writes the header, then a zstd stream of one
+// [type][length][msgpack] record per object and the end record. Equal
+// states give equal bytes.
+func writeSnapshot(txn *memdb.Txn, w io.Writer) (err error) {
+	bw := bufio.NewWriterSize(w, 256<<10)
 	if _, err := bw.Write(snapshotMagic[:]); err != nil {
 		return fmt.Errorf("write snapshot header: %w", err)
 	}
+	zw, err := getEncoder(bw)
+	if err != nil {
+		return err
+	}
+	defer putEncoder(zw)
 	// The encoder is set up once: Reset would clear its struct tag and
 	// flags, and records would then be written under the Go field names.
 	var body bytesBuffer
 	enc := codec.NewEncoderBytes(&body.b, structs.NewMsgpackHandle())
-	var (
-		hdr   [5]byte
-		count uint64
-	)
-	record := func(kind SnapshotType, b []byte) error {
-		if len(b) > maxSnapshotRecord {
-			return fmt.Errorf("snapshot record of type %d and %d bytes exceeds the limit of %d", kind, len(b), maxSnapshotRecord)
-		}
-		hdr[0] = byte(kind)
-		binary.BigEndian.PutUint32(hdr[1:], uint32(len(b)))
-		if _, err := bw.Write(hdr[:]); err != nil {
+	// Records are gathered in buf and handed to the compressor in large
+	// writes.
+	const flushAt = 256 << 10
+	buf := make([]byte, 0, 2*flushAt)
+	flush := func() error {
+		if _, err := zw.Write(buf); err != nil {
 			return fmt.Errorf("write snapshot: %w", err)
 		}
-		if _, err := bw.Write(b); err != nil {
-			return fmt.Errorf("write snapshot: %w", err)
+		buf = buf[:0]
+		return nil
+	}
+	var count uint64
+	// record closes the record opened at start: its length goes in its
+	// header.
+	record := func(kind SnapshotType, start int) error {
+		n := len(buf) - start - 5
+		if n > maxSnapshotRecord {
+			return fmt.Errorf("snapshot record of type %d and %d bytes exceeds the limit of %d", kind, n, maxSnapshotRecord)
+		}
+		binary.BigEndian.PutUint32(buf[start+1:], uint32(n))
+		if len(buf) >= flushAt {
+			return flush()
 		}
 		return nil
 	}
@@ -131,18 +219,23 @@ func writeSnapshot(txn *memdb.Txn, w io.Writer) error {
 			return fmt.Errorf("snapshot %s: %w", t.table, err)
 		}
 		for raw := it.Next(); raw != nil; raw = it.Next() {
-			body.b = body.b[:0]
-			enc.ResetBytes(&body.b)
-			var err error
-			if e, ok := raw.(*structs.Event); ok {
-				err = encodeEvent(enc, e)
-			} else {
+			start := len(buf)
+			buf = append(buf, byte(t.kind), 0, 0, 0, 0)
+			switch o := raw.(type) {
+			case *structs.Deployment:
+				buf, err = appendDeployment(buf, o)
+			case *structs.Event:
+				buf, err = appendEvent(buf, o)
+			default:
+				body.b = body.b[:0]
+				enc.ResetBytes(&body.b)
 				err = enc.Encode(raw)
+				buf = append(buf, body.b...)
 			}
 			if err != nil {
 				return fmt.Errorf("snapshot %s: %w", t.table, err)
 			}
-			if err := record(t.kind, body.b); err != nil {
+			if err := record(t.kind, start); err != nil {
 				return err
 			}
 			count++
@@ -151,10 +244,16 @@ func writeSnapshot(txn *memdb.Txn, w io.Writer) error {
 	// The end record carries the number of records before it, so that a
 	// snapshot cut short at a record boundary is refused, not restored as a
 	// smaller state.
-	var end [8]byte
-	binary.BigEndian.PutUint64(end[:], count)
-	if err := record(snapshotEnd, end[:]); err != nil {
+	start := len(buf)
+	buf = binary.BigEndian.AppendUint64(append(buf, byte(snapshotEnd), 0, 0, 0, 0), count)
+	if err := record(snapshotEnd, start); err != nil {
 		return err
+	}
+	if err := flush(); err != nil {
+		return err
+	}
+	if err := zw.Close(); err != nil {
+		return fmt.Errorf("write snapshot: %w", err)
 	}
 	if err := bw.Flush(); err != nil {
 		return fmt.Errorf("write snapshot: %w", err)
@@ -170,28 +269,46 @@ func (b *bytesBuffer) Write(p []byte) (int, error) {
 }
 
 // restoreInto reads a snapshot into an empty store, in one transaction. A
-// snapshot that is cut short, holds a record of an unknown type, a record
-// that does not decode, a record twice, or a state that breaks the FSM's
-// rules (see validateState) is refused with an error, and the store is left
-// empty.
+// snapshot that is cut short or corrupt, expands past limit bytes (0 for no
+// limit), holds a record of an unknown type, a record that does not decode,
+// a record twice, or a state that breaks the FSM's rules (see
+// validateState) is refused with an error, and the store is left empty.
 //
-// Reading and decoding the records runs on its own goroutine, ahead of the
-// inserts, which run in the one write transaction: on a second core the
-// two overlap. The records are inserted in the order they were written.
-func restoreInto(st *StateStore, r io.Reader) (err error) {
-	br := bufio.NewReaderSize(r, 1<<20)
+// Decompressing, reading, decoding and checking the records runs on its own
+// goroutine, ahead of the inserts, which run in the one write transaction:
+// on a second core the two overlap. The records are inserted in the order
+// they were written.
+func restoreInto(st *StateStore, r io.Reader, limit int64) (err error) {
+	br := bufio.NewReaderSize(r, 256<<10)
 	var magic [8]byte
 	if _, err := io.ReadFull(br, magic[:]); err != nil {
 		return fmt.Errorf("read snapshot header: %w", err)
 	}
-	if magic != snapshotMagic {
+	if !bytes.Equal(magic[:7], snapshotMagic[:7]) {
 		return fmt.Errorf("not a Nops state snapshot (header %q)", magic[:])
+	}
+	var src io.Reader = br
+	switch v := magic[7]; {
+	case v == snapshotVersion:
+		dec, err := getDecoder(br)
+		if err != nil {
+			return err
+		}
+		defer putDecoder(dec)
+		src = dec
+	case v < oldestSnapshotVersion || v > snapshotVersion:
+		return fmt.Errorf("not a Nops state snapshot this server can read: format version %d, and it reads versions %d to %d",
+			v, oldestSnapshotVersion, snapshotVersion)
+	}
+	if limit > 0 {
+		src = &stateLimit{r: src, n: limit, limit: limit}
 	}
 
 	batches := make(chan []restoredObject, 8)
 	stop := make(chan struct{})
 	var stopOnce sync.Once
 	halt := func() { stopOnce.Do(func() { close(stop) }) }
+	d := &recordDecoder{r: bufio.NewReaderSize(src, 1<<20), out: batches, stop: stop}
 	var decodeErr error
 	go func() {
 		defer close(batches)
@@ -202,7 +319,7 @@ func restoreInto(st *StateStore, r io.Reader) (err error) {
 				decodeErr = fmt.Errorf("%w: decode panicked: %v", ErrBadSnapshot, p)
 			}
 		}()
-		decodeErr = decodeRecords(br, batches, stop)
+		decodeErr = d.run()
 	}()
 
 	// A record the checks did not foresee refuses the snapshot rather than
@@ -218,37 +335,19 @@ func restoreInto(st *StateStore, r io.Reader) (err error) {
 	}()
 	txn := st.db.Txn(true)
 	defer txn.Abort()
-	objects := map[string]*eventObjects{}
 	counts := map[string]int{}
-	var (
-		insertErr error
-		lastSeq   uint64
-	)
+	var insertErr error
 	for batch := range batches {
 		if insertErr != nil {
 			continue // drain until the decoder sees stop
 		}
 		for _, o := range batch {
-			if e, ok := o.obj.(*structs.Event); ok && e.Seq <= lastSeq {
-				insertErr = fmt.Errorf("%w: event %d follows event %d: events must be in strictly increasing order", ErrBadSnapshot, e.Seq, lastSeq)
-				halt()
-				break
-			}
 			if err := txn.Insert(o.table, o.obj); err != nil {
 				insertErr = fmt.Errorf("restore %s: %w", o.table, err)
 				halt()
 				break
 			}
 			counts[o.table]++
-			if e, ok := o.obj.(*structs.Event); ok {
-				lastSeq = e.Seq
-				row := objects[e.Object]
-				if row == nil {
-					row = &eventObjects{Object: e.Object}
-					objects[e.Object] = row
-				}
-				row.Seqs = append(row.Seqs, e.Seq)
-			}
 		}
 	}
 	// The decoder has returned: batches is closed.
@@ -258,28 +357,42 @@ func restoreInto(st *StateStore, r io.Reader) (err error) {
 	if decodeErr != nil {
 		return decodeErr
 	}
-	// The lists of events by object, rebuilt. Events come in sequence
-	// order; the lists go in by key, which builds the tree fastest.
-	keys := make([]string, 0, len(objects))
-	for k := range objects {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	for _, k := range keys {
-		row := objects[k]
-		if !slices.IsSorted(row.Seqs) {
-			return fmt.Errorf("snapshot events of %q are out of order", k)
-		}
-		if err := txn.Insert(tableEventObjects, row); err != nil {
-			return fmt.Errorf("restore events of %q: %w", k, err)
-		}
-	}
-	delete(counts, TableEvents) // strictly increasing: no event twice
-	if err := validateState(txn, counts); err != nil {
+	// The decoder checked that events come in strictly increasing order,
+	// so none is there twice, and built the lists of events by object.
+	delete(counts, TableEvents)
+	delete(counts, tableEventObjects)
+	if err := validateState(txn, counts, d.lastSeq); err != nil {
 		return err
 	}
 	txn.Commit()
 	return nil
+}
+
+// stateLimit reads up to a limit, and reports going past it as an error.
+type stateLimit struct {
+	r        io.Reader
+	n, limit int64
+}
+
+func (l *stateLimit) Read(p []byte) (int, error) {
+	if l.n <= 0 {
+		// At the limit, a state that ends there is within it.
+		var one [1]byte
+		n, err := l.r.Read(one[:])
+		if n == 0 && err != nil {
+			return 0, err
+		}
+		if n == 0 {
+			return 0, nil
+		}
+		return 0, fmt.Errorf("snapshot state expands past the limit of %d bytes", l.limit)
+	}
+	if int64(len(p)) > l.n {
+		p = p[:l.n]
+	}
+	n, err := l.r.Read(p)
+	l.n -= int64(n)
+	return n, err
 }
 
 // restoredObject is one decoded record, on its way into its table.
@@ -288,32 +401,50 @@ type restoredObject struct {
 	obj   any
 }
 
-// decodeRecords reads and decodes the records after the header, and sends
-// them in batches until the end record, an error, or stop.
-func decodeRecords(br *bufio.Reader, out chan<- []restoredObject, stop <-chan struct{}) error {
-	const batchSize = 512
+// recordDecoder reads, decodes and checks the records after the header,
+// and sends them in batches, followed by the lists of events by object.
+type recordDecoder struct {
+	r    *bufio.Reader
+	out  chan<- []restoredObject
+	stop <-chan struct{}
+
+	// lastSeq is the sequence number of the last event read.
+	lastSeq uint64
+	// events is the rest of the slab events are decoded into.
+	events []structs.Event
+}
+
+// eventSlab is how many events are allocated together.
+const eventSlab = 256
+
+const restoreBatch = 512
+
+// run decodes until the end record, an error, or stop.
+func (d *recordDecoder) run() error {
 	kinds := map[SnapshotType]int{}
 	for i, t := range snapshotTables {
 		kinds[t.kind] = i
 	}
 	dec := codec.NewDecoderBytes(nil, structs.NewMsgpackHandle())
+	mp := &mpReader{syms: newSymCache()}
+	objects := map[string]*eventObjects{}
 	var (
 		hdr   [5]byte
 		buf   []byte
 		count uint64
-		batch = make([]restoredObject, 0, batchSize)
+		batch = make([]restoredObject, 0, restoreBatch)
 	)
 	send := func() bool {
 		select {
-		case out <- batch:
-			batch = make([]restoredObject, 0, batchSize)
+		case d.out <- batch:
+			batch = make([]restoredObject, 0, restoreBatch)
 			return true
-		case <-stop:
+		case <-d.stop:
 			return false
 		}
 	}
 	for {
-		if _, err := io.ReadFull(br, hdr[:]); err != nil {
+		if _, err := io.ReadFull(d.r, hdr[:]); err != nil {
 			if errors.Is(err, io.EOF) {
 				return fmt.Errorf("snapshot is truncated after %d records: no end record", count)
 			}
@@ -323,20 +454,36 @@ func decodeRecords(br *bufio.Reader, out chan<- []restoredObject, stop <-chan st
 		if n > maxSnapshotRecord {
 			return fmt.Errorf("snapshot record %d (type %d) claims %d bytes, over the limit of %d", count+1, kind, n, maxSnapshotRecord)
 		}
-		var err error
-		if buf, err = readRecord(br, buf, n); err != nil {
+		// A record that fits the reader's buffer is decoded where it lies
+		// (whatever is kept of it is copied out); a larger one is read in
+		// steps.
+		var (
+			rec []byte
+			err error
+		)
+		peeked := n <= d.r.Size()
+		if peeked {
+			if rec, err = d.r.Peek(n); errors.Is(err, io.EOF) {
+				err = io.ErrUnexpectedEOF
+			}
+		} else {
+			buf, err = readRecord(d.r, buf, n)
+			rec = buf
+		}
+		if err != nil {
 			return fmt.Errorf("read snapshot record %d: %w", count+1, err)
 		}
 		if kind == snapshotEnd {
-			if n != 8 || binary.BigEndian.Uint64(buf) != count {
+			if n != 8 || binary.BigEndian.Uint64(rec) != count {
 				return fmt.Errorf("snapshot end record does not match the %d records read", count)
 			}
-			if _, err := br.ReadByte(); !errors.Is(err, io.EOF) {
-				return fmt.Errorf("snapshot has data after its end record")
+			if peeked {
+				_, _ = d.r.Discard(n)
 			}
-			if len(batch) > 0 {
-				send()
+			if err := d.atEnd(); err != nil {
+				return err
 			}
+			d.sendObjects(batch, objects)
 			return nil
 		}
 		i, ok := kinds[kind]
@@ -344,96 +491,186 @@ func decodeRecords(br *bufio.Reader, out chan<- []restoredObject, stop <-chan st
 			return fmt.Errorf("snapshot record %d is of unknown type %d", count+1, kind)
 		}
 		t := snapshotTables[i]
-		obj := t.new()
-		dec.ResetBytes(buf)
-		if e, ok := obj.(*structs.Event); ok {
-			err = decodeEvent(dec, buf, e)
-		} else {
-			err = dec.Decode(obj)
+		var obj any
+		switch kind {
+		case DeploymentSnapshot:
+			obj, err = decodeDeploymentRecord(mp, dec, rec)
+		case EventSnapshot:
+			obj, err = d.decodeEventRecord(mp, rec, objects)
+		default:
+			obj = t.new()
+			dec.ResetBytes(rec)
+			if err = dec.Decode(obj); err == nil {
+				if n := dec.NumBytesRead(); n != len(rec) {
+					err = fmt.Errorf("%d trailing bytes", len(rec)-n)
+				}
+			}
+			if err == nil {
+				if err := checkTimes(reflect.ValueOf(obj)); err != nil {
+					return fmt.Errorf("%w: %s record: %w", ErrBadSnapshot, t.table, err)
+				}
+			}
 		}
 		if err != nil {
+			if errors.Is(err, ErrBadSnapshot) {
+				return err
+			}
 			return fmt.Errorf("decode snapshot %s record: %w", t.table, err)
 		}
-		if n := dec.NumBytesRead(); n != len(buf) {
-			return fmt.Errorf("decode snapshot %s record: %d trailing bytes", t.table, len(buf)-n)
-		}
-		if err := checkTimes(reflect.ValueOf(obj)); err != nil {
-			return fmt.Errorf("%w: %s record: %w", ErrBadSnapshot, t.table, err)
+		if peeked {
+			_, _ = d.r.Discard(n)
 		}
 		batch = append(batch, restoredObject{t.table, obj})
 		count++
-		if len(batch) == batchSize && !send() {
+		if len(batch) == restoreBatch && !send() {
 			return nil
 		}
 	}
 }
 
-// eventRecord is an event as a snapshot holds it: an array of its fields.
-// Events are most of the records of a snapshot, and an array is smaller and
-// reads faster than a map of field names. A field is added at the end; a
-// reader skips fields it does not know, and leaves fields a shorter array
-// lacks at zero.
-type eventRecord struct {
-	_struct   struct{} `codec:",toarray"` //nolint:unused // read by the codec
-	Seq       uint64
-	Time      time.Time
-	Kind      string
-	Object    string
-	Namespace string
-	JobID     string
-	From      string
-	To        string
-	Actor     string
-	Message   string
-	Index     uint64
-}
-
-// encodeEvent writes an event as an array of its fields.
-func encodeEvent(enc *codec.Encoder, e *structs.Event) error {
-	r := eventRecord{Seq: e.Seq, Time: e.Time, Kind: e.Kind, Object: e.Object, Namespace: e.Namespace,
-		JobID: e.JobID, From: e.From, To: e.To, Actor: e.Actor, Message: e.Message, Index: e.Index}
-	return enc.Encode(&r)
-}
-
-// decodeEvent reads an event written by encodeEvent. Anything but an array
-// (a nil included) is an error.
-func decodeEvent(dec *codec.Decoder, buf []byte, e *structs.Event) error {
-	if len(buf) == 0 || !isMsgpackArray(buf[0]) {
-		return errors.New("event is not an array")
+// atEnd checks that the snapshot ends after its end record: no more data,
+// and, compressed, a stream whose checksum matches.
+func (d *recordDecoder) atEnd() error {
+	_, err := d.r.ReadByte()
+	switch {
+	case errors.Is(err, io.EOF):
+		return nil
+	case err == nil:
+		return errors.New("snapshot has data after its end record")
+	case errors.Is(err, zstd.ErrCRCMismatch):
+		return fmt.Errorf("snapshot is corrupt: %w", err)
 	}
-	var r eventRecord
-	if err := dec.Decode(&r); err != nil {
-		return fmt.Errorf("event: %w", err)
+	return fmt.Errorf("snapshot has data after its end record that does not read: %w", err)
+}
+
+// sendObjects sends the last batch and the lists of events by object, in
+// key order, which builds the tree fastest.
+func (d *recordDecoder) sendObjects(batch []restoredObject, objects map[string]*eventObjects) {
+	keys := make([]string, 0, len(objects))
+	for k := range objects {
+		keys = append(keys, k)
 	}
-	*e = structs.Event{Seq: r.Seq, Time: r.Time, Kind: r.Kind, Object: r.Object, Namespace: r.Namespace,
-		JobID: r.JobID, From: r.From, To: r.To, Actor: r.Actor, Message: r.Message, Index: r.Index}
-	return nil
+	slices.Sort(keys)
+	out := batch
+	for _, k := range keys {
+		out = append(out, restoredObject{tableEventObjects, objects[k]})
+	}
+	if len(out) > 0 {
+		// One batch: the inserter takes it whole.
+		select {
+		case d.out <- out:
+		case <-d.stop:
+		}
+	}
 }
 
-// isMsgpackArray reports whether b opens a msgpack array (fixarray, array
-// 16 or array 32).
-func isMsgpackArray(b byte) bool {
-	return b&0xf0 == 0x90 || b == 0xdc || b == 0xdd
+// decodeDeploymentRecord reads a deployment: an array of its fields, as
+// appendDeployment writes it, or a map of them, as the codec writes it (and
+// as snapshots of format 2 hold it).
+func decodeDeploymentRecord(mp *mpReader, dec *codec.Decoder, buf []byte) (*structs.Deployment, error) {
+	dep := new(structs.Deployment)
+	if len(buf) > 0 && isMsgpackArray(buf[0]) {
+		mp.reset(buf)
+		if err := decodeDeployment(mp, dep); err != nil {
+			return nil, err
+		}
+		if mp.rest() != 0 {
+			return nil, fmt.Errorf("%d trailing bytes", mp.rest())
+		}
+		mp.done()
+		if err := checkDeploymentTimes(dep); err != nil {
+			return nil, fmt.Errorf("%w: %s record: %w", ErrBadSnapshot, TableDeployments, err)
+		}
+		return dep, nil
+	}
+	dec.ResetBytes(buf)
+	if err := dec.Decode(dep); err != nil {
+		return nil, err
+	}
+	if n := dec.NumBytesRead(); n != len(buf) {
+		return nil, fmt.Errorf("%d trailing bytes", len(buf)-n)
+	}
+	if err := checkTimes(reflect.ValueOf(dep)); err != nil {
+		return nil, fmt.Errorf("%w: %s record: %w", ErrBadSnapshot, TableDeployments, err)
+	}
+	return dep, nil
 }
 
-// readRecord reads a record body of n bytes into buf. A large record is
-// read in steps, so a corrupt length cannot make it allocate more than the
-// snapshot holds.
+// decodeEventRecord reads an event and checks it as the FSM checks the
+// events it appends: a kind, an object and a time, and a sequence number
+// above the last one's. (That it is not past the counters' is checked once
+// the counters are in: see validateState.) It adds the event to the list
+// of its object's.
+func (d *recordDecoder) decodeEventRecord(mp *mpReader, buf []byte, objects map[string]*eventObjects) (*structs.Event, error) {
+	// Events are allocated in slabs: a million of them would otherwise
+	// be a million allocations.
+	if len(d.events) == 0 {
+		d.events = make([]structs.Event, eventSlab)
+	}
+	e := &d.events[0]
+	mp.reset(buf)
+	if err := decodeEventArray(mp, e); err != nil {
+		return nil, err
+	}
+	if mp.rest() != 0 {
+		return nil, fmt.Errorf("%d trailing bytes", mp.rest())
+	}
+	mp.done()
+	d.events = d.events[1:]
+	bad := func(err error) error { return fmt.Errorf("%w: %s: %w", ErrBadSnapshot, TableEvents, err) }
+	if err := checkTime(e.Time); err != nil {
+		return nil, bad(err)
+	}
+	if e.Seq <= d.lastSeq {
+		return nil, fmt.Errorf("%w: event %d follows event %d: events must be in strictly increasing order", ErrBadSnapshot, e.Seq, d.lastSeq)
+	}
+	if e.Kind == "" || e.Object == "" {
+		return nil, bad(invalid("event %d: an event needs a kind and an object", e.Seq))
+	}
+	if e.Time.IsZero() {
+		return nil, bad(invalid("event %d has no time: the leader stamps every event", e.Seq))
+	}
+	d.lastSeq = e.Seq
+	row := objects[e.Object]
+	if row == nil {
+		row = &eventObjects{Object: e.Object}
+		objects[e.Object] = row
+	}
+	row.Seqs = append(row.Seqs, e.Seq)
+	return e, nil
+}
+
+// readRecord reads a record body of n bytes into buf. A record larger
+// than buf is read in steps, and only once it is all there is it put
+// together, so that a corrupt or hostile length cannot make it allocate
+// more than the snapshot holds, nor leave garbage of several times that.
 func readRecord(r io.Reader, buf []byte, n int) ([]byte, error) {
 	const step = 1 << 20
-	buf = buf[:0]
-	for len(buf) < n {
-		m := min(n-len(buf), step)
-		if cap(buf)-len(buf) < m {
-			buf = append(buf[:cap(buf)], make([]byte, m)...)[:len(buf)]
+	if n <= cap(buf) {
+		buf = buf[:n]
+		_, err := io.ReadFull(r, buf)
+		return buf, noEOF(err)
+	}
+	var chunks [][]byte
+	for got := 0; got < n; {
+		c := make([]byte, min(step, n-got))
+		if _, err := io.ReadFull(r, c); err != nil {
+			return buf[:0], noEOF(err)
 		}
-		if _, err := io.ReadFull(r, buf[len(buf):len(buf)+m]); err != nil {
-			if errors.Is(err, io.EOF) {
-				err = io.ErrUnexpectedEOF
-			}
-			return buf, err
-		}
-		buf = buf[:len(buf)+m]
+		chunks = append(chunks, c)
+		got += len(c)
+	}
+	buf = make([]byte, 0, n)
+	for _, c := range chunks {
+		buf = append(buf, c...)
 	}
 	return buf, nil
+}
+
+// noEOF turns the end of the snapshot inside a record into an error.
+func noEOF(err error) error {
+	if errors.Is(err, io.EOF) {
+		return io.ErrUnexpectedEOF
+	}
+	return err
 }

@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"io"
 	"reflect"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/go-msgpack/v2/codec"
+	"github.com/klauspost/compress/zstd"
 
 	"github.com/nops-dev/nops/structs"
 )
@@ -333,8 +335,8 @@ func TestSnapshotRoundTrip(t *testing.T) {
 func TestSnapshotEmpty(t *testing.T) {
 	h := newHarness(t)
 	snap := persist(t, h.fsm)
-	if len(snap) != len(snapshotMagic)+5+8 {
-		t.Fatalf("empty snapshot of %d bytes", len(snap))
+	if body := unpack(t, snap); len(body) != 5+8 {
+		t.Fatalf("empty snapshot of %d bytes", len(body))
 	}
 	restored := restore(t, snap)
 	assertSameState(t, h.state(), restored.State())
@@ -398,7 +400,18 @@ func TestRestoreCorrupt(t *testing.T) {
 		return record(byte(snapshotEnd), b)
 	}
 	cat := func(parts ...[]byte) []byte { return bytes.Join(parts, nil) }
+	// pk frames records as a snapshot of this format: the header, then
+	// the records compressed.
+	pk := func(parts ...[]byte) []byte { return pack(t, cat(parts...)) }
 	magic := snapshotMagic[:]
+	v2 := []byte("NOPSSNP\x02")
+	body := unpack(t, snap)
+	var flipped []byte
+	{
+		c := bytes.Clone(snap)
+		c[len(c)/2] ^= 0xff
+		flipped = c
+	}
 
 	for _, tc := range []struct {
 		name string
@@ -407,22 +420,32 @@ func TestRestoreCorrupt(t *testing.T) {
 	}{
 		{"empty", nil, "read snapshot header"},
 		{"short header", magic[:5], "read snapshot header"},
-		{"wrong magic", cat([]byte("NOPSSNP\x09"), end(0)), "not a Nops state snapshot"},
+		{"wrong magic", cat([]byte("NOPSSNQ\x03"), end(0)), "not a Nops state snapshot"},
+		{"format 9", cat([]byte("NOPSSNP\x09"), end(0)), "format version 9, and it reads versions 2 to 3"},
+		{"format 1", cat([]byte("NOPSSNP\x01"), end(0)), "not a Nops state snapshot this server can read: format version 1"},
 		{"raft bytes", []byte("{\"Deployments\":[]}"), "not a Nops state snapshot"},
 		{"header only", magic, "truncated after 0 records"},
-		{"cut in a record header", cat(magic, []byte{0, 0}), "read snapshot record 1"},
-		{"cut in a record body", cat(magic, []byte{byte(PauseSnapshot), 0, 0, 0, 9, 0x80}), "read snapshot record 1"},
-		{"unknown record type", cat(magic, record(77, []byte{0x80}), end(1)), "unknown type 77"},
-		{"undecodable record", cat(magic, record(byte(PauseSnapshot), []byte{0xc1}), end(1)), "decode snapshot pauses record"},
-		{"record of the wrong shape", cat(magic, record(byte(PauseSnapshot), []byte{0x93, 1, 2, 3}), end(1)), "decode snapshot pauses record"},
-		{"trailing bytes in a record", cat(magic, record(byte(MetaSnapshot), []byte{0x80, 0x80}), end(1)), "trailing bytes"},
-		{"object without its key", cat(magic, record(byte(PauseSnapshot), []byte{0x80}), end(1)), "restore pauses"},
-		{"huge record length", cat(magic, []byte{byte(DeploymentSnapshot), 0xff, 0xff, 0xff, 0xff}), "over the limit"},
-		{"large record length, little data", cat(magic, []byte{byte(DeploymentSnapshot), 0x0f, 0xff, 0xff, 0xff}, make([]byte, 3<<20)), "unexpected EOF"},
-		{"end count too high", cat(magic, end(1)), "end record does not match the 0 records"},
-		{"end of the wrong size", cat(magic, record(byte(snapshotEnd), []byte{0})), "end record does not match"},
-		{"data after the end", cat(snap, []byte{0}), "data after its end record"},
+		{"empty stream", pk(), "truncated after 0 records"},
+		{"records not compressed", cat(magic, end(0)), "read snapshot record 1"},
+		{"cut in a record header", pk([]byte{0, 0}), "read snapshot record 1"},
+		{"cut in a record body", pk([]byte{byte(PauseSnapshot), 0, 0, 0, 9, 0x80}), "read snapshot record 1"},
+		{"unknown record type", pk(record(77, []byte{0x80}), end(1)), "unknown type 77"},
+		{"undecodable record", pk(record(byte(PauseSnapshot), []byte{0xc1}), end(1)), "decode snapshot pauses record"},
+		{"record of the wrong shape", pk(record(byte(PauseSnapshot), []byte{0x93, 1, 2, 3}), end(1)), "decode snapshot pauses record"},
+		{"trailing bytes in a record", pk(record(byte(MetaSnapshot), []byte{0x80, 0x80}), end(1)), "trailing bytes"},
+		{"trailing bytes in a deployment", pk(record(byte(DeploymentSnapshot), []byte{0x90, 0x80}), end(1)), "trailing bytes"},
+		{"trailing bytes in an event", pk(record(byte(EventSnapshot), []byte{0x90, 0x80}), end(1)), "trailing bytes"},
+		{"object without its key", pk(record(byte(PauseSnapshot), []byte{0x80}), end(1)), "restore pauses"},
+		{"huge record length", pk([]byte{byte(DeploymentSnapshot), 0xff, 0xff, 0xff, 0xff}), "over the limit"},
+		{"large record length, little data", pk([]byte{byte(DeploymentSnapshot), 0x0f, 0xff, 0xff, 0xff}, make([]byte, 3<<20)), "unexpected EOF"},
+		{"end count too high", pk(end(1)), "end record does not match the 0 records"},
+		{"end of the wrong size", pk(record(byte(snapshotEnd), []byte{0})), "end record does not match"},
+		{"data after the end", pk(body, []byte{0}), "data after its end record"},
+		{"garbage after the stream", cat(snap, []byte{0}), "data after its end record"},
 		{"two snapshots", cat(snap, snap), "data after its end record"},
+		{"a flipped byte in the stream", flipped, "snapshot"},
+		{"format 2, cut in a record header", cat(v2, []byte{0, 0}), "read snapshot record 1"},
+		{"format 2, data after the end", cat(v2, end(0), []byte{0}), "data after its end record"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tryRestore(tc.data)
@@ -435,38 +458,42 @@ func TestRestoreCorrupt(t *testing.T) {
 		})
 	}
 
-	// The positions to damage: every byte of the framing (the magic and
-	// each record header) and its neighbours, and a sample of the bodies.
-	// Restoring every position of every body would only repeat these.
+	// The positions to damage, in the records before compression: every
+	// byte of the framing (each record header) and its neighbours, and a
+	// sample of the bodies. Restoring every position of every body would
+	// only repeat these.
 	header := map[int]bool{}
-	for i := range snapshotMagic {
-		header[i] = true
-	}
-	for off := len(snapshotMagic); off < len(snap); {
+	for off := 0; off < len(body); {
 		for i := 0; i < 5; i++ {
 			header[off+i] = true
 		}
-		off += 5 + int(binary.BigEndian.Uint32(snap[off+1:]))
+		off += 5 + int(binary.BigEndian.Uint32(body[off+1:]))
 	}
 	var positions []int
-	for i := range snap {
+	for i := range body {
 		if header[i] || header[i-1] || header[i+1] || i%17 == 0 {
 			positions = append(positions, i)
 		}
 	}
-	// Every prefix is refused.
+	// Every prefix is refused, of the records and of the compressed
+	// stream.
 	for _, n := range positions {
+		if err := tryRestore(pack(t, body[:n])); err == nil {
+			t.Fatalf("a snapshot cut to %d of %d bytes of records was restored", n, len(body))
+		}
+	}
+	for n := range len(snap) {
 		if err := tryRestore(snap[:n]); err == nil {
 			t.Fatalf("a snapshot cut to %d of %d bytes was restored", n, len(snap))
 		}
 	}
-	// A flipped byte gives an error or a state, never a panic; a flip in
-	// the magic or in a record's type or length is always refused.
+	// A flipped byte gives an error or a state, never a panic; a flip in a
+	// record's type or length is always refused.
 	refused := 0
 	for _, i := range positions {
-		b := bytes.Clone(snap)
+		b := bytes.Clone(body)
 		b[i] ^= 0xff
-		err := tryRestore(b)
+		err := tryRestore(pack(t, b))
 		if err != nil {
 			refused++
 		} else if header[i] {
@@ -476,7 +503,139 @@ func TestRestoreCorrupt(t *testing.T) {
 	if refused == 0 {
 		t.Fatalf("no corrupt snapshot was refused")
 	}
-	t.Logf("%d of %d single-byte corruptions refused", refused, len(positions))
+	t.Logf("%d of %d single-byte corruptions of the records refused", refused, len(positions))
+	// The compressed stream has a checksum: a flip in it, or in the
+	// header, is refused.
+	for i := range snap {
+		b := bytes.Clone(snap)
+		b[i] ^= 0xff
+		if err := tryRestore(b); err == nil {
+			t.Errorf("a snapshot with byte %d of %d flipped was restored", i, len(snap))
+		}
+	}
+}
+
+// pack frames records as a snapshot of this format, compressed as
+// writeSnapshot compresses them.
+func pack(t testing.TB, records []byte) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	buf.Write(snapshotMagic[:])
+	zw, err := getEncoder(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer putEncoder(zw)
+	if _, err := zw.Write(records); err != nil {
+		t.Fatal(err)
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// unpack returns the records of a snapshot of this format.
+func unpack(t testing.TB, snap []byte) []byte {
+	t.Helper()
+	if !bytes.HasPrefix(snap, snapshotMagic[:]) {
+		t.Fatalf("snapshot header %q", snap[:min(len(snap), 8)])
+	}
+	zr, err := zstd.NewReader(bytes.NewReader(snap[len(snapshotMagic):]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer zr.Close()
+	b, err := io.ReadAll(zr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// TestSnapshotReadsFormat2 restores a snapshot of the format before this
+// one: records not compressed, deployments as maps.
+func TestSnapshotReadsFormat2(t *testing.T) {
+	h := newHarness(t)
+	populate(t, h)
+	txn := h.state().db.Txn(false)
+	out := []byte("NOPSSNP\x02")
+	hd := structs.NewMsgpackHandle()
+	count := 0
+	for _, tbl := range snapshotTables {
+		it, err := txn.Get(tbl.table, "id")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for raw := it.Next(); raw != nil; raw = it.Next() {
+			var body []byte
+			if e, ok := raw.(*structs.Event); ok {
+				// Format 2 wrote events as arrays, as this one does.
+				body, err = appendEvent(nil, e)
+			} else {
+				err = codec.NewEncoderBytes(&body, hd).Encode(raw)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tbl.kind == DeploymentSnapshot && !isMsgpackMap(body[0]) {
+				t.Fatalf("deployment written as %x", body[:1])
+			}
+			out = append(binary.BigEndian.AppendUint32(append(out, byte(tbl.kind)), uint32(len(body))), body...)
+			count++
+		}
+	}
+	out = binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint32(append(out, byte(snapshotEnd)), 8), uint64(count))
+	st, err := ReadOnly(bytes.NewReader(out))
+	if err != nil {
+		t.Fatalf("a snapshot of format 2 was refused: %v", err)
+	}
+	assertSameState(t, h.state(), st)
+	// Written again, it is a snapshot of this format, of the same state.
+	var buf bytes.Buffer
+	if err := writeSnapshot(st.db.Txn(false), &buf); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(buf.Bytes(), persist(t, h.fsm)) {
+		t.Fatalf("a state read from format 2 writes other bytes than the state it came from")
+	}
+}
+
+// TestRestoreStateLimit checks that ReadOnlyLimited stops reading at its
+// limit, however well the state compresses.
+func TestRestoreStateLimit(t *testing.T) {
+	h := newHarness(t)
+	populate(t, h)
+	snap := persist(t, h.fsm)
+	body := unpack(t, snap)
+	if _, err := ReadOnlyLimited(bytes.NewReader(snap), int64(len(body))); err != nil {
+		t.Fatalf("a state of exactly the limit was refused: %v", err)
+	}
+	_, err := ReadOnlyLimited(bytes.NewReader(snap), int64(len(body)-1))
+	if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("expands past the limit of %d bytes", len(body)-1)) {
+		t.Fatalf("a state one byte over the limit: %v", err)
+	}
+	// A record of 200 MB of zeros: a few kilobytes compressed.
+	bomb := make([]byte, 5, 200<<20+5)
+	bomb[0] = byte(RepoStatusSnapshot)
+	binary.BigEndian.PutUint32(bomb[1:], 200<<20)
+	bomb = pack(t, bomb[:cap(bomb)])
+	if len(bomb) > 64<<10 {
+		t.Fatalf("bomb of %d bytes", len(bomb))
+	}
+	var m runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&m)
+	before := m.TotalAlloc
+	_, err = ReadOnlyLimited(bytes.NewReader(bomb), 8<<20)
+	if err == nil || !strings.Contains(err.Error(), "expands past the limit of 8388608 bytes") {
+		t.Fatalf("a compressed bomb: %v", err)
+	}
+	runtime.ReadMemStats(&m)
+	if grew := m.TotalAlloc - before; grew > 48<<20 {
+		t.Fatalf("refusing a %d-byte bomb allocated %d MB", len(bomb), grew>>20)
+	}
+	t.Logf("refusing a %d-byte bomb allocated %d MB", len(bomb), (m.TotalAlloc-before)>>20)
 }
 
 // TestDeterminism applies the same log to two FSMs and checks that their
@@ -522,8 +681,8 @@ func TestEventRecordForwardCompatible(t *testing.T) {
 	e := &structs.Event{Seq: 7, Time: at, Kind: "job", Object: "default/web", Namespace: "default", JobID: "web",
 		From: "a", To: "b", Actor: "alice", Message: "m", Index: 9}
 	h := structs.NewMsgpackHandle()
-	var body []byte
-	if err := encodeEvent(codec.NewEncoderBytes(&body, h), e); err != nil {
+	body, err := appendEvent(nil, e)
+	if err != nil {
 		t.Fatal(err)
 	}
 	longer := append([]byte{0x9d}, body[1:]...) // an array of 13
@@ -545,7 +704,7 @@ func TestEventRecordForwardCompatible(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var got structs.Event
-			if err := decodeEvent(codec.NewDecoderBytes(tc.body, h), tc.body, &got); err != nil {
+			if err := decodeEventArray(&mpReader{b: tc.body}, &got); err != nil {
 				t.Fatal(err)
 			}
 			got.Time = got.Time.UTC()
@@ -560,8 +719,61 @@ func TestEventRecordForwardCompatible(t *testing.T) {
 		"string seq": {0x92, 0xa1, 'x'},
 		"nil time":   {0x92, 0x07, 0xc0 + 0x04}, // a bool where the time goes
 	} {
-		if err := decodeEvent(codec.NewDecoderBytes(b, h), b, &structs.Event{}); err == nil {
+		if err := decodeEventArray(&mpReader{b: b}, &structs.Event{}); err == nil {
 			t.Errorf("%s: an event that does not decode was read", name)
 		}
+	}
+}
+
+// TestSnapshotCodecCoversEveryField fails when a field is added to a struct
+// that appendDeployment or appendEvent writes by hand: the field must be
+// added there, at the end, and to populate, which shows it round-trips.
+func TestSnapshotCodecCoversEveryField(t *testing.T) {
+	for _, c := range []struct {
+		v    any
+		want int
+	}{
+		{structs.Deployment{}, deploymentFields},
+		{structs.FrozenHook{}, frozenHookFields},
+		{structs.HookRun{}, hookRunFields},
+		{structs.Decision{}, decisionFields},
+		{structs.Event{}, eventFields},
+	} {
+		typ := reflect.TypeOf(c.v)
+		if n := typ.NumField(); n != c.want {
+			t.Errorf("%s has %d fields, and the snapshot writes %d: add the new ones to fsm/snapcodec.go", typ, n, c.want)
+		}
+	}
+	// Each array holds as many values as its struct has fields.
+	d := &structs.Deployment{Hooks: []structs.FrozenHook{{}}, HookRuns: []structs.HookRun{{}}, Decisions: []structs.Decision{{}}}
+	b, err := appendDeployment(nil, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &mpReader{b: b}
+	if n, _ := r.arrayLen(); n != deploymentFields {
+		t.Errorf("deployment array of %d", n)
+	}
+	for i := 0; i < 16; i++ {
+		if err := r.skip(0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, want := range []int{frozenHookFields, hookRunFields, decisionFields} {
+		if n, _ := r.arrayLen(); n != 1 {
+			t.Fatalf("list of %d", n)
+		}
+		if n, _ := r.arrayLen(); n != want {
+			t.Errorf("element array of %d, want %d", n, want)
+		}
+		for i := 0; i < want; i++ {
+			if err := r.skip(0); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	b, _ = appendEvent(nil, &structs.Event{})
+	if n, _ := (&mpReader{b: b}).arrayLen(); n != eventFields {
+		t.Errorf("event array of %d", n)
 	}
 }

@@ -19,8 +19,10 @@ var ErrBadSnapshot = errors.New("invalid snapshot state")
 // every entry: a state that no sequence of entries could have built is
 // refused, so that a snapshot cannot bring in what the log never could. counts
 // is the number of records read per table; a table with fewer rows held a
-// record twice.
-func validateState(txn *memdb.Txn, counts map[string]int) error {
+// record twice. The events were checked one by one as they were read (see
+// decodeEventRecord); lastSeq, the last one's sequence number, is checked
+// against the counters here.
+func validateState(txn *memdb.Txn, counts map[string]int, lastSeq uint64) error {
 	for table, n := range counts {
 		rows, err := countRows(txn, table)
 		if err != nil {
@@ -35,6 +37,10 @@ func validateState(txn *memdb.Txn, counts map[string]int) error {
 		return fmt.Errorf("%w: counters: %v", ErrBadSnapshot, err)
 	} else if raw == nil && counts[TableMeta] > 0 {
 		return fmt.Errorf("%w: the counters record has the wrong key", ErrBadSnapshot)
+	}
+	if lastSeq > meta.EventSeq {
+		return fmt.Errorf("%w: %s: %w", ErrBadSnapshot, TableEvents,
+			invalid("event sequence %d is outside 1..%d, the last one the counters record", lastSeq, meta.EventSeq))
 	}
 	if counts[TableCycle] > 0 {
 		raw, err := txn.First(TableCycle, "id", cycleKey)
@@ -64,19 +70,6 @@ func validateState(txn *memdb.Txn, counts map[string]int) error {
 		{TableRepoStatus, func(obj any) error {
 			if obj.(*structs.RepoStatus).Name == "" {
 				return invalid("a repository status needs a name")
-			}
-			return nil
-		}},
-		{TableEvents, func(obj any) error {
-			e := obj.(*structs.Event)
-			if e.Kind == "" || e.Object == "" {
-				return invalid("event %d: an event needs a kind and an object", e.Seq)
-			}
-			if e.Time.IsZero() {
-				return invalid("event %d has no time: the leader stamps every event", e.Seq)
-			}
-			if e.Seq == 0 || e.Seq > meta.EventSeq {
-				return invalid("event sequence %d is outside 1..%d, the last one the counters record", e.Seq, meta.EventSeq)
 			}
 			return nil
 		}},

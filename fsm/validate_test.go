@@ -19,7 +19,7 @@ import (
 // frames them, with a correct end record: only the state is wrong.
 func craft(t testing.TB, records ...craftRecord) []byte {
 	t.Helper()
-	out := bytes.Clone(snapshotMagic[:])
+	var out []byte
 	h := structs.NewMsgpackHandle()
 	frame := func(kind SnapshotType, body []byte) {
 		var hdr [5]byte
@@ -30,12 +30,14 @@ func craft(t testing.TB, records ...craftRecord) []byte {
 	for _, r := range records {
 		body := r.raw
 		if body == nil {
-			enc := codec.NewEncoderBytes(&body, h)
 			var err error
-			if e, ok := r.obj.(*structs.Event); ok {
-				err = encodeEvent(enc, e)
-			} else {
-				err = enc.Encode(r.obj)
+			switch o := r.obj.(type) {
+			case *structs.Event:
+				body, err = appendEvent(nil, o)
+			case *structs.Deployment:
+				body, err = appendDeployment(nil, o)
+			default:
+				err = codec.NewEncoderBytes(&body, h).Encode(r.obj)
 			}
 			if err != nil {
 				t.Fatal(err)
@@ -46,7 +48,7 @@ func craft(t testing.TB, records ...craftRecord) []byte {
 	var end [8]byte
 	binary.BigEndian.PutUint64(end[:], uint64(len(records)))
 	frame(snapshotEnd, end[:])
-	return out
+	return pack(t, out)
 }
 
 type craftRecord struct {
@@ -93,6 +95,19 @@ func TestRestoreRefusesInvalidState(t *testing.T) {
 		{"nil event", []craftRecord{meta, {kind: EventSnapshot, raw: []byte{0xc0}}}, "not an array"},
 		// A record of a few bytes that claims 2^31 hooks.
 		{"huge slice length", []craftRecord{meta, {kind: DeploymentSnapshot, raw: append([]byte{0x81, 0xa5, 'h', 'o', 'o', 'k', 's'}, 0xdd, 0x7f, 0xff, 0xff, 0xff)}}, "decode snapshot deployments record"},
+		// The same, in a deployment written as an array: 16 nils, then the
+		// hooks.
+		{"huge slice length in an array", []craftRecord{meta, {kind: DeploymentSnapshot, raw: append(append([]byte{0xdc, 0x00, 0x11}, bytes.Repeat([]byte{0xc0}, 16)...), 0xdd, 0x7f, 0xff, 0xff, 0xff)}}, "array of 2147483647 elements"},
+		// 60,000 hooks of one byte each (empty arrays): a hook as this
+		// version writes it takes 9 bytes at least, and fields are only
+		// ever added, so the record cannot hold that many.
+		{"hooks of a byte each", []craftRecord{meta, {kind: DeploymentSnapshot, raw: append(append([]byte{0xdc, 0x00, 0x11}, bytes.Repeat([]byte{0xc0}, 16)...), append([]byte{0xdc, 0xea, 0x60}, bytes.Repeat([]byte{0x90}, 60000)...)...)}}, "list of 60000 elements of 9 bytes or more"},
+		{"deployment array with a nil time", []craftRecord{meta, {kind: DeploymentSnapshot, raw: append(append([]byte{0x9f}, mpString(mpString(mpString(nil, "d1"), "default"), "web")...), bytes.Repeat([]byte{0xc0}, 12)...)}}, "no creation time"},
+		{"deployment array of a time out of range", []craftRecord{meta, func() craftRecord {
+			r := dep("d1", "web", structs.StateCompleted)
+			r.obj.(*structs.Deployment).UpdatedAt = time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)
+			return r
+		}()}, "a time the API cannot write"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness(t)

@@ -7,9 +7,7 @@ import (
 	"crypto/subtle"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"sort"
 	"strings"
@@ -18,74 +16,32 @@ import (
 	"github.com/nops-dev/nops/structs"
 )
 
-// RouteAdder adds an API route; write routes run on the leader.
-type RouteAdder = func(pattern string, write bool, fn func(w http.ResponseWriter, r *http.Request) (any, error))
+// The reconcilers' part of the HTTP API (SPEC section 10), as plain
+// methods: the agent routes the requests, checks their tokens, decodes
+// their input and encodes these answers. Errors wrap the structs
+// sentinels (ErrNotFound, ErrInvalid, ErrUnauthorized, ErrUpstream) that
+// the agent maps to status codes.
 
-// JobDetail is the answer of GET /v1/job/{ns}/{id}.
-type JobDetail struct {
-	Status           *structs.JobStatus  `json:"status"`
-	ActiveDeployment *structs.Deployment `json:"active_deployment"`
-	LastDeployment   *structs.Deployment `json:"last_deployment"`
-	Block            *structs.Block      `json:"block"`
-	Pause            *structs.Pause      `json:"pause"`
-	LastReconciled   *time.Time          `json:"last_reconciled"`
-}
-
-// Routes adds the reconcilers' API routes.
-func (m *Manager) Routes(add RouteAdder) {
-	add("GET /v1/jobs", false, m.httpJobs)
-	add("GET /v1/job/{ns}/{id}", false, m.httpJob)
-	add("POST /v1/job/{ns}/{id}/retry", true, m.httpRetry)
-	add("POST /v1/deployment/{id}/promote", true, m.httpPromote)
-	add("GET /v1/deployment/{id}/nomad", false, m.httpNomadHealth)
-	add("GET /v1/repos", false, m.httpRepos)
-	add("POST /v1/repo/{name}/refresh", true, m.httpRefresh)
-	add("GET /v1/orphans", false, m.httpOrphans)
-	add("GET /v1/status/cycle", false, m.httpCycle)
-	add("POST /v1/webhook/git", true, m.httpWebhook)
-}
-
-// DeploymentRef names a deployment and its state.
-type DeploymentRef struct {
-	ID    string                  `json:"id"`
-	State structs.DeploymentState `json:"state"`
-}
-
-// JobSummary is one job of GET /v1/jobs: its observed status with its
-// active and last deployments and when the leader last reconciled it.
-type JobSummary struct {
-	*structs.JobStatus
-	ActiveDeployment *DeploymentRef `json:"active_deployment"`
-	LastDeployment   *DeploymentRef `json:"last_deployment"`
-	LastReconciled   *time.Time     `json:"last_reconciled"`
-}
-
-func ref(d *structs.Deployment) *DeploymentRef {
-	if d == nil {
-		return nil
-	}
-	return &DeploymentRef{ID: d.ID, State: d.State}
-}
-
-func (m *Manager) httpJobs(_ http.ResponseWriter, r *http.Request) (any, error) {
+// Jobs lists the managed jobs that are not orphans, with their active and
+// last deployments, optionally of one namespace and one sync state (empty
+// matches all).
+func (m *Manager) Jobs(namespace string, sync structs.SyncState) ([]*structs.JobSummary, error) {
 	st := m.srv.State()
 	list, err := st.JobStatuses()
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("job statuses: %w", err)
 	}
 	var reconciled *time.Time
 	if c, err := st.DetectionCycle(); err == nil && c != nil {
 		t := c.FinishedAt
 		reconciled = &t
 	}
-	q := r.URL.Query()
-	out := []*JobSummary{}
+	out := []*structs.JobSummary{}
 	for _, s := range list {
-		if s.Orphan || (q.Get("namespace") != "" && s.Namespace != q.Get("namespace")) ||
-			(q.Get("sync") != "" && string(s.Sync) != q.Get("sync")) {
+		if s.Orphan || (namespace != "" && s.Namespace != namespace) || (sync != "" && s.Sync != sync) {
 			continue
 		}
-		sum := &JobSummary{JobStatus: s, LastReconciled: reconciled}
+		sum := &structs.JobSummary{JobStatus: s, LastReconciled: reconciled}
 		if d, err := st.ActiveDeployment(s.Namespace, s.JobID); err == nil {
 			sum.ActiveDeployment = ref(d)
 		}
@@ -97,17 +53,25 @@ func (m *Manager) httpJobs(_ http.ResponseWriter, r *http.Request) (any, error) 
 	return out, nil
 }
 
-func (m *Manager) httpJob(_ http.ResponseWriter, r *http.Request) (any, error) {
+func ref(d *structs.Deployment) *structs.DeploymentRef {
+	if d == nil {
+		return nil
+	}
+	return &structs.DeploymentRef{ID: d.ID, State: d.State}
+}
+
+// Job returns one managed job with what holds it and its deployments
+// (without their specs); ErrNotFound when Nops does not manage it.
+func (m *Manager) Job(namespace, jobID string) (*structs.JobDetail, error) {
 	st := m.srv.State()
-	namespace, jobID := r.PathValue("ns"), r.PathValue("id")
 	s, err := st.JobStatus(namespace, jobID)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("job status: %w", err)
 	}
 	if s == nil {
 		return nil, fmt.Errorf("%w: job %s is not managed by Nops", structs.ErrNotFound, structs.JobKey(namespace, jobID))
 	}
-	out := &JobDetail{Status: s}
+	out := &structs.JobDetail{Status: s}
 	if d, err := st.ActiveDeployment(namespace, jobID); err == nil && d != nil {
 		out.ActiveDeployment = d.Public()
 	}
@@ -127,43 +91,53 @@ func (m *Manager) httpJob(_ http.ResponseWriter, r *http.Request) (any, error) {
 	return out, nil
 }
 
-func (m *Manager) httpRetry(_ http.ResponseWriter, r *http.Request) (any, error) {
-	req := &structs.RetryRequest{WriteMeta: actorMeta(r, m.now()), Namespace: r.PathValue("ns"), JobID: r.PathValue("id")}
+// Retry lifts the block of a job, on behalf of actor, and asks for a
+// detection cycle; it returns the block as stored after the lift. It runs
+// on the leader.
+func (m *Manager) Retry(_ context.Context, namespace, jobID, actor string) (*structs.Block, error) {
+	req := &structs.RetryRequest{WriteMeta: m.actorMeta(actor), Namespace: namespace, JobID: jobID}
 	if _, err := m.srv.Apply(structs.RetryRequestType, req); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("retry %s: %w", structs.JobKey(namespace, jobID), err)
 	}
 	m.TriggerDetection()
-	return m.srv.State().Block(req.Namespace, req.JobID)
+	b, err := m.srv.State().Block(namespace, jobID)
+	if err != nil {
+		return nil, fmt.Errorf("block of %s: %w", structs.JobKey(namespace, jobID), err)
+	}
+	return b, nil
 }
 
-func (m *Manager) httpPromote(_ http.ResponseWriter, r *http.Request) (any, error) {
-	d, err := m.srv.State().Deployment(r.PathValue("id"))
+// PromoteDeployment promotes in Nomad the canaries of the deployment with
+// ID id, records the promotion by actor in the audit log and asks for an
+// apply pass. It runs on the leader.
+func (m *Manager) PromoteDeployment(ctx context.Context, id, actor string) (*structs.PromoteResult, error) {
+	d, err := m.srv.State().Deployment(id)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("deployment %s: %w", id, err)
 	}
 	if d == nil {
-		return nil, fmt.Errorf("%w: deployment %q", structs.ErrNotFound, r.PathValue("id"))
+		return nil, fmt.Errorf("%w: deployment %q", structs.ErrNotFound, id)
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	if err := m.Promote(ctx, d); err != nil {
 		return nil, err
 	}
-	meta := actorMeta(r, m.now())
-	if _, err := m.srv.Apply(structs.EventAppendRequestType, &structs.EventAppendRequest{WriteMeta: meta, Events: []*structs.Event{{
+	if _, err := m.srv.Apply(structs.EventAppendRequestType, &structs.EventAppendRequest{WriteMeta: m.actorMeta(actor), Events: []*structs.Event{{
 		Kind: structs.EventKindDeployment, Object: d.ID, Namespace: d.Namespace, JobID: d.JobID,
 		From: string(d.State), To: string(d.State), Message: "canaries promoted",
 	}}}); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("record the promotion of %s: %w", d.ID, err)
 	}
 	m.TriggerApply()
-	return map[string]string{"promoted": d.ID}, nil
+	return &structs.PromoteResult{Promoted: d.ID}, nil
 }
 
-func (m *Manager) httpRepos(_ http.ResponseWriter, _ *http.Request) (any, error) {
+// Repos lists the observed status of every watched repository.
+func (m *Manager) Repos() ([]*structs.RepoStatus, error) {
 	list, err := m.srv.State().RepoStatuses()
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("repository statuses: %w", err)
 	}
 	if list == nil {
 		list = []*structs.RepoStatus{}
@@ -171,12 +145,13 @@ func (m *Manager) httpRepos(_ http.ResponseWriter, _ *http.Request) (any, error)
 	return list, nil
 }
 
-func (m *Manager) httpRefresh(_ http.ResponseWriter, r *http.Request) (any, error) {
-	name := r.PathValue("name")
+// Refresh fetches a watched repository now and returns its status as the
+// watcher sees it after the fetch; ErrNotFound when it is not watched.
+func (m *Manager) Refresh(ctx context.Context, name string) (*structs.RepoStatus, error) {
 	if m.git == nil || !m.git.Has(name) {
 		return nil, fmt.Errorf("%w: repository %q", structs.ErrNotFound, name)
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 	if err := m.fetchNow(ctx, name); err != nil {
 		return nil, fmt.Errorf("fetch %s: %w", name, err)
@@ -187,13 +162,14 @@ func (m *Manager) httpRefresh(_ http.ResponseWriter, r *http.Request) (any, erro
 				LastFetch: s.LastFetch.UTC(), FetchError: s.LastError, Files: s.Files}, nil
 		}
 	}
-	return nil, nil
+	return nil, fmt.Errorf("%w: repository %q is no longer watched", structs.ErrNotFound, name)
 }
 
-func (m *Manager) httpOrphans(_ http.ResponseWriter, _ *http.Request) (any, error) {
+// Orphans lists the jobs Nops deployed that git no longer declares.
+func (m *Manager) Orphans() ([]*structs.JobStatus, error) {
 	list, err := m.srv.State().JobStatuses()
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("job statuses: %w", err)
 	}
 	out := []*structs.JobStatus{}
 	for _, s := range list {
@@ -204,10 +180,12 @@ func (m *Manager) httpOrphans(_ http.ResponseWriter, _ *http.Request) (any, erro
 	return out, nil
 }
 
-func (m *Manager) httpCycle(_ http.ResponseWriter, _ *http.Request) (any, error) {
+// Cycle returns the last completed detection cycle; ErrNotFound before the
+// first.
+func (m *Manager) Cycle() (*structs.DetectionCycle, error) {
 	c, err := m.srv.State().DetectionCycle()
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("detection cycle: %w", err)
 	}
 	if c == nil {
 		return nil, fmt.Errorf("%w: no detection cycle has completed yet", structs.ErrNotFound)
@@ -215,53 +193,47 @@ func (m *Manager) httpCycle(_ http.ResponseWriter, _ *http.Request) (any, error)
 	return c, nil
 }
 
-func actorMeta(r *http.Request, now time.Time) structs.WriteMeta {
-	actor := strings.TrimSpace(r.Header.Get("X-Nops-Actor"))
+// actorMeta stamps a write of the API with the manager's clock and the actor
+// the agent established for the request.
+func (m *Manager) actorMeta(actor string) structs.WriteMeta {
 	if actor == "" {
 		actor = "anonymous"
 	}
-	if len(actor) > 128 {
-		actor = actor[:128]
-	}
-	return structs.WriteMeta{Time: now.UTC(), Actor: actor}
+	return structs.WriteMeta{Time: m.now(), Actor: actor}
 }
 
-// httpWebhook takes a push from GitHub, Gitea, GitLab or a generic sender,
-// verifies its signature and, for a watched branch, fetches at once and
-// runs detection. A bad signature changes nothing.
-func (m *Manager) httpWebhook(_ http.ResponseWriter, r *http.Request) (any, error) {
+// Webhook takes a push from GitHub, Gitea, GitLab or a generic sender: its
+// headers and its whole body (the agent bounds its size). It verifies the
+// signature (ErrUnauthorized when it does not match) and, for a watched
+// branch, fetches at once and runs detection. A refused push changes
+// nothing; ErrNotFound while no webhook secret is configured.
+func (m *Manager) Webhook(ctx context.Context, h http.Header, body []byte) (*structs.WebhookResult, error) {
 	if m.cfg.WebhookSecret == "" {
 		return nil, fmt.Errorf("%w: the git webhook is disabled: set webhook { secret_env = ... } in the server configuration", structs.ErrNotFound)
 	}
-	body, err := io.ReadAll(r.Body)
-	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return nil, &tooLarge{limit: mbe.Limit}
-		}
-		return nil, fmt.Errorf("%w: read body: %v", structs.ErrInvalid, err)
+	if err := verifySignature(h, body, m.cfg.WebhookSecret); err != nil {
+		return nil, fmt.Errorf("%w: %w", structs.ErrUnauthorized, err)
 	}
-	if err := verifySignature(r.Header, body, m.cfg.WebhookSecret); err != nil {
-		m.logger.Warn("webhook refused", "remote", r.RemoteAddr, "error", err)
-		return nil, &unauthorized{msg: err.Error()}
-	}
-	push, err := parsePush(r.Header, body)
+	push, err := parsePush(h, body)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", structs.ErrInvalid, err)
+		return nil, fmt.Errorf("%w: %w", structs.ErrInvalid, err)
 	}
 	if m.git == nil {
-		return map[string]any{"matched": []string{}}, nil
+		return &structs.WebhookResult{Matched: []string{}}, nil
 	}
 	matched := m.git.Match(push.urls, push.branch)
+	if matched == nil {
+		matched = []string{}
+	}
 	sort.Strings(matched)
-	ctx, cancel := context.WithTimeout(r.Context(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 	for _, name := range matched {
 		if err := m.fetchNow(ctx, name); err != nil {
 			m.logger.Warn("webhook fetch failed", "repo", name, "error", err)
 		}
 	}
-	return map[string]any{"matched": matched, "branch": push.branch}, nil
+	return &structs.WebhookResult{Matched: matched, Branch: push.branch}, nil
 }
 
 // fetchNow fetches a repository at once. A new head already asks for a
@@ -283,20 +255,9 @@ func (m *Manager) fetchNow(ctx context.Context, name string) error {
 	return err
 }
 
-// tooLarge answers 413.
-type tooLarge struct{ limit int64 }
-
-func (e *tooLarge) Error() string {
-	return fmt.Sprintf("request body too large: the limit is %d bytes", e.limit)
-}
-func (e *tooLarge) StatusCode() int { return http.StatusRequestEntityTooLarge }
-
-// unauthorized answers 401.
-type unauthorized struct{ msg string }
-
-func (u *unauthorized) Error() string   { return u.msg }
-func (u *unauthorized) StatusCode() int { return http.StatusUnauthorized }
-
+// verifySignature checks a push's signature against the secret: the
+// HMAC-SHA256 of the body in a GitHub, Gitea or Nops header, or GitLab's
+// shared token, each compared in constant time.
 func verifySignature(h http.Header, body []byte, secret string) error {
 	mac := hmac.New(sha256.New, []byte(secret))
 	mac.Write(body)

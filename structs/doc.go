@@ -11,4 +11,7 @@
 //     every allowed move, and CanTransition is the only place that answers
 //     whether a move is allowed.
 //   - Encode and Decode are the one wire format of the log and snapshots.
+//   - The HTTP API's bodies and answers that are not stored objects are
+//     declared here once (api.go), for the server, rpc/client and the
+//     dashboard alike; the agent's route table names each route's answer.
 package structs

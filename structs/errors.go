@@ -19,3 +19,14 @@ var (
 	// ErrNoLeader: the cluster has no leader (503).
 	ErrNoLeader = errors.New("no cluster leader")
 )
+
+// Sentinel errors of requests the API refuses for who sent them or for a
+// service behind it.
+var (
+	// ErrUnauthorized: the request does not prove who sent it, as a
+	// webhook with a bad signature (401).
+	ErrUnauthorized = errors.New("unauthorized")
+	// ErrUpstream: a service the answer needs, such as Nomad, could not
+	// be read (502).
+	ErrUpstream = errors.New("upstream unavailable")
+)

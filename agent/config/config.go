@@ -228,7 +228,8 @@ type Config struct {
 	HTTPAllowedOrigins []string
 
 	// SnapshotMaxSize bounds a snapshot archive restored through the API,
-	// as uploaded and once decompressed, in bytes.
+	// as uploaded and once decompressed, and the state it holds once
+	// decompressed, in bytes.
 	SnapshotMaxSize uint64
 }
 

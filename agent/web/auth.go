@@ -12,12 +12,6 @@ import (
 	"github.com/nops-dev/nops/structs"
 )
 
-// tokenSelf is the part of GET /v1/acl/token/self the login reads.
-type tokenSelf struct {
-	Name       string `json:"name"`
-	AccessorID string `json:"accessor_id"`
-}
-
 // safeNext keeps a post-login target on the dashboard.
 func safeNext(next string) string {
 	if !strings.HasPrefix(next, "/ui/") || strings.HasPrefix(next, "//") || strings.ContainsAny(next, "\\\r\n") {
@@ -70,12 +64,13 @@ func (u *UI) login(w http.ResponseWriter, r *http.Request) {
 	u.startSession(w, r, secret, next)
 }
 
-func (u *UI) tokenSelf(r *http.Request, secret string) (*tokenSelf, int, string) {
+// tokenSelf reads the token a login presents, as the API shows it.
+func (u *UI) tokenSelf(r *http.Request, secret string) (*structs.ACLTokenView, int, string) {
 	resp, err := u.cfg.Backend.Do(r.Context(), &Viewer{Token: secret}, http.MethodGet, "/v1/acl/token/self", nil)
 	if err != nil {
 		return nil, http.StatusBadGateway, err.Error()
 	}
-	var self tokenSelf
+	var self structs.ACLTokenView
 	if err := resp.Decode(&self); err != nil {
 		code := resp.Code
 		if code < 400 {
@@ -152,18 +147,15 @@ func (u *UI) ssoStart(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	sum := sha256.Sum256([]byte(st.Verifier))
-	resp, err := u.cfg.Backend.Do(r.Context(), &Viewer{}, http.MethodPost, "/v1/acl/oidc/auth-url", map[string]string{
-		"auth_method": st.Method, "redirect_uri": u.redirectURI(r), "client_nonce": st.Nonce,
-		"code_challenge": base64.RawURLEncoding.EncodeToString(sum[:]),
+	resp, err := u.cfg.Backend.Do(r.Context(), &Viewer{}, http.MethodPost, "/v1/acl/oidc/auth-url", &structs.ACLOIDCAuthURLRequest{
+		AuthMethod: st.Method, RedirectURI: u.redirectURI(r), ClientNonce: st.Nonce,
+		CodeChallenge: base64.RawURLEncoding.EncodeToString(sum[:]),
 	})
 	if err != nil {
 		u.fail(w, r, err)
 		return
 	}
-	var au struct {
-		AuthURL string `json:"auth_url"`
-		State   string `json:"state"`
-	}
+	var au structs.ACLOIDCAuthURLResponse
 	if err := resp.Decode(&au); err != nil {
 		u.loginError(w, r, err.Error())
 		return
@@ -204,17 +196,15 @@ func (u *UI) ssoCallback(w http.ResponseWriter, r *http.Request) {
 		u.loginError(w, r, "the callback's state does not match this browser's login")
 		return
 	}
-	resp, err := u.cfg.Backend.Do(r.Context(), &Viewer{}, http.MethodPost, "/v1/acl/oidc/complete-auth", map[string]string{
-		"auth_method": st.Method, "redirect_uri": u.redirectURI(r), "client_nonce": st.Nonce,
-		"state": st.State, "code": q.Get("code"), "code_verifier": st.Verifier,
+	resp, err := u.cfg.Backend.Do(r.Context(), &Viewer{}, http.MethodPost, "/v1/acl/oidc/complete-auth", &structs.ACLOIDCCompleteAuthRequest{
+		AuthMethod: st.Method, RedirectURI: u.redirectURI(r), ClientNonce: st.Nonce,
+		State: st.State, Code: q.Get("code"), CodeVerifier: st.Verifier,
 	})
 	if err != nil {
 		u.fail(w, r, err)
 		return
 	}
-	var tok struct {
-		SecretID string `json:"secret_id"`
-	}
+	var tok structs.ACLTokenView
 	err = resp.Decode(&tok)
 	if err == nil {
 		// The token was made on the leader: the next page, served from

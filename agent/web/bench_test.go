@@ -35,12 +35,12 @@ func benchServer(b *testing.B) (*agent.Server, string, string) {
 	cfg := nopstest.Config(b, b.TempDir())
 	cfg.ACL.Enabled = true
 	logger := hclog.NewNullLogger()
-	s, err := agent.New(cfg, logger, agent.Options{Build: func(s *agent.Server) (agent.LeaderFunc, func(agent.RouteAdder), error) {
+	s, err := agent.New(cfg, logger, agent.Options{Build: func(s *agent.Server) (agent.LeaderFunc, agent.Reconciler, error) {
 		m, err := agent.NewManager(s, cfg, logger, nil)
 		if err != nil {
 			return nil, nil, err
 		}
-		return func(context.Context, *agent.Server) {}, func(add agent.RouteAdder) { m.Routes(add) }, nil
+		return func(context.Context, *agent.Server) {}, m, nil
 	}})
 	if err != nil {
 		b.Fatal(err)

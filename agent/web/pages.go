@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/nops-dev/nops/reconcile"
 	"github.com/nops-dev/nops/reconcile/holds"
 	"github.com/nops-dev/nops/structs"
 )
@@ -79,18 +78,7 @@ type overviewData struct {
 	NextEdge time.Time
 	// Servers is each server's health as autopilot sees it on the
 	// leader, for a viewer with the operator capability.
-	Servers []ServerHealth
-}
-
-// ServerHealth is one server of GET /v1/operator/autopilot/health.
-type ServerHealth struct {
-	Name        string `json:"name"`
-	Address     string `json:"address"`
-	Leader      bool   `json:"leader"`
-	Voter       bool   `json:"voter"`
-	Healthy     bool   `json:"healthy"`
-	LastContact string `json:"last_contact"`
-	LastIndex   uint64 `json:"last_index"`
+	Servers []structs.AutopilotServerHealth
 }
 
 func (u *UI) overview(w http.ResponseWriter, r *http.Request) {
@@ -112,14 +100,12 @@ func (u *UI) overview(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if v.cluster("operator") {
-		var health struct {
-			Servers []ServerHealth `json:"servers"`
-		}
+		var health structs.AutopilotHealth
 		if err := u.get(r, "/v1/operator/autopilot/health", &health); err == nil {
 			d.Servers = health.Servers
 		}
 	}
-	var jobs []*reconcile.JobSummary
+	var jobs []*structs.JobSummary
 	if err := u.get(r, "/v1/jobs", &jobs); err != nil && !notFound(err) {
 		u.fail(w, r, err)
 		return
@@ -163,7 +149,7 @@ const historyShown = 25
 const jobsPerPage = 100
 
 type jobsData struct {
-	Jobs       []*reconcile.JobSummary
+	Jobs       []*structs.JobSummary
 	Total      int
 	Matched    int
 	Page       int
@@ -180,7 +166,7 @@ type jobsData struct {
 func (u *UI) jobs(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	d := &jobsData{Namespace: q.Get("namespace"), Sync: q.Get("sync"), Policy: q.Get("policy"), Held: q.Get("held"), Blocked: q.Get("blocked")}
-	var all []*reconcile.JobSummary
+	var all []*structs.JobSummary
 	if err := u.get(r, "/v1/jobs", &all); err != nil {
 		u.fail(w, r, err)
 		return
@@ -216,7 +202,7 @@ func (u *UI) jobs(w http.ResponseWriter, r *http.Request) {
 }
 
 type jobData struct {
-	Detail   *reconcile.JobDetail
+	Detail   *structs.JobDetail
 	History  []*structs.Deployment
 	Diff     string
 	NomadURL string
@@ -224,7 +210,7 @@ type jobData struct {
 
 func (u *UI) job(w http.ResponseWriter, r *http.Request) {
 	ns, id := r.PathValue("ns"), r.PathValue("id")
-	d := &jobData{Detail: &reconcile.JobDetail{}}
+	d := &jobData{Detail: &structs.JobDetail{}}
 	if err := u.get(r, "/v1/job/"+url.PathEscape(ns)+"/"+url.PathEscape(id), d.Detail); err != nil {
 		u.fail(w, r, err)
 		return
@@ -250,7 +236,7 @@ type deploymentData struct {
 	// Health is the Nomad deployment's health, read from Nomad now; nil
 	// when the register created no Nomad deployment, HealthErr when Nomad
 	// could not be read.
-	Health    *reconcile.NomadHealth
+	Health    *structs.NomadHealth
 	HealthErr string
 }
 
@@ -268,7 +254,7 @@ func (u *UI) deployment(w http.ResponseWriter, r *http.Request) {
 	d.NomadURL = u.nomadJob(d.D.Namespace, d.D.JobID)
 	d.CanaryWait = d.D.State == structs.StateApplying && d.D.Registered && d.D.HealthDeadline.IsZero()
 	if d.D.NomadDeploymentID != "" {
-		var h reconcile.NomadHealth
+		var h structs.NomadHealth
 		if err := u.get(r, "/v1/deployment/"+url.PathEscape(d.D.ID)+"/nomad", &h); err != nil {
 			d.HealthErr = err.Error()
 		} else if h.Deployment {

@@ -3,79 +3,9 @@ package client
 import (
 	"context"
 	"net/http"
-	"time"
 
 	"github.com/nops-dev/nops/structs"
 )
-
-// ACLPolicySpec is the body of a policy write.
-type ACLPolicySpec struct {
-	Name        string `json:"name"`
-	Description string `json:"description"`
-	Rules       string `json:"rules"`
-}
-
-// ACLRoleSpec is the body of a role write.
-type ACLRoleSpec struct {
-	Name        string   `json:"name"`
-	Description string   `json:"description"`
-	Policies    []string `json:"policies"`
-}
-
-// ACLTokenSpec is the body of a token create or update. The expiry is set
-// at creation only.
-type ACLTokenSpec struct {
-	Name           string     `json:"name"`
-	Type           string     `json:"type,omitempty"`
-	Policies       []string   `json:"policies"`
-	Roles          []string   `json:"roles"`
-	ExpirationTime *time.Time `json:"expiration_time,omitempty"`
-	ExpirationTTL  string     `json:"expiration_ttl,omitempty"`
-}
-
-// ACLAuthMethodSpec is the body of an auth method write.
-type ACLAuthMethodSpec struct {
-	Name        string                       `json:"name"`
-	Type        string                       `json:"type"`
-	DisplayName string                       `json:"display_name"`
-	TokenTTL    string                       `json:"token_ttl"`
-	Default     bool                         `json:"default"`
-	Config      *structs.ACLAuthMethodConfig `json:"config"`
-}
-
-// ACLBindingRuleSpec is the body of a binding rule write.
-type ACLBindingRuleSpec struct {
-	Description string `json:"description"`
-	AuthMethod  string `json:"auth_method"`
-	Selector    string `json:"selector"`
-	BindType    string `json:"bind_type"`
-	BindName    string `json:"bind_name"`
-}
-
-// OIDCAuthURLRequest starts an OIDC login.
-type OIDCAuthURLRequest struct {
-	AuthMethod    string `json:"auth_method"`
-	RedirectURI   string `json:"redirect_uri"`
-	ClientNonce   string `json:"client_nonce"`
-	CodeChallenge string `json:"code_challenge"`
-}
-
-// OIDCAuthURL is where the user's browser goes, and the state the
-// callback must come back with.
-type OIDCAuthURL struct {
-	AuthURL string `json:"auth_url"`
-	State   string `json:"state"`
-}
-
-// OIDCCompleteAuthRequest ends an OIDC login.
-type OIDCCompleteAuthRequest struct {
-	AuthMethod   string `json:"auth_method"`
-	RedirectURI  string `json:"redirect_uri"`
-	ClientNonce  string `json:"client_nonce"`
-	State        string `json:"state"`
-	Code         string `json:"code"`
-	CodeVerifier string `json:"code_verifier"`
-}
 
 // ACLBootstrap creates the first management token. Its secret is in the
 // answer only.
@@ -99,7 +29,7 @@ func (c *Client) ACLPolicy(ctx context.Context, name string) (*structs.ACLPolicy
 }
 
 // PutACLPolicy creates or replaces a policy.
-func (c *Client) PutACLPolicy(ctx context.Context, spec *ACLPolicySpec) (*structs.ACLPolicy, error) {
+func (c *Client) PutACLPolicy(ctx context.Context, spec *structs.ACLPolicySpec) (*structs.ACLPolicy, error) {
 	var out structs.ACLPolicy
 	return &out, c.write(ctx, http.MethodPut, "/v1/acl/policy/"+seg(spec.Name), nil, spec, &out)
 }
@@ -124,7 +54,7 @@ func (c *Client) ACLRole(ctx context.Context, name string) (*structs.ACLRole, er
 }
 
 // PutACLRole creates or replaces a role.
-func (c *Client) PutACLRole(ctx context.Context, spec *ACLRoleSpec) (*structs.ACLRole, error) {
+func (c *Client) PutACLRole(ctx context.Context, spec *structs.ACLRoleSpec) (*structs.ACLRole, error) {
 	var out structs.ACLRole
 	return &out, c.write(ctx, http.MethodPut, "/v1/acl/role/"+seg(spec.Name), nil, spec, &out)
 }
@@ -156,13 +86,13 @@ func (c *Client) ACLTokenSelf(ctx context.Context) (*structs.ACLTokenView, error
 }
 
 // CreateACLToken creates a token; its secret is in the answer only.
-func (c *Client) CreateACLToken(ctx context.Context, spec *ACLTokenSpec) (*structs.ACLTokenView, error) {
+func (c *Client) CreateACLToken(ctx context.Context, spec *structs.ACLTokenSpec) (*structs.ACLTokenView, error) {
 	var out structs.ACLTokenView
 	return &out, c.write(ctx, http.MethodPost, "/v1/acl/token", nil, spec, &out)
 }
 
 // UpdateACLToken changes a token's name, type, policies and roles.
-func (c *Client) UpdateACLToken(ctx context.Context, accessorID string, spec *ACLTokenSpec) (*structs.ACLTokenView, error) {
+func (c *Client) UpdateACLToken(ctx context.Context, accessorID string, spec *structs.ACLTokenSpec) (*structs.ACLTokenView, error) {
 	var out structs.ACLTokenView
 	return &out, c.write(ctx, http.MethodPost, "/v1/acl/token/"+seg(accessorID), nil, spec, &out)
 }
@@ -187,7 +117,7 @@ func (c *Client) ACLAuthMethod(ctx context.Context, name string) (*structs.ACLAu
 }
 
 // PutACLAuthMethod creates or replaces an auth method.
-func (c *Client) PutACLAuthMethod(ctx context.Context, spec *ACLAuthMethodSpec) (*structs.ACLAuthMethod, error) {
+func (c *Client) PutACLAuthMethod(ctx context.Context, spec *structs.ACLAuthMethodSpec) (*structs.ACLAuthMethod, error) {
 	var out structs.ACLAuthMethod
 	return &out, c.write(ctx, http.MethodPut, "/v1/acl/auth-method/"+seg(spec.Name), nil, spec, &out)
 }
@@ -212,13 +142,13 @@ func (c *Client) ACLBindingRule(ctx context.Context, id string) (*structs.ACLBin
 }
 
 // CreateACLBindingRule creates a binding rule; the server names it.
-func (c *Client) CreateACLBindingRule(ctx context.Context, spec *ACLBindingRuleSpec) (*structs.ACLBindingRule, error) {
+func (c *Client) CreateACLBindingRule(ctx context.Context, spec *structs.ACLBindingRuleSpec) (*structs.ACLBindingRule, error) {
 	var out structs.ACLBindingRule
 	return &out, c.write(ctx, http.MethodPost, "/v1/acl/binding-rule", nil, spec, &out)
 }
 
 // UpdateACLBindingRule replaces a binding rule.
-func (c *Client) UpdateACLBindingRule(ctx context.Context, id string, spec *ACLBindingRuleSpec) (*structs.ACLBindingRule, error) {
+func (c *Client) UpdateACLBindingRule(ctx context.Context, id string, spec *structs.ACLBindingRuleSpec) (*structs.ACLBindingRule, error) {
 	var out structs.ACLBindingRule
 	return &out, c.write(ctx, http.MethodPut, "/v1/acl/binding-rule/"+seg(id), nil, spec, &out)
 }
@@ -229,13 +159,13 @@ func (c *Client) DeleteACLBindingRule(ctx context.Context, id string) error {
 }
 
 // OIDCAuthURL starts an OIDC login.
-func (c *Client) OIDCAuthURL(ctx context.Context, req *OIDCAuthURLRequest) (*OIDCAuthURL, error) {
-	var out OIDCAuthURL
+func (c *Client) OIDCAuthURL(ctx context.Context, req *structs.ACLOIDCAuthURLRequest) (*structs.ACLOIDCAuthURLResponse, error) {
+	var out structs.ACLOIDCAuthURLResponse
 	return &out, c.write(ctx, http.MethodPost, "/v1/acl/oidc/auth-url", nil, req, &out)
 }
 
 // OIDCCompleteAuth ends an OIDC login and returns the new token.
-func (c *Client) OIDCCompleteAuth(ctx context.Context, req *OIDCCompleteAuthRequest) (*structs.ACLTokenView, error) {
+func (c *Client) OIDCCompleteAuth(ctx context.Context, req *structs.ACLOIDCCompleteAuthRequest) (*structs.ACLTokenView, error) {
 	var out structs.ACLTokenView
 	return &out, c.write(ctx, http.MethodPost, "/v1/acl/oidc/complete-auth", nil, req, &out)
 }
@@ -243,6 +173,6 @@ func (c *Client) OIDCCompleteAuth(ctx context.Context, req *OIDCCompleteAuthRequ
 // JWTLogin exchanges a JWT for a token with a JWT auth method.
 func (c *Client) JWTLogin(ctx context.Context, method, jwt string) (*structs.ACLTokenView, error) {
 	var out structs.ACLTokenView
-	body := map[string]string{"auth_method": method, "login_token": jwt}
+	body := &structs.ACLLoginRequest{AuthMethod: method, LoginToken: jwt}
 	return &out, c.write(ctx, http.MethodPost, "/v1/acl/login", nil, body, &out)
 }

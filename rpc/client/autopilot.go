@@ -2,55 +2,16 @@ package client
 
 import (
 	"context"
+	"github.com/nops-dev/nops/structs"
 	"io"
 	"net/http"
 	"net/url"
 	"strconv"
-	"time"
 )
 
-// AutopilotConfiguration is the cluster's autopilot configuration.
-// Durations are Go duration strings.
-type AutopilotConfiguration struct {
-	CleanupDeadServers      bool   `json:"cleanup_dead_servers"`
-	LastContactThreshold    string `json:"last_contact_threshold"`
-	MaxTrailingLogs         uint64 `json:"max_trailing_logs"`
-	MinQuorum               uint   `json:"min_quorum"`
-	ServerStabilizationTime string `json:"server_stabilization_time"`
-	CreateIndex             uint64 `json:"create_index"`
-	ModifyIndex             uint64 `json:"modify_index"`
-}
-
-// AutopilotHealth is the cluster's health as the leader's autopilot sees
-// it.
-type AutopilotHealth struct {
-	Healthy          bool                    `json:"healthy"`
-	FailureTolerance int                     `json:"failure_tolerance"`
-	Leader           string                  `json:"leader"`
-	Voters           []string                `json:"voters"`
-	Servers          []AutopilotServerHealth `json:"servers"`
-}
-
-// AutopilotServerHealth is one Raft server's health.
-type AutopilotServerHealth struct {
-	ID          string    `json:"id"`
-	Name        string    `json:"name"`
-	Address     string    `json:"address"`
-	SerfStatus  string    `json:"serf_status"`
-	Version     string    `json:"version"`
-	Leader      bool      `json:"leader"`
-	Voter       bool      `json:"voter"`
-	RaftState   string    `json:"raft_state"`
-	Healthy     bool      `json:"healthy"`
-	LastContact string    `json:"last_contact"`
-	LastTerm    uint64    `json:"last_term"`
-	LastIndex   uint64    `json:"last_index"`
-	StableSince time.Time `json:"stable_since"`
-}
-
 // AutopilotGetConfig reads the autopilot configuration.
-func (c *Client) AutopilotGetConfig(ctx context.Context) (*AutopilotConfiguration, error) {
-	var out AutopilotConfiguration
+func (c *Client) AutopilotGetConfig(ctx context.Context) (*structs.AutopilotConfiguration, error) {
+	var out structs.AutopilotConfiguration
 	if _, err := c.get(ctx, "/v1/operator/autopilot/configuration", nil, nil, &out); err != nil {
 		return nil, err
 	}
@@ -59,21 +20,21 @@ func (c *Client) AutopilotGetConfig(ctx context.Context) (*AutopilotConfiguratio
 
 // AutopilotSetConfig replaces the autopilot configuration. With cas, it
 // applies only if the stored configuration is at index *cas.
-func (c *Client) AutopilotSetConfig(ctx context.Context, conf *AutopilotConfiguration, cas *uint64) (*AutopilotConfiguration, error) {
+func (c *Client) AutopilotSetConfig(ctx context.Context, conf *structs.AutopilotConfiguration, cas *uint64) (*structs.AutopilotConfiguration, error) {
 	q := url.Values{}
 	if cas != nil {
 		q.Set("cas", strconv.FormatUint(*cas, 10))
 	}
-	var out AutopilotConfiguration
+	var out structs.AutopilotConfiguration
 	if err := c.write(ctx, http.MethodPut, "/v1/operator/autopilot/configuration", q, conf, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil
 }
 
-// AutopilotHealth reads the servers' health from the leader.
-func (c *Client) AutopilotHealth(ctx context.Context) (*AutopilotHealth, error) {
-	var out AutopilotHealth
+// structs.AutopilotHealth reads the servers' health from the leader.
+func (c *Client) AutopilotHealth(ctx context.Context) (*structs.AutopilotHealth, error) {
+	var out structs.AutopilotHealth
 	if _, err := c.get(ctx, "/v1/operator/autopilot/health", nil, nil, &out); err != nil {
 		return nil, err
 	}

@@ -2,11 +2,11 @@
 // uses it for every command but `nops serve`; other programs may too.
 //
 // The client speaks only HTTP and JSON and depends on no server package but
-// the leaf package structs: the answer types that the server declares in its
-// own package (AgentSelf, Member, RaftConfiguration, ...) are declared here
-// again with the same JSON names, as Nomad's api package does, so that a
-// program talking to Nops does not link the server. A test keeps the two
-// declarations in step.
+// the leaf package structs, which declares every request body and answer of
+// the API once, for the server and this client alike: a program talking to
+// Nops does not link the server, and the two sides cannot drift apart. A
+// test decodes every answer of a real server strictly into the type its
+// route declares.
 //
 // Guarantees:
 //

@@ -3,6 +3,7 @@ package client_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"net"
@@ -11,56 +12,17 @@ import (
 	"net/url"
 	"reflect"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/nops-dev/nops/agent"
 	"github.com/nops-dev/nops/agent/snapshot"
 	"github.com/nops-dev/nops/fsm"
 	"github.com/nops-dev/nops/rpc/client"
 	"github.com/nops-dev/nops/structs"
 )
-
-// The answer types are declared again in the client; their JSON names must
-// be the server's.
-func TestTypesMatchServer(t *testing.T) {
-	pairs := []struct{ client, server any }{
-		{client.AgentSelf{}, agent.AgentSelf{}},
-		{client.Member{}, agent.Member{}},
-		{client.RaftServer{}, agent.RaftServer{}},
-		{client.RaftConfiguration{}, agent.RaftConfiguration{}},
-		{client.KeyringResponse{}, agent.KeyringResponse{}},
-		{client.KeyringOp{}, agent.KeyringOp{}},
-		{client.WindowSpec{}, agent.WindowSpec{}},
-		{client.ApproveRequest{}, agent.ApproveRequest{}},
-		{client.RejectRequest{}, agent.RejectRequest{}},
-		{client.ReasonRequest{}, agent.ReasonRequest{}},
-		{client.AutopilotConfiguration{}, agent.AutopilotConfiguration{}},
-		{client.AutopilotHealth{}, agent.AutopilotHealth{}},
-		{client.AutopilotServerHealth{}, agent.AutopilotServerHealth{}},
-	}
-	for _, p := range pairs {
-		ct, st := reflect.TypeOf(p.client), reflect.TypeOf(p.server)
-		if got, want := jsonFields(ct), jsonFields(st); !reflect.DeepEqual(got, want) {
-			t.Errorf("client.%s has JSON fields %v, the server's %s has %v", ct.Name(), got, st, want)
-		}
-	}
-}
-
-func jsonFields(t reflect.Type) []string {
-	var out []string
-	for i := 0; i < t.NumField(); i++ {
-		f := t.Field(i)
-		typ := strings.NewReplacer("client.", "", "agent.", "").Replace(f.Type.String())
-		out = append(out, f.Tag.Get("json")+":"+typ)
-	}
-	sort.Strings(out)
-	return out
-}
 
 func TestNew_Address(t *testing.T) {
 	for _, tc := range []struct {
@@ -214,7 +176,7 @@ func TestClient_Errors(t *testing.T) {
 		t.Errorf("missing deployment: %v, want a 404", err)
 	}
 
-	_, err = c.PutWindow(ctx, &client.WindowSpec{Name: "bad", Kind: "maybe", Schedule: "nope", Duration: "1h", Timezone: "UTC"})
+	_, err = c.PutWindow(ctx, &structs.WindowSpec{Name: "bad", Kind: "maybe", Schedule: "nope", Duration: "1h", Timezone: "UTC"})
 	var ae *client.APIError
 	if !errors.As(err, &ae) {
 		t.Fatalf("bad window: %v, want an *APIError", err)
@@ -352,7 +314,7 @@ func TestClient_WindowsAndPauses(t *testing.T) {
 	s := startServer(t)
 	c := newClient(t, s, "ops@ci")
 	ctx := context.Background()
-	spec := &client.WindowSpec{Name: "night", Kind: "deny", Schedule: "0 22 * * *", Duration: "8h", Namespaces: []string{"default"}}
+	spec := &structs.WindowSpec{Name: "night", Kind: "deny", Schedule: "0 22 * * *", Duration: "8h", Namespaces: []string{"default"}}
 	w, err := c.PutWindow(ctx, spec)
 	if err != nil {
 		t.Fatal(err)
@@ -420,7 +382,7 @@ func TestClient_SnapshotRoundTrip(t *testing.T) {
 	s := startServer(t)
 	c := newClient(t, s, "ops@ci")
 	ctx := context.Background()
-	if _, err := c.PutWindow(ctx, &client.WindowSpec{Name: "keep", Kind: "allow", Schedule: "0 9 * * 1-5", Duration: "9h"}); err != nil {
+	if _, err := c.PutWindow(ctx, &structs.WindowSpec{Name: "keep", Kind: "allow", Schedule: "0 9 * * 1-5", Duration: "9h"}); err != nil {
 		t.Fatal(err)
 	}
 	body, meta, err := c.SnapshotSave(ctx)
@@ -473,15 +435,26 @@ func TestClient_SnapshotRoundTrip(t *testing.T) {
 	}
 }
 
+// TestClient_ReconcilerRoutes: the client's methods for the reconcilers'
+// routes reach the reconciler with the arguments given and return its
+// answers whole: /v1/jobs keeps each job's deployments and last
+// reconcile.
 func TestClient_ReconcilerRoutes(t *testing.T) {
-	routes := &extraRoutes{}
-	s := startWithRoutes(t, routes.routes)
+	fake := fakeReconciler()
+	s := startWithReconciler(t, fake)
 	c := newClient(t, s, "ops@ci")
 	ctx := context.Background()
 
 	jobs, _, err := c.Jobs(ctx, nil)
 	if err != nil || len(jobs) != 2 || jobs[1].Sync != structs.SyncDrift {
 		t.Fatalf("jobs %+v, %v", jobs, err)
+	}
+	if !reflect.DeepEqual(jobs, fake.JobList) {
+		t.Errorf("jobs lost what the server answered:\n got %s\nwant %s", dump(jobs), dump(fake.JobList))
+	}
+	if jobs[0].LastDeployment == nil || jobs[0].LastDeployment.ID != "d-last" || jobs[1].ActiveDeployment == nil ||
+		jobs[1].ActiveDeployment.State != structs.StateApplying || jobs[0].LastReconciled == nil {
+		t.Errorf("jobs %s: want the deployments and the last reconcile", dump(jobs))
 	}
 	job, _, err := c.Job(ctx, "", "web", nil)
 	if err != nil {
@@ -494,35 +467,49 @@ func TestClient_ReconcilerRoutes(t *testing.T) {
 	if _, _, err := c.Job(ctx, "default", "nope", nil); !client.IsNotFound(err) {
 		t.Errorf("missing job: %v, want 404", err)
 	}
-	if err := c.RetryJob(ctx, "prod", "web"); err != nil {
-		t.Fatal(err)
+	block, err := c.RetryJob(ctx, "prod", "web")
+	if err != nil || block == nil || block.DeploymentID != "d-failed" {
+		t.Fatalf("retry: %+v, %v", block, err)
 	}
 	repos, _, err := c.Repos(ctx, nil)
 	if err != nil || len(repos) != 1 || repos[0].Files != 4 {
 		t.Fatalf("repos %+v, %v", repos, err)
 	}
-	if err := c.RefreshRepo(ctx, "ops"); err != nil {
-		t.Fatal(err)
+	repo, err := c.RefreshRepo(ctx, "ops")
+	if err != nil || repo.Head != strings.Repeat("c", 40) {
+		t.Fatalf("refresh: %+v, %v", repo, err)
+	}
+	if _, err := c.RefreshRepo(ctx, "none"); !client.IsNotFound(err) {
+		t.Errorf("refresh of an unknown repository: %v, want 404", err)
 	}
 	orphans, _, err := c.Orphans(ctx, nil)
 	if err != nil || len(orphans) != 1 || !orphans[0].Orphan {
 		t.Fatalf("orphans %+v, %v", orphans, err)
 	}
-	if err := c.Promote(ctx, "d-1"); err != nil {
-		t.Fatal(err)
+	if p, err := c.Promote(ctx, "d-1"); err != nil || p.Promoted != "d-1" {
+		t.Fatalf("promote: %+v, %v", p, err)
+	}
+	h, _, err := c.NomadHealth(ctx, "d-1", nil)
+	if err != nil || !reflect.DeepEqual(h, fake.Health) {
+		t.Fatalf("nomad health %+v, %v", h, err)
 	}
 	cycle, _, err := c.DetectionCycle(ctx, nil)
 	if err != nil || cycle == nil || cycle.Drifted != 1 {
 		t.Fatalf("cycle %+v, %v", cycle, err)
 	}
 	want := []string{
-		"GET /v1/jobs", "GET /v1/job/default/web", "GET /v1/job/default/nope", "POST /v1/job/prod/web/retry",
-		"GET /v1/repos", "POST /v1/repo/ops/refresh", "GET /v1/orphans", "POST /v1/deployment/d-1/promote",
-		"GET /v1/status/cycle",
+		`Jobs "" ""`, "Job default/web", "Job default/nope", "Retry prod/web by ops@ci",
+		"Repos", "Refresh ops", "Refresh none", "Orphans", "PromoteDeployment d-1 by ops@ci", "NomadHealth d-1",
+		"Cycle",
 	}
-	if got := routes.called(); !slices.Equal(got, want) {
-		t.Errorf("calls\n got %v\nwant %v", got, want)
+	if got := fake.Calls(); !slices.Equal(got, want) {
+		t.Errorf("calls\n got %q\nwant %q", got, want)
 	}
+}
+
+func dump(v any) string {
+	raw, _ := json.Marshal(v)
+	return string(raw)
 }
 
 // The token and the actor travel in their headers: a reverse proxy in front

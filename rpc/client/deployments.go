@@ -49,7 +49,7 @@ func (c *Client) DeploymentEvents(ctx context.Context, id string, q *QueryOption
 // the job is paused.
 func (c *Client) Approve(ctx context.Context, id, comment string) (*structs.Deployment, error) {
 	var out structs.Deployment
-	if err := c.write(ctx, http.MethodPost, "/v1/deployment/"+seg(id)+"/approve", nil, &ApproveRequest{Comment: comment}, &out); err != nil {
+	if err := c.write(ctx, http.MethodPost, "/v1/deployment/"+seg(id)+"/approve", nil, &structs.ApproveRequest{Comment: comment}, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil
@@ -59,13 +59,29 @@ func (c *Client) Approve(ctx context.Context, id, comment string) (*structs.Depl
 // after the decision.
 func (c *Client) Reject(ctx context.Context, id, reason string) (*structs.Deployment, error) {
 	var out structs.Deployment
-	if err := c.write(ctx, http.MethodPost, "/v1/deployment/"+seg(id)+"/reject", nil, &RejectRequest{Reason: reason}, &out); err != nil {
+	if err := c.write(ctx, http.MethodPost, "/v1/deployment/"+seg(id)+"/reject", nil, &structs.RejectRequest{Reason: reason}, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil
 }
 
 // Promote promotes the canaries of a deployment that wait for it.
-func (c *Client) Promote(ctx context.Context, id string) error {
-	return c.write(ctx, http.MethodPost, "/v1/deployment/"+seg(id)+"/promote", nil, nil, nil)
+func (c *Client) Promote(ctx context.Context, id string) (*structs.PromoteResult, error) {
+	var out structs.PromoteResult
+	if err := c.write(ctx, http.MethodPost, "/v1/deployment/"+seg(id)+"/promote", nil, nil, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// NomadHealth reads, through the server asked, the health of the Nomad
+// deployment that a deployment's register created; Deployment is false
+// when it created none.
+func (c *Client) NomadHealth(ctx context.Context, id string, q *QueryOptions) (*structs.NomadHealth, *QueryMeta, error) {
+	var out structs.NomadHealth
+	meta, err := c.get(ctx, "/v1/deployment/"+seg(id)+"/nomad", nil, q, &out)
+	if err != nil {
+		return nil, nil, err
+	}
+	return &out, meta, nil
 }

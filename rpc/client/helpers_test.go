@@ -1,10 +1,7 @@
 package client_test
 
 import (
-	"fmt"
-	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -25,10 +22,11 @@ func startServer(t *testing.T, opts ...nopstest.Option) *nopstest.Server {
 	return nopstest.Start(t, "", append([]nopstest.Option{nopstest.WithoutReconcilers(), nopstest.WithConfig(devMode)}, opts...)...)
 }
 
-// startWithRoutes is startServer with extra API routes.
-func startWithRoutes(t *testing.T, routes func(agent.RouteAdder)) *nopstest.Server {
+// startWithReconciler is startServer with rec answering the reconcilers'
+// routes.
+func startWithReconciler(t *testing.T, rec agent.Reconciler) *nopstest.Server {
 	t.Helper()
-	return startServer(t, nopstest.WithRoutes(routes))
+	return startServer(t, nopstest.WithReconciler(rec))
 }
 
 // newClient returns a client of s with a fixed actor.
@@ -48,60 +46,33 @@ func createPending(t *testing.T, s *nopstest.Server, jobID string) *structs.Depl
 	return s.CreatePending("default", jobID)
 }
 
-// extraRoutes serves, through the server's route hook, the routes that the
-// reconcilers add to a full server, answering fixed values and recording
-// the calls.
-type extraRoutes struct {
-	mu    sync.Mutex
-	calls []string
-}
-
-func (e *extraRoutes) record(r *http.Request) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.calls = append(e.calls, r.Method+" "+r.URL.Path)
-}
-
-func (e *extraRoutes) called() []string {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return append([]string(nil), e.calls...)
-}
-
 var observedAt = time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
 
-func (e *extraRoutes) routes(add agent.RouteAdder) {
+// fakeReconciler answers the reconcilers' routes with fixed values: two
+// jobs (web with a last deployment and a pause), one repository, one
+// orphan and one detection cycle.
+func fakeReconciler() *nopstest.FakeReconciler {
 	jobs := []*structs.JobStatus{
 		{Namespace: "default", JobID: "web", Sync: structs.SyncInSync, Policy: structs.PolicyAuto, ObservedAt: observedAt},
 		{Namespace: "default", JobID: "api", Sync: structs.SyncDrift, DriftSummary: "count 2 -> 3", ObservedAt: observedAt},
 	}
-	ok := map[string]string{"ok": "true"}
-	for pattern, answer := range map[string]any{
-		"GET /v1/jobs":                     jobs,
-		"POST /v1/job/{ns}/{id}/retry":     ok,
-		"POST /v1/repo/{name}/refresh":     ok,
-		"POST /v1/deployment/{id}/promote": ok,
-		"GET /v1/repos": []*structs.RepoStatus{{Name: "ops", URL: "https://git.example/ops.git", Branch: "main", Path: "jobs",
+	reconciled := observedAt.Add(time.Second)
+	return &nopstest.FakeReconciler{
+		JobList: []*structs.JobSummary{
+			{JobStatus: jobs[0], LastDeployment: &structs.DeploymentRef{ID: "d-last", State: structs.StateCompleted}, LastReconciled: &reconciled},
+			{JobStatus: jobs[1], ActiveDeployment: &structs.DeploymentRef{ID: "d-now", State: structs.StateApplying}, LastReconciled: &reconciled},
+		},
+		Details: map[string]*structs.JobDetail{"default/web": {
+			Status:         jobs[0],
+			LastDeployment: &structs.Deployment{ID: "d-last", Namespace: "default", JobID: "web", State: structs.StateCompleted},
+			Pause:          &structs.Pause{Key: "default/web", Namespace: "default", JobID: "web", Actor: "ann@ops", Reason: "db upgrade"},
+		}},
+		Blocks: map[string]*structs.Block{"prod/web": {Namespace: "prod", JobID: "web", DeploymentID: "d-failed"}},
+		RepoList: []*structs.RepoStatus{{Name: "ops", URL: "https://git.example/ops.git", Branch: "main", Path: "jobs",
 			Head: strings.Repeat("c", 40), Files: 4, LastFetch: observedAt}},
-		"GET /v1/orphans":      []*structs.JobStatus{{Namespace: "default", JobID: "old", Orphan: true, ObservedAt: observedAt}},
-		"GET /v1/status/cycle": &structs.DetectionCycle{Leader: "n1", StartedAt: observedAt, FinishedAt: observedAt.Add(time.Second), Jobs: 2, Drifted: 1},
-	} {
-		add(pattern, strings.HasPrefix(pattern, "POST "), func(_ http.ResponseWriter, r *http.Request) (any, error) {
-			e.record(r)
-			return answer, nil
-		})
+		OrphanList: []*structs.JobStatus{{Namespace: "default", JobID: "old", Orphan: true, ObservedAt: observedAt}},
+		LastCycle:  &structs.DetectionCycle{Leader: "n1", StartedAt: observedAt, FinishedAt: observedAt.Add(time.Second), Jobs: 2, Drifted: 1},
+		Health: &structs.NomadHealth{Deployment: true, ID: "nomad-d", Status: "running",
+			Groups: []structs.NomadGroupHealth{{Name: "web", Desired: 2, Placed: 2, Healthy: 1}}},
 	}
-	add("GET /v1/job/{ns}/{id}", false, func(_ http.ResponseWriter, r *http.Request) (any, error) {
-		e.record(r)
-		if r.PathValue("id") != "web" {
-			return nil, fmt.Errorf("%w: job %s/%s", structs.ErrNotFound, r.PathValue("ns"), r.PathValue("id"))
-		}
-		return map[string]any{
-			"status":            jobs[0],
-			"active_deployment": nil,
-			"last_deployment":   &structs.Deployment{ID: "d-last", Namespace: "default", JobID: "web", State: structs.StateCompleted},
-			"block":             nil,
-			"pause":             &structs.Pause{Key: "default/web", Namespace: "default", JobID: "web", Actor: "ann@ops", Reason: "db upgrade"},
-		}, nil
-	})
 }

@@ -14,17 +14,18 @@ func jobPath(namespace, jobID string) string {
 	return "/v1/job/" + seg(namespace) + "/" + seg(jobID)
 }
 
-// Jobs lists the observed status of every managed job.
-func (c *Client) Jobs(ctx context.Context, q *QueryOptions) ([]*structs.JobStatus, *QueryMeta, error) {
-	var out []*structs.JobStatus
+// Jobs lists every managed job: its observed status with its active and
+// last deployments and when the leader last reconciled it.
+func (c *Client) Jobs(ctx context.Context, q *QueryOptions) ([]*structs.JobSummary, *QueryMeta, error) {
+	var out []*structs.JobSummary
 	meta, err := c.get(ctx, "/v1/jobs", nil, q, &out)
 	return out, meta, err
 }
 
 // Job returns one managed job with its hold, block and deployments. An
 // empty namespace means "default".
-func (c *Client) Job(ctx context.Context, namespace, jobID string, q *QueryOptions) (*JobDetail, *QueryMeta, error) {
-	var out JobDetail
+func (c *Client) Job(ctx context.Context, namespace, jobID string, q *QueryOptions) (*structs.JobDetail, *QueryMeta, error) {
+	var out structs.JobDetail
 	meta, err := c.get(ctx, jobPath(namespace, jobID), nil, q, &out)
 	if err != nil {
 		return nil, nil, err
@@ -33,22 +34,25 @@ func (c *Client) Job(ctx context.Context, namespace, jobID string, q *QueryOptio
 }
 
 // RetryJob lifts the block of a job, so the next detection cycle may create
-// a deployment for it again.
-func (c *Client) RetryJob(ctx context.Context, namespace, jobID string) error {
-	return c.write(ctx, http.MethodPost, jobPath(namespace, jobID)+"/retry", nil, nil, nil)
+// a deployment for it again, and returns the block as stored after the
+// lift (nil when the job had none).
+func (c *Client) RetryJob(ctx context.Context, namespace, jobID string) (*structs.Block, error) {
+	var out *structs.Block
+	err := c.write(ctx, http.MethodPost, jobPath(namespace, jobID)+"/retry", nil, nil, &out)
+	return out, err
 }
 
 // PauseJob pauses one job and returns every pause.
 func (c *Client) PauseJob(ctx context.Context, namespace, jobID, reason string) ([]*structs.Pause, error) {
 	var out []*structs.Pause
-	err := c.write(ctx, http.MethodPost, jobPath(namespace, jobID)+"/pause", nil, &ReasonRequest{Reason: reason}, &out)
+	err := c.write(ctx, http.MethodPost, jobPath(namespace, jobID)+"/pause", nil, &structs.ReasonRequest{Reason: reason}, &out)
 	return out, err
 }
 
 // ResumeJob ends the pause of one job and returns every pause left.
 func (c *Client) ResumeJob(ctx context.Context, namespace, jobID, reason string) ([]*structs.Pause, error) {
 	var out []*structs.Pause
-	err := c.write(ctx, http.MethodPost, jobPath(namespace, jobID)+"/resume", nil, &ReasonRequest{Reason: reason}, &out)
+	err := c.write(ctx, http.MethodPost, jobPath(namespace, jobID)+"/resume", nil, &structs.ReasonRequest{Reason: reason}, &out)
 	return out, err
 }
 
@@ -70,7 +74,7 @@ func (c *Client) Pauses(ctx context.Context, q *QueryOptions) ([]*structs.Pause,
 // PauseAll pauses every job and returns every pause.
 func (c *Client) PauseAll(ctx context.Context, reason string) ([]*structs.Pause, error) {
 	var out []*structs.Pause
-	err := c.write(ctx, http.MethodPost, "/v1/pause", nil, &ReasonRequest{Reason: reason}, &out)
+	err := c.write(ctx, http.MethodPost, "/v1/pause", nil, &structs.ReasonRequest{Reason: reason}, &out)
 	return out, err
 }
 
@@ -78,7 +82,7 @@ func (c *Client) PauseAll(ctx context.Context, reason string) ([]*structs.Pause,
 // of single jobs).
 func (c *Client) ResumeAll(ctx context.Context, reason string) ([]*structs.Pause, error) {
 	var out []*structs.Pause
-	err := c.write(ctx, http.MethodPost, "/v1/resume", nil, &ReasonRequest{Reason: reason}, &out)
+	err := c.write(ctx, http.MethodPost, "/v1/resume", nil, &structs.ReasonRequest{Reason: reason}, &out)
 	return out, err
 }
 
@@ -96,7 +100,12 @@ func (c *Client) Repos(ctx context.Context, q *QueryOptions) ([]*structs.RepoSta
 	return out, meta, err
 }
 
-// RefreshRepo asks the leader to fetch a repository now.
-func (c *Client) RefreshRepo(ctx context.Context, name string) error {
-	return c.write(ctx, http.MethodPost, "/v1/repo/"+seg(name)+"/refresh", nil, nil, nil)
+// RefreshRepo asks the leader to fetch a repository now and returns its
+// status after the fetch.
+func (c *Client) RefreshRepo(ctx context.Context, name string) (*structs.RepoStatus, error) {
+	var out structs.RepoStatus
+	if err := c.write(ctx, http.MethodPost, "/v1/repo/"+seg(name)+"/refresh", nil, nil, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
 }

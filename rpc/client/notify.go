@@ -25,33 +25,26 @@ func (c *Client) Notifications(ctx context.Context, state string, q *QueryOption
 	return out, meta, err
 }
 
-// NotifyTarget is a configured notify block.
-type NotifyTarget struct {
-	Name       string   `json:"name"`
-	Kind       string   `json:"kind"`
-	Events     []string `json:"events"`
-	Namespaces []string `json:"namespaces"`
-	Jobs       []string `json:"jobs"`
+// Notification returns one notification of the outbox.
+func (c *Client) Notification(ctx context.Context, id string, q *QueryOptions) (*structs.Notification, *QueryMeta, error) {
+	var out structs.Notification
+	meta, err := c.get(ctx, "/v1/notification/"+seg(id), nil, q, &out)
+	if err != nil {
+		return nil, nil, err
+	}
+	return &out, meta, nil
 }
 
 // NotifyTargets returns the notify blocks of the server asked.
-func (c *Client) NotifyTargets(ctx context.Context) ([]*NotifyTarget, error) {
-	var out []*NotifyTarget
+func (c *Client) NotifyTargets(ctx context.Context) ([]*structs.NotifyTarget, error) {
+	var out []*structs.NotifyTarget
 	_, err := c.get(ctx, "/v1/notify/targets", nil, nil, &out)
 	return out, err
 }
 
-// NotifyTestResult is the outcome of a test message.
-type NotifyTestResult struct {
-	Target string `json:"target"`
-	ID     string `json:"id"`
-	OK     bool   `json:"ok"`
-	Error  string `json:"error,omitempty"`
-}
-
 // NotifyTest has the leader send a test message through the named target.
-func (c *Client) NotifyTest(ctx context.Context, name string) (*NotifyTestResult, error) {
-	var out NotifyTestResult
+func (c *Client) NotifyTest(ctx context.Context, name string) (*structs.NotifyTestResult, error) {
+	var out structs.NotifyTestResult
 	err := c.write(ctx, http.MethodPost, "/v1/notify/"+url.PathEscape(name)+"/test", nil, nil, &out)
 	return &out, err
 }

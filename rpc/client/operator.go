@@ -2,14 +2,15 @@ package client
 
 import (
 	"context"
+	"github.com/nops-dev/nops/structs"
 	"io"
 	"net/http"
 	"net/url"
 )
 
-// RaftConfiguration returns the Raft peers as the leader committed them.
-func (c *Client) RaftConfiguration(ctx context.Context, q *QueryOptions) (*RaftConfiguration, *QueryMeta, error) {
-	var out RaftConfiguration
+// structs.RaftConfiguration returns the Raft peers as the leader committed them.
+func (c *Client) RaftConfiguration(ctx context.Context, q *QueryOptions) (*structs.RaftConfiguration, *QueryMeta, error) {
+	var out structs.RaftConfiguration
 	meta, err := c.get(ctx, "/v1/operator/raft/configuration", nil, q, &out)
 	if err != nil {
 		return nil, nil, err
@@ -24,12 +25,12 @@ func (c *Client) RaftRemovePeer(ctx context.Context, id string) error {
 
 // RaftTransferLeadership hands leadership over to the server with ID id, or
 // to any voter when id is empty, and returns the leader once it is done.
-func (c *Client) RaftTransferLeadership(ctx context.Context, id string) (*LeadershipTransfer, error) {
+func (c *Client) RaftTransferLeadership(ctx context.Context, id string) (*structs.LeadershipTransfer, error) {
 	var v url.Values
 	if id != "" {
 		v = url.Values{"id": {id}}
 	}
-	var out LeadershipTransfer
+	var out structs.LeadershipTransfer
 	if err := c.write(ctx, http.MethodPost, "/v1/operator/raft/transfer-leadership", v, nil, &out); err != nil {
 		return nil, err
 	}
@@ -47,10 +48,10 @@ func (c *Client) SnapshotSave(ctx context.Context) (io.ReadCloser, *QueryMeta, e
 	return resp.Body, parseMeta(resp.Header, took), nil
 }
 
-// SnapshotRestore sends a snapshot archive to the leader, which replaces the
+// structs.SnapshotRestore sends a snapshot archive to the leader, which replaces the
 // cluster's state with it.
-func (c *Client) SnapshotRestore(ctx context.Context, archive io.Reader) (*SnapshotRestore, error) {
-	var out SnapshotRestore
+func (c *Client) SnapshotRestore(ctx context.Context, archive io.Reader) (*structs.SnapshotRestore, error) {
+	var out structs.SnapshotRestore
 	r := request{method: http.MethodPut, path: "/v1/operator/snapshot", body: archive, contentType: "application/x-nops-snapshot"}
 	if _, err := c.call(ctx, r, &out); err != nil {
 		return nil, err

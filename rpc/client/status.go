@@ -34,8 +34,8 @@ func (c *Client) DetectionCycle(ctx context.Context, q *QueryOptions) (*structs.
 }
 
 // Self returns the server answering.
-func (c *Client) Self(ctx context.Context, q *QueryOptions) (*AgentSelf, *QueryMeta, error) {
-	var out AgentSelf
+func (c *Client) Self(ctx context.Context, q *QueryOptions) (*structs.AgentSelf, *QueryMeta, error) {
+	var out structs.AgentSelf
 	meta, err := c.get(ctx, "/v1/agent/self", nil, q, &out)
 	if err != nil {
 		return nil, nil, err
@@ -44,16 +44,16 @@ func (c *Client) Self(ctx context.Context, q *QueryOptions) (*AgentSelf, *QueryM
 }
 
 // Members returns the serf members the server sees, sorted by name.
-func (c *Client) Members(ctx context.Context, q *QueryOptions) ([]Member, *QueryMeta, error) {
-	var out []Member
+func (c *Client) Members(ctx context.Context, q *QueryOptions) ([]structs.Member, *QueryMeta, error) {
+	var out []structs.Member
 	meta, err := c.get(ctx, "/v1/agent/members", nil, q, &out)
 	return out, meta, err
 }
 
-// Health returns the server's health: an *APIError with status 503 when it
+// structs.Health returns the server's health: an *APIError with status 503 when it
 // knows no leader.
-func (c *Client) Health(ctx context.Context) (*Health, error) {
-	var out Health
+func (c *Client) Health(ctx context.Context) (*structs.Health, error) {
+	var out structs.Health
 	if _, err := c.get(ctx, "/v1/health", nil, nil, &out); err != nil {
 		return nil, err
 	}

@@ -28,7 +28,7 @@ func (c *Client) Window(ctx context.Context, name string, q *QueryOptions) (*str
 // PutWindow creates or replaces the sync window spec.Name and returns it as
 // stored. The server validates it and lists every problem in the
 // *APIError.
-func (c *Client) PutWindow(ctx context.Context, spec *WindowSpec) (*structs.SyncWindow, error) {
+func (c *Client) PutWindow(ctx context.Context, spec *structs.WindowSpec) (*structs.SyncWindow, error) {
 	if spec == nil || spec.Name == "" {
 		return nil, errors.New("put window: the window needs a name")
 	}

@@ -1,8 +1,8 @@
 // Package nopstest starts real Nops servers in tests: one in-process server,
 // or a cluster of them on 127.0.0.1 with real TCP transports, wired with the
 // real reconcilers against a real Nomad agent and real git repositories (or,
-// WithoutReconcilers, with none, optionally serving stand-in routes
-// WithRoutes); and clusters of `nops serve` processes of the built binary
+// WithoutReconcilers, with none, optionally answering their routes from a
+// FakeReconciler WithReconciler); and clusters of `nops serve` processes of the built binary
 // (ProcessCluster) for tests that kill a server. Server.CreatePending and
 // StateRank are the fixtures and checks that tests of several packages
 // share.
@@ -65,7 +65,7 @@ type options struct {
 	mutate []func(*config.Config)
 	clock  func() time.Time
 	noLoop bool
-	routes []func(agent.RouteAdder)
+	rec    agent.Reconciler
 	build  []func(*agent.Server)
 	tls    *TLSFiles
 }
@@ -98,13 +98,12 @@ func WithClock(c *Clock) Option { return func(o *options) { o.clock = c.Now } }
 // WithoutReconcilers starts a server whose leader runs no loops.
 func WithoutReconcilers() Option { return func(o *options) { o.noLoop = true } }
 
-// WithRoutes installs extra API routes through the server's route hook
-// (agent.Options.Routes), for tests that stand in for the routes of the
-// reconcilers on a server started WithoutReconcilers. With the
-// reconcilers, the extra routes are added after theirs and must not repeat
-// their patterns.
-func WithRoutes(fn func(add agent.RouteAdder)) Option {
-	return func(o *options) { o.routes = append(o.routes, fn) }
+// WithReconciler has rec answer the reconcilers' API routes of a server
+// started WithoutReconcilers (a FakeReconciler, for the tests of the
+// client and the CLI). With the reconcilers, the server's own manager
+// answers them and the test fails.
+func WithReconciler(rec agent.Reconciler) Option {
+	return func(o *options) { o.rec = rec }
 }
 
 // WithBuild runs fn on the server once its state and Raft exist, before it
@@ -202,8 +201,11 @@ func StartWith(t testing.TB, cfg *config.Config, opts ...Option) *Server {
 	if !o.noLoop {
 		aopts = agent.ReconcileOptions(cfg, Logger(cfg.NodeName), o.clock)
 	}
-	if len(o.routes) > 0 {
-		aopts = withRoutes(aopts, o.routes)
+	if o.rec != nil {
+		if !o.noLoop {
+			t.Fatal("nopstest.WithReconciler needs nopstest.WithoutReconcilers")
+		}
+		aopts.Reconciler = o.rec
 	}
 	if len(o.build) > 0 {
 		aopts = withBuild(aopts, o.build)
@@ -226,36 +228,11 @@ func StartWith(t testing.TB, cfg *config.Config, opts ...Option) *Server {
 	return ts
 }
 
-// withRoutes adds routes to the options of a server: as its Routes, and,
-// when Build sets the routes of the reconcilers (which replace Routes),
-// after those.
-func withRoutes(opts agent.Options, routes []func(agent.RouteAdder)) agent.Options {
-	extra := func(add agent.RouteAdder) {
-		for _, fn := range routes {
-			fn(add)
-		}
-	}
-	opts.Routes = extra
-	if build := opts.Build; build != nil {
-		opts.Build = func(s *agent.Server) (agent.LeaderFunc, func(agent.RouteAdder), error) {
-			leader, built, err := build(s)
-			if err != nil || built == nil {
-				return leader, built, err
-			}
-			return leader, func(add agent.RouteAdder) {
-				built(add)
-				extra(add)
-			}, nil
-		}
-	}
-	return opts
-}
-
 // withBuild runs fns on the server before the build of the options, if
 // any.
 func withBuild(opts agent.Options, fns []func(*agent.Server)) agent.Options {
 	build := opts.Build
-	opts.Build = func(s *agent.Server) (agent.LeaderFunc, func(agent.RouteAdder), error) {
+	opts.Build = func(s *agent.Server) (agent.LeaderFunc, agent.Reconciler, error) {
 		for _, fn := range fns {
 			fn(s)
 		}

@@ -2,52 +2,33 @@ package nopstest_test
 
 import (
 	"net/http"
+	"strings"
 	"testing"
 
-	"github.com/nops-dev/nops/agent"
 	"github.com/nops-dev/nops/structs"
-	"github.com/nops-dev/nops/testutil"
 	"github.com/nops-dev/nops/testutil/nopstest"
 )
 
-// extraRoute answers GET /v1/test/extra with {"from": from}.
-func extraRoute(from string) func(agent.RouteAdder) {
-	return func(add agent.RouteAdder) {
-		add("GET /v1/test/extra", false, func(http.ResponseWriter, *http.Request) (any, error) {
-			return map[string]string{"from": from}, nil
-		})
-	}
-}
-
-func wantExtra(t *testing.T, s *nopstest.Server, from string) {
-	t.Helper()
-	var got map[string]string
-	if code, body := s.Do("GET", "/v1/test/extra", nil, &got); code != http.StatusOK || got["from"] != from {
-		t.Fatalf("GET /v1/test/extra: %d %s, want 200 from %q", code, body, from)
-	}
-}
-
-// TestWithRoutes_WithoutReconcilers: the extra routes are the server's
-// only reconciler-like routes.
-func TestWithRoutes_WithoutReconcilers(t *testing.T) {
+// TestWithReconciler_AnswersTheReconcilerRoutes: a server without the
+// reconcilers serves none of their routes; WithReconciler has the stand-in
+// answer them, through the agent's routes.
+func TestWithReconciler_AnswersTheReconcilerRoutes(t *testing.T) {
 	t.Parallel()
-	s := nopstest.Start(t, "", nopstest.WithoutReconcilers(), nopstest.WithRoutes(extraRoute("bare")))
-	wantExtra(t, s, "bare")
-	if code, body := s.Do("GET", "/v1/repos", nil, nil); code != http.StatusNotFound {
-		t.Fatalf("GET /v1/repos without reconcilers: %d %s, want 404", code, body)
+	bare := nopstest.Start(t, "", nopstest.WithoutReconcilers())
+	if code, body := bare.Do("GET", "/v1/repos", nil, nil); code != http.StatusNotFound || !strings.Contains(body, "no such endpoint") {
+		t.Fatalf("GET /v1/repos without reconcilers: %d %s, want 404 no such endpoint", code, body)
 	}
-}
-
-// TestWithRoutes_WithReconcilers: the extra routes come in addition to the
-// reconcilers' routes, not instead of them.
-func TestWithRoutes_WithReconcilers(t *testing.T) {
-	t.Parallel()
-	nomad := testutil.StartNomad(t)
-	s := nopstest.Start(t, "", nopstest.WithNomad(nomad.Addr), nopstest.WithRoutes(extraRoute("full")))
-	wantExtra(t, s, "full")
+	fake := &nopstest.FakeReconciler{RepoList: []*structs.RepoStatus{{Name: "ops", Files: 3}}}
+	s := nopstest.Start(t, "", nopstest.WithoutReconcilers(), nopstest.WithReconciler(fake))
 	var repos []*structs.RepoStatus
-	if code, body := s.Do("GET", "/v1/repos", nil, &repos); code != http.StatusOK {
-		t.Fatalf("GET /v1/repos with reconcilers: %d %s, want 200", code, body)
+	if code, body := s.Do("GET", "/v1/repos", nil, &repos); code != http.StatusOK || len(repos) != 1 || repos[0].Files != 3 {
+		t.Fatalf("GET /v1/repos with the stand-in: %d %s", code, body)
+	}
+	if code, body := s.Do("GET", "/v1/status/cycle", nil, nil); code != http.StatusNotFound || strings.Contains(body, "no such endpoint") {
+		t.Fatalf("GET /v1/status/cycle before a cycle: %d %s, want the reconciler's 404", code, body)
+	}
+	if got := fake.Calls(); strings.Join(got, "|") != "Repos|Cycle" {
+		t.Fatalf("calls %q, want Repos then Cycle", got)
 	}
 }
 

@@ -17,7 +17,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nops-dev/nops/agent"
 	"github.com/nops-dev/nops/structs"
 	"github.com/nops-dev/nops/testutil"
 )
@@ -366,7 +365,7 @@ func (c *ProcessCluster) WaitForCluster() int {
 		}
 		// A server that rejoined is a non-voter until autopilot promotes
 		// it: the cluster is whole once every server votes again.
-		var conf agent.RaftConfiguration
+		var conf structs.RaftConfiguration
 		if _, _, err := c.servers[leader].Call(http.MethodGet, "/v1/operator/raft/configuration", nil, &conf); err != nil {
 			return false, err
 		}
@@ -552,8 +551,8 @@ func (p *Process) Do(method, path string, body, out any, want int) []byte {
 }
 
 // Self returns the server as GET /v1/agent/self shows it.
-func (p *Process) Self() (*agent.AgentSelf, error) {
-	var out agent.AgentSelf
+func (p *Process) Self() (*structs.AgentSelf, error) {
+	var out structs.AgentSelf
 	if _, _, err := p.Call(http.MethodGet, "/v1/agent/self", nil, &out); err != nil {
 		return nil, err
 	}

@@ -1,0 +1,37 @@
+package agent
+
+import (
+	"testing"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/nops-dev/nops/agent/config"
+	"github.com/nops-dev/nops/reconcile"
+)
+
+// TestRoute_AnswerTableNamesOnlyRealRoutes: every pattern the answer table
+// declares is a route the server serves, so a renamed or removed route
+// cannot leave a stale declaration behind.
+func TestRoute_AnswerTableNamesOnlyRealRoutes(t *testing.T) {
+	cfg := config.Default()
+	cfg.DataDir = t.TempDir()
+	cfg.Bind, cfg.Advertise = "127.0.0.1", "127.0.0.1"
+	cfg.HTTPPort, cfg.RPCPort, cfg.SerfPort = 0, 0, 0
+	cfg.BootstrapExpect = 1
+	cfg.Dev = true
+	// A nil manager: its routes are in the table, and none is called.
+	s, err := New(cfg, hclog.NewNullLogger(), Options{Reconciler: (*reconcile.Manager)(nil)})
+	if err != nil {
+		t.Fatalf("start server: %v", err)
+	}
+	t.Cleanup(s.Shutdown)
+	served := map[string]bool{}
+	for _, rt := range s.RouteTable() {
+		served[rt.Pattern] = true
+	}
+	for pattern := range routeAnswers() {
+		if !served[pattern] {
+			t.Errorf("the answer table declares %s, which the server does not serve", pattern)
+		}
+	}
+}

@@ -1,0 +1,92 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+
+	"github.com/nops-dev/nops/acl"
+	"github.com/nops-dev/nops/structs"
+)
+
+// Reconciler is what the API asks of the leader's reconcilers
+// (reconcile.Manager): typed answers, and errors that wrap the structs
+// sentinels. The agent owns the HTTP side of these routes (path and query
+// decoding, request limits, tokens, status codes); the reconciler never
+// sees a request. Writes (Retry, PromoteDeployment, Refresh, Webhook) are
+// called on the leader only.
+type Reconciler interface {
+	// Jobs lists the managed jobs, of one namespace and one sync state
+	// when they are not empty.
+	Jobs(namespace string, sync structs.SyncState) ([]*structs.JobSummary, error)
+	// Job returns one managed job; structs.ErrNotFound when it is not.
+	Job(namespace, jobID string) (*structs.JobDetail, error)
+	// Retry lifts the block of a job on behalf of actor.
+	Retry(ctx context.Context, namespace, jobID, actor string) (*structs.Block, error)
+	// PromoteDeployment promotes the canaries of a deployment.
+	PromoteDeployment(ctx context.Context, id, actor string) (*structs.PromoteResult, error)
+	// NomadHealth reads the health of a deployment from Nomad.
+	NomadHealth(ctx context.Context, id string) (*structs.NomadHealth, error)
+	// Repos lists the watched repositories.
+	Repos() ([]*structs.RepoStatus, error)
+	// Refresh fetches a watched repository now.
+	Refresh(ctx context.Context, name string) (*structs.RepoStatus, error)
+	// Orphans lists the jobs git no longer declares.
+	Orphans() ([]*structs.JobStatus, error)
+	// Cycle returns the last detection cycle; structs.ErrNotFound before
+	// the first.
+	Cycle() (*structs.DetectionCycle, error)
+	// Webhook takes a git push: its headers and whole body.
+	Webhook(ctx context.Context, h http.Header, body []byte) (*structs.WebhookResult, error)
+}
+
+// reconcileRoutes adds the routes the reconcilers answer, when the server
+// runs them: without a reconciler they do not exist (404, no such
+// endpoint), as on a server that predates them.
+func (a *httpAPI) reconcileRoutes(route func(pattern, kind string, rule routeRule, fn handlerFunc)) {
+	rec := a.s.reconciler
+	if rec == nil {
+		return
+	}
+	route("GET /v1/jobs", kindRead, filtered(acl.Read), func(_ http.ResponseWriter, r *http.Request) (any, error) {
+		q := r.URL.Query()
+		return rec.Jobs(q.Get("namespace"), structs.SyncState(q.Get("sync")))
+	})
+	route("GET /v1/job/{ns}/{id}", kindRead, onJob(acl.Read), func(_ http.ResponseWriter, r *http.Request) (any, error) {
+		return rec.Job(r.PathValue("ns"), r.PathValue("id"))
+	})
+	route("POST /v1/job/{ns}/{id}/retry", kindWrite, onJob(acl.Deploy), func(_ http.ResponseWriter, r *http.Request) (any, error) {
+		return rec.Retry(r.Context(), r.PathValue("ns"), r.PathValue("id"), writeMeta(r).Actor)
+	})
+	route("POST /v1/deployment/{id}/promote", kindWrite, onDeployment(acl.Deploy), func(_ http.ResponseWriter, r *http.Request) (any, error) {
+		return rec.PromoteDeployment(r.Context(), r.PathValue("id"), writeMeta(r).Actor)
+	})
+	route("GET /v1/deployment/{id}/nomad", kindRead, onDeployment(acl.Read), func(_ http.ResponseWriter, r *http.Request) (any, error) {
+		return rec.NomadHealth(r.Context(), r.PathValue("id"))
+	})
+	route("GET /v1/repos", kindRead, onCluster(acl.Read), func(_ http.ResponseWriter, _ *http.Request) (any, error) {
+		return rec.Repos()
+	})
+	route("POST /v1/repo/{name}/refresh", kindWrite, onCluster(acl.Deploy), func(_ http.ResponseWriter, r *http.Request) (any, error) {
+		return rec.Refresh(r.Context(), r.PathValue("name"))
+	})
+	route("GET /v1/orphans", kindRead, filtered(acl.Read), func(_ http.ResponseWriter, _ *http.Request) (any, error) {
+		return rec.Orphans()
+	})
+	route("GET /v1/status/cycle", kindRead, public(), func(_ http.ResponseWriter, _ *http.Request) (any, error) {
+		return rec.Cycle()
+	})
+	// The webhook proves its sender with its signature, not a token.
+	route("POST /v1/webhook/git", kindWrite, public(), func(_ http.ResponseWriter, r *http.Request) (any, error) {
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			return nil, decodeError(err)
+		}
+		out, err := rec.Webhook(r.Context(), r.Header, body)
+		if errors.Is(err, structs.ErrUnauthorized) {
+			a.logger.Warn("webhook refused", "remote", r.RemoteAddr, "error", err)
+		}
+		return out, err
+	})
+}

@@ -1,0 +1,920 @@
+package fsm
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/maphash"
+	"math"
+	"time"
+
+	"github.com/nops-dev/nops/structs"
+)
+
+// Deployments and events are most of a snapshot: a snapshot writes and
+// reads them here, by hand, as msgpack arrays of their fields in the order
+// the fields are declared, without the codec's reflection. The other kinds
+// are few and go through the codec (structs.NewMsgpackHandle) as maps.
+//
+// The arrays follow the rules eventRecord set for events: a field is added
+// at the end; a reader skips fields it does not know, and leaves the fields
+// a shorter array lacks at zero. (A list is refused when its record is too
+// short for its elements written with all the fields this version knows:
+// see decodeList.) A nil reads as the zero value of any field.
+// A nil slice is written as nil and an empty one as an empty array, so that
+// a restored state writes the same bytes again. Times are written as the
+// codec writes them: the bin of time.MarshalBinary.
+//
+// deploymentFields and the other counts are the number of fields each
+// struct has; TestSnapshotCodecCoversEveryField fails when a field is added
+// to a struct and not here.
+const (
+	deploymentFields = 32
+	frozenHookFields = 8
+	hookRunFields    = 9
+	decisionFields   = 4
+	eventFields      = 11
+)
+
+// appendDeployment appends the msgpack array of a deployment.
+func appendDeployment(b []byte, d *structs.Deployment) ([]byte, error) {
+	var err error
+	b = mpArray(b, deploymentFields)
+	b = mpString(b, d.ID)
+	b = mpString(b, d.Namespace)
+	b = mpString(b, d.JobID)
+	b = mpString(b, d.Repository)
+	b = mpString(b, d.Commit)
+	b = mpString(b, d.File)
+	b = mpString(b, string(d.Policy))
+	b = mpString(b, string(d.State))
+	b = mpString(b, d.SpecHash)
+	b = mpBin(b, d.Spec)
+	b = mpString(b, d.Diff)
+	b = mpString(b, d.DiffHash)
+	b = mpUint(b, d.JobModifyIndex)
+	b = mpBool(b, d.SkipRegister)
+	b = mpBool(b, d.LiftedWindow)
+	b = mpString(b, d.LiftedBy)
+	if d.Hooks == nil {
+		b = mpNil(b)
+	} else {
+		b = mpArray(b, len(d.Hooks))
+		for i := range d.Hooks {
+			h := &d.Hooks[i]
+			b = mpArray(b, frozenHookFields)
+			b = mpString(b, h.Name)
+			b = mpString(b, string(h.Phase))
+			b = mpInt(b, int64(h.Position))
+			b = mpString(b, h.RevisionJobID)
+			b = mpString(b, h.Hash)
+			b = mpBin(b, h.Spec)
+			b = mpInt(b, int64(h.Timeout))
+			b = mpStrings(b, h.MetaKeys)
+		}
+	}
+	if d.HookRuns == nil {
+		b = mpNil(b)
+	} else {
+		b = mpArray(b, len(d.HookRuns))
+		for i := range d.HookRuns {
+			r := &d.HookRuns[i]
+			b = mpArray(b, hookRunFields)
+			b = mpString(b, r.Hook)
+			b = mpString(b, string(r.Phase))
+			b = mpInt(b, int64(r.Position))
+			b = mpString(b, r.Token)
+			b = mpString(b, r.DispatchedJobID)
+			b = mpString(b, string(r.State))
+			b = mpString(b, r.Error)
+			if b, err = mpTime(b, r.StartedAt); err != nil {
+				return b, err
+			}
+			if b, err = mpTime(b, r.FinishedAt); err != nil {
+				return b, err
+			}
+		}
+	}
+	if d.Decisions == nil {
+		b = mpNil(b)
+	} else {
+		b = mpArray(b, len(d.Decisions))
+		for i := range d.Decisions {
+			c := &d.Decisions[i]
+			b = mpArray(b, decisionFields)
+			b = mpString(b, c.Kind)
+			b = mpString(b, c.Actor)
+			b = mpString(b, c.Comment)
+			if b, err = mpTime(b, c.Time); err != nil {
+				return b, err
+			}
+		}
+	}
+	if b, err = mpTime(b, d.RegisterStartedAt); err != nil {
+		return b, err
+	}
+	b = mpBool(b, d.Registered)
+	b = mpUint(b, d.JobVersion)
+	b = mpString(b, d.NomadEvalID)
+	b = mpString(b, d.NomadDeploymentID)
+	if b, err = mpTime(b, d.HealthDeadline); err != nil {
+		return b, err
+	}
+	b = mpInt(b, int64(d.ApplyTimeout))
+	b = mpString(b, d.Error)
+	for _, t := range []time.Time{d.CreatedAt, d.UpdatedAt, d.StateEnteredAt} {
+		if b, err = mpTime(b, t); err != nil {
+			return b, err
+		}
+	}
+	b = mpUint(b, d.CreateIndex)
+	b = mpUint(b, d.ModifyIndex)
+	return b, nil
+}
+
+// decodeDeployment reads a deployment written by appendDeployment.
+func decodeDeployment(r *mpReader, d *structs.Deployment) error {
+	n, err := r.arrayLen()
+	if err != nil {
+		return fmt.Errorf("deployment: %w", err)
+	}
+	if n < 0 {
+		return errors.New("deployment is nil")
+	}
+	i := 0
+	for ; i < n && err == nil; i++ {
+		switch i {
+		case 0:
+			err = r.strTo(&d.ID)
+		case 1:
+			err = r.symTo(&d.Namespace)
+		case 2:
+			err = r.strTo(&d.JobID)
+		case 3:
+			err = r.symTo(&d.Repository)
+		case 4:
+			err = r.symTo(&d.Commit)
+		case 5:
+			err = r.strTo(&d.File)
+		case 6:
+			err = r.symTo((*string)(&d.Policy))
+		case 7:
+			err = r.symTo((*string)(&d.State))
+		case 8:
+			err = r.strTo(&d.SpecHash)
+		case 9:
+			d.Spec, err = r.bytes()
+		case 10:
+			err = r.strTo(&d.Diff)
+		case 11:
+			err = r.strTo(&d.DiffHash)
+		case 12:
+			d.JobModifyIndex, err = r.uint()
+		case 13:
+			d.SkipRegister, err = r.bool()
+		case 14:
+			d.LiftedWindow, err = r.bool()
+		case 15:
+			err = r.symTo(&d.LiftedBy)
+		case 16:
+			d.Hooks, err = decodeList(r, 1+frozenHookFields, decodeFrozenHook)
+		case 17:
+			d.HookRuns, err = decodeList(r, 1+hookRunFields, decodeHookRun)
+		case 18:
+			d.Decisions, err = decodeList(r, 1+decisionFields, decodeDecision)
+		case 19:
+			d.RegisterStartedAt, err = r.time()
+		case 20:
+			d.Registered, err = r.bool()
+		case 21:
+			d.JobVersion, err = r.uint()
+		case 22:
+			err = r.strTo(&d.NomadEvalID)
+		case 23:
+			err = r.strTo(&d.NomadDeploymentID)
+		case 24:
+			d.HealthDeadline, err = r.time()
+		case 25:
+			err = r.durationTo(&d.ApplyTimeout)
+		case 26:
+			err = r.strTo(&d.Error)
+		case 27:
+			d.CreatedAt, err = r.time()
+		case 28:
+			d.UpdatedAt, err = r.time()
+		case 29:
+			d.StateEnteredAt, err = r.time()
+		case 30:
+			d.CreateIndex, err = r.uint()
+		case 31:
+			d.ModifyIndex, err = r.uint()
+		default:
+			err = r.skip(0)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("deployment field %d: %w", i-1, err)
+	}
+	return nil
+}
+
+func decodeFrozenHook(r *mpReader, h *structs.FrozenHook) error {
+	n, err := r.arrayLen()
+	if err != nil || n < 0 {
+		return orNil(err, "hook")
+	}
+	i := 0
+	for ; i < n && err == nil; i++ {
+		switch i {
+		case 0:
+			err = r.symTo(&h.Name)
+		case 1:
+			err = r.symTo((*string)(&h.Phase))
+		case 2:
+			err = r.intTo(&h.Position)
+		case 3:
+			err = r.symTo(&h.RevisionJobID)
+		case 4:
+			err = r.symTo(&h.Hash)
+		case 5:
+			h.Spec, err = r.bytes()
+		case 6:
+			err = r.durationTo(&h.Timeout)
+		case 7:
+			h.MetaKeys, err = decodeList(r, 1, func(r *mpReader, s *string) error { return r.symTo(s) })
+		default:
+			err = r.skip(0)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("hook field %d: %w", i-1, err)
+	}
+	return nil
+}
+
+func decodeHookRun(r *mpReader, h *structs.HookRun) error {
+	n, err := r.arrayLen()
+	if err != nil || n < 0 {
+		return orNil(err, "hook run")
+	}
+	i := 0
+	for ; i < n && err == nil; i++ {
+		switch i {
+		case 0:
+			err = r.symTo(&h.Hook)
+		case 1:
+			err = r.symTo((*string)(&h.Phase))
+		case 2:
+			err = r.intTo(&h.Position)
+		case 3:
+			err = r.strTo(&h.Token)
+		case 4:
+			err = r.strTo(&h.DispatchedJobID)
+		case 5:
+			err = r.symTo((*string)(&h.State))
+		case 6:
+			err = r.strTo(&h.Error)
+		case 7:
+			h.StartedAt, err = r.time()
+		case 8:
+			h.FinishedAt, err = r.time()
+		default:
+			err = r.skip(0)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("hook run field %d: %w", i-1, err)
+	}
+	return nil
+}
+
+func decodeDecision(r *mpReader, c *structs.Decision) error {
+	n, err := r.arrayLen()
+	if err != nil || n < 0 {
+		return orNil(err, "decision")
+	}
+	i := 0
+	for ; i < n && err == nil; i++ {
+		switch i {
+		case 0:
+			err = r.symTo(&c.Kind)
+		case 1:
+			err = r.symTo(&c.Actor)
+		case 2:
+			err = r.strTo(&c.Comment)
+		case 3:
+			c.Time, err = r.time()
+		default:
+			err = r.skip(0)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("decision field %d: %w", i-1, err)
+	}
+	return nil
+}
+
+// orNil returns err, or an error saying a nil stands where a what must be.
+func orNil(err error, what string) error {
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	return fmt.Errorf("%s is nil", what)
+}
+
+// decodeList reads an array of elements with one, nil as a nil slice.
+// Each element is written with minSize bytes at least: the elements are
+// allocated at once (strTo keeps pointers to them), and a list that claims
+// more than the record can hold is refused before, so that what a record
+// makes the restore allocate stays within a small multiple of its size.
+func decodeList[T any](r *mpReader, minSize int, one func(*mpReader, *T) error) ([]T, error) {
+	n, err := r.arrayLen()
+	if err != nil || n < 0 {
+		return nil, err
+	}
+	if n > r.rest()/minSize {
+		return nil, fmt.Errorf("list of %d elements of %d bytes or more in the %d bytes left of the record", n, minSize, r.rest())
+	}
+	out := make([]T, n)
+	for i := range out {
+		if err := one(r, &out[i]); err != nil {
+			return nil, fmt.Errorf("element %d: %w", i, err)
+		}
+	}
+	return out, nil
+}
+
+// appendEvent appends the msgpack array of an event, as eventRecord has
+// it.
+func appendEvent(b []byte, e *structs.Event) ([]byte, error) {
+	var err error
+	b = mpArray(b, eventFields)
+	b = mpUint(b, e.Seq)
+	if b, err = mpTime(b, e.Time); err != nil {
+		return b, err
+	}
+	for _, s := range []string{e.Kind, e.Object, e.Namespace, e.JobID, e.From, e.To, e.Actor, e.Message} {
+		b = mpString(b, s)
+	}
+	return mpUint(b, e.Index), nil
+}
+
+// decodeEventArray reads an event written by appendEvent, or by the codec
+// from an eventRecord. Anything but an array (a nil included) is an error.
+func decodeEventArray(r *mpReader, e *structs.Event) error {
+	if r.i >= len(r.b) || !isMsgpackArray(r.b[r.i]) {
+		return errors.New("event is not an array")
+	}
+	n, err := r.arrayLen()
+	if err != nil {
+		return fmt.Errorf("event: %w", err)
+	}
+	i := 0
+	for ; i < n && err == nil; i++ {
+		switch i {
+		case 0:
+			e.Seq, err = r.uint()
+		case 1:
+			e.Time, err = r.time()
+		case 2:
+			err = r.symTo(&e.Kind)
+		case 3:
+			err = r.symTo(&e.Object)
+		case 4:
+			err = r.symTo(&e.Namespace)
+		case 5:
+			err = r.symTo(&e.JobID)
+		case 6:
+			err = r.symTo(&e.From)
+		case 7:
+			err = r.symTo(&e.To)
+		case 8:
+			err = r.symTo(&e.Actor)
+		case 9:
+			err = r.symTo(&e.Message)
+		case 10:
+			e.Index, err = r.uint()
+		default:
+			err = r.skip(0)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("event field %d: %w", i-1, err)
+	}
+	return nil
+}
+
+// isMsgpackArray reports whether b opens a msgpack array (fixarray, array
+// 16 or array 32).
+func isMsgpackArray(b byte) bool {
+	return b&0xf0 == 0x90 || b == 0xdc || b == 0xdd
+}
+
+// isMsgpackMap reports whether b opens a msgpack map.
+func isMsgpackMap(b byte) bool {
+	return b&0xf0 == 0x80 || b == 0xde || b == 0xdf
+}
+
+// checkTime refuses a time that JSON cannot write, as checkTimes does,
+// without its reflection and, for a time that passes, without allocating.
+func checkTime(t time.Time) error {
+	if y := t.Year(); y >= 0 && y <= 9999 {
+		if _, off := t.Zone(); off > -24*3600 && off < 24*3600 {
+			return nil
+		}
+	}
+	var buf [64]byte
+	if _, err := t.AppendText(buf[:0]); err != nil {
+		return invalid("a time the API cannot write: %v", err)
+	}
+	return nil
+}
+
+// checkDeploymentTimes is checkTimes for a deployment.
+func checkDeploymentTimes(d *structs.Deployment) error {
+	for _, t := range []time.Time{d.RegisterStartedAt, d.HealthDeadline, d.CreatedAt, d.UpdatedAt, d.StateEnteredAt} {
+		if err := checkTime(t); err != nil {
+			return err
+		}
+	}
+	for i := range d.HookRuns {
+		if err := checkTime(d.HookRuns[i].StartedAt); err != nil {
+			return err
+		}
+		if err := checkTime(d.HookRuns[i].FinishedAt); err != nil {
+			return err
+		}
+	}
+	for i := range d.Decisions {
+		if err := checkTime(d.Decisions[i].Time); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// The msgpack writers. They write the shortest form, as the codec does.
+
+func mpNil(b []byte) []byte { return append(b, 0xc0) }
+
+func mpBool(b []byte, v bool) []byte {
+	if v {
+		return append(b, 0xc3)
+	}
+	return append(b, 0xc2)
+}
+
+func mpArray(b []byte, n int) []byte {
+	switch {
+	case n < 16:
+		return append(b, 0x90|byte(n))
+	case n <= math.MaxUint16:
+		return binary.BigEndian.AppendUint16(append(b, 0xdc), uint16(n))
+	default:
+		return binary.BigEndian.AppendUint32(append(b, 0xdd), uint32(n))
+	}
+}
+
+func mpString(b []byte, s string) []byte {
+	switch n := len(s); {
+	case n < 32:
+		b = append(b, 0xa0|byte(n))
+	case n <= math.MaxUint8:
+		b = append(b, 0xd9, byte(n))
+	case n <= math.MaxUint16:
+		b = binary.BigEndian.AppendUint16(append(b, 0xda), uint16(n))
+	default:
+		b = binary.BigEndian.AppendUint32(append(b, 0xdb), uint32(n))
+	}
+	return append(b, s...)
+}
+
+func mpStrings(b []byte, ss []string) []byte {
+	if ss == nil {
+		return mpNil(b)
+	}
+	b = mpArray(b, len(ss))
+	for _, s := range ss {
+		b = mpString(b, s)
+	}
+	return b
+}
+
+func mpBin(b []byte, p []byte) []byte {
+	switch n := len(p); {
+	case p == nil:
+		return mpNil(b)
+	case n <= math.MaxUint8:
+		b = append(b, 0xc4, byte(n))
+	case n <= math.MaxUint16:
+		b = binary.BigEndian.AppendUint16(append(b, 0xc5), uint16(n))
+	default:
+		b = binary.BigEndian.AppendUint32(append(b, 0xc6), uint32(n))
+	}
+	return append(b, p...)
+}
+
+func mpUint(b []byte, v uint64) []byte {
+	switch {
+	case v < 0x80:
+		return append(b, byte(v))
+	case v <= math.MaxUint8:
+		return append(b, 0xcc, byte(v))
+	case v <= math.MaxUint16:
+		return binary.BigEndian.AppendUint16(append(b, 0xcd), uint16(v))
+	case v <= math.MaxUint32:
+		return binary.BigEndian.AppendUint32(append(b, 0xce), uint32(v))
+	default:
+		return binary.BigEndian.AppendUint64(append(b, 0xcf), v)
+	}
+}
+
+func mpInt(b []byte, v int64) []byte {
+	switch {
+	case v >= 0:
+		return mpUint(b, uint64(v))
+	case v >= -32:
+		return append(b, byte(v))
+	case v >= math.MinInt8:
+		return append(b, 0xd0, byte(v))
+	case v >= math.MinInt16:
+		return binary.BigEndian.AppendUint16(append(b, 0xd1), uint16(v))
+	case v >= math.MinInt32:
+		return binary.BigEndian.AppendUint32(append(b, 0xd2), uint32(v))
+	default:
+		return binary.BigEndian.AppendUint64(append(b, 0xd3), uint64(v))
+	}
+}
+
+// mpTime writes a time as the bin of its MarshalBinary form.
+func mpTime(b []byte, t time.Time) ([]byte, error) {
+	b = append(b, 0xc4, 0)
+	start := len(b)
+	b, err := t.AppendBinary(b)
+	if err != nil {
+		return b, fmt.Errorf("time %v: %w", t, err)
+	}
+	b[start-1] = byte(len(b) - start)
+	return b, nil
+}
+
+// mpReader reads msgpack values from one record. Every length is checked
+// against what the record holds before anything is allocated for it.
+type mpReader struct {
+	b []byte
+	i int
+	// syms caches the short strings read by symTo, which repeat from
+	// record to record (kinds, actors, states, namespaces, the IDs events
+	// refer to): the restored state holds each once, and reading one again
+	// costs a hash rather than an allocation. It is nil for a reader that
+	// does not intern.
+	syms *symCache
+	// The strings strTo reads are gathered in arena, and cut from one
+	// string when the record is done (see done): one allocation a record
+	// instead of one a string.
+	arena   []byte
+	pending []pendingString
+}
+
+type pendingString struct {
+	dst      *string
+	off, end int
+}
+
+// symCache is a direct-mapped cache of strings: a string takes the slot of
+// its hash, and replaces what was there.
+type symCache struct {
+	seed  maphash.Seed
+	slots [1 << 12]string
+}
+
+// maxSymLen bounds the strings symTo caches: longer ones rarely repeat.
+const maxSymLen = 64
+
+func newSymCache() *symCache { return &symCache{seed: maphash.MakeSeed()} }
+
+var errShortRecord = errors.New("record ends inside a value")
+
+func (r *mpReader) reset(b []byte) {
+	r.b, r.i = b, 0
+	r.arena, r.pending = r.arena[:0], r.pending[:0]
+}
+
+// rest returns how many bytes are left unread.
+func (r *mpReader) rest() int { return len(r.b) - r.i }
+
+func (r *mpReader) next() (byte, error) {
+	if r.i >= len(r.b) {
+		return 0, errShortRecord
+	}
+	c := r.b[r.i]
+	r.i++
+	return c, nil
+}
+
+func (r *mpReader) take(n int) ([]byte, error) {
+	if n < 0 || n > len(r.b)-r.i {
+		return nil, errShortRecord
+	}
+	p := r.b[r.i : r.i+n : r.i+n]
+	r.i += n
+	return p, nil
+}
+
+// be reads an n-byte big-endian number.
+func (r *mpReader) be(n int) (uint64, error) {
+	p, err := r.take(n)
+	if err != nil {
+		return 0, err
+	}
+	var v uint64
+	for _, c := range p {
+		v = v<<8 | uint64(c)
+	}
+	return v, nil
+}
+
+// arrayLen reads an array header and returns its length, or -1 for a nil.
+func (r *mpReader) arrayLen() (int, error) {
+	c, err := r.next()
+	if err != nil {
+		return 0, err
+	}
+	var n uint64
+	switch {
+	case c == 0xc0:
+		return -1, nil
+	case c&0xf0 == 0x90:
+		n = uint64(c & 0x0f)
+	case c == 0xdc:
+		n, err = r.be(2)
+	case c == 0xdd:
+		n, err = r.be(4)
+	default:
+		return 0, fmt.Errorf("want an array, found type byte 0x%02x", c)
+	}
+	if err != nil {
+		return 0, err
+	}
+	// Each element takes a byte at least.
+	if n > uint64(r.rest()) {
+		return 0, fmt.Errorf("array of %d elements in the %d bytes left of the record", n, r.rest())
+	}
+	return int(n), nil
+}
+
+// raw reads a str or a bin and returns its bytes, or nil and false for a
+// nil.
+func (r *mpReader) raw() ([]byte, bool, error) {
+	c, err := r.next()
+	if err != nil {
+		return nil, false, err
+	}
+	var n uint64
+	switch {
+	case c == 0xc0:
+		return nil, false, nil
+	case c&0xe0 == 0xa0:
+		n = uint64(c & 0x1f)
+	case c == 0xd9 || c == 0xc4:
+		n, err = r.be(1)
+	case c == 0xda || c == 0xc5:
+		n, err = r.be(2)
+	case c == 0xdb || c == 0xc6:
+		n, err = r.be(4)
+	default:
+		return nil, false, fmt.Errorf("want a string, found type byte 0x%02x", c)
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	p, err := r.take(int(n))
+	return p, true, err
+}
+
+// symTo reads a string that is likely to repeat (see symCache).
+func (r *mpReader) symTo(s *string) error {
+	p, _, err := r.raw()
+	if err != nil {
+		return err
+	}
+	switch {
+	case len(p) == 0:
+		*s = ""
+	case r.syms == nil || len(p) > maxSymLen:
+		*s = string(p)
+	default:
+		slot := &r.syms.slots[maphash.Bytes(r.syms.seed, p)&(uint64(len(r.syms.slots))-1)]
+		if *slot != string(p) {
+			*slot = string(p)
+		}
+		*s = *slot
+	}
+	return nil
+}
+
+// strTo reads a string into *s, which is set by done.
+func (r *mpReader) strTo(s *string) error {
+	p, _, err := r.raw()
+	if err != nil {
+		return err
+	}
+	if len(p) == 0 {
+		*s = ""
+		return nil
+	}
+	start := len(r.arena)
+	r.arena = append(r.arena, p...)
+	r.pending = append(r.pending, pendingString{s, start, len(r.arena)})
+	return nil
+}
+
+// done sets the strings strTo read, from one allocation.
+func (r *mpReader) done() {
+	if len(r.pending) == 0 {
+		return
+	}
+	all := string(r.arena)
+	for _, p := range r.pending {
+		*p.dst = all[p.off:p.end]
+	}
+	r.arena, r.pending = r.arena[:0], r.pending[:0]
+}
+
+// bytes reads a bin (or str) into a new slice: nil for a nil, empty for
+// an empty one.
+func (r *mpReader) bytes() ([]byte, error) {
+	p, ok, err := r.raw()
+	if err != nil || !ok {
+		return nil, err
+	}
+	out := make([]byte, len(p))
+	copy(out, p)
+	return out, nil
+}
+
+// number reads an integer of any width; neg says it is negative, and v is
+// then its two's complement.
+func (r *mpReader) number() (v uint64, neg bool, err error) {
+	c, err := r.next()
+	if err != nil {
+		return 0, false, err
+	}
+	switch {
+	case c == 0xc0:
+		return 0, false, nil
+	case c < 0x80:
+		return uint64(c), false, nil
+	case c >= 0xe0:
+		return uint64(int64(int8(c))), true, nil
+	case c >= 0xcc && c <= 0xcf:
+		v, err = r.be(1 << (c - 0xcc))
+		return v, false, err
+	case c >= 0xd0 && c <= 0xd3:
+		n := 1 << (c - 0xd0)
+		v, err = r.be(n)
+		if err != nil {
+			return 0, false, err
+		}
+		// Sign-extend from n bytes.
+		s := int64(v<<(64-8*n)) >> (64 - 8*n)
+		return uint64(s), s < 0, nil
+	}
+	return 0, false, fmt.Errorf("want an integer, found type byte 0x%02x", c)
+}
+
+func (r *mpReader) uint() (uint64, error) {
+	v, neg, err := r.number()
+	if err == nil && neg {
+		err = fmt.Errorf("negative value %d for an unsigned field", int64(v))
+	}
+	return v, err
+}
+
+func (r *mpReader) int64() (int64, error) {
+	v, neg, err := r.number()
+	if err == nil && !neg && v > math.MaxInt64 {
+		err = fmt.Errorf("value %d overflows a signed field", v)
+	}
+	return int64(v), err
+}
+
+func (r *mpReader) intTo(p *int) error {
+	v, err := r.int64()
+	if err == nil && (v > math.MaxInt || v < math.MinInt) {
+		return fmt.Errorf("value %d overflows an int", v)
+	}
+	*p = int(v)
+	return err
+}
+
+func (r *mpReader) durationTo(p *time.Duration) error {
+	v, err := r.int64()
+	*p = time.Duration(v)
+	return err
+}
+
+func (r *mpReader) bool() (bool, error) {
+	c, err := r.next()
+	if err != nil {
+		return false, err
+	}
+	switch c {
+	case 0xc0, 0xc2:
+		return false, nil
+	case 0xc3:
+		return true, nil
+	}
+	return false, fmt.Errorf("want a bool, found type byte 0x%02x", c)
+}
+
+// time reads a time written by mpTime; a nil is the zero time.
+func (r *mpReader) time() (time.Time, error) {
+	var t time.Time
+	p, ok, err := r.raw()
+	if err != nil || !ok {
+		return t, err
+	}
+	if err := t.UnmarshalBinary(p); err != nil {
+		return t, fmt.Errorf("time: %w", err)
+	}
+	return t, nil
+}
+
+// maxSkipDepth bounds the nesting of a value skipped.
+const maxSkipDepth = 32
+
+// skip reads past one value of any type: a field this version does not
+// know.
+func (r *mpReader) skip(depth int) error {
+	if depth > maxSkipDepth {
+		return errors.New("value nested too deep")
+	}
+	c, err := r.next()
+	if err != nil {
+		return err
+	}
+	var n uint64
+	switch {
+	case c < 0x80 || c >= 0xe0 || c == 0xc0 || c == 0xc2 || c == 0xc3:
+		return nil
+	case c&0xf0 == 0x80, c&0xf0 == 0x90, c == 0xdc, c == 0xdd, c == 0xde, c == 0xdf:
+		// A map or an array: its elements follow.
+		switch {
+		case c&0xe0 == 0x80:
+			n = uint64(c & 0x0f)
+		case c == 0xdc || c == 0xde:
+			n, err = r.be(2)
+		default:
+			n, err = r.be(4)
+		}
+		if err != nil {
+			return err
+		}
+		if c&0xf0 == 0x80 || c == 0xde || c == 0xdf {
+			n *= 2
+		}
+		if n > uint64(r.rest()) {
+			return fmt.Errorf("collection of %d values in the %d bytes left of the record", n, r.rest())
+		}
+		for range n {
+			if err := r.skip(depth + 1); err != nil {
+				return err
+			}
+		}
+		return nil
+	case c&0xe0 == 0xa0:
+		n = uint64(c & 0x1f)
+	case c == 0xc4 || c == 0xd9:
+		n, err = r.be(1)
+	case c == 0xc5 || c == 0xda:
+		n, err = r.be(2)
+	case c == 0xc6 || c == 0xdb:
+		n, err = r.be(4)
+	case c == 0xc7, c == 0xc8, c == 0xc9:
+		// ext 8, 16, 32: a length, a type byte and the data.
+		n, err = r.be(1 << (c - 0xc7))
+		n++
+	case c == 0xca:
+		n = 4
+	case c == 0xcb:
+		n = 8
+	case c >= 0xcc && c <= 0xcf:
+		n = 1 << (c - 0xcc)
+	case c >= 0xd0 && c <= 0xd3:
+		n = 1 << (c - 0xd0)
+	case c >= 0xd4 && c <= 0xd8:
+		// fixext 1 to 16: a type byte and the data.
+		n = 1 + 1<<(c-0xd4)
+	default:
+		return fmt.Errorf("unknown type byte 0x%02x", c)
+	}
+	if err != nil {
+		return err
+	}
+	if n > uint64(r.rest()) {
+		return errShortRecord
+	}
+	r.i += int(n)
+	return nil
+}

@@ -1,0 +1,130 @@
+package nopstest
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sync"
+
+	"github.com/nops-dev/nops/structs"
+)
+
+// FakeReconciler stands in for the leader's reconcilers behind the API of
+// a server started WithoutReconcilers (see WithReconciler), for the tests
+// of the client, the CLI and the dashboard: it answers what its fields
+// hold and records each call, so a test sees what reached the server and
+// with which arguments. It is safe for concurrent use once the server
+// runs; its fields must not change then.
+type FakeReconciler struct {
+	// JobList answers Jobs, filtered as the real one filters.
+	JobList []*structs.JobSummary
+	// Details answers Job, by job key (namespace/job ID); a missing key
+	// is structs.ErrNotFound.
+	Details map[string]*structs.JobDetail
+	// Blocks answers Retry, by job key; a missing key answers nil.
+	Blocks map[string]*structs.Block
+	// RepoList answers Repos, and Refresh of one of its names.
+	RepoList []*structs.RepoStatus
+	// OrphanList answers Orphans.
+	OrphanList []*structs.JobStatus
+	// LastCycle answers Cycle; nil is structs.ErrNotFound.
+	LastCycle *structs.DetectionCycle
+	// Health answers NomadHealth for every deployment.
+	Health *structs.NomadHealth
+
+	mu    sync.Mutex
+	calls []string
+}
+
+func (f *FakeReconciler) record(format string, args ...any) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls = append(f.calls, fmt.Sprintf(format, args...))
+}
+
+// Calls returns the calls so far, oldest first, as "Method args".
+func (f *FakeReconciler) Calls() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.calls...)
+}
+
+// Jobs answers JobList, of namespace and sync when they are set.
+func (f *FakeReconciler) Jobs(namespace string, sync structs.SyncState) ([]*structs.JobSummary, error) {
+	f.record("Jobs %q %q", namespace, sync)
+	out := []*structs.JobSummary{}
+	for _, j := range f.JobList {
+		if (namespace == "" || j.Namespace == namespace) && (sync == "" || j.Sync == sync) {
+			out = append(out, j)
+		}
+	}
+	return out, nil
+}
+
+// Job answers Details[namespace/jobID].
+func (f *FakeReconciler) Job(namespace, jobID string) (*structs.JobDetail, error) {
+	f.record("Job %s", structs.JobKey(namespace, jobID))
+	if d, ok := f.Details[structs.JobKey(namespace, jobID)]; ok {
+		return d, nil
+	}
+	return nil, fmt.Errorf("%w: job %s is not managed by Nops", structs.ErrNotFound, structs.JobKey(namespace, jobID))
+}
+
+// Retry answers Blocks[namespace/jobID].
+func (f *FakeReconciler) Retry(_ context.Context, namespace, jobID, actor string) (*structs.Block, error) {
+	f.record("Retry %s by %s", structs.JobKey(namespace, jobID), actor)
+	return f.Blocks[structs.JobKey(namespace, jobID)], nil
+}
+
+// PromoteDeployment answers that id was promoted.
+func (f *FakeReconciler) PromoteDeployment(_ context.Context, id, actor string) (*structs.PromoteResult, error) {
+	f.record("PromoteDeployment %s by %s", id, actor)
+	return &structs.PromoteResult{Promoted: id}, nil
+}
+
+// NomadHealth answers Health.
+func (f *FakeReconciler) NomadHealth(_ context.Context, id string) (*structs.NomadHealth, error) {
+	f.record("NomadHealth %s", id)
+	if f.Health == nil {
+		return &structs.NomadHealth{}, nil
+	}
+	return f.Health, nil
+}
+
+// Repos answers RepoList.
+func (f *FakeReconciler) Repos() ([]*structs.RepoStatus, error) {
+	f.record("Repos")
+	return append([]*structs.RepoStatus{}, f.RepoList...), nil
+}
+
+// Refresh answers the repository of RepoList named name.
+func (f *FakeReconciler) Refresh(_ context.Context, name string) (*structs.RepoStatus, error) {
+	f.record("Refresh %s", name)
+	for _, r := range f.RepoList {
+		if r.Name == name {
+			return r, nil
+		}
+	}
+	return nil, fmt.Errorf("%w: repository %q", structs.ErrNotFound, name)
+}
+
+// Orphans answers OrphanList.
+func (f *FakeReconciler) Orphans() ([]*structs.JobStatus, error) {
+	f.record("Orphans")
+	return append([]*structs.JobStatus{}, f.OrphanList...), nil
+}
+
+// Cycle answers LastCycle.
+func (f *FakeReconciler) Cycle() (*structs.DetectionCycle, error) {
+	f.record("Cycle")
+	if f.LastCycle == nil {
+		return nil, fmt.Errorf("%w: no detection cycle has completed yet", structs.ErrNotFound)
+	}
+	return f.LastCycle, nil
+}
+
+// Webhook answers as a server without a webhook secret does.
+func (f *FakeReconciler) Webhook(_ context.Context, _ http.Header, body []byte) (*structs.WebhookResult, error) {
+	f.record("Webhook %d bytes", len(body))
+	return nil, fmt.Errorf("%w: the git webhook is disabled", structs.ErrNotFound)
+}
