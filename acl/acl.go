@@ -159,7 +159,9 @@ func decodeBlock(body hcl.Body, schema *hcl.BodySchema, name string) (rawBlock, 
 	return out, diags
 }
 
-// maxRules bounds the size of a policy's rules.
+// maxRules bounds the size of a policy's rules: 64 KiB holds hundreds of
+// namespace and job blocks, far more than a hand-written policy needs, and
+// keeps one policy from making every token's compile slow.
 const maxRules = 64 << 10
 
 // Parse parses rules in HCL, or in JSON when they start with "{". Every
@@ -266,12 +268,16 @@ func lookup(name string) (Capability, bool) {
 	return 0, false
 }
 
+// maxGlob bounds a namespace or job glob: twice Nomad's longest namespace
+// name (128), room for any real name plus wildcards, and matching stays cheap.
+const maxGlob = 256
+
 func checkGlob(g string) error {
 	if g == "" {
 		return errors.New("the name glob must not be empty")
 	}
-	if len(g) > 256 {
-		return errors.New("the name glob is longer than 256 characters")
+	if len(g) > maxGlob {
+		return fmt.Errorf("the name glob is longer than %d characters", maxGlob)
 	}
 	return nil
 }

@@ -20,7 +20,7 @@ func mustCompile(t testing.TB, rules ...string) *ACL {
 	return Compile(ps)
 }
 
-func TestGlob(t *testing.T) {
+func TestGlob_StarMatchesAnyRun(t *testing.T) {
 	cases := []struct {
 		pattern, name string
 		want          bool

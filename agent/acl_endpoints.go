@@ -71,11 +71,25 @@ func (a *httpAPI) aclEnabled() error {
 	return nil
 }
 
-var aclNameRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,128}$`)
+// Bounds of the names and texts of ACL objects, which every server keeps in
+// memory and every token lookup may list.
+const (
+	// maxACLName bounds a policy, role, auth method or binding rule name, as
+	// Nomad bounds its ACL names: long enough to say what it is for, short
+	// enough for a URL path and a table column.
+	maxACLName = 128
+	// maxACLDescription bounds a description: a sentence or two.
+	maxACLDescription = 1024
+	// maxTokenName bounds a token's name, which SSO logins fill with the
+	// user's name from the identity provider (cut to this length).
+	maxTokenName = 256
+)
+
+var aclNameRE = regexp.MustCompile(fmt.Sprintf(`^[A-Za-z0-9_-]{1,%d}$`, maxACLName))
 
 func checkACLName(what, name string) string {
 	if !aclNameRE.MatchString(name) {
-		return fmt.Sprintf("%s name %q: use 1 to 128 letters, digits, '-' or '_'", what, name)
+		return fmt.Sprintf("%s name %q: use 1 to %d letters, digits, '-' or '_'", what, name, maxACLName)
 	}
 	return ""
 }
@@ -171,8 +185,8 @@ func (a *httpAPI) aclPolicyPut(_ http.ResponseWriter, r *http.Request) (any, err
 	if spec.Name != "" && spec.Name != name {
 		problems = append(problems, fmt.Sprintf("name: body names %q but the path names %q", spec.Name, name))
 	}
-	if len(spec.Description) > 1024 {
-		problems = append(problems, "description: at most 1024 characters")
+	if len(spec.Description) > maxACLDescription {
+		problems = append(problems, fmt.Sprintf("description: at most %d characters", maxACLDescription))
 	}
 	if _, err := acl.Parse(spec.Rules); err != nil {
 		problems = append(problems, "rules: "+err.Error())
@@ -328,8 +342,8 @@ func (a *httpAPI) aclTokenSelf(_ http.ResponseWriter, r *http.Request) (any, err
 
 func (a *httpAPI) checkTokenSpec(spec *structs.ACLTokenSpec) []string {
 	var problems []string
-	if len(spec.Name) > 256 {
-		problems = append(problems, "name: at most 256 characters")
+	if len(spec.Name) > maxTokenName {
+		problems = append(problems, fmt.Sprintf("name: at most %d characters", maxTokenName))
 	}
 	switch spec.Type {
 	case structs.ACLClientToken:

@@ -136,7 +136,8 @@ type aclCache struct {
 	acls  map[string]*acl.ACL
 }
 
-// maxCachedACLs bounds the cache; past it the cache starts over.
+// maxCachedACLs bounds the cache; past it the cache starts over. A compiled
+// ACL is a few KiB, and a cluster has far fewer distinct tokens than this.
 const maxCachedACLs = 4096
 
 func (c *aclCache) get(index uint64, key string) (*acl.ACL, bool) {
@@ -184,8 +185,8 @@ func (a *httpAPI) resolve(r *http.Request) (*identity, error) {
 		}
 		return &identity{acl: pol, name: "anonymous"}, nil
 	}
-	if len(secret) > 512 {
-		return nil, errUnauthorized("ACL token not found: a token secret is at most 512 bytes")
+	if len(secret) > structs.MaxSecretLen {
+		return nil, errUnauthorized(fmt.Sprintf("ACL token not found: a token secret is at most %d bytes", structs.MaxSecretLen))
 	}
 	hash := structs.HashSecret(secret)
 	tok, err := st.ACLTokenBySecretHash(hash)

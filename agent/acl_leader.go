@@ -12,8 +12,14 @@ import (
 const (
 	// aclGCMaxWait bounds the wait between two looks for expired tokens.
 	aclGCMaxWait = time.Minute
-	// aclGCBatch bounds the tokens one entry deletes.
+	// aclGCBatch bounds the tokens one entry deletes, so that a burst of
+	// expiries makes several small log entries rather than one huge one.
 	aclGCBatch = 256
+	// aclGCRetry is the wait after a failed delete (no leader yet, a full
+	// Raft queue): soon enough that expired tokens do not pile up.
+	aclGCRetry = 5 * time.Second
+	// aclGCMinWait keeps the loop from spinning on a token that expires now.
+	aclGCMinWait = 10 * time.Millisecond
 )
 
 // aclTokenGC is a leader loop: it deletes expired tokens through Raft at
@@ -47,13 +53,13 @@ func (s *Server) aclTokenGC(ctx context.Context) {
 			}
 			if _, err := s.Apply(structs.ACLTokenDeleteRequestType, req); err != nil {
 				logger.Warn("delete expired tokens", "error", err)
-				wait = min(wait, 5*time.Second)
+				wait = min(wait, aclGCRetry)
 				break
 			}
 			logger.Info("deleted expired tokens", "count", n)
 			expired = expired[n:]
 		}
-		timer := time.NewTimer(max(wait, 10*time.Millisecond))
+		timer := time.NewTimer(max(wait, aclGCMinWait))
 	wait:
 		for {
 			select {

@@ -33,8 +33,19 @@ const (
 	oidcRequestExpiry = 10 * time.Minute
 	// ssoTimeout bounds the calls to the identity provider of one login.
 	ssoTimeout = 30 * time.Second
-	// maxLoginTokenSize bounds a JWT sent for a login.
+	// maxLoginTokenSize bounds a JWT sent for a login: real ones are 1 to 4
+	// KiB, and 16 KiB leaves room for many group claims.
 	maxLoginTokenSize = 16 << 10
+	// minClientNonce and maxClientNonce bound an OIDC client nonce: at least
+	// 128 bits of hex or base64, and short enough to sit in a cookie.
+	minClientNonce = 16
+	maxClientNonce = 256
+	// pkceS256Len is the length of an S256 PKCE challenge: a SHA-256 in
+	// unpadded base64url (RFC 7636).
+	pkceS256Len = 43
+	// maxOIDCField bounds each field of an OIDC callback (code, state,
+	// verifier...): providers' codes are far shorter.
+	maxOIDCField = 4096
 )
 
 // pkceVerifier is a PKCE verifier of which the server holds only the
@@ -98,7 +109,8 @@ type cachedProvider struct {
 	p     *oidc.Provider
 }
 
-// maxCachedProviders bounds the cache; past it, the cache starts over.
+// maxCachedProviders bounds the cache; past it, the cache starts over. A
+// cluster has a handful of auth methods; each entry holds provider keys.
 const maxCachedProviders = 64
 
 func (a *httpAPI) oidcProvider(m *structs.ACLAuthMethod) (*oidc.Provider, error) {
@@ -185,11 +197,11 @@ func (a *httpAPI) aclOIDCAuthURL(_ http.ResponseWriter, r *http.Request) (any, e
 	if req.RedirectURI == "" {
 		problems = append(problems, "redirect_uri: required")
 	}
-	if len(req.ClientNonce) < 16 || len(req.ClientNonce) > 256 {
-		problems = append(problems, "client_nonce: 16 to 256 characters required")
+	if len(req.ClientNonce) < minClientNonce || len(req.ClientNonce) > maxClientNonce {
+		problems = append(problems, fmt.Sprintf("client_nonce: %d to %d characters required", minClientNonce, maxClientNonce))
 	}
-	if len(req.CodeChallenge) != 43 {
-		problems = append(problems, "code_challenge: an S256 PKCE challenge (43 characters) is required")
+	if len(req.CodeChallenge) != pkceS256Len {
+		problems = append(problems, fmt.Sprintf("code_challenge: an S256 PKCE challenge (%d characters) is required", pkceS256Len))
 	}
 	if len(problems) > 0 {
 		return nil, badRequest(problems...)
@@ -234,7 +246,7 @@ func (a *httpAPI) aclOIDCComplete(_ http.ResponseWriter, r *http.Request) (any, 
 	} {
 		if f.v == "" {
 			problems = append(problems, f.name+": required")
-		} else if len(f.v) > 4096 {
+		} else if len(f.v) > maxOIDCField {
 			problems = append(problems, f.name+": too long")
 		}
 	}
@@ -481,7 +493,7 @@ func (a *httpAPI) loginToken(r *http.Request, m *structs.ACLAuthMethod, claims m
 	meta.Actor = user
 	secret := uuid.NewString()
 	tok := &structs.ACLToken{
-		AccessorID: uuid.NewString(), SecretHash: structs.HashSecret(secret), Name: truncate(user, 256),
+		AccessorID: uuid.NewString(), SecretHash: structs.HashSecret(secret), Name: truncate(user, maxTokenName),
 		Type: structs.ACLClientToken, Policies: dedupe(policies), Roles: dedupe(roles), AuthMethod: m.Name,
 		ExpirationTime: meta.Time.Add(ttl),
 	}

@@ -36,6 +36,9 @@ const (
 	autopilotUpdateInterval = 2 * time.Second
 	// autopilotReconcileInterval paces promotions and dead-server cleanup.
 	autopilotReconcileInterval = 5 * time.Second
+	// maxRaftStatsAnswer bounds the body read from a peer's
+	// /v1/status/raft: a few dozen numbers, or a short error.
+	maxRaftStatsAnswer = 64 << 10
 )
 
 func (s *Server) setupAutopilot() {
@@ -218,7 +221,7 @@ func (d *autopilotDelegate) fetch(ctx context.Context, addr string) (*structs.Ra
 		return nil, err
 	}
 	defer resp.Body.Close()
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxRaftStatsAnswer))
 	if resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("status %d: %s", resp.StatusCode, body)
 	}
@@ -247,7 +250,7 @@ func (d *autopilotDelegate) RemoveFailedServer(srv *autopilot.Server) {
 		if s.raft.State() != raft.Leader {
 			return
 		}
-		if err := s.waitFuture(s.raft.RemoveServer(srv.ID, 0, 10*time.Second), 15*time.Second); err != nil {
+		if err := s.waitFuture(s.raft.RemoveServer(srv.ID, 0, raftChangeEnqueue), raftChangeWait); err != nil {
 			logger.Warn("remove failed server", "server", srv.Name, "error", err)
 		}
 	}()

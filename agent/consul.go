@@ -41,7 +41,9 @@ func (m *membership) setupConsul() error {
 			"http_port": strconv.Itoa(httpPort), "version": Version,
 		},
 		// The check asks only whether the process answers, so a cluster
-		// without a leader still finds its servers.
+		// without a leader still finds its servers. Every 10s is enough
+		// for discovery; a server down for three days is deregistered, as
+		// it will not come back under its node ID.
 		Check: &consulapi.AgentServiceCheck{
 			TCP:      net.JoinHostPort(s.config.Advertise, strconv.Itoa(serfPort)),
 			Interval: "10s", Timeout: "2s",

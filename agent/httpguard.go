@@ -38,8 +38,15 @@ import (
 //   - A body over the route's limit answers 413, at once when its declared
 //     length says so.
 const (
-	maxHeaderBytes          = 64 << 10
+	// maxHeaderBytes bounds a request's headers: a token and a few cookies
+	// need a few KiB, and 64 KiB is what common proxies accept.
+	maxHeaderBytes = 64 << 10
+	// snapshotTransferTimeout bounds a snapshot save or restore: a 1 GiB
+	// archive (snapshot.DefaultMaxSize) over a slow link.
 	snapshotTransferTimeout = 30 * time.Minute
+	// maxReadHeaderTimeout bounds the wait for a request's headers, which
+	// a client sends at once; a slow sender holds a connection slot.
+	maxReadHeaderTimeout = 10 * time.Second
 )
 
 // snapshotContentTypes are the types a snapshot restore may be sent as.
@@ -51,7 +58,7 @@ func newHTTPServer(cfg *config.Config, h http.Handler) *http.Server {
 	read := orDefault(cfg.HTTPReadTimeout, config.DefaultHTTPReadTimeout)
 	return &http.Server{
 		Handler:           h,
-		ReadHeaderTimeout: min(10*time.Second, read),
+		ReadHeaderTimeout: min(maxReadHeaderTimeout, read),
 		ReadTimeout:       read,
 		WriteTimeout:      orDefault(cfg.HTTPWriteTimeout, config.DefaultHTTPWriteTimeout),
 		IdleTimeout:       orDefault(cfg.HTTPIdleTimeout, config.DefaultHTTPIdleTimeout),

@@ -4,15 +4,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/raft"
 )
 
 const (
-	// barrierTimeout bounds the barrier a new leader issues before it acts.
+	// barrierTimeout bounds the barrier a new leader issues before it acts:
+	// it waits for the whole uncommitted tail of the log to apply.
 	barrierTimeout = 30 * time.Second
-	// transferTimeout bounds a wait for a leadership transfer.
+	// transferTimeout bounds a wait for a leadership transfer, which takes
+	// one election (about a second, times the Raft multiplier).
 	transferTimeout = 10 * time.Second
 )
 
@@ -159,46 +162,27 @@ func (s *Server) establishLeadership() error {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	s.leaderCancel, s.leaderDone = cancel, done
-	s.leaderSince = time.Now()
 	s.leaderReady.Store(true)
-	loops := 1
-	finished := make(chan struct{}, 3)
-	go func() {
-		defer func() { finished <- struct{}{} }()
-		if s.membership != nil {
-			s.membership.runLeader(ctx)
-		}
-	}()
+	var loops []func(context.Context)
+	if s.membership != nil {
+		loops = append(loops, s.membership.runLeader)
+	}
 	if s.notifier != nil {
-		loops++
-		go func() {
-			defer func() { finished <- struct{}{} }()
-			s.notifier.Run(ctx)
-		}()
+		loops = append(loops, s.notifier.Run)
 	}
 	if s.leaderFn != nil {
-		loops++
-		go func() {
-			defer func() { finished <- struct{}{} }()
-			s.leaderFn(ctx, s)
-		}()
+		loops = append(loops, func(ctx context.Context) { s.leaderFn(ctx, s) })
 	}
-	loops++
-	go func() {
-		defer func() { finished <- struct{}{} }()
-		s.retentionLoop(ctx)
-	}()
+	loops = append(loops, s.retentionLoop)
 	if s.config.ACL.Enabled {
-		loops++
-		go func() {
-			defer func() { finished <- struct{}{} }()
-			s.aclTokenGC(ctx)
-		}()
+		loops = append(loops, s.aclTokenGC)
+	}
+	var wg sync.WaitGroup
+	for _, loop := range loops {
+		wg.Go(func() { loop(ctx) })
 	}
 	go func() {
-		for i := 0; i < loops; i++ {
-			<-finished
-		}
+		wg.Wait()
 		close(done)
 	}()
 	s.logger.Info("leader loops started")

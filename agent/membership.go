@@ -32,6 +32,36 @@ const (
 	roleNops           = "nops"
 )
 
+const (
+	// raftChangeEnqueue bounds the wait for Raft to take a configuration
+	// change (add a non-voter, remove a server) into its queue.
+	raftChangeEnqueue = 10 * time.Second
+	// raftChangeWait bounds the wait for that change to commit: the queue
+	// wait plus a few heartbeats of a loaded cluster.
+	raftChangeWait = 15 * time.Second
+	// peerCallTimeout bounds one call to a peer's RPC port or to a discovery
+	// provider: a live server answers in milliseconds, and a slow one must
+	// not hold up the join or reconcile loop.
+	peerCallTimeout = 5 * time.Second
+	// bootstrapPeerTimeout bounds the ask of one peer for its Raft peers
+	// before bootstrap; peers are asked in turn, and a silent one puts the
+	// bootstrap off to the next try.
+	bootstrapPeerTimeout = 3 * time.Second
+	// maxPeerAnswer bounds the body read from a peer's status endpoints,
+	// which hold a few hundred bytes per server.
+	maxPeerAnswer = 1 << 20
+	// serfEventBuffer holds serf events while the event loop is busy, so
+	// that a burst of joins (a whole cluster starting) does not block serf.
+	serfEventBuffer = 256
+	// joinRetryFast and joinRetrySlow pace retry-join: fast until there is
+	// a leader and another alive server, then slow for servers lost since.
+	joinRetryFast = time.Second
+	joinRetrySlow = 30 * time.Second
+	// peerReconcileInterval paces the leader's check of the Raft peers
+	// against serf, besides the checks each serf event triggers.
+	peerReconcileInterval = 10 * time.Second
+)
+
 // serverInfo is a Nops server as gossip describes it.
 type serverInfo struct {
 	Name            string
@@ -69,7 +99,6 @@ type membership struct {
 
 	mu           sync.Mutex
 	bootstrapped bool
-	joined       bool
 	// conflict is the node name conflict seen by the merge delegate
 	// since the last join attempt.
 	conflict error
@@ -85,7 +114,7 @@ func (s *Server) setupMembership() error {
 	cfg := s.config
 	m := &membership{
 		s: s, logger: s.logger.Named("serf"),
-		eventCh:     make(chan serf.Event, 256),
+		eventCh:     make(chan serf.Event, serfEventBuffer),
 		reconcileCh: make(chan struct{}, 1),
 		stopCh:      make(chan struct{}),
 	}
@@ -231,7 +260,7 @@ func (m *membership) removeReaped(members []serf.Member) {
 			continue
 		}
 		m.logger.Info("removing reaped server", "server", si.Name, "id", si.ID)
-		if err := m.s.waitFuture(r.RemoveServer(raft.ServerID(si.ID), 0, 10*time.Second), 15*time.Second); err != nil {
+		if err := m.s.waitFuture(r.RemoveServer(raft.ServerID(si.ID), 0, raftChangeEnqueue), raftChangeWait); err != nil {
 			m.logger.Warn("remove reaped server failed", "server", si.Name, "error", err)
 		}
 	}
@@ -245,7 +274,7 @@ func (m *membership) retryJoin() {
 	for attempt := 0; ; attempt++ {
 		targets := append([]string(nil), addrs...)
 		for _, d := range m.discover {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			ctx, cancel := context.WithTimeout(context.Background(), peerCallTimeout)
 			found, err := d(ctx)
 			cancel()
 			if err != nil {
@@ -261,15 +290,11 @@ func (m *membership) retryJoin() {
 			}
 			if err != nil && n == 0 {
 				m.logger.Warn("join failed; will retry", "addrs", targets, "error", err)
-			} else if n > 0 {
-				m.mu.Lock()
-				m.joined = true
-				m.mu.Unlock()
 			}
 		}
-		wait := time.Second
+		wait := joinRetryFast
 		if addr, _ := m.s.Leader(); addr != "" && m.aliveServers() >= 2 {
-			wait = 30 * time.Second
+			wait = joinRetrySlow
 		}
 		select {
 		case <-m.stopCh:
@@ -380,7 +405,7 @@ func (m *membership) markBootstrapped() {
 // peerRaftPeers asks a peer, over its RPC port, which Raft peers it knows.
 func (m *membership) peerRaftPeers(si serverInfo) ([]string, error) {
 	client := m.s.rpcHTTPClient(si.RPCAddr)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), bootstrapPeerTimeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+si.RPCAddr+"/v1/status/peers?stale", nil)
 	if err != nil {
@@ -391,7 +416,7 @@ func (m *membership) peerRaftPeers(si serverInfo) ([]string, error) {
 		return nil, err
 	}
 	defer resp.Body.Close()
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxPeerAnswer))
 	if resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("status %d: %s", resp.StatusCode, body)
 	}
@@ -414,7 +439,7 @@ func (m *membership) runLeader(ctx context.Context) {
 		m.s.runAutopilot(ctx)
 	}()
 	defer func() { <-apDone }()
-	tick := time.NewTicker(10 * time.Second)
+	tick := time.NewTicker(peerReconcileInterval)
 	defer tick.Stop()
 	for {
 		m.reconcilePeers()
@@ -465,7 +490,7 @@ func (m *membership) reconcilePeers() {
 			// A new server joins as a non-voter; autopilot promotes it once
 			// it has been healthy for the stabilization time.
 			m.logger.Info("adding server as non-voter", "server", si.Name, "addr", si.RPCAddr)
-			if err := m.s.waitFuture(r.AddNonvoter(id, raft.ServerAddress(si.RPCAddr), 0, 10*time.Second), 15*time.Second); err != nil {
+			if err := m.s.waitFuture(r.AddNonvoter(id, raft.ServerAddress(si.RPCAddr), 0, raftChangeEnqueue), raftChangeWait); err != nil {
 				m.logger.Warn("add non-voter failed", "server", si.Name, "error", err)
 			} else if m.s.autopilot != nil {
 				m.s.autopilot.RemoveDeadServers()
@@ -478,7 +503,7 @@ func (m *membership) reconcilePeers() {
 				continue
 			}
 			m.logger.Info("removing server that left", "server", si.Name)
-			if err := m.s.waitFuture(r.RemoveServer(id, 0, 10*time.Second), 15*time.Second); err != nil {
+			if err := m.s.waitFuture(r.RemoveServer(id, 0, raftChangeEnqueue), raftChangeWait); err != nil {
 				m.logger.Warn("remove server failed", "server", si.Name, "error", err)
 			}
 		}

@@ -14,7 +14,6 @@ import (
 	"net/http"
 	"os"
 	"strconv"
-	"time"
 
 	"github.com/google/uuid"
 	"github.com/hashicorp/memberlist"
@@ -215,7 +214,7 @@ func (m *membership) verifyMember(si serverInfo) error {
 	if err != nil || net.ParseIP(host) == nil {
 		return fmt.Errorf("%w: %s has no valid RPC address (%q)", ErrUntrustedMember, si.Name, si.RPCAddr)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), peerCallTimeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+si.RPCAddr+"/v1/status/node", nil)
 	if err != nil {
@@ -228,7 +227,7 @@ func (m *membership) verifyMember(si serverInfo) error {
 		return fmt.Errorf("%w: %s does not answer at its RPC address %s: %v", ErrUntrustedMember, si.Name, si.RPCAddr, err)
 	}
 	defer resp.Body.Close()
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxPeerAnswer))
 	if resp.StatusCode != http.StatusOK {
 		return fmt.Errorf("%w: %s answers %d at its RPC address %s", ErrUntrustedMember, si.Name, resp.StatusCode, si.RPCAddr)
 	}
@@ -301,9 +300,13 @@ func KeyFingerprint(key string) string {
 	return "sha256:" + hex.EncodeToString(sum[:8])
 }
 
+// gossipKeyBytes is the size of a generated gossip key: 32 bytes selects
+// AES-256, the largest key memberlist takes (16, 24 or 32).
+const gossipKeyBytes = 32
+
 // GenerateGossipKey returns a new random 32-byte gossip key, base64.
 func GenerateGossipKey() (string, error) {
-	key := make([]byte, 32)
+	key := make([]byte, gossipKeyBytes)
 	if _, err := rand.Read(key); err != nil {
 		return "", fmt.Errorf("generate gossip key: %w", err)
 	}

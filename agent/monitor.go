@@ -26,12 +26,17 @@ import (
 
 const (
 	// monitorBuffer is how many log lines a monitor holds for a slow
-	// client before it drops.
+	// client before it drops: a few seconds of a busy server's debug log.
 	monitorBuffer = 512
-	// maxMonitorLine bounds one streamed log line.
+	// maxMonitorLine bounds one streamed log line; a longer one (a huge
+	// error or plan) is cut rather than held whole in every buffer.
 	maxMonitorLine = 16 << 10
-	// maxMonitors bounds the monitors of one server at once.
+	// maxMonitors bounds the monitors of one server at once: each one
+	// formats every log line again, so many would slow the server.
 	maxMonitors = 16
+	// monitorCopyBuffer is the read size when relaying another server's
+	// monitor: a few lines per read, flushed as they come.
+	monitorCopyBuffer = 32 << 10
 )
 
 // ErrMonitorUnavailable is a monitor asked of a server whose logger cannot
@@ -200,7 +205,7 @@ func (a *httpAPI) toServer(w http.ResponseWriter, r *http.Request) (bool, error)
 	}
 	w.WriteHeader(resp.StatusCode)
 	flusher, _ := w.(http.Flusher)
-	buf := make([]byte, 32<<10)
+	buf := make([]byte, monitorCopyBuffer)
 	for {
 		n, err := resp.Body.Read(buf)
 		if n > 0 {

@@ -21,10 +21,15 @@ import (
 )
 
 const (
-	// maxEventStreams bounds the event streams one server serves at once.
+	// maxEventStreams bounds the event streams one server serves at once:
+	// each holds a connection and a goroutine that wakes on every write.
 	maxEventStreams = 64
-	// streamBatch bounds the events one read of a stream sends.
+	// streamBatch bounds the events one read of a stream sends, so a client
+	// far behind catches up in pieces instead of one huge state read.
 	streamBatch = 500
+	// notifyClientTimeout bounds one notification request when the caller
+	// gives no HTTP client: a receiver that takes longer is retried later.
+	notifyClientTimeout = 10 * time.Second
 	// streamKeepAlive is how often an idle stream sends a comment, so
 	// proxies and clients see it is alive.
 	streamKeepAlive = 15 * time.Second
@@ -59,9 +64,6 @@ func (s *Server) setupNotify() error {
 	}, s.logger)
 	return nil
 }
-
-// Notifier returns the server's notification delivery loop.
-func (s *Server) Notifier() *notify.Deliverer { return s.notifier }
 
 func (a *httpAPI) notifyRoutes(route func(pattern, kind string, rule routeRule, fn handlerFunc)) {
 	route("GET /v1/notifications", kindRead, filtered(acl.Read), a.notificationList)
@@ -228,11 +230,11 @@ func (a *httpAPI) eventStream(w http.ResponseWriter, r *http.Request) (any, erro
 }
 
 // notifyTargets builds the notify targets of a configuration. client sends the HTTP
-// requests (nil: a client with a 10 s timeout); nomad is the client nomad
+// requests (nil: a client with a notifyClientTimeout timeout); nomad is the client nomad
 // targets dispatch through.
 func notifyTargets(cfg *config.Config, lookupEnv func(string) (string, bool), client *http.Client, nomad *nomadapi.Client) ([]*notify.Target, error) {
 	if client == nil {
-		client = &http.Client{Timeout: 10 * time.Second}
+		client = &http.Client{Timeout: notifyClientTimeout}
 	}
 	if lookupEnv == nil {
 		lookupEnv = os.LookupEnv

@@ -32,6 +32,9 @@ import (
 var Version = "0.2.0-dev"
 
 const (
+	// raftApplyTimeout bounds the wait for an entry to be taken and
+	// committed: long enough for a loaded cluster, short enough that a
+	// client hears of a stuck one.
 	raftApplyTimeout = 10 * time.Second
 	// raftLogCacheSize is how many of the newest log entries stay in
 	// memory.
@@ -89,7 +92,6 @@ type Server struct {
 	leaderMu     sync.Mutex
 	leaderCancel context.CancelFunc
 	leaderDone   chan struct{}
-	leaderSince  time.Time
 	// leaderReady is set once a new leader's barrier has passed, and
 	// cleared as soon as its leadership is revoked.
 	leaderReady atomic.Bool
@@ -383,9 +385,6 @@ func (s *Server) Logger() hclog.Logger { return s.logger }
 // Config returns the server's configuration.
 func (s *Server) Config() *config.Config { return s.config }
 
-// Metrics returns the server's Prometheus registry.
-func (s *Server) Metrics() *prometheus.Registry { return s.metrics }
-
 // IsLeader reports whether this server is the Raft leader and has
 // established its leadership: its barrier has passed, so its state holds
 // every entry committed before it took over. A server elected a moment ago
@@ -413,9 +412,6 @@ func (s *Server) Kick() {
 // Kicked returns the channel Kick signals on.
 func (s *Server) Kicked() <-chan struct{} { return s.kick }
 
-// ShutdownCh is closed when the server shuts down.
-func (s *Server) ShutdownCh() <-chan struct{} { return s.shutdownCh }
-
 // Apply proposes a request through Raft and waits until it is applied on
 // this server. It returns the entry's index. A business error of the FSM is
 // returned as is (wrapping structs.ErrConflict and friends); on a follower it
@@ -442,12 +438,19 @@ func (s *Server) Apply(t structs.MessageType, req any) (uint64, error) {
 	return f.Index(), nil
 }
 
+// leaderPoll is how often WaitForLeader looks: an election takes hundreds
+// of milliseconds, and a look is a cheap read.
+const leaderPoll = 25 * time.Millisecond
+
+// shutdownGrace bounds how long Shutdown lets running HTTP requests finish.
+const shutdownGrace = 5 * time.Second
+
 // WaitForLeader blocks until the cluster has a leader or the timeout runs
 // out.
 func (s *Server) WaitForLeader(ctx context.Context, timeout time.Duration) (string, error) {
 	deadline := time.NewTimer(timeout)
 	defer deadline.Stop()
-	tick := time.NewTicker(25 * time.Millisecond)
+	tick := time.NewTicker(leaderPoll)
 	defer tick.Stop()
 	for {
 		if addr, _ := s.Leader(); addr != "" {
@@ -484,7 +487,7 @@ func (s *Server) Shutdown() {
 		if s.requestCancel != nil {
 			s.requestCancel()
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
 		defer cancel()
 		for _, srv := range []*http.Server{s.httpServer, s.rpcHTTP} {
 			if srv == nil {

@@ -293,7 +293,8 @@ func (r *recorder) Write(p []byte) (int, error) {
 	return r.body.Write(p)
 }
 
-// maxUIAnswer bounds an in-process answer.
+// maxUIAnswer bounds an in-process answer the dashboard renders: far over
+// any page's data, it only stops a runaway answer from taking the memory.
 const maxUIAnswer = 256 << 20
 
 var errAnswerTooLarge = fmt.Errorf("in-process API answer larger than %d bytes", maxUIAnswer)

@@ -11,9 +11,13 @@ import (
 	"github.com/hashicorp/memberlist"
 )
 
+// freePortTries bounds the TCP ports freeUDPTCPPort tries: one taken for
+// UDP is rare, so 50 misses in a row mean something else is wrong.
+const freePortTries = 50
+
 // freeUDPTCPPort finds a port free for both TCP and UDP, as gossip needs.
 func freeUDPTCPPort(bind string) (int, error) {
-	for i := 0; i < 50; i++ {
+	for i := 0; i < freePortTries; i++ {
 		ln, err := net.Listen("tcp", net.JoinHostPort(bind, "0"))
 		if err != nil {
 			return 0, fmt.Errorf("find a free port: %w", err)

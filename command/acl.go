@@ -333,10 +333,14 @@ func (m *runner) deleteCommand(name, what, desc string, del func(ctx context.Con
 		}}
 }
 
-// readAllLimited reads at most 1 MiB.
+// maxInput bounds policy rules read from stdin: the server takes rules of
+// at most 64 KiB, so more is the wrong input, not a policy.
+const maxInput = 1 << 20
+
+// readAllLimited reads at most maxInput bytes.
 func readAllLimited(r io.Reader) ([]byte, error) {
-	raw, err := io.ReadAll(io.LimitReader(r, 1<<20+1))
-	if err == nil && len(raw) > 1<<20 {
+	raw, err := io.ReadAll(io.LimitReader(r, maxInput+1))
+	if err == nil && len(raw) > maxInput {
 		return nil, errors.New("input larger than 1 MiB")
 	}
 	return raw, err

@@ -287,16 +287,25 @@ func (m *runner) randomURLString(n int) (string, error) {
 	return base64.RawURLEncoding.EncodeToString(b), nil
 }
 
+const (
+	// oidcRandomBytes is the entropy of the login's nonce and PKCE
+	// verifier: 256 bits, as RFC 7636 recommends for the verifier.
+	oidcRandomBytes = 32
+	// callbackHeaderTimeout bounds the wait for the browser's callback
+	// request headers, which it sends at once.
+	callbackHeaderTimeout = 10 * time.Second
+)
+
 // oidcLogin runs the OIDC authorization code flow with PKCE: a local
 // callback server, the login URL printed for the browser, and the
 // exchange of the code the browser brings back. The callback's state must
 // be the one the server gave.
 func (m *runner) oidcLogin(ctx context.Context, api *client.Client, method, addr string) (*structs.ACLTokenView, error) {
-	nonce, err := m.randomURLString(32)
+	nonce, err := m.randomURLString(oidcRandomBytes)
 	if err != nil {
 		return nil, err
 	}
-	verifier, err := m.randomURLString(32)
+	verifier, err := m.randomURLString(oidcRandomBytes)
 	if err != nil {
 		return nil, err
 	}
@@ -314,7 +323,7 @@ func (m *runner) oidcLogin(ctx context.Context, api *client.Client, method, addr
 	}
 	type result struct{ code, state, err string }
 	got := make(chan result, 1)
-	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := &http.Server{ReadHeaderTimeout: callbackHeaderTimeout, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/oidc/callback" {
 			http.NotFound(w, r)
 			return

@@ -30,10 +30,10 @@ func startACLServer(t *testing.T) *nopstest.Server {
 	return startTestServer(t, nopstest.WithConfig(func(c *config.Config) { c.ACL.Enabled = true }))
 }
 
-// TestACLCommands drives the ACL commands against a real server with ACLs
-// on: bootstrap once, policies, roles, tokens, and -token / NOPS_TOKEN on
-// the commands.
-func TestACLCommands(t *testing.T) {
+// TestACLCommands_BootstrapPoliciesRolesTokens drives the ACL commands
+// against a real server with ACLs on: bootstrap once, policies, roles,
+// tokens, and -token / NOPS_TOKEN on the commands.
+func TestACLCommands_BootstrapPoliciesRolesTokens(t *testing.T) {
 	s := startACLServer(t)
 	c := newCLI(t, s)
 
@@ -100,10 +100,10 @@ func TestACLCommands(t *testing.T) {
 	mustContain(t, "policy list", c.ok("acl", "policy", "list"), "No policies")
 }
 
-// TestLoginCommand logs in with the CLI: the OIDC flow with PKCE against a
-// real OIDC provider running in the test, with the CLI's own callback
-// server; and a JWT exchange.
-func TestLoginCommand(t *testing.T) {
+// TestLogin_OIDCWithPKCEAndJWT logs in with the CLI: the OIDC flow with PKCE
+// against a real OIDC provider running in the test, with the CLI's own
+// callback server; and a JWT exchange.
+func TestLogin_OIDCWithPKCEAndJWT(t *testing.T) {
 	s := startACLServer(t)
 	c := newCLI(t, s)
 	var boot structs.ACLTokenView

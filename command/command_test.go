@@ -73,7 +73,7 @@ func TestHelpAndUsageErrors(t *testing.T) {
 	}
 }
 
-func TestVersion(t *testing.T) {
+func TestVersion_PrintsBuildVersionAsTextAndJSON(t *testing.T) {
 	c := newCLI(t, nil)
 	mustContain(t, "version", c.ok("version"), "Nops v"+agent.Version)
 	var v map[string]string
@@ -417,7 +417,7 @@ func TestCLI_ReconcilerRoutes(t *testing.T) {
 
 // nops serve starts a server from flags, prints its banner, serves the API,
 // and stops when its context is cancelled.
-func TestServe(t *testing.T) {
+func TestServe_DevServerLeadsAndStopsOnCancel(t *testing.T) {
 	c := newCLI(t, nil)
 	const timeout = 5 * time.Second
 	ctx, cancel := context.WithCancel(context.Background())

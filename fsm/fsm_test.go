@@ -339,10 +339,10 @@ func TestOneActiveDeploymentPerJob(t *testing.T) {
 	h.refused(structs.ErrInvalid, []string{"needs an ID"}, create(nil))
 }
 
-// TestApprovePaused checks that a pause of the job or of every job refuses
-// an approval, and that after the resume the approval starts the
-// deployment in pre_hook or applying.
-func TestApprovePaused(t *testing.T) {
+// TestApprove_RefusedWhilePausedStartsAfterResume checks that a pause of the
+// job or of every job refuses an approval, and that after the resume the
+// approval starts the deployment in pre_hook or applying.
+func TestApprove_RefusedWhilePausedStartsAfterResume(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		pause  structs.PauseRequest
@@ -418,9 +418,9 @@ func TestRejectWhilePaused(t *testing.T) {
 	}
 }
 
-// TestBlocks checks the block a failure leaves, the retry that lifts it and
-// the create that removes it.
-func TestBlocks(t *testing.T) {
+// TestBlocks_FailureBlocksUntilRetryOrNewDeployment checks the block a
+// failure leaves, the retry that lifts it and the create that removes it.
+func TestBlocks_FailureBlocksUntilRetryOrNewDeployment(t *testing.T) {
 	h := newHarness(t)
 	retry := func(jobID string) func() error {
 		return func() error {
@@ -521,10 +521,10 @@ func TestRegisterIntentOnce(t *testing.T) {
 	}
 }
 
-// TestHookRuns checks the rules of hook runs: a dispatch recorded once per
-// (phase, position), the idempotency token, ended runs and the dispatch
-// first.
-func TestHookRuns(t *testing.T) {
+// TestHookRuns_DispatchOncePerPositionAndToken checks the rules of hook
+// runs: a dispatch recorded once per (phase, position), the idempotency
+// token, ended runs and the dispatch first.
+func TestHookRuns_DispatchOncePerPositionAndToken(t *testing.T) {
 	h := newHarness(t)
 	h.create(testDeployment("d1", "default", "web", 2, 1))
 	h.mustTransition("d1", structs.StatePreHook, nil)
@@ -596,8 +596,9 @@ func TestHookRuns(t *testing.T) {
 	}
 }
 
-// TestUpdateRules checks the refusals of a deployment update.
-func TestUpdateRules(t *testing.T) {
+// TestUpdate_RefusesUnknownEmptyOrWrongStateUpdates checks the refusals of a
+// deployment update.
+func TestUpdate_RefusesUnknownEmptyOrWrongStateUpdates(t *testing.T) {
 	h := newHarness(t)
 	h.create(testDeployment("d1", "default", "web", 0, 0))
 	h.refused(structs.ErrNotFound, []string{`deployment "nope"`}, func() error {
@@ -666,8 +667,9 @@ func TestDeployNowLift(t *testing.T) {
 	})
 }
 
-// TestPauseResume covers pauses of one job and of every job.
-func TestPauseResume(t *testing.T) {
+// TestPauseResume_OneJobAndEveryJob covers pauses of one job and of every
+// job.
+func TestPauseResume_OneJobAndEveryJob(t *testing.T) {
 	h := newHarness(t)
 	pause := func(r structs.PauseRequest, actor string) error {
 		r.WriteMeta = h.meta(actor)
@@ -727,8 +729,9 @@ func TestPauseResume(t *testing.T) {
 		eventWant{Kind: structs.EventKindPause, Object: "default/web", From: "paused", To: "resumed", Actor: "carol"})
 }
 
-// TestWindows covers the create, replace and delete of sync windows.
-func TestWindows(t *testing.T) {
+// TestWindows_CreateReplaceAndDelete covers the create, replace and delete
+// of sync windows.
+func TestWindows_CreateReplaceAndDelete(t *testing.T) {
 	h := newHarness(t)
 	upsert := func(w *structs.SyncWindow) func() error {
 		return func() error {
@@ -777,9 +780,9 @@ func TestWindows(t *testing.T) {
 		eventWant{Kind: structs.EventKindWindow, Object: "nights", To: "deleted", Actor: "bob"})
 }
 
-// TestObservedStatus covers job and repository statuses and detection
-// cycles, which append no event.
-func TestObservedStatus(t *testing.T) {
+// TestObservedStatus_UpsertsWithoutEvents covers job and repository statuses
+// and detection cycles, which append no event.
+func TestObservedStatus_UpsertsWithoutEvents(t *testing.T) {
 	h := newHarness(t)
 	h.mustApply(structs.JobStatusUpsertRequestType, &structs.JobStatusUpsertRequest{WriteMeta: h.meta("d"), Statuses: []*structs.JobStatus{testJobStatus("web"), testJobStatus("api")}})
 	first := h.index
@@ -840,8 +843,9 @@ func TestObservedStatus(t *testing.T) {
 	}
 }
 
-// TestEvents covers event sequence numbers and the filters of Events.
-func TestEvents(t *testing.T) {
+// TestEvents_SequenceNumbersAndFilters covers event sequence numbers and the
+// filters of Events.
+func TestEvents_SequenceNumbersAndFilters(t *testing.T) {
 	h := newHarness(t)
 	h.refused(structs.ErrInvalid, []string{"event needs a kind and an object"}, func() error {
 		return h.apply(structs.EventAppendRequestType, &structs.EventAppendRequest{WriteMeta: h.meta("x"), Events: []*structs.Event{{Kind: "job", Object: "a"}, {Kind: "job"}}})
@@ -926,9 +930,9 @@ func TestEvents(t *testing.T) {
 	}
 }
 
-// TestDeploymentsList covers the filters and pagination of Deployments,
-// LastDeployment and ActiveDeployments.
-func TestDeploymentsList(t *testing.T) {
+// TestDeployments_FiltersAndPagination covers the filters and pagination of
+// Deployments, LastDeployment and ActiveDeployments.
+func TestDeployments_FiltersAndPagination(t *testing.T) {
 	h := newHarness(t)
 	// 200 deployments, so that create indexes need more than one byte:
 	// jobs j0..j4 in two namespaces; all but the last of each job ended.

@@ -21,7 +21,9 @@ import (
 //     cut-off: events go oldest first, so the log stays a suffix of itself
 //     and every reader's cursor stays valid.
 
-// maxGCPerEntry bounds the MaxDeployments and MaxEvents of one request.
+// maxGCPerEntry bounds the MaxDeployments and MaxEvents of one request:
+// the leader asks for thousands, and a bigger entry would hold every
+// server's apply for seconds.
 const maxGCPerEntry = 100_000
 
 func (w *writer) gc(req *structs.GCRequest) error {

@@ -207,9 +207,10 @@ func TestGCNeverDeletes(t *testing.T) {
 	}
 }
 
-// TestGCEvents checks that events go oldest first, only up to the first one
-// at or after the cut-off, and that the events of an object stay readable.
-func TestGCEvents(t *testing.T) {
+// TestGCEvents_OldestFirstUpToCutOff checks that events go oldest first,
+// only up to the first one at or after the cut-off, and that the events of
+// an object stay readable.
+func TestGCEvents_OldestFirstUpToCutOff(t *testing.T) {
 	h := newHarness(t)
 	h.finished("a1", "web", structs.StateCompleted) // events 1, 2
 	cut := h.now.Add(500 * time.Millisecond)
@@ -251,10 +252,10 @@ func TestGCEvents(t *testing.T) {
 	}
 }
 
-// TestGCCursor checks that a pass bounded by the deployments it reads goes
-// job by job, from the cursor of the last entry, and ends with every job
-// done once.
-func TestGCCursor(t *testing.T) {
+// TestGCCursor_ResumesJobByJob checks that a pass bounded by the deployments
+// it reads goes job by job, from the cursor of the last entry, and ends with
+// every job done once.
+func TestGCCursor_ResumesJobByJob(t *testing.T) {
 	h := newHarness(t)
 	for _, job := range []string{"a", "b", "c"} {
 		h.finished(job+"1", job, structs.StateCompleted)

@@ -200,7 +200,8 @@ func (s stringIndex) FromObject(obj any) (bool, []byte, error) {
 		}
 		size += len(p) + 1
 	}
-	// Room for the ID memdb appends to the keys of a non-unique index.
+	// Room for the ID memdb appends to the keys of a non-unique index (a
+	// UUID, 36 bytes, and its terminator), so append does not grow b.
 	b := make([]byte, 0, size+40)
 	for _, p := range parts[:s.n] {
 		b = append(append(b, p...), 0)

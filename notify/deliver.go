@@ -43,8 +43,24 @@ type Config struct {
 	Registerer prometheus.Registerer
 }
 
-// maxResultsPerEntry bounds the results one Raft entry records.
+// maxResultsPerEntry bounds the results one Raft entry records, so that a
+// backlog delivered at once is recorded in entries of a few hundred KiB.
 const maxResultsPerEntry = 1000
+
+// Defaults of Config.
+const (
+	// defaultConcurrency bounds the deliveries in flight: enough for a
+	// burst to several receivers, few enough not to flood one of them.
+	defaultConcurrency = 16
+	// defaultSendTimeout bounds one attempt; a slower receiver is retried.
+	defaultSendTimeout = 10 * time.Second
+	// defaultRetention is how long finished notifications stay, as
+	// config.DefaultNotifyRetention.
+	defaultRetention = 72 * time.Hour
+	// maxBackoffSteps caps the doublings retryDelay computes: past 64, any
+	// initial delay is at its maximum, and a huge attempt count stays cheap.
+	maxBackoffSteps = 64
+)
 
 // Deliverer is the leader's delivery loop of the outbox.
 type Deliverer struct {
@@ -66,13 +82,13 @@ type Deliverer struct {
 // New returns a delivery loop over the store's outbox.
 func New(store Store, cfg Config, logger hclog.Logger) *Deliverer {
 	if cfg.Concurrency <= 0 {
-		cfg.Concurrency = 16
+		cfg.Concurrency = defaultConcurrency
 	}
 	if cfg.SendTimeout <= 0 {
-		cfg.SendTimeout = 10 * time.Second
+		cfg.SendTimeout = defaultSendTimeout
 	}
 	if cfg.Retention <= 0 {
-		cfg.Retention = 72 * time.Hour
+		cfg.Retention = defaultRetention
 	}
 	now := cfg.Clock
 	if now == nil {
@@ -292,7 +308,7 @@ func retryDelay(t *Target, attempt int) time.Duration {
 	}
 	b.Reset()
 	var wait time.Duration
-	for i := 0; i < min(attempt, 64); i++ {
+	for i := 0; i < min(attempt, maxBackoffSteps); i++ {
 		wait = b.NextBackOff()
 	}
 	return wait

@@ -63,13 +63,18 @@ type SlackElement struct {
 	ActionID string `json:"action_id,omitempty"`
 }
 
-// Block Kit limits.
+// Block Kit limits: Slack refuses a message with a longer text, so texts
+// are cut to them.
 const (
 	slackSectionText = 3000
 	slackFieldText   = 2000
 	slackContextText = 2000
 	slackButtonText  = 75
 )
+
+// maxSlackAnswer bounds the answer read from Slack's API: a small JSON
+// object saying ok or naming the error.
+const maxSlackAnswer = 64 << 10
 
 // SlackPayload builds the Block Kit message of a notification.
 func SlackPayload(m *Message) *SlackMessage {
@@ -153,7 +158,7 @@ func (s *Slack) Send(ctx context.Context, m *Message) error {
 		return fmt.Errorf("post to %s: %w", req.URL.Host, unwrapURLError(err))
 	}
 	defer resp.Body.Close()
-	raw, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	raw, _ := io.ReadAll(io.LimitReader(resp.Body, maxSlackAnswer))
 	if resp.StatusCode/100 != 2 {
 		return fmt.Errorf("%s answered HTTP %d", req.URL.Host, resp.StatusCode)
 	}

@@ -7,7 +7,7 @@ import (
 	"github.com/nops-dev/nops/structs"
 )
 
-func TestTargetMatches(t *testing.T) {
+func TestTargetMatches_FiltersByEventNamespaceAndJob(t *testing.T) {
 	job := &structs.Notification{Kind: structs.NotifyFailed, Namespace: "prod-eu", JobID: "api-v2"}
 	global := &structs.Notification{Kind: structs.NotifyLeaderChanged, Object: "cluster"}
 	cases := []struct {
@@ -34,9 +34,10 @@ func TestTargetMatches(t *testing.T) {
 	}
 }
 
-// TestRetryDelay checks the backoff: exponential from the initial delay,
-// with jitter of ±50%, capped at the maximum.
-func TestRetryDelay(t *testing.T) {
+// TestRetryDelay_ExponentialWithJitterUpToMax checks the backoff:
+// exponential from the initial delay, with jitter of ±50%, capped at the
+// maximum.
+func TestRetryDelay_ExponentialWithJitterUpToMax(t *testing.T) {
 	tg := &Target{RetryInitial: 100 * time.Millisecond, RetryMax: time.Second}
 	seen := map[time.Duration]bool{}
 	for attempt := 1; attempt <= 10; attempt++ {

@@ -23,6 +23,15 @@ const (
 	HeaderDelivery    = "X-Nops-Delivery"
 )
 
+const (
+	// errorSnippet bounds the part of a refusing answer quoted in the
+	// error: enough for a one-line reason, short enough for a log line.
+	errorSnippet = 256
+	// maxDrain bounds the rest of an answer read and thrown away, so the
+	// connection can be reused without reading an endless body.
+	maxDrain = 1 << 20
+)
+
 // WebhookPayload is the JSON body of a webhook delivery. It is the same on
 // every attempt.
 type WebhookPayload struct {
@@ -103,8 +112,8 @@ func doPost(client *http.Client, req *http.Request) error {
 		return fmt.Errorf("post to %s: %w", req.URL.Host, unwrapURLError(err))
 	}
 	defer resp.Body.Close()
-	snippet, _ := io.ReadAll(io.LimitReader(resp.Body, 256))
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
+	snippet, _ := io.ReadAll(io.LimitReader(resp.Body, errorSnippet))
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxDrain))
 	if resp.StatusCode/100 != 2 {
 		return fmt.Errorf("%s answered HTTP %d: %s", req.URL.Host, resp.StatusCode, bytes.TrimSpace(snippet))
 	}

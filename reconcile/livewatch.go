@@ -19,6 +19,9 @@ import (
 // its own from the highest live modify index the replicated job statuses
 // record.
 
+// streamBackoffMin and streamBackoffMax bound the wait before the watcher
+// reconnects a broken stream: quick after a blip, and no more than one
+// try every 30s against a Nomad that is down (detection polls meanwhile).
 const (
 	streamBackoffMin = time.Second
 	streamBackoffMax = 30 * time.Second

@@ -126,6 +126,11 @@ func activityConcerns(d *structs.Deployment, acts []nomadx.Activity) bool {
 	return false
 }
 
+// deadlineSlack is added to a deadline the apply pass waits for, so that
+// the pass runs just after it passes, not a hair before, and is the least
+// wait, so that a deadline already passed does not spin the loop.
+const deadlineSlack = 10 * time.Millisecond
+
 // nextApplyPass is when the apply loop runs a pass over every active
 // deployment: after the engine interval while the event stream is down or
 // the last pass failed; otherwise at the nearest deadline, or after the
@@ -142,8 +147,8 @@ func (m *Manager) nextApplyPass(failed bool) time.Duration {
 		if at.IsZero() {
 			continue
 		}
-		if d := at.Sub(m.now()) + 10*time.Millisecond; d < next {
-			next = max(d, 10*time.Millisecond)
+		if d := at.Sub(m.now()) + deadlineSlack; d < next {
+			next = max(d, deadlineSlack)
 		}
 	}
 	return next

@@ -32,6 +32,11 @@ const (
 	ACLBindTypeManagement = "management"
 )
 
+// MaxSecretLen bounds a token secret that a request or a dashboard session
+// may present: secrets are UUIDs (36 bytes), and a longer string is refused
+// before it is hashed or looked up.
+const MaxSecretLen = 512
+
 // HashSecret returns the hex SHA-256 of a token secret: the only form in
 // which a secret is stored, replicated or looked up.
 func HashSecret(secret string) string {

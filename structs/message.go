@@ -130,6 +130,9 @@ func NewMsgpackHandle() *codec.MsgpackHandle {
 	h.TimeNotBuiltin = true
 	h.RawToString = true
 	h.MaxInitLen = MaxDecodeInitLen
+	// The deepest real value (a request holding a deployment holding a
+	// job spec) nests a few dozen levels; a deeper input is an attack on
+	// the decoder's stack.
 	h.MaxDepth = 64
 	return h
 }

@@ -229,6 +229,8 @@ func MarkKey(kind, object string) string { return kind + "/" + object }
 // DiffSummary returns a one-line summary of a redacted plan diff: its
 // first changed lines, cut to a bound.
 func DiffSummary(diff string) string {
+	// A few lines: enough to see what changed in a notification, short
+	// enough for a Slack section or an email subject's preview.
 	const maxLen = 300
 	var parts []string
 	n := 0

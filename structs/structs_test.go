@@ -10,7 +10,7 @@ import (
 	"time"
 )
 
-func TestStateClasses(t *testing.T) {
+func TestDeploymentState_ValidTerminalActiveWaiting(t *testing.T) {
 	for _, tc := range []struct {
 		state                   DeploymentState
 		valid, terminal, active bool
@@ -48,9 +48,9 @@ func TestStateClasses(t *testing.T) {
 	}
 }
 
-// TestTransitions pins the lifecycle of SPEC section 3: the table below is
-// written from the spec, independently of Transitions.
-func TestTransitions(t *testing.T) {
+// TestTransitions_MatchSpecLifecycle pins the lifecycle of SPEC section 3:
+// the table below is written from the spec, independently of Transitions.
+func TestTransitions_MatchSpecLifecycle(t *testing.T) {
 	type move struct {
 		from, to DeploymentState
 		by       Trigger
@@ -95,8 +95,9 @@ func TestTransitions(t *testing.T) {
 	}
 }
 
-// TestBlockBlocks covers the rules of SPEC section 4 on blocks.
-func TestBlockBlocks(t *testing.T) {
+// TestBlock_BlocksUntilSpecOrLiveJobChanges covers the rules of SPEC section
+// 4 on blocks.
+func TestBlock_BlocksUntilSpecOrLiveJobChanges(t *testing.T) {
 	before := &Block{Namespace: "default", JobID: "web", SpecHash: "h1", JobModifyIndex: 10}
 	after := &Block{Namespace: "default", JobID: "web", SpecHash: "h1", JobModifyIndex: 10, AfterRegister: true}
 	retried := &Block{SpecHash: "h1", JobModifyIndex: 10, AfterRegister: true, Retried: true, RetriedBy: "alice"}
@@ -130,7 +131,7 @@ func TestBlockBlocks(t *testing.T) {
 	}
 }
 
-func TestParsePolicy(t *testing.T) {
+func TestParsePolicy_AcceptsOnlyExactNames(t *testing.T) {
 	for _, s := range []string{"auto", "approval", "none"} {
 		if p, err := ParsePolicy(s); err != nil || string(p) != s {
 			t.Errorf("ParsePolicy(%q) = %q, %v", s, p, err)
@@ -182,7 +183,7 @@ func TestMessageTypesAppendOnly(t *testing.T) {
 	}
 }
 
-func TestEncodeDecode(t *testing.T) {
+func TestEncodeDecode_RoundTripsWithJSONNames(t *testing.T) {
 	now := time.Date(2025, 3, 1, 9, 30, 0, 123456789, time.FixedZone("CET", 3600))
 	req := &DeploymentTransitionRequest{
 		WriteMeta: WriteMeta{Time: now, Actor: "alice"},
@@ -229,7 +230,7 @@ func TestEncodeDecode(t *testing.T) {
 	}
 }
 
-func TestDeploymentHelpers(t *testing.T) {
+func TestDeployment_HooksRunsAndStartState(t *testing.T) {
 	d := &Deployment{
 		ID: "d1", Namespace: "default", JobID: "web", Spec: []byte("spec"),
 		Hooks: []FrozenHook{
@@ -290,7 +291,7 @@ func TestDeploymentHelpers(t *testing.T) {
 	}
 }
 
-func TestKeys(t *testing.T) {
+func TestKey_NamespaceSlashJobOrGlobal(t *testing.T) {
 	if k := (&PauseRequest{Global: true, Namespace: "x", JobID: "y"}).Key(); k != GlobalPauseKey {
 		t.Errorf("global pause key %q", k)
 	}

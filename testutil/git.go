@@ -177,6 +177,8 @@ func (r *GitRepo) ServeHTTP(t testing.TB, opts ...ServeOption) string {
 	if err != nil {
 		t.Fatalf("testutil: listening for the git HTTP server: %v", err)
 	}
+	// The clients are the test's own git fetches, which send their headers
+	// at once; the timeout only keeps a stuck one from holding the server.
 	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {

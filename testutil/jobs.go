@@ -276,6 +276,8 @@ func (s *jobSpec) render(opts []JobOption) string {
 		w(2, "}")
 	}
 	w(2, "")
+	// Small resources (the disk at Nomad's 10 MB minimum), so that many
+	// test jobs fit on a dev agent's one client node.
 	w(2, "ephemeral_disk {")
 	w(3, "size = 10")
 	w(2, "}")

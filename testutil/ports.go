@@ -37,6 +37,8 @@ func freePorts(n int) ([]int, error) {
 
 	ports := make([]int, 0, n)
 	for attempts := 0; len(ports) < n; attempts++ {
+		// A port taken on UDP is rare; 50 misses per port wanted mean
+		// something else is wrong.
 		if attempts > 50*n {
 			return nil, fmt.Errorf("free ports: found only %d of %d after %d attempts", len(ports), n, attempts)
 		}

@@ -18,7 +18,8 @@ const (
 	// otherwise.
 	DefaultStopGrace = 10 * time.Second
 
-	// logTailLines is how many lines of an agent's log a failed test shows.
+	// logTailLines is how many lines of an agent's log a failed test shows:
+	// enough for the error and what led to it, not a screen of startup.
 	logTailLines = 60
 )
 
@@ -203,7 +204,8 @@ func ProcessEnv() []string {
 }
 
 // TailFile returns the last n lines of a file, or a note that says why it
-// cannot be read. It reads at most the last 128 KiB.
+// cannot be read. It reads at most the last 128 KiB, which holds far more
+// than the lines a test shows, even of long ones.
 func TailFile(path string, n int) string {
 	const maxBytes = 128 << 10
 

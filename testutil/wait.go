@@ -49,6 +49,7 @@ func WaitForListen(t testing.TB, addr string, timeout time.Duration) {
 // WaitForHTTPStatus waits until a GET of url answers with status want.
 func WaitForHTTPStatus(t testing.TB, url string, want int, timeout time.Duration) {
 	t.Helper()
+	// Each try is short, so a hung server is tried again within timeout.
 	client := &http.Client{Timeout: 5 * time.Second}
 	WaitForResult(t, timeout, func() (bool, error) {
 		resp, err := client.Get(url)

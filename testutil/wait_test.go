@@ -14,7 +14,7 @@ import (
 	"time"
 )
 
-func TestPoll(t *testing.T) {
+func TestPoll_EndsOnSuccessTimeoutOrContext(t *testing.T) {
 	t.Parallel()
 	errNotYet := errors.New("not yet")
 
@@ -69,7 +69,7 @@ func TestWaitForListen(t *testing.T) {
 	WaitForListen(t, l.Addr().String(), 10*time.Second)
 }
 
-func TestFreePorts(t *testing.T) {
+func TestFreePorts_DistinctAndFreeOnTCPAndUDP(t *testing.T) {
 	t.Parallel()
 	ports := FreePorts(t, 20)
 	seen := make(map[int]bool)
@@ -223,7 +223,7 @@ func TestProcess_StopKillsWhatIgnoresSIGINT(t *testing.T) {
 	})
 }
 
-func TestTailFile(t *testing.T) {
+func TestTailFile_LastLinesOrWhyUnreadable(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "log")
 	var b strings.Builder

@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-func TestAutopilotBlock(t *testing.T) {
+func TestAutopilotBlock_SetsEverySetting(t *testing.T) {
 	p := writeFile(t, "ap.hcl", `
 autopilot {
   cleanup_dead_servers      = false
@@ -40,7 +40,7 @@ enable_debug = true
 	}
 }
 
-func TestAutopilotBlockErrors(t *testing.T) {
+func TestAutopilotBlock_RefusesBadValues(t *testing.T) {
 	for name, body := range map[string]string{
 		"negative min_quorum":   `autopilot { min_quorum = -1 }`,
 		"zero threshold":        `autopilot { last_contact_threshold = "0s" }`,

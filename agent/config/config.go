@@ -30,26 +30,43 @@ import (
 	"time"
 )
 
+// maxTokenTTL bounds acl.token_ttl, the life of an SSO login's token: a
+// longer one is a long-lived credential, which should be a created token.
+const maxTokenTTL = 365 * 24 * time.Hour
+
+// minSnapshotMaxSize is the least http snapshot_max_size: the state of an
+// empty cluster, with room to grow; a smaller limit refuses every restore.
+const minSnapshotMaxSize = 1 << 20
+
+// maxRegionLen bounds a region name, which goes into DNS names and TLS
+// certificate names: the longest DNS label.
+const maxRegionLen = 63
+
 // Defaults of the settings that have one.
 const (
-	DefaultBind                  = "0.0.0.0"
-	DefaultHTTPPort              = 4650
-	DefaultRPCPort               = 4651
-	DefaultSerfPort              = 4652
-	DefaultNomadAddr             = "http://127.0.0.1:4646"
-	DefaultDriftInterval         = time.Minute
-	DefaultEngineInterval        = 5 * time.Second
-	DefaultApplyTimeout          = 15 * time.Minute
-	DefaultHookTimeout           = 10 * time.Minute
-	DefaultPolicy                = PolicyAuto
-	DefaultLogLevel              = "info"
+	DefaultBind           = "0.0.0.0"
+	DefaultHTTPPort       = 4650
+	DefaultRPCPort        = 4651
+	DefaultSerfPort       = 4652
+	DefaultNomadAddr      = "http://127.0.0.1:4646"
+	DefaultDriftInterval  = time.Minute
+	DefaultEngineInterval = 5 * time.Second
+	DefaultApplyTimeout   = 15 * time.Minute
+	DefaultHookTimeout    = 10 * time.Minute
+	DefaultPolicy         = PolicyAuto
+	DefaultLogLevel       = "info"
+	// The Raft snapshot defaults are hashicorp/raft's own: a snapshot
+	// every 8192 entries, checked every two minutes.
 	DefaultRaftSnapshotThreshold = 8192
 	DefaultRaftSnapshotInterval  = 2 * time.Minute
 	DefaultRegion                = "global"
 
 	// HTTP server limits (see agent/httpguard.go). Streams and long polls
 	// have no write timeout; snapshot save and restore get
-	// SnapshotTransferTimeout for both.
+	// SnapshotTransferTimeout for both. A request is read within 30s and
+	// answered within 2m (an apply that waits on Raft and Nomad); idle
+	// keep-alives live 90s, as in Go's and most proxies' defaults; 1024
+	// connections are far over what CLIs, dashboards and peers open.
 	DefaultHTTPReadTimeout  = 30 * time.Second
 	DefaultHTTPWriteTimeout = 2 * time.Minute
 	DefaultHTTPIdleTimeout  = 90 * time.Second
@@ -82,15 +99,6 @@ const (
 	NotifyKindSlack   = "slack"
 	NotifyKindEmail   = "email"
 	NotifyKindNomad   = "nomad"
-)
-
-// Events a notification target can subscribe to. A target with no events
-// receives all of them.
-const (
-	NotifyEventCreated         = "created"
-	NotifyEventPendingApproval = "pending_approval"
-	NotifyEventCompleted       = "completed"
-	NotifyEventFailed          = "failed"
 )
 
 // Config is the configuration of one Nops server.
@@ -585,7 +593,7 @@ func (c *Config) validateBlocks() []error {
 	}
 
 	errs = append(errs, c.validateTLS()...)
-	if c.ACL.TokenTTL <= 0 || c.ACL.TokenTTL > 365*24*time.Hour {
+	if c.ACL.TokenTTL <= 0 || c.ACL.TokenTTL > maxTokenTTL {
 		add("acl", "token_ttl: must be a positive duration of at most a year, not %s", c.ACL.TokenTTL)
 	}
 	if c.Autopilot.MinQuorum < 0 {
@@ -821,8 +829,8 @@ func checkMaxConns(n int) error {
 }
 
 func checkSnapshotMaxSize(n uint64) error {
-	if n < 1<<20 {
-		return fmt.Errorf("invalid value %d: must be at least 1048576 (1 MiB)", n)
+	if n < minSnapshotMaxSize {
+		return fmt.Errorf("invalid value %d: must be at least %d (1 MiB)", n, minSnapshotMaxSize)
 	}
 	return nil
 }
@@ -935,8 +943,8 @@ func checkRegion(s string) error {
 		}
 		return fmt.Errorf("invalid region %q: use lower-case letters, digits and '-', starting with a letter or digit", s)
 	}
-	if len(s) > 63 {
-		return fmt.Errorf("invalid region %q: longer than 63 characters", s)
+	if len(s) > maxRegionLen {
+		return fmt.Errorf("invalid region %q: longer than %d characters", s, maxRegionLen)
 	}
 	return nil
 }

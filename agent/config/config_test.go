@@ -50,7 +50,7 @@ func mustContainAll(t *testing.T, err error, parts ...string) {
 	}
 }
 
-func TestDefault(t *testing.T) {
+func TestDefault_MatchesDocumentedDefaults(t *testing.T) {
 	c := Default()
 	host, _ := os.Hostname()
 	want := &Config{
@@ -618,7 +618,7 @@ webhook {
 	}
 }
 
-func TestResolve(t *testing.T) {
+func TestResolve_ReadsSecretsFromEnvironment(t *testing.T) {
 	lookup := env(map[string]string{"PW": "hunter2", "TOK": "abc", "URL": "https://hooks.example.com/1", "SECRET": "s"})
 
 	a := &RepoAuth{Username: "u", PasswordEnv: "PW", SSHKeyPassphrase: "direct"}
@@ -653,7 +653,7 @@ func TestResolve(t *testing.T) {
 	}
 }
 
-func TestValidate(t *testing.T) {
+func TestValidate_NamesEachInvalidSetting(t *testing.T) {
 	valid := func() *Config {
 		c := Default()
 		c.DataDir, c.BootstrapExpect = "/d", 3
@@ -765,7 +765,7 @@ func TestValidate_DevForcesSingleLocalServer(t *testing.T) {
 	}
 }
 
-func TestUsage(t *testing.T) {
+func TestUsage_ListsEveryFlagAndEnvVar(t *testing.T) {
 	u := Usage()
 	for _, f := range Default().fields() {
 		if !strings.Contains(u, "-"+f.name) || !strings.Contains(u, f.envName()) {
@@ -779,7 +779,7 @@ func TestUsage(t *testing.T) {
 	}
 }
 
-func TestChanged(t *testing.T) {
+func TestChanged_NamesChangedSettingsNotSecrets(t *testing.T) {
 	a, err := Load(args("-encrypt", "pUqJrVyVRj5jsiYEkM/tFQYfWyJIv4s3XkvDwy7Cu5s=", "-disable-gossip-encryption=false"), nil)
 	if err != nil {
 		t.Fatal(err)

@@ -13,7 +13,9 @@ import (
 	"github.com/nops-dev/nops/structs"
 )
 
-// Defaults of notification delivery.
+// Defaults of notification delivery: retries from a second, doubling up
+// to five minutes, for a day (a receiver down overnight still hears); the
+// results are kept three days, a weekend of looking back.
 const (
 	DefaultNotifyGiveUpAfter  = 24 * time.Hour
 	DefaultNotifyRetryInitial = time.Second

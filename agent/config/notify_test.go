@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-func TestNotifyBlock(t *testing.T) {
+func TestNotifyBlock_LoadsTargetsAndSecrets(t *testing.T) {
 	secret := filepath.Join(t.TempDir(), "token")
 	if err := os.WriteFile(secret, []byte("xoxb-1\n"), 0o600); err != nil {
 		t.Fatal(err)

@@ -21,7 +21,8 @@ const (
 
 	// DefaultRaftMultiplier is the multiplier of the base timings.
 	DefaultRaftMultiplier = 1
-	// MaxRaftMultiplier is the largest multiplier.
+	// MaxRaftMultiplier is the largest multiplier, as in Consul and Nomad:
+	// past 10 a failover takes longer than most clients wait.
 	MaxRaftMultiplier = 10
 )
 

@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-func TestRaftMultiplier(t *testing.T) {
+func TestRaftMultiplier_ScalesBaseTimings(t *testing.T) {
 	c, err := Load(args(), env(nil))
 	if err != nil {
 		t.Fatal(err)

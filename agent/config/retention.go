@@ -41,6 +41,18 @@ const (
 	DefaultRetentionInterval          = 10 * time.Minute
 )
 
+// Bounds of the retention block.
+const (
+	// maxDeploymentsPerJob bounds deployments_per_job: past it, a job's
+	// history is too long to list and retention keeps next to nothing.
+	maxDeploymentsPerJob = 100_000
+	// minRetentionInterval and maxRetentionInterval bound interval: a pass
+	// more often than every second is a busy loop of Raft writes, and one
+	// less often than daily lets a day's backlog pile up.
+	minRetentionInterval = time.Second
+	maxRetentionInterval = 24 * time.Hour
+)
+
 // DefaultRetention returns the retention used when nothing is set.
 func DefaultRetention() RetentionConfig {
 	return RetentionConfig{
@@ -79,10 +91,10 @@ func (r RetentionConfig) validate(add func(key, format string, args ...any)) {
 			add(blockRetention, "%s: must be a positive duration, not %s", d.name, d.v)
 		}
 	}
-	if r.DeploymentsPerJob < 1 || r.DeploymentsPerJob > 100_000 {
-		add(blockRetention, "deployments_per_job: must be 1 to 100000 (the newest deployment of a job is always kept), not %d", r.DeploymentsPerJob)
+	if r.DeploymentsPerJob < 1 || r.DeploymentsPerJob > maxDeploymentsPerJob {
+		add(blockRetention, "deployments_per_job: must be 1 to %d (the newest deployment of a job is always kept), not %d", maxDeploymentsPerJob, r.DeploymentsPerJob)
 	}
-	if r.Interval < time.Second || r.Interval > 24*time.Hour {
+	if r.Interval < minRetentionInterval || r.Interval > maxRetentionInterval {
 		add(blockRetention, "interval: must be from 1s to 24h, not %s", r.Interval)
 	}
 }

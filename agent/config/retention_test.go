@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-func TestRetentionBlock(t *testing.T) {
+func TestRetentionBlock_SetsEverySetting(t *testing.T) {
 	p := writeFile(t, "r.hcl", `
 retention {
   spec_after          = "10m"
@@ -37,7 +37,7 @@ retention {
 	}
 }
 
-func TestRetentionBlockErrors(t *testing.T) {
+func TestRetentionBlock_RefusesBadValues(t *testing.T) {
 	for body, want := range map[string]string{
 		`retention { deployments_per_job = 0 }`:  "deployments_per_job",
 		`retention { deployments_per_job = -3 }`: "deployments_per_job",

@@ -47,7 +47,7 @@ Options:
 			text += " Default: " + d + "."
 		}
 		text += " Env: " + f.envName() + "."
-		for _, line := range wrap(text, 72) {
+		for _, line := range wrap(text, usageWidth) {
 			fmt.Fprintf(&b, "    %s\n", line)
 		}
 		b.WriteString("\n")
@@ -98,6 +98,10 @@ func placeholder(f field) string {
 	}
 	return "<string>"
 }
+
+// usageWidth is the width of a flag's usage text: with its indent, a line
+// fits an 80-column terminal.
+const usageWidth = 72
 
 // wrap splits text into lines of at most width characters, at spaces.
 func wrap(text string, width int) []string {

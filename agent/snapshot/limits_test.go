@@ -71,7 +71,7 @@ func gzipBomb(t testing.TB, claim int64, zeros int) []byte {
 	return buf.Bytes()
 }
 
-func TestReadLimits(t *testing.T) {
+func TestRead_RefusesArchivesOverLimits(t *testing.T) {
 	good := archive(t, "the state")
 	zr, _ := gzip.NewReader(bytes.NewReader(good))
 	tarBytes, _ := io.ReadAll(zr)

@@ -41,10 +41,14 @@ const DefaultMaxSize = 1 << 30
 // at an index after it, and an index near 2^64 would wrap.
 const maxIndex = 1 << 62
 
-// Limits of the snapshot archive files other than the state.
+// Limits of the snapshot archive files other than the state: both are a
+// few hundred bytes (the metadata JSON, one SHA-256 line per file).
 const (
 	maxMetaSize = 64 << 10
 	maxSumsSize = 4 << 10
+	// tarFraming is the room left for the tar headers and padding on top
+	// of the files' own sizes: a few 512-byte blocks per file.
+	tarFraming = 16 << 10
 )
 
 // Sentinel errors of Read.
@@ -155,7 +159,7 @@ func ReadLimited(r io.Reader, lim Limits) (_ *Archive, err error) {
 	gz.Multistream(false)
 	// The tar framing adds at most a few blocks per file on top of the
 	// files themselves.
-	content := &limitedReader{r: gz, n: lim.MaxSize + 16<<10}
+	content := &limitedReader{r: gz, n: lim.MaxSize + tarFraming}
 	tr := tar.NewReader(content)
 	arc := &Archive{}
 	defer func() {

@@ -20,7 +20,7 @@ func archive(t *testing.T, state string) []byte {
 	return buf.Bytes()
 }
 
-func TestRoundTrip(t *testing.T) {
+func TestRead_ReturnsWhatWriteWrote(t *testing.T) {
 	arc, err := Read(bytes.NewReader(archive(t, "the state")))
 	if err != nil {
 		t.Fatal(err)

@@ -33,7 +33,8 @@ const (
 	KindCLI    = "cli"
 )
 
-// Defaults of the certificates created.
+// Defaults of the certificates created: a CA that outlives several
+// rotations of the certificates it signs, and certificates renewed yearly.
 const (
 	DefaultCADays   = 5 * 365
 	DefaultCertDays = 365
@@ -238,8 +239,12 @@ func encodeKey(key *ecdsa.PrivateKey) ([]byte, error) {
 	return pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: der}), nil
 }
 
+// serialBits is the size of a random serial number: RFC 5280 allows up to
+// 20 octets, and 128 bits never collide.
+const serialBits = 128
+
 func newSerial() (*big.Int, error) {
-	n, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 128))
+	n, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), serialBits))
 	if err != nil {
 		return nil, fmt.Errorf("generate serial number: %w", err)
 	}
@@ -252,5 +257,6 @@ func keyID(pub *ecdsa.PublicKey) ([]byte, error) {
 		return nil, fmt.Errorf("encode public key: %w", err)
 	}
 	sum := sha256.Sum256(der)
+	// 20 bytes, the length of the SHA-1 key identifier of RFC 5280.
 	return sum[:20], nil
 }

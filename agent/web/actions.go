@@ -176,6 +176,9 @@ func (u *UI) windowCreate(w http.ResponseWriter, r *http.Request) {
 		u.fail(w, r, err)
 		return
 	}
+	// Each field is cut to a length past any sensible value, so that a
+	// huge post is not echoed back into the page; Validate then refuses
+	// what is still wrong.
 	f := &windowForm{
 		Name: field(r, "name", 256), Kind: field(r, "kind", 16), Schedule: field(r, "schedule", 256),
 		Duration: field(r, "duration", 64), Timezone: field(r, "timezone", 128),

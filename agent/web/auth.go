@@ -43,7 +43,8 @@ func (u *UI) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	next := safeNext(r.PostFormValue("next"))
-	secret := field(r, "token", 513)
+	// One byte over the bound, so that a secret too long is refused, not cut.
+	secret := field(r, "token", structs.MaxSecretLen+1)
 	fail := func(code int, msg string) {
 		u.render(w, r, code, "login", "Log in", &loginData{Next: next, Error: msg, SSO: u.cfg.ACLs})
 	}
@@ -51,7 +52,7 @@ func (u *UI) login(w http.ResponseWriter, r *http.Request) {
 		fail(http.StatusBadRequest, "ACLs are disabled on this cluster: the dashboard needs no login.")
 		return
 	}
-	if secret == "" || len(secret) > 512 {
+	if secret == "" || len(secret) > structs.MaxSecretLen {
 		fail(http.StatusBadRequest, "token: enter the secret ID of an ACL token.")
 		return
 	}
@@ -141,7 +142,7 @@ func (u *UI) ssoStart(w http.ResponseWriter, r *http.Request) {
 	}
 	q := r.URL.Query()
 	st := &oidcState{Method: q.Get("method"), Nonce: randomToken(), Verifier: randomToken(), Next: safeNext(q.Get("next"))}
-	if len(st.Method) > 128 {
+	if len(st.Method) > maxAuthMethodName {
 		u.Fail(w, r, http.StatusBadRequest, "method: too long")
 		return
 	}
@@ -162,7 +163,7 @@ func (u *UI) ssoStart(w http.ResponseWriter, r *http.Request) {
 	st.State = au.State
 	raw, _ := json.Marshal(st)
 	// Lax: the callback is a navigation from the provider's site.
-	http.SetCookie(w, u.cookie(cookieOIDC, base64.RawURLEncoding.EncodeToString(raw), 600, http.SameSiteLaxMode))
+	http.SetCookie(w, u.cookie(cookieOIDC, base64.RawURLEncoding.EncodeToString(raw), oidcCookieMaxAge, http.SameSiteLaxMode))
 	SetHeaders(w.Header())
 	http.Redirect(w, r, au.AuthURL, http.StatusSeeOther)
 }
@@ -177,7 +178,7 @@ func (u *UI) loginError(w http.ResponseWriter, r *http.Request, msg string) {
 func (u *UI) ssoCallback(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	c, err := r.Cookie(cookieOIDC)
-	if err != nil || len(c.Value) > 4096 {
+	if err != nil || len(c.Value) > maxCookie {
 		u.loginError(w, r, "no login in progress in this browser (or it took more than 10 minutes); start again")
 		return
 	}

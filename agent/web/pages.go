@@ -120,7 +120,7 @@ func (u *UI) overview(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	for _, s := range activeStates {
-		list, err := u.deployments(r, url.Values{"state": {string(s)}, "limit": {"50"}})
+		list, err := u.deployments(r, url.Values{"state": {string(s)}, "limit": {strconv.Itoa(activePerState)}})
 		if err != nil {
 			u.fail(w, r, err)
 			return
@@ -135,6 +135,14 @@ func (u *UI) overview(w http.ResponseWriter, r *http.Request) {
 	_ = u.get(r, "/v1/pauses", &d.Pauses)
 	u.render(w, r, http.StatusOK, "overview", "Overview", d)
 }
+
+// activePerState bounds the active deployments the overview lists per
+// state: a cluster rolls out far fewer at once, and the page stays short.
+const activePerState = 50
+
+// historyShown is how many of a job's past deployments its page lists:
+// enough to see a pattern of failures; older ones are in the API.
+const historyShown = 25
 
 // jobsPerPage bounds the rows of the jobs page: a page stays small on a
 // phone whatever the number of jobs.
@@ -208,7 +216,7 @@ func (u *UI) job(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var err error
-	if d.History, err = u.deployments(r, url.Values{"namespace": {ns}, "job": {id}, "limit": {"25"}}); err != nil {
+	if d.History, err = u.deployments(r, url.Values{"namespace": {ns}, "job": {id}, "limit": {strconv.Itoa(historyShown)}}); err != nil {
 		u.fail(w, r, err)
 		return
 	}

@@ -20,6 +20,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+
+	"github.com/nops-dev/nops/structs"
 )
 
 //go:embed templates/*.html
@@ -210,7 +212,7 @@ func New(cfg Config) (*UI, error) {
 		cfg.Logger = hclog.NewNullLogger()
 	}
 	if cfg.MaxStreams <= 0 {
-		cfg.MaxStreams = 64
+		cfg.MaxStreams = defaultMaxStreams
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -258,14 +260,33 @@ func SetHeaders(h http.Header) {
 // or "".
 func SessionToken(r *http.Request) string {
 	c, err := r.Cookie(cookieToken)
-	if err != nil || len(c.Value) > 512 {
+	if err != nil || len(c.Value) > structs.MaxSecretLen {
 		return ""
 	}
 	return c.Value
 }
 
+const (
+	// randomTokenBytes is the entropy of a CSRF token, OIDC nonce or PKCE
+	// verifier: 256 bits, which no one guesses.
+	randomTokenBytes = 32
+	// randomTokenLen is the length of randomTokenBytes in unpadded base64.
+	randomTokenLen = 43
+	// maxCookie bounds a cookie read back: browsers keep at most 4 KiB per
+	// cookie, so a longer one was not set by this dashboard.
+	maxCookie = 4096
+	// maxAuthMethodName bounds an auth method's name, as the API does.
+	maxAuthMethodName = 128
+	// oidcCookieMaxAge (seconds) keeps a login's state as long as the server
+	// keeps the OIDC request it started (10 minutes).
+	oidcCookieMaxAge = 600
+	// defaultMaxStreams is Config.MaxStreams when unset: each stream holds
+	// a connection and a goroutine, and a few browsers need far fewer.
+	defaultMaxStreams = 64
+)
+
 func randomToken() string {
-	b := make([]byte, 32)
+	b := make([]byte, randomTokenBytes)
 	_, _ = rand.Read(b)
 	return base64.RawURLEncoding.EncodeToString(b)
 }
@@ -278,7 +299,7 @@ func (u *UI) cookie(name, value string, maxAge int, sameSite http.SameSite) *htt
 // csrfToken returns the session's CSRF token, setting its cookie when the
 // browser has none.
 func (u *UI) csrfToken(w http.ResponseWriter, r *http.Request) string {
-	if c, err := r.Cookie(cookieCSRF); err == nil && len(c.Value) == 43 {
+	if c, err := r.Cookie(cookieCSRF); err == nil && len(c.Value) == randomTokenLen {
 		return c.Value
 	}
 	t := randomToken()
@@ -304,7 +325,7 @@ func (u *UI) checkCSRF(r *http.Request) error {
 		}
 	}
 	c, err := r.Cookie(cookieCSRF)
-	if err != nil || len(c.Value) != 43 {
+	if err != nil || len(c.Value) != randomTokenLen {
 		return ErrCSRF
 	}
 	if subtle.ConstantTimeCompare([]byte(c.Value), []byte(r.PostFormValue(fieldCSRF))) != 1 {
@@ -422,6 +443,8 @@ func (u *UI) get(r *http.Request, path string, out any) error {
 // Static serves the embedded assets.
 func (u *UI) Static(w http.ResponseWriter, r *http.Request) {
 	SetHeaders(w.Header())
+	// An hour: the assets change only with a new release, and a browser
+	// that has them cached checks again soon after an upgrade.
 	w.Header().Set("Cache-Control", "public, max-age=3600")
 	u.static.ServeHTTP(w, r)
 }

@@ -56,8 +56,6 @@ type Auth struct {
 	SSHKnownHostsFile string
 }
 
-func (a Auth) empty() bool { return a == Auth{} }
-
 // Validate reports every problem of the configuration, naming the field.
 func (c RepoConfig) Validate() error {
 	var errs []error

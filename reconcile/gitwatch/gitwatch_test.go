@@ -336,7 +336,7 @@ func TestWatcher_HTTPBasicAuthAndToken(t *testing.T) {
 	}
 }
 
-func TestNew_Validation(t *testing.T) {
+func TestNew_RefusesEachInvalidRepository(t *testing.T) {
 	_, err := New([]RepoConfig{
 		{Name: "ok", URL: "https://git.example/ops.git"},
 		{Name: "ok", URL: "https://git.example/other.git"},
@@ -372,7 +372,7 @@ func TestNew_Validation(t *testing.T) {
 	}
 }
 
-func TestAuthMethod(t *testing.T) {
+func TestAuthMethod_TokenBasicAuthAndSSHKey(t *testing.T) {
 	m, err := RepoConfig{Auth: Auth{Token: "t"}}.authMethod()
 	if ba, ok := m.(*githttp.BasicAuth); err != nil || !ok || ba.Username != tokenUsername || ba.Password != "t" {
 		t.Errorf("token auth = %#v, %v", m, err)
@@ -415,7 +415,7 @@ func TestAuthMethod(t *testing.T) {
 	}
 }
 
-func TestJobFileHelpers(t *testing.T) {
+func TestJobFileHelpers_RecognizeJobFilesAndTheirVars(t *testing.T) {
 	for name, want := range map[string]bool{
 		"web.nomad.hcl": true, "a/b/web.nomad": true, "web.hcl": false, "web.vars.hcl": false,
 		".nomad": false, ".nomad.hcl": false, "web.nomad.hcl.bak": false, "nomad": false,

@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-func TestSafeURL(t *testing.T) {
+func TestSafeURL_DropsSecretsKeepsUserOfSSH(t *testing.T) {
 	for in, want := range map[string]string{
 		"https://ghp_TOKEN123@github.com/org/repo.git":        "https://github.com/org/repo.git",
 		"https://user:hunter2@git.example/x.git":              "https://git.example/x.git",

@@ -39,7 +39,9 @@ import (
 	"github.com/hashicorp/go-hclog"
 )
 
-// FetchTimeout bounds one fetch of one repository.
+// FetchTimeout bounds one fetch of one repository: a first clone of a
+// large repository over a slow link, while a stuck server cannot hold the
+// repository's loop for longer.
 const FetchTimeout = 2 * time.Minute
 
 // ErrUnknownRepo is returned for a repository name that is not configured.
@@ -59,8 +61,6 @@ type RepoStatus struct {
 	LastFetch time.Time
 	// LastSuccess is when a fetch last succeeded.
 	LastSuccess time.Time
-	// LastChange is when the head last moved.
-	LastChange time.Time
 	// LastError is the error of the last fetch, empty when it succeeded.
 	LastError string
 	// Files is the number of job files in the current snapshot.
@@ -396,7 +396,6 @@ func (w *Watcher) fetch(ctx context.Context, r *repo) error {
 		r.status.Head = snap.Commit
 		r.status.Branch = snap.Branch
 		r.status.Files = len(snap.Files)
-		r.status.LastChange = now
 	}
 	r.mu.Unlock()
 

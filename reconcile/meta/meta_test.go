@@ -17,7 +17,7 @@ func job(typ string, meta map[string]string) *api.Job {
 
 var defaults = Defaults{Policy: structs.PolicyAuto, ApplyTimeout: 15 * time.Minute, HookTimeout: 10 * time.Minute}
 
-func TestRead(t *testing.T) {
+func TestRead_KindPolicyHooksAndTimeoutsFromMeta(t *testing.T) {
 	cases := []struct {
 		name     string
 		meta     map[string]string

@@ -65,7 +65,7 @@ func StartCluster(t testing.TB, n int, opts ...Option) *Cluster {
 	for i := 0; i < n; i++ {
 		c.Start(i)
 	}
-	c.WaitForLeader(30 * time.Second)
+	c.WaitForLeader(clusterLeaderTimeout)
 	return c
 }
 

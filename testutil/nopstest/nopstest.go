@@ -80,11 +80,15 @@ func WithNomad(addr string) Option {
 	return WithConfig(func(c *config.Config) { c.NomadAddr = addr })
 }
 
+// repoPollInterval is how often a test server fetches its repositories, so
+// a commit a test makes is seen at once.
+const repoPollInterval = 200 * time.Millisecond
+
 // WithRepo adds a watched repository.
 func WithRepo(name, url, branch, path string) Option {
 	return WithConfig(func(c *config.Config) {
 		c.Repositories = append(c.Repositories, config.Repository{Name: name, URL: url, Branch: branch, Path: path,
-			PollInterval: 200 * time.Millisecond})
+			PollInterval: repoPollInterval})
 	})
 }
 
@@ -117,6 +121,18 @@ func WithBuild(fn func(s *agent.Server)) Option {
 // the production default (1) on its own.
 const TestRaftMultiplier = 3
 
+const (
+	// singleLeaderTimeout bounds the wait for a one-server cluster to
+	// elect itself: a second or so, more on a loaded machine.
+	singleLeaderTimeout = 20 * time.Second
+	// clusterLeaderTimeout bounds StartCluster's wait for a leader: the
+	// servers must first find each other through gossip.
+	clusterLeaderTimeout = 30 * time.Second
+	// requestTimeout bounds one API request of a test: far over a write's
+	// wait for Raft, so only a hung server fails the test this way.
+	requestTimeout = 60 * time.Second
+)
+
 // Config returns the configuration of a single dev-like server on free ports
 // with fast loops.
 func Config(t testing.TB, dataDir string) *config.Config {
@@ -127,6 +143,9 @@ func Config(t testing.TB, dataDir string) *config.Config {
 	cfg.HTTPPort, cfg.RPCPort, cfg.SerfPort = 0, 0, 0
 	cfg.BootstrapExpect = 1
 	cfg.NodeName = strings.NewReplacer("/", "-", " ", "-").Replace(t.Name())
+	// Loops a few times a second, so tests see a change within a second or
+	// two; applies and hooks get minutes, as mock jobs on a loaded machine
+	// can take that long to turn healthy.
 	cfg.DriftInterval = 2 * time.Second
 	cfg.EngineInterval = 200 * time.Millisecond
 	cfg.ApplyTimeout = 2 * time.Minute
@@ -202,7 +221,7 @@ func StartWith(t testing.TB, cfg *config.Config, opts ...Option) *Server {
 	}
 	ts := &Server{Server: s, t: t, URL: scheme + s.HTTPAddr(), client: httpClient(t, cfg, o.tls)}
 	if cfg.BootstrapExpect == 1 {
-		testutil.WaitForResult(t, 20*time.Second, func() (bool, error) {
+		testutil.WaitForResult(t, singleLeaderTimeout, func() (bool, error) {
 			return s.IsLeader(), fmt.Errorf("server is not the leader yet")
 		})
 	}
@@ -233,7 +252,7 @@ func (s *Server) Do(method, path string, body any, out any) (int, string) {
 	if err != nil {
 		s.t.Fatalf("%s %s: %v", method, path, err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, method, s.URL+path, rd)
 	if err != nil {
