@@ -32,7 +32,7 @@ type parseResult struct {
 
 // observed is what the leader last saw of a job: when its git spec hash and
 // its live job modify index are both unchanged and it was in sync, the next
-// cycle skips its plan.
+// cycle skips its plan (observePlan, lastPlanAnswers).
 type observed struct {
 	specHash string
 	liveMod  uint64
