@@ -371,3 +371,19 @@ func TestDecide_AutoscaleCheckOnlyWhenItMatters(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkDecide measures decide for a job in sync with a waiting
+// deployment, a pause and a window to evaluate: the work detection adds per
+// job once its view is observed.
+func BenchmarkDecide(b *testing.B) {
+	v := with(inSync(), func(v *jobView) {
+		v.pauses = []*structs.Pause{{Key: "default/api", Namespace: "default", JobID: "api"}}
+		v.windows = []*structs.SyncWindow{office}
+		v.active = waiting(structs.StatePendingApproval, gitSpec, liveIdx)
+	})
+	for b.Loop() {
+		if d := decide(v); d.settle != structs.StateCompleted {
+			b.Fatalf("decide = %+v, want the waiting deployment completed", outcomeOf(d))
+		}
+	}
+}
