@@ -404,6 +404,8 @@ func (w *writer) deploymentDecision(req *structs.DeploymentDecisionRequest) erro
 	)
 	switch req.Decision {
 	case structs.DecisionApprove:
+		// A pause blocks approvals; a sync window does not (SPEC
+		// section 6).
 		pause, err := pausedTxn(w.txn, d.Namespace, d.JobID)
 		if err != nil {
 			return err

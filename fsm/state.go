@@ -8,6 +8,7 @@ import (
 
 	memdb "github.com/hashicorp/go-memdb"
 
+	"github.com/nops-dev/nops/reconcile/holds"
 	"github.com/nops-dev/nops/structs"
 )
 
@@ -285,13 +286,16 @@ func (s *StateStore) Pauses() ([]*structs.Pause, error) {
 	return list[structs.Pause](s.db.Txn(false), TablePauses)
 }
 
-// Paused returns the pause that holds the job (the global pause first), or
-// nil.
+// Paused returns the pause that holds the job, or nil; holds.Paused owns
+// the rule (the pause of every job first).
 func (s *StateStore) Paused(namespace, jobID string) (*structs.Pause, error) {
 	return pausedTxn(s.db.Txn(false), namespace, jobID)
 }
 
+// pausedTxn looks up the only pauses that can hold the job (the pause of
+// every job and the job's own) and lets holds.Paused choose among them.
 func pausedTxn(txn *memdb.Txn, namespace, jobID string) (*structs.Pause, error) {
+	var candidates []*structs.Pause
 	for _, key := range []string{structs.GlobalPauseKey, structs.JobKey(namespace, jobID)} {
 		raw, err := txn.First(TablePauses, "id", key)
 		if err != nil {
@@ -299,10 +303,10 @@ func pausedTxn(txn *memdb.Txn, namespace, jobID string) (*structs.Pause, error) 
 		}
 		if raw != nil {
 			c := *raw.(*structs.Pause)
-			return &c, nil
+			candidates = append(candidates, &c)
 		}
 	}
-	return nil, nil
+	return holds.Paused(candidates, namespace, jobID), nil
 }
 
 // Windows returns every sync window, by name.

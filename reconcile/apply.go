@@ -167,7 +167,7 @@ const maxStepsPerPass = 32
 // start moves a detected deployment by its policy, unless it is held (the
 // next detection cycle supersedes it).
 func (m *Manager) start(d *structs.Deployment) error {
-	held, _, err := m.held(d)
+	held, err := m.held(d)
 	if err != nil || held {
 		return err
 	}
@@ -179,25 +179,20 @@ func (m *Manager) start(d *structs.Deployment) error {
 	}
 }
 
-// held reports whether a deployment's job is held now.
-func (m *Manager) held(d *structs.Deployment) (bool, string, error) {
+// held reports whether a deployment's job is held now, by the rule of
+// holds.Evaluate: a deployment that consumed a deploy now is not held by
+// a closed window, but a pause holds it.
+func (m *Manager) held(d *structs.Deployment) (bool, error) {
 	st := m.srv.State()
-	p, err := st.Paused(d.Namespace, d.JobID)
+	pauses, err := st.Pauses()
 	if err != nil {
-		return false, "", err
-	}
-	if p != nil {
-		return true, "paused", nil
-	}
-	if d.LiftedWindow {
-		return false, "", nil
+		return false, err
 	}
 	windows, err := st.Windows()
 	if err != nil {
-		return false, "", err
+		return false, err
 	}
-	closed, why := holds.Closed(windows, d.Namespace, d.JobID, m.now())
-	return closed, why, nil
+	return holds.Evaluate(pauses, windows, d.LiftedWindow, d.Namespace, d.JobID, m.now()).Held(), nil
 }
 
 // applying registers the job (once) and waits for it to be healthy.

@@ -37,10 +37,12 @@ func (m *Manager) autoscaledOnly(ctx context.Context, d *structs.Deployment, liv
 	return nomadx.OnlyScaledCounts(then, live)
 }
 
-// rebaseAutoscaled moves a waiting deployment's check-and-set index to
-// liveMod when the live job changed only by autoscaled counts since the
-// index it recorded. It reports whether it did.
-func (m *Manager) rebaseAutoscaled(ctx context.Context, d *structs.Deployment, liveMod uint64) (bool, error) {
+// autoscaledSince reports whether the live job, at liveMod, differs from
+// the version the waiting deployment d recorded only by counts left to an
+// autoscaler. It is detection's observation for the rule; the decision to
+// rebase is decide's, and the entry act's (rebase). The error is only a
+// failure to read the live job.
+func (m *Manager) autoscaledSince(ctx context.Context, d *structs.Deployment, liveMod uint64) (bool, error) {
 	if d.JobModifyIndex == 0 || liveMod == 0 {
 		return false, nil
 	}
@@ -56,12 +58,18 @@ func (m *Manager) rebaseAutoscaled(ctx context.Context, d *structs.Deployment, l
 		m.logger.Debug("the live job changed by more than autoscaled counts", "deployment", d.ID, "job", d.Key(), "change", why)
 		return false, nil
 	}
+	return true, nil
+}
+
+// rebase moves a waiting deployment's check-and-set index to liveMod,
+// through Raft, before any register can use it.
+func (m *Manager) rebase(d *structs.Deployment, liveMod uint64) error {
 	from := d.JobModifyIndex
-	err = m.update(d, &structs.DeploymentPatch{JobModifyIndex: &liveMod,
+	err := m.update(d, &structs.DeploymentPatch{JobModifyIndex: &liveMod,
 		Message: fmt.Sprintf("only the counts left to an autoscaler changed in Nomad: check-and-set index %d -> %d", from, liveMod)})
 	if err != nil {
-		return false, err
+		return err
 	}
 	d.JobModifyIndex = liveMod
-	return true, nil
+	return nil
 }

@@ -32,7 +32,7 @@ type parseResult struct {
 
 // observed is what the leader last saw of a job: when its git spec hash and
 // its live job modify index are both unchanged and it was in sync, the next
-// cycle skips its plan.
+// cycle skips its plan (observePlan, lastPlanAnswers).
 type observed struct {
 	specHash string
 	liveMod  uint64
@@ -71,22 +71,83 @@ type cycleResult struct {
 	changed                bool
 }
 
-// DetectOnce runs one detection cycle (SPEC section 4).
-func (m *Manager) DetectOnce(ctx context.Context) (*cycleResult, error) {
-	started := m.now()
-	res := &cycleResult{}
-	st := m.srv.State()
+// cycle is what one detection cycle gathers, step by step, and records.
+type cycle struct {
+	started time.Time
+	res     *cycleResult
 
-	// 1. Snapshots, with the fetch status of each repository. Only the
-	// snapshots fetched during this leadership count: one kept from an
-	// earlier term may be older than what that term deployed.
+	// files are the parsed job files of every repository; incomplete says
+	// the view of git is not whole (a file fails to parse, or a repository
+	// has no snapshot of this term yet), so that a job missing from it is
+	// not treated as removed.
+	files      []declaredFile
+	incomplete bool
+
+	managed, hooks      map[string]*declared
+	problems, conflicts map[string]*structs.JobStatus
+	live                map[string]*api.JobListStub
+
+	// What every job's observation shares.
+	pauses  []*structs.Pause
+	windows []*structs.SyncWindow
+	now     time.Time
+
+	statuses map[string]*structs.JobStatus
+}
+
+// DetectOnce runs one detection cycle (SPEC section 4): read git (steps
+// 1 and 2), classify (3 and 4), list the live jobs, detect each managed
+// job (5 to 8: observe, decide, act) and record what it saw (9).
+func (m *Manager) DetectOnce(ctx context.Context) (*cycleResult, error) {
+	c := &cycle{started: m.now(), res: &cycleResult{}}
+	if err := m.readGit(ctx, c); err != nil {
+		return nil, err
+	}
+	c.managed, c.hooks, c.problems, c.conflicts = m.classify(c.files)
+	if err := m.readLive(ctx, c); err != nil {
+		return nil, err
+	}
+	if err := m.detectJobs(ctx, c); err != nil {
+		return nil, err
+	}
+	if err := m.record(ctx, c); err != nil {
+		return nil, err
+	}
+	m.stopUnusedRevisions(ctx, c.live)
+	m.mu.Lock()
+	m.lastCycle = c.res
+	m.mu.Unlock()
+	return c.res, nil
+}
+
+// readGit takes the snapshots fetched during this leadership (one kept
+// from an earlier term may be older than what that term deployed), parses
+// their files and records each repository's status.
+func (m *Manager) readGit(ctx context.Context, c *cycle) error {
 	var snaps []*gitwatch.Snapshot
 	if m.git != nil {
 		snaps = m.freshSnapshots()
 	}
+	files, parseErrs, err := m.parseSnapshots(ctx, snaps)
+	if err != nil {
+		return err
+	}
+	if err := m.recordRepos(parseErrs); err != nil {
+		return err
+	}
+	c.files = files
+	c.incomplete = len(parseErrs) > 0
+	if m.git != nil && len(snaps) < len(m.git.Status()) {
+		c.incomplete = true
+		m.logger.Debug("detecting with an incomplete view of git: a repository is not fetched yet in this term")
+	}
+	return nil
+}
 
-	// 2. Parse every file, through the cache. A parse that got no verdict
-	// from Nomad fails the cycle: it says nothing about the file.
+// parseSnapshots parses every file through the cache and returns the jobs
+// and, by repository, the files that failed. A parse that got no verdict
+// from Nomad fails the cycle: it says nothing about the file.
+func (m *Manager) parseSnapshots(ctx context.Context, snaps []*gitwatch.Snapshot) ([]declaredFile, map[string][]string, error) {
 	parseErrs := map[string][]string{}
 	var files []declaredFile
 	used := map[string]bool{}
@@ -100,7 +161,7 @@ func (m *Manager) DetectOnce(ctx context.Context) (*cycleResult, error) {
 				continue
 			}
 			if err != nil {
-				return nil, fmt.Errorf("parse %s of %s: %w", f.Path, snap.Repo, err)
+				return nil, nil, fmt.Errorf("parse %s of %s: %w", f.Path, snap.Repo, err)
 			}
 			used[f.ContentHash()] = true
 			if r.err != nil {
@@ -111,54 +172,50 @@ func (m *Manager) DetectOnce(ctx context.Context) (*cycleResult, error) {
 		}
 	}
 	m.pruneParsed(used)
-	if err := m.recordRepos(parseErrs); err != nil {
-		return nil, err
-	}
-	// A view of git is incomplete while a file fails to parse or a
-	// repository has no snapshot yet (a new leader before its first fetch):
-	// a job missing from an incomplete view is not treated as removed.
-	anyParseError := len(parseErrs) > 0
-	if m.git != nil && len(snaps) < len(m.git.Status()) {
-		anyParseError = true
-		m.logger.Debug("detecting with an incomplete view of git: a repository is not fetched yet in this term")
-	}
+	return files, parseErrs, nil
+}
 
-	// 3. Classify, 4. drop duplicates.
-	managed, hooks, problems, conflicts := m.classify(files)
-
-	// Live jobs, one list per namespace.
+// readLive lists the live jobs, one list per namespace. A list Nomad
+// refuses for the token is shown on every managed job.
+func (m *Manager) readLive(ctx context.Context, c *cycle) error {
 	live, err := m.liveJobs(ctx)
 	if err != nil {
 		err = fmt.Errorf("list live jobs: %w", err)
 		if nomadx.IsPermissionDenied(err) {
-			m.refusedList(ctx, managed, err)
+			m.refusedList(ctx, c.managed, err)
 		}
-		return nil, err
+		return err
 	}
+	c.live = live
+	return nil
+}
 
-	pauses, err := st.Pauses()
-	if err != nil {
-		return nil, err
+// detectJobs detects every managed job, in key order, and collects the
+// statuses to record. A job whose detection fails shows the error and
+// does not stop the others.
+func (m *Manager) detectJobs(ctx context.Context, c *cycle) error {
+	st := m.srv.State()
+	var err error
+	if c.pauses, err = st.Pauses(); err != nil {
+		return fmt.Errorf("read pauses: %w", err)
 	}
-	windows, err := st.Windows()
-	if err != nil {
-		return nil, err
+	if c.windows, err = st.Windows(); err != nil {
+		return fmt.Errorf("read sync windows: %w", err)
 	}
-	now := m.now()
-
-	statuses := map[string]*structs.JobStatus{}
-	keys := make([]string, 0, len(managed))
-	for k := range managed {
+	c.now = m.now()
+	c.statuses = map[string]*structs.JobStatus{}
+	keys := make([]string, 0, len(c.managed))
+	for k := range c.managed {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
 	for _, key := range keys {
-		d := managed[key]
-		res.jobs++
-		status, created, err := m.detectJob(ctx, d, hooks, live, pauses, windows, now)
+		d := c.managed[key]
+		c.res.jobs++
+		status, created, err := m.detectJob(ctx, d, c)
 		if err != nil {
 			if ctx.Err() != nil {
-				return nil, ctx.Err()
+				return ctx.Err()
 			}
 			m.logger.Error("detection failed for job", "job", key, "error", err)
 			status = &structs.JobStatus{Namespace: ns(d.job), JobID: id(d.job), Repository: d.repo, File: d.file,
@@ -166,42 +223,44 @@ func (m *Manager) DetectOnce(ctx context.Context) (*cycleResult, error) {
 		}
 		status.Errors = append(status.Errors, m.refusalsOf(key)...)
 		if status.Sync == structs.SyncDrift {
-			res.drifted++
+			c.res.drifted++
 		}
 		if created {
-			res.created++
-			res.changed = true
+			c.res.created++
+			c.res.changed = true
 		}
-		statuses[key] = status
+		c.statuses[key] = status
 	}
-	for key, errs := range problems {
-		if _, ok := statuses[key]; ok {
+	return nil
+}
+
+// record writes what the cycle saw (step 9): the statuses of jobs whose
+// declaration is invalid or duplicated, the end of the waiting deployments
+// of jobs git no longer manages, every changed status, and the cycle.
+func (m *Manager) record(ctx context.Context, c *cycle) error {
+	for key, errs := range c.problems {
+		if _, ok := c.statuses[key]; ok {
 			continue
 		}
-		statuses[key] = errs
+		c.statuses[key] = errs
 	}
-	for key, c := range conflicts {
-		statuses[key] = c
+	for key, s := range c.conflicts {
+		c.statuses[key] = s
 	}
-
-	if err := m.supersedeUnmanaged(managed, conflicts, problems, anyParseError); err != nil {
-		return nil, err
+	if err := m.supersedeUnmanaged(c.managed, c.conflicts, c.problems, c.incomplete); err != nil {
+		return err
 	}
-	if err := m.recordStatuses(ctx, statuses, live, anyParseError, now); err != nil {
-		return nil, err
+	if err := m.recordStatuses(ctx, c.statuses, c.live, c.incomplete, c.now); err != nil {
+		return err
 	}
 	if _, err := m.srv.Apply(structs.DetectionCycleRequestType, &structs.DetectionCycleRequest{
 		WriteMeta: m.meta(),
-		Cycle: &structs.DetectionCycle{Leader: m.srv.NodeID(), StartedAt: started, FinishedAt: m.now(),
-			Jobs: res.jobs, Drifted: res.drifted, Created: res.created},
+		Cycle: &structs.DetectionCycle{Leader: m.srv.NodeID(), StartedAt: c.started, FinishedAt: m.now(),
+			Jobs: c.res.jobs, Drifted: c.res.drifted, Created: c.res.created},
 	}); err != nil {
-		return nil, fmt.Errorf("record detection cycle: %w", err)
+		return fmt.Errorf("record detection cycle: %w", err)
 	}
-	m.stopUnusedRevisions(ctx, live)
-	m.mu.Lock()
-	m.lastCycle = res
-	m.mu.Unlock()
-	return res, nil
+	return nil
 }
 
 type declaredFile struct {
@@ -210,16 +269,17 @@ type declaredFile struct {
 	specHash           string
 }
 
-// settle ends a waiting deployment (superseded or completed) and returns
-// the job's active deployment after it: nil, or the one that moved on in
-// between (an approval, or the apply loop starting it), which then runs.
-func (m *Manager) settle(d *structs.Deployment, to structs.DeploymentState, reason string) (*structs.Deployment, error) {
-	err := m.transition(d, to, reason, "")
+// settle ends a waiting deployment (superseded or completed). When the
+// deployment moved on before it could (an approval, a rejection, the
+// apply loop starting it), it reports moved and returns the job's active
+// deployment then: nil, or the one that moved on, which then runs.
+func (m *Manager) settle(d *structs.Deployment, to structs.DeploymentState, reason string) (moved bool, after *structs.Deployment, err error) {
+	err = m.transition(d, to, reason, "")
 	if err == nil {
-		return nil, nil
+		return false, nil, nil
 	}
 	if !errors.Is(err, structs.ErrConflict) {
-		return nil, err
+		return false, nil, err
 	}
 	m.logger.Debug("waiting deployment moved on before detection could settle it", "deployment", d.ID, "error", err)
 	active, err := m.srv.State().ActiveDeployment(d.Namespace, d.JobID)
@@ -228,7 +288,7 @@ func (m *Manager) settle(d *structs.Deployment, to structs.DeploymentState, reas
 		// it in the next cycle rather than at the next periodic one.
 		m.TriggerDetection()
 	}
-	return active, err
+	return true, active, err
 }
 
 // supersedeUnmanaged supersedes the waiting deployments of jobs that git no
@@ -258,7 +318,7 @@ func (m *Manager) supersedeUnmanaged(managed map[string]*declared, conflicts, pr
 		default:
 			reason = "the job is no longer declared as managed in git"
 		}
-		if _, err := m.settle(d, structs.StateSuperseded, reason); err != nil {
+		if _, _, err := m.settle(d, structs.StateSuperseded, reason); err != nil {
 			return err
 		}
 	}
@@ -476,195 +536,191 @@ func (m *Manager) frozenHooks(d *declared, hooks map[string]*declared) ([]struct
 	return out, problems, nil
 }
 
-// detectJob runs steps 5 to 8 of a cycle for one managed job and returns its
-// observed status.
-func (m *Manager) detectJob(ctx context.Context, d *declared, hooks map[string]*declared,
-	live map[string]*api.JobListStub, pauses []*structs.Pause, windows []*structs.SyncWindow, now time.Time,
-) (*structs.JobStatus, bool, error) {
-	st := m.srv.State()
-	key := d.key()
-	namespace, jobID := ns(d.job), id(d.job)
-	status := &structs.JobStatus{Namespace: namespace, JobID: jobID, Repository: d.repo, File: d.file,
-		Commit: d.commit, Policy: d.meta.Policy}
-
-	frozen, hookProblems, err := m.frozenHooks(d, hooks)
+// detectJob runs steps 5 to 8 of a cycle for one managed job, the
+// controller way: observe, decide, act. It returns the job's observed
+// status and whether a deployment was created.
+func (m *Manager) detectJob(ctx context.Context, d *declared, c *cycle) (*structs.JobStatus, bool, error) {
+	v, err := m.observe(ctx, d, c)
 	if err != nil {
 		return nil, false, err
 	}
+	return m.act(ctx, v, decide(v))
+}
+
+// observe gathers the view of one job: its frozen hooks and spec hash, its
+// plan (or the last one, while it still answers), and what the replicated
+// state holds about it.
+func (m *Manager) observe(ctx context.Context, d *declared, c *cycle) (*jobView, error) {
+	v := &jobView{namespace: ns(d.job), jobID: id(d.job), repo: d.repo, commit: d.commit, file: d.file,
+		policy: d.meta.Policy, pauses: c.pauses, windows: c.windows, now: c.now, decl: d}
+	var err error
+	if v.hooks, v.hookProblems, err = m.frozenHooks(d, c.hooks); err != nil {
+		return nil, err
+	}
+	v.specHash = specHashWithHooks(d, v.hooks, v.hookProblems)
+	if err := m.observePlan(ctx, v, c.live[d.key()]); err != nil {
+		return nil, err
+	}
+	if err := m.observeState(ctx, v); err != nil {
+		return nil, err
+	}
+	return v, nil
+}
+
+// specHashWithHooks is the job's spec hash with its frozen hooks and their
+// problems, so that a change of either is a change of spec.
+func specHashWithHooks(d *declared, frozen []structs.FrozenHook, problems []string) string {
 	var hookHashes []string
 	for _, h := range frozen {
 		hookHashes = append(hookHashes, string(h.Phase)+":"+h.Name+":"+h.Hash)
 	}
-	for _, p := range hookProblems {
+	for _, p := range problems {
 		hookHashes = append(hookHashes, "problem:"+p)
 	}
-	specHash := d.specHash
-	if len(hookHashes) > 0 {
-		specHash = nomadx.SpecHash(d.job, hookHashes)
+	if len(hookHashes) == 0 {
+		return d.specHash
 	}
-	status.SpecHash = specHash
+	return nomadx.SpecHash(d.job, hookHashes)
+}
 
-	var liveMod uint64
-	if stub := live[key]; stub != nil {
-		liveMod = stub.JobModifyIndex
+// observePlan plans the job against Nomad (step 5), unless its last plan
+// still answers. A group with a scaling block keeps its live count.
+func (m *Manager) observePlan(ctx context.Context, v *jobView, stub *api.JobListStub) error {
+	key := v.decl.key()
+	if stub != nil {
+		v.liveMod = stub.JobModifyIndex
 	}
-	status.LiveModifyIndex = liveMod
-
-	// Plan, unless the job was in sync and neither side changed since.
 	m.mu.Lock()
 	prev, seen := m.seen[key]
 	m.mu.Unlock()
-	var plan *nomadx.PlanResult
-	inSync := false
-	if seen && prev.inSync && prev.specHash == specHash && prev.liveMod == liveMod && now.Sub(prev.planned) < m.cfg.FullPlanInterval {
-		inSync = true
-	} else {
-		job := copyJob(d.job)
-		if hasScaling(job) && live[key] != nil {
-			liveJob, err := m.nomad.Job(ctx, namespace, jobID)
-			if err != nil && !errors.Is(err, nomadx.ErrJobNotFound) {
-				return nil, false, fmt.Errorf("read live job: %w", err)
-			}
-			if liveJob != nil {
-				nomadx.KeepLiveCounts(job, liveJob)
-			}
-		}
-		plan, err = m.nomad.Plan(ctx, job)
-		if err != nil {
-			return nil, false, fmt.Errorf("plan: %w", err)
-		}
-		inSync = plan.InSync()
-		if live[key] == nil {
-			liveMod = 0
-		} else {
-			liveMod = plan.JobModifyIndex
-		}
-		status.LiveModifyIndex = liveMod
-		m.mu.Lock()
-		m.seen[key] = observed{specHash: specHash, liveMod: liveMod, inSync: inSync, planned: now}
-		m.mu.Unlock()
+	if seen && m.lastPlanAnswers(prev, v.specHash, v.liveMod, v.now) {
+		v.inSync = true
+		return nil
 	}
-	if inSync {
-		status.Sync = structs.SyncInSync
-	} else {
-		status.Sync = structs.SyncDrift
-		status.DriftSummary = summarize(plan)
-	}
-
-	// Holds.
-	hold := ""
-	for _, p := range pauses {
-		if p.Global {
-			hold = fmt.Sprintf("paused (every job) by %s: %s", p.Actor, p.Reason)
-			break
+	job := copyJob(v.decl.job)
+	if hasScaling(job) && stub != nil {
+		liveJob, err := m.nomad.Job(ctx, v.namespace, v.jobID)
+		if err != nil && !errors.Is(err, nomadx.ErrJobNotFound) {
+			return fmt.Errorf("read live job: %w", err)
 		}
-		if p.Namespace == namespace && p.JobID == jobID {
-			hold = fmt.Sprintf("paused by %s: %s", p.Actor, p.Reason)
+		if liveJob != nil {
+			nomadx.KeepLiveCounts(job, liveJob)
 		}
 	}
-	paused := hold != ""
-	windowClosed, windowReason := holds.Closed(windows, namespace, jobID, now)
-	lift, err := st.Lift(namespace, jobID)
+	plan, err := m.nomad.Plan(ctx, job)
 	if err != nil {
-		return nil, false, err
+		return fmt.Errorf("plan: %w", err)
 	}
-	if !paused && windowClosed {
-		hold = "sync window: " + windowReason
-		if lift != nil {
-			hold += " (deploy now requested)"
+	v.plan, v.inSync, v.liveMod = plan, plan.InSync(), 0
+	if stub != nil {
+		v.liveMod = plan.JobModifyIndex
+	}
+	m.mu.Lock()
+	m.seen[key] = observed{specHash: v.specHash, liveMod: v.liveMod, inSync: v.inSync, planned: v.now}
+	m.mu.Unlock()
+	return nil
+}
+
+// lastPlanAnswers reports whether a job's last plan still answers for it,
+// so that the cycle does not plan it again: it was in sync, and neither
+// its spec nor its live job changed since, within the full re-plan
+// interval.
+func (m *Manager) lastPlanAnswers(prev observed, specHash string, liveMod uint64, now time.Time) bool {
+	return prev.inSync && prev.specHash == specHash && prev.liveMod == liveMod && m.planIsRecent(prev, now)
+}
+
+// planIsRecent reports whether a job's last plan is recent enough to be
+// trusted without a full re-plan.
+func (m *Manager) planIsRecent(prev observed, now time.Time) bool {
+	return now.Sub(prev.planned) < m.cfg.FullPlanInterval
+}
+
+// observeState reads what the replicated state holds about the job: its
+// deploy now, its active deployment and its block; and, when the rule
+// needs it, whether the live job changed only by autoscaled counts.
+func (m *Manager) observeState(ctx context.Context, v *jobView) error {
+	st := m.srv.State()
+	var err error
+	if v.lift, err = st.Lift(v.namespace, v.jobID); err != nil {
+		return fmt.Errorf("read deploy now: %w", err)
+	}
+	if v.active, err = st.ActiveDeployment(v.namespace, v.jobID); err != nil {
+		return fmt.Errorf("read active deployment: %w", err)
+	}
+	if v.block, err = st.Block(v.namespace, v.jobID); err != nil {
+		return fmt.Errorf("read block: %w", err)
+	}
+	if v.needsAutoscaleCheck() {
+		if v.autoscaledOnly, err = m.autoscaledSince(ctx, v.active, v.liveMod); err != nil {
+			return err
 		}
 	}
-	status.Hold = hold
-	if len(hookProblems) > 0 {
-		status.Errors = append(status.Errors, hookProblems...)
-	}
+	return nil
+}
 
-	// Revalidate the waiting deployment.
-	active, err := st.ActiveDeployment(namespace, jobID)
-	if err != nil {
-		return nil, false, err
-	}
-	if active != nil && active.State.Waiting() {
-		reason := ""
-		// A job put in sync by hand is a live change too, but it reached
-		// the spec the deployment was for: that completes it, so the
-		// in-sync check comes before the live-change one.
-		synced := inSync && !active.SkipRegister && active.SpecHash == specHash
-		liveChanged := active.JobModifyIndex != liveMod
-		if liveChanged && !synced && active.SpecHash == specHash && d.meta.Policy != structs.PolicyNone {
-			// A scale by an autoscaler is not a change.
-			rebased, err := m.rebaseAutoscaled(ctx, active, liveMod)
-			if err != nil && !errors.Is(err, structs.ErrConflict) {
+// act proposes the decision's entries, in order: the rebase, the end of
+// the waiting deployment, the new deployment. When the waiting deployment
+// moved on in between, the decision is taken again on what it became.
+func (m *Manager) act(ctx context.Context, v *jobView, dec decision) (*structs.JobStatus, bool, error) {
+	if dec.rebase {
+		if err := m.rebase(v.active, v.liveMod); err != nil {
+			if !errors.Is(err, structs.ErrConflict) {
 				return nil, false, err
 			}
-			liveChanged = !rebased
-		}
-		switch {
-		case d.meta.Policy == structs.PolicyNone:
-			reason = "the job's policy became none"
-		case active.SpecHash != specHash:
-			reason = "a newer spec in git replaces it"
-		case synced:
-			// Completed below.
-		case liveChanged:
-			reason = "the live job changed since detection"
-		case paused:
-			reason = "the job is held: " + hold
-		case windowClosed && !active.LiftedWindow:
-			reason = "the job is held: sync window: " + windowReason
-		}
-		switch {
-		case reason != "":
-			if active, err = m.settle(active, structs.StateSuperseded, reason); err != nil {
-				return nil, false, err
-			}
-		case synced:
-			if active, err = m.settle(active, structs.StateCompleted, "the job is already in sync"); err != nil {
-				return nil, false, err
-			}
+			v.autoscaledOnly = false
+			dec = decide(v)
 		}
 	}
-
-	// Blocks.
-	block, err := st.Block(namespace, jobID)
-	if err != nil {
-		return nil, false, err
-	}
-	blocked := block.Blocks(specHash, liveMod)
-	status.Blocked = blocked
-	retried := block != nil && block.Retried
-
-	// Create.
-	wantDeploy := !inSync || retried
-	held := paused || (windowClosed && lift == nil)
-	created := false
-	if wantDeploy && d.meta.Policy != structs.PolicyNone && !blocked && !held && active == nil {
-		dep, err := m.newDeployment(ctx, d, frozen, specHash, plan, liveMod, inSync)
+	if dec.settle != "" {
+		moved, after, err := m.settle(v.active, dec.settle, dec.reason)
 		if err != nil {
 			return nil, false, err
 		}
-		req := &structs.DeploymentCreateRequest{WriteMeta: m.meta(), Deployment: dep, ConsumeLift: lift != nil,
-			FailWith: strings.Join(hookProblems, "; ")}
-		if _, err := m.srv.Apply(structs.DeploymentCreateRequestType, req); err != nil {
-			if errors.Is(err, structs.ErrConflict) {
-				m.logger.Debug("deployment not created", "job", key, "reason", err)
-			} else {
-				return nil, false, fmt.Errorf("create deployment: %w", err)
+		if moved {
+			if v.block, err = m.srv.State().Block(v.namespace, v.jobID); err != nil {
+				return nil, false, fmt.Errorf("read block: %w", err)
 			}
-		} else {
-			created = true
-			m.logger.Info("deployment created", "job", key, "deployment", dep.ID, "policy", dep.Policy, "commit", d.commit,
-				"failed", req.FailWith)
+			dec.settleConflict(v, after)
 		}
-		// The block is gone with the new deployment, unless it failed at
-		// once for a missing or invalid hook.
-		status.Blocked = created && req.FailWith != ""
 	}
-	return status, created, nil
+	if !dec.create {
+		return dec.status, false, nil
+	}
+	created, err := m.create(ctx, v, dec)
+	if err != nil {
+		return nil, false, err
+	}
+	// The block is gone with the new deployment, unless it failed at once
+	// for a missing or invalid hook.
+	dec.status.Blocked = created && dec.failWith != ""
+	return dec.status, created, nil
 }
 
+// create proposes the new deployment. A conflict (another deployment of
+// the job became active) creates nothing and is no error.
+func (m *Manager) create(ctx context.Context, v *jobView, dec decision) (bool, error) {
+	dep, err := m.newDeployment(ctx, v.decl, v.hooks, v.specHash, v.plan, v.liveMod, dec.skipRegister)
+	if err != nil {
+		return false, err
+	}
+	req := &structs.DeploymentCreateRequest{WriteMeta: m.meta(), Deployment: dep, ConsumeLift: dec.consumeLift,
+		FailWith: dec.failWith}
+	if _, err := m.srv.Apply(structs.DeploymentCreateRequestType, req); err != nil {
+		if errors.Is(err, structs.ErrConflict) {
+			m.logger.Debug("deployment not created", "job", v.decl.key(), "reason", err)
+			return false, nil
+		}
+		return false, fmt.Errorf("create deployment: %w", err)
+	}
+	m.logger.Info("deployment created", "job", v.decl.key(), "deployment", dep.ID, "policy", dep.Policy, "commit", v.commit,
+		"failed", req.FailWith)
+	return true, nil
+}
+
+// newDeployment builds a deployment of d in state detected. skipRegister
+// makes it a retry of a job already in sync.
 func (m *Manager) newDeployment(ctx context.Context, d *declared, frozen []structs.FrozenHook, specHash string,
-	plan *nomadx.PlanResult, liveMod uint64, inSync bool,
+	plan *nomadx.PlanResult, liveMod uint64, skipRegister bool,
 ) (*structs.Deployment, error) {
 	job := copyJob(d.job)
 	spec, err := encodeJob(job)
@@ -679,7 +735,7 @@ func (m *Manager) newDeployment(ctx context.Context, d *declared, frozen []struc
 		ID: uuid.NewString(), Namespace: ns(job), JobID: id(job), Repository: d.repo, Commit: d.commit, File: d.file,
 		Policy: d.meta.Policy, State: structs.StateDetected, SpecHash: specHash, Spec: spec,
 		Diff: plan.Text, DiffHash: nomadx.DiffHash(plan.Diff), JobModifyIndex: liveMod,
-		SkipRegister: inSync, Hooks: frozen, ApplyTimeout: d.meta.ApplyTimeout,
+		SkipRegister: skipRegister, Hooks: frozen, ApplyTimeout: d.meta.ApplyTimeout,
 	}, nil
 }
 

@@ -6,6 +6,14 @@
 // never branches on which event woke it, so running it again (on the next
 // tick, or on a new leader after a failover) is always safe.
 //
+// Detection handles each managed job as observe, decide, act (detect.go,
+// decide.go): observe gathers a view of the job (git's spec and hooks,
+// Nomad's plan, the replicated state); decide, a pure function of that
+// view, chooses what to settle, whether to create a deployment and the
+// status to record; act proposes those entries. Whether a job is held is
+// decided by package holds alone, for detection, the apply loop and the
+// FSM's approve check.
+//
 // Guarantees:
 //   - Every step records its state through Raft before it calls Nomad; a
 //     deposed leader's proposal fails, so it cannot act twice.

@@ -1,5 +1,7 @@
 // Package holds decides whether a job is held: paused (one job or every
-// job) or in a closed sync window (SPEC section 6). It validates sync
+// job) or in a closed sync window that no deploy now lifts (SPEC section
+// 6). It is the one owner of that rule: detection, the apply loop and the
+// FSM's approve check all ask Evaluate or Paused. It validates sync
 // windows and evaluates them against a time the caller passes in, so tests
 // can move a clock across window boundaries.
 //
@@ -13,7 +15,8 @@
 //
 // Guarantee: Validate accepts exactly the windows that Active can evaluate,
 // on every server alike (the time zone database is built in); evaluation is
-// a pure function of the windows, the job and the time.
+// a pure function of the pauses, the windows, the lift, the job and the
+// time.
 package holds
 
 import (
@@ -306,4 +309,75 @@ func NextBoundary(windows []*structs.SyncWindow, now time.Time) time.Time {
 		}
 	}
 	return next
+}
+
+// Hold is whether a job is held at one instant, and why (SPEC section 6).
+// A pause holds a job whatever else; a closed sync window holds it unless
+// deploy now lifts the window. It is a plain value: evaluating it again
+// with another lift (WithLift) needs no second look at the windows.
+type Hold struct {
+	// Pause is the pause that holds the job, the pause of every job first,
+	// or nil.
+	Pause *structs.Pause
+	// WindowClosed says the job is in a closed sync window; Window names
+	// the windows, as Closed does.
+	WindowClosed bool
+	Window       string
+	// Lifted says deploy now lifts the closed window for the deployment
+	// concerned: a stored request for the next one, or a deployment that
+	// consumed it.
+	Lifted bool
+}
+
+// Evaluate returns the hold of a job at now: its pause among pauses, the
+// closed windows among windows, and whether deploy now lifts them.
+func Evaluate(pauses []*structs.Pause, windows []*structs.SyncWindow, lifted bool, namespace, jobID string, now time.Time) Hold {
+	closed, why := Closed(windows, namespace, jobID, now)
+	return Hold{Pause: Paused(pauses, namespace, jobID), WindowClosed: closed, Window: why, Lifted: lifted}
+}
+
+// Paused returns the pause that holds a job: the pause of every job if
+// there is one, else the job's own pause, else nil. Deploy now never
+// lifts it, and it blocks approvals.
+func Paused(pauses []*structs.Pause, namespace, jobID string) *structs.Pause {
+	var own *structs.Pause
+	for _, p := range pauses {
+		switch {
+		case p.Global:
+			return p
+		case own == nil && p.Namespace == namespace && p.JobID == jobID:
+			own = p
+		}
+	}
+	return own
+}
+
+// WithLift returns the same hold with the window lifted or not, as it
+// stands for a deployment that did or did not consume a deploy now.
+func (h Hold) WithLift(lifted bool) Hold {
+	h.Lifted = lifted
+	return h
+}
+
+// Paused reports whether a pause holds the job.
+func (h Hold) Paused() bool { return h.Pause != nil }
+
+// Held reports whether the job is held: no deployment of it may be
+// created or started.
+func (h Hold) Held() bool { return h.Paused() || (h.WindowClosed && !h.Lifted) }
+
+// Reason is the hold as a job's status shows it, or "" when nothing holds
+// the job. A closed window that deploy now lifts is shown, with the lift.
+func (h Hold) Reason() string {
+	switch {
+	case h.Pause != nil && h.Pause.Global:
+		return fmt.Sprintf("paused (every job) by %s: %s", h.Pause.Actor, h.Pause.Reason)
+	case h.Pause != nil:
+		return fmt.Sprintf("paused by %s: %s", h.Pause.Actor, h.Pause.Reason)
+	case h.WindowClosed && h.Lifted:
+		return "sync window: " + h.Window + " (deploy now requested)"
+	case h.WindowClosed:
+		return "sync window: " + h.Window
+	}
+	return ""
 }

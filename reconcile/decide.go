@@ -1,0 +1,201 @@
+package reconcile
+
+import (
+	"strings"
+	"time"
+
+	"github.com/nops-dev/nops/reconcile/holds"
+	"github.com/nops-dev/nops/reconcile/nomadx"
+	"github.com/nops-dev/nops/structs"
+)
+
+// Detection of one managed job is observe, decide, act (detect.go):
+// observe gathers a jobView from git, Nomad and the replicated state;
+// decide, here, turns it into a decision without any I/O; act proposes the
+// decision's Raft entries. decide owns SPEC section 4 steps 6 to 9 (the
+// frozen hooks' problems, revalidation, creation, the observed status) and
+// every rule of section 6 through holds.Evaluate, so each rule can be
+// checked by a table of views (decide_test.go).
+
+// jobView is what detection observed of one managed job in one cycle.
+type jobView struct {
+	// Declared in git.
+	namespace, jobID   string
+	repo, commit, file string
+	policy             structs.Policy
+	// specHash is the job's spec hash with its frozen hooks (and their
+	// problems), so that a change of a hook is a change of spec.
+	specHash     string
+	hooks        []structs.FrozenHook
+	hookProblems []string
+
+	// Live in Nomad.
+	//
+	// liveMod is the live job's modify index, 0 when there is none.
+	liveMod uint64
+	inSync  bool
+	// plan is the plan made this cycle, nil when the last plan still
+	// answers (the job is then in sync).
+	plan *nomadx.PlanResult
+	// autoscaledOnly says that the live job moved from the index the
+	// waiting deployment recorded only by counts left to an autoscaler.
+	// observe asks Nomad only when needsAutoscaleCheck says it matters.
+	autoscaledOnly bool
+
+	// Replicated state.
+	//
+	// active is the job's active deployment, waiting or running, or nil.
+	active  *structs.Deployment
+	block   *structs.Block
+	pauses  []*structs.Pause
+	windows []*structs.SyncWindow
+	// lift is a stored deploy now for the job's next deployment, or nil.
+	lift *structs.WindowLift
+	now  time.Time
+
+	// decl is the declaration the view was observed from; only act reads
+	// it, to build the deployment.
+	decl *declared
+}
+
+// decision is what detection does about one job, in the order act does it.
+type decision struct {
+	// status is the job's observed status to record (step 9).
+	status *structs.JobStatus
+	// rebase moves the waiting deployment's check-and-set index to the
+	// live job's: the live job changed only by autoscaled counts.
+	rebase bool
+	// settle ends the waiting deployment (superseded or completed) with
+	// reason; empty leaves it as it is.
+	settle structs.DeploymentState
+	reason string
+	// create asks for a new deployment (step 8), made once the waiting
+	// deployment, if any, is settled.
+	create bool
+	// skipRegister says the new deployment is a retry of a job already in
+	// sync: it waits for health and runs the post-hooks, no register.
+	skipRegister bool
+	// consumeLift makes the new deployment consume the stored deploy now.
+	consumeLift bool
+	// failWith fails the new deployment at once: its hooks are missing or
+	// invalid.
+	failWith string
+}
+
+// decide returns what to do about one job. It is a pure function of the
+// view.
+func decide(v *jobView) decision {
+	h := v.hold()
+	dec := decision{status: v.observedStatus(h)}
+	active := v.active
+	if active != nil && active.State.Waiting() {
+		dec.rebase, dec.settle, dec.reason = revalidate(v, h)
+		if dec.settle != "" {
+			// Settled, it is no longer active.
+			active = nil
+		}
+	}
+	dec.createRule(v, h, active)
+	return dec
+}
+
+// settleConflict decides creation again when the waiting deployment moved
+// on before act could settle it (an approval, a rejection, the apply loop
+// starting it). after is the job's active deployment then: nil, or the
+// one that moved on, which runs and so counts as active. v.block must be
+// read after the failed settle, since a rejection blocks in the same entry.
+func (dec *decision) settleConflict(v *jobView, after *structs.Deployment) {
+	dec.settle, dec.reason = "", ""
+	dec.createRule(v, v.hold(), after)
+}
+
+// hold is the job's hold for its next deployment: a stored deploy now
+// lifts a closed window for it.
+func (v *jobView) hold() holds.Hold {
+	return holds.Evaluate(v.pauses, v.windows, v.lift != nil, v.namespace, v.jobID, v.now)
+}
+
+// observedStatus is the job's status as this cycle saw it; createRule adds
+// whether it is blocked.
+func (v *jobView) observedStatus(h holds.Hold) *structs.JobStatus {
+	s := &structs.JobStatus{Namespace: v.namespace, JobID: v.jobID, Repository: v.repo, File: v.file,
+		Commit: v.commit, Policy: v.policy, SpecHash: v.specHash, LiveModifyIndex: v.liveMod, Hold: h.Reason()}
+	if v.inSync {
+		s.Sync = structs.SyncInSync
+	} else {
+		s.Sync = structs.SyncDrift
+		s.DriftSummary = summarize(v.plan)
+	}
+	if len(v.hookProblems) > 0 {
+		s.Errors = append(s.Errors, v.hookProblems...)
+	}
+	return s
+}
+
+// synced reports whether the waiting deployment's job reached, in Nomad,
+// the spec the deployment was for. A job put in sync by hand is a live
+// change too, but it completes the deployment: the in-sync check comes
+// before the live-change one. A retry of a job in sync (skip register)
+// is there to run its post-hooks, so it is never completed this way.
+func (v *jobView) synced() bool {
+	return v.inSync && !v.active.SkipRegister && v.active.SpecHash == v.specHash
+}
+
+// needsAutoscaleCheck reports whether the waiting deployment would be
+// superseded for a live change that might be only a scale by an
+// autoscaler, which is not a change (SPEC section 4, step 5). observe
+// then asks Nomad and records the answer in autoscaledOnly.
+func (v *jobView) needsAutoscaleCheck() bool {
+	a := v.active
+	return a != nil && a.State.Waiting() && a.JobModifyIndex != v.liveMod && !v.synced() &&
+		a.SpecHash == v.specHash && v.policy != structs.PolicyNone
+}
+
+// revalidate decides about the waiting deployment (step 7): supersede it
+// if the policy became none, the spec hash changed, the live job changed
+// or the job is now held; complete it if the job is already in sync. A
+// deployment that consumed a deploy now is not held by the window it
+// lifted; a pause holds it.
+func revalidate(v *jobView, h holds.Hold) (rebase bool, to structs.DeploymentState, reason string) {
+	a := v.active
+	liveChanged := a.JobModifyIndex != v.liveMod
+	if v.needsAutoscaleCheck() && v.autoscaledOnly {
+		rebase, liveChanged = true, false
+	}
+	held := h.WithLift(a.LiftedWindow)
+	switch {
+	case v.policy == structs.PolicyNone:
+		return rebase, structs.StateSuperseded, "the job's policy became none"
+	case a.SpecHash != v.specHash:
+		return rebase, structs.StateSuperseded, "a newer spec in git replaces it"
+	case v.synced():
+		return rebase, structs.StateCompleted, "the job is already in sync"
+	case liveChanged:
+		return rebase, structs.StateSuperseded, "the live job changed since detection"
+	case held.Held():
+		return rebase, structs.StateSuperseded, "the job is held: " + held.Reason()
+	}
+	return rebase, "", ""
+}
+
+// createRule decides whether to create a deployment (step 8) when active
+// is the job's active deployment once the waiting one is settled: if there
+// is drift (or a person's retry), unless the policy is none, the job is
+// blocked, the job is held or an active deployment exists. It also sets
+// the status's blocked flag: a deployment that fails at once for its
+// hooks blocks the job again.
+func (dec *decision) createRule(v *jobView, h holds.Hold, active *structs.Deployment) {
+	blocked := v.block.Blocks(v.specHash, v.liveMod)
+	retried := v.block != nil && v.block.Retried
+	dec.status.Blocked = blocked
+	dec.create, dec.skipRegister, dec.consumeLift, dec.failWith = false, false, false, ""
+	wantDeploy := !v.inSync || retried
+	if !wantDeploy || v.policy == structs.PolicyNone || blocked || h.Held() || active != nil {
+		return
+	}
+	dec.create = true
+	dec.skipRegister = v.inSync
+	dec.consumeLift = v.lift != nil
+	dec.failWith = strings.Join(v.hookProblems, "; ")
+	dec.status.Blocked = dec.failWith != ""
+}

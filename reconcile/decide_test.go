@@ -1,0 +1,389 @@
+package reconcile
+
+import (
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/nops-dev/nops/reconcile/nomadx"
+	"github.com/nops-dev/nops/structs"
+)
+
+// The table below has one row per rule of SPEC section 4 (steps 6 to 9,
+// blocks) and section 6 (holds, windows, deploy now). Each row is a view
+// of one job and what decide must answer; no Nomad, no Raft.
+
+// decideNow is a Monday noon: window "lunch" (deny, 12:00 for 1h) is
+// active, window "nights" (allow, 22:00 for 2h) is not.
+var decideNow = time.Date(2024, time.June, 3, 12, 0, 0, 0, time.UTC)
+
+var (
+	lunch     = &structs.SyncWindow{Name: "lunch", Kind: structs.WindowDeny, Schedule: "0 12 * * *", Duration: "1h"}
+	nights    = &structs.SyncWindow{Name: "nights", Kind: structs.WindowAllow, Schedule: "0 22 * * *", Duration: "2h"}
+	office    = &structs.SyncWindow{Name: "office", Kind: structs.WindowAllow, Schedule: "0 9 * * 1-5", Duration: "8h"}
+	webPause  = &structs.Pause{Key: "default/web", Namespace: "default", JobID: "web", Actor: "ann", Reason: "db maintenance"}
+	allPaused = &structs.Pause{Key: structs.GlobalPauseKey, Global: true, Actor: "bob", Reason: "change freeze"}
+	deployNow = &structs.WindowLift{Namespace: "default", JobID: "web", Actor: "carol"}
+)
+
+const (
+	gitSpec = "spec-new" // the spec hash git declares now
+	oldSpec = "spec-old" // the one an earlier deployment was for
+	liveIdx = uint64(20) // the live job's modify index now
+	oldIdx  = uint64(10) // the one an earlier deployment saw
+)
+
+// drifted is the base view: job default/web, policy approval, drifting
+// from git, nothing waiting, nothing held.
+func drifted() *jobView {
+	return &jobView{
+		namespace: "default", jobID: "web", repo: "main", commit: "c0ffee", file: "jobs/web.nomad.hcl",
+		policy: structs.PolicyApproval, specHash: gitSpec, liveMod: liveIdx,
+		plan: &nomadx.PlanResult{Type: nomadx.DiffTypeEdited, Text: "+/- Job: \"web\"\n+/- Task Group: \"web\""},
+		now:  decideNow,
+	}
+}
+
+// inSync is the base view of a job whose live job matches git (the last
+// plan still answers, so there is no plan).
+func inSync() *jobView {
+	v := drifted()
+	v.inSync, v.plan = true, nil
+	return v
+}
+
+// waiting returns a deployment of the job waiting in state, for spec and
+// live index.
+func waiting(state structs.DeploymentState, spec string, index uint64) *structs.Deployment {
+	return &structs.Deployment{ID: "d1", Namespace: "default", JobID: "web", State: state, SpecHash: spec, JobModifyIndex: index}
+}
+
+func with(v *jobView, change func(*jobView)) *jobView {
+	change(v)
+	return v
+}
+
+// outcome is what a row expects: the decision's actions and the status
+// fields detection records.
+type outcome struct {
+	rebase       bool
+	settle       structs.DeploymentState
+	reason       string
+	create       bool
+	skipRegister bool
+	consumeLift  bool
+	failWith     string
+
+	sync    structs.SyncState
+	drift   string
+	hold    string
+	blocked bool
+	errors  []string
+}
+
+func outcomeOf(d decision) outcome {
+	return outcome{rebase: d.rebase, settle: d.settle, reason: d.reason, create: d.create, skipRegister: d.skipRegister,
+		consumeLift: d.consumeLift, failWith: d.failWith,
+		sync: d.status.Sync, drift: d.status.DriftSummary, hold: d.status.Hold, blocked: d.status.Blocked, errors: d.status.Errors}
+}
+
+const driftLine = "edited: +/- Job: \"web\""
+
+var (
+	// created is a row's outcome when the job drifts and a deployment is
+	// created; the rows change what differs.
+	created = outcome{create: true, sync: structs.SyncDrift, drift: driftLine}
+	// quiet is the outcome of a drifting job for which nothing is done.
+	quiet = outcome{sync: structs.SyncDrift, drift: driftLine}
+)
+
+func (o outcome) and(change func(*outcome)) outcome {
+	change(&o)
+	return o
+}
+
+func TestDecide(t *testing.T) {
+	hookProblem := `pre hook "backup" is not declared by any file in namespace default`
+	cases := []struct {
+		rule string
+		view *jobView
+		want outcome
+	}{
+		// Step 8: create.
+		{"drift creates a deployment", drifted(), created},
+		{"in sync creates nothing", inSync(), outcome{sync: structs.SyncInSync}},
+		{"policy none shows the drift and creates no deployment",
+			with(drifted(), func(v *jobView) { v.policy = structs.PolicyNone }), quiet},
+		{"an active deployment (running) means no new one",
+			with(drifted(), func(v *jobView) { v.active = waiting(structs.StateApplying, oldSpec, oldIdx) }), quiet},
+
+		// Step 7: revalidate the waiting deployment.
+		{"policy none supersedes the waiting deployment",
+			with(drifted(), func(v *jobView) {
+				v.policy = structs.PolicyNone
+				v.active = waiting(structs.StatePendingApproval, gitSpec, liveIdx)
+			}),
+			quiet.and(func(o *outcome) { o.settle, o.reason = structs.StateSuperseded, "the job's policy became none" })},
+		{"a new spec supersedes the waiting deployment and replaces it",
+			with(drifted(), func(v *jobView) { v.active = waiting(structs.StateDetected, oldSpec, liveIdx) }),
+			created.and(func(o *outcome) { o.settle, o.reason = structs.StateSuperseded, "a newer spec in git replaces it" })},
+		{"an unchanged spec (a commit elsewhere) does not supersede it",
+			with(drifted(), func(v *jobView) { v.active = waiting(structs.StatePendingApproval, gitSpec, liveIdx) }), quiet},
+		{"a live change supersedes it",
+			with(drifted(), func(v *jobView) { v.active = waiting(structs.StatePendingApproval, gitSpec, oldIdx) }),
+			created.and(func(o *outcome) { o.settle, o.reason = structs.StateSuperseded, "the live job changed since detection" })},
+		{"a live change of autoscaled counts only rebases it instead",
+			with(drifted(), func(v *jobView) {
+				v.active = waiting(structs.StatePendingApproval, gitSpec, oldIdx)
+				v.autoscaledOnly = true
+			}),
+			quiet.and(func(o *outcome) { o.rebase = true })},
+		{"an autoscaled-only change still lets a hold supersede it",
+			with(drifted(), func(v *jobView) {
+				v.active = waiting(structs.StatePendingApproval, gitSpec, oldIdx)
+				v.autoscaledOnly = true
+				v.pauses = []*structs.Pause{webPause}
+			}),
+			quiet.and(func(o *outcome) {
+				o.rebase, o.settle, o.reason = true, structs.StateSuperseded, "the job is held: paused by ann: db maintenance"
+				o.hold = "paused by ann: db maintenance"
+			})},
+		{"already in sync completes it",
+			with(inSync(), func(v *jobView) { v.active = waiting(structs.StatePendingApproval, gitSpec, liveIdx) }),
+			outcome{sync: structs.SyncInSync, settle: structs.StateCompleted, reason: "the job is already in sync"}},
+		{"put in sync by hand completes it: the in-sync check comes before the live change",
+			with(inSync(), func(v *jobView) { v.active = waiting(structs.StateDetected, gitSpec, oldIdx) }),
+			outcome{sync: structs.SyncInSync, settle: structs.StateCompleted, reason: "the job is already in sync"}},
+		{"a retry of a job in sync (skip register) is not completed by being in sync",
+			with(inSync(), func(v *jobView) {
+				v.active = waiting(structs.StatePendingApproval, gitSpec, liveIdx)
+				v.active.SkipRegister = true
+			}),
+			outcome{sync: structs.SyncInSync}},
+
+		// Section 6: holds.
+		{"a job pause holds: no deployment, drift shown",
+			with(drifted(), func(v *jobView) { v.pauses = []*structs.Pause{webPause} }),
+			quiet.and(func(o *outcome) { o.hold = "paused by ann: db maintenance" })},
+		{"a job pause supersedes the waiting deployment",
+			with(drifted(), func(v *jobView) {
+				v.pauses = []*structs.Pause{webPause}
+				v.active = waiting(structs.StatePendingApproval, gitSpec, liveIdx)
+			}),
+			quiet.and(func(o *outcome) {
+				o.hold = "paused by ann: db maintenance"
+				o.settle, o.reason = structs.StateSuperseded, "the job is held: paused by ann: db maintenance"
+			})},
+		{"a global pause holds and supersedes the waiting deployment",
+			with(drifted(), func(v *jobView) {
+				v.pauses = []*structs.Pause{allPaused}
+				v.active = waiting(structs.StateDetected, gitSpec, liveIdx)
+			}),
+			quiet.and(func(o *outcome) {
+				o.hold = "paused (every job) by bob: change freeze"
+				o.settle, o.reason = structs.StateSuperseded, "the job is held: paused (every job) by bob: change freeze"
+			})},
+		{"another job's pause does not hold",
+			with(drifted(), func(v *jobView) {
+				v.pauses = []*structs.Pause{{Key: "default/api", Namespace: "default", JobID: "api", Actor: "ann"}}
+			}), created},
+		{"a closed deny window holds and supersedes the waiting deployment",
+			with(drifted(), func(v *jobView) {
+				v.windows = []*structs.SyncWindow{lunch}
+				v.active = waiting(structs.StatePendingApproval, gitSpec, liveIdx)
+			}),
+			quiet.and(func(o *outcome) {
+				o.hold = "sync window: deny window lunch is active"
+				o.settle, o.reason = structs.StateSuperseded, "the job is held: sync window: deny window lunch is active"
+			})},
+		{"an allow window not active holds",
+			with(drifted(), func(v *jobView) { v.windows = []*structs.SyncWindow{nights} }),
+			quiet.and(func(o *outcome) { o.hold = "sync window: outside allow window nights" })},
+		{"an active allow window does not hold",
+			with(drifted(), func(v *jobView) { v.windows = []*structs.SyncWindow{office} }), created},
+		{"a running deployment is not touched by a hold",
+			with(drifted(), func(v *jobView) {
+				v.pauses = []*structs.Pause{webPause}
+				v.windows = []*structs.SyncWindow{lunch}
+				v.active = waiting(structs.StateApplying, gitSpec, liveIdx)
+			}),
+			quiet.and(func(o *outcome) { o.hold = "paused by ann: db maintenance" })},
+		{"a lifted window (deploy now) creates and consumes the lift",
+			with(drifted(), func(v *jobView) {
+				v.windows = []*structs.SyncWindow{lunch}
+				v.lift = deployNow
+			}),
+			created.and(func(o *outcome) {
+				o.consumeLift = true
+				o.hold = "sync window: deny window lunch is active (deploy now requested)"
+			})},
+		{"a deployment that lifted the window is not superseded by it",
+			with(drifted(), func(v *jobView) {
+				v.windows = []*structs.SyncWindow{lunch}
+				v.active = waiting(structs.StatePendingApproval, gitSpec, liveIdx)
+				v.active.LiftedWindow = true
+			}),
+			quiet.and(func(o *outcome) { o.hold = "sync window: deny window lunch is active" })},
+		{"deploy now does not lift a pause: no deployment",
+			with(drifted(), func(v *jobView) {
+				v.pauses = []*structs.Pause{webPause}
+				v.windows = []*structs.SyncWindow{lunch}
+				v.lift = deployNow
+			}),
+			quiet.and(func(o *outcome) { o.hold = "paused by ann: db maintenance" })},
+		{"deploy now does not lift a pause: the lifted deployment is superseded",
+			with(drifted(), func(v *jobView) {
+				v.pauses = []*structs.Pause{webPause}
+				v.active = waiting(structs.StatePendingApproval, gitSpec, liveIdx)
+				v.active.LiftedWindow = true
+			}),
+			quiet.and(func(o *outcome) {
+				o.hold = "paused by ann: db maintenance"
+				o.settle, o.reason = structs.StateSuperseded, "the job is held: paused by ann: db maintenance"
+			})},
+		{"a held job stays blocked",
+			with(drifted(), func(v *jobView) {
+				v.pauses = []*structs.Pause{webPause}
+				v.block = &structs.Block{SpecHash: gitSpec, JobModifyIndex: liveIdx}
+			}),
+			quiet.and(func(o *outcome) { o.hold, o.blocked = "paused by ann: db maintenance", true })},
+
+		// Blocks.
+		{"blocked on the same spec: no deployment",
+			with(drifted(), func(v *jobView) { v.block = &structs.Block{SpecHash: gitSpec, JobModifyIndex: liveIdx} }),
+			quiet.and(func(o *outcome) { o.blocked = true })},
+		{"a change of spec unblocks",
+			with(drifted(), func(v *jobView) { v.block = &structs.Block{SpecHash: oldSpec, JobModifyIndex: liveIdx} }), created},
+		{"failed before its register: a live change unblocks",
+			with(drifted(), func(v *jobView) { v.block = &structs.Block{SpecHash: gitSpec, JobModifyIndex: oldIdx} }), created},
+		{"failed after its register: a live change leaves it blocked",
+			with(drifted(), func(v *jobView) {
+				v.block = &structs.Block{SpecHash: gitSpec, JobModifyIndex: oldIdx, AfterRegister: true}
+			}),
+			quiet.and(func(o *outcome) { o.blocked = true })},
+		{"a retry creates even when in sync, skipping the register",
+			with(inSync(), func(v *jobView) {
+				v.block = &structs.Block{SpecHash: gitSpec, JobModifyIndex: liveIdx, AfterRegister: true, Retried: true}
+			}),
+			outcome{sync: structs.SyncInSync, create: true, skipRegister: true}},
+		{"a retry of a drifting job registers",
+			with(drifted(), func(v *jobView) { v.block = &structs.Block{SpecHash: gitSpec, Retried: true} }), created},
+
+		// Step 6: hooks.
+		{"a missing or invalid hook creates the deployment failed with the reason, and blocks",
+			with(drifted(), func(v *jobView) { v.hookProblems = []string{hookProblem} }),
+			created.and(func(o *outcome) {
+				o.failWith, o.blocked, o.errors = hookProblem, true, []string{hookProblem}
+			})},
+		{"a missing hook on a held job shows the problem and creates nothing",
+			with(drifted(), func(v *jobView) {
+				v.hookProblems = []string{hookProblem}
+				v.windows = []*structs.SyncWindow{nights}
+			}),
+			quiet.and(func(o *outcome) { o.hold, o.errors = "sync window: outside allow window nights", []string{hookProblem} })},
+	}
+	for _, tc := range cases {
+		t.Run(tc.rule, func(t *testing.T) {
+			got := outcomeOf(decide(tc.view))
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Fatalf("decide:\n got %+v\nwant %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestDecide_StatusRecordsTheView checks the status decide returns for
+// step 9: where the job comes from, its spec hash and its live index.
+func TestDecide_StatusRecordsTheView(t *testing.T) {
+	s := decide(drifted()).status
+	want := &structs.JobStatus{Namespace: "default", JobID: "web", Repository: "main", File: "jobs/web.nomad.hcl",
+		Commit: "c0ffee", Policy: structs.PolicyApproval, Sync: structs.SyncDrift, DriftSummary: driftLine,
+		SpecHash: gitSpec, LiveModifyIndex: liveIdx}
+	if !reflect.DeepEqual(s, want) {
+		t.Fatalf("status:\n got %+v\nwant %+v", s, want)
+	}
+}
+
+// TestDecide_SettleConflict checks creation after the waiting deployment
+// moved on before it could be settled: the one that moved on counts as
+// active, and a block written by its end holds.
+func TestDecide_SettleConflict(t *testing.T) {
+	base := func() *jobView {
+		return with(drifted(), func(v *jobView) { v.active = waiting(structs.StatePendingApproval, oldSpec, liveIdx) })
+	}
+	cases := []struct {
+		rule  string
+		after *structs.Deployment
+		block *structs.Block
+		want  outcome
+	}{
+		{"a deployment that moved on (approved) counts as active: no create",
+			waiting(structs.StatePreHook, oldSpec, liveIdx), nil, quiet},
+		{"a deployment that moved on and still waits counts as active: no create",
+			waiting(structs.StatePendingApproval, oldSpec, liveIdx), nil, quiet},
+		{"a deployment that ended with nothing active after it: create",
+			nil, nil, created},
+		{"a deployment rejected in between: its block, read after it, holds",
+			nil, &structs.Block{SpecHash: gitSpec, JobModifyIndex: liveIdx}, quiet.and(func(o *outcome) { o.blocked = true })},
+	}
+	for _, tc := range cases {
+		t.Run(tc.rule, func(t *testing.T) {
+			v := base()
+			dec := decide(v)
+			if dec.settle != structs.StateSuperseded || !dec.create {
+				t.Fatalf("setup: decide = %+v, want a supersede and a create", outcomeOf(dec))
+			}
+			v.block = tc.block
+			dec.settleConflict(v, tc.after)
+			if got := outcomeOf(dec); !reflect.DeepEqual(got, tc.want) {
+				t.Fatalf("after the conflict:\n got %+v\nwant %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestDecide_AutoscaleCheckOnlyWhenItMatters checks when observe asks Nomad
+// whether a live change was only an autoscaler's: only for a waiting
+// deployment of the same spec whose live job moved and is not in sync.
+func TestDecide_AutoscaleCheckOnlyWhenItMatters(t *testing.T) {
+	cases := []struct {
+		rule string
+		view *jobView
+		want bool
+	}{
+		{"a live change of a waiting deployment of the same spec",
+			with(drifted(), func(v *jobView) { v.active = waiting(structs.StatePendingApproval, gitSpec, oldIdx) }), true},
+		{"no active deployment", drifted(), false},
+		{"a running deployment", with(drifted(), func(v *jobView) { v.active = waiting(structs.StateApplying, gitSpec, oldIdx) }), false},
+		{"no live change", with(drifted(), func(v *jobView) { v.active = waiting(structs.StateDetected, gitSpec, liveIdx) }), false},
+		{"a new spec supersedes anyway", with(drifted(), func(v *jobView) { v.active = waiting(structs.StateDetected, oldSpec, oldIdx) }), false},
+		{"in sync completes anyway", with(inSync(), func(v *jobView) { v.active = waiting(structs.StateDetected, gitSpec, oldIdx) }), false},
+		{"policy none supersedes anyway", with(drifted(), func(v *jobView) {
+			v.policy = structs.PolicyNone
+			v.active = waiting(structs.StateDetected, gitSpec, oldIdx)
+		}), false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.rule, func(t *testing.T) {
+			if got := tc.view.needsAutoscaleCheck(); got != tc.want {
+				t.Fatalf("needsAutoscaleCheck = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// BenchmarkDecide measures decide for a job in sync with a waiting
+// deployment, a pause and a window to evaluate: the work detection adds per
+// job once its view is observed.
+func BenchmarkDecide(b *testing.B) {
+	v := with(inSync(), func(v *jobView) {
+		v.pauses = []*structs.Pause{{Key: "default/api", Namespace: "default", JobID: "api"}}
+		v.windows = []*structs.SyncWindow{office}
+		v.active = waiting(structs.StatePendingApproval, gitSpec, liveIdx)
+	})
+	for b.Loop() {
+		if d := decide(v); d.settle != structs.StateCompleted {
+			b.Fatalf("decide = %+v, want the waiting deployment completed", outcomeOf(d))
+		}
+	}
+}
