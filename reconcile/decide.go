@@ -49,6 +49,9 @@ type jobView struct {
 	block   *structs.Block
 	pauses  []*structs.Pause
 	windows []*structs.SyncWindow
+	// boundaries is the next opening or closing of each window, by name
+	// (holds.Boundaries, computed once per cycle).
+	boundaries map[string]time.Time
 	// lift is a stored deploy now for the job's next deployment, or nil.
 	lift *structs.WindowLift
 	now  time.Time
@@ -80,13 +83,21 @@ type decision struct {
 	// failWith fails the new deployment at once: its hooks are missing or
 	// invalid.
 	failWith string
+	// lookAgainAt is when detection must look at the job again even if
+	// nothing else triggers it (the controller's requeue-after): the next
+	// boundary of a sync window that matches it, where its hold, and so
+	// its status and its waiting deployment, may change; v.now when the
+	// waiting deployment moved on but still waits. Zero: only the usual
+	// triggers (commits, Nomad's events, state changes, the drift interval).
+	lookAgainAt time.Time
 }
 
 // decide returns what to do about one job. It is a pure function of the
 // view.
 func decide(v *jobView) decision {
 	h := v.hold()
-	dec := decision{status: v.observedStatus(h)}
+	dec := decision{status: v.observedStatus(h),
+		lookAgainAt: holds.NextBoundaryFor(v.windows, v.boundaries, v.namespace, v.jobID)}
 	active := v.active
 	if active != nil && active.State.Waiting() {
 		dec.rebase, dec.settle, dec.reason = revalidate(v, h)
@@ -107,6 +118,11 @@ func decide(v *jobView) decision {
 func (dec *decision) settleConflict(v *jobView, after *structs.Deployment) {
 	dec.settle, dec.reason = "", ""
 	dec.createRule(v, v.hold(), after)
+	if after != nil && after.State.Waiting() {
+		// It still waits (detected became pending_approval): revalidate
+		// it in the next cycle rather than at the next periodic one.
+		dec.lookAgainAt = v.now
+	}
 }
 
 // hold is the job's hold for its next deployment: a stored deploy now

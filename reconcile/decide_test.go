@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nops-dev/nops/reconcile/holds"
 	"github.com/nops-dev/nops/reconcile/nomadx"
 	"github.com/nops-dev/nops/structs"
 )
@@ -386,4 +387,54 @@ func BenchmarkDecide(b *testing.B) {
 			b.Fatalf("decide = %+v, want the waiting deployment completed", outcomeOf(d))
 		}
 	}
+}
+
+// TestDecide_LookAgain checks when a decision asks detection to look at
+// the job again though nothing else triggers it (the requeue-after): at
+// the next boundary of a window that matches the job, and at once when the
+// waiting deployment moved on but still waits.
+func TestDecide_LookAgain(t *testing.T) {
+	elsewhere := &structs.SyncWindow{Name: "elsewhere", Kind: structs.WindowDeny, Schedule: "30 12 * * *", Duration: "1m",
+		Jobs: []string{"api"}}
+	lunchEnds := time.Date(2024, time.June, 3, 13, 0, 0, 0, time.UTC)
+	nightsOpen := time.Date(2024, time.June, 3, 22, 0, 0, 0, time.UTC)
+	cases := []struct {
+		rule    string
+		windows []*structs.SyncWindow
+		want    time.Time
+	}{
+		{"no window: only the usual triggers", nil, time.Time{}},
+		{"a closed deny window: when it closes", []*structs.SyncWindow{lunch}, lunchEnds},
+		{"an allow window not active: when it opens", []*structs.SyncWindow{nights}, nightsOpen},
+		{"two windows: the earliest boundary", []*structs.SyncWindow{nights, lunch}, lunchEnds},
+		{"a window of another job: not this one's boundary", []*structs.SyncWindow{elsewhere}, time.Time{}},
+		{"a window that does not validate: skipped", []*structs.SyncWindow{{Name: "bad", Kind: structs.WindowDeny, Schedule: "nope", Duration: "1h"}}, time.Time{}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.rule, func(t *testing.T) {
+			v := with(inSync(), func(v *jobView) {
+				v.windows = tc.windows
+				v.boundaries = holds.Boundaries(tc.windows, v.now)
+			})
+			if got := decide(v).lookAgainAt; !got.Equal(tc.want) {
+				t.Fatalf("lookAgainAt = %v, want %v", got, tc.want)
+			}
+		})
+	}
+	t.Run("a waiting deployment that moved on and still waits: at once", func(t *testing.T) {
+		v := with(drifted(), func(v *jobView) { v.active = waiting(structs.StateDetected, oldSpec, liveIdx) })
+		dec := decide(v)
+		dec.settleConflict(v, waiting(structs.StatePendingApproval, oldSpec, liveIdx))
+		if !dec.lookAgainAt.Equal(v.now) {
+			t.Fatalf("lookAgainAt = %v, want now (%v)", dec.lookAgainAt, v.now)
+		}
+	})
+	t.Run("a waiting deployment that moved on and runs: no look again", func(t *testing.T) {
+		v := with(drifted(), func(v *jobView) { v.active = waiting(structs.StatePendingApproval, oldSpec, liveIdx) })
+		dec := decide(v)
+		dec.settleConflict(v, waiting(structs.StatePreHook, oldSpec, liveIdx))
+		if !dec.lookAgainAt.IsZero() {
+			t.Fatalf("lookAgainAt = %v, want zero", dec.lookAgainAt)
+		}
+	})
 }

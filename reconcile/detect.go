@@ -69,6 +69,16 @@ func id(j *api.Job) string {
 type cycleResult struct {
 	jobs, drifted, created int
 	changed                bool
+	// lookAgainAt is the earliest look-again time of the cycle's
+	// decisions, zero when none asks for one.
+	lookAgainAt time.Time
+}
+
+// lookAgain keeps the earliest look-again time.
+func (r *cycleResult) lookAgain(at time.Time) {
+	if !at.IsZero() && (r.lookAgainAt.IsZero() || at.Before(r.lookAgainAt)) {
+		r.lookAgainAt = at
+	}
 }
 
 // cycle is what one detection cycle gathers, step by step, and records.
@@ -88,9 +98,10 @@ type cycle struct {
 	live                map[string]*api.JobListStub
 
 	// What every job's observation shares.
-	pauses  []*structs.Pause
-	windows []*structs.SyncWindow
-	now     time.Time
+	pauses     []*structs.Pause
+	windows    []*structs.SyncWindow
+	boundaries map[string]time.Time
+	now        time.Time
 
 	statuses map[string]*structs.JobStatus
 }
@@ -203,6 +214,7 @@ func (m *Manager) detectJobs(ctx context.Context, c *cycle) error {
 		return fmt.Errorf("read sync windows: %w", err)
 	}
 	c.now = m.now()
+	c.boundaries = holds.Boundaries(c.windows, c.now)
 	c.statuses = map[string]*structs.JobStatus{}
 	keys := make([]string, 0, len(c.managed))
 	for k := range c.managed {
@@ -212,8 +224,12 @@ func (m *Manager) detectJobs(ctx context.Context, c *cycle) error {
 	for _, key := range keys {
 		d := c.managed[key]
 		c.res.jobs++
-		status, created, err := m.detectJob(ctx, d, c)
-		if err != nil {
+		var status *structs.JobStatus
+		dec, created, err := m.detectJob(ctx, d, c)
+		if err == nil {
+			status = dec.status
+			c.res.lookAgain(dec.lookAgainAt)
+		} else {
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
@@ -283,11 +299,6 @@ func (m *Manager) settle(d *structs.Deployment, to structs.DeploymentState, reas
 	}
 	m.logger.Debug("waiting deployment moved on before detection could settle it", "deployment", d.ID, "error", err)
 	active, err := m.srv.State().ActiveDeployment(d.Namespace, d.JobID)
-	if err == nil && active != nil && active.State.Waiting() {
-		// It still waits (detected became pending_approval): revalidate
-		// it in the next cycle rather than at the next periodic one.
-		m.TriggerDetection()
-	}
 	return true, active, err
 }
 
@@ -539,7 +550,7 @@ func (m *Manager) frozenHooks(d *declared, hooks map[string]*declared) ([]struct
 // detectJob runs steps 5 to 8 of a cycle for one managed job, the
 // controller way: observe, decide, act. It returns the job's observed
 // status and whether a deployment was created.
-func (m *Manager) detectJob(ctx context.Context, d *declared, c *cycle) (*structs.JobStatus, bool, error) {
+func (m *Manager) detectJob(ctx context.Context, d *declared, c *cycle) (*decision, bool, error) {
 	v, err := m.observe(ctx, d, c)
 	if err != nil {
 		return nil, false, err
@@ -552,7 +563,7 @@ func (m *Manager) detectJob(ctx context.Context, d *declared, c *cycle) (*struct
 // state holds about it.
 func (m *Manager) observe(ctx context.Context, d *declared, c *cycle) (*jobView, error) {
 	v := &jobView{namespace: ns(d.job), jobID: id(d.job), repo: d.repo, commit: d.commit, file: d.file,
-		policy: d.meta.Policy, pauses: c.pauses, windows: c.windows, now: c.now, decl: d}
+		policy: d.meta.Policy, pauses: c.pauses, windows: c.windows, boundaries: c.boundaries, now: c.now, decl: d}
 	var err error
 	if v.hooks, v.hookProblems, err = m.frozenHooks(d, c.hooks); err != nil {
 		return nil, err
@@ -660,8 +671,9 @@ func (m *Manager) observeState(ctx context.Context, v *jobView) error {
 
 // act proposes the decision's entries, in order: the rebase, the end of
 // the waiting deployment, the new deployment. When the waiting deployment
-// moved on in between, the decision is taken again on what it became.
-func (m *Manager) act(ctx context.Context, v *jobView, dec decision) (*structs.JobStatus, bool, error) {
+// moved on in between, the decision is taken again on what it became. It
+// returns the decision as carried out.
+func (m *Manager) act(ctx context.Context, v *jobView, dec decision) (*decision, bool, error) {
 	if dec.rebase {
 		if err := m.rebase(v.active, v.liveMod); err != nil {
 			if !errors.Is(err, structs.ErrConflict) {
@@ -684,7 +696,7 @@ func (m *Manager) act(ctx context.Context, v *jobView, dec decision) (*structs.J
 		}
 	}
 	if !dec.create {
-		return dec.status, false, nil
+		return &dec, false, nil
 	}
 	created, err := m.create(ctx, v, dec)
 	if err != nil {
@@ -693,7 +705,7 @@ func (m *Manager) act(ctx context.Context, v *jobView, dec decision) (*structs.J
 	// The block is gone with the new deployment, unless it failed at once
 	// for a missing or invalid hook.
 	dec.status.Blocked = created && dec.failWith != ""
-	return dec.status, created, nil
+	return &dec, created, nil
 }
 
 // create proposes the new deployment. A conflict (another deployment of

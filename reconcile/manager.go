@@ -235,8 +235,17 @@ func (m *Manager) detectLoop(ctx context.Context) {
 			// only the safety net of full plans.
 			next = m.cfg.FullPlanInterval
 		}
-		if b := m.nextWindowBoundary(); !b.IsZero() {
-			if d := b.Sub(m.now()); d < next {
+		// Look again when a decision asked to (a window boundary of a
+		// job, a waiting deployment that moved on); after a failed cycle,
+		// at the next boundary of any window.
+		var again time.Time
+		if res != nil {
+			again = res.lookAgainAt
+		} else {
+			again = m.nextWindowBoundary()
+		}
+		if !again.IsZero() {
+			if d := again.Sub(m.now()); d < next {
 				next = d + 10*time.Millisecond
 			}
 		}

@@ -295,6 +295,41 @@ func Closed(windows []*structs.SyncWindow, namespace, jobID string, now time.Tim
 	return false, ""
 }
 
+// Boundaries returns, by window name, the next time after now at which each
+// window opens or closes; a window with none within a year, or one that
+// does not validate, is left out. A detection cycle computes it once and
+// each job takes the earliest of the windows that match it
+// (NextBoundaryFor), so that the cost does not grow with jobs × windows.
+func Boundaries(windows []*structs.SyncWindow, now time.Time) map[string]time.Time {
+	out := make(map[string]time.Time, len(windows))
+	for _, w := range windows {
+		c, err := compile(w)
+		if err != nil {
+			continue
+		}
+		if b := c.nextBoundary(now); !b.IsZero() {
+			out[w.Name] = b
+		}
+	}
+	return out
+}
+
+// NextBoundaryFor returns the earliest of boundaries (from Boundaries) of
+// the windows that match a job, or the zero time when none does.
+func NextBoundaryFor(windows []*structs.SyncWindow, boundaries map[string]time.Time, namespace, jobID string) time.Time {
+	var next time.Time
+	for _, w := range windows {
+		b, ok := boundaries[w.Name]
+		if !ok || !Matches(w, namespace, jobID) {
+			continue
+		}
+		if next.IsZero() || b.Before(next) {
+			next = b
+		}
+	}
+	return next
+}
+
 // NextBoundary returns the next time after now at which any window opens or
 // closes, or the zero time when there is none within a year.
 func NextBoundary(windows []*structs.SyncWindow, now time.Time) time.Time {
