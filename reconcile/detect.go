@@ -520,7 +520,7 @@ func (m *Manager) detectJob(ctx context.Context, d *declared, hooks map[string]*
 	m.mu.Unlock()
 	var plan *nomadx.PlanResult
 	inSync := false
-	if seen && prev.inSync && prev.specHash == specHash && prev.liveMod == liveMod && now.Sub(prev.planned) < m.cfg.FullPlanInterval {
+	if seen && prev.inSync && prev.specHash == specHash && prev.liveMod == liveMod && !m.planDue(d, prev, now) {
 		inSync = true
 	} else {
 		job := copyJob(d.job)

@@ -33,6 +33,9 @@ type Config struct {
 	// FullPlanInterval forces a plan of a job even when neither its git spec
 	// nor its live job changed since it was last seen in sync.
 	FullPlanInterval time.Duration
+	// ReplanRate caps the Nomad requests a second of the periodic full
+	// re-plan (replan.go); 0 means nomadx.DefaultReplanRate.
+	ReplanRate int
 	// DisableEventStream turns off the watch of Nomad's job event stream:
 	// live changes are then seen every DriftInterval only.
 	DisableEventStream bool
@@ -56,6 +59,8 @@ type Manager struct {
 	detectCh chan struct{}
 	applyCh  chan struct{}
 	metrics  *metrics
+	// replan paces the periodic full re-plan (replan.go).
+	replan *nomadx.Budget
 
 	// mu guards the leader's in-memory caches, rebuilt on each leadership.
 	mu     sync.Mutex
@@ -64,6 +69,9 @@ type Manager struct {
 	// termStart is when this server's current leadership began; git
 	// snapshots fetched before it are not trusted.
 	termStart time.Time
+	// replanDeferred counts the due re-plans deferred for lack of budget
+	// since the detection loop last looked.
+	replanDeferred int
 	// lastCycle is the result of the last detection cycle.
 	lastCycle *cycleResult
 	// streamUp says, by namespace, whether Nomad's job event stream is
@@ -96,12 +104,16 @@ func New(cfg Config, srv Server, nomad *nomadx.Client, git *gitwatch.Watcher, lo
 	if cfg.FullPlanInterval <= 0 {
 		cfg.FullPlanInterval = 10 * cfg.DriftInterval
 	}
+	if cfg.ReplanRate <= 0 {
+		cfg.ReplanRate = nomadx.DefaultReplanRate
+	}
 	if len(cfg.Namespaces) == 0 {
 		cfg.Namespaces = []string{"default"}
 	}
 	m := &Manager{
 		cfg: cfg, srv: srv, nomad: nomad, git: git, logger: logger.Named("reconcile"),
 		detectCh: make(chan struct{}, 1), applyCh: make(chan struct{}, 1),
+		replan: nomadx.NewBudget(cfg.ReplanRate),
 	}
 	m.metrics = newMetrics(cfg.Registerer, m)
 	return m
@@ -239,6 +251,10 @@ func (m *Manager) detectLoop(ctx context.Context) {
 			if d := b.Sub(m.now()); d < next {
 				next = d + 10*time.Millisecond
 			}
+		}
+		if n := m.takeDeferredReplans(); n > 0 {
+			m.logger.Debug("periodic re-plans deferred to pace Nomad requests", "jobs", n, "next_cycle", replanRetry)
+			next = min(next, replanRetry)
 		}
 		if !timer.Stop() {
 			select {

@@ -1,0 +1,59 @@
+package reconcile
+
+import "time"
+
+// The periodic full re-plan. A job in sync whose git spec hash and live
+// modify index have not changed since its last plan is planned again once
+// FullPlanInterval has passed since that plan: a safety net for changes no
+// event reported. At 10,000 jobs those plans would all come due in one
+// cycle, a burst of 10,000 requests to Nomad. They are paced instead by the
+// re-plan budget (ReplanRate requests a second, nomadx.Budget): a due job
+// that finds no token left is deferred, counted as in sync as last seen,
+// and the next cycle runs after replanRetry to plan the next ones. The
+// plans a cycle needs for any other reason (a new commit, a live change, a
+// job never planned in this leadership, a drift) take nothing from the
+// budget and never wait for it, so a commit that changes one job is planned
+// in the next cycle whatever the re-plan has left to do.
+
+// replanRetry is how soon the next cycle runs after one that deferred due
+// re-plans: about one second's worth of budget has come back by then.
+const replanRetry = time.Second
+
+// planDue reports whether the periodic re-plan of an unchanged job in sync,
+// last planned at prev.planned, is to be made now: when FullPlanInterval
+// has passed and the budget has a token for each request it costs (the
+// plan, and the read of the live job a job with a scaling block needs).
+// A due plan without tokens is deferred to a later cycle.
+func (m *Manager) planDue(d *declared, prev observed, now time.Time) bool {
+	if now.Sub(prev.planned) < m.cfg.FullPlanInterval {
+		return false
+	}
+	cost := 1
+	if hasScaling(d.job) {
+		cost = 2
+	}
+	if m.replan.Take(cost) {
+		return true
+	}
+	m.mu.Lock()
+	m.replanDeferred++
+	m.mu.Unlock()
+	return false
+}
+
+// takeDeferredReplans returns and clears the number of due re-plans the
+// cycles deferred since it was last called.
+func (m *Manager) takeDeferredReplans() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := m.replanDeferred
+	m.replanDeferred = 0
+	return n
+}
+
+// SetReplanRate changes the re-plan budget's requests a second, as a
+// configuration reload does.
+func (m *Manager) SetReplanRate(perSecond int) { m.replan.SetRate(perSecond) }
+
+// ReplanRate returns the re-plan budget's requests a second.
+func (m *Manager) ReplanRate() int { return m.replan.Rate() }
