@@ -7,23 +7,24 @@ import "time"
 // FullPlanInterval has passed since that plan: a safety net for changes no
 // event reported. At 10,000 jobs those plans would all come due in one
 // cycle, a burst of 10,000 requests to Nomad. They are paced instead by the
-// re-plan budget (ReplanRate requests a second, nomadx.Budget): a due job
-// that finds no token left is deferred, counted as in sync as last seen,
-// and the next cycle runs after replanRetry to plan the next ones. The
+// re-plan budget (at most ReplanRate requests in any one second,
+// nomadx.Budget): a due job the budget has no room for is deferred, counted
+// as in sync as last seen, and the next cycle runs after replanRetry to
+// plan the next ones. The
 // plans a cycle needs for any other reason (a new commit, a live change, a
 // job never planned in this leadership, a drift) take nothing from the
 // budget and never wait for it, so a commit that changes one job is planned
 // in the next cycle whatever the re-plan has left to do.
 
 // replanRetry is how soon the next cycle runs after one that deferred due
-// re-plans: about one second's worth of budget has come back by then.
+// re-plans: the budget's window of one second has moved on by then.
 const replanRetry = time.Second
 
 // planDue reports whether the periodic re-plan of an unchanged job in sync,
 // last planned at prev.planned, is to be made now: when FullPlanInterval
-// has passed and the budget has a token for each request it costs (the
-// plan, and the read of the live job a job with a scaling block needs).
-// A due plan without tokens is deferred to a later cycle.
+// has passed and the budget has room for each request it costs (the plan,
+// and the read of the live job a job with a scaling block needs). A due
+// plan without room is deferred to a later cycle.
 func (m *Manager) planDue(d *declared, prev observed, now time.Time) bool {
 	if now.Sub(prev.planned) < m.cfg.FullPlanInterval {
 		return false

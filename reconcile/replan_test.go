@@ -40,7 +40,8 @@ func TestPlanDue(t *testing.T) {
 	if n := m.takeDeferredReplans(); n != 0 {
 		t.Fatalf("the count of deferred re-plans was not cleared: %d", n)
 	}
-	time.Sleep(400 * time.Millisecond)
+	// The budget is a window of one second.
+	time.Sleep(time.Second + 50*time.Millisecond)
 	if !m.planDue(job, old, now) {
 		t.Fatal("a deferred job was still not planned once the budget came back")
 	}

@@ -1,51 +1,74 @@
 package nomadx
 
 import (
-	"math"
+	"sync"
 	"time"
-
-	"golang.org/x/time/rate"
 )
 
 // DefaultReplanRate is the default of Budget's rate: Nomad requests per
 // second the periodic re-plan of unchanged jobs may make.
 const DefaultReplanRate = 20
 
-// Budget is a token bucket for requests that can wait for a later cycle,
-// such as the periodic re-plan of jobs that changed neither in git nor in
-// Nomad. Its rate is requests per second and its burst one second's worth:
-// it never grants more than its rate at once, and over a window of a few
-// seconds or more it grants its rate a second. Taking is never blocking: a caller without a
-// token defers the request, so a request that cannot wait (a changed job)
-// is never queued behind the ones that can. Requests made without Take
-// do not consume the budget. It is safe for concurrent use.
+// Budget grants requests that can wait for a later cycle, such as the
+// periodic re-plan of jobs that changed neither in git nor in Nomad, at
+// most its rate in any one second: it remembers when it granted the last
+// rate requests (a sliding window of one second), so neither a burst nor
+// cycles that come close together exceed it. Taking never blocks: a caller
+// without a grant defers the request, so a request that cannot wait (a
+// changed job) is never queued behind those that can. Requests made
+// without Take do not count. It is safe for concurrent use.
 type Budget struct {
-	l *rate.Limiter
+	mu sync.Mutex
+	// grants holds the times of the last len(grants) grants, the oldest
+	// at next; a zero time is a grant never made.
+	grants []time.Time
+	next   int
+	now    func() time.Time
 }
 
-// NewBudget returns a budget of perSecond requests a second; perSecond
-// must be at least 1.
+// NewBudget returns a budget of perSecond requests a second (at least 1).
 func NewBudget(perSecond int) *Budget {
-	perSecond = max(perSecond, 1)
-	return &Budget{l: rate.NewLimiter(rate.Limit(perSecond), perSecond)}
+	return &Budget{grants: make([]time.Time, max(perSecond, 1)), now: time.Now}
 }
 
-// SetRate changes the rate (at least 1 a second) of a budget in use.
+// SetRate changes the rate (at least 1 a second) of a budget in use; the
+// grants of the last second still count.
 func (b *Budget) SetRate(perSecond int) {
 	perSecond = max(perSecond, 1)
-	b.l.SetBurst(perSecond)
-	b.l.SetLimit(rate.Limit(perSecond))
-}
-
-// Rate returns the budget's requests per second.
-func (b *Budget) Rate() int {
-	r := float64(b.l.Limit())
-	if math.IsInf(r, 1) {
-		return math.MaxInt
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	// The old grants, oldest first; the newest of them are kept.
+	old := append(append([]time.Time(nil), b.grants[b.next:]...), b.grants[:b.next]...)
+	grants := make([]time.Time, perSecond)
+	for i := 1; i <= min(len(old), perSecond); i++ {
+		grants[perSecond-i] = old[len(old)-i]
 	}
-	return int(r)
+	b.grants, b.next = grants, 0
 }
 
-// Take takes n requests' tokens if they are left now, and reports whether
-// it did; it takes nothing when it reports false.
-func (b *Budget) Take(n int) bool { return b.l.AllowN(time.Now(), n) }
+// Rate returns the budget's requests a second.
+func (b *Budget) Rate() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.grants)
+}
+
+// Take grants n requests if the last second's grants leave room for them,
+// and reports whether it did; it grants nothing when it reports false. A
+// request of more than the rate is granted as the whole second's worth.
+func (b *Budget) Take(n int) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	rate := len(b.grants)
+	n = min(max(n, 1), rate)
+	now := b.now()
+	// The n oldest grants must all be a second old.
+	if now.Sub(b.grants[(b.next+n-1)%rate]) < time.Second {
+		return false
+	}
+	for range n {
+		b.grants[b.next] = now
+		b.next = (b.next + 1) % rate
+	}
+	return true
+}
