@@ -69,9 +69,10 @@ type Manager struct {
 	// termStart is when this server's current leadership began; git
 	// snapshots fetched before it are not trusted.
 	termStart time.Time
-	// replanDeferred counts the due re-plans deferred for lack of budget
-	// since the detection loop last looked.
-	replanDeferred int
+	// replanDeferred counts the due re-plans deferred for lack of budget,
+	// replanGranted the requests granted, since the detection loop last
+	// looked.
+	replanDeferred, replanGranted int
 	// lastCycle is the result of the last detection cycle.
 	lastCycle *cycleResult
 	// streamUp says, by namespace, whether Nomad's job event stream is
@@ -225,7 +226,7 @@ func (m *Manager) detectLoop(ctx context.Context) {
 		case <-m.detectCh:
 		case <-timer.C:
 		}
-		start := time.Now()
+		start, before := time.Now(), m.nomad.Stats()
 		res, err := m.DetectOnce(ctx)
 		m.metrics.observeDetection(start, err)
 		if res != nil {
@@ -252,9 +253,8 @@ func (m *Manager) detectLoop(ctx context.Context) {
 				next = d + 10*time.Millisecond
 			}
 		}
-		if n := m.takeDeferredReplans(); n > 0 {
-			m.logger.Debug("periodic re-plans deferred to pace Nomad requests", "jobs", n, "next_cycle", replanRetry)
-			next = min(next, replanRetry)
+		if d, ok := m.replanNext(before); ok {
+			next = min(next, d)
 		}
 		if !timer.Stop() {
 			select {

@@ -1,6 +1,10 @@
 package reconcile
 
-import "time"
+import (
+	"time"
+
+	"github.com/nops-dev/nops/reconcile/nomadx"
+)
 
 // The periodic full re-plan. A job in sync whose git spec hash and live
 // modify index have not changed since its last plan is planned again once
@@ -34,6 +38,9 @@ func (m *Manager) planDue(d *declared, prev observed, now time.Time) bool {
 		cost = 2
 	}
 	if m.replan.Take(cost) {
+		m.mu.Lock()
+		m.replanGranted += cost
+		m.mu.Unlock()
 		return true
 	}
 	m.mu.Lock()
@@ -42,14 +49,27 @@ func (m *Manager) planDue(d *declared, prev observed, now time.Time) bool {
 	return false
 }
 
-// takeDeferredReplans returns and clears the number of due re-plans the
-// cycles deferred since it was last called.
-func (m *Manager) takeDeferredReplans() int {
+// replanNext says, after a cycle that began with the Nomad counters at
+// before, whether it deferred due re-plans, and then how soon the next
+// cycle is to run: after replanRetry, or later when the cycle also made
+// plans outside the budget (jobs drifting are planned in every cycle), so
+// that the cycles that go on with the re-plan make no more of those than
+// the budget's rate either.
+func (m *Manager) replanNext(before nomadx.Stats) (time.Duration, bool) {
 	m.mu.Lock()
-	defer m.mu.Unlock()
-	n := m.replanDeferred
-	m.replanDeferred = 0
-	return n
+	deferred, granted := m.replanDeferred, m.replanGranted
+	m.replanDeferred, m.replanGranted = 0, 0
+	m.mu.Unlock()
+	if deferred == 0 {
+		return 0, false
+	}
+	plans := int(m.nomad.Stats().Sub(before).Operations["job.plan"].Requests)
+	next := replanRetry
+	if unpaced := plans - granted; unpaced > 0 {
+		next = max(next, time.Duration(unpaced)*time.Second/time.Duration(m.replan.Rate()))
+	}
+	m.logger.Debug("periodic re-plans deferred to pace Nomad requests", "jobs", deferred, "next_cycle", next)
+	return next, true
 }
 
 // SetReplanRate changes the re-plan budget's requests a second, as a
