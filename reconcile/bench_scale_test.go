@@ -164,7 +164,7 @@ func startScaleWorld(tb testing.TB, p scaleParams) *scaleWorld {
 	if err := failed.Load(); err != nil {
 		tb.Fatal(*err)
 	}
-	tb.Logf("registered %d jobs in Nomad in %s", p.jobs, time.Since(start).Round(time.Millisecond))
+	progress(tb, "registered %d jobs in Nomad in %s", p.jobs, time.Since(start).Round(time.Millisecond))
 	hcl = nil
 	w.rssBeforeMB = rssMB(tb)
 
@@ -177,12 +177,16 @@ func startScaleWorld(tb testing.TB, p scaleParams) *scaleWorld {
 			c.DriftInterval, c.EngineInterval = w.drift, config.DefaultEngineInterval
 			c.NomadEventStream = true
 			c.NomadReplanRate = p.replanRate
+			// The Go profiler on the HTTP API, to look inside a run.
+			c.EnableDebug = true
 			c.Webhook.SecretEnv = benchSecretEnv
 			for i := range c.Repositories {
 				c.Repositories[i].PollInterval = time.Hour
 			}
 		}))
 	w.m = w.s.Manager()
+	progress(tb, "server at %s (profiles under /debug/pprof)", w.s.URL)
+	shown := time.Now()
 	testutil.WaitForResult(tb, 30*time.Minute, func() (bool, error) {
 		list, err := w.s.State().JobStatuses()
 		if err != nil {
@@ -195,11 +199,15 @@ func startScaleWorld(tb testing.TB, p scaleParams) *scaleWorld {
 			}
 		}
 		if in != p.jobs {
+			if time.Since(shown) > 30*time.Second {
+				shown = time.Now()
+				progress(tb, "%d of %d jobs in sync after %s: %s", in, p.jobs, time.Since(start).Round(time.Second), w.m.Nomad().Stats())
+			}
 			return false, fmt.Errorf("%d of %d jobs in sync", in, p.jobs)
 		}
 		return w.m.WatchingEvents(), fmt.Errorf("the event stream is not up")
 	})
-	tb.Logf("first detection over %d jobs done in %s: %s", p.jobs, time.Since(start).Round(time.Millisecond), w.m.Nomad().Stats())
+	progress(tb, "first detection over %d jobs done in %s: %s", p.jobs, time.Since(start).Round(time.Millisecond), w.m.Nomad().Stats())
 	// Let the cycles that the stream's replay of the registrations
 	// triggers run out.
 	time.Sleep(min(5*time.Second, p.idle))
@@ -222,7 +230,7 @@ func (w *scaleWorld) measure(tb testing.TB, p scaleParams) scaleResult {
 	time.Sleep(p.idle)
 	r.idle = w.m.Nomad().Stats().Sub(before)
 	r.idlePerMin = float64(r.idle.Requests) / p.idle.Minutes()
-	tb.Logf("idle %s: %s", p.idle, r.idle)
+	progress(tb, "idle %s: %s", p.idle, r.idle)
 
 	next := 0
 	change := func() time.Duration {
@@ -280,8 +288,8 @@ func (w *scaleWorld) measure(tb testing.TB, p scaleParams) scaleResult {
 	r.plans = d.Operations["job.plan"].Requests
 	r.peak, r.peakPlans = slices.Max(perSecond), slices.Max(plansPerSecond)
 	r.mean = float64(d.Requests) / time.Since(began).Seconds()
-	tb.Logf("re-plan window %s: %s; requests a second: %v", p.replanWindow, d, perSecond)
-	tb.Logf("commit to register: idle %v, during the re-plan %v", r.idleLatency, r.replanLatency)
+	progress(tb, "re-plan window %s: %s; requests a second: %v", p.replanWindow, d, perSecond)
+	progress(tb, "commit to register: idle %v, during the re-plan %v", r.idleLatency, r.replanLatency)
 	return r
 }
 
@@ -318,7 +326,7 @@ func (w *scaleWorld) commitOne(tb testing.TB, id string) time.Duration {
 func rssMB(tb testing.TB) float64 {
 	f, err := os.Open("/proc/self/status")
 	if err != nil {
-		tb.Logf("no resident set size: %v", err)
+		progress(tb, "no resident set size: %v", err)
 		return 0
 	}
 	defer f.Close()
@@ -332,4 +340,14 @@ func rssMB(tb testing.TB) float64 {
 		}
 	}
 	return 0
+}
+
+// progress logs a step; a benchmark's log shows only at its end, so it
+// goes to stderr at once too.
+func progress(tb testing.TB, format string, args ...any) {
+	tb.Helper()
+	tb.Logf(format, args...)
+	if _, ok := tb.(*testing.B); ok {
+		fmt.Fprintf(os.Stderr, time.Now().UTC().Format("15:04:05 ")+format+"\n", args...)
+	}
 }

@@ -127,7 +127,7 @@ func (m *Manager) DetectOnce(ctx context.Context) (*cycleResult, error) {
 	managed, hooks, problems, conflicts := m.classify(files)
 
 	// Live jobs, one list per namespace.
-	live, err := m.liveJobs(ctx)
+	live, err := m.liveJobsCached(ctx)
 	if err != nil {
 		err = fmt.Errorf("list live jobs: %w", err)
 		if nomadx.IsPermissionDenied(err) {

@@ -79,6 +79,11 @@ type Manager struct {
 	// up; liveIndex is the index of the last live change it reported.
 	streamUp  map[string]bool
 	liveIndex uint64
+	// streamEpoch counts the stream's ups and downs and the job changes it
+	// reported; liveList is the list of live jobs kept between cycles
+	// while it is up (livecache.go).
+	streamEpoch uint64
+	liveList    *liveList
 	// refusals are the calls Nomad refused, by job key and step
 	// (callerrors.go).
 	refusals map[string]map[string]string
@@ -160,6 +165,7 @@ func (m *Manager) Run(ctx context.Context, kicked <-chan struct{}) {
 	m.seen = map[string]observed{}
 	m.refusals = map[string]map[string]string{}
 	m.liveIndex = 0
+	m.liveList = nil
 	m.termStart = time.Now()
 	m.mu.Unlock()
 	// The watcher fetches every repository as soon as it runs; detection
