@@ -308,11 +308,23 @@ func (w *scaleWorld) commitOne(tb testing.TB, id string) time.Duration {
 	if code, raw := postWebhook(tb, w.s.URL, body, map[string]string{"X-Hub-Signature-256": githubSignature(w.secret, body)}); code != 200 {
 		tb.Fatalf("webhook: %d %s", code, raw)
 	}
+	fetched := time.Since(start)
 	index := *live.ModifyIndex
 	for time.Since(start) < 2*time.Minute {
 		j, meta, err := w.nomad.Client.Jobs().Info(id, &nomadapi.QueryOptions{WaitIndex: index, WaitTime: 30 * time.Second})
 		if err == nil && *j.Version > *live.Version {
-			return time.Since(start)
+			d := time.Since(start)
+			// Where the time went, on the server's clock.
+			var created, register time.Duration
+			for _, dep := range w.s.Deployments("default", id) {
+				if dep.Commit == commit {
+					off := time.Duration(w.offset.Load())
+					created, register = dep.CreatedAt.Add(-off).Sub(start), dep.RegisterStartedAt.Add(-off).Sub(start)
+				}
+			}
+			progress(tb, "commit of %s: webhook answered (fetched) after %s, deployment created after %s, register began after %s, new version after %s",
+				id, fetched.Round(time.Millisecond), created.Round(time.Millisecond), register.Round(time.Millisecond), d.Round(time.Millisecond))
+			return d
 		}
 		if err == nil {
 			index = meta.LastIndex

@@ -59,8 +59,11 @@ type Manager struct {
 	detectCh chan struct{}
 	applyCh  chan struct{}
 	metrics  *metrics
-	// replan paces the periodic full re-plan (replan.go).
-	replan *nomadx.Budget
+	// replan paces the periodic full re-plan (replan.go); asked says a
+	// cycle was asked for since the last one began, prompt that the
+	// running one was.
+	replan        *nomadx.Budget
+	asked, prompt atomic.Bool
 
 	// mu guards the leader's in-memory caches, rebuilt on each leadership.
 	mu     sync.Mutex
@@ -133,6 +136,7 @@ func (m *Manager) now() time.Time { return m.cfg.Clock().UTC() }
 
 // TriggerDetection asks for a detection cycle as soon as possible.
 func (m *Manager) TriggerDetection() {
+	m.asked.Store(true)
 	select {
 	case m.detectCh <- struct{}{}:
 	default:
@@ -233,6 +237,7 @@ func (m *Manager) detectLoop(ctx context.Context) {
 		case <-timer.C:
 		}
 		start, before := time.Now(), m.nomad.Stats()
+		m.prompt.Store(m.asked.Swap(false))
 		res, err := m.DetectOnce(ctx)
 		m.metrics.observeDetection(start, err)
 		if res != nil {

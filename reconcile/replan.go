@@ -17,8 +17,11 @@ import (
 // plan the next ones. The
 // plans a cycle needs for any other reason (a new commit, a live change, a
 // job never planned in this leadership, a drift) take nothing from the
-// budget and never wait for it, so a commit that changes one job is planned
-// in the next cycle whatever the re-plan has left to do.
+// budget and never wait for it. The re-plan also yields: a cycle that was
+// asked for (a commit, a live change, a deployment that ended, a decision)
+// makes no re-plan, and a cycle under way makes no more once another is
+// asked for, so a commit that changes one job waits neither for re-plans
+// in its own cycle nor for those of the cycle before.
 
 // replanRetry is how soon the next cycle runs after one that deferred due
 // re-plans: the budget's window of one second has moved on by then.
@@ -27,10 +30,17 @@ const replanRetry = time.Second
 // planDue reports whether the periodic re-plan of an unchanged job in sync,
 // last planned at prev.planned, is to be made now: when FullPlanInterval
 // has passed and the budget has room for each request it costs (the plan,
-// and the read of the live job a job with a scaling block needs). A due
-// plan without room is deferred to a later cycle.
+// and the read of the live job a job with a scaling block needs), unless
+// the cycle yields to one asked for. A due plan not made is deferred to a
+// later cycle.
 func (m *Manager) planDue(d *declared, prev observed, now time.Time) bool {
 	if now.Sub(prev.planned) < m.cfg.FullPlanInterval {
+		return false
+	}
+	if m.prompt.Load() || m.asked.Load() {
+		m.mu.Lock()
+		m.replanDeferred++
+		m.mu.Unlock()
 		return false
 	}
 	cost := 1

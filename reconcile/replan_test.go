@@ -26,8 +26,9 @@ func replanManager(t *testing.T, rate int) *Manager {
 }
 
 // TestPlanDue: an unchanged job is re-planned only once FullPlanInterval
-// has passed, and then only while the budget lasts; the ones it defers
-// make the next cycle come soon, and come due again then.
+// has passed, and then only while the budget lasts and no cycle was asked
+// for; the ones it defers make the next cycle come soon, and come due
+// again then.
 func TestPlanDue(t *testing.T) {
 	m := replanManager(t, 3)
 	now := time.Now()
@@ -59,6 +60,21 @@ func TestPlanDue(t *testing.T) {
 	}
 	// The budget is a window of one second.
 	time.Sleep(time.Second + 50*time.Millisecond)
+
+	// A cycle asked for meanwhile: the re-plan yields to it, in this
+	// cycle and in that one, whatever the budget.
+	m.TriggerDetection()
+	if m.planDue(job, old, now) {
+		t.Fatal("a re-plan was made while a cycle was asked for")
+	}
+	m.prompt.Store(m.asked.Swap(false))
+	if m.planDue(job, old, now) {
+		t.Fatal("a re-plan was made in a cycle that was asked for")
+	}
+	if _, ok := m.replanNext(m.nomad.Stats()); !ok {
+		t.Fatal("re-plans deferred by a cycle asked for do not bring the next cycle forward")
+	}
+	m.prompt.Store(m.asked.Swap(false))
 	if !m.planDue(job, old, now) {
 		t.Fatal("a deferred job was still not planned once the budget came back")
 	}
