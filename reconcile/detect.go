@@ -657,6 +657,7 @@ func (m *Manager) detectJob(ctx context.Context, d *declared, hooks map[string]*
 			}
 		} else {
 			created = true
+			m.wakeCreated(dep)
 			m.logger.Info("deployment created", "job", key, "deployment", dep.ID, "policy", dep.Policy, "commit", d.commit,
 				"failed", req.FailWith)
 		}
