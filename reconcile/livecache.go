@@ -26,8 +26,9 @@ type liveList struct {
 	at           time.Time
 }
 
-// liveJobsCached returns the live jobs: the kept list while it is still
-// what Nomad holds, or a new list. Callers must not change the map.
+// liveJobsCached returns the live jobs, slimmed (slimStub): the kept list
+// while it is still what Nomad holds, or a new list. Callers must not
+// change the map.
 func (m *Manager) liveJobsCached(ctx context.Context) (map[string]*api.JobListStub, error) {
 	m.mu.Lock()
 	kept, epoch, index := m.liveList, m.streamEpoch, m.liveIndex
@@ -41,6 +42,9 @@ func (m *Manager) liveJobsCached(ctx context.Context) (map[string]*api.JobListSt
 	}
 	started := time.Now()
 	live, err := m.liveJobs(ctx)
+	for k, stub := range live {
+		live[k] = slimStub(stub)
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.liveList = nil
@@ -56,4 +60,16 @@ func (m *Manager) jobsChanged() {
 	m.mu.Lock()
 	m.streamEpoch++
 	m.mu.Unlock()
+}
+
+// slimStub keeps of a live job's stub what detection reads (its identity,
+// type, status, stop flag and indexes), and drops the rest: a job's
+// summary and meta, kept for 10,000 jobs, are most of a list's memory.
+func slimStub(s *api.JobListStub) *api.JobListStub {
+	return &api.JobListStub{
+		ID: s.ID, ParentID: s.ParentID, Name: s.Name, Namespace: s.Namespace, Type: s.Type,
+		Priority: s.Priority, Periodic: s.Periodic, ParameterizedJob: s.ParameterizedJob, Stop: s.Stop,
+		Status: s.Status, CreateIndex: s.CreateIndex, ModifyIndex: s.ModifyIndex, JobModifyIndex: s.JobModifyIndex,
+		SubmitTime: s.SubmitTime,
+	}
 }
