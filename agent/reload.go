@@ -43,6 +43,8 @@ func reloadables() []reloadable {
 		{name: "default-policy", apply: (*Server).reloadDefaults, keep: func(r, n *config.Config) { r.DefaultPolicy = n.DefaultPolicy }},
 		{name: "apply-timeout", apply: (*Server).reloadDefaults, keep: func(r, n *config.Config) { r.ApplyTimeout = n.ApplyTimeout }},
 		{name: "hook-timeout", apply: (*Server).reloadDefaults, keep: func(r, n *config.Config) { r.HookTimeout = n.HookTimeout }},
+		{name: "nomad-replan-rate", apply: (*Server).reloadReplanRate,
+			keep: func(r, n *config.Config) { r.NomadReplanRate = n.NomadReplanRate }},
 		{name: "autopilot", apply: func(*Server, *config.Config) error { return nil },
 			keep: func(r, n *config.Config) { r.Autopilot = n.Autopilot }},
 		// The retention loop reads the live configuration at each pass.
@@ -146,5 +148,13 @@ func (s *Server) reloadDefaults(next *config.Config) error {
 		return err
 	}
 	s.manager.SetDefaults(meta.Defaults{Policy: policy, ApplyTimeout: next.ApplyTimeout, HookTimeout: next.HookTimeout})
+	return nil
+}
+
+func (s *Server) reloadReplanRate(next *config.Config) error {
+	if s.manager == nil {
+		return errors.New("this server runs no reconcilers")
+	}
+	s.manager.SetReplanRate(next.NomadReplanRate)
 	return nil
 }

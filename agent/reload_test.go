@@ -19,6 +19,7 @@ func TestReload_AppliesWhatItCanAndNamesTheRest(t *testing.T) {
 	next.DefaultPolicy = "approval"
 	next.Namespaces = []string{"default", "other"}
 	next.Autopilot.MinQuorum = 3
+	next.NomadReplanRate = 7
 	// A repository whose token comes from an unset variable cannot be
 	// loaded: the repository setting fails, the others apply.
 	next.Repositories = []config.Repository{{Name: "r", URL: "https://git.example.invalid/r.git", Branch: "main", Path: ".",
@@ -27,7 +28,7 @@ func TestReload_AppliesWhatItCanAndNamesTheRest(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "repository") {
 		t.Fatalf("reload error = %v, want the repository's", err)
 	}
-	if want := []string{"log-level", "default-policy", "autopilot"}; !reflect.DeepEqual(res.Applied, want) {
+	if want := []string{"log-level", "default-policy", "nomad-replan-rate", "autopilot"}; !reflect.DeepEqual(res.Applied, want) {
 		t.Errorf("applied %v, want %v", res.Applied, want)
 	}
 	if want := []string{"namespaces"}; !reflect.DeepEqual(res.RestartOnly, want) {
@@ -35,6 +36,9 @@ func TestReload_AppliesWhatItCanAndNamesTheRest(t *testing.T) {
 	}
 	if s.Logger().IsWarn() {
 		t.Error("the log level did not change to error")
+	}
+	if got := s.Manager().ReplanRate(); got != 7 {
+		t.Errorf("re-plan rate after reload = %d, want 7", got)
 	}
 	if got := s.AutopilotConfig().MinQuorum; got != 3 {
 		t.Errorf("autopilot min_quorum after reload = %d", got)

@@ -189,7 +189,7 @@ func (m *Manager) parseSnapshots(ctx context.Context, snaps []*gitwatch.Snapshot
 // readLive lists the live jobs, one list per namespace. A list Nomad
 // refuses for the token is shown on every managed job.
 func (m *Manager) readLive(ctx context.Context, c *cycle) error {
-	live, err := m.liveJobs(ctx)
+	live, err := m.liveJobsCached(ctx)
 	if err != nil {
 		err = fmt.Errorf("list live jobs: %w", err)
 		if nomadx.IsPermissionDenied(err) {
@@ -604,7 +604,7 @@ func (m *Manager) observePlan(ctx context.Context, v *jobView, stub *api.JobList
 	m.mu.Lock()
 	prev, seen := m.seen[key]
 	m.mu.Unlock()
-	if seen && m.lastPlanAnswers(prev, v.specHash, v.liveMod, v.now) {
+	if seen && m.lastPlanAnswers(v.decl, prev, v.specHash, v.liveMod, v.now) {
 		v.inSync = true
 		return nil
 	}
@@ -635,15 +635,10 @@ func (m *Manager) observePlan(ctx context.Context, v *jobView, stub *api.JobList
 // lastPlanAnswers reports whether a job's last plan still answers for it,
 // so that the cycle does not plan it again: it was in sync, and neither
 // its spec nor its live job changed since, within the full re-plan
-// interval.
-func (m *Manager) lastPlanAnswers(prev observed, specHash string, liveMod uint64, now time.Time) bool {
-	return prev.inSync && prev.specHash == specHash && prev.liveMod == liveMod && m.planIsRecent(prev, now)
-}
-
-// planIsRecent reports whether a job's last plan is recent enough to be
-// trusted without a full re-plan.
-func (m *Manager) planIsRecent(prev observed, now time.Time) bool {
-	return now.Sub(prev.planned) < m.cfg.FullPlanInterval
+// interval, or while the paced full re-plan has no room for it (planDue,
+// replan.go). planDue is asked last: it takes from the re-plan's budget.
+func (m *Manager) lastPlanAnswers(d *declared, prev observed, specHash string, liveMod uint64, now time.Time) bool {
+	return prev.inSync && prev.specHash == specHash && prev.liveMod == liveMod && !m.planDue(d, prev, now)
 }
 
 // observeState reads what the replicated state holds about the job: its

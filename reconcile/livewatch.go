@@ -50,6 +50,8 @@ func (m *Manager) setStreaming(ns string, up bool) {
 	}
 	was, known := m.streamUp[ns]
 	m.streamUp[ns] = up
+	// A kept list of live jobs is only good while the stream stays up.
+	m.streamEpoch++
 	m.mu.Unlock()
 	if known && was == up {
 		return
@@ -136,6 +138,9 @@ func (m *Manager) watchLive(ctx context.Context, ns string) {
 			}
 			if batch.Index > index {
 				index = batch.Index
+			}
+			if len(batch.Changes) > 0 {
+				m.jobsChanged()
 			}
 			if ids := m.routeActivity(batch.Activity); len(ids) > 0 {
 				logger.Trace("Nomad deployment or allocation events wake deployments", "index", batch.Index, "deployments", ids)

@@ -33,6 +33,9 @@ type Config struct {
 	// FullPlanInterval forces a plan of a job even when neither its git spec
 	// nor its live job changed since it was last seen in sync.
 	FullPlanInterval time.Duration
+	// ReplanRate caps the Nomad requests a second of the periodic full
+	// re-plan (replan.go); 0 means nomadx.DefaultReplanRate.
+	ReplanRate int
 	// DisableEventStream turns off the watch of Nomad's job event stream:
 	// live changes are then seen every DriftInterval only.
 	DisableEventStream bool
@@ -56,6 +59,11 @@ type Manager struct {
 	detectCh chan struct{}
 	applyCh  chan struct{}
 	metrics  *metrics
+	// replan paces the periodic full re-plan (replan.go); asked says a
+	// cycle was asked for since the last one began, prompt that the
+	// running one was.
+	replan        *nomadx.Budget
+	asked, prompt atomic.Bool
 
 	// mu guards the leader's in-memory caches, rebuilt on each leadership.
 	mu     sync.Mutex
@@ -64,12 +72,21 @@ type Manager struct {
 	// termStart is when this server's current leadership began; git
 	// snapshots fetched before it are not trusted.
 	termStart time.Time
+	// replanDeferred counts the due re-plans deferred for lack of budget,
+	// replanGranted the requests granted, since the detection loop last
+	// looked.
+	replanDeferred, replanGranted int
 	// lastCycle is the result of the last detection cycle.
 	lastCycle *cycleResult
 	// streamUp says, by namespace, whether Nomad's job event stream is
 	// up; liveIndex is the index of the last live change it reported.
 	streamUp  map[string]bool
 	liveIndex uint64
+	// streamEpoch counts the stream's ups and downs and the job changes it
+	// reported; liveList is the list of live jobs kept between cycles
+	// while it is up (livecache.go).
+	streamEpoch uint64
+	liveList    *liveList
 	// refusals are the calls Nomad refused, by job key and step
 	// (callerrors.go).
 	refusals map[string]map[string]string
@@ -96,12 +113,16 @@ func New(cfg Config, srv Server, nomad *nomadx.Client, git *gitwatch.Watcher, lo
 	if cfg.FullPlanInterval <= 0 {
 		cfg.FullPlanInterval = 10 * cfg.DriftInterval
 	}
+	if cfg.ReplanRate <= 0 {
+		cfg.ReplanRate = nomadx.DefaultReplanRate
+	}
 	if len(cfg.Namespaces) == 0 {
 		cfg.Namespaces = []string{"default"}
 	}
 	m := &Manager{
 		cfg: cfg, srv: srv, nomad: nomad, git: git, logger: logger.Named("reconcile"),
 		detectCh: make(chan struct{}, 1), applyCh: make(chan struct{}, 1),
+		replan: nomadx.NewBudget(cfg.ReplanRate),
 	}
 	m.metrics = newMetrics(cfg.Registerer, m)
 	return m
@@ -115,6 +136,7 @@ func (m *Manager) now() time.Time { return m.cfg.Clock().UTC() }
 
 // TriggerDetection asks for a detection cycle as soon as possible.
 func (m *Manager) TriggerDetection() {
+	m.asked.Store(true)
 	select {
 	case m.detectCh <- struct{}{}:
 	default:
@@ -147,6 +169,7 @@ func (m *Manager) Run(ctx context.Context, kicked <-chan struct{}) {
 	m.seen = map[string]observed{}
 	m.refusals = map[string]map[string]string{}
 	m.liveIndex = 0
+	m.liveList = nil
 	m.termStart = time.Now()
 	m.mu.Unlock()
 	// The watcher fetches every repository as soon as it runs; detection
@@ -213,7 +236,8 @@ func (m *Manager) detectLoop(ctx context.Context) {
 		case <-m.detectCh:
 		case <-timer.C:
 		}
-		start := time.Now()
+		start, before := time.Now(), m.nomad.Stats()
+		m.prompt.Store(m.asked.Swap(false))
 		res, err := m.DetectOnce(ctx)
 		m.metrics.observeDetection(start, err)
 		if res != nil {
@@ -248,6 +272,9 @@ func (m *Manager) detectLoop(ctx context.Context) {
 			if d := again.Sub(m.now()); d < next {
 				next = d + 10*time.Millisecond
 			}
+		}
+		if d, ok := m.replanNext(before); ok {
+			next = min(next, d)
 		}
 		if !timer.Stop() {
 			select {

@@ -184,3 +184,10 @@ func (m *Manager) nearestDeadline() time.Time {
 	}
 	return at
 }
+
+// wakeCreated starts the apply of a deployment detection just created,
+// without waiting for the end of the cycle: at 10,000 jobs the rest of a
+// cycle (the jobs after it, recording their statuses) takes long enough
+// to matter between a commit and its register. The cycle's end still
+// wakes the apply loop for every deployment.
+func (m *Manager) wakeCreated(d *structs.Deployment) { m.wakeDeployments(d.ID) }

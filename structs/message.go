@@ -148,7 +148,10 @@ func Encode(t MessageType, msg any) ([]byte, error) {
 	if err := codec.NewEncoder(&buf, msgpackHandle).Encode(msg); err != nil {
 		return nil, fmt.Errorf("encode %s: %w", t, err)
 	}
-	return buf.Bytes(), nil
+	// Raft keeps the newest entries in memory: an exact copy, not a
+	// buffer grown to up to twice the entry (10,000 job statuses are
+	// megabytes).
+	return bytes.Clone(buf.Bytes()), nil
 }
 
 // Decode reads the msgpack body of a log entry or snapshot record into out.

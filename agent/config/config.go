@@ -42,6 +42,14 @@ const minSnapshotMaxSize = 1 << 20
 // certificate names: the longest DNS label.
 const maxRegionLen = 63
 
+// DefaultNomadReplanRate is the default, and MaxNomadReplanRate the
+// largest value, of the Nomad requests a second of the periodic full
+// re-plan.
+const (
+	DefaultNomadReplanRate = 20
+	MaxNomadReplanRate     = 10000
+)
+
 // Defaults of the settings that have one.
 const (
 	DefaultBind           = "0.0.0.0"
@@ -170,6 +178,10 @@ type Config struct {
 
 	// DriftInterval paces detection, EngineInterval the deployment engine.
 	DriftInterval, EngineInterval time.Duration
+
+	// NomadReplanRate caps the Nomad requests a second of the periodic
+	// full re-plan of unchanged jobs (reconcile/replan.go).
+	NomadReplanRate int
 
 	// ApplyTimeout and HookTimeout apply to jobs that set no timeout meta.
 	ApplyTimeout, HookTimeout time.Duration
@@ -397,6 +409,7 @@ func Default() *Config {
 		Namespaces:            []string{"default"},
 		DriftInterval:         DefaultDriftInterval,
 		EngineInterval:        DefaultEngineInterval,
+		NomadReplanRate:       DefaultNomadReplanRate,
 		ApplyTimeout:          DefaultApplyTimeout,
 		HookTimeout:           DefaultHookTimeout,
 		DefaultPolicy:         DefaultPolicy,
@@ -843,6 +856,13 @@ func checkOrigins(l []string) error {
 			u.User != nil || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" {
 			return fmt.Errorf("invalid origin %q: must be http(s)://host[:port]", o)
 		}
+	}
+	return nil
+}
+
+func checkReplanRate(n int) error {
+	if n < 1 || n > MaxNomadReplanRate {
+		return fmt.Errorf("must be from 1 to %d requests a second, not %d", MaxNomadReplanRate, n)
 	}
 	return nil
 }

@@ -86,6 +86,8 @@ func (c *Config) fields() []field {
 			v: listValue(&c.Namespaces, nil, checkNamespaces)},
 		{name: "drift-interval", usage: "Interval between detection cycles.",
 			v: durationValue(&c.DriftInterval)},
+		{name: "nomad-replan-rate", usage: "Nomad requests a second the periodic full re-plan of unchanged jobs (every 10 x -drift-interval) may make; it is spread over as many cycles as it needs. Plans of changed jobs are not paced.",
+			v: intValue(&c.NomadReplanRate, checkReplanRate)},
 		{name: "engine-interval", usage: "Interval between deployment engine passes while Nomad's event stream is down (with it up, deployments move on its events).",
 			v: durationValue(&c.EngineInterval)},
 		{name: "apply-timeout", usage: "Limit for register and health of a job without nops_apply_timeout.",

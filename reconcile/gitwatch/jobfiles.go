@@ -166,6 +166,7 @@ func withContents(files []JobFile, contents map[string]string) []JobFile {
 		if files[i].VarsPath != "" {
 			files[i].Vars = contents[files[i].VarsPath]
 		}
+		files[i].hash = files[i].contentHash()
 	}
 	return files
 }

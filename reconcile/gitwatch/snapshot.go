@@ -34,11 +34,22 @@ type JobFile struct {
 	// (web.nomad.hcl → web.vars.hcl), empty when there is none.
 	VarsPath string
 	Vars     string
+
+	// hash is ContentHash, computed once when the snapshot is read: every
+	// cycle asks for it, of every file.
+	hash string
 }
 
 // ContentHash is the SHA-256 of the job file and its variables, the key for
 // caching a parse: equal hashes parse to equal jobs.
 func (f JobFile) ContentHash() string {
+	if f.hash != "" {
+		return f.hash
+	}
+	return f.contentHash()
+}
+
+func (f JobFile) contentHash() string {
 	h := sha256.New()
 	var n [8]byte
 	for _, s := range []string{f.Content, f.Vars} {

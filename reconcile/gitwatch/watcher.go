@@ -92,7 +92,19 @@ type repo struct {
 	mu       sync.RWMutex
 	snapshot *Snapshot
 	status   RepoStatus
+
+	// local is the in-memory clone of the last fetch, of branch
+	// localBranch, that the next fetches add to (fetchInto); fetches
+	// counts them. Guarded by fetchMu.
+	local       *git.Repository
+	localBranch string
+	fetches     int
 }
+
+// maxIncrementalFetches bounds the fetches into one clone: each adds the
+// new commit's objects to memory, so after this many the next fetch is a
+// new clone.
+const maxIncrementalFetches = 100
 
 // New validates the configuration of every repository and returns a Watcher
 // for them. It does not contact any remote; Run and FetchNow do.
@@ -426,7 +438,49 @@ func (r *repo) fetchSnapshot(ctx context.Context) (*Snapshot, error) {
 	if cur != nil && cur.Commit == head.String() {
 		return nil, nil
 	}
+	snap, err := r.fetchInto(ctx, auth, branch)
+	if err == nil && snap != nil {
+		return snap, nil
+	}
+	if err != nil {
+		r.logger.Debug("fetch into the last clone failed; cloning again", "error", r.scrub(err))
+	}
 	return r.clone(ctx, auth, branch)
+}
+
+// fetchInto fetches the branch into the clone of the last fetch, which then
+// receives only the objects it lacks (a commit that changes one of 10,000
+// files brings one file, not 10,000), and reads the new head's job files.
+// It returns nil and no error when there is no clone to fetch into.
+func (r *repo) fetchInto(ctx context.Context, auth transport.AuthMethod, branch string) (*Snapshot, error) {
+	if r.local == nil || branch == "" || branch != r.localBranch || r.fetches >= maxIncrementalFetches {
+		return nil, nil
+	}
+	local := r.local
+	// Whatever happens, the next fetch clones again unless this one works.
+	r.local = nil
+	tracking := plumbing.NewRemoteReferenceName("origin", branch)
+	err := local.FetchContext(ctx, &git.FetchOptions{
+		RemoteName: "origin",
+		RefSpecs:   []config.RefSpec{config.RefSpec("+" + plumbing.NewBranchReferenceName(branch).String() + ":" + tracking.String())},
+		Depth:      1,
+		Tags:       git.NoTags,
+		Auth:       auth,
+		Force:      true,
+	})
+	if err != nil && !errors.Is(err, git.NoErrAlreadyUpToDate) {
+		return nil, fmt.Errorf("fetch: %w", err)
+	}
+	ref, err := local.Reference(tracking, true)
+	if err != nil {
+		return nil, fmt.Errorf("read fetched head: %w", err)
+	}
+	snap, err := r.snapshotOf(local, ref.Hash(), branch)
+	if err != nil {
+		return nil, err
+	}
+	r.local, r.fetches = local, r.fetches+1
+	return snap, nil
 }
 
 // remoteHead asks the remote for the commit the followed branch points to.
@@ -494,24 +548,39 @@ func (r *repo) clone(ctx context.Context, auth transport.AuthMethod, branch stri
 	if err != nil {
 		return nil, fmt.Errorf("read cloned head: %w", err)
 	}
-	commit, err := repo.CommitObject(head.Hash())
-	if err != nil {
-		return nil, fmt.Errorf("read commit %s: %w", head.Hash(), err)
-	}
-	tree, err := commit.Tree()
-	if err != nil {
-		return nil, fmt.Errorf("read tree of commit %s: %w", head.Hash(), err)
-	}
-	files, err := readJobFiles(tree, r.dir)
-	if err != nil {
-		return nil, fmt.Errorf("read job files of commit %s: %w", head.Hash(), err)
-	}
+	cloned := branch
 	if branch == "" && head.Name().IsBranch() {
 		branch = head.Name().Short()
 	}
+	snap, err := r.snapshotOf(repo, head.Hash(), branch)
+	if err != nil {
+		return nil, err
+	}
+	if cloned != "" {
+		// Only a configured branch is fetched into: HEAD may move to
+		// another branch.
+		r.local, r.localBranch, r.fetches = repo, cloned, 0
+	}
+	return snap, nil
+}
+
+// snapshotOf reads the job files of a commit of a clone.
+func (r *repo) snapshotOf(repo *git.Repository, hash plumbing.Hash, branch string) (*Snapshot, error) {
+	commit, err := repo.CommitObject(hash)
+	if err != nil {
+		return nil, fmt.Errorf("read commit %s: %w", hash, err)
+	}
+	tree, err := commit.Tree()
+	if err != nil {
+		return nil, fmt.Errorf("read tree of commit %s: %w", hash, err)
+	}
+	files, err := readJobFiles(tree, r.dir)
+	if err != nil {
+		return nil, fmt.Errorf("read job files of commit %s: %w", hash, err)
+	}
 	return &Snapshot{
 		Repo:   r.cfg.Name,
-		Commit: head.Hash().String(),
+		Commit: hash.String(),
 		Branch: branch,
 		Files:  files,
 	}, nil

@@ -95,6 +95,10 @@ func WithRepo(name, url, branch, path string) Option {
 // WithClock gives the reconcilers a clock.
 func WithClock(c *Clock) Option { return func(o *options) { o.clock = c.Now } }
 
+// WithClockFunc gives the reconcilers a clock function, for example the
+// real time shifted by an offset a test moves forward.
+func WithClockFunc(now func() time.Time) Option { return func(o *options) { o.clock = now } }
+
 // WithoutReconcilers starts a server whose leader runs no loops.
 func WithoutReconcilers() Option { return func(o *options) { o.noLoop = true } }
 

@@ -1,0 +1,373 @@
+package reconcile_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"runtime"
+	"runtime/debug"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	nomadapi "github.com/hashicorp/nomad/api"
+
+	"github.com/nops-dev/nops/agent/config"
+	"github.com/nops-dev/nops/reconcile/nomadx"
+	"github.com/nops-dev/nops/structs"
+	"github.com/nops-dev/nops/testutil"
+	"github.com/nops-dev/nops/testutil/nopstest"
+)
+
+// BenchmarkScale10k measures a leader that manages 10,000 jobs (issue 14):
+// parameterized batch jobs with policy auto, registered in Nomad as git
+// has them before Nops starts (a shop adopting Nops), a Nops server with
+// the production drift interval (1 min, so a full re-plan every 10 min)
+// and Nomad's event stream, and a webhook. Once every job is in sync it
+// reports:
+//
+//   - nomad-req/idle-min: Nomad requests of an idle minute, from the
+//     request counter over the idle window;
+//   - commit-to-register-p50-ms: from a push webhook of a commit that
+//     changes one job to Nomad's new version of it, idle;
+//   - rss-mb: VmRSS of the benchmark process, which runs the Nops server
+//     in-process (the harness included: rss-before-nops-mb is the same
+//     process before the server started, heap-live-mb the Go heap live
+//     after a collection, rss-after-gc-mb VmRSS once the free memory is
+//     given back to the system);
+//   - the periodic full re-plan, forced by moving the reconcilers' clock
+//     one full-plan interval forward: replan-peak-req/s and
+//     replan-mean-req/s (every Nomad request of the server, per second,
+//     over the re-plan window), replan-plans (re-plans in the window), and
+//     commit-to-register-replanning-p50-ms, commits pushed meanwhile.
+//
+// Run it alone, with -benchtime 1x and a long -timeout:
+//
+//	go test -run '^$' -bench BenchmarkScale10k -benchtime 1x -timeout 60m ./reconcile/
+//
+// NOPS_BENCH_SCALE_JOBS changes the number of jobs, NOPS_BENCH_REPLAN_RATE
+// the server's nomad_replan_rate (default 20).
+func BenchmarkScale10k(b *testing.B) {
+	p := scaleParams{
+		jobs:          benchEnvInt("NOPS_BENCH_SCALE_JOBS", 10000),
+		replanRate:    benchEnvInt("NOPS_BENCH_REPLAN_RATE", config.DefaultNomadReplanRate),
+		idle:          time.Minute,
+		replanWindow:  90 * time.Second,
+		commits:       5,
+		replanCommits: 5,
+	}
+	w := startScaleWorld(b, p)
+	for b.Loop() {
+		r := w.measure(b, p)
+		b.ReportMetric(r.idlePerMin, "nomad-req/idle-min")
+		b.ReportMetric(ms(median(r.idleLatency)), "commit-to-register-p50-ms")
+		b.ReportMetric(ms(slices.Max(r.idleLatency)), "commit-to-register-max-ms")
+		b.ReportMetric(r.rssMB, "rss-mb")
+		b.ReportMetric(r.rssAfterGCMB, "rss-after-gc-mb")
+		b.ReportMetric(w.rssBeforeMB, "rss-before-nops-mb")
+		b.ReportMetric(r.heapMB, "heap-live-mb")
+		b.ReportMetric(float64(r.peak), "replan-peak-req/s")
+		b.ReportMetric(r.mean, "replan-mean-req/s")
+		b.ReportMetric(float64(r.plans), "replan-plans")
+		b.ReportMetric(ms(median(r.replanLatency)), "commit-to-register-replanning-p50-ms")
+		b.ReportMetric(ms(slices.Max(r.replanLatency)), "commit-to-register-replanning-max-ms")
+		b.ReportMetric(float64(r.peakPlans), "replan-peak-plans/s")
+	}
+	b.ReportMetric(float64(p.jobs), "jobs")
+	b.ReportMetric(float64(p.replanRate), "replan-rate")
+}
+
+// TestScale_Smoke runs the benchmark's steps over a few jobs with short
+// windows: every job in sync, an idle window without plans, commits
+// registered, and a forced full re-plan that stays within the budget yet
+// goes on.
+func TestScale_Smoke(t *testing.T) {
+	p := scaleParams{jobs: 40, replanRate: 4, idle: 3 * time.Second, replanWindow: 4 * time.Second, commits: 2}
+	// No commit during the re-plan: its plans (detection's, the apply's,
+	// and detection's again on the live change) are not paced.
+	w := startScaleWorld(t, p)
+	r := w.measure(t, p)
+	if r.idle.Operations["job.plan"].Requests != 0 || r.idle.Operations["jobs.parse"].Requests != 0 {
+		t.Errorf("an idle window planned or parsed: %s", r.idle)
+	}
+	if r.peakPlans > uint64(p.replanRate) {
+		t.Errorf("%d plans in one second of the re-plan, budget %d a second", r.peakPlans, p.replanRate)
+	}
+	if r.plans < uint64(p.replanRate) || r.plans >= uint64(p.jobs) {
+		t.Errorf("%d re-plans in %s over %d jobs at %d a second: not paced, or not going on", r.plans, p.replanWindow, p.jobs, p.replanRate)
+	}
+}
+
+type scaleParams struct {
+	jobs, replanRate int
+	idle             time.Duration
+	replanWindow     time.Duration
+	// commits are pushed while idle, replanCommits during the re-plan.
+	commits, replanCommits int
+}
+
+type scaleWorld struct {
+	*benchWorld
+	// offset shifts the reconcilers' clock from the real time.
+	offset      atomic.Int64
+	drift       time.Duration
+	rev         map[string]int
+	rssBeforeMB float64
+}
+
+func scaleJobID(i int) string { return fmt.Sprintf("job-%05d", i) }
+
+func (w *scaleWorld) now() time.Time { return time.Now().Add(time.Duration(w.offset.Load())) }
+
+// startScaleWorld registers p.jobs managed jobs in Nomad as a git repository
+// has them and starts a Nops server that watches the repository, then
+// waits until it sees every job in sync and watches Nomad's events.
+func startScaleWorld(tb testing.TB, p scaleParams) *scaleWorld {
+	tb.Helper()
+	w := &scaleWorld{benchWorld: &benchWorld{nomad: testutil.StartNomad(tb), repo: testutil.NewGitRepo(tb), n: p.jobs,
+		secret: "bench-secret"}, drift: time.Minute, rev: map[string]int{}}
+	hcl := make(map[string]string, p.jobs)
+	for i := range p.jobs {
+		id := scaleJobID(i)
+		hcl[id] = benchJobHCL(id, structs.PolicyAuto, 0)
+		w.repo.WriteFile(jobFile(id), hcl[id])
+	}
+	w.repo.Commit("jobs")
+
+	start := time.Now()
+	ids := make(chan string)
+	var wg sync.WaitGroup
+	var failed atomic.Pointer[error]
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for id := range ids {
+				job, err := w.nomad.Client.Jobs().ParseHCLOpts(&nomadapi.JobsParseRequest{JobHCL: hcl[id], Canonicalize: true})
+				if err == nil {
+					_, _, err = w.nomad.Client.Jobs().Register(job, nil)
+				}
+				if err != nil {
+					err = fmt.Errorf("register %s: %w", id, err)
+					failed.CompareAndSwap(nil, &err)
+				}
+			}
+		}()
+	}
+	for id := range hcl {
+		ids <- id
+	}
+	close(ids)
+	wg.Wait()
+	if err := failed.Load(); err != nil {
+		tb.Fatal(*err)
+	}
+	progress(tb, "registered %d jobs in Nomad in %s", p.jobs, time.Since(start).Round(time.Millisecond))
+	hcl = nil
+	w.rssBeforeMB = rssMB(tb)
+
+	tb.Setenv(benchSecretEnv, w.secret)
+	w.url = w.repo.ServeHTTP(tb)
+	start = time.Now()
+	w.s = nopstest.Start(tb, "", nopstest.WithNomad(w.nomad.Addr), nopstest.WithRepo("main", w.url, "main", lcRepoPath),
+		nopstest.WithClockFunc(w.now),
+		nopstest.WithConfig(func(c *config.Config) {
+			c.DriftInterval, c.EngineInterval = w.drift, config.DefaultEngineInterval
+			c.NomadEventStream = true
+			c.NomadReplanRate = p.replanRate
+			// The Go profiler on the HTTP API, to look inside a run.
+			c.EnableDebug = true
+			c.Webhook.SecretEnv = benchSecretEnv
+			for i := range c.Repositories {
+				c.Repositories[i].PollInterval = time.Hour
+			}
+		}))
+	w.m = w.s.Manager()
+	progress(tb, "server at %s (profiles under /debug/pprof)", w.s.URL)
+	shown := time.Now()
+	testutil.WaitForResult(tb, 30*time.Minute, func() (bool, error) {
+		list, err := w.s.State().JobStatuses()
+		if err != nil {
+			return false, err
+		}
+		in := 0
+		for _, st := range list {
+			if st.Sync == structs.SyncInSync {
+				in++
+			}
+		}
+		if in != p.jobs {
+			if time.Since(shown) > 30*time.Second {
+				shown = time.Now()
+				progress(tb, "%d of %d jobs in sync after %s: %s", in, p.jobs, time.Since(start).Round(time.Second), w.m.Nomad().Stats())
+			}
+			return false, fmt.Errorf("%d of %d jobs in sync", in, p.jobs)
+		}
+		return w.m.WatchingEvents(), fmt.Errorf("the event stream is not up")
+	})
+	progress(tb, "first detection over %d jobs done in %s: %s", p.jobs, time.Since(start).Round(time.Millisecond), w.m.Nomad().Stats())
+	// Let the cycles that the stream's replay of the registrations
+	// triggers run out.
+	time.Sleep(min(5*time.Second, p.idle))
+	return w
+}
+
+type scaleResult struct {
+	idle                       nomadx.Stats
+	idlePerMin                 float64
+	idleLatency, replanLatency []time.Duration
+	rssMB, rssAfterGCMB        float64
+	heapMB                     float64
+	peak, peakPlans            uint64
+	mean                       float64
+	plans                      uint64
+}
+
+func (w *scaleWorld) measure(tb testing.TB, p scaleParams) scaleResult {
+	var r scaleResult
+	before := w.m.Nomad().Stats()
+	time.Sleep(p.idle)
+	r.idle = w.m.Nomad().Stats().Sub(before)
+	r.idlePerMin = float64(r.idle.Requests) / p.idle.Minutes()
+	progress(tb, "idle %s: %s", p.idle, r.idle)
+
+	next := 0
+	change := func() time.Duration {
+		// Jobs spread over the key order, since a cycle walks it.
+		id := scaleJobID(next * 997 % p.jobs)
+		next++
+		return w.commitOne(tb, id)
+	}
+	for range p.commits {
+		r.idleLatency = append(r.idleLatency, change())
+		time.Sleep(time.Second)
+	}
+	r.rssMB = rssMB(tb)
+	runtime.GC()
+	var mem runtime.MemStats
+	runtime.ReadMemStats(&mem)
+	r.heapMB = float64(mem.HeapAlloc) / (1 << 20)
+	// What the process holds once the garbage (much of it the harness's:
+	// its registrations, its polls of 10,000 statuses) is given back.
+	debug.FreeOSMemory()
+	r.rssAfterGCMB = rssMB(tb)
+
+	// Force the periodic full re-plan: every job's last plan is now one
+	// full-plan interval old.
+	w.offset.Add(int64(10*w.drift + time.Second))
+	ctx, cancel := context.WithCancel(context.Background())
+	var perSecond, plansPerSecond []uint64
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(time.Second)
+		defer tick.Stop()
+		last := w.m.Nomad().Stats()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			s := w.m.Nomad().Stats()
+			d := s.Sub(last)
+			last = s
+			perSecond = append(perSecond, d.Requests)
+			plansPerSecond = append(plansPerSecond, d.Operations["job.plan"].Requests)
+		}
+	}()
+	start := w.m.Nomad().Stats()
+	w.s.Trigger()
+	gap := p.replanWindow / time.Duration(p.replanCommits+1)
+	began := time.Now()
+	for i := range p.replanCommits {
+		time.Sleep(time.Until(began.Add(time.Duration(i+1) * gap)))
+		r.replanLatency = append(r.replanLatency, change())
+	}
+	time.Sleep(time.Until(began.Add(p.replanWindow)))
+	cancel()
+	<-done
+	d := w.m.Nomad().Stats().Sub(start)
+	r.plans = d.Operations["job.plan"].Requests
+	r.peak, r.peakPlans = slices.Max(perSecond), slices.Max(plansPerSecond)
+	r.mean = float64(d.Requests) / time.Since(began).Seconds()
+	progress(tb, "re-plan window %s: %s; requests a second: %v", p.replanWindow, d, perSecond)
+	progress(tb, "commit to register: idle %v, during the re-plan %v", r.idleLatency, r.replanLatency)
+	return r
+}
+
+// commitOne commits a change of job id, posts a signed push and returns the
+// time from the post to Nomad's new version of the job.
+func (w *scaleWorld) commitOne(tb testing.TB, id string) time.Duration {
+	w.rev[id]++
+	live, _, err := w.nomad.Client.Jobs().Info(id, nil)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	w.repo.WriteFile(jobFile(id), benchJobHCL(id, structs.PolicyAuto, w.rev[id]))
+	commit := w.repo.Commit("change " + id)
+	body := githubPush(w.url, "main", commit)
+	start := time.Now()
+	if code, raw := postWebhook(tb, w.s.URL, body, map[string]string{"X-Hub-Signature-256": githubSignature(w.secret, body)}); code != 200 {
+		tb.Fatalf("webhook: %d %s", code, raw)
+	}
+	fetched := time.Since(start)
+	index := *live.ModifyIndex
+	for time.Since(start) < 2*time.Minute {
+		j, meta, err := w.nomad.Client.Jobs().Info(id, &nomadapi.QueryOptions{WaitIndex: index, WaitTime: 30 * time.Second})
+		if err == nil && *j.Version > *live.Version {
+			d := time.Since(start)
+			// Where the time went, on the server's clock.
+			var created, register time.Duration
+			for _, dep := range w.s.Deployments("default", id) {
+				if dep.Commit == commit {
+					off := time.Duration(w.offset.Load())
+					created, register = dep.CreatedAt.Add(-off).Sub(start), dep.RegisterStartedAt.Add(-off).Sub(start)
+				}
+			}
+			progress(tb, "commit of %s: webhook answered (fetched) after %s, deployment created after %s, register began after %s, new version after %s",
+				id, fetched.Round(time.Millisecond), created.Round(time.Millisecond), register.Round(time.Millisecond), d.Round(time.Millisecond))
+			return d
+		}
+		if err == nil {
+			index = meta.LastIndex
+		}
+	}
+	tb.Fatalf("Nomad never saw the push of commit %s", commit[:8])
+	return 0
+}
+
+// rssMB is the resident set of this process, from /proc/self/status.
+func rssMB(tb testing.TB) float64 {
+	f, err := os.Open("/proc/self/status")
+	if err != nil {
+		progress(tb, "no resident set size: %v", err)
+		return 0
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
+			kb, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 64)
+			if err == nil {
+				return kb / 1024
+			}
+		}
+	}
+	return 0
+}
+
+// progress logs a step; a benchmark's log shows only at its end, so it
+// goes to stderr at once too.
+func progress(tb testing.TB, format string, args ...any) {
+	tb.Helper()
+	tb.Logf(format, args...)
+	if _, ok := tb.(*testing.B); ok {
+		fmt.Fprintf(os.Stderr, time.Now().UTC().Format("15:04:05 ")+format+"\n", args...)
+	}
+}

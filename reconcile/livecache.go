@@ -1,0 +1,75 @@
+package reconcile
+
+import (
+	"context"
+	"time"
+
+	"github.com/hashicorp/nomad/api"
+)
+
+// The list of live jobs is kept between cycles while Nomad's event stream
+// is up. At 10,000 jobs one list is megabytes of JSON for Nomad to write
+// and for the leader to read, in every cycle, and the cycles a commit or a
+// paced re-plan runs come a second apart. While the stream has been up
+// since the list and has reported no change of any job, the list is what
+// Nomad would answer; a change of a watched job also triggers a cycle,
+// which lists again. A list older than DriftInterval is not reused, as a
+// safety net.
+
+// liveList is a list of live jobs and what was true when it was made.
+type liveList struct {
+	jobs map[string]*api.JobListStub
+	// epoch (the count of the stream's ups, downs and job changes) and
+	// index (the last live change's) are those before the list was asked
+	// for.
+	epoch, index uint64
+	at           time.Time
+}
+
+// liveJobsCached returns the live jobs, slimmed (slimStub): the kept list
+// while it is still what Nomad holds, or a new list. Callers must not
+// change the map.
+func (m *Manager) liveJobsCached(ctx context.Context) (map[string]*api.JobListStub, error) {
+	m.mu.Lock()
+	kept, epoch, index := m.liveList, m.streamEpoch, m.liveIndex
+	up := len(m.streamUp) > 0
+	for _, u := range m.streamUp {
+		up = up && u
+	}
+	m.mu.Unlock()
+	if up && kept != nil && kept.epoch == epoch && kept.index == index && time.Since(kept.at) < m.cfg.DriftInterval {
+		return kept.jobs, nil
+	}
+	started := time.Now()
+	live, err := m.liveJobs(ctx)
+	for k, stub := range live {
+		live[k] = slimStub(stub)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.liveList = nil
+	if err == nil && up {
+		m.liveList = &liveList{jobs: live, epoch: epoch, index: index, at: started}
+	}
+	return live, err
+}
+
+// jobsChanged says that the stream reported a change of a job: a kept list
+// of live jobs is out of date.
+func (m *Manager) jobsChanged() {
+	m.mu.Lock()
+	m.streamEpoch++
+	m.mu.Unlock()
+}
+
+// slimStub keeps of a live job's stub what detection reads (its identity,
+// type, status, stop flag and indexes), and drops the rest: a job's
+// summary and meta, kept for 10,000 jobs, are most of a list's memory.
+func slimStub(s *api.JobListStub) *api.JobListStub {
+	return &api.JobListStub{
+		ID: s.ID, ParentID: s.ParentID, Name: s.Name, Namespace: s.Namespace, Type: s.Type,
+		Priority: s.Priority, Periodic: s.Periodic, ParameterizedJob: s.ParameterizedJob, Stop: s.Stop,
+		Status: s.Status, CreateIndex: s.CreateIndex, ModifyIndex: s.ModifyIndex, JobModifyIndex: s.JobModifyIndex,
+		SubmitTime: s.SubmitTime,
+	}
+}

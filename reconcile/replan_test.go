@@ -1,0 +1,111 @@
+package reconcile
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/nomad/api"
+
+	"github.com/nops-dev/nops/reconcile/nomadx"
+)
+
+// replanManager returns a manager with a re-plan budget of rate whose
+// Nomad client talks to a stub that answers every request with {}.
+func replanManager(t *testing.T, rate int) *Manager {
+	stub := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("{}")) }))
+	t.Cleanup(stub.Close)
+	nomad, err := nomadx.New(nomadx.Config{Address: stub.URL}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return New(Config{DriftInterval: time.Minute, ReplanRate: rate}, nil, nomad, nil, hclog.NewNullLogger())
+}
+
+// TestPlanDue: an unchanged job is re-planned only once FullPlanInterval
+// has passed, and then only while the budget lasts and no cycle was asked
+// for; the ones it defers make the next cycle come soon, and come due
+// again then.
+func TestPlanDue(t *testing.T) {
+	m := replanManager(t, 3)
+	now := time.Now()
+	job := &declared{job: &api.Job{ID: new(string)}}
+	scaled := &declared{job: &api.Job{ID: new(string), TaskGroups: []*api.TaskGroup{{Scaling: &api.ScalingPolicy{}}}}}
+
+	if m.planDue(job, observed{planned: now.Add(-m.cfg.FullPlanInterval + time.Second)}, now) {
+		t.Fatal("a job planned less than FullPlanInterval ago is due")
+	}
+	if _, ok := m.replanNext(m.nomad.Stats()); ok {
+		t.Fatal("a cycle that deferred nothing asks for an early next cycle")
+	}
+	old := observed{planned: now.Add(-m.cfg.FullPlanInterval)}
+	// A budget of 3: a job with a scaling block costs 2 (its live job is
+	// read too), so one plain job fits, then nothing.
+	if !m.planDue(scaled, old, now) || !m.planDue(job, old, now) {
+		t.Fatal("due jobs within the budget were not planned")
+	}
+	for range 4 {
+		if m.planDue(job, old, now) {
+			t.Fatal("a due job was planned beyond the budget")
+		}
+	}
+	if next, ok := m.replanNext(m.nomad.Stats()); !ok || next != replanRetry {
+		t.Fatalf("next cycle after deferred re-plans: %s %v, want %s", next, ok, replanRetry)
+	}
+	if _, ok := m.replanNext(m.nomad.Stats()); ok {
+		t.Fatal("the deferred re-plans were not cleared")
+	}
+	// The budget is a window of one second.
+	time.Sleep(time.Second + 50*time.Millisecond)
+
+	// A cycle asked for meanwhile: the re-plan yields to it, in this
+	// cycle and in that one, whatever the budget.
+	m.TriggerDetection()
+	if m.planDue(job, old, now) {
+		t.Fatal("a re-plan was made while a cycle was asked for")
+	}
+	m.prompt.Store(m.asked.Swap(false))
+	if m.planDue(job, old, now) {
+		t.Fatal("a re-plan was made in a cycle that was asked for")
+	}
+	if _, ok := m.replanNext(m.nomad.Stats()); !ok {
+		t.Fatal("re-plans deferred by a cycle asked for do not bring the next cycle forward")
+	}
+	m.prompt.Store(m.asked.Swap(false))
+	if !m.planDue(job, old, now) {
+		t.Fatal("a deferred job was still not planned once the budget came back")
+	}
+}
+
+// TestReplanNext_PacesPlansOutsideTheBudget: a cycle that deferred
+// re-plans but made plans outside the budget (jobs drifting, planned in
+// every cycle) pushes the next cycle back so that those plans, too, come
+// at no more than the rate.
+func TestReplanNext_PacesPlansOutsideTheBudget(t *testing.T) {
+	m := replanManager(t, 4)
+	id := "web"
+	plan := func() { _, _ = m.nomad.Plan(context.Background(), &api.Job{ID: &id}) }
+	now := time.Now()
+	job := &declared{job: &api.Job{ID: new(string)}}
+	old := observed{planned: now.Add(-m.cfg.FullPlanInterval)}
+	before := m.nomad.Stats()
+	// 4 re-plans granted and made, 10 plans of drifting jobs, 1 deferred.
+	for range 5 {
+		if m.planDue(job, old, now) {
+			plan()
+		}
+	}
+	for range 10 {
+		plan()
+	}
+	if got := m.nomad.Stats().Sub(before).Operations["job.plan"].Requests; got != 14 {
+		t.Fatalf("%d plans counted, want 14", got)
+	}
+	next, ok := m.replanNext(before)
+	if want := 10 * time.Second / 4; !ok || next != want {
+		t.Fatalf("next cycle %s %v, want %s", next, ok, want)
+	}
+}
