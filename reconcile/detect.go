@@ -719,6 +719,7 @@ func (m *Manager) create(ctx context.Context, v *jobView, dec decision) (bool, e
 		}
 		return false, fmt.Errorf("create deployment: %w", err)
 	}
+	m.wakeCreated(dep)
 	m.logger.Info("deployment created", "job", v.decl.key(), "deployment", dep.ID, "policy", dep.Policy, "commit", v.commit,
 		"failed", req.FailWith)
 	return true, nil

@@ -100,7 +100,7 @@ func TestHolds_PausesBlockCreationAndApproval(t *testing.T) {
 	// Resuming every job: both deploy.
 	e.post("/v1/resume", map[string]string{"reason": "thaw"})
 	web2 := e.waitNew("web", web)
-	web2 = e.waitDeployment(web2.ID, structs.StateCompleted)
+	e.waitDeployment(web2.ID, structs.StateCompleted)
 	if v := e.nomadJob("web"); *v.Version != 1 || v.TaskGroups[0].Tasks[0].Env["RELEASE"] != "2" {
 		t.Fatalf("web in Nomad: version %d env %v", *v.Version, v.TaskGroups[0].Tasks[0].Env)
 	}
@@ -220,7 +220,7 @@ func TestHolds_SyncWindows(t *testing.T) {
 	e.held("web", "deny window lunch", 1)
 	e.at(clock, day.Add(13*time.Hour))
 	web2 := e.waitNew("web", web)
-	web2 = e.waitDeployment(web2.ID, structs.StateCompleted)
+	e.waitDeployment(web2.ID, structs.StateCompleted)
 	api2 := e.waitNew("api", api)
 	api2 = e.waitDeployment(api2.ID, structs.StatePendingApproval)
 	if st := e.status("web"); st.Hold != "" || st.Sync != structs.SyncInSync {
@@ -345,7 +345,7 @@ func TestHolds_RunningDeploymentFinishes(t *testing.T) {
 	e.post("/v1/pause", map[string]string{"reason": "freeze"})
 	e.putWindow("now", map[string]any{"kind": "deny", "schedule": "0 10 * * *", "duration": "1h"})
 	e.s.Trigger()
-	d = e.waitDeployment(d.ID, structs.StateCompleted)
+	e.waitDeployment(d.ID, structs.StateCompleted)
 	if st := e.status("web"); !strings.Contains(st.Hold, "paused (every job)") || st.Sync != structs.SyncInSync {
 		t.Fatalf("web status: %+v", st)
 	}
