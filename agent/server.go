@@ -61,9 +61,11 @@ type Server struct {
 	fsm       *fsm.FSM
 	raft      *raft.Raft
 	raftStore *raftboltdb.BoltStore
-	transport *raft.NetworkTransport
-	mux       *rpcMux
-	rpcAddr   string
+	// raftLogStore counts the log's batches for the metrics.
+	raftLogStore *countingLogStore
+	transport    *raft.NetworkTransport
+	mux          *rpcMux
+	rpcAddr      string
 	// tls is nil when neither HTTP nor RPC uses TLS.
 	tls *tlsConfigurator
 
@@ -334,7 +336,8 @@ func (s *Server) setupRaft() error {
 	}
 	// The newest entries stay in memory, so that the leader replicates
 	// and applies them without reading them back from disk.
-	logs, err := raft.NewLogCache(raftLogCacheSize, store)
+	s.raftLogStore = newCountingLogStore(store)
+	logs, err := raft.NewLogCache(raftLogCacheSize, s.raftLogStore)
 	if err != nil {
 		return fmt.Errorf("raft log cache: %w", err)
 	}
