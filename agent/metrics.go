@@ -29,6 +29,7 @@ func (s *Server) registerMetrics() {
 		leader:      prometheus.NewDesc("nops_leader", "1 when this server is the leader.", nil, nil),
 	}
 	s.metrics.MustRegister(c, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	s.metrics.MustRegister(s.raftLogStore.collectors()...)
 	s.retention = newRetention(s.metrics)
 }
 

@@ -64,9 +64,11 @@ type Server struct {
 	fsm       *fsm.FSM
 	raft      *raft.Raft
 	raftStore *raftboltdb.BoltStore
-	transport *raft.NetworkTransport
-	mux       *rpcMux
-	rpcAddr   string
+	// raftLogStore counts the log's batches for the metrics.
+	raftLogStore *countingLogStore
+	transport    *raft.NetworkTransport
+	mux          *rpcMux
+	rpcAddr      string
 	// tls is nil when neither HTTP nor RPC uses TLS.
 	tls *tlsConfigurator
 
@@ -338,7 +340,8 @@ func (s *Server) setupRaft() error {
 	}
 	// The newest entries stay in memory, so that the leader replicates
 	// and applies them without reading them back from disk.
-	logs, err := raft.NewLogCache(raftLogCacheSize, store)
+	s.raftLogStore = newCountingLogStore(store)
+	logs, err := raft.NewLogCache(raftLogCacheSize, s.raftLogStore)
 	if err != nil {
 		return fmt.Errorf("raft log cache: %w", err)
 	}
@@ -384,6 +387,9 @@ func (s *Server) Logger() hclog.Logger { return s.logger }
 
 // Config returns the server's configuration.
 func (s *Server) Config() *config.Config { return s.config }
+
+// Metrics returns the server's Prometheus registry, which /metrics serves.
+func (s *Server) Metrics() *prometheus.Registry { return s.metrics }
 
 // IsLeader reports whether this server is the Raft leader and has
 // established its leadership: its barrier has passed, so its state holds

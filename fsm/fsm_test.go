@@ -780,6 +780,34 @@ func TestWindows_CreateReplaceAndDelete(t *testing.T) {
 		eventWant{Kind: structs.EventKindWindow, Object: "nights", To: "deleted", Actor: "bob"})
 }
 
+// TestWindowsSince covers the poll for changed windows: only the windows
+// written after the index, copied, and the newest modify index of all.
+func TestWindowsSince_OnlyWindowsWrittenAfterTheIndex(t *testing.T) {
+	h := newHarness(t)
+	for _, name := range []string{"a", "b", "c"} {
+		h.mustApply(structs.WindowUpsertRequestType, &structs.WindowUpsertRequest{WriteMeta: h.meta("alice"), Window: testWindow(name)})
+	}
+	all, newest, err := h.state().WindowsSince(0)
+	if err != nil || len(all) != 3 || newest != h.index {
+		t.Fatalf("since 0: %d windows, newest %d (index %d), err %v", len(all), newest, h.index, err)
+	}
+	mark := h.index
+	none, again, err := h.state().WindowsSince(mark)
+	if err != nil || len(none) != 0 || again != mark {
+		t.Fatalf("since %d with no change: %+v, newest %d, err %v", mark, none, again, err)
+	}
+	h.mustApply(structs.WindowUpsertRequestType, &structs.WindowUpsertRequest{WriteMeta: h.meta("alice"), Window: testWindow("b")})
+	changed, newest, err := h.state().WindowsSince(mark)
+	if err != nil || len(changed) != 1 || changed[0].Name != "b" || changed[0].ModifyIndex != h.index || newest != h.index {
+		t.Fatalf("since %d after a change of b: %+v, newest %d, err %v", mark, changed, newest, err)
+	}
+	// A reader's copy does not share the stored selectors.
+	changed[0].Jobs[0] = "changed"
+	if w, _ := h.state().Window("b"); w.Jobs[0] != "web*" {
+		t.Fatalf("a reader changed a stored window: %+v", w)
+	}
+}
+
 // TestObservedStatus_UpsertsWithoutEvents covers job and repository statuses
 // and detection cycles, which append no event.
 func TestObservedStatus_UpsertsWithoutEvents(t *testing.T) {

@@ -318,6 +318,30 @@ func (s *StateStore) Windows() ([]*structs.SyncWindow, error) {
 	return out, err
 }
 
+// WindowsSince returns the sync windows written after index (their modify
+// index is greater), and the greatest modify index of all the windows. It
+// copies only the windows it returns: a poll for changes costs a walk of
+// the table, not a copy of it.
+func (s *StateStore) WindowsSince(index uint64) ([]*structs.SyncWindow, uint64, error) {
+	it, err := s.db.Txn(false).Get(TableWindows, "id")
+	if err != nil {
+		return nil, index, fmt.Errorf("list %s: %w", TableWindows, err)
+	}
+	var out []*structs.SyncWindow
+	newest := index
+	for raw := it.Next(); raw != nil; raw = it.Next() {
+		w := raw.(*structs.SyncWindow)
+		newest = max(newest, w.ModifyIndex)
+		if w.ModifyIndex <= index {
+			continue
+		}
+		c := *w
+		copyWindowSlices(&c)
+		out = append(out, &c)
+	}
+	return out, newest, nil
+}
+
 // Window returns one sync window, or nil.
 func (s *StateStore) Window(name string) (*structs.SyncWindow, error) {
 	w, err := first[structs.SyncWindow](s.db.Txn(false), TableWindows, name)

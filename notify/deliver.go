@@ -406,21 +406,21 @@ const windowObserveEvery = time.Second
 // evaluate every schedule once per write.
 func (d *Deliverer) observeWindows() {
 	st := d.store.State()
-	windows, err := st.Windows()
-	if err != nil {
-		return
-	}
 	now := d.now()
 	all := now.Sub(d.lastWindows) >= windowObserveEvery || now.Before(d.lastWindows)
 	since := d.windowsIndex
 	if all {
+		since = 0
+	}
+	windows, newest, err := st.WindowsSince(since)
+	if err != nil {
+		return
+	}
+	if all {
 		d.lastWindows = now
 	}
+	d.windowsIndex = max(d.windowsIndex, newest)
 	for _, w := range windows {
-		d.windowsIndex = max(d.windowsIndex, w.ModifyIndex)
-		if !all && w.ModifyIndex <= since {
-			continue
-		}
 		active, err := holds.Active(w, now)
 		if err != nil {
 			continue
