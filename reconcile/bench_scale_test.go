@@ -10,7 +10,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -140,33 +139,7 @@ func startScaleWorld(tb testing.TB, p scaleParams) *scaleWorld {
 	w.repo.Commit("jobs")
 
 	start := time.Now()
-	ids := make(chan string)
-	var wg sync.WaitGroup
-	var failed atomic.Pointer[error]
-	for range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for id := range ids {
-				job, err := w.nomad.Client.Jobs().ParseHCLOpts(&nomadapi.JobsParseRequest{JobHCL: hcl[id], Canonicalize: true})
-				if err == nil {
-					_, _, err = w.nomad.Client.Jobs().Register(job, nil)
-				}
-				if err != nil {
-					err = fmt.Errorf("register %s: %w", id, err)
-					failed.CompareAndSwap(nil, &err)
-				}
-			}
-		}()
-	}
-	for id := range hcl {
-		ids <- id
-	}
-	close(ids)
-	wg.Wait()
-	if err := failed.Load(); err != nil {
-		tb.Fatal(*err)
-	}
+	registerInNomad(tb, w.nomad, hcl, 8)
 	progress(tb, "registered %d jobs in Nomad in %s", p.jobs, time.Since(start).Round(time.Millisecond))
 	hcl = nil
 	w.rssBeforeMB = rssMB(tb)

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -75,33 +76,7 @@ func startBenchWorld(b *testing.B, n int) *benchWorld {
 
 	// Register every job in Nomad as git has it, four at a time.
 	start := time.Now()
-	ids := make(chan string)
-	errs := make(chan error, len(hcl))
-	var wg sync.WaitGroup
-	for range 4 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for id := range ids {
-				job, err := w.nomad.Client.Jobs().ParseHCLOpts(&nomadapi.JobsParseRequest{JobHCL: hcl[id], Canonicalize: true})
-				if err == nil {
-					_, _, err = w.nomad.Client.Jobs().Register(job, nil)
-				}
-				if err != nil {
-					errs <- fmt.Errorf("register %s: %w", id, err)
-				}
-			}
-		}()
-	}
-	for id := range hcl {
-		ids <- id
-	}
-	close(ids)
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		b.Fatal(err)
-	}
+	registerInNomad(b, w.nomad, hcl, 4)
 	b.Logf("registered %d jobs in Nomad in %s", len(hcl), time.Since(start).Round(time.Millisecond))
 
 	b.Setenv(benchSecretEnv, w.secret)
@@ -282,4 +257,38 @@ func (w *benchWorld) pushOnce(b *testing.B, rev *int) time.Duration {
 		return true, nil
 	})
 	return d
+}
+
+// registerInNomad parses and registers each job of hcl (by job ID) in the
+// Nomad agent, with workers requests at a time, as a shop that adopts Nops
+// already runs its jobs; the first failure fails tb.
+func registerInNomad(tb testing.TB, nomad *testutil.NomadAgent, hcl map[string]string, workers int) {
+	tb.Helper()
+	ids := make(chan string)
+	var wg sync.WaitGroup
+	var failed atomic.Pointer[error]
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for id := range ids {
+				job, err := nomad.Client.Jobs().ParseHCLOpts(&nomadapi.JobsParseRequest{JobHCL: hcl[id], Canonicalize: true})
+				if err == nil {
+					_, _, err = nomad.Client.Jobs().Register(job, nil)
+				}
+				if err != nil {
+					err = fmt.Errorf("register %s: %w", id, err)
+					failed.CompareAndSwap(nil, &err)
+				}
+			}
+		}()
+	}
+	for id := range hcl {
+		ids <- id
+	}
+	close(ids)
+	wg.Wait()
+	if err := failed.Load(); err != nil {
+		tb.Fatal(*err)
+	}
 }
