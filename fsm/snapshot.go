@@ -187,7 +187,11 @@ func writeSnapshot(txn *memdb.Txn, w io.Writer) (err error) {
 	// The encoder is set up once: Reset would clear its struct tag and
 	// flags, and records would then be written under the Go field names.
 	var body bytesBuffer
-	enc := codec.NewEncoderBytes(&body.b, structs.NewMsgpackHandle())
+	// Canonical sorts map keys (an auth method's claim mappings), so that
+	// equal states give equal bytes.
+	h := structs.NewMsgpackHandle()
+	h.Canonical = true
+	enc := codec.NewEncoderBytes(&body.b, h)
 	// Records are gathered in buf and handed to the compressor in large
 	// writes.
 	const flushAt = 256 << 10

@@ -234,6 +234,8 @@ func (m *Manager) detectJobs(ctx context.Context, c *cycle) error {
 				return ctx.Err()
 			}
 			m.logger.Error("detection failed for job", "job", key, "error", err)
+			// Its windows' boundaries still matter to it.
+			c.res.lookAgain(holds.NextBoundaryFor(c.windows, c.boundaries, ns(d.job), id(d.job)))
 			status = &structs.JobStatus{Namespace: ns(d.job), JobID: id(d.job), Repository: d.repo, File: d.file,
 				Commit: d.commit, Policy: d.meta.Policy, Sync: structs.SyncError, Errors: []string{err.Error()}}
 		}

@@ -54,11 +54,15 @@ func (m *Manager) liveJobsCached(ctx context.Context) (map[string]*api.JobListSt
 	return live, err
 }
 
-// jobsChanged says that the stream reported a change of a job: a kept list
-// of live jobs is out of date.
-func (m *Manager) jobsChanged() {
+// jobsChanged says that the stream reported a change of a job at index: a
+// kept list of live jobs is out of date, and the next list waits until
+// Nomad's reads show index (Nomad sends the event before the change is
+// visible to reads), whatever job changed, so that a list made in between
+// is not kept as the new one.
+func (m *Manager) jobsChanged(index uint64) {
 	m.mu.Lock()
 	m.streamEpoch++
+	m.liveIndex = max(m.liveIndex, index)
 	m.mu.Unlock()
 }
 

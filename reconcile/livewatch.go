@@ -140,7 +140,7 @@ func (m *Manager) watchLive(ctx context.Context, ns string) {
 				index = batch.Index
 			}
 			if len(batch.Changes) > 0 {
-				m.jobsChanged()
+				m.jobsChanged(batch.Index)
 			}
 			if ids := m.routeActivity(batch.Activity); len(ids) > 0 {
 				logger.Trace("Nomad deployment or allocation events wake deployments", "index", batch.Index, "deployments", ids)

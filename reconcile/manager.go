@@ -72,9 +72,9 @@ type Manager struct {
 	// termStart is when this server's current leadership began; git
 	// snapshots fetched before it are not trusted.
 	termStart time.Time
-	// replanDeferred counts the due re-plans deferred for lack of budget,
-	// replanGranted the requests granted, since the detection loop last
-	// looked.
+	// replanDeferred counts the due re-plans deferred for lack of budget
+	// or to yield, replanGranted the re-plans granted, since the detection
+	// loop last looked.
 	replanDeferred, replanGranted int
 	// lastCycle is the result of the last detection cycle.
 	lastCycle *cycleResult

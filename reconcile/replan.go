@@ -31,13 +31,17 @@ const replanRetry = time.Second
 // last planned at prev.planned, is to be made now: when FullPlanInterval
 // has passed and the budget has room for each request it costs (the plan,
 // and the read of the live job a job with a scaling block needs), unless
-// the cycle yields to one asked for. A due plan not made is deferred to a
-// later cycle.
+// the cycle yields to one asked for (never past twice FullPlanInterval).
+// A due plan not made is deferred to a later cycle.
 func (m *Manager) planDue(d *declared, prev observed, now time.Time) bool {
 	if now.Sub(prev.planned) < m.cfg.FullPlanInterval {
 		return false
 	}
-	if m.prompt.Load() || m.asked.Load() {
+	// The yield is bounded: a job overdue by a whole interval more is
+	// re-planned (within the budget) even in a cycle that was asked for,
+	// so that a steady stream of triggers cannot starve the safety net.
+	overdue := now.Sub(prev.planned) >= 2*m.cfg.FullPlanInterval
+	if !overdue && (m.prompt.Load() || m.asked.Load()) {
 		m.mu.Lock()
 		m.replanDeferred++
 		m.mu.Unlock()
@@ -49,7 +53,9 @@ func (m *Manager) planDue(d *declared, prev observed, now time.Time) bool {
 	}
 	if m.replan.Take(cost) {
 		m.mu.Lock()
-		m.replanGranted += cost
+		// Plans granted, not requests: replanNext compares them with the
+		// plans the cycle made.
+		m.replanGranted++
 		m.mu.Unlock()
 		return true
 	}

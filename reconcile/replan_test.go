@@ -80,6 +80,23 @@ func TestPlanDue(t *testing.T) {
 	}
 }
 
+// TestPlanDue_YieldIsBounded: a job overdue by a whole interval more is
+// re-planned even in a cycle that was asked for, so that a steady stream
+// of triggers (deploys, autoscaling) cannot starve the safety net.
+func TestPlanDue_YieldIsBounded(t *testing.T) {
+	m := replanManager(t, 3)
+	now := time.Now()
+	job := &declared{job: &api.Job{ID: new(string)}}
+	m.TriggerDetection()
+	m.prompt.Store(m.asked.Swap(false))
+	if m.planDue(job, observed{planned: now.Add(-2*m.cfg.FullPlanInterval + time.Second)}, now) {
+		t.Fatal("a job due by less than a second interval was re-planned in a cycle asked for")
+	}
+	if !m.planDue(job, observed{planned: now.Add(-2 * m.cfg.FullPlanInterval)}, now) {
+		t.Fatal("a job overdue by a whole interval was not re-planned in a cycle asked for")
+	}
+}
+
 // TestReplanNext_PacesPlansOutsideTheBudget: a cycle that deferred
 // re-plans but made plans outside the budget (jobs drifting, planned in
 // every cycle) pushes the next cycle back so that those plans, too, come
