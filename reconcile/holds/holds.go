@@ -17,6 +17,10 @@
 // on every server alike (the time zone database is built in); evaluation is
 // a pure function of the pauses, the windows, the lift, the job and the
 // time.
+//
+// It is a leaf: it imports only structs (and its cron and time zone
+// libraries), so that the FSM, which must stay deterministic and free of
+// the reconcilers' I/O, can ask it too. A test keeps it so.
 package holds
 
 import (
