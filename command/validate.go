@@ -79,7 +79,8 @@ func judge(files []*parsedFile) []*jobVerdict {
 			continue
 		}
 		m := meta.Read(f.res.File, f.job, meta.Defaults{Policy: structs.PolicyAuto})
-		f.res.Namespace, f.res.JobID, f.res.Role = namespaceOf(f.job), idOf(f.job), roleOf(m.Kind)
+		f.res.Role = roleOf(m.Kind)
+		f.res.Namespace, f.res.JobID = meta.Identity(f.job)
 		if !m.Considered() {
 			continue
 		}
@@ -145,20 +146,6 @@ func judge(files []*parsedFile) []*jobVerdict {
 		out = append(out, v)
 	}
 	return out
-}
-
-func namespaceOf(j *api.Job) string {
-	if j.Namespace == nil || *j.Namespace == "" {
-		return "default"
-	}
-	return *j.Namespace
-}
-
-func idOf(j *api.Job) string {
-	if j.ID == nil {
-		return ""
-	}
-	return *j.ID
 }
 
 func ptr[T any](v T) *T { return &v }

@@ -53,17 +53,13 @@ type declared struct {
 func (d *declared) key() string { return structs.JobKey(ns(d.job), id(d.job)) }
 
 func ns(j *api.Job) string {
-	if j.Namespace == nil || *j.Namespace == "" {
-		return "default"
-	}
-	return *j.Namespace
+	n, _ := meta.Identity(j)
+	return n
 }
 
 func id(j *api.Job) string {
-	if j.ID == nil {
-		return ""
-	}
-	return *j.ID
+	_, i := meta.Identity(j)
+	return i
 }
 
 type cycleResult struct {

@@ -59,6 +59,19 @@ type Job struct {
 	Problems []string
 }
 
+// Identity returns a parsed job's namespace ("default" when the file names
+// none) and ID: what detection and nops validate key a job by.
+func Identity(job *api.Job) (namespace, jobID string) {
+	namespace = "default"
+	if job.Namespace != nil && *job.Namespace != "" {
+		namespace = *job.Namespace
+	}
+	if job.ID != nil {
+		jobID = *job.ID
+	}
+	return namespace, jobID
+}
+
 // Read reads the meta keys of a job parsed from file.
 func Read(file string, job *api.Job, d Defaults) *Job {
 	m := job.Meta
