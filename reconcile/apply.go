@@ -192,7 +192,7 @@ func (m *Manager) held(d *structs.Deployment) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	return holds.Evaluate(pauses, windows, d.LiftedWindow, d.Namespace, d.JobID, m.now()).Held(), nil
+	return holds.Evaluate(pauses, holds.At(windows, m.now()), d.LiftedWindow, d.Namespace, d.JobID).Held(), nil
 }
 
 // applying registers the job (once) and waits for it to be healthy.

@@ -49,9 +49,9 @@ type jobView struct {
 	block   *structs.Block
 	pauses  []*structs.Pause
 	windows []*structs.SyncWindow
-	// boundaries is the next opening or closing of each window, by name
-	// (holds.Boundaries, computed once per cycle).
-	boundaries map[string]time.Time
+	// schedule is windows evaluated at now (holds.At), shared by every job
+	// of a cycle; nil makes decide evaluate windows itself.
+	schedule *holds.Schedule
 	// lift is a stored deploy now for the job's next deployment, or nil.
 	lift *structs.WindowLift
 	now  time.Time
@@ -97,7 +97,7 @@ type decision struct {
 func decide(v *jobView) decision {
 	h := v.hold()
 	dec := decision{status: v.observedStatus(h),
-		lookAgainAt: holds.NextBoundaryFor(v.windows, v.boundaries, v.namespace, v.jobID)}
+		lookAgainAt: v.windowSchedule().NextBoundaryFor(v.namespace, v.jobID)}
 	active := v.active
 	if active != nil && active.State.Waiting() {
 		dec.rebase, dec.settle, dec.reason = revalidate(v, h)
@@ -128,7 +128,15 @@ func (dec *decision) settleConflict(v *jobView, after *structs.Deployment) {
 // hold is the job's hold for its next deployment: a stored deploy now
 // lifts a closed window for it.
 func (v *jobView) hold() holds.Hold {
-	return holds.Evaluate(v.pauses, v.windows, v.lift != nil, v.namespace, v.jobID, v.now)
+	return holds.Evaluate(v.pauses, v.windowSchedule(), v.lift != nil, v.namespace, v.jobID)
+}
+
+// windowSchedule is the view's windows evaluated at its instant.
+func (v *jobView) windowSchedule() *holds.Schedule {
+	if v.schedule == nil {
+		return holds.At(v.windows, v.now)
+	}
+	return v.schedule
 }
 
 // observedStatus is the job's status as this cycle saw it; createRule adds

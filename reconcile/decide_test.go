@@ -414,7 +414,7 @@ func TestDecide_LookAgain(t *testing.T) {
 		t.Run(tc.rule, func(t *testing.T) {
 			v := with(inSync(), func(v *jobView) {
 				v.windows = tc.windows
-				v.boundaries = holds.Boundaries(tc.windows, v.now)
+				v.schedule = holds.At(tc.windows, v.now)
 			})
 			if got := decide(v).lookAgainAt; !got.Equal(tc.want) {
 				t.Fatalf("lookAgainAt = %v, want %v", got, tc.want)

@@ -94,10 +94,10 @@ type cycle struct {
 	live                map[string]*api.JobListStub
 
 	// What every job's observation shares.
-	pauses     []*structs.Pause
-	windows    []*structs.SyncWindow
-	boundaries map[string]time.Time
-	now        time.Time
+	pauses   []*structs.Pause
+	windows  []*structs.SyncWindow
+	schedule *holds.Schedule
+	now      time.Time
 
 	statuses map[string]*structs.JobStatus
 }
@@ -210,7 +210,7 @@ func (m *Manager) detectJobs(ctx context.Context, c *cycle) error {
 		return fmt.Errorf("read sync windows: %w", err)
 	}
 	c.now = m.now()
-	c.boundaries = holds.Boundaries(c.windows, c.now)
+	c.schedule = holds.At(c.windows, c.now)
 	c.statuses = map[string]*structs.JobStatus{}
 	keys := make([]string, 0, len(c.managed))
 	for k := range c.managed {
@@ -231,7 +231,7 @@ func (m *Manager) detectJobs(ctx context.Context, c *cycle) error {
 			}
 			m.logger.Error("detection failed for job", "job", key, "error", err)
 			// Its windows' boundaries still matter to it.
-			c.res.lookAgain(holds.NextBoundaryFor(c.windows, c.boundaries, ns(d.job), id(d.job)))
+			c.res.lookAgain(c.schedule.NextBoundaryFor(ns(d.job), id(d.job)))
 			status = &structs.JobStatus{Namespace: ns(d.job), JobID: id(d.job), Repository: d.repo, File: d.file,
 				Commit: d.commit, Policy: d.meta.Policy, Sync: structs.SyncError, Errors: []string{err.Error()}}
 		}
@@ -561,7 +561,7 @@ func (m *Manager) detectJob(ctx context.Context, d *declared, c *cycle) (*decisi
 // state holds about it.
 func (m *Manager) observe(ctx context.Context, d *declared, c *cycle) (*jobView, error) {
 	v := &jobView{namespace: ns(d.job), jobID: id(d.job), repo: d.repo, commit: d.commit, file: d.file,
-		policy: d.meta.Policy, pauses: c.pauses, windows: c.windows, boundaries: c.boundaries, now: c.now, decl: d}
+		policy: d.meta.Policy, pauses: c.pauses, windows: c.windows, schedule: c.schedule, now: c.now, decl: d}
 	var err error
 	if v.hooks, v.hookProblems, err = m.frozenHooks(d, c.hooks); err != nil {
 		return nil, err

@@ -2,6 +2,7 @@ package holds
 
 import (
 	"testing"
+	"time"
 
 	"github.com/nops-dev/nops/structs"
 )
@@ -75,7 +76,7 @@ func TestEvaluate(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			h := Evaluate(tc.pauses, tc.windows, tc.lifted, "default", "web", now)
+			h := Evaluate(tc.pauses, At(tc.windows, now), tc.lifted, "default", "web")
 			if h.Held() != tc.wantHeld || h.Paused() != tc.wantPaused || h.Reason() != tc.wantReason {
 				t.Fatalf("held %v paused %v reason %q, want held %v paused %v reason %q",
 					h.Held(), h.Paused(), h.Reason(), tc.wantHeld, tc.wantPaused, tc.wantReason)
@@ -86,7 +87,7 @@ func TestEvaluate(t *testing.T) {
 
 func TestHoldWithLift(t *testing.T) {
 	now := utc("2024-06-03T12:00:00Z")
-	h := Evaluate(nil, []*structs.SyncWindow{window("lunch", structs.WindowDeny, "0 12 * * *", "1h", "")}, true, "default", "web", now)
+	h := Evaluate(nil, At([]*structs.SyncWindow{window("lunch", structs.WindowDeny, "0 12 * * *", "1h", "")}, now), true, "default", "web")
 	if h.Held() {
 		t.Fatalf("a lifted closed window holds the job: %+v", h)
 	}
@@ -96,5 +97,37 @@ func TestHoldWithLift(t *testing.T) {
 	}
 	if !h.Lifted {
 		t.Fatalf("WithLift changed the hold it was called on")
+	}
+}
+
+// benchWindows are five windows of the shapes operators write, in a zone
+// with daylight saving time.
+func benchWindows() []*structs.SyncWindow {
+	var ws []*structs.SyncWindow
+	for i, spec := range []string{"0 12 * * *", "0 22 * * *", "0 9 * * 1-5", "*/15 * * * *", "30 2 * * 0"} {
+		ws = append(ws, &structs.SyncWindow{Name: string(rune('a' + i)), Kind: structs.WindowDeny, Schedule: spec,
+			Duration: "1h", Timezone: "Europe/Paris"})
+	}
+	return ws
+}
+
+// BenchmarkHold_EvaluatePerWindowsEachTime is the cost of a job's hold
+// when the windows are evaluated for each job, as before a cycle shared
+// one Schedule.
+func BenchmarkHold_EvaluatePerWindowsEachTime(b *testing.B) {
+	ws, now := benchWindows(), time.Date(2024, time.June, 3, 12, 30, 0, 0, time.UTC)
+	for b.Loop() {
+		Evaluate(nil, At(ws, now), false, "default", "web")
+	}
+}
+
+// BenchmarkHold_EvaluateWithSharedSchedule is the cost per job of a cycle:
+// one Schedule for every job, then each job's hold and next boundary.
+func BenchmarkHold_EvaluateWithSharedSchedule(b *testing.B) {
+	ws, now := benchWindows(), time.Date(2024, time.June, 3, 12, 30, 0, 0, time.UTC)
+	s := At(ws, now)
+	for b.Loop() {
+		Evaluate(nil, s, false, "default", "web")
+		s.NextBoundaryFor("default", "web")
 	}
 }

@@ -266,24 +266,64 @@ func Active(w *structs.SyncWindow, now time.Time) (bool, error) {
 // A deny window wins over an active allow window. The reason names the
 // windows. A window that does not validate is skipped.
 func Closed(windows []*structs.SyncWindow, namespace, jobID string, now time.Time) (bool, string) {
-	var denies, allows []string
-	allowActive := false
+	return At(windows, now).Closed(namespace, jobID)
+}
+
+// Schedule is the sync windows evaluated at one instant: which are active
+// and when each next opens or closes. Evaluating a window (its cron
+// schedule in its time zone) costs tens of microseconds; a detection cycle
+// evaluates each window once (At) and then asks, for each job, only which
+// windows match it, so that its cost does not grow with jobs × windows.
+// A window that does not validate is left out, as Closed skips it.
+//
+// A window's next boundary costs far more than its activity (a walk over
+// its starts), so it is computed on the first NextBoundaryFor that needs
+// it and kept. A Schedule is not safe for concurrent use.
+type Schedule struct {
+	now     time.Time
+	windows []scheduled
+}
+
+type scheduled struct {
+	w      *structs.SyncWindow
+	c      *compiled
+	active bool
+	// next is the window's next opening or closing once known (nextKnown),
+	// zero when there is none within a year.
+	next      time.Time
+	nextKnown bool
+}
+
+// At evaluates windows at now.
+func At(windows []*structs.SyncWindow, now time.Time) *Schedule {
+	s := &Schedule{now: now, windows: make([]scheduled, 0, len(windows))}
 	for _, w := range windows {
-		if !Matches(w, namespace, jobID) {
-			continue
-		}
-		active, err := Active(w, now)
+		c, err := compile(w)
 		if err != nil {
 			continue
 		}
-		switch w.Kind {
+		s.windows = append(s.windows, scheduled{w: w, c: c, active: c.activeAt(now)})
+	}
+	return s
+}
+
+// Closed reports whether a job is in a closed window, as Closed does, at
+// the schedule's instant.
+func (s *Schedule) Closed(namespace, jobID string) (bool, string) {
+	var denies, allows []string
+	allowActive := false
+	for _, e := range s.windows {
+		if !Matches(e.w, namespace, jobID) {
+			continue
+		}
+		switch e.w.Kind {
 		case structs.WindowDeny:
-			if active {
-				denies = append(denies, w.Name)
+			if e.active {
+				denies = append(denies, e.w.Name)
 			}
 		case structs.WindowAllow:
-			allows = append(allows, w.Name)
-			allowActive = allowActive || active
+			allows = append(allows, e.w.Name)
+			allowActive = allowActive || e.active
 		}
 	}
 	switch {
@@ -299,36 +339,23 @@ func Closed(windows []*structs.SyncWindow, namespace, jobID string, now time.Tim
 	return false, ""
 }
 
-// Boundaries returns, by window name, the next time after now at which each
-// window opens or closes; a window with none within a year, or one that
-// does not validate, is left out. A detection cycle computes it once and
-// each job takes the earliest of the windows that match it
-// (NextBoundaryFor), so that the cost does not grow with jobs × windows.
-func Boundaries(windows []*structs.SyncWindow, now time.Time) map[string]time.Time {
-	out := make(map[string]time.Time, len(windows))
-	for _, w := range windows {
-		c, err := compile(w)
-		if err != nil {
-			continue
-		}
-		if b := c.nextBoundary(now); !b.IsZero() {
-			out[w.Name] = b
-		}
-	}
-	return out
-}
-
-// NextBoundaryFor returns the earliest of boundaries (from Boundaries) of
-// the windows that match a job, or the zero time when none does.
-func NextBoundaryFor(windows []*structs.SyncWindow, boundaries map[string]time.Time, namespace, jobID string) time.Time {
+// NextBoundaryFor returns the earliest next opening or closing of the
+// windows that match a job, or the zero time when none does.
+func (s *Schedule) NextBoundaryFor(namespace, jobID string) time.Time {
 	var next time.Time
-	for _, w := range windows {
-		b, ok := boundaries[w.Name]
-		if !ok || !Matches(w, namespace, jobID) {
+	for i := range s.windows {
+		e := &s.windows[i]
+		if !Matches(e.w, namespace, jobID) {
 			continue
 		}
-		if next.IsZero() || b.Before(next) {
-			next = b
+		if !e.nextKnown {
+			e.next, e.nextKnown = e.c.nextBoundary(s.now), true
+		}
+		if e.next.IsZero() {
+			continue
+		}
+		if next.IsZero() || e.next.Before(next) {
+			next = e.next
 		}
 	}
 	return next
@@ -368,10 +395,11 @@ type Hold struct {
 	Lifted bool
 }
 
-// Evaluate returns the hold of a job at now: its pause among pauses, the
-// closed windows among windows, and whether deploy now lifts them.
-func Evaluate(pauses []*structs.Pause, windows []*structs.SyncWindow, lifted bool, namespace, jobID string, now time.Time) Hold {
-	closed, why := Closed(windows, namespace, jobID, now)
+// Evaluate returns the hold of a job at the schedule's instant: its pause
+// among pauses, the closed windows of the schedule, and whether deploy now
+// lifts them.
+func Evaluate(pauses []*structs.Pause, windows *Schedule, lifted bool, namespace, jobID string) Hold {
+	closed, why := windows.Closed(namespace, jobID)
 	return Hold{Pause: Paused(pauses, namespace, jobID), WindowClosed: closed, Window: why, Lifted: lifted}
 }
 
