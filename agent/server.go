@@ -66,6 +66,10 @@ type Server struct {
 	raftStore *raftboltdb.BoltStore
 	// raftLogStore counts the log's batches for the metrics.
 	raftLogStore *countingLogStore
+	// proposer sends Apply's entries to Raft a group at a time
+	// (propose.go).
+	proposer     *proposer
+	proposerStop chan struct{}
 	transport    *raft.NetworkTransport
 	mux          *rpcMux
 	rpcAddr      string
@@ -207,6 +211,12 @@ func (s *Server) setup() error {
 	if err := s.setupRaft(); err != nil {
 		return err
 	}
+	// The proposer outlives the HTTP servers' grace period and Raft: it
+	// stops once Raft has answered every future.
+	s.proposerStop = make(chan struct{})
+	s.proposer = newProposer(s.raft.Apply, s.proposerStop, errClosed)
+	s.wg.Add(1)
+	go s.proposer.run(&s.wg)
 	if err := s.setupNotify(); err != nil {
 		return err
 	}
@@ -430,18 +440,18 @@ func (s *Server) Apply(t structs.MessageType, req any) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
-	f := s.raft.Apply(buf, raftApplyTimeout)
-	if err := f.Error(); err != nil {
+	r := s.proposer.propose(buf)
+	if err := r.err; err != nil {
 		if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) ||
 			errors.Is(err, raft.ErrLeadershipTransferInProgress) {
 			return 0, fmt.Errorf("%w: %v", structs.ErrNotLeader, err)
 		}
 		return 0, fmt.Errorf("raft apply %s: %w", t, err)
 	}
-	if resp, ok := f.Response().(error); ok && resp != nil {
-		return f.Index(), resp
+	if resp, ok := r.resp.(error); ok && resp != nil {
+		return r.index, resp
 	}
-	return f.Index(), nil
+	return r.index, nil
 }
 
 // leaderPoll is how often WaitForLeader looks: an election takes hundreds
@@ -509,6 +519,9 @@ func (s *Server) Shutdown() {
 			if err := s.raft.Shutdown().Error(); err != nil {
 				s.logger.Warn("raft shutdown", "error", err)
 			}
+		}
+		if s.proposerStop != nil {
+			close(s.proposerStop)
 		}
 		if s.transport != nil {
 			_ = s.transport.Close()

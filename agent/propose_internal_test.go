@@ -1,0 +1,189 @@
+package agent
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// fakeFuture is an ApplyFuture the test resolves. Like Raft's, it hands
+// its error to one reader: a reader waiting at the same time as another
+// reads the closed channel, and sees success.
+type fakeFuture struct {
+	buf   string
+	errCh chan error
+}
+
+func (f *fakeFuture) resolve(err error) {
+	f.errCh <- err
+	close(f.errCh)
+}
+
+func (f *fakeFuture) Error() error          { return <-f.errCh }
+func (f *fakeFuture) Index() uint64         { return 7 }
+func (f *fakeFuture) Response() interface{} { return f.buf }
+
+// fakeRaft hands each entry applied to the test, in order.
+type fakeRaft struct {
+	calls chan *fakeFuture
+}
+
+func (r *fakeRaft) apply(buf []byte, _ time.Duration) raft.ApplyFuture {
+	f := &fakeFuture{buf: string(buf), errCh: make(chan error, 1)}
+	r.calls <- f
+	return f
+}
+
+// TestProposer_GroupsWhileOneIsInFlight: a proposal that finds the
+// proposer idle goes to Raft at once; the proposals that arrive while its
+// group is in flight wait, and go to Raft together, without waiting for one
+// another, once it is applied. Each caller gets its own entry's outcome.
+func TestProposer_GroupsWhileOneIsInFlight(t *testing.T) {
+	fr := &fakeRaft{calls: make(chan *fakeFuture, 100)}
+	shutdown := make(chan struct{})
+	p := newProposer(fr.apply, shutdown, errClosed)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go p.run(&wg)
+	defer func() {
+		close(shutdown)
+		wg.Wait()
+	}()
+
+	type outcome struct {
+		buf string
+		err error
+	}
+	results := make(chan outcome, 100)
+	submit := func(buf string) {
+		go func() {
+			r := p.propose([]byte(buf))
+			err := r.err
+			if got, _ := r.resp.(string); err == nil && (got != buf || r.index != 7) {
+				err = fmt.Errorf("caller of %q got the outcome %+v", buf, r)
+			}
+			results <- outcome{buf, err}
+		}()
+	}
+	recv := func(what string) *fakeFuture {
+		t.Helper()
+		select {
+		case f := <-fr.calls:
+			return f
+		case <-time.After(5 * time.Second):
+			t.Fatalf("no Raft apply of %s", what)
+			return nil
+		}
+	}
+
+	submit("first")
+	first := recv("a lone proposal")
+	if first.buf != "first" {
+		t.Fatalf("applied %q, want first", first.buf)
+	}
+	const waiting = 20
+	for i := range waiting {
+		submit(fmt.Sprintf("w-%d", i))
+	}
+	// The proposals queue while the first group is in flight.
+	deadline := time.Now().Add(5 * time.Second)
+	for len(p.queue) < waiting && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if n := len(p.queue); n != waiting {
+		t.Fatalf("%d proposals queued behind the group in flight, want %d", n, waiting)
+	}
+	select {
+	case f := <-fr.calls:
+		t.Fatalf("%q went to Raft while the group before it was in flight", f.buf)
+	case <-time.After(50 * time.Millisecond):
+	}
+	first.resolve(errors.New("refused"))
+	// The next group goes whole before any of it is applied.
+	group := map[string]*fakeFuture{}
+	for range waiting {
+		f := recv("the queued group")
+		group[f.buf] = f
+	}
+	for i := range waiting {
+		if group[fmt.Sprintf("w-%d", i)] == nil {
+			t.Fatalf("w-%d not in the group: %v", i, group)
+		}
+	}
+	for _, f := range group {
+		f.resolve(nil)
+	}
+	seen := map[string]bool{}
+	for range waiting + 1 {
+		o := <-results
+		switch {
+		case o.buf == "first" && (o.err == nil || o.err.Error() != "refused"):
+			t.Fatalf("first: err %v, want its own refusal", o.err)
+		case o.buf != "first" && o.err != nil:
+			t.Fatalf("%s: %v", o.buf, o.err)
+		}
+		seen[o.buf] = true
+	}
+	if len(seen) != waiting+1 {
+		t.Fatalf("outcomes for %d proposals, want %d", len(seen), waiting+1)
+	}
+}
+
+// TestProposer_Shutdown: a proposal after shutdown is refused, not left
+// waiting.
+func TestProposer_Shutdown(t *testing.T) {
+	fr := &fakeRaft{calls: make(chan *fakeFuture, 1)}
+	shutdown := make(chan struct{})
+	p := newProposer(fr.apply, shutdown, errClosed)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go p.run(&wg)
+	close(shutdown)
+	wg.Wait()
+	if r := p.propose([]byte("late")); !errors.Is(r.err, errClosed) {
+		t.Fatalf("propose after shutdown: %v, want %v", r.err, errClosed)
+	}
+}
+
+// TestProposer_StuckGroupHoldsNoOneForEver: a group Raft keeps waiting
+// holds up the next one for groupWait only; each caller still gets its own
+// outcome once Raft answers.
+func TestProposer_StuckGroupHoldsNoOneForEver(t *testing.T) {
+	fr := &fakeRaft{calls: make(chan *fakeFuture, 10)}
+	shutdown := make(chan struct{})
+	p := newProposer(fr.apply, shutdown, errClosed)
+	p.groupWait = 50 * time.Millisecond
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go p.run(&wg)
+	defer func() {
+		close(shutdown)
+		wg.Wait()
+	}()
+	results := make(chan applyResult, 2)
+	go func() { results <- p.propose([]byte("stuck")) }()
+	stuck := <-fr.calls
+	start := time.Now()
+	go func() { results <- p.propose([]byte("next")) }()
+	var next *fakeFuture
+	select {
+	case next = <-fr.calls:
+	case <-time.After(5 * time.Second):
+		t.Fatal("a stuck group held up the next one for good")
+	}
+	if waited := time.Since(start); waited < p.groupWait/2 {
+		t.Fatalf("the next group went after %s, before the wait for the stuck one (%s)", waited, p.groupWait)
+	}
+	next.resolve(nil)
+	stuck.resolve(errors.New("lost"))
+	for range 2 {
+		r := <-results
+		if got := r.resp; (got == "next") != (r.err == nil) {
+			t.Fatalf("outcome %+v", r)
+		}
+	}
+}
