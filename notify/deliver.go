@@ -77,6 +77,9 @@ type Deliverer struct {
 	// windowsIndex the largest modify index of a window it looked at.
 	lastWindows  time.Time
 	windowsIndex uint64
+	// windowsLooked is when (on the monotonic clock) the loop last looked
+	// at the windows written since windowsIndex.
+	windowsLooked time.Time
 }
 
 // New returns a delivery loop over the store's outbox.
@@ -162,7 +165,16 @@ type delivery struct {
 // job and target), records the outcomes through Raft, and prunes. It
 // returns when the next attempt is due (zero: nothing waits).
 func (d *Deliverer) Pass(ctx context.Context) (time.Time, error) {
-	d.observeWindows()
+	// Windows written too soon after the last look are looked at later.
+	again := d.observeWindows()
+	next, err := d.pass(ctx)
+	if !again.IsZero() && (next.IsZero() || again.Before(next)) {
+		next = again
+	}
+	return next, err
+}
+
+func (d *Deliverer) pass(ctx context.Context) (time.Time, error) {
 	st := d.store.State()
 	pending, _, err := st.Notifications(fsm.NotificationFilter{State: structs.NotificationPending})
 	if err != nil {
@@ -397,24 +409,38 @@ func (d *Deliverer) prune(now time.Time) {
 // windowObserveEvery is how often, at most, every window is looked at.
 const windowObserveEvery = time.Second
 
+// windowsGap is the least time between two looks at the windows written
+// since the last look: a burst of window writes (thousands a second, a
+// Raft batch each few milliseconds) costs one look per windowsGap, not one
+// per batch, and a lone write waits for nothing.
+const windowsGap = 10 * time.Millisecond
+
 // observeWindows records each sync window that opened or closed since the
 // last recorded observation; the FSM notifies only on a change.
 //
 // A window opens and closes with time, not with writes: every window is
 // looked at once a second at most, and in between only the windows written
 // since (a raised modify index), so that a burst of writes does not
-// evaluate every schedule once per write.
-func (d *Deliverer) observeWindows() {
+// evaluate every schedule once per write; those written within windowsGap
+// of the last look wait for the next one, which observeWindows returns
+// the time of (zero when nothing waits).
+func (d *Deliverer) observeWindows() time.Time {
 	st := d.store.State()
 	now := d.now()
 	all := now.Sub(d.lastWindows) >= windowObserveEvery || now.Before(d.lastWindows)
+	if !all && !d.windowsLooked.IsZero() {
+		if wait := windowsGap - time.Since(d.windowsLooked); wait > 0 {
+			return time.Now().Add(wait)
+		}
+	}
+	d.windowsLooked = time.Now()
 	since := d.windowsIndex
 	if all {
 		since = 0
 	}
 	windows, newest, err := st.WindowsSince(since)
 	if err != nil {
-		return
+		return time.Time{}
 	}
 	if all {
 		d.lastWindows = now
@@ -434,6 +460,7 @@ func (d *Deliverer) observeWindows() {
 		}
 		d.mark(structs.MarkWindow, w.Name, value, fmt.Sprintf("%s window %s is now %s (schedule %q for %s)", w.Kind, w.Name, value, w.Schedule, w.Duration))
 	}
+	return time.Time{}
 }
 
 func (d *Deliverer) mark(kind, object, value, msg string) {

@@ -218,6 +218,36 @@ func TestLeaderAndWindowNotifications(t *testing.T) {
 	}
 }
 
+// TestWindowBurstIsObservedWhole: windows written faster than the loop
+// looks at them (one look per windowsGap) are all observed: the writes
+// that came too soon after a look wait for the next, none is skipped.
+func TestWindowBurstIsObservedWhole(t *testing.T) {
+	rcv := newReceiver(t, "", nil)
+	s := nopstest.Start(t, "", nopstest.WithoutReconcilers(), withTarget(config.NotifyConfig{
+		Name: "ops", Kind: config.NotifyKindWebhook, URL: rcv.srv.URL,
+		Events: []string{structs.NotifyWindowOpened},
+	}))
+	const burst = 40
+	for i := range burst {
+		if code, body := s.Do("PUT", fmt.Sprintf("/v1/window/always-%d", i), map[string]any{"kind": "allow", "schedule": "* * * * *", "duration": "1h"}, nil); code != http.StatusOK {
+			t.Fatalf("put window: %d %s", code, body)
+		}
+	}
+	testutil.WaitForResult(t, 10*time.Second, func() (bool, error) {
+		open := 0
+		for i := range burst {
+			if m, _ := s.State().Mark(structs.MarkWindow, fmt.Sprintf("always-%d", i)); m != nil && m.Value == "open" {
+				open++
+			}
+		}
+		return open == burst, fmt.Errorf("%d of %d windows observed open", open, burst)
+	})
+	testutil.WaitForResult(t, 10*time.Second, func() (bool, error) {
+		return countKind(rcv.accepted(), structs.NotifyWindowOpened) == burst,
+			fmt.Errorf("%d window-opened notifications received", countKind(rcv.accepted(), structs.NotifyWindowOpened))
+	})
+}
+
 // TestOrderPerJobAndPrune: a notification about a job is not sent while an
 // earlier one about the same job is still being retried, while another
 // job's goes ahead; delivered notifications are pruned after the

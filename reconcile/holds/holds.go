@@ -58,6 +58,13 @@ const (
 
 // Validate returns every problem of a window, each naming its field.
 func Validate(w *structs.SyncWindow) []string {
+	problems, _ := check(w)
+	return problems
+}
+
+// check validates a window and, when it has no problem, returns it
+// compiled: each field is parsed once, for both.
+func check(w *structs.SyncWindow) ([]string, *compiled) {
 	var problems []string
 	if w.Name == "" {
 		problems = append(problems, "name: must not be empty")
@@ -67,15 +74,18 @@ func Validate(w *structs.SyncWindow) []string {
 	if w.Kind != structs.WindowAllow && w.Kind != structs.WindowDeny {
 		problems = append(problems, fmt.Sprintf("kind: must be allow or deny, not %q", w.Kind))
 	}
-	if p := validateSchedule(w.Schedule); p != "" {
+	sched, p := parseSchedule(w.Schedule)
+	if p != "" {
 		problems = append(problems, p)
 	}
-	if d, err := time.ParseDuration(w.Duration); err != nil {
+	d, err := time.ParseDuration(w.Duration)
+	if err != nil {
 		problems = append(problems, fmt.Sprintf("duration: %q is not a duration (like 1h30m): %v", w.Duration, err))
 	} else if d <= 0 || d > maxDuration {
 		problems = append(problems, fmt.Sprintf("duration: %s must be more than 0 and at most %s", d, maxDuration))
 	}
-	if _, err := loadLocation(w.Timezone); err != nil {
+	loc, err := loadLocation(w.Timezone)
+	if err != nil {
 		problems = append(problems, fmt.Sprintf("timezone: %v", err))
 	}
 	for _, g := range w.Namespaces {
@@ -88,29 +98,34 @@ func Validate(w *structs.SyncWindow) []string {
 			problems = append(problems, fmt.Sprintf("jobs: %q is not a valid glob", g))
 		}
 	}
-	return problems
+	if len(problems) > 0 {
+		return problems, nil
+	}
+	return nil, &compiled{w: w, schedule: sched, duration: d, loc: loc}
 }
 
-func validateSchedule(s string) string {
+// parseSchedule parses a 5-field cron schedule, or says what is wrong
+// with it.
+func parseSchedule(s string) (cron.Schedule, string) {
 	trimmed := strings.TrimSpace(s)
 	switch {
 	case trimmed == "":
-		return "schedule: must not be empty"
+		return nil, "schedule: must not be empty"
 	case strings.HasPrefix(trimmed, "TZ=") || strings.HasPrefix(trimmed, "CRON_TZ="):
-		return fmt.Sprintf("schedule: %q sets a time zone: use the timezone field instead", s)
+		return nil, fmt.Sprintf("schedule: %q sets a time zone: use the timezone field instead", s)
 	case strings.HasPrefix(trimmed, "@every"):
-		return fmt.Sprintf("schedule: %q is an interval, not a 5-field cron expression: a window needs fixed start times", s)
+		return nil, fmt.Sprintf("schedule: %q is an interval, not a 5-field cron expression: a window needs fixed start times", s)
 	}
 	sched, err := parser().Parse(s)
 	if err != nil {
-		return fmt.Sprintf("schedule: %q is not a 5-field cron expression: %v", s, err)
+		return nil, fmt.Sprintf("schedule: %q is not a 5-field cron expression: %v", s, err)
 	}
 	// A schedule that fires within the five years cron looks ahead from a
 	// fixed time fires at all.
 	if sched.Next(time.Date(2000, time.January, 1, 0, 0, 0, 0, time.UTC)).IsZero() {
-		return fmt.Sprintf("schedule: %q never fires", s)
+		return nil, fmt.Sprintf("schedule: %q never fires", s)
 	}
-	return ""
+	return sched, ""
 }
 
 // loadLocation reads a window's time zone. Empty means UTC; "Local" is
@@ -146,13 +161,11 @@ type compiled struct {
 }
 
 func compile(w *structs.SyncWindow) (*compiled, error) {
-	if p := Validate(w); len(p) > 0 {
+	p, c := check(w)
+	if len(p) > 0 {
 		return nil, fmt.Errorf("window %s: %s", w.Name, strings.Join(p, "; "))
 	}
-	sched, _ := parser().Parse(w.Schedule)
-	d, _ := time.ParseDuration(w.Duration)
-	loc, _ := loadLocation(w.Timezone)
-	return &compiled{w: w, schedule: sched, duration: d, loc: loc}, nil
+	return c, nil
 }
 
 // wall returns the wall-clock time of t in the window's zone, written as a
