@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -60,6 +61,10 @@ type httpAPI struct {
 
 	mu      sync.Mutex
 	clients map[string]*http.Client
+	// fwd forwards writes to the current leader (forward.go).
+	fwd *fwdClient
+	// framed counts the answers the leader gave with it.
+	framed atomic.Uint64
 
 	// acls caches the compiled ACLs of tokens, providers the OIDC
 	// providers of the auth methods.
