@@ -11,3 +11,19 @@ func SetEstablishHook(s *Server, fn func() error) {
 	}
 	s.establishHook.Store(&fn)
 }
+
+// FramedForwards counts the writes s forwarded with the forwarding
+// protocol and had an answer for.
+func FramedForwards(s *Server) uint64 { return s.api.framed.Load() }
+
+// ForwardPeak is the most forwarded requests s ran at once for one or more
+// forwarding connections.
+func ForwardPeak(s *Server) int64 { return s.fwd.peak.Load() }
+
+// Forwarding protocol constants for the attack tests.
+const (
+	RPCForwardByte     = rpcForward
+	ForwardMaxFrame    = fwdMaxFrame
+	ForwardMaxInFlight = fwdMaxInFlight
+	ForwardVersionByte = rpcForwardVersion
+)

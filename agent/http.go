@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -60,6 +61,10 @@ type httpAPI struct {
 
 	mu      sync.Mutex
 	clients map[string]*http.Client
+	// fwd forwards writes to the current leader (forward.go).
+	fwd *fwdClient
+	// framed counts the answers the leader gave with it.
+	framed atomic.Uint64
 
 	// acls caches the compiled ACLs of tokens, providers the OIDC
 	// providers of the auth methods.
@@ -217,9 +222,10 @@ func (a *httpAPI) setMeta(w http.ResponseWriter) {
 }
 
 // forward sends the request to the leader's RPC port and copies its answer
-// back. It waits up to leaderWait for a leader, and retries only what the
-// leader cannot have applied: a failed connect, or an answer that says it
-// is not the leader.
+// back: a write with the forwarding protocol (forward.go), anything else,
+// and a write to a leader that does not speak it, over HTTP. It waits up to
+// leaderWait for a leader, and retries only what the leader cannot have
+// applied: a failed connect, or an answer that says it is not the leader.
 func (a *httpAPI) forward(w http.ResponseWriter, r *http.Request) {
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
@@ -249,7 +255,14 @@ func (a *httpAPI) forward(w http.ResponseWriter, r *http.Request) {
 			}
 			continue
 		}
-		resp, sent, err := a.send(r, leader, body)
+		var resp *http.Response
+		var sent, framed bool
+		if isForwardedWrite(r) {
+			resp, sent, framed, err = a.sendFrame(r, leader, body)
+		}
+		if !framed {
+			resp, sent, err = a.send(r, leader, body)
+		}
 		if err == nil && resp.Header.Get(headerNotLeader) == "" {
 			defer resp.Body.Close()
 			// The leader's answer, headers included, replaces this

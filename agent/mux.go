@@ -18,10 +18,13 @@ import (
 const (
 	rpcRaft byte = 0x01
 	rpcHTTP byte = 0x02
+	// rpcForward is the forwarding protocol of writes (forward.go).
+	rpcForward byte = 0x03
 )
 
 // rpcMux accepts connections on the RPC port and hands each to the Raft
-// transport or to the internal HTTP server by its first byte. With RPC TLS
+// transport, to the internal HTTP server or to the forwarding server by its
+// first byte. With RPC TLS
 // every connection is mutual TLS from its first byte on: the protocol byte
 // is read inside the TLS stream, so a peer without a valid server
 // certificate never reaches Raft or the forwarding API. It tracks
@@ -36,6 +39,7 @@ type rpcMux struct {
 	logger hclog.Logger
 	raftCh chan net.Conn
 	httpCh chan net.Conn
+	fwdCh  chan net.Conn
 	// pending bounds the connections still in their TLS handshake or
 	// before their protocol byte: a peer that opens connections and sends
 	// nothing holds a slot for rpcHandshakeTimeout at most, and no more
@@ -52,6 +56,7 @@ func newRPCMux(ln net.Listener, advertise net.Addr, tlsConf *tlsConfigurator, lo
 	return &rpcMux{
 		ln: ln, advertise: advertise, tls: tlsConf, logger: logger,
 		raftCh: make(chan net.Conn, 16), httpCh: make(chan net.Conn, 16),
+		fwdCh:   make(chan net.Conn, 16),
 		pending: make(chan struct{}, maxPendingRPC),
 		closed:  make(chan struct{}),
 		conns:   map[*trackedConn]struct{}{},
@@ -158,6 +163,8 @@ func (m *rpcMux) route(conn net.Conn) {
 		ch = m.raftCh
 	case rpcHTTP:
 		ch = m.httpCh
+	case rpcForward:
+		ch = m.fwdCh
 	default:
 		conn.Close()
 		return

@@ -79,6 +79,10 @@ type Server struct {
 	httpLn     net.Listener
 	httpServer *http.Server
 	rpcHTTP    *http.Server
+	// api serves both HTTP servers; fwd serves the writes followers
+	// forward with the forwarding protocol (forward.go).
+	api *httpAPI
+	fwd *fwdServer
 	// requestCtx is the parent of every request's context; Shutdown
 	// cancels it, so long polls and forwards waiting for a leader end at
 	// once instead of holding the shutdown.
@@ -247,10 +251,14 @@ func (s *Server) setup() error {
 	s.httpServer = newHTTPServer(cfg, api.handler(false))
 	s.httpServer.BaseContext = base
 	s.httpServer.ErrorLog = httpErrorLog(s.logger)
-	s.rpcHTTP = newHTTPServer(cfg, api.handler(true))
+	internal := api.handler(true)
+	s.rpcHTTP = newHTTPServer(cfg, internal)
 	s.rpcHTTP.BaseContext = base
 	s.rpcHTTP.ErrorLog = httpErrorLog(s.logger)
-	s.wg.Add(2)
+	s.wg.Add(3)
+	s.api = api
+	s.fwd = newFwdServer(api, internal, s.logger.Named("forward"))
+	go s.fwd.serve(newChanListener(s.mux, s.mux.fwdCh))
 	go func() {
 		defer s.wg.Done()
 		if err := s.httpServer.Serve(limitListener(cfg, httpLn)); err != nil && !errors.Is(err, http.ErrServerClosed) {

@@ -1,0 +1,159 @@
+package agent
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/go-msgpack/v2/codec"
+
+	"github.com/nops-dev/nops/structs"
+)
+
+// fakeLeader accepts forwarding connections and answers each request
+// with what answer returns: frames to send (any value), or nil to cut the
+// connection.
+func fakeLeader(t *testing.T, answer func(req *fwdRequest) []any) *fwdClient {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	h := structs.NewMsgpackHandle()
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer conn.Close()
+				_, _ = conn.Write([]byte{rpcForwardVersion})
+				br := bufio.NewReader(conn)
+				out := newFrameWriter(conn, h)
+				for {
+					buf, err := readFrame(br, fwdMaxFrame)
+					if err != nil {
+						return
+					}
+					req := &fwdRequest{}
+					if err := codec.NewDecoderBytes(buf, h).Decode(req); err != nil {
+						return
+					}
+					frames := answer(req)
+					if frames == nil {
+						return
+					}
+					for _, f := range frames {
+						if raw, ok := f.([]byte); ok {
+							_, _ = conn.Write(raw)
+							continue
+						}
+						if _, err := out.write(f, fwdMaxAnswerFrame, time.Time{}); err != nil {
+							return
+						}
+					}
+				}
+			}()
+		}
+	}()
+	addr := ln.Addr().String()
+	return &fwdClient{
+		addr: addr,
+		dial: func(ctx context.Context) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "tcp", addr)
+		},
+		handle: h, logger: hclog.NewNullLogger(), reuse: time.Minute,
+	}
+}
+
+func testCall(t *testing.T, c *fwdClient) (*fwdResponse, bool, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return c.call(ctx, &fwdRequest{Method: "POST", URI: "/v1/pause", Host: c.addr, Header: http.Header{}, Body: []byte("{}")})
+}
+
+// TestForwardClient_LyingLeader: answers for IDs no call waits for are
+// dropped, never handed to another call; an answer that does not decode
+// breaks the connection, fails its call as possibly applied, and the next
+// call dials again.
+func TestForwardClient_LyingLeader(t *testing.T) {
+	var calls atomic.Int32
+	c := fakeLeader(t, func(req *fwdRequest) []any {
+		switch calls.Add(1) {
+		case 1:
+			return []any{
+				&fwdResponse{ID: req.ID + 1000, Status: 500},
+				&fwdResponse{ID: 0, Status: 500},
+				&fwdResponse{ID: req.ID, Status: 201, Body: []byte("mine")},
+				&fwdResponse{ID: req.ID, Status: 500},
+			}
+		case 2:
+			return []any{[]byte{0, 0, 0, 3, 0xc1, 0xc1, 0xc1}}
+		case 3:
+			return []any{[]byte{0xff, 0xff, 0xff, 0xff}}
+		case 4:
+			return nil
+		}
+		return []any{&fwdResponse{ID: req.ID, Status: 202}}
+	})
+	resp, sent, err := testCall(t, c)
+	if err != nil || !sent || resp.Status != 201 || string(resp.Body) != "mine" {
+		t.Fatalf("first call: %+v, %v, %v", resp, sent, err)
+	}
+	// The second call's answer must not be the duplicate of the first's.
+	for i := 0; i < 3; i++ {
+		if resp, sent, err := testCall(t, c); err == nil || !sent {
+			t.Fatalf("call %d to a leader that answers garbage or hangs up: %+v, %v, %v", i+2, resp, sent, err)
+		}
+	}
+	resp, sent, err = testCall(t, c)
+	if err != nil || !sent || resp.Status != 202 {
+		t.Fatalf("call after the broken connections: %+v, %v, %v", resp, sent, err)
+	}
+}
+
+// TestForwardClient_AbandonedAndFailedDial: a call that times out leaves
+// its answer to be dropped, and a failed dial is reported as not sent.
+func TestForwardClient_AbandonedAndFailedDial(t *testing.T) {
+	release := make(chan struct{})
+	c := fakeLeader(t, func(req *fwdRequest) []any {
+		if req.Header.Get("Slow") != "" {
+			<-release
+		}
+		return []any{&fwdResponse{ID: req.ID, Status: 200, Body: []byte(req.Header.Get("Slow") + req.Header.Get("Fast"))}}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	_, sent, err := c.call(ctx, &fwdRequest{Method: "POST", URI: "/", Host: c.addr, Header: http.Header{"Slow": {"slow"}}})
+	cancel()
+	if err == nil || !sent || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("abandoned call: %v, %v", sent, err)
+	}
+	close(release)
+	for i := 0; i < 4; i++ {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		resp, _, err := c.call(ctx, &fwdRequest{Method: "POST", URI: "/", Host: c.addr, Header: http.Header{"Fast": {"fast"}}})
+		cancel()
+		if err != nil || string(resp.Body) != "fast" {
+			t.Fatalf("call after an abandoned one: %+v, %v", resp, err)
+		}
+	}
+
+	dead := &fwdClient{addr: "127.0.0.1:1", handle: structs.NewMsgpackHandle(), logger: hclog.NewNullLogger(),
+		dial: func(ctx context.Context) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "tcp", "127.0.0.1:1")
+		}}
+	if _, sent, err := testCall(t, dead); err == nil || sent {
+		t.Fatalf("failed dial: %v, %v", sent, err)
+	}
+}
