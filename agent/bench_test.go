@@ -181,15 +181,24 @@ func benchWriteThroughFollower(b *testing.B, opts ...nopstest.Option) {
 // BenchmarkWrite_Throughput measures the writes per second a three-server
 // cluster sustains with 32 concurrent writers spread over the three
 // servers' APIs (two thirds of them forwarded).
-func BenchmarkWrite_Throughput(b *testing.B) {
+func BenchmarkWrite_Throughput(b *testing.B) { benchWriteThroughput(b, false) }
+
+// BenchmarkWrite_ThroughputToLeader is BenchmarkWrite_Throughput with
+// every writer on the leader's API: the cluster's commit capacity without
+// the cost of forwarding.
+func BenchmarkWrite_ThroughputToLeader(b *testing.B) { benchWriteThroughput(b, true) }
+
+func benchWriteThroughput(b *testing.B, toLeader bool) {
 	const writers = 32
 	c := nopstest.StartCluster(b, 3, nopstest.WithoutReconcilers())
 	c.WaitForPeers(30*time.Second, c.NodeIDs()...)
+	leader := c.WaitForLeader(30 * time.Second)
 	var ws []*writer
 	for _, s := range c.Servers() {
-		ws = append(ws, newWriter(s))
+		if !toLeader || s.NodeID() == leader.NodeID() {
+			ws = append(ws, newWriter(s))
+		}
 	}
-	leader := c.WaitForLeader(30 * time.Second)
 	// Warm every forwarding connection pool a little, out of the timer.
 	for _, w := range ws {
 		if err := w.put("warm"); err != nil {
