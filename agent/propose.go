@@ -1,7 +1,9 @@
 package agent
 
 import (
+	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -45,6 +47,8 @@ type proposer struct {
 
 type proposal struct {
 	buf []byte
+	// sent is set once the proposer hands the entry to Raft.
+	sent atomic.Bool
 	// res receives the entry's outcome once it is applied (or failed).
 	res chan applyResult
 }
@@ -84,11 +88,15 @@ func (p *proposer) run(wg *sync.WaitGroup) {
 		}
 		futures := make([]raft.ApplyFuture, len(group))
 		for i, g := range group {
+			g.sent.Store(true)
 			futures[i] = p.apply(g.buf, raftApplyTimeout)
 		}
 		done := make(chan struct{})
-		wg.Add(1)
-		go deliver(wg, group, futures, done)
+		// The reader is not counted in wg: Raft leaves some futures
+		// unanswered when it shuts down (those still in its queues), and a
+		// reader blocked on one must not hold up the server's shutdown.
+		// Their callers hear of the shutdown from propose.
+		go deliver(group, futures, done)
 		// The next group waits for this one, but not for ever: Raft
 		// answers every future in the end, yet one it kept waiting must
 		// not hold up the writes behind it.
@@ -105,8 +113,7 @@ func (p *proposer) run(wg *sync.WaitGroup) {
 // deliver reads a group's futures, in log order, and hands each caller its
 // outcome. It alone reads them: a Raft future hands its error to one reader
 // only, and a second one reading at the same time would see success.
-func deliver(wg *sync.WaitGroup, group []*proposal, futures []raft.ApplyFuture, done chan<- struct{}) {
-	defer wg.Done()
+func deliver(group []*proposal, futures []raft.ApplyFuture, done chan<- struct{}) {
 	for i, f := range futures {
 		r := applyResult{err: f.Error()}
 		if r.err == nil {
@@ -130,14 +137,21 @@ func (p *proposer) propose(buf []byte) applyResult {
 	case r := <-prop.res:
 		return r
 	case <-p.shutdown:
-		// The proposer may have sent it to Raft before it stopped: then
-		// its outcome comes once Raft is shut down too (an error, unless
-		// it was applied).
+		// The proposer stops once Raft has shut down: an outcome Raft
+		// gave is here by now, and one it did not give never comes.
 		select {
 		case r := <-prop.res:
 			return r
 		default:
-			return applyResult{err: p.closed}
 		}
+		if prop.sent.Load() {
+			// Raft had it: it may have been committed.
+			return applyResult{err: errOutcomeUnknown}
+		}
+		return applyResult{err: p.closed}
 	}
 }
+
+// errOutcomeUnknown answers a proposal Raft took but did not answer
+// before it shut down.
+var errOutcomeUnknown = errors.New("the server shut down before the write's outcome was known: it may or may not have been applied")

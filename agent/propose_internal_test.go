@@ -187,3 +187,43 @@ func TestProposer_StuckGroupHoldsNoOneForEver(t *testing.T) {
 		}
 	}
 }
+
+// TestProposer_ShutdownWithAnUnansweredFuture: Raft may leave a future it
+// took unanswered when it shuts down. The proposer still stops (the
+// server's shutdown does not hang on the reader), the caller of that
+// proposal hears that its outcome is unknown (it may have been committed),
+// and a proposal Raft never took is refused as not applied.
+func TestProposer_ShutdownWithAnUnansweredFuture(t *testing.T) {
+	fr := &fakeRaft{calls: make(chan *fakeFuture, 10)}
+	shutdown := make(chan struct{})
+	p := newProposer(fr.apply, shutdown, errClosed)
+	// The group in flight holds the next one up for the whole test.
+	p.groupWait = time.Hour
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go p.run(&wg)
+	taken := make(chan applyResult, 1)
+	go func() { taken <- p.propose([]byte("taken")) }()
+	<-fr.calls // Raft took it, and never answers.
+	// A second proposal waits behind the group in flight, never sent.
+	queued := make(chan applyResult, 1)
+	go func() { queued <- p.propose([]byte("queued")) }()
+	deadline := time.Now().Add(5 * time.Second)
+	for len(p.queue) == 0 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	close(shutdown)
+	stopped := make(chan struct{})
+	go func() { wg.Wait(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the proposer did not stop: a reader of an unanswered future holds it")
+	}
+	if r := <-taken; !errors.Is(r.err, errOutcomeUnknown) {
+		t.Fatalf("a proposal Raft took: %v, want %v", r.err, errOutcomeUnknown)
+	}
+	if r := <-queued; !errors.Is(r.err, errClosed) {
+		t.Fatalf("a proposal Raft never took: %v, want %v", r.err, errClosed)
+	}
+}

@@ -216,7 +216,8 @@ func (s *Server) setup() error {
 		return err
 	}
 	// The proposer outlives the HTTP servers' grace period and Raft: it
-	// stops once Raft has answered every future.
+	// stops once Raft has shut down, when every outcome Raft gives is
+	// given.
 	s.proposerStop = make(chan struct{})
 	s.proposer = newProposer(s.raft.Apply, s.proposerStop, errClosed)
 	s.wg.Add(1)

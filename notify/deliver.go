@@ -168,6 +168,10 @@ func (d *Deliverer) Pass(ctx context.Context) (time.Time, error) {
 	// Windows written too soon after the last look are looked at later.
 	again := d.observeWindows()
 	next, err := d.pass(ctx)
+	if !again.IsZero() {
+		// A pass may take long (a slow receiver): look now if it did.
+		again = d.observeWindows()
+	}
 	if !again.IsZero() && (next.IsZero() || again.Before(next)) {
 		next = again
 	}
@@ -430,7 +434,7 @@ func (d *Deliverer) observeWindows() time.Time {
 	all := now.Sub(d.lastWindows) >= windowObserveEvery || now.Before(d.lastWindows)
 	if !all && !d.windowsLooked.IsZero() {
 		if wait := windowsGap - time.Since(d.windowsLooked); wait > 0 {
-			return time.Now().Add(wait)
+			return now.Add(wait)
 		}
 	}
 	d.windowsLooked = time.Now()
