@@ -470,32 +470,46 @@ func (c *fwdClient) supported() bool {
 
 // call sends one request and waits for its answer. sent reports whether
 // the leader may have received it: an error after that must not be
-// retried.
+// retried. A connection that retires between conn and its call refuses
+// the call unsent, and the call takes another.
 func (c *fwdClient) call(ctx context.Context, req *fwdRequest) (resp *fwdResponse, sent bool, err error) {
-	conn, err := c.conn(ctx)
-	if err != nil {
-		return nil, false, err
+	for try := 0; ; try++ {
+		conn, err := c.conn(ctx)
+		if err != nil {
+			return nil, false, err
+		}
+		resp, sent, err = conn.call(ctx, req)
+		if !errors.Is(err, errConnRetiring) || try == fwdPoolSize {
+			return resp, sent, err
+		}
 	}
-	return conn.call(ctx, req)
 }
 
 // conn returns a connection to call on, dialing one when its slot is
-// empty, broken or idle too long.
+// empty, broken or idle too long. The dial and the version byte (up to
+// fwdDialTimeout) run without c.mu, so a leader that does not answer holds
+// up only the calls that wait for that dial.
 func (c *fwdClient) conn(ctx context.Context) (*fwdConn, error) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	if c.retired {
+		c.mu.Unlock()
 		return nil, fmt.Errorf("forward to %s: %w", c.addr, net.ErrClosed)
 	}
 	i := c.next
 	c.next = (c.next + 1) % fwdPoolSize
-	if fc := c.conns[i]; fc != nil {
-		if fc.usable(c.reuse) {
-			return fc, nil
+	old := c.conns[i]
+	if old != nil {
+		if old.usable(c.reuse) {
+			c.mu.Unlock()
+			return old, nil
 		}
-		fc.retire()
 		c.conns[i] = nil
 	}
+	c.mu.Unlock()
+	if old != nil {
+		old.retire()
+	}
+
 	dctx, cancel := context.WithTimeout(ctx, fwdDialTimeout)
 	defer cancel()
 	nc, err := c.dial(dctx)
@@ -505,13 +519,33 @@ func (c *fwdClient) conn(ctx context.Context) (*fwdConn, error) {
 	if err := readVersion(dctx, nc); err != nil {
 		nc.Close()
 		if errors.Is(err, errFwdUnsupported) {
+			c.mu.Lock()
 			c.unsupported = time.Now()
+			c.mu.Unlock()
 		}
 		return nil, fmt.Errorf("open forwarding to %s: %w", c.addr, err)
 	}
+
+	c.mu.Lock()
 	c.unsupported = time.Time{}
+	if c.retired {
+		c.mu.Unlock()
+		nc.Close()
+		return nil, fmt.Errorf("forward to %s: %w", c.addr, net.ErrClosed)
+	}
+	// Another call may have filled the slot while this one dialed: use
+	// its connection and close this one.
+	if cur := c.conns[i]; cur != nil {
+		if cur.usable(c.reuse) {
+			c.mu.Unlock()
+			nc.Close()
+			return cur, nil
+		}
+		defer cur.retire()
+	}
 	fc := newFwdConn(c, nc)
 	c.conns[i] = fc
+	c.mu.Unlock()
 	go fc.readLoop()
 	return fc, nil
 }
@@ -539,12 +573,13 @@ func readVersion(ctx context.Context, conn net.Conn) error {
 // answered.
 func (c *fwdClient) retire() {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	c.retired = true
-	for i, fc := range c.conns {
+	conns := c.conns
+	c.conns = [fwdPoolSize]*fwdConn{}
+	c.mu.Unlock()
+	for _, fc := range conns {
 		if fc != nil {
 			fc.retire()
-			c.conns[i] = nil
 		}
 	}
 }
@@ -555,6 +590,10 @@ type fwdResult struct {
 	resp *fwdResponse
 	err  error
 }
+
+// errConnRetiring is a connection that takes no new call: the call was
+// not sent, and takes another connection.
+var errConnRetiring = errors.New("the forwarding connection is retiring")
 
 // fwdConn is one connection of a fwdClient.
 type fwdConn struct {
@@ -626,6 +665,12 @@ func (fc *fwdConn) call(ctx context.Context, req *fwdRequest) (*fwdResponse, boo
 		err := fc.err
 		fc.mu.Unlock()
 		return nil, false, err
+	}
+	if fc.retiring {
+		// retire may close the connection as soon as its last call ends:
+		// a call registered now could be cut after its frame went out.
+		fc.mu.Unlock()
+		return nil, false, errConnRetiring
 	}
 	fc.nextID++
 	id := fc.nextID
@@ -756,16 +801,20 @@ func (a *httpAPI) sendFrame(r *http.Request, leader string, body []byte) (resp *
 }
 
 // fwdClient returns the client of the leader at addr, and retires the
-// client of a previous leader.
+// client of a previous leader. It holds a.mu only to swap the clients.
 func (a *httpAPI) fwdClient(addr string) *fwdClient {
 	a.mu.Lock()
-	defer a.mu.Unlock()
 	if a.fwd != nil && a.fwd.addr == addr {
+		defer a.mu.Unlock()
 		return a.fwd
 	}
-	if a.fwd != nil {
-		a.fwd.retire()
-	}
+	old := a.fwd
 	a.fwd = newFwdClient(a.s, addr, a.s.logger.Named("forward"))
-	return a.fwd
+	c := a.fwd
+	a.mu.Unlock()
+	// Retired without a.mu, which every forward over HTTP takes.
+	if old != nil {
+		old.retire()
+	}
+	return c
 }
