@@ -134,11 +134,22 @@ func newFrameWriter(conn net.Conn, h *codec.MsgpackHandle) *frameWriter {
 	return &frameWriter{conn: conn, enc: codec.NewEncoderBytes(nil, h)}
 }
 
+// errWriteFailed marks an error of the connection's Write: the
+// connection is unusable (a TLS connection keeps a failed write's error),
+// unlike a frame refused before a byte was written.
+var errWriteFailed = errors.New("write failed")
+
 // write sends one frame, the length then the msgpack of v, within
 // deadline (none when zero). n is how many bytes of the frame went out.
-func (w *frameWriter) write(v any, limit int, deadline time.Time) (n int, err error) {
+// When ctx (may be nil) is done once the writer is free, nothing is
+// written and its cause is returned. An error of the connection wraps
+// errWriteFailed.
+func (w *frameWriter) write(ctx context.Context, v any, limit int, deadline time.Time) (n int, err error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if ctx != nil && ctx.Err() != nil {
+		return 0, context.Cause(ctx)
+	}
 	body := w.body[:0]
 	w.enc.ResetBytes(&body)
 	if err := w.enc.Encode(v); err != nil {
@@ -156,7 +167,11 @@ func (w *frameWriter) write(v any, limit int, deadline time.Time) (n int, err er
 		w.body, w.frame = nil, nil
 	}
 	_ = w.conn.SetWriteDeadline(deadline)
-	return w.conn.Write(frame)
+	n, err = w.conn.Write(frame)
+	if err != nil {
+		err = fmt.Errorf("%w: %w", errWriteFailed, err)
+	}
+	return n, err
 }
 
 // readFrame reads one frame of at most limit bytes into a new buffer. The
@@ -287,7 +302,7 @@ func (f *fwdServer) serveConn(conn net.Conn) {
 			defer func() { <-slots }()
 			defer f.running.Add(-1)
 			resp := f.run(ctx, remote, req)
-			if _, err := out.write(resp, fwdMaxAnswerFrame, time.Now().Add(f.read)); err != nil {
+			if _, err := out.write(nil, resp, fwdMaxAnswerFrame, time.Now().Add(f.read)); err != nil {
 				// The connection is cut, and its read loop ends.
 				f.logger.Debug("closed a forwarding connection: answer not sent", "remote", remote, "error", err)
 				conn.Close()
@@ -680,13 +695,14 @@ func (fc *fwdConn) call(ctx context.Context, req *fwdRequest) (*fwdResponse, boo
 	req.ID = id
 
 	deadline, _ := ctx.Deadline()
-	n, err := fc.out.write(req, fwdMaxFrame, deadline)
+	n, err := fc.out.write(ctx, req, fwdMaxFrame, deadline)
 	if err != nil {
+		err = fmt.Errorf("forward to %s: %w", fc.c.addr, err)
 		fc.forget(id)
-		var ne net.Error
-		if n > 0 || !(errors.Is(err, errFrameTooLarge) || errors.As(err, &ne) && ne.Timeout()) {
-			// The stream is cut mid-frame, or the connection is gone.
-			fc.fail(fmt.Errorf("write to %s: %w", fc.c.addr, err))
+		if errors.Is(err, errWriteFailed) {
+			// The stream may be cut mid-frame, and a TLS connection keeps
+			// the error of a timed-out write: no later frame can go out.
+			fc.fail(err)
 		}
 		return nil, n > 0, err
 	}
@@ -707,7 +723,7 @@ func (fc *fwdConn) call(ctx context.Context, req *fwdRequest) (*fwdResponse, boo
 	case <-ctx.Done():
 		// The answer, when it comes, is dropped.
 		fc.forget(id)
-		return nil, true, context.Cause(ctx)
+		return nil, true, fmt.Errorf("forward to %s: %w", fc.c.addr, context.Cause(ctx))
 	}
 }
 

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"net"
+	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -87,6 +89,52 @@ func (c *fakeConn) SetWriteDeadline(time.Time) error { return nil }
 func fakeFwdConn(nc net.Conn) *fwdConn {
 	c := &fwdClient{addr: "leader:4647", handle: structs.NewMsgpackHandle(), logger: hclog.NewNullLogger(), reuse: time.Minute}
 	return newFwdConn(c, nc)
+}
+
+// TestForwardConn_WriteFailureBreaks: a write error, even with no byte
+// out (a TLS write timeout stays on the connection), breaks the
+// connection; the error names the leader and still matches what it wraps.
+func TestForwardConn_WriteFailureBreaks(t *testing.T) {
+	nc := newFakeConn(func(p []byte) (int, error) { return 0, os.ErrDeadlineExceeded })
+	fc := fakeFwdConn(nc)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, sent, err := fc.call(ctx, &fwdRequest{Method: "POST", URI: "/", Host: "leader:4647"})
+	if sent || !errors.Is(err, os.ErrDeadlineExceeded) || !strings.Contains(err.Error(), "forward to leader:4647") {
+		t.Fatalf("failed write: %v, %v", sent, err)
+	}
+	if fc.usable(time.Minute) {
+		t.Fatal("the connection stays usable after a failed write")
+	}
+	select {
+	case <-nc.closed:
+	default:
+		t.Fatal("the connection is not closed")
+	}
+}
+
+// TestForwardConn_DeadlineBeforeWrite: a call whose deadline passes while
+// it waits for the frame writer writes nothing and reports not sent.
+func TestForwardConn_DeadlineBeforeWrite(t *testing.T) {
+	nc := newFakeConn(func(p []byte) (int, error) { return len(p), nil })
+	fc := fakeFwdConn(nc)
+	fc.out.mu.Lock()
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	go func() {
+		time.Sleep(200 * time.Millisecond)
+		fc.out.mu.Unlock()
+	}()
+	_, sent, err := fc.call(ctx, &fwdRequest{Method: "POST", URI: "/", Host: "leader:4647"})
+	if sent || !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "forward to leader:4647") {
+		t.Fatalf("call past its deadline: %v, %v", sent, err)
+	}
+	if n := nc.wrote.Load(); n != 0 {
+		t.Fatalf("%d bytes written", n)
+	}
+	if !fc.usable(time.Minute) {
+		t.Fatal("a call that wrote nothing broke the connection")
+	}
 }
 
 // TestForwardConn_RetiringRefuses: a retiring connection refuses a call
