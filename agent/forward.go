@@ -208,8 +208,8 @@ type fwdServer struct {
 	running, peak atomic.Int64
 	// idle is how long a connection may wait for its next frame with no
 	// request running; read how long a frame may take to arrive once it
-	// started.
-	idle, read time.Duration
+	// started; write how long an answer may take to go out.
+	idle, read, write time.Duration
 }
 
 func newFwdServer(api *httpAPI, handler http.Handler, logger hclog.Logger) *fwdServer {
@@ -219,6 +219,7 @@ func newFwdServer(api *httpAPI, handler http.Handler, logger hclog.Logger) *fwdS
 		handle: structs.NewMsgpackHandle(),
 		idle:   orDefault(s.config.HTTPIdleTimeout, config.DefaultHTTPIdleTimeout),
 		read:   orDefault(s.config.HTTPReadTimeout, config.DefaultHTTPReadTimeout),
+		write:  orDefault(s.config.HTTPWriteTimeout, config.DefaultHTTPWriteTimeout),
 	}
 }
 
@@ -302,7 +303,7 @@ func (f *fwdServer) serveConn(conn net.Conn) {
 			defer func() { <-slots }()
 			defer f.running.Add(-1)
 			resp := f.run(ctx, remote, req)
-			if _, err := out.write(nil, resp, fwdMaxAnswerFrame, time.Now().Add(f.read)); err != nil {
+			if _, err := out.write(nil, resp, fwdMaxAnswerFrame, time.Now().Add(f.write)); err != nil {
 				// The connection is cut, and its read loop ends.
 				f.logger.Debug("closed a forwarding connection: answer not sent", "remote", remote, "error", err)
 				conn.Close()
@@ -343,7 +344,7 @@ func (f *fwdServer) run(ctx context.Context, remote net.Addr, req *fwdRequest) (
 
 // httpRequest builds the request the handler serves, as the HTTP server
 // would have read it: a bad method, URI or header is refused as it refuses
-// them.
+// them, and headers over maxHeaderBytes (keys and values) with a 431.
 func (req *fwdRequest) httpRequest(ctx context.Context, remote net.Addr) (*http.Request, error) {
 	if req.Method == "" || !validMethod(req.Method) {
 		return nil, badRequest(fmt.Sprintf("invalid method %q", req.Method))
@@ -357,6 +358,16 @@ func (req *fwdRequest) httpRequest(ctx context.Context, remote net.Addr) (*http.
 	}
 	if req.Header == nil {
 		req.Header = http.Header{}
+	}
+	size := 0
+	for k, vs := range req.Header {
+		for _, v := range vs {
+			size += len(k) + len(v)
+		}
+	}
+	if size > maxHeaderBytes {
+		return nil, &HTTPError{Code: http.StatusRequestHeaderFieldsTooLarge,
+			Msg: fmt.Sprintf("request headers over %d bytes", maxHeaderBytes)}
 	}
 	for k, vs := range req.Header {
 		if !httpguts.ValidHeaderFieldName(k) || http.CanonicalHeaderKey(k) != k {

@@ -323,6 +323,26 @@ func TestForward_Attacks(t *testing.T) {
 		}
 		stillServes(t)
 	})
+	t.Run("headers over the HTTP limit", func(t *testing.T) {
+		f := openForward(t, addr)
+		big := pauseRequest(1, addr)
+		big.Header = big.Header.Clone()
+		big.Header.Set("X-Big", strings.Repeat("a", 64<<10))
+		if err := f.send(big); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := f.receive()
+		if err != nil || resp.ID != 1 || resp.Status != http.StatusRequestHeaderFieldsTooLarge {
+			t.Fatalf("headers over the limit: %d %s, %v", resp.Status, resp.Body, err)
+		}
+		if err := f.send(pauseRequest(2, addr)); err != nil {
+			t.Fatal(err)
+		}
+		if resp, err := f.receive(); err != nil || resp.ID != 2 || resp.Status != http.StatusOK {
+			t.Fatalf("request after the refused one: %d %s, %v", resp.Status, resp.Body, err)
+		}
+		stillServes(t)
+	})
 	t.Run("many pipelined requests", func(t *testing.T) {
 		f := openForward(t, addr)
 		const n = 1000

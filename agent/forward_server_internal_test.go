@@ -1,0 +1,99 @@
+package agent
+
+import (
+	"bufio"
+	"context"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/go-msgpack/v2/codec"
+
+	"github.com/nops-dev/nops/agent/config"
+	"github.com/nops-dev/nops/structs"
+)
+
+// testFwdServer serves the forwarding protocol with handler on a local
+// listener, without a cluster; it returns the server and a way to open a
+// raw connection to it.
+func testFwdServer(t *testing.T, handler http.HandlerFunc) (*fwdServer, func() *testPeer) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &Server{config: &config.Config{}, requestCtx: ctx, requestCancel: cancel}
+	f := newFwdServer(&httpAPI{s: s}, handler, hclog.NewNullLogger())
+	s.wg.Add(1)
+	go f.serve(ln)
+	t.Cleanup(func() {
+		ln.Close()
+		cancel()
+		s.wg.Wait()
+	})
+	return f, func() *testPeer {
+		conn, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { conn.Close() })
+		_ = conn.SetDeadline(time.Now().Add(20 * time.Second))
+		p := &testPeer{t: t, conn: conn, br: bufio.NewReader(conn), h: structs.NewMsgpackHandle()}
+		p.out = newFrameWriter(conn, p.h)
+		if v, err := p.br.ReadByte(); err != nil || v != rpcForwardVersion {
+			t.Fatalf("version byte: %#x, %v", v, err)
+		}
+		return p
+	}
+}
+
+// testPeer is a follower's raw forwarding connection.
+type testPeer struct {
+	t    *testing.T
+	conn net.Conn
+	br   *bufio.Reader
+	h    *codec.MsgpackHandle
+	out  *frameWriter
+}
+
+func (p *testPeer) send(req *fwdRequest) {
+	p.t.Helper()
+	if req.Method == "" {
+		req.Method, req.URI, req.Host = "POST", "/v1/pause", "leader:4647"
+	}
+	if _, err := p.out.write(nil, req, fwdMaxFrame, time.Time{}); err != nil {
+		p.t.Fatal(err)
+	}
+}
+
+func (p *testPeer) receive() (*fwdResponse, error) {
+	buf, err := readFrame(p.br, fwdMaxAnswerFrame)
+	if err != nil {
+		return nil, err
+	}
+	resp := &fwdResponse{}
+	return resp, codec.NewDecoderBytes(buf, p.h).Decode(resp)
+}
+
+// TestForwardServer_HeaderLimit: a frame whose headers are over the HTTP
+// server's limit is answered 431, and the connection keeps serving.
+func TestForwardServer_HeaderLimit(t *testing.T) {
+	_, open := testFwdServer(t, func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusCreated)
+	})
+	p := open()
+	p.send(&fwdRequest{ID: 1, Header: http.Header{"X-Big": {strings.Repeat("a", maxHeaderBytes)}}})
+	resp, err := p.receive()
+	if err != nil || resp.ID != 1 || resp.Status != http.StatusRequestHeaderFieldsTooLarge {
+		t.Fatalf("headers over the limit: %+v, %v", resp, err)
+	}
+	p.send(&fwdRequest{ID: 2, Header: http.Header{"X-Small": {"a"}}})
+	resp, err = p.receive()
+	if err != nil || resp.ID != 2 || resp.Status != http.StatusCreated {
+		t.Fatalf("request after the refused one: %+v, %v", resp, err)
+	}
+}
