@@ -50,6 +50,10 @@ import (
 //     at most fwdMaxInFlight requests of a connection at once and stops
 //     reading it while they run; a connection idle for HTTPIdleTimeout is
 //     closed, and a frame must arrive whole within HTTPReadTimeout.
+//   - A request runs for at most fwdCallLimit on the leader, as long as the
+//     follower waits for it; a follower whose caller gives up sends a cancel
+//     frame, which cancels the request's context, as closing an HTTP
+//     forward's connection did.
 //   - The follower retries only what the leader cannot have applied: a
 //     failed dial, a frame of which no byte was written, or a not-leader
 //     answer. A connection lost after the frame went out fails the call as
@@ -76,6 +80,8 @@ const (
 	// fwdCallLimit bounds a forwarded write, as long as the longest handler
 	// allows itself (the same as an HTTP forward).
 	fwdCallLimit = time.Minute
+	// fwdCancelTimeout bounds the write of a cancel frame.
+	fwdCancelTimeout = 5 * time.Second
 	// fwdDialTimeout bounds the dial and the leader's version byte.
 	fwdDialTimeout = rpcHandshakeTimeout
 	// fwdUnsupportedRetry is how long a follower keeps using HTTP with a
@@ -86,8 +92,12 @@ const (
 // fwdRequest is a forwarded request: Header is the client's, with
 // headerForwarded set to the follower's node ID; Host is the leader's
 // address, as an HTTP forward addresses it.
+//
+// A frame with Cancel set is no request: it cancels the context of the
+// running request of its ID (an ID that runs no request is ignored).
 type fwdRequest struct {
 	ID     uint64      `codec:"id"`
+	Cancel bool        `codec:"cancel,omitempty"`
 	Method string      `codec:"method"`
 	URI    string      `codec:"uri"`
 	Host   string      `codec:"host"`
@@ -237,9 +247,19 @@ func (f *fwdServer) serve(ln net.Listener) {
 	}
 }
 
+// fwdRunning holds the cancel of each running request of a connection, by
+// its ID.
+type fwdRunning struct {
+	mu      sync.Mutex
+	cancels map[uint64]*fwdCancel
+}
+
+type fwdCancel struct{ cancel context.CancelFunc }
+
 // serveConn runs the requests of one connection: it reads a frame only
 // when fewer than fwdMaxInFlight of them run, so a peer that sends faster
-// than the leader answers is held back by TCP.
+// than the leader answers is held back by TCP. Each request runs for at
+// most fwdCallLimit, and a cancel frame of its ID ends it sooner.
 func (f *fwdServer) serveConn(conn net.Conn) {
 	defer f.s.wg.Done()
 	ctx, cancel := context.WithCancel(f.s.requestCtx)
@@ -256,6 +276,7 @@ func (f *fwdServer) serveConn(conn net.Conn) {
 	}
 	out := newFrameWriter(conn, f.handle)
 	slots := make(chan struct{}, fwdMaxInFlight)
+	reqs := &fwdRunning{cancels: map[uint64]*fwdCancel{}}
 	br := bufio.NewReaderSize(conn, 32<<10)
 	dec := codec.NewDecoderBytes(nil, f.handle)
 	for {
@@ -295,6 +316,22 @@ func (f *fwdServer) serveConn(conn net.Conn) {
 			f.logger.Warn("closed a forwarding connection: bad frame", "remote", remote, "error", err)
 			return
 		}
+		if req.Cancel {
+			reqs.mu.Lock()
+			if c, ok := reqs.cancels[req.ID]; ok {
+				c.cancel()
+			}
+			reqs.mu.Unlock()
+			<-slots
+			continue
+		}
+		rctx, rcancel := context.WithTimeout(ctx, fwdCallLimit)
+		reqs.mu.Lock()
+		// A peer that reuses the ID of a running request can cancel only
+		// the last one; each still ends within fwdCallLimit.
+		mine := &fwdCancel{cancel: rcancel}
+		reqs.cancels[req.ID] = mine
+		reqs.mu.Unlock()
 		running.Add(1)
 		for n, peak := f.running.Add(1), f.peak.Load(); n > peak && !f.peak.CompareAndSwap(peak, n); peak = f.peak.Load() {
 		}
@@ -302,7 +339,15 @@ func (f *fwdServer) serveConn(conn net.Conn) {
 			defer running.Done()
 			defer func() { <-slots }()
 			defer f.running.Add(-1)
-			resp := f.run(ctx, remote, req)
+			resp := f.run(rctx, remote, req)
+			rcancel()
+			reqs.mu.Lock()
+			// The map holds at most fwdMaxInFlight entries: the ID's entry
+			// goes with its request (unless a later request took it).
+			if reqs.cancels[req.ID] == mine {
+				delete(reqs.cancels, req.ID)
+			}
+			reqs.mu.Unlock()
 			if _, err := out.write(nil, resp, fwdMaxAnswerFrame, time.Now().Add(f.write)); err != nil {
 				// The connection is cut, and its read loop ends.
 				f.logger.Debug("closed a forwarding connection: answer not sent", "remote", remote, "error", err)
@@ -732,9 +777,21 @@ func (fc *fwdConn) call(ctx context.Context, req *fwdRequest) (*fwdResponse, boo
 		fc.mu.Unlock()
 		return nil, true, err
 	case <-ctx.Done():
-		// The answer, when it comes, is dropped.
+		// The answer, when it comes, is dropped; the leader is told to
+		// stop the handler.
 		fc.forget(id)
+		go fc.cancel(id)
 		return nil, true, fmt.Errorf("forward to %s: %w", fc.c.addr, context.Cause(ctx))
+	}
+}
+
+// cancel sends the cancel frame of a call that gave up: the leader cancels
+// that request's context, as an HTTP forward's closed connection did. A
+// failed write breaks the connection, as for a request.
+func (fc *fwdConn) cancel(id uint64) {
+	_, err := fc.out.write(nil, &fwdRequest{ID: id, Cancel: true}, fwdMaxFrame, time.Now().Add(fwdCancelTimeout))
+	if err != nil && errors.Is(err, errWriteFailed) {
+		fc.fail(fmt.Errorf("forward to %s: %w", fc.c.addr, err))
 	}
 }
 

@@ -62,7 +62,7 @@ type testPeer struct {
 
 func (p *testPeer) send(req *fwdRequest) {
 	p.t.Helper()
-	if req.Method == "" {
+	if req.Method == "" && !req.Cancel {
 		req.Method, req.URI, req.Host = "POST", "/v1/pause", "leader:4647"
 	}
 	if _, err := p.out.write(nil, req, fwdMaxFrame, time.Time{}); err != nil {
@@ -77,6 +77,35 @@ func (p *testPeer) receive() (*fwdResponse, error) {
 	}
 	resp := &fwdResponse{}
 	return resp, codec.NewDecoderBytes(buf, p.h).Decode(resp)
+}
+
+// TestForwardServer_CancelFrame: a cancel frame cancels its request's
+// context on the leader; an unknown ID is ignored.
+func TestForwardServer_CancelFrame(t *testing.T) {
+	_, open := testFwdServer(t, func(w http.ResponseWriter, r *http.Request) {
+		if _, ok := r.Context().Deadline(); !ok {
+			w.WriteHeader(http.StatusTeapot)
+			return
+		}
+		select {
+		case <-r.Context().Done():
+			w.WriteHeader(http.StatusServiceUnavailable)
+		case <-time.After(10 * time.Second):
+			w.WriteHeader(http.StatusOK)
+		}
+	})
+	p := open()
+	p.send(&fwdRequest{ID: 1})
+	p.send(&fwdRequest{ID: 99, Cancel: true})
+	p.send(&fwdRequest{ID: 1, Cancel: true})
+	begin := time.Now()
+	resp, err := p.receive()
+	if err != nil || resp.ID != 1 || resp.Status != http.StatusServiceUnavailable {
+		t.Fatalf("cancelled request: %+v, %v", resp, err)
+	}
+	if d := time.Since(begin); d > 2*time.Second {
+		t.Fatalf("the cancelled request answered after %s", d)
+	}
 }
 
 // TestForwardServer_HeaderLimit: a frame whose headers are over the HTTP
