@@ -54,6 +54,9 @@ import (
 //     follower waits for it; a follower whose caller gives up sends a cancel
 //     frame, which cancels the request's context, as closing an HTTP
 //     forward's connection did.
+//   - Server.Shutdown drains the connections with the HTTP servers: the
+//     leader stops reading frames and answers the requests it read, within
+//     shutdownGrace, before raft stops.
 //   - The follower retries only what the leader cannot have applied: a
 //     failed dial, a frame of which no byte was written, or a not-leader
 //     answer. A connection lost after the frame went out fails the call as
@@ -220,6 +223,15 @@ type fwdServer struct {
 	// request running; read how long a frame may take to arrive once it
 	// started; write how long an answer may take to go out.
 	idle, read, write time.Duration
+
+	// mu guards conns, the connections being served, and quit, closed
+	// when Shutdown starts the drain; readers counts the read loops that
+	// still run.
+	mu       sync.Mutex
+	conns    map[net.Conn]struct{}
+	quit     chan struct{}
+	quitOnce sync.Once
+	readers  atomic.Int64
 }
 
 func newFwdServer(api *httpAPI, handler http.Handler, logger hclog.Logger) *fwdServer {
@@ -230,6 +242,8 @@ func newFwdServer(api *httpAPI, handler http.Handler, logger hclog.Logger) *fwdS
 		idle:   orDefault(s.config.HTTPIdleTimeout, config.DefaultHTTPIdleTimeout),
 		read:   orDefault(s.config.HTTPReadTimeout, config.DefaultHTTPReadTimeout),
 		write:  orDefault(s.config.HTTPWriteTimeout, config.DefaultHTTPWriteTimeout),
+		conns:  map[net.Conn]struct{}{},
+		quit:   make(chan struct{}),
 	}
 }
 
@@ -247,6 +261,50 @@ func (f *fwdServer) serve(ln net.Listener) {
 	}
 }
 
+// Shutdown drains the forwarding connections, as http.Server.Shutdown
+// drains HTTP ones: every connection stops reading frames (a frame cut
+// mid-way is not run), the requests already read run and their answers go
+// out, then the connections close. Past ctx's deadline the connections
+// close at once, and the error is ctx's. It is safe to call more than
+// once, and on a nil fwdServer.
+func (f *fwdServer) Shutdown(ctx context.Context) error {
+	if f == nil {
+		return nil
+	}
+	f.mu.Lock()
+	f.quitOnce.Do(func() { close(f.quit) })
+	for conn := range f.conns {
+		// Wakes the read loop waiting for a frame.
+		_ = conn.SetReadDeadline(time.Now())
+	}
+	f.mu.Unlock()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for f.readers.Load() > 0 || f.running.Load() > 0 {
+		select {
+		case <-ctx.Done():
+			f.mu.Lock()
+			for conn := range f.conns {
+				conn.Close()
+			}
+			f.mu.Unlock()
+			return ctx.Err()
+		case <-tick.C:
+		}
+	}
+	return nil
+}
+
+// draining reports whether Shutdown started.
+func (f *fwdServer) draining() bool {
+	select {
+	case <-f.quit:
+		return true
+	default:
+		return false
+	}
+}
+
 // fwdRunning holds the cancel of each running request of a connection, by
 // its ID.
 type fwdRunning struct {
@@ -259,15 +317,41 @@ type fwdCancel struct{ cancel context.CancelFunc }
 // serveConn runs the requests of one connection: it reads a frame only
 // when fewer than fwdMaxInFlight of them run, so a peer that sends faster
 // than the leader answers is held back by TCP. Each request runs for at
-// most fwdCallLimit, and a cancel frame of its ID ends it sooner.
+// most fwdCallLimit, and a cancel frame of its ID ends it sooner. When the
+// drain starts, it stops reading and closes the connection once its
+// requests are answered; when the peer goes, it cancels them.
 func (f *fwdServer) serveConn(conn net.Conn) {
 	defer f.s.wg.Done()
+	f.readers.Add(1)
+	readerDone := sync.OnceFunc(func() { f.readers.Add(-1) })
+	defer readerDone()
+	f.mu.Lock()
+	if f.draining() {
+		f.mu.Unlock()
+		conn.Close()
+		return
+	}
+	f.conns[conn] = struct{}{}
+	f.mu.Unlock()
 	ctx, cancel := context.WithCancel(f.s.requestCtx)
 	var running sync.WaitGroup
+	drained := false
 	defer func() {
-		cancel()
-		conn.Close()
-		running.Wait()
+		if drained {
+			// The requests read run to their answers; the connection is
+			// cut only when Shutdown's deadline passes.
+			readerDone()
+			running.Wait()
+			cancel()
+			conn.Close()
+		} else {
+			cancel()
+			conn.Close()
+			running.Wait()
+		}
+		f.mu.Lock()
+		delete(f.conns, conn)
+		f.mu.Unlock()
 	}()
 	remote := conn.RemoteAddr()
 	if _, err := conn.Write([]byte{rpcForwardVersion}); err != nil {
@@ -282,16 +366,29 @@ func (f *fwdServer) serveConn(conn net.Conn) {
 	for {
 		select {
 		case slots <- struct{}{}:
-		case <-ctx.Done():
+		case <-f.quit:
+			drained = true
+			return
+		}
+		if f.draining() {
+			drained = true
 			return
 		}
 		// Wait for the first byte of the next frame: up to the idle
 		// timeout when no request runs, for as long as one does.
 		for {
 			_ = conn.SetReadDeadline(time.Now().Add(f.idle))
+			if f.draining() {
+				drained = true
+				return
+			}
 			_, err := br.Peek(1)
 			if err == nil {
 				break
+			}
+			if f.draining() {
+				drained = true
+				return
 			}
 			var ne net.Error
 			if errors.As(err, &ne) && ne.Timeout() && len(slots) > 1 {
@@ -307,6 +404,12 @@ func (f *fwdServer) serveConn(conn net.Conn) {
 		// into it while the next frame is read.
 		buf, err := readFrame(br, fwdMaxFrame)
 		if err != nil {
+			if f.draining() {
+				// The frame was cut by the drain: its caller sees a
+				// connection lost after sending, as over HTTP.
+				drained = true
+				return
+			}
 			f.logger.Warn("closed a forwarding connection: bad frame", "remote", remote, "error", err)
 			return
 		}

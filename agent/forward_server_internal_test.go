@@ -3,9 +3,11 @@ package agent
 import (
 	"bufio"
 	"context"
+	"errors"
 	"net"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -33,6 +35,9 @@ func testFwdServer(t *testing.T, handler http.HandlerFunc) (*fwdServer, func() *
 	t.Cleanup(func() {
 		ln.Close()
 		cancel()
+		sctx, scancel := context.WithTimeout(context.Background(), time.Second)
+		defer scancel()
+		_ = f.Shutdown(sctx)
 		s.wg.Wait()
 	})
 	return f, func() *testPeer {
@@ -77,6 +82,83 @@ func (p *testPeer) receive() (*fwdResponse, error) {
 	}
 	resp := &fwdResponse{}
 	return resp, codec.NewDecoderBytes(buf, p.h).Decode(resp)
+}
+
+// TestForwardServer_ShutdownDrains: Shutdown stops reading frames, lets the
+// running request answer, then closes the connection; past its deadline
+// it closes the connections at once.
+func TestForwardServer_ShutdownDrains(t *testing.T) {
+	var runs atomic.Int32
+	started := make(chan struct{}, 8)
+	f, open := testFwdServer(t, func(w http.ResponseWriter, r *http.Request) {
+		runs.Add(1)
+		started <- struct{}{}
+		// A write that goes on after the server's requests are cancelled,
+		// as a raft apply does.
+		time.Sleep(500 * time.Millisecond)
+		w.WriteHeader(http.StatusCreated)
+	})
+	p := open()
+	p.send(&fwdRequest{ID: 7})
+	<-started
+	begin := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- f.Shutdown(ctx) }()
+	resp, err := p.receive()
+	if err != nil || resp.ID != 7 || resp.Status != http.StatusCreated {
+		t.Fatalf("the running request's answer: %+v, %v", resp, err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+	if d := time.Since(begin); d > 2*time.Second {
+		t.Fatalf("Shutdown took %s", d)
+	}
+	if _, err := p.receive(); err == nil {
+		t.Fatal("the connection stays open after the drain")
+	}
+	// A frame sent during the drain is not run.
+	_, _ = p.out.write(nil, &fwdRequest{ID: 8, Method: "POST", URI: "/v1/pause", Host: "leader:4647"}, fwdMaxFrame, time.Now().Add(time.Second))
+	time.Sleep(100 * time.Millisecond)
+	if n := runs.Load(); n != 1 {
+		t.Fatalf("%d requests ran", n)
+	}
+	if err := f.Shutdown(ctx); err != nil {
+		t.Fatalf("second Shutdown: %v", err)
+	}
+	var nilServer *fwdServer
+	if err := nilServer.Shutdown(ctx); err != nil {
+		t.Fatalf("Shutdown of no server: %v", err)
+	}
+}
+
+// TestForwardServer_ShutdownDeadline: a request still running at
+// Shutdown's deadline loses its connection, and Shutdown returns then.
+func TestForwardServer_ShutdownDeadline(t *testing.T) {
+	release := make(chan struct{})
+	defer close(release)
+	started := make(chan struct{}, 1)
+	f, open := testFwdServer(t, func(w http.ResponseWriter, r *http.Request) {
+		started <- struct{}{}
+		<-release
+	})
+	p := open()
+	p.send(&fwdRequest{ID: 1})
+	<-started
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	begin := time.Now()
+	if err := f.Shutdown(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Shutdown past its deadline: %v", err)
+	}
+	if d := time.Since(begin); d > time.Second {
+		t.Fatalf("Shutdown took %s", d)
+	}
+	if _, err := p.receive(); err == nil {
+		t.Fatal("the connection stays open past the deadline")
+	}
 }
 
 // TestForwardServer_CancelFrame: a cancel frame cancels its request's

@@ -373,3 +373,52 @@ func TestForward_Attacks(t *testing.T) {
 		stillServes(t)
 	})
 }
+
+// TestForward_LeaderShutdownDrains: a leader that shuts down while
+// forwarded writes run answers each write it read, 200 or an error with a
+// status, closes the connection, and its Shutdown ends within the grace
+// the HTTP servers have.
+func TestForward_LeaderShutdownDrains(t *testing.T) {
+	c := nopstest.StartCluster(t, 3, nopstest.WithoutReconcilers())
+	leader := c.WaitForLeader(30 * time.Second)
+	addr := leader.RPCAddr()
+	f := openForward(t, addr)
+	const n = 200
+	go func() {
+		for i := uint64(1); i <= n; i++ {
+			if f.send(pauseRequest(i, addr)) != nil {
+				return
+			}
+		}
+	}()
+	resp, err := f.receive()
+	if err != nil || resp.Status != http.StatusOK {
+		t.Fatalf("first answer: %+v, %v", resp, err)
+	}
+	stopped := make(chan time.Duration, 1)
+	go func() {
+		begin := time.Now()
+		c.Kill(c.Index(leader))
+		stopped <- time.Since(begin)
+	}()
+	answered := 1
+	for {
+		resp, err := f.receive()
+		if err != nil {
+			break
+		}
+		answered++
+		if resp.ID == 0 || resp.ID > n || resp.Status == 0 || resp.Status != http.StatusOK && len(resp.Body) == 0 {
+			t.Fatalf("answer during the shutdown: %+v", resp)
+		}
+	}
+	select {
+	case d := <-stopped:
+		if d > agent.ShutdownGrace+3*time.Second {
+			t.Fatalf("Shutdown took %s", d)
+		}
+	case <-time.After(agent.ShutdownGrace + 10*time.Second):
+		t.Fatal("Shutdown did not return")
+	}
+	t.Logf("%d of %d writes answered", answered, n)
+}
