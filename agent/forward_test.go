@@ -245,10 +245,35 @@ func TestForward_Attacks(t *testing.T) {
 	leader := c.WaitForLeader(30 * time.Second)
 	addr := leader.RPCAddr()
 	follower := c.Followers()[0]
+	// A new connection for each write: a kept-alive one races the
+	// follower's short idle timeout while a subtest waits.
+	fresh := *follower.HTTPClient()
+	if tr, ok := fresh.Transport.(*http.Transport); ok {
+		tr = tr.Clone()
+		tr.DisableKeepAlives = true
+		fresh.Transport = tr
+	} else {
+		fresh.Transport = &http.Transport{DisableKeepAlives: true}
+	}
+	fresh.Timeout = 60 * time.Second
 	stillServes := func(t *testing.T) {
 		t.Helper()
 		before := agent.FramedForwards(follower.Server)
-		call(t, follower, "POST", "/v1/pause", []byte(`{"reason":"after"}`)).ok(t, "write through a follower", nil)
+		req, err := http.NewRequest("POST", follower.URL+"/v1/pause", strings.NewReader(`{"reason":"after"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("X-Nops-Actor", "tester")
+		setContentType(req)
+		resp, err := fresh.Do(req)
+		if err != nil {
+			t.Fatalf("write through a follower: %v", err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("write through a follower: %d %s", resp.StatusCode, body)
+		}
 		if agent.FramedForwards(follower.Server) != before+1 {
 			t.Fatal("the write did not go over the forwarding protocol")
 		}
