@@ -24,22 +24,28 @@ func TestForwardClient_BlackholedLeader(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
-	var held sync.WaitGroup
-	defer held.Wait()
+	// The leader accepts and never answers; its connections close with
+	// the test.
+	accepted := make(chan struct{})
 	go func() {
+		defer close(accepted)
+		var held []net.Conn
+		defer func() {
+			for _, conn := range held {
+				conn.Close()
+			}
+		}()
 		for {
 			conn, err := ln.Accept()
 			if err != nil {
 				return
 			}
-			held.Add(1)
-			go func() {
-				defer held.Done()
-				defer conn.Close()
-				_, _ = conn.Read(make([]byte, 1))
-			}()
+			held = append(held, conn)
 		}
+	}()
+	defer func() {
+		ln.Close()
+		<-accepted
 	}()
 	c := &fwdClient{addr: ln.Addr().String(), handle: structs.NewMsgpackHandle(), logger: hclog.NewNullLogger(), reuse: time.Minute,
 		dial: func(ctx context.Context) (net.Conn, error) {
