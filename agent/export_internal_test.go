@@ -26,4 +26,6 @@ const (
 	ForwardMaxFrame    = fwdMaxFrame
 	ForwardMaxInFlight = fwdMaxInFlight
 	ForwardVersionByte = rpcForwardVersion
+	// ShutdownGrace bounds Server.Shutdown's drain.
+	ShutdownGrace = shutdownGrace
 )

@@ -50,6 +50,13 @@ import (
 //     at most fwdMaxInFlight requests of a connection at once and stops
 //     reading it while they run; a connection idle for HTTPIdleTimeout is
 //     closed, and a frame must arrive whole within HTTPReadTimeout.
+//   - A request runs for at most fwdCallLimit on the leader, as long as the
+//     follower waits for it; a follower whose caller gives up sends a cancel
+//     frame, which cancels the request's context, as closing an HTTP
+//     forward's connection did.
+//   - Server.Shutdown drains the connections with the HTTP servers: the
+//     leader stops reading frames and answers the requests it read, within
+//     shutdownGrace, before raft stops.
 //   - The follower retries only what the leader cannot have applied: a
 //     failed dial, a frame of which no byte was written, or a not-leader
 //     answer. A connection lost after the frame went out fails the call as
@@ -76,6 +83,8 @@ const (
 	// fwdCallLimit bounds a forwarded write, as long as the longest handler
 	// allows itself (the same as an HTTP forward).
 	fwdCallLimit = time.Minute
+	// fwdCancelTimeout bounds the write of a cancel frame.
+	fwdCancelTimeout = 5 * time.Second
 	// fwdDialTimeout bounds the dial and the leader's version byte.
 	fwdDialTimeout = rpcHandshakeTimeout
 	// fwdUnsupportedRetry is how long a follower keeps using HTTP with a
@@ -86,8 +95,12 @@ const (
 // fwdRequest is a forwarded request: Header is the client's, with
 // headerForwarded set to the follower's node ID; Host is the leader's
 // address, as an HTTP forward addresses it.
+//
+// A frame with Cancel set is no request: it cancels the context of the
+// running request of its ID (an ID that runs no request is ignored).
 type fwdRequest struct {
 	ID     uint64      `codec:"id"`
+	Cancel bool        `codec:"cancel,omitempty"`
 	Method string      `codec:"method"`
 	URI    string      `codec:"uri"`
 	Host   string      `codec:"host"`
@@ -134,11 +147,22 @@ func newFrameWriter(conn net.Conn, h *codec.MsgpackHandle) *frameWriter {
 	return &frameWriter{conn: conn, enc: codec.NewEncoderBytes(nil, h)}
 }
 
+// errWriteFailed marks an error of the connection's Write: the
+// connection is unusable (a TLS connection keeps a failed write's error),
+// unlike a frame refused before a byte was written.
+var errWriteFailed = errors.New("write failed")
+
 // write sends one frame, the length then the msgpack of v, within
 // deadline (none when zero). n is how many bytes of the frame went out.
-func (w *frameWriter) write(v any, limit int, deadline time.Time) (n int, err error) {
+// When ctx (may be nil) is done once the writer is free, nothing is
+// written and its cause is returned. An error of the connection wraps
+// errWriteFailed.
+func (w *frameWriter) write(ctx context.Context, v any, limit int, deadline time.Time) (n int, err error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if ctx != nil && ctx.Err() != nil {
+		return 0, context.Cause(ctx)
+	}
 	body := w.body[:0]
 	w.enc.ResetBytes(&body)
 	if err := w.enc.Encode(v); err != nil {
@@ -156,7 +180,11 @@ func (w *frameWriter) write(v any, limit int, deadline time.Time) (n int, err er
 		w.body, w.frame = nil, nil
 	}
 	_ = w.conn.SetWriteDeadline(deadline)
-	return w.conn.Write(frame)
+	n, err = w.conn.Write(frame)
+	if err != nil {
+		err = fmt.Errorf("%w: %w", errWriteFailed, err)
+	}
+	return n, err
 }
 
 // readFrame reads one frame of at most limit bytes into a new buffer. The
@@ -193,8 +221,17 @@ type fwdServer struct {
 	running, peak atomic.Int64
 	// idle is how long a connection may wait for its next frame with no
 	// request running; read how long a frame may take to arrive once it
-	// started.
-	idle, read time.Duration
+	// started; write how long an answer may take to go out.
+	idle, read, write time.Duration
+
+	// mu guards conns, the connections being served, and quit, closed
+	// when Shutdown starts the drain; readers counts the read loops that
+	// still run.
+	mu       sync.Mutex
+	conns    map[net.Conn]struct{}
+	quit     chan struct{}
+	quitOnce sync.Once
+	readers  atomic.Int64
 }
 
 func newFwdServer(api *httpAPI, handler http.Handler, logger hclog.Logger) *fwdServer {
@@ -204,6 +241,9 @@ func newFwdServer(api *httpAPI, handler http.Handler, logger hclog.Logger) *fwdS
 		handle: structs.NewMsgpackHandle(),
 		idle:   orDefault(s.config.HTTPIdleTimeout, config.DefaultHTTPIdleTimeout),
 		read:   orDefault(s.config.HTTPReadTimeout, config.DefaultHTTPReadTimeout),
+		write:  orDefault(s.config.HTTPWriteTimeout, config.DefaultHTTPWriteTimeout),
+		conns:  map[net.Conn]struct{}{},
+		quit:   make(chan struct{}),
 	}
 }
 
@@ -221,17 +261,97 @@ func (f *fwdServer) serve(ln net.Listener) {
 	}
 }
 
+// Shutdown drains the forwarding connections, as http.Server.Shutdown
+// drains HTTP ones: every connection stops reading frames (a frame cut
+// mid-way is not run), the requests already read run and their answers go
+// out, then the connections close. Past ctx's deadline the connections
+// close at once, and the error is ctx's. It is safe to call more than
+// once, and on a nil fwdServer.
+func (f *fwdServer) Shutdown(ctx context.Context) error {
+	if f == nil {
+		return nil
+	}
+	f.mu.Lock()
+	f.quitOnce.Do(func() { close(f.quit) })
+	for conn := range f.conns {
+		// Wakes the read loop waiting for a frame.
+		_ = conn.SetReadDeadline(time.Now())
+	}
+	f.mu.Unlock()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for f.readers.Load() > 0 || f.running.Load() > 0 {
+		select {
+		case <-ctx.Done():
+			f.mu.Lock()
+			for conn := range f.conns {
+				conn.Close()
+			}
+			f.mu.Unlock()
+			return ctx.Err()
+		case <-tick.C:
+		}
+	}
+	return nil
+}
+
+// draining reports whether Shutdown started.
+func (f *fwdServer) draining() bool {
+	select {
+	case <-f.quit:
+		return true
+	default:
+		return false
+	}
+}
+
+// fwdRunning holds the cancel of each running request of a connection, by
+// its ID.
+type fwdRunning struct {
+	mu      sync.Mutex
+	cancels map[uint64]*fwdCancel
+}
+
+type fwdCancel struct{ cancel context.CancelFunc }
+
 // serveConn runs the requests of one connection: it reads a frame only
 // when fewer than fwdMaxInFlight of them run, so a peer that sends faster
-// than the leader answers is held back by TCP.
+// than the leader answers is held back by TCP. Each request runs for at
+// most fwdCallLimit, and a cancel frame of its ID ends it sooner. When the
+// drain starts, it stops reading and closes the connection once its
+// requests are answered; when the peer goes, it cancels them.
 func (f *fwdServer) serveConn(conn net.Conn) {
 	defer f.s.wg.Done()
+	f.readers.Add(1)
+	readerDone := sync.OnceFunc(func() { f.readers.Add(-1) })
+	defer readerDone()
+	f.mu.Lock()
+	if f.draining() {
+		f.mu.Unlock()
+		conn.Close()
+		return
+	}
+	f.conns[conn] = struct{}{}
+	f.mu.Unlock()
 	ctx, cancel := context.WithCancel(f.s.requestCtx)
 	var running sync.WaitGroup
+	drained := false
 	defer func() {
-		cancel()
-		conn.Close()
-		running.Wait()
+		if drained {
+			// The requests read run to their answers; the connection is
+			// cut only when Shutdown's deadline passes.
+			readerDone()
+			running.Wait()
+			cancel()
+			conn.Close()
+		} else {
+			cancel()
+			conn.Close()
+			running.Wait()
+		}
+		f.mu.Lock()
+		delete(f.conns, conn)
+		f.mu.Unlock()
 	}()
 	remote := conn.RemoteAddr()
 	if _, err := conn.Write([]byte{rpcForwardVersion}); err != nil {
@@ -240,21 +360,35 @@ func (f *fwdServer) serveConn(conn net.Conn) {
 	}
 	out := newFrameWriter(conn, f.handle)
 	slots := make(chan struct{}, fwdMaxInFlight)
+	reqs := &fwdRunning{cancels: map[uint64]*fwdCancel{}}
 	br := bufio.NewReaderSize(conn, 32<<10)
 	dec := codec.NewDecoderBytes(nil, f.handle)
 	for {
 		select {
 		case slots <- struct{}{}:
-		case <-ctx.Done():
+		case <-f.quit:
+			drained = true
+			return
+		}
+		if f.draining() {
+			drained = true
 			return
 		}
 		// Wait for the first byte of the next frame: up to the idle
 		// timeout when no request runs, for as long as one does.
 		for {
 			_ = conn.SetReadDeadline(time.Now().Add(f.idle))
+			if f.draining() {
+				drained = true
+				return
+			}
 			_, err := br.Peek(1)
 			if err == nil {
 				break
+			}
+			if f.draining() {
+				drained = true
+				return
 			}
 			var ne net.Error
 			if errors.As(err, &ne) && ne.Timeout() && len(slots) > 1 {
@@ -270,6 +404,12 @@ func (f *fwdServer) serveConn(conn net.Conn) {
 		// into it while the next frame is read.
 		buf, err := readFrame(br, fwdMaxFrame)
 		if err != nil {
+			if f.draining() {
+				// The frame was cut by the drain: its caller sees a
+				// connection lost after sending, as over HTTP.
+				drained = true
+				return
+			}
 			f.logger.Warn("closed a forwarding connection: bad frame", "remote", remote, "error", err)
 			return
 		}
@@ -279,6 +419,22 @@ func (f *fwdServer) serveConn(conn net.Conn) {
 			f.logger.Warn("closed a forwarding connection: bad frame", "remote", remote, "error", err)
 			return
 		}
+		if req.Cancel {
+			reqs.mu.Lock()
+			if c, ok := reqs.cancels[req.ID]; ok {
+				c.cancel()
+			}
+			reqs.mu.Unlock()
+			<-slots
+			continue
+		}
+		rctx, rcancel := context.WithTimeout(ctx, fwdCallLimit)
+		reqs.mu.Lock()
+		// A peer that reuses the ID of a running request can cancel only
+		// the last one; each still ends within fwdCallLimit.
+		mine := &fwdCancel{cancel: rcancel}
+		reqs.cancels[req.ID] = mine
+		reqs.mu.Unlock()
 		running.Add(1)
 		for n, peak := f.running.Add(1), f.peak.Load(); n > peak && !f.peak.CompareAndSwap(peak, n); peak = f.peak.Load() {
 		}
@@ -286,8 +442,16 @@ func (f *fwdServer) serveConn(conn net.Conn) {
 			defer running.Done()
 			defer func() { <-slots }()
 			defer f.running.Add(-1)
-			resp := f.run(ctx, remote, req)
-			if _, err := out.write(resp, fwdMaxAnswerFrame, time.Now().Add(f.read)); err != nil {
+			resp := f.run(rctx, remote, req)
+			rcancel()
+			reqs.mu.Lock()
+			// The map holds at most fwdMaxInFlight entries: the ID's entry
+			// goes with its request (unless a later request took it).
+			if reqs.cancels[req.ID] == mine {
+				delete(reqs.cancels, req.ID)
+			}
+			reqs.mu.Unlock()
+			if _, err := out.write(nil, resp, fwdMaxAnswerFrame, time.Now().Add(f.write)); err != nil {
 				// The connection is cut, and its read loop ends.
 				f.logger.Debug("closed a forwarding connection: answer not sent", "remote", remote, "error", err)
 				conn.Close()
@@ -328,7 +492,7 @@ func (f *fwdServer) run(ctx context.Context, remote net.Addr, req *fwdRequest) (
 
 // httpRequest builds the request the handler serves, as the HTTP server
 // would have read it: a bad method, URI or header is refused as it refuses
-// them.
+// them, and headers over maxHeaderBytes (keys and values) with a 431.
 func (req *fwdRequest) httpRequest(ctx context.Context, remote net.Addr) (*http.Request, error) {
 	if req.Method == "" || !validMethod(req.Method) {
 		return nil, badRequest(fmt.Sprintf("invalid method %q", req.Method))
@@ -342,6 +506,16 @@ func (req *fwdRequest) httpRequest(ctx context.Context, remote net.Addr) (*http.
 	}
 	if req.Header == nil {
 		req.Header = http.Header{}
+	}
+	size := 0
+	for k, vs := range req.Header {
+		for _, v := range vs {
+			size += len(k) + len(v)
+		}
+	}
+	if size > maxHeaderBytes {
+		return nil, &HTTPError{Code: http.StatusRequestHeaderFieldsTooLarge,
+			Msg: fmt.Sprintf("request headers over %d bytes", maxHeaderBytes)}
 	}
 	for k, vs := range req.Header {
 		if !httpguts.ValidHeaderFieldName(k) || http.CanonicalHeaderKey(k) != k {
@@ -470,32 +644,46 @@ func (c *fwdClient) supported() bool {
 
 // call sends one request and waits for its answer. sent reports whether
 // the leader may have received it: an error after that must not be
-// retried.
+// retried. A connection that retires between conn and its call refuses
+// the call unsent, and the call takes another.
 func (c *fwdClient) call(ctx context.Context, req *fwdRequest) (resp *fwdResponse, sent bool, err error) {
-	conn, err := c.conn(ctx)
-	if err != nil {
-		return nil, false, err
+	for try := 0; ; try++ {
+		conn, err := c.conn(ctx)
+		if err != nil {
+			return nil, false, err
+		}
+		resp, sent, err = conn.call(ctx, req)
+		if !errors.Is(err, errConnRetiring) || try == fwdPoolSize {
+			return resp, sent, err
+		}
 	}
-	return conn.call(ctx, req)
 }
 
 // conn returns a connection to call on, dialing one when its slot is
-// empty, broken or idle too long.
+// empty, broken or idle too long. The dial and the version byte (up to
+// fwdDialTimeout) run without c.mu, so a leader that does not answer holds
+// up only the calls that wait for that dial.
 func (c *fwdClient) conn(ctx context.Context) (*fwdConn, error) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	if c.retired {
+		c.mu.Unlock()
 		return nil, fmt.Errorf("forward to %s: %w", c.addr, net.ErrClosed)
 	}
 	i := c.next
 	c.next = (c.next + 1) % fwdPoolSize
-	if fc := c.conns[i]; fc != nil {
-		if fc.usable(c.reuse) {
-			return fc, nil
+	old := c.conns[i]
+	if old != nil {
+		if old.usable(c.reuse) {
+			c.mu.Unlock()
+			return old, nil
 		}
-		fc.retire()
 		c.conns[i] = nil
 	}
+	c.mu.Unlock()
+	if old != nil {
+		old.retire()
+	}
+
 	dctx, cancel := context.WithTimeout(ctx, fwdDialTimeout)
 	defer cancel()
 	nc, err := c.dial(dctx)
@@ -505,13 +693,33 @@ func (c *fwdClient) conn(ctx context.Context) (*fwdConn, error) {
 	if err := readVersion(dctx, nc); err != nil {
 		nc.Close()
 		if errors.Is(err, errFwdUnsupported) {
+			c.mu.Lock()
 			c.unsupported = time.Now()
+			c.mu.Unlock()
 		}
 		return nil, fmt.Errorf("open forwarding to %s: %w", c.addr, err)
 	}
+
+	c.mu.Lock()
 	c.unsupported = time.Time{}
+	if c.retired {
+		c.mu.Unlock()
+		nc.Close()
+		return nil, fmt.Errorf("forward to %s: %w", c.addr, net.ErrClosed)
+	}
+	// Another call may have filled the slot while this one dialed: use
+	// its connection and close this one.
+	if cur := c.conns[i]; cur != nil {
+		if cur.usable(c.reuse) {
+			c.mu.Unlock()
+			nc.Close()
+			return cur, nil
+		}
+		defer cur.retire()
+	}
 	fc := newFwdConn(c, nc)
 	c.conns[i] = fc
+	c.mu.Unlock()
 	go fc.readLoop()
 	return fc, nil
 }
@@ -539,12 +747,13 @@ func readVersion(ctx context.Context, conn net.Conn) error {
 // answered.
 func (c *fwdClient) retire() {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	c.retired = true
-	for i, fc := range c.conns {
+	conns := c.conns
+	c.conns = [fwdPoolSize]*fwdConn{}
+	c.mu.Unlock()
+	for _, fc := range conns {
 		if fc != nil {
 			fc.retire()
-			c.conns[i] = nil
 		}
 	}
 }
@@ -555,6 +764,10 @@ type fwdResult struct {
 	resp *fwdResponse
 	err  error
 }
+
+// errConnRetiring is a connection that takes no new call: the call was
+// not sent, and takes another connection.
+var errConnRetiring = errors.New("the forwarding connection is retiring")
 
 // fwdConn is one connection of a fwdClient.
 type fwdConn struct {
@@ -627,6 +840,12 @@ func (fc *fwdConn) call(ctx context.Context, req *fwdRequest) (*fwdResponse, boo
 		fc.mu.Unlock()
 		return nil, false, err
 	}
+	if fc.retiring {
+		// retire may close the connection as soon as its last call ends:
+		// a call registered now could be cut after its frame went out.
+		fc.mu.Unlock()
+		return nil, false, errConnRetiring
+	}
 	fc.nextID++
 	id := fc.nextID
 	fc.pending[id] = ch
@@ -635,13 +854,14 @@ func (fc *fwdConn) call(ctx context.Context, req *fwdRequest) (*fwdResponse, boo
 	req.ID = id
 
 	deadline, _ := ctx.Deadline()
-	n, err := fc.out.write(req, fwdMaxFrame, deadline)
+	n, err := fc.out.write(ctx, req, fwdMaxFrame, deadline)
 	if err != nil {
+		err = fmt.Errorf("forward to %s: %w", fc.c.addr, err)
 		fc.forget(id)
-		var ne net.Error
-		if n > 0 || !(errors.Is(err, errFrameTooLarge) || errors.As(err, &ne) && ne.Timeout()) {
-			// The stream is cut mid-frame, or the connection is gone.
-			fc.fail(fmt.Errorf("write to %s: %w", fc.c.addr, err))
+		if errors.Is(err, errWriteFailed) {
+			// The stream may be cut mid-frame, and a TLS connection keeps
+			// the error of a timed-out write: no later frame can go out.
+			fc.fail(err)
 		}
 		return nil, n > 0, err
 	}
@@ -660,9 +880,21 @@ func (fc *fwdConn) call(ctx context.Context, req *fwdRequest) (*fwdResponse, boo
 		fc.mu.Unlock()
 		return nil, true, err
 	case <-ctx.Done():
-		// The answer, when it comes, is dropped.
+		// The answer, when it comes, is dropped; the leader is told to
+		// stop the handler.
 		fc.forget(id)
-		return nil, true, context.Cause(ctx)
+		go fc.cancel(id)
+		return nil, true, fmt.Errorf("forward to %s: %w", fc.c.addr, context.Cause(ctx))
+	}
+}
+
+// cancel sends the cancel frame of a call that gave up: the leader cancels
+// that request's context, as an HTTP forward's closed connection did. A
+// failed write breaks the connection, as for a request.
+func (fc *fwdConn) cancel(id uint64) {
+	_, err := fc.out.write(nil, &fwdRequest{ID: id, Cancel: true}, fwdMaxFrame, time.Now().Add(fwdCancelTimeout))
+	if err != nil && errors.Is(err, errWriteFailed) {
+		fc.fail(fmt.Errorf("forward to %s: %w", fc.c.addr, err))
 	}
 }
 
@@ -756,16 +988,20 @@ func (a *httpAPI) sendFrame(r *http.Request, leader string, body []byte) (resp *
 }
 
 // fwdClient returns the client of the leader at addr, and retires the
-// client of a previous leader.
+// client of a previous leader. It holds a.mu only to swap the clients.
 func (a *httpAPI) fwdClient(addr string) *fwdClient {
 	a.mu.Lock()
-	defer a.mu.Unlock()
 	if a.fwd != nil && a.fwd.addr == addr {
+		defer a.mu.Unlock()
 		return a.fwd
 	}
-	if a.fwd != nil {
-		a.fwd.retire()
-	}
+	old := a.fwd
 	a.fwd = newFwdClient(a.s, addr, a.s.logger.Named("forward"))
-	return a.fwd
+	c := a.fwd
+	a.mu.Unlock()
+	// Retired without a.mu, which every forward over HTTP takes.
+	if old != nil {
+		old.retire()
+	}
+	return c
 }

@@ -56,7 +56,7 @@ func fakeLeader(t *testing.T, answer func(req *fwdRequest) []any) *fwdClient {
 							_, _ = conn.Write(raw)
 							continue
 						}
-						if _, err := out.write(f, fwdMaxAnswerFrame, time.Time{}); err != nil {
+						if _, err := out.write(nil, f, fwdMaxAnswerFrame, time.Time{}); err != nil {
 							return
 						}
 					}
@@ -123,11 +123,19 @@ func TestForwardClient_LyingLeader(t *testing.T) {
 }
 
 // TestForwardClient_AbandonedAndFailedDial: a call that times out leaves
-// its answer to be dropped, and a failed dial is reported as not sent.
+// its answer to be dropped and sends the leader a cancel frame, and a
+// failed dial is reported as not sent.
 func TestForwardClient_AbandonedAndFailedDial(t *testing.T) {
 	release := make(chan struct{})
+	cancels := make(chan uint64, 8)
+	var slowID atomic.Uint64
 	c := fakeLeader(t, func(req *fwdRequest) []any {
+		if req.Cancel {
+			cancels <- req.ID
+			return []any{}
+		}
 		if req.Header.Get("Slow") != "" {
+			slowID.Store(req.ID)
 			<-release
 		}
 		return []any{&fwdResponse{ID: req.ID, Status: 200, Body: []byte(req.Header.Get("Slow") + req.Header.Get("Fast"))}}
@@ -139,6 +147,15 @@ func TestForwardClient_AbandonedAndFailedDial(t *testing.T) {
 		t.Fatalf("abandoned call: %v, %v", sent, err)
 	}
 	close(release)
+	// The leader is told to cancel the abandoned request.
+	select {
+	case id := <-cancels:
+		if id != slowID.Load() {
+			t.Fatalf("cancel frame for ID %d, the abandoned call was %d", id, slowID.Load())
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no cancel frame for the abandoned call")
+	}
 	for i := 0; i < 4; i++ {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		resp, _, err := c.call(ctx, &fwdRequest{Method: "POST", URI: "/", Host: c.addr, Header: http.Header{"Fast": {"fast"}}})

@@ -245,10 +245,35 @@ func TestForward_Attacks(t *testing.T) {
 	leader := c.WaitForLeader(30 * time.Second)
 	addr := leader.RPCAddr()
 	follower := c.Followers()[0]
+	// A new connection for each write: a kept-alive one races the
+	// follower's short idle timeout while a subtest waits.
+	fresh := *follower.HTTPClient()
+	if tr, ok := fresh.Transport.(*http.Transport); ok {
+		tr = tr.Clone()
+		tr.DisableKeepAlives = true
+		fresh.Transport = tr
+	} else {
+		fresh.Transport = &http.Transport{DisableKeepAlives: true}
+	}
+	fresh.Timeout = 60 * time.Second
 	stillServes := func(t *testing.T) {
 		t.Helper()
 		before := agent.FramedForwards(follower.Server)
-		call(t, follower, "POST", "/v1/pause", []byte(`{"reason":"after"}`)).ok(t, "write through a follower", nil)
+		req, err := http.NewRequest("POST", follower.URL+"/v1/pause", strings.NewReader(`{"reason":"after"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("X-Nops-Actor", "tester")
+		setContentType(req)
+		resp, err := fresh.Do(req)
+		if err != nil {
+			t.Fatalf("write through a follower: %v", err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("write through a follower: %d %s", resp.StatusCode, body)
+		}
 		if agent.FramedForwards(follower.Server) != before+1 {
 			t.Fatal("the write did not go over the forwarding protocol")
 		}
@@ -323,6 +348,26 @@ func TestForward_Attacks(t *testing.T) {
 		}
 		stillServes(t)
 	})
+	t.Run("headers over the HTTP limit", func(t *testing.T) {
+		f := openForward(t, addr)
+		big := pauseRequest(1, addr)
+		big.Header = big.Header.Clone()
+		big.Header.Set("X-Big", strings.Repeat("a", 64<<10))
+		if err := f.send(big); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := f.receive()
+		if err != nil || resp.ID != 1 || resp.Status != http.StatusRequestHeaderFieldsTooLarge {
+			t.Fatalf("headers over the limit: %d %s, %v", resp.Status, resp.Body, err)
+		}
+		if err := f.send(pauseRequest(2, addr)); err != nil {
+			t.Fatal(err)
+		}
+		if resp, err := f.receive(); err != nil || resp.ID != 2 || resp.Status != http.StatusOK {
+			t.Fatalf("request after the refused one: %d %s, %v", resp.Status, resp.Body, err)
+		}
+		stillServes(t)
+	})
 	t.Run("many pipelined requests", func(t *testing.T) {
 		f := openForward(t, addr)
 		const n = 1000
@@ -352,4 +397,53 @@ func TestForward_Attacks(t *testing.T) {
 		}
 		stillServes(t)
 	})
+}
+
+// TestForward_LeaderShutdownDrains: a leader that shuts down while
+// forwarded writes run answers each write it read, 200 or an error with a
+// status, closes the connection, and its Shutdown ends within the grace
+// the HTTP servers have.
+func TestForward_LeaderShutdownDrains(t *testing.T) {
+	c := nopstest.StartCluster(t, 3, nopstest.WithoutReconcilers())
+	leader := c.WaitForLeader(30 * time.Second)
+	addr := leader.RPCAddr()
+	f := openForward(t, addr)
+	const n = 200
+	go func() {
+		for i := uint64(1); i <= n; i++ {
+			if f.send(pauseRequest(i, addr)) != nil {
+				return
+			}
+		}
+	}()
+	resp, err := f.receive()
+	if err != nil || resp.Status != http.StatusOK {
+		t.Fatalf("first answer: %+v, %v", resp, err)
+	}
+	stopped := make(chan time.Duration, 1)
+	go func() {
+		begin := time.Now()
+		c.Kill(c.Index(leader))
+		stopped <- time.Since(begin)
+	}()
+	answered := 1
+	for {
+		resp, err := f.receive()
+		if err != nil {
+			break
+		}
+		answered++
+		if resp.ID == 0 || resp.ID > n || resp.Status == 0 || resp.Status != http.StatusOK && len(resp.Body) == 0 {
+			t.Fatalf("answer during the shutdown: %+v", resp)
+		}
+	}
+	select {
+	case d := <-stopped:
+		if d > agent.ShutdownGrace+3*time.Second {
+			t.Fatalf("Shutdown took %s", d)
+		}
+	case <-time.After(agent.ShutdownGrace + 10*time.Second):
+		t.Fatal("Shutdown did not return")
+	}
+	t.Logf("%d of %d writes answered", answered, n)
 }

@@ -467,7 +467,8 @@ func (s *Server) Apply(t structs.MessageType, req any) (uint64, error) {
 // of milliseconds, and a look is a cheap read.
 const leaderPoll = 25 * time.Millisecond
 
-// shutdownGrace bounds how long Shutdown lets running HTTP requests finish.
+// shutdownGrace bounds how long Shutdown lets running HTTP and forwarded
+// requests finish.
 const shutdownGrace = 5 * time.Second
 
 // WaitForLeader blocks until the cluster has a leader or the timeout runs
@@ -512,18 +513,32 @@ func (s *Server) Shutdown() {
 		if s.requestCancel != nil {
 			s.requestCancel()
 		}
+		// The HTTP servers and the forwarding protocol drain together,
+		// before raft stops: a write running on them gets its answer, or
+		// loses its connection after shutdownGrace.
 		ctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
 		defer cancel()
+		var drain sync.WaitGroup
 		for _, srv := range []*http.Server{s.httpServer, s.rpcHTTP} {
 			if srv == nil {
 				continue
 			}
-			if err := srv.Shutdown(ctx); err != nil {
-				// Requests still running past the deadline lose their
-				// connections.
-				_ = srv.Close()
-			}
+			drain.Add(1)
+			go func() {
+				defer drain.Done()
+				if err := srv.Shutdown(ctx); err != nil {
+					// Requests still running past the deadline lose their
+					// connections.
+					_ = srv.Close()
+				}
+			}()
 		}
+		drain.Add(1)
+		go func() {
+			defer drain.Done()
+			_ = s.fwd.Shutdown(ctx)
+		}()
+		drain.Wait()
 		if s.raft != nil {
 			if err := s.raft.Shutdown().Error(); err != nil {
 				s.logger.Warn("raft shutdown", "error", err)

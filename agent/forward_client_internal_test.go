@@ -1,0 +1,160 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"net"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/nops-dev/nops/structs"
+)
+
+// TestForwardClient_BlackholedLeader: a dial waiting for a leader that
+// never answers its version byte holds neither the client's lock nor the
+// retire of the client.
+func TestForwardClient_BlackholedLeader(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The leader accepts and never answers; its connections close with
+	// the test.
+	accepted := make(chan struct{})
+	go func() {
+		defer close(accepted)
+		var held []net.Conn
+		defer func() {
+			for _, conn := range held {
+				conn.Close()
+			}
+		}()
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			held = append(held, conn)
+		}
+	}()
+	defer func() {
+		ln.Close()
+		<-accepted
+	}()
+	c := &fwdClient{addr: ln.Addr().String(), handle: structs.NewMsgpackHandle(), logger: hclog.NewNullLogger(), reuse: time.Minute,
+		dial: func(ctx context.Context) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "tcp", ln.Addr().String())
+		}}
+	called := make(chan struct{})
+	go func() {
+		defer close(called)
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		defer cancel()
+		_, _, _ = c.call(ctx, &fwdRequest{Method: "POST", URI: "/", Host: c.addr})
+	}()
+	time.Sleep(200 * time.Millisecond)
+	begin := time.Now()
+	_ = c.supported()
+	c.retire()
+	if d := time.Since(begin); d > 500*time.Millisecond {
+		t.Fatalf("retire waited %s for a dial", d)
+	}
+	<-called
+}
+
+// fakeConn is a connection whose writes do what write says, and whose
+// reads block until it closes.
+type fakeConn struct {
+	net.Conn
+	write  func(p []byte) (int, error)
+	wrote  atomic.Int64
+	closed chan struct{}
+	once   sync.Once
+}
+
+func newFakeConn(write func(p []byte) (int, error)) *fakeConn {
+	a, _ := net.Pipe()
+	return &fakeConn{Conn: a, write: write, closed: make(chan struct{})}
+}
+
+func (c *fakeConn) Write(p []byte) (int, error) {
+	n, err := c.write(p)
+	c.wrote.Add(int64(n))
+	return n, err
+}
+func (c *fakeConn) Close() error                     { c.once.Do(func() { close(c.closed) }); return c.Conn.Close() }
+func (c *fakeConn) SetWriteDeadline(time.Time) error { return nil }
+
+func fakeFwdConn(nc net.Conn) *fwdConn {
+	c := &fwdClient{addr: "leader:4647", handle: structs.NewMsgpackHandle(), logger: hclog.NewNullLogger(), reuse: time.Minute}
+	return newFwdConn(c, nc)
+}
+
+// TestForwardConn_WriteFailureBreaks: a write error, even with no byte
+// out (a TLS write timeout stays on the connection), breaks the
+// connection; the error names the leader and still matches what it wraps.
+func TestForwardConn_WriteFailureBreaks(t *testing.T) {
+	nc := newFakeConn(func(p []byte) (int, error) { return 0, os.ErrDeadlineExceeded })
+	fc := fakeFwdConn(nc)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, sent, err := fc.call(ctx, &fwdRequest{Method: "POST", URI: "/", Host: "leader:4647"})
+	if sent || !errors.Is(err, os.ErrDeadlineExceeded) || !strings.Contains(err.Error(), "forward to leader:4647") {
+		t.Fatalf("failed write: %v, %v", sent, err)
+	}
+	if fc.usable(time.Minute) {
+		t.Fatal("the connection stays usable after a failed write")
+	}
+	select {
+	case <-nc.closed:
+	default:
+		t.Fatal("the connection is not closed")
+	}
+}
+
+// TestForwardConn_DeadlineBeforeWrite: a call whose deadline passes while
+// it waits for the frame writer writes nothing and reports not sent.
+func TestForwardConn_DeadlineBeforeWrite(t *testing.T) {
+	nc := newFakeConn(func(p []byte) (int, error) { return len(p), nil })
+	fc := fakeFwdConn(nc)
+	fc.out.mu.Lock()
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	go func() {
+		time.Sleep(200 * time.Millisecond)
+		fc.out.mu.Unlock()
+	}()
+	_, sent, err := fc.call(ctx, &fwdRequest{Method: "POST", URI: "/", Host: "leader:4647"})
+	if sent || !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "forward to leader:4647") {
+		t.Fatalf("call past its deadline: %v, %v", sent, err)
+	}
+	if n := nc.wrote.Load(); n != 0 {
+		t.Fatalf("%d bytes written", n)
+	}
+	if !fc.usable(time.Minute) {
+		t.Fatal("a call that wrote nothing broke the connection")
+	}
+}
+
+// TestForwardConn_RetiringRefuses: a retiring connection refuses a call
+// unsent, so that the caller takes another connection.
+func TestForwardConn_RetiringRefuses(t *testing.T) {
+	nc := newFakeConn(func(p []byte) (int, error) { return len(p), nil })
+	fc := fakeFwdConn(nc)
+	fc.mu.Lock()
+	fc.retiring = true
+	fc.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	_, sent, err := fc.call(ctx, &fwdRequest{Method: "POST", URI: "/", Host: "leader:4647"})
+	if sent || !errors.Is(err, errConnRetiring) || nc.wrote.Load() != 0 {
+		t.Fatalf("call on a retiring connection: %v, %v, %d bytes", sent, err, nc.wrote.Load())
+	}
+}

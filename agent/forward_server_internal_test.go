@@ -1,0 +1,210 @@
+package agent
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/go-msgpack/v2/codec"
+
+	"github.com/nops-dev/nops/agent/config"
+	"github.com/nops-dev/nops/structs"
+)
+
+// testFwdServer serves the forwarding protocol with handler on a local
+// listener, without a cluster; it returns the server and a way to open a
+// raw connection to it.
+func testFwdServer(t *testing.T, handler http.HandlerFunc) (*fwdServer, func() *testPeer) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &Server{config: &config.Config{}, requestCtx: ctx, requestCancel: cancel}
+	f := newFwdServer(&httpAPI{s: s}, handler, hclog.NewNullLogger())
+	s.wg.Add(1)
+	go f.serve(ln)
+	t.Cleanup(func() {
+		ln.Close()
+		cancel()
+		sctx, scancel := context.WithTimeout(context.Background(), time.Second)
+		defer scancel()
+		_ = f.Shutdown(sctx)
+		s.wg.Wait()
+	})
+	return f, func() *testPeer {
+		conn, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { conn.Close() })
+		_ = conn.SetDeadline(time.Now().Add(20 * time.Second))
+		p := &testPeer{t: t, conn: conn, br: bufio.NewReader(conn), h: structs.NewMsgpackHandle()}
+		p.out = newFrameWriter(conn, p.h)
+		if v, err := p.br.ReadByte(); err != nil || v != rpcForwardVersion {
+			t.Fatalf("version byte: %#x, %v", v, err)
+		}
+		return p
+	}
+}
+
+// testPeer is a follower's raw forwarding connection.
+type testPeer struct {
+	t    *testing.T
+	conn net.Conn
+	br   *bufio.Reader
+	h    *codec.MsgpackHandle
+	out  *frameWriter
+}
+
+func (p *testPeer) send(req *fwdRequest) {
+	p.t.Helper()
+	if req.Method == "" && !req.Cancel {
+		req.Method, req.URI, req.Host = "POST", "/v1/pause", "leader:4647"
+	}
+	if _, err := p.out.write(nil, req, fwdMaxFrame, time.Time{}); err != nil {
+		p.t.Fatal(err)
+	}
+}
+
+func (p *testPeer) receive() (*fwdResponse, error) {
+	buf, err := readFrame(p.br, fwdMaxAnswerFrame)
+	if err != nil {
+		return nil, err
+	}
+	resp := &fwdResponse{}
+	return resp, codec.NewDecoderBytes(buf, p.h).Decode(resp)
+}
+
+// TestForwardServer_ShutdownDrains: Shutdown stops reading frames, lets the
+// running request answer, then closes the connection; past its deadline
+// it closes the connections at once.
+func TestForwardServer_ShutdownDrains(t *testing.T) {
+	var runs atomic.Int32
+	started := make(chan struct{}, 8)
+	f, open := testFwdServer(t, func(w http.ResponseWriter, r *http.Request) {
+		runs.Add(1)
+		started <- struct{}{}
+		// A write that goes on after the server's requests are cancelled,
+		// as a raft apply does.
+		time.Sleep(500 * time.Millisecond)
+		w.WriteHeader(http.StatusCreated)
+	})
+	p := open()
+	p.send(&fwdRequest{ID: 7})
+	<-started
+	begin := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- f.Shutdown(ctx) }()
+	resp, err := p.receive()
+	if err != nil || resp.ID != 7 || resp.Status != http.StatusCreated {
+		t.Fatalf("the running request's answer: %+v, %v", resp, err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+	if d := time.Since(begin); d > 2*time.Second {
+		t.Fatalf("Shutdown took %s", d)
+	}
+	if _, err := p.receive(); err == nil {
+		t.Fatal("the connection stays open after the drain")
+	}
+	// A frame sent during the drain is not run.
+	_, _ = p.out.write(nil, &fwdRequest{ID: 8, Method: "POST", URI: "/v1/pause", Host: "leader:4647"}, fwdMaxFrame, time.Now().Add(time.Second))
+	time.Sleep(100 * time.Millisecond)
+	if n := runs.Load(); n != 1 {
+		t.Fatalf("%d requests ran", n)
+	}
+	if err := f.Shutdown(ctx); err != nil {
+		t.Fatalf("second Shutdown: %v", err)
+	}
+	var nilServer *fwdServer
+	if err := nilServer.Shutdown(ctx); err != nil {
+		t.Fatalf("Shutdown of no server: %v", err)
+	}
+}
+
+// TestForwardServer_ShutdownDeadline: a request still running at
+// Shutdown's deadline loses its connection, and Shutdown returns then.
+func TestForwardServer_ShutdownDeadline(t *testing.T) {
+	release := make(chan struct{})
+	defer close(release)
+	started := make(chan struct{}, 1)
+	f, open := testFwdServer(t, func(w http.ResponseWriter, r *http.Request) {
+		started <- struct{}{}
+		<-release
+	})
+	p := open()
+	p.send(&fwdRequest{ID: 1})
+	<-started
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	begin := time.Now()
+	if err := f.Shutdown(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Shutdown past its deadline: %v", err)
+	}
+	if d := time.Since(begin); d > time.Second {
+		t.Fatalf("Shutdown took %s", d)
+	}
+	if _, err := p.receive(); err == nil {
+		t.Fatal("the connection stays open past the deadline")
+	}
+}
+
+// TestForwardServer_CancelFrame: a cancel frame cancels its request's
+// context on the leader; an unknown ID is ignored.
+func TestForwardServer_CancelFrame(t *testing.T) {
+	_, open := testFwdServer(t, func(w http.ResponseWriter, r *http.Request) {
+		if _, ok := r.Context().Deadline(); !ok {
+			w.WriteHeader(http.StatusTeapot)
+			return
+		}
+		select {
+		case <-r.Context().Done():
+			w.WriteHeader(http.StatusServiceUnavailable)
+		case <-time.After(10 * time.Second):
+			w.WriteHeader(http.StatusOK)
+		}
+	})
+	p := open()
+	p.send(&fwdRequest{ID: 1})
+	p.send(&fwdRequest{ID: 99, Cancel: true})
+	p.send(&fwdRequest{ID: 1, Cancel: true})
+	begin := time.Now()
+	resp, err := p.receive()
+	if err != nil || resp.ID != 1 || resp.Status != http.StatusServiceUnavailable {
+		t.Fatalf("cancelled request: %+v, %v", resp, err)
+	}
+	if d := time.Since(begin); d > 2*time.Second {
+		t.Fatalf("the cancelled request answered after %s", d)
+	}
+}
+
+// TestForwardServer_HeaderLimit: a frame whose headers are over the HTTP
+// server's limit is answered 431, and the connection keeps serving.
+func TestForwardServer_HeaderLimit(t *testing.T) {
+	_, open := testFwdServer(t, func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusCreated)
+	})
+	p := open()
+	p.send(&fwdRequest{ID: 1, Header: http.Header{"X-Big": {strings.Repeat("a", maxHeaderBytes)}}})
+	resp, err := p.receive()
+	if err != nil || resp.ID != 1 || resp.Status != http.StatusRequestHeaderFieldsTooLarge {
+		t.Fatalf("headers over the limit: %+v, %v", resp, err)
+	}
+	p.send(&fwdRequest{ID: 2, Header: http.Header{"X-Small": {"a"}}})
+	resp, err = p.receive()
+	if err != nil || resp.ID != 2 || resp.Status != http.StatusCreated {
+		t.Fatalf("request after the refused one: %+v, %v", resp, err)
+	}
+}
