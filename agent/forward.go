@@ -160,7 +160,7 @@ var errWriteFailed = errors.New("write failed")
 func (w *frameWriter) write(ctx context.Context, v any, limit int, deadline time.Time) (n int, err error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if ctx != nil && ctx.Err() != nil {
+	if ctx.Err() != nil {
 		return 0, context.Cause(ctx)
 	}
 	body := w.body[:0]
@@ -451,7 +451,7 @@ func (f *fwdServer) serveConn(conn net.Conn) {
 				delete(reqs.cancels, req.ID)
 			}
 			reqs.mu.Unlock()
-			if _, err := out.write(nil, resp, fwdMaxAnswerFrame, time.Now().Add(f.write)); err != nil {
+			if _, err := out.write(context.Background(), resp, fwdMaxAnswerFrame, time.Now().Add(f.write)); err != nil {
 				// The connection is cut, and its read loop ends.
 				f.logger.Debug("closed a forwarding connection: answer not sent", "remote", remote, "error", err)
 				conn.Close()
@@ -892,7 +892,7 @@ func (fc *fwdConn) call(ctx context.Context, req *fwdRequest) (*fwdResponse, boo
 // that request's context, as an HTTP forward's closed connection did. A
 // failed write breaks the connection, as for a request.
 func (fc *fwdConn) cancel(id uint64) {
-	_, err := fc.out.write(nil, &fwdRequest{ID: id, Cancel: true}, fwdMaxFrame, time.Now().Add(fwdCancelTimeout))
+	_, err := fc.out.write(context.Background(), &fwdRequest{ID: id, Cancel: true}, fwdMaxFrame, time.Now().Add(fwdCancelTimeout))
 	if err != nil && errors.Is(err, errWriteFailed) {
 		fc.fail(fmt.Errorf("forward to %s: %w", fc.c.addr, err))
 	}

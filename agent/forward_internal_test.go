@@ -56,7 +56,7 @@ func fakeLeader(t *testing.T, answer func(req *fwdRequest) []any) *fwdClient {
 							_, _ = conn.Write(raw)
 							continue
 						}
-						if _, err := out.write(nil, f, fwdMaxAnswerFrame, time.Time{}); err != nil {
+						if _, err := out.write(context.Background(), f, fwdMaxAnswerFrame, time.Time{}); err != nil {
 							return
 						}
 					}

@@ -70,7 +70,7 @@ func (p *testPeer) send(req *fwdRequest) {
 	if req.Method == "" && !req.Cancel {
 		req.Method, req.URI, req.Host = "POST", "/v1/pause", "leader:4647"
 	}
-	if _, err := p.out.write(nil, req, fwdMaxFrame, time.Time{}); err != nil {
+	if _, err := p.out.write(context.Background(), req, fwdMaxFrame, time.Time{}); err != nil {
 		p.t.Fatal(err)
 	}
 }
@@ -120,7 +120,7 @@ func TestForwardServer_ShutdownDrains(t *testing.T) {
 		t.Fatal("the connection stays open after the drain")
 	}
 	// A frame sent during the drain is not run.
-	_, _ = p.out.write(nil, &fwdRequest{ID: 8, Method: "POST", URI: "/v1/pause", Host: "leader:4647"}, fwdMaxFrame, time.Now().Add(time.Second))
+	_, _ = p.out.write(context.Background(), &fwdRequest{ID: 8, Method: "POST", URI: "/v1/pause", Host: "leader:4647"}, fwdMaxFrame, time.Now().Add(time.Second))
 	time.Sleep(100 * time.Millisecond)
 	if n := runs.Load(); n != 1 {
 		t.Fatalf("%d requests ran", n)
