@@ -114,6 +114,11 @@ func fakeLeaderAppend(t *testing.T, s *nopstest.Server, dial func(string) (net.C
 		Stream: layer, MaxPool: 1, Timeout: 5 * time.Second, Logger: hclog.NewNullLogger(),
 	})
 	defer trans.Close()
+	// The fake entry goes right after the server's last one: wait until
+	// the server's own writes (those of a new leader) are over, or one
+	// that lands in between takes the fake entry's index and the server
+	// never applies it.
+	waitQuiet(t, s)
 	stats := s.Raft().Stats()
 	last := s.Raft().LastIndex()
 	lastTerm, _ := strconv.ParseUint(stats["last_log_term"], 10, 64)
@@ -139,6 +144,20 @@ func fakeLeaderAppend(t *testing.T, s *nopstest.Server, dial func(string) (net.C
 		return fmt.Errorf("append refused by raft (term %d)", resp.Term)
 	}
 	return nil
+}
+
+// waitQuiet waits until a server has applied its whole log and its log
+// has not grown for a while.
+func waitQuiet(t *testing.T, s *nopstest.Server) {
+	t.Helper()
+	last, since := s.Raft().LastIndex(), time.Now()
+	testutil.WaitForResult(t, 10*time.Second, func() (bool, error) {
+		if n := s.Raft().LastIndex(); n != last {
+			last, since = n, time.Now()
+		}
+		quiet := time.Since(since) >= 300*time.Millisecond && s.Raft().AppliedIndex() == last
+		return quiet, fmt.Errorf("the log still grows (last index %d, applied %d)", last, s.Raft().AppliedIndex())
+	})
 }
 
 // attackerPause returns the pause the fake leader appended, if applied.
