@@ -8,7 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/hashicorp/raft"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/nops-dev/nops/structs"
@@ -129,32 +128,20 @@ func (s *Server) GC(ctx context.Context, actor string) (structs.GCResult, error)
 // an error.
 var errGCAnswer = errors.New("unexpected answer to a retention pass")
 
-// applyGC applies one GC entry and returns its result, as Apply does for
-// entries that answer only an error.
+// applyGC applies one GC entry and returns its result (Apply keeps only
+// an answer that is an error).
 func (s *Server) applyGC(req *structs.GCRequest) (*structs.GCResult, error) {
-	const t = structs.GCRequestType
-	if err := s.checkMinimumVersion(t); err != nil {
-		return nil, err
-	}
-	buf, err := structs.Encode(t, req)
+	_, resp, err := s.raftApply(structs.GCRequestType, req)
 	if err != nil {
 		return nil, err
 	}
-	f := s.raft.Apply(buf, raftApplyTimeout)
-	if err := f.Error(); err != nil {
-		if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) ||
-			errors.Is(err, raft.ErrLeadershipTransferInProgress) {
-			return nil, fmt.Errorf("%w: %v", structs.ErrNotLeader, err)
-		}
-		return nil, fmt.Errorf("raft apply %s: %w", t, err)
-	}
-	switch resp := f.Response().(type) {
+	switch resp := resp.(type) {
 	case error:
 		return nil, resp
 	case *structs.GCResult:
 		return resp, nil
 	}
-	return nil, fmt.Errorf("%w: %T", errGCAnswer, f.Response())
+	return nil, fmt.Errorf("%w: %T", errGCAnswer, resp)
 }
 
 // operatorGC forces a retention pass.

@@ -442,25 +442,36 @@ func (s *Server) Kicked() <-chan struct{} { return s.kick }
 // returned as is (wrapping structs.ErrConflict and friends); on a follower it
 // returns structs.ErrNotLeader.
 func (s *Server) Apply(t structs.MessageType, req any) (uint64, error) {
-	if err := s.checkMinimumVersion(t); err != nil {
+	index, resp, err := s.raftApply(t, req)
+	if err != nil {
 		return 0, err
+	}
+	if resp, ok := resp.(error); ok && resp != nil {
+		return index, resp
+	}
+	return index, nil
+}
+
+// raftApply encodes an entry, proposes it through the proposer (group
+// commit) and returns its index and the FSM's answer once this server
+// applied it. Raft's not-leader errors become structs.ErrNotLeader.
+func (s *Server) raftApply(t structs.MessageType, req any) (uint64, any, error) {
+	if err := s.checkMinimumVersion(t); err != nil {
+		return 0, nil, err
 	}
 	buf, err := structs.Encode(t, req)
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	r := s.proposer.propose(buf)
 	if err := r.err; err != nil {
 		if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) ||
 			errors.Is(err, raft.ErrLeadershipTransferInProgress) {
-			return 0, fmt.Errorf("%w: %v", structs.ErrNotLeader, err)
+			return 0, nil, fmt.Errorf("%w: %v", structs.ErrNotLeader, err)
 		}
-		return 0, fmt.Errorf("raft apply %s: %w", t, err)
+		return 0, nil, fmt.Errorf("raft apply %s: %w", t, err)
 	}
-	if resp, ok := r.resp.(error); ok && resp != nil {
-		return r.index, resp
-	}
-	return r.index, nil
+	return r.index, r.resp, nil
 }
 
 // leaderPoll is how often WaitForLeader looks: an election takes hundreds
