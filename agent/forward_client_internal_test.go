@@ -158,3 +158,47 @@ func TestForwardConn_RetiringRefuses(t *testing.T) {
 		t.Fatalf("call on a retiring connection: %v, %v, %d bytes", sent, err, nc.wrote.Load())
 	}
 }
+
+// TestForwardClient_OlderLeader: a leader too old to know the protocol
+// byte closes the connection (the mux's answer to an unknown byte) before
+// a frame is sent. The call fails as not sent with errFwdUnsupported — the
+// case sendFrame hands back to HTTP forwarding — and the client does not
+// try the protocol again for fwdUnsupportedRetry.
+func TestForwardClient_OlderLeader(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	var dials atomic.Int32
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			dials.Add(1)
+			conn.Close()
+		}
+	}()
+	c := &fwdClient{addr: ln.Addr().String(), handle: structs.NewMsgpackHandle(), logger: hclog.NewNullLogger(), reuse: time.Minute,
+		dial: func(ctx context.Context) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "tcp", ln.Addr().String())
+		}}
+	if !c.supported() {
+		t.Fatal("a new client does not try the protocol")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, sent, err := c.call(ctx, &fwdRequest{Method: "POST", URI: "/v1/pause", Host: c.addr})
+	if !errors.Is(err, errFwdUnsupported) || sent {
+		t.Fatalf("call to an older leader: sent %v, err %v; want not sent, %v", sent, err, errFwdUnsupported)
+	}
+	if c.supported() {
+		t.Fatal("the client tries the protocol again at once with a leader that refused it")
+	}
+	if n := dials.Load(); n != 1 {
+		t.Fatalf("%d dials, want 1", n)
+	}
+}
