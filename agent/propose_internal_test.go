@@ -38,21 +38,44 @@ func (r *fakeRaft) apply(buf []byte, _ time.Duration) raft.ApplyFuture {
 	return f
 }
 
+// runProposer runs a proposer over fr with the given group wait (zero
+// keeps the default). stop shuts it down and returns once its loop ended,
+// or fails the test after 5s (a reader of an unanswered future must not
+// hold it); the test's cleanup calls it too.
+func runProposer(t *testing.T, fr *fakeRaft, wait time.Duration) (p *proposer, stop func()) {
+	t.Helper()
+	shutdown := make(chan struct{})
+	p = newProposer(fr.apply, shutdown, errClosed)
+	if wait > 0 {
+		p.groupWait = wait
+	}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go p.run(&wg)
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			close(shutdown)
+			stopped := make(chan struct{})
+			go func() { wg.Wait(); close(stopped) }()
+			select {
+			case <-stopped:
+			case <-time.After(5 * time.Second):
+				t.Fatal("the proposer did not stop within 5s of its shutdown")
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return p, stop
+}
+
 // TestProposer_GroupsWhileOneIsInFlight: a proposal that finds the
 // proposer idle goes to Raft at once; the proposals that arrive while its
 // group is in flight wait, and go to Raft together, without waiting for one
 // another, once it is applied. Each caller gets its own entry's outcome.
 func TestProposer_GroupsWhileOneIsInFlight(t *testing.T) {
 	fr := &fakeRaft{calls: make(chan *fakeFuture, 100)}
-	shutdown := make(chan struct{})
-	p := newProposer(fr.apply, shutdown, errClosed)
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go p.run(&wg)
-	defer func() {
-		close(shutdown)
-		wg.Wait()
-	}()
+	p, _ := runProposer(t, fr, 0)
 
 	type outcome struct {
 		buf string
@@ -137,13 +160,8 @@ func TestProposer_GroupsWhileOneIsInFlight(t *testing.T) {
 // waiting.
 func TestProposer_Shutdown(t *testing.T) {
 	fr := &fakeRaft{calls: make(chan *fakeFuture, 1)}
-	shutdown := make(chan struct{})
-	p := newProposer(fr.apply, shutdown, errClosed)
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go p.run(&wg)
-	close(shutdown)
-	wg.Wait()
+	p, stop := runProposer(t, fr, 0)
+	stop()
 	if r := p.propose([]byte("late")); !errors.Is(r.err, errClosed) {
 		t.Fatalf("propose after shutdown: %v, want %v", r.err, errClosed)
 	}
@@ -154,16 +172,7 @@ func TestProposer_Shutdown(t *testing.T) {
 // outcome once Raft answers.
 func TestProposer_StuckGroupHoldsNoOneForEver(t *testing.T) {
 	fr := &fakeRaft{calls: make(chan *fakeFuture, 10)}
-	shutdown := make(chan struct{})
-	p := newProposer(fr.apply, shutdown, errClosed)
-	p.groupWait = 50 * time.Millisecond
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go p.run(&wg)
-	defer func() {
-		close(shutdown)
-		wg.Wait()
-	}()
+	p, _ := runProposer(t, fr, 50*time.Millisecond)
 	results := make(chan applyResult, 2)
 	go func() { results <- p.propose([]byte("stuck")) }()
 	stuck := <-fr.calls
@@ -195,13 +204,8 @@ func TestProposer_StuckGroupHoldsNoOneForEver(t *testing.T) {
 // and a proposal Raft never took is refused as not applied.
 func TestProposer_ShutdownWithAnUnansweredFuture(t *testing.T) {
 	fr := &fakeRaft{calls: make(chan *fakeFuture, 10)}
-	shutdown := make(chan struct{})
-	p := newProposer(fr.apply, shutdown, errClosed)
 	// The group in flight holds the next one up for the whole test.
-	p.groupWait = time.Hour
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go p.run(&wg)
+	p, stop := runProposer(t, fr, time.Hour)
 	taken := make(chan applyResult, 1)
 	go func() { taken <- p.propose([]byte("taken")) }()
 	<-fr.calls // Raft took it, and never answers.
@@ -212,14 +216,7 @@ func TestProposer_ShutdownWithAnUnansweredFuture(t *testing.T) {
 	for len(p.queue) == 0 && time.Now().Before(deadline) {
 		time.Sleep(time.Millisecond)
 	}
-	close(shutdown)
-	stopped := make(chan struct{})
-	go func() { wg.Wait(); close(stopped) }()
-	select {
-	case <-stopped:
-	case <-time.After(5 * time.Second):
-		t.Fatal("the proposer did not stop: a reader of an unanswered future holds it")
-	}
+	stop()
 	if r := <-taken; !errors.Is(r.err, errOutcomeUnknown) {
 		t.Fatalf("a proposal Raft took: %v, want %v", r.err, errOutcomeUnknown)
 	}
