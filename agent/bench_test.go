@@ -240,13 +240,15 @@ func benchWriteThroughput(b *testing.B, toLeader bool) {
 	// The CPU the whole process (three servers and the writers) spent per
 	// write: the figure that holds on a machine shared with other work.
 	b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "cpu-us/write")
-	// Entries per log write (one disk sync each): on the leader, what its
-	// group commit gathered; on the followers, what an AppendEntries held.
+	// Writes per log write (one disk sync each) on the leader, what its
+	// group commit gathered; writes per log entry (batch entries); and
+	// entries per log write on the followers, what an AppendEntries held.
 	var fb, fe float64
 	for _, s := range c.Servers() {
 		d := after[s.NodeID()].sub(before[s.NodeID()])
 		if s.NodeID() == leader.NodeID() {
-			b.ReportMetric(d.entries/max(d.batches, 1), "leader-entries/sync")
+			b.ReportMetric(d.writes/max(d.batches, 1), "leader-writes/sync")
+			b.ReportMetric(d.writes/max(d.entries, 1), "writes/entry")
 			continue
 		}
 		fb, fe = fb+d.batches, fe+d.entries
@@ -263,13 +265,14 @@ func cpuTime(b *testing.B) time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-type logCounts struct{ batches, entries float64 }
+type logCounts struct{ batches, entries, writes float64 }
 
 func (l logCounts) sub(o logCounts) logCounts {
-	return logCounts{l.batches - o.batches, l.entries - o.entries}
+	return logCounts{l.batches - o.batches, l.entries - o.entries, l.writes - o.writes}
 }
 
-// logBatches reads each server's Raft log store counters, by node ID.
+// logBatches reads each server's Raft log store counters and the writes it
+// proposed, by node ID.
 func logBatches(b *testing.B, c *nopstest.Cluster) map[string]logCounts {
 	out := map[string]logCounts{}
 	for _, s := range c.Servers() {
@@ -285,6 +288,8 @@ func logBatches(b *testing.B, c *nopstest.Cluster) map[string]logCounts {
 					lc.batches = m.GetCounter().GetValue()
 				case "nops_raft_log_store_entries_total":
 					lc.entries = m.GetCounter().GetValue()
+				case "nops_raft_proposed_writes_total":
+					lc.writes = m.GetCounter().GetValue()
 				}
 			}
 		}

@@ -30,6 +30,7 @@ func (s *Server) registerMetrics() {
 	}
 	s.metrics.MustRegister(c, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	s.metrics.MustRegister(s.raftLogStore.collectors()...)
+	s.metrics.MustRegister(s.proposer.writes)
 	s.retention = newRetention(s.metrics)
 }
 

@@ -2,11 +2,15 @@ package agent
 
 import (
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/nops-dev/nops/structs"
 )
 
 // Group commit of proposals.
@@ -20,8 +24,13 @@ import (
 // goes to Raft whole once the first is applied. A proposal that finds no
 // group in flight goes at once, so a lone write waits for nothing more.
 //
-// Each caller still waits for its own entry: a write is acknowledged only
-// once Raft committed it and this server's FSM applied it.
+// A group of several goes to Raft as one batch entry (structs.EncodeBatch)
+// once every server can apply one: Raft encodes, stores, replicates and
+// answers one entry for the group, instead of one per write, and the FSM
+// applies each write of it in order with its own answer.
+//
+// Each caller still waits for its own write: a write is acknowledged only
+// once Raft committed its entry and this server's FSM applied it.
 
 const (
 	// proposeQueue bounds the proposals waiting for the next group.
@@ -33,6 +42,8 @@ const (
 	// (a commit takes milliseconds; a lost leadership fails it within
 	// Raft's leader lease).
 	groupWait = time.Second
+	// maxBatchBytes bounds a batch entry; a write as large goes alone.
+	maxBatchBytes = 512 << 10
 )
 
 // proposer sends encoded entries to Raft a group at a time.
@@ -43,6 +54,18 @@ type proposer struct {
 	closed   error
 	// groupWait bounds the wait for a group before the next one goes.
 	groupWait time.Duration
+	// canBatch reports whether every server applies batch entries; nil
+	// sends each write as an entry of its own.
+	canBatch func() bool
+	// writes counts the writes sent to Raft.
+	writes prometheus.Counter
+}
+
+// entry is one log entry the proposer sends: one write, or a batch of them.
+type entry struct {
+	buf   []byte
+	batch bool
+	props []*proposal
 }
 
 type proposal struct {
@@ -61,7 +84,11 @@ type applyResult struct {
 }
 
 func newProposer(apply func([]byte, time.Duration) raft.ApplyFuture, shutdown <-chan struct{}, closed error) *proposer {
-	return &proposer{apply: apply, queue: make(chan *proposal, proposeQueue), shutdown: shutdown, closed: closed, groupWait: groupWait}
+	return &proposer{apply: apply, queue: make(chan *proposal, proposeQueue), shutdown: shutdown, closed: closed, groupWait: groupWait,
+		writes: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "nops_raft_proposed_writes_total",
+			Help: "Writes this server proposed to Raft as leader; a batch entry holds several.",
+		})}
 }
 
 // run sends the groups until shutdown.
@@ -86,17 +113,21 @@ func (p *proposer) run(wg *sync.WaitGroup) {
 				break gather
 			}
 		}
-		futures := make([]raft.ApplyFuture, len(group))
-		for i, g := range group {
-			g.sent.Store(true)
-			futures[i] = p.apply(g.buf, raftApplyTimeout)
+		entries := p.pack(group)
+		futures := make([]raft.ApplyFuture, len(entries))
+		for i, e := range entries {
+			for _, g := range e.props {
+				g.sent.Store(true)
+			}
+			futures[i] = p.apply(e.buf, raftApplyTimeout)
 		}
+		p.writes.Add(float64(len(group)))
 		done := make(chan struct{})
 		// The reader is not counted in wg: Raft leaves some futures
 		// unanswered when it shuts down (those still in its queues), and a
 		// reader blocked on one must not hold up the server's shutdown.
 		// Their callers hear of the shutdown from propose.
-		go deliver(group, futures, done)
+		go deliver(entries, futures, done)
 		// The next group waits for this one, but not for ever: Raft
 		// answers every future in the end, yet one it kept waiting must
 		// not hold up the writes behind it.
@@ -110,16 +141,78 @@ func (p *proposer) run(wg *sync.WaitGroup) {
 	}
 }
 
+// pack turns a group into log entries: the writes together in batch
+// entries of up to maxBatchBytes when every server applies them, else (and
+// for a write too large to share) one entry each.
+func (p *proposer) pack(group []*proposal) []entry {
+	if len(group) == 1 || p.canBatch == nil || !p.canBatch() {
+		out := make([]entry, len(group))
+		for i, g := range group {
+			out[i] = entry{buf: g.buf, props: group[i : i+1]}
+		}
+		return out
+	}
+	var out []entry
+	var open []*proposal
+	size := 0
+	flush := func() {
+		switch len(open) {
+		case 0:
+		case 1:
+			out = append(out, entry{buf: open[0].buf, props: open})
+		default:
+			parts := make([][]byte, len(open))
+			for i, g := range open {
+				parts[i] = g.buf
+			}
+			out = append(out, entry{buf: structs.EncodeBatch(parts), batch: true, props: open})
+		}
+		open, size = nil, 0
+	}
+	for _, g := range group {
+		if size+len(g.buf) > maxBatchBytes {
+			flush()
+		}
+		open = append(open, g)
+		size += len(g.buf)
+	}
+	flush()
+	return out
+}
+
 // deliver reads a group's futures, in log order, and hands each caller its
 // outcome. It alone reads them: a Raft future hands its error to one reader
 // only, and a second one reading at the same time would see success.
-func deliver(group []*proposal, futures []raft.ApplyFuture, done chan<- struct{}) {
+func deliver(entries []entry, futures []raft.ApplyFuture, done chan<- struct{}) {
 	for i, f := range futures {
-		r := applyResult{err: f.Error()}
-		if r.err == nil {
-			r.index, r.resp = f.Index(), f.Response()
+		e := entries[i]
+		err := f.Error()
+		if err != nil {
+			for _, g := range e.props {
+				g.res <- applyResult{err: err}
+			}
+			continue
 		}
-		group[i].res <- r
+		index, resp := f.Index(), f.Response()
+		if !e.batch {
+			e.props[0].res <- applyResult{index: index, resp: resp}
+			continue
+		}
+		// A batch entry answers with its writes' answers, in order; one
+		// refused whole answers with its error.
+		list, ok := resp.([]any)
+		for k, g := range e.props {
+			r := applyResult{index: index, resp: resp}
+			switch {
+			case ok && len(list) == len(e.props):
+				r.resp = list[k]
+			case !ok && resp != nil:
+				// The entry's error is each write's.
+			default:
+				r.resp = fmt.Errorf("batch entry at index %d answered %T for %d writes", index, resp, len(e.props))
+			}
+			g.res <- r
+		}
 	}
 	close(done)
 }

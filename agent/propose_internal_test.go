@@ -3,11 +3,17 @@ package agent
 import (
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/raft"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/nops-dev/nops/structs"
 )
 
 // fakeFuture is an ApplyFuture the test resolves. Like Raft's, it hands
@@ -16,6 +22,8 @@ import (
 type fakeFuture struct {
 	buf   string
 	errCh chan error
+	// resp, when set, is the answer; else the entry's bytes are.
+	resp any
 }
 
 func (f *fakeFuture) resolve(err error) {
@@ -23,9 +31,14 @@ func (f *fakeFuture) resolve(err error) {
 	close(f.errCh)
 }
 
-func (f *fakeFuture) Error() error          { return <-f.errCh }
-func (f *fakeFuture) Index() uint64         { return 7 }
-func (f *fakeFuture) Response() interface{} { return f.buf }
+func (f *fakeFuture) Error() error  { return <-f.errCh }
+func (f *fakeFuture) Index() uint64 { return 7 }
+func (f *fakeFuture) Response() interface{} {
+	if f.resp != nil {
+		return f.resp
+	}
+	return f.buf
+}
 
 // fakeRaft hands each entry applied to the test, in order.
 type fakeRaft struct {
@@ -222,5 +235,162 @@ func TestProposer_ShutdownWithAnUnansweredFuture(t *testing.T) {
 	}
 	if r := <-queued; !errors.Is(r.err, errClosed) {
 		t.Fatalf("a proposal Raft never took: %v, want %v", r.err, errClosed)
+	}
+}
+
+// TestProposer_BatchEntry: once every server applies batch entries, a
+// group goes to Raft as batch entries of up to maxBatchBytes (a write as
+// large goes alone), and each caller gets its own write's answer from the
+// entry's list; a batch refused whole answers each of its writes with the
+// refusal, and a list that does not match the writes is an error for each.
+// While some server is too old, each write goes alone.
+func TestProposer_BatchEntry(t *testing.T) {
+	fr := &fakeRaft{calls: make(chan *fakeFuture, 100)}
+	p, _ := runProposer(t, fr, 0)
+	var allow atomic.Bool
+	allow.Store(true)
+	p.canBatch = allow.Load
+
+	results := map[string]chan applyResult{}
+	submit := func(buf string) {
+		t.Helper()
+		ch := make(chan applyResult, 1)
+		results[buf] = ch
+		queued := len(p.queue)
+		go func() { ch <- p.propose([]byte(buf)) }()
+		// One at a time, so that the queue holds them in this order.
+		deadline := time.Now().Add(5 * time.Second)
+		for len(p.queue) == queued && len(fr.calls) == 0 && time.Now().Before(deadline) {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	recv := func() *fakeFuture {
+		t.Helper()
+		select {
+		case f := <-fr.calls:
+			return f
+		case <-time.After(5 * time.Second):
+			t.Fatal("no Raft apply")
+			return nil
+		}
+	}
+	outcome := func(buf string) applyResult {
+		t.Helper()
+		select {
+		case r := <-results[buf]:
+			return r
+		case <-time.After(5 * time.Second):
+			t.Fatalf("no outcome for %.10q", buf)
+			return applyResult{}
+		}
+	}
+	split := func(f *fakeFuture) []string {
+		t.Helper()
+		if f.buf == "" || structs.MessageType(f.buf[0]) != structs.BatchRequestType {
+			t.Fatalf("entry %.20q is not a batch entry", f.buf)
+		}
+		parts, err := structs.SplitBatch([]byte(f.buf[1:]))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, b := range parts {
+			out = append(out, string(b))
+		}
+		return out
+	}
+
+	submit("first")
+	first := recv()
+	big := strings.Repeat("x", maxBatchBytes+1)
+	for _, b := range []string{"a", "b", big, "c"} {
+		submit(b)
+	}
+	first.resolve(nil)
+	if r := outcome("first"); r.err != nil || r.resp != "first" {
+		t.Fatalf("first: %+v", r)
+	}
+	batch := recv()
+	if got := split(batch); !slices.Equal(got, []string{"a", "b"}) {
+		t.Fatalf("first batch entry holds %q, want a and b", got)
+	}
+	alone := recv()
+	if alone.buf != big {
+		t.Fatalf("second entry is %.20q, want the large write alone", alone.buf)
+	}
+	last := recv()
+	if last.buf != "c" {
+		t.Fatalf("third entry is %.20q, want c alone", last.buf)
+	}
+	refusal := errors.New("b refused")
+	batch.resp = []any{nil, refusal}
+	batch.resolve(nil)
+	alone.resolve(nil)
+	last.resolve(nil)
+	if r := outcome("a"); r.err != nil || r.resp != nil || r.index != 7 {
+		t.Fatalf("a: %+v, want no answer at index 7", r)
+	}
+	if r := outcome("b"); r.err != nil || r.resp != refusal {
+		t.Fatalf("b: %+v, want its own refusal", r)
+	}
+	if r := outcome(big); r.err != nil || r.resp != big {
+		t.Fatalf("the large write: err %v", r.err)
+	}
+	if r := outcome("c"); r.err != nil || r.resp != "c" {
+		t.Fatalf("c: %+v", r)
+	}
+
+	// A batch refused whole, and a list that does not match.
+	for _, tc := range []struct {
+		resp any
+		want string
+	}{
+		{errors.New("malformed batch entry"), "malformed batch entry"},
+		{[]any{nil}, "answered []interface {} for 2 writes"},
+	} {
+		submit("hold")
+		hold := recv()
+		submit("d")
+		submit("e")
+		hold.resolve(nil)
+		outcome("hold")
+		f := recv()
+		if got := split(f); !slices.Equal(got, []string{"d", "e"}) {
+			t.Fatalf("batch entry holds %q, want d and e", got)
+		}
+		f.resp = tc.resp
+		f.resolve(nil)
+		for _, b := range []string{"d", "e"} {
+			r := outcome(b)
+			if err, ok := r.resp.(error); r.err != nil || !ok || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("%s: %+v, want an answer naming %q", b, r, tc.want)
+			}
+		}
+	}
+
+	// A server too old for batch entries: each write goes alone.
+	allow.Store(false)
+	submit("hold")
+	hold := recv()
+	submit("f")
+	submit("g")
+	hold.resolve(nil)
+	outcome("hold")
+	for _, want := range []string{"f", "g"} {
+		f := recv()
+		if f.buf != want {
+			t.Fatalf("entry %.20q, want %s alone", f.buf, want)
+		}
+		f.resolve(nil)
+		if r := outcome(want); r.err != nil || r.resp != want {
+			t.Fatalf("%s: %+v", want, r)
+		}
+	}
+	var m dto.Metric
+	if err := p.writes.Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	if got := m.GetCounter().GetValue(); got != 14 {
+		t.Fatalf("writes counted %v, want 14", got)
 	}
 }

@@ -220,6 +220,7 @@ func (s *Server) setup() error {
 	// given.
 	s.proposerStop = make(chan struct{})
 	s.proposer = newProposer(s.raft.Apply, s.proposerStop, errClosed)
+	s.proposer.canBatch = func() bool { return s.checkMinimumVersion(structs.BatchRequestType) == nil }
 	s.wg.Add(1)
 	go s.proposer.run(&s.wg)
 	if err := s.setupNotify(); err != nil {

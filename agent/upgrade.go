@@ -23,8 +23,9 @@ import (
 var minVersions = func() map[structs.MessageType]*version.Version {
 	v020 := version.Must(version.NewVersion("0.2.0"))
 	m := map[structs.MessageType]*version.Version{}
-	// 0.2.0 added ACLs, the notification outbox, autopilot and retention.
-	for t := structs.ACLPolicyUpsertRequestType; t <= structs.GCRequestType; t++ {
+	// 0.2.0 added ACLs, the notification outbox, autopilot, retention and
+	// batch entries.
+	for t := structs.ACLPolicyUpsertRequestType; t <= structs.BatchRequestType; t++ {
 		m[t] = v020
 	}
 	return m

@@ -44,87 +44,173 @@ func (f *FSM) State() *StateStore {
 
 var _ raft.BatchingFSM = (*FSM)(nil)
 
-// Apply applies one log entry. A request that breaks a rule, and an entry
-// that cannot be decoded or is of an unknown type, return an error as the
-// response and change nothing: every server reads the same bytes the same
-// way, so every server refuses the same entry and the states stay equal.
+// Apply applies one log entry in a write transaction of its own (a batch
+// entry: each of its requests in one of its own). A request that breaks a
+// rule, and an entry that cannot be decoded or is of an unknown type, return
+// an error as the response and change nothing: every server reads the same
+// bytes the same way, so every server refuses the same entry and the states
+// stay equal. A batch entry's response is the list of its requests'
+// responses, in order.
 func (f *FSM) Apply(l *raft.Log) any {
-	if l.Type != raft.LogCommand || len(l.Data) == 0 {
-		return nil
-	}
-	st := f.State()
-	txn := st.db.Txn(true)
-	defer txn.Abort()
-	w := &writer{txn: txn, index: l.Index}
-	if err := f.safeDispatch(w, l); err != nil {
-		// The refused request changes nothing, but the entry is applied:
-		// the latest index moves on, so that a reader waiting for it does
-		// not wait forever.
-		txn.Abort()
-		st.recordIndex(l.Index)
-		return err
-	}
-	if err := w.finish(); err != nil {
-		return err
-	}
-	txn.Commit()
-	st.broadcast()
-	return w.resp
+	reqs, resps := expand([]*raft.Log{l})
+	f.applyEach(reqs, resps)
+	return resps[0]
 }
 
 // ApplyBatch applies the entries Raft commits together in one write
 // transaction, which is several times cheaper than one transaction each.
-// Each entry keeps its own answer and its atomicity: a refused entry that
-// changed nothing is answered with its error and the batch goes on; if a
-// refused entry had already changed something, the whole batch is thrown
-// away and applied again one entry at a time.
+// Each request keeps its own answer and its atomicity: a refused request
+// that changed nothing is answered with its error and the batch goes on; if
+// a refused request had already changed something, the whole batch is
+// thrown away and applied again one request at a time.
 func (f *FSM) ApplyBatch(logs []*raft.Log) []any {
-	resps := make([]any, len(logs))
+	reqs, resps := expand(logs)
+	if len(reqs) == 0 {
+		return resps
+	}
 	st := f.State()
 	txn := st.db.Txn(true)
 	defer txn.Abort()
 	// The counters are shared by the batch and written once at its end.
 	counters := readMeta(txn)
-	applied := false
-	for i, l := range logs {
-		if l.Type != raft.LogCommand || len(l.Data) == 0 {
-			continue
-		}
+	var num numbering
+	for _, r := range reqs {
 		saved := counters
-		w := &writer{txn: txn, index: l.Index, meta: &counters}
-		err := f.safeDispatch(w, l)
+		w := &writer{txn: txn, index: r.log.Index, meta: &counters, notified: num.start(r)}
+		err := f.dispatchRequest(w, r)
 		if err != nil && w.mutated {
 			txn.Abort()
-			return f.applyEach(logs)
+			f.applyEach(reqs, resps)
+			return resps
 		}
 		if err != nil {
-			resps[i] = err
+			r.answer(resps, err)
 			counters = saved
 		} else {
-			resps[i] = w.resp
+			r.answer(resps, w.resp)
+			num.next = w.notified
 		}
 		// The latest index moves to every applied entry, refused or not.
-		counters.LatestIndex = l.Index
-		applied = true
-	}
-	if !applied {
-		return resps
+		counters.LatestIndex = r.log.Index
 	}
 	if err := txn.Insert(TableMeta, &counters); err != nil {
 		txn.Abort()
-		return f.applyEach(logs)
+		f.applyEach(reqs, resps)
+		return resps
 	}
 	txn.Commit()
 	st.broadcast()
 	return resps
 }
 
-func (f *FSM) applyEach(logs []*raft.Log) []any {
-	resps := make([]any, len(logs))
-	for i, l := range logs {
-		resps[i] = f.Apply(l)
+// applyEach applies each request in a write transaction of its own.
+func (f *FSM) applyEach(reqs []request, resps []any) {
+	var num numbering
+	for _, r := range reqs {
+		resp, notified, ok := f.applyOne(r, num.start(r))
+		r.answer(resps, resp)
+		if ok {
+			num.next = notified
+		}
 	}
-	return resps
+}
+
+// applyOne applies one request in a write transaction of its own. ok
+// reports that it was applied rather than refused; notified is then the
+// count of notifications of its entry so far.
+func (f *FSM) applyOne(r request, notified int) (resp any, _ int, ok bool) {
+	st := f.State()
+	txn := st.db.Txn(true)
+	defer txn.Abort()
+	w := &writer{txn: txn, index: r.log.Index, notified: notified}
+	if err := f.dispatchRequest(w, r); err != nil {
+		// The refused request changes nothing, but the entry is applied:
+		// the latest index moves on, so that a reader waiting for it does
+		// not wait forever.
+		txn.Abort()
+		st.recordIndex(r.log.Index)
+		return err, notified, false
+	}
+	if err := w.finish(); err != nil {
+		return err, notified, false
+	}
+	txn.Commit()
+	st.broadcast()
+	return w.resp, w.notified, true
+}
+
+// request is one request to apply: a log entry of its own, or one of the
+// requests of a batch entry (structs.EncodeBatch), which share its index.
+type request struct {
+	// log is the request's entry, its Data the request alone.
+	log *raft.Log
+	// entry is the position of the log entry among those applied together;
+	// sub the request's position in a batch entry, or -1.
+	entry, sub int
+	// bad, when set, refuses the entry: a batch entry that does not read.
+	bad error
+}
+
+// answer records the request's response: the entry's, or its place in the
+// list of its batch entry's.
+func (r request) answer(resps []any, resp any) {
+	if r.sub < 0 {
+		resps[r.entry] = resp
+		return
+	}
+	resps[r.entry].([]any)[r.sub] = resp
+}
+
+// expand lists the requests of the log entries, in log order, with a
+// response slot for each entry (nil for an entry that is not a command).
+func expand(logs []*raft.Log) ([]request, []any) {
+	resps := make([]any, len(logs))
+	reqs := make([]request, 0, len(logs))
+	for i, l := range logs {
+		if l.Type != raft.LogCommand || len(l.Data) == 0 {
+			continue
+		}
+		if structs.MessageType(l.Data[0])&^structs.IgnoreUnknownTypeFlag != structs.BatchRequestType {
+			reqs = append(reqs, request{log: l, entry: i, sub: -1})
+			continue
+		}
+		parts, err := structs.SplitBatch(l.Data[1:])
+		if err != nil {
+			reqs = append(reqs, request{log: l, entry: i, sub: -1,
+				bad: fmt.Errorf("%w: %w at index %d", ErrBadEntry, err, l.Index)})
+			continue
+		}
+		resps[i] = make([]any, len(parts))
+		for k, p := range parts {
+			c := *l
+			c.Data = p
+			reqs = append(reqs, request{log: &c, entry: i, sub: k})
+		}
+	}
+	return reqs, resps
+}
+
+// numbering carries the count of notifications from one request of a
+// batch entry to the next: they share the entry's index, which numbers
+// them (structs.NotificationID), so the count goes on rather than starting
+// again. next is set by the caller after each applied request.
+type numbering struct{ next int }
+
+// start returns the number of r's first notification.
+func (n *numbering) start(r request) int {
+	if r.sub <= 0 {
+		n.next = 0
+	}
+	return n.next
+}
+
+// dispatchRequest applies one request through w.
+func (f *FSM) dispatchRequest(w *writer, r request) error {
+	if r.bad != nil {
+		f.logger.Error("refused a log entry", "index", r.log.Index, "error", r.bad)
+		return r.bad
+	}
+	return f.safeDispatch(w, r.log)
 }
 
 // ErrBadEntry is the answer to a log entry the FSM cannot apply: its body
@@ -224,6 +310,10 @@ func (f *FSM) dispatch(w *writer, l *raft.Log) error {
 		return applyMsg(buf, w.autopilotSetConfig)
 	case structs.GCRequestType:
 		return applyMsg(buf, w.gc)
+	case structs.BatchRequestType:
+		// A batch entry's requests are split from it before dispatch
+		// (expand): a batch inside one is not a request.
+		return fmt.Errorf("%w: a batch entry inside a batch entry at index %d", ErrBadEntry, l.Index)
 	}
 	if ignoreUnknown {
 		f.logger.Warn("ignoring unknown message type", "type", t, "index", l.Index)

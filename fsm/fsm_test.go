@@ -207,6 +207,31 @@ func TestApplyEveryMessageType(t *testing.T) {
 			t.Fatalf("deployments after gc = %v, want d2", ids)
 		}
 	}
+	cases[structs.BatchRequestType] = func(t *testing.T, h *harness) {
+		var parts [][]byte
+		for _, name := range []string{"night", "weekend"} {
+			data, err := structs.Encode(structs.WindowUpsertRequestType, &structs.WindowUpsertRequest{WriteMeta: h.meta("alice"),
+				Window: &structs.SyncWindow{Name: name, Kind: structs.WindowDeny, Schedule: "0 22 * * *", Duration: "8h"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			parts = append(parts, data)
+		}
+		h.index++
+		resp := h.fsm.Apply(&raft.Log{Index: h.index, Term: 1, Type: raft.LogCommand, Data: structs.EncodeBatch(parts)})
+		if !reflect.DeepEqual(resp, []any{nil, nil}) {
+			t.Fatalf("answer %#v, want two nils", resp)
+		}
+		for _, name := range []string{"night", "weekend"} {
+			raw, err := h.state().db.Txn(false).First(TableWindows, "id", name)
+			if err != nil || raw == nil {
+				t.Fatalf("window %s not stored: %v", name, err)
+			}
+			if w := raw.(*structs.SyncWindow); w.CreateIndex != h.index {
+				t.Fatalf("window %s has index %d, want the batch entry's %d", name, w.CreateIndex, h.index)
+			}
+		}
+	}
 	for _, mt := range structs.MessageTypes() {
 		fn, ok := cases[mt]
 		if !ok {

@@ -38,6 +38,8 @@ func fuzzEntrySeeds(t testing.TB) [][]byte {
 	add(structs.RepoStatusUpsertRequestType, &structs.RepoStatusUpsertRequest{WriteMeta: h.meta("a"), Repos: []*structs.RepoStatus{{Name: "r"}}})
 	add(structs.EventAppendRequestType, &structs.EventAppendRequest{WriteMeta: h.meta("a"), Events: []*structs.Event{{Kind: "job", Object: "o"}}})
 	out = append(out, []byte{byte(structs.PauseRequestType), 0xc1}, []byte{99, 0x80}, []byte{byte(structs.DeploymentCreateRequestType), 0xdd, 0x7f, 0xff, 0xff, 0xff})
+	// Batch entries: of the requests above, and one holding a batch.
+	out = append(out, structs.EncodeBatch(out[:3]), structs.EncodeBatch([][]byte{out[5], structs.EncodeBatch(out[6:8])}))
 	return out
 }
 
@@ -79,17 +81,24 @@ func FuzzApplyEntry(f *testing.F) {
 		l := &raft.Log{Index: 1000, Term: 1, Type: raft.LogCommand, Data: data}
 		resp := a.fsm.Apply(l)
 		b.fsm.ApplyBatch([]*raft.Log{l})
-		if err, ok := resp.(error); ok {
-			if strings.Contains(err.Error(), "panic") {
-				t.Fatalf("applying %x panicked: %v", data, err)
-			}
-			if errors.Is(err, ErrBadEntry) {
-				if after := dumpStore(t, a.state(), TableMeta); after != before {
-					t.Fatalf("a refused entry changed the state")
+		// A batch entry answers with the list of its requests' answers.
+		answers := []any{resp}
+		if list, ok := resp.([]any); ok {
+			answers = list
+		}
+		for _, resp := range answers {
+			if err, ok := resp.(error); ok {
+				if strings.Contains(err.Error(), "panic") {
+					t.Fatalf("applying %x panicked: %v", data, err)
 				}
+				if errors.Is(err, ErrBadEntry) && len(answers) == 1 {
+					if after := dumpStore(t, a.state(), TableMeta); after != before {
+						t.Fatalf("a refused entry changed the state")
+					}
+				}
+			} else if resp != nil {
+				t.Fatalf("response %T, want nil or an error", resp)
 			}
-		} else if resp != nil {
-			t.Fatalf("response %T, want nil or an error", resp)
 		}
 		if a.state().LatestIndex() != 1000 {
 			t.Fatalf("latest index %d after the entry", a.state().LatestIndex())

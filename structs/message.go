@@ -56,6 +56,10 @@ const (
 	// old finished deployments and deletes old deployments and events, by
 	// the cut-offs the leader proposes.
 	GCRequestType MessageType = 30
+	// BatchRequestType holds several requests the leader proposed
+	// together (see batch.go): one log entry, applied at one index, each
+	// request in its order, with its own answer and its own atomicity.
+	BatchRequestType MessageType = 31
 	// New types go here, at the end.
 )
 
@@ -95,6 +99,7 @@ var messageTypeNames = map[MessageType]string{
 	NotifyMarkRequestType:           "NotifyMark",
 	AutopilotSetConfigRequestType:   "AutopilotSetConfig",
 	GCRequestType:                   "GC",
+	BatchRequestType:                "Batch",
 }
 
 // MessageTypes lists every known message type, in order.

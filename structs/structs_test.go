@@ -155,7 +155,7 @@ func TestMessageTypesAppendOnly(t *testing.T) {
 		"ACLPolicyUpsert", "ACLPolicyDelete", "ACLRoleUpsert", "ACLRoleDelete", "ACLTokenUpsert",
 		"ACLTokenDelete", "ACLTokenBootstrap", "ACLAuthMethodUpsert", "ACLAuthMethodDelete",
 		"ACLBindingRuleUpsert", "ACLBindingRuleDelete",
-		"NotificationResult", "NotificationPrune", "NotifyMark", "AutopilotSetConfig", "GC",
+		"NotificationResult", "NotificationPrune", "NotifyMark", "AutopilotSetConfig", "GC", "Batch",
 	}
 	got := MessageTypes()
 	if len(got) != len(want) {
