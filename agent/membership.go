@@ -29,7 +29,9 @@ const (
 	tagBootstrapExpect = "bootstrap_expect"
 	tagVersion         = "version"
 	tagACL             = "acl"
-	roleNops           = "nops"
+	// tagBatch says the server applies batch entries (upgrade.go).
+	tagBatch = "batch"
+	roleNops = "nops"
 )
 
 const (
@@ -127,6 +129,7 @@ func (s *Server) setupMembership() error {
 		tagVersion:         Version,
 		tagRegion:          cfg.Region,
 		tagACL:             strconv.FormatBool(cfg.ACL.Enabled),
+		tagBatch:           "1",
 	}
 	merge := &mergeDelegate{m: m, addr: net.ParseIP(cfg.Advertise)}
 	sc.Merge = merge
@@ -174,6 +177,7 @@ func (s *Server) setupMembership() error {
 	}
 	m.serf = serfNode
 	s.membership = m
+	s.gossip.Store(serfNode)
 	if cfg.Consul != nil {
 		if err := m.setupConsul(); err != nil {
 			return err

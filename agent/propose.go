@@ -142,8 +142,10 @@ func (p *proposer) run(wg *sync.WaitGroup) {
 }
 
 // pack turns a group into log entries: the writes together in batch
-// entries of up to maxBatchBytes when every server applies them, else (and
-// for a write too large to share) one entry each.
+// entries of up to maxBatchBytes when every server applies them, else one
+// entry each. A write too large to share goes alone, and so does a
+// deployment create: the FSM takes one per entry (the create index orders
+// deployments and is unique).
 func (p *proposer) pack(group []*proposal) []entry {
 	if len(group) == 1 || p.canBatch == nil || !p.canBatch() {
 		out := make([]entry, len(group))
@@ -170,6 +172,11 @@ func (p *proposer) pack(group []*proposal) []entry {
 		open, size = nil, 0
 	}
 	for _, g := range group {
+		if structs.MessageType(g.buf[0]) == structs.DeploymentCreateRequestType {
+			flush()
+			out = append(out, entry{buf: g.buf, props: []*proposal{g}})
+			continue
+		}
 		if size+len(g.buf) > maxBatchBytes {
 			flush()
 		}
@@ -200,16 +207,18 @@ func deliver(entries []entry, futures []raft.ApplyFuture, done chan<- struct{}) 
 		}
 		// A batch entry answers with its writes' answers, in order; one
 		// refused whole answers with its error.
-		list, ok := resp.([]any)
+		list, isList := resp.([]any)
+		refusal, isErr := resp.(error)
 		for k, g := range e.props {
-			r := applyResult{index: index, resp: resp}
+			r := applyResult{index: index}
 			switch {
-			case ok && len(list) == len(e.props):
+			case isList && len(list) == len(e.props):
 				r.resp = list[k]
-			case !ok && resp != nil:
-				// The entry's error is each write's.
+			case isErr:
+				r.resp = refusal
 			default:
-				r.resp = fmt.Errorf("batch entry at index %d answered %T for %d writes", index, resp, len(e.props))
+				// Cannot happen; what the FSM did is not known.
+				r.err = fmt.Errorf("the batch entry at index %d answered %T for %d writes: the write may or may not have been applied", index, resp, len(e.props))
 			}
 			g.res <- r
 		}

@@ -303,7 +303,8 @@ func TestProposer_BatchEntry(t *testing.T) {
 	submit("first")
 	first := recv()
 	big := strings.Repeat("x", maxBatchBytes+1)
-	for _, b := range []string{"a", "b", big, "c"} {
+	create := string([]byte{byte(structs.DeploymentCreateRequestType)}) + "create"
+	for _, b := range []string{"a", "b", big, "c", "c2", create, "c3"} {
 		submit(b)
 	}
 	first.resolve(nil)
@@ -319,9 +320,20 @@ func TestProposer_BatchEntry(t *testing.T) {
 		t.Fatalf("second entry is %.20q, want the large write alone", alone.buf)
 	}
 	last := recv()
-	if last.buf != "c" {
-		t.Fatalf("third entry is %.20q, want c alone", last.buf)
+	if got := split(last); !slices.Equal(got, []string{"c", "c2"}) {
+		t.Fatalf("third entry holds %q, want c and c2", got)
 	}
+	// A deployment create goes alone (the FSM takes one per entry), in
+	// its place.
+	alone2 := recv()
+	if alone2.buf != create {
+		t.Fatalf("fourth entry is %.20q, want the create alone", alone2.buf)
+	}
+	tail := recv()
+	if tail.buf != "c3" {
+		t.Fatalf("fifth entry is %.20q, want c3 alone", tail.buf)
+	}
+	last.resp = []any{nil, nil}
 	refusal := errors.New("b refused")
 	batch.resp = []any{nil, refusal}
 	batch.resolve(nil)
@@ -336,8 +348,18 @@ func TestProposer_BatchEntry(t *testing.T) {
 	if r := outcome(big); r.err != nil || r.resp != big {
 		t.Fatalf("the large write: err %v", r.err)
 	}
-	if r := outcome("c"); r.err != nil || r.resp != "c" {
-		t.Fatalf("c: %+v", r)
+	for _, b := range []string{"c", "c2"} {
+		if r := outcome(b); r.err != nil || r.resp != nil {
+			t.Fatalf("%s: %+v", b, r)
+		}
+	}
+	alone2.resolve(nil)
+	tail.resolve(nil)
+	if r := outcome(create); r.err != nil || r.resp != create {
+		t.Fatalf("the create: %+v", r)
+	}
+	if r := outcome("c3"); r.err != nil || r.resp != "c3" {
+		t.Fatalf("c3: %+v", r)
 	}
 
 	// A batch refused whole, and a list that does not match.
@@ -362,7 +384,11 @@ func TestProposer_BatchEntry(t *testing.T) {
 		f.resolve(nil)
 		for _, b := range []string{"d", "e"} {
 			r := outcome(b)
-			if err, ok := r.resp.(error); r.err != nil || !ok || !strings.Contains(err.Error(), tc.want) {
+			err, _ := r.resp.(error)
+			if r.err != nil {
+				err = r.err
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("%s: %+v, want an answer naming %q", b, r, tc.want)
 			}
 		}
@@ -390,7 +416,7 @@ func TestProposer_BatchEntry(t *testing.T) {
 	if err := p.writes.Write(&m); err != nil {
 		t.Fatal(err)
 	}
-	if got := m.GetCounter().GetValue(); got != 14 {
-		t.Fatalf("writes counted %v, want 14", got)
+	if got := m.GetCounter().GetValue(); got != 17 {
+		t.Fatalf("writes counted %v, want 17", got)
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/hashicorp/raft"
 	autopilot "github.com/hashicorp/raft-autopilot"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+	"github.com/hashicorp/serf/serf"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/nops-dev/nops/agent/config"
@@ -93,6 +94,9 @@ type Server struct {
 	retention *retention
 
 	membership *membership
+	// gossip is membership's serf once it runs, for the proposer, which
+	// may propose before (a write that arrives as the server starts).
+	gossip atomic.Pointer[serf.Serf]
 
 	// autopilot runs on the leader.
 	autopilot *autopilot.Autopilot
@@ -220,7 +224,7 @@ func (s *Server) setup() error {
 	// given.
 	s.proposerStop = make(chan struct{})
 	s.proposer = newProposer(s.raft.Apply, s.proposerStop, errClosed)
-	s.proposer.canBatch = func() bool { return s.checkMinimumVersion(structs.BatchRequestType) == nil }
+	s.proposer.canBatch = s.canBatch
 	s.wg.Add(1)
 	go s.proposer.run(&s.wg)
 	if err := s.setupNotify(); err != nil {

@@ -78,3 +78,37 @@ func serversMeetMinimumVersion(t structs.MessageType, min *version.Version, memb
 	sort.Strings(old)
 	return &ServersTooOldError{Type: t, Minimum: min.String(), Servers: old}
 }
+
+// canBatch reports whether the proposer may pack writes into batch
+// entries: every server of the region, alive or failed (a failed server
+// may come back), says it applies them (tagBatch), and is at the version
+// that introduced them. A server that does not say so, even a build of the
+// same version, would refuse a batch entry that the others apply, and its
+// state would part from theirs; so until gossip runs, and while one such
+// server is a member, each write goes as an entry of its own.
+func (s *Server) canBatch() bool {
+	g := s.gossip.Load()
+	if g == nil {
+		return false
+	}
+	members := g.Members()
+	if serversMeetMinimumVersion(structs.BatchRequestType, minVersions[structs.BatchRequestType], members, s.config.Region) != nil {
+		return false
+	}
+	return allServersTagged(members, s.config.Region, tagBatch)
+}
+
+// allServersTagged reports whether every server of the region, alive or
+// failed, carries tag with the value "1".
+func allServersTagged(members []serf.Member, region, tag string) bool {
+	for _, m := range members {
+		si, ok := parseMember(m)
+		if !ok || si.Region != region || (si.Status != serf.StatusAlive && si.Status != serf.StatusFailed) {
+			continue
+		}
+		if m.Tags[tag] != "1" {
+			return false
+		}
+	}
+	return true
+}

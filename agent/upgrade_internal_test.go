@@ -61,3 +61,37 @@ func TestServersMeetMinimumVersion(t *testing.T) {
 		})
 	}
 }
+
+// TestAllServersTagged: the proposer packs writes into batch entries only
+// while every server that is or may come back (alive or failed) of the
+// region says it applies them; a build of the same version that does not
+// say so holds it back.
+func TestAllServersTagged(t *testing.T) {
+	tagged := func(name string, status serf.MemberStatus) serf.Member {
+		m := member(name, "0.2.0-dev", "global", status)
+		m.Tags[tagBatch] = "1"
+		return m
+	}
+	for _, tc := range []struct {
+		name    string
+		members []serf.Member
+		want    bool
+	}{
+		{"all tagged", []serf.Member{tagged("a", serf.StatusAlive), tagged("b", serf.StatusAlive)}, true},
+		{"one untagged", []serf.Member{tagged("a", serf.StatusAlive), member("b", "0.2.0-dev", "global", serf.StatusAlive)}, false},
+		{"failed untagged", []serf.Member{tagged("a", serf.StatusAlive), member("b", "0.2.0-dev", "global", serf.StatusFailed)}, false},
+		{"left untagged", []serf.Member{tagged("a", serf.StatusAlive), member("b", "0.2.0-dev", "global", serf.StatusLeft)}, true},
+		{"other region untagged", []serf.Member{tagged("a", serf.StatusAlive), member("b", "0.2.0-dev", "eu", serf.StatusAlive)}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := allServersTagged(tc.members, "global", tagBatch); got != tc.want {
+				t.Fatalf("allServersTagged = %v, want %v", got, tc.want)
+			}
+		})
+	}
+	// Before gossip runs, nothing is known of the others.
+	var s Server
+	if s.canBatch() {
+		t.Fatal("a server without gossip packs batch entries")
+	}
+}

@@ -16,8 +16,8 @@ import (
 type writer struct {
 	txn   *memdb.Txn
 	index uint64
-	// meta is the store's counters as this entry changes them, read at
-	// the first use; finish writes them back.
+	// meta is the store's counters as this entry changes them; the
+	// transaction writes them back at its end.
 	meta *metaRow
 	// mutated is set by the first change the entry makes, so that a batch
 	// knows whether a refused entry left anything behind.
@@ -53,16 +53,6 @@ func (w *writer) counters() *metaRow {
 		w.meta = &m
 	}
 	return w.meta
-}
-
-// finish records the entry's index with the counters.
-func (w *writer) finish() error {
-	m := w.counters()
-	m.LatestIndex = w.index
-	if err := w.insert(TableMeta, m); err != nil {
-		return fmt.Errorf("update counters: %w", err)
-	}
-	return nil
 }
 
 func conflict(format string, args ...any) error {
@@ -175,6 +165,13 @@ func (w *writer) deploymentCreate(req *structs.DeploymentCreateRequest) error {
 	}
 	if _, err := w.deployment(d.ID); err == nil {
 		return conflict("deployment %s already exists", d.ID)
+	}
+	// The create index orders deployments and is unique: the requests of
+	// a batch entry share its index, so only one of them may create.
+	if raw, err := w.txn.First(TableDeployments, "create", w.index); err != nil {
+		return fmt.Errorf("create index lookup: %w", err)
+	} else if raw != nil {
+		return invalid("a log entry creates at most one deployment: %s was created at index %d", raw.(*structs.Deployment).ID, w.index)
 	}
 	if raw, err := w.txn.First(TableDeployments, "active", d.Key()); err != nil {
 		return fmt.Errorf("active deployment lookup: %w", err)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"reflect"
 	"strings"
 	"testing"
@@ -106,17 +107,30 @@ func TestApplyBatch_SameAsOneByOne(t *testing.T) {
 	}
 }
 
-// packLog packs the requests of logs into batch entries of n requests each
-// (a last, shorter one takes the rest), indexed from 1.
+// packLog packs the requests of logs into batch entries of up to n
+// requests each, indexed from 1. Like the leader's proposer, it packs a
+// deployment create alone, in its place.
 func packLog(logs []*raft.Log, n int) []*raft.Log {
 	var out []*raft.Log
-	for start := 0; start < len(logs); start += n {
-		var parts [][]byte
-		for _, l := range logs[start:min(start+n, len(logs))] {
-			parts = append(parts, l.Data)
+	var parts [][]byte
+	flush := func() {
+		if len(parts) > 0 {
+			out = append(out, &raft.Log{Index: uint64(len(out) + 1), Term: 1, Type: raft.LogCommand, Data: structs.EncodeBatch(parts)})
 		}
-		out = append(out, &raft.Log{Index: uint64(len(out) + 1), Term: 1, Type: raft.LogCommand, Data: structs.EncodeBatch(parts)})
+		parts = nil
 	}
+	for _, l := range logs {
+		if structs.MessageType(l.Data[0]) == structs.DeploymentCreateRequestType {
+			flush()
+			parts = [][]byte{l.Data}
+			flush()
+			continue
+		}
+		if parts = append(parts, l.Data); len(parts) == n {
+			flush()
+		}
+	}
+	flush()
 	return out
 }
 
@@ -140,7 +154,8 @@ func outline(t *testing.T, f *FSM) string {
 	t.Helper()
 	txn := f.State().db.Txn(false)
 	var b strings.Builder
-	it, err := txn.Get(TableDeployments, "id")
+	// By the create index, which a shared index would break.
+	it, err := txn.Get(TableDeployments, "create")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,7 +199,7 @@ func TestBatchEntry_AnswersAsAlone(t *testing.T) {
 	if !strings.Contains(wantOutline, "notification") {
 		t.Fatalf("the test log writes no notification:\n%s", wantOutline)
 	}
-	for pack := 2; pack <= len(logs); pack++ {
+	for pack := 1; pack <= len(logs); pack++ {
 		packed := packLog(logs, pack)
 		each, err := New(hclog.NewNullLogger())
 		if err != nil {
@@ -240,16 +255,30 @@ func TestBatchEntry_AnswersAsAlone(t *testing.T) {
 // request to the next rather than starting again and colliding.
 func TestBatchEntry_NotificationIDs(t *testing.T) {
 	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	var parts [][]byte
-	for _, id := range []string{"d-1", "d-2", "d-3"} {
-		data, err := structs.Encode(structs.DeploymentCreateRequestType, &structs.DeploymentCreateRequest{
-			WriteMeta: structs.WriteMeta{Time: now, Actor: "tester"}, Deployment: testDeployment(id, "default", "job-"+id, 1, 0)})
+	f, err := New(hclog.NewNullLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	encode := func(mt structs.MessageType, req any) []byte {
+		data, err := structs.Encode(mt, req)
 		if err != nil {
 			t.Fatal(err)
 		}
-		parts = append(parts, data)
+		return data
+	}
+	var parts [][]byte
+	for i, id := range []string{"d-1", "d-2", "d-3"} {
+		l := &raft.Log{Index: uint64(i + 1), Term: 1, Type: raft.LogCommand, Data: encode(structs.DeploymentCreateRequestType,
+			&structs.DeploymentCreateRequest{WriteMeta: structs.WriteMeta{Time: now, Actor: "tester"}, Deployment: testDeployment(id, "default", "job-"+id, 1, 0)})}
+		if resp := f.Apply(l); resp != nil {
+			t.Fatalf("create %s: %v", id, resp)
+		}
+		// Each notifies: pending approval.
+		parts = append(parts, encode(structs.DeploymentTransitionRequestType, &structs.DeploymentTransitionRequest{
+			WriteMeta: structs.WriteMeta{Time: now, Actor: "tester"}, ID: id, To: structs.StatePendingApproval}))
 	}
 	l := &raft.Log{Index: 7, Term: 1, Type: raft.LogCommand, Data: structs.EncodeBatch(parts)}
+	snap := persist(t, f)
 	for name, apply := range map[string]func(f *FSM) any{
 		"Apply":      func(f *FSM) any { return f.Apply(l) },
 		"ApplyBatch": func(f *FSM) any { return f.ApplyBatch([]*raft.Log{l})[0] },
@@ -257,6 +286,9 @@ func TestBatchEntry_NotificationIDs(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			f, err := New(hclog.NewNullLogger())
 			if err != nil {
+				t.Fatal(err)
+			}
+			if err := f.Restore(io.NopCloser(bytes.NewReader(snap))); err != nil {
 				t.Fatal(err)
 			}
 			if resp := apply(f); !reflect.DeepEqual(resp, []any{nil, nil, nil}) {
@@ -268,15 +300,141 @@ func TestBatchEntry_NotificationIDs(t *testing.T) {
 			}
 			var ids []string
 			for raw := it.Next(); raw != nil; raw = it.Next() {
-				n := raw.(*structs.Notification)
-				ids = append(ids, n.ID)
-				if n.CreateIndex != 7 {
-					t.Errorf("notification %s has index %d, want the entry's 7", n.ID, n.CreateIndex)
+				if n := raw.(*structs.Notification); n.CreateIndex == 7 {
+					ids = append(ids, n.ID)
 				}
 			}
 			want := []string{structs.NotificationID(7, 0), structs.NotificationID(7, 1), structs.NotificationID(7, 2)}
 			if !reflect.DeepEqual(ids, want) {
-				t.Fatalf("notification IDs %v, want %v", ids, want)
+				t.Fatalf("notification IDs at index 7: %v, want %v", ids, want)
+			}
+		})
+	}
+}
+
+// TestBatchEntry_OneCreatePerEntry: the create index orders deployments
+// and is unique, so a batch entry that holds two deployment creates (the
+// proposer never packs one) has the second refused, on every path, and
+// every deployment stays listed.
+func TestBatchEntry_OneCreatePerEntry(t *testing.T) {
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	var parts [][]byte
+	for _, id := range []string{"d-1", "d-2"} {
+		data, err := structs.Encode(structs.DeploymentCreateRequestType, &structs.DeploymentCreateRequest{
+			WriteMeta: structs.WriteMeta{Time: now, Actor: "tester"}, Deployment: testDeployment(id, "default", "job-"+id, 1, 0)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		parts = append(parts, data)
+	}
+	l := &raft.Log{Index: 5, Term: 1, Type: raft.LogCommand, Data: structs.EncodeBatch(parts)}
+	for name, apply := range map[string]func(f *FSM) any{
+		"Apply":      func(f *FSM) any { return f.Apply(l) },
+		"ApplyBatch": func(f *FSM) any { return f.ApplyBatch([]*raft.Log{l})[0] },
+	} {
+		t.Run(name, func(t *testing.T) {
+			f, err := New(hclog.NewNullLogger())
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp, ok := apply(f).([]any)
+			if !ok || len(resp) != 2 || resp[0] != nil {
+				t.Fatalf("answer %#v, want the first create applied", resp)
+			}
+			if err, ok := resp[1].(error); !ok || !errors.Is(err, structs.ErrInvalid) || !strings.Contains(err.Error(), "at most one deployment") {
+				t.Fatalf("second create answered %v, want a refusal", resp[1])
+			}
+			list, _, err := f.State().Deployments(DeploymentFilter{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(list) != 1 || list[0].ID != "d-1" {
+				t.Fatalf("deployments listed: %v, want d-1", list)
+			}
+		})
+	}
+}
+
+// TestBatchEntry_SeenWhole: a reader sees a batch entry whole or not at
+// all, even when a request in it is refused after it changed something and
+// the entry is applied again without it: never some of its requests at the
+// entry's index.
+func TestBatchEntry_SeenWhole(t *testing.T) {
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	encode := func(mt structs.MessageType, req any) []byte {
+		data, err := structs.Encode(mt, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return data
+	}
+	meta := structs.WriteMeta{Time: now, Actor: "tester"}
+	status := &raft.Log{Index: 1, Term: 1, Type: raft.LogCommand, Data: encode(structs.JobStatusUpsertRequestType,
+		&structs.JobStatusUpsertRequest{WriteMeta: meta, Statuses: []*structs.JobStatus{{Namespace: "default", JobID: "web", Sync: structs.SyncDrift}}})}
+	const windows = 300
+	var parts [][]byte
+	for i := range windows {
+		parts = append(parts, encode(structs.WindowUpsertRequestType, &structs.WindowUpsertRequest{WriteMeta: meta,
+			Window: &structs.SyncWindow{Name: fmt.Sprintf("w-%03d", i), Kind: structs.WindowDeny, Schedule: "0 22 * * *", Duration: "8h"}}))
+		if i == windows/2 {
+			// Refused after a change: the first key is deleted, the
+			// second is not a key.
+			parts = append(parts, encode(structs.JobStatusDeleteRequestType,
+				&structs.JobStatusDeleteRequest{WriteMeta: meta, Keys: []string{"default/web", "no-slash"}}))
+		}
+	}
+	batch := &raft.Log{Index: 2, Term: 1, Type: raft.LogCommand, Data: structs.EncodeBatch(parts)}
+	for name, apply := range map[string]func(f *FSM){
+		"Apply":      func(f *FSM) { f.Apply(batch) },
+		"ApplyBatch": func(f *FSM) { f.ApplyBatch([]*raft.Log{status, batch}) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			f, err := New(hclog.NewNullLogger())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if name == "Apply" {
+				f.Apply(status)
+			}
+			st := f.State()
+			done := make(chan struct{})
+			seen := make(chan string, 1)
+			go func() {
+				defer close(seen)
+				for {
+					txn := st.db.Txn(false)
+					idx := readMeta(txn).LatestIndex
+					n := 0
+					it, err := txn.Get(TableWindows, "id")
+					if err != nil {
+						seen <- err.Error()
+						return
+					}
+					for raw := it.Next(); raw != nil; raw = it.Next() {
+						n++
+					}
+					if idx == 2 && n != windows || idx < 2 && n != 0 {
+						seen <- fmt.Sprintf("index %d with %d windows", idx, n)
+						return
+					}
+					select {
+					case <-done:
+						return
+					default:
+					}
+				}
+			}()
+			apply(f)
+			close(done)
+			if bad, ok := <-seen; ok {
+				t.Fatalf("a reader saw a part of the batch entry: %s", bad)
+			}
+			if idx := st.LatestIndex(); idx != 2 {
+				t.Fatalf("latest index %d, want 2", idx)
+			}
+			raw, err := st.db.Txn(false).First(TableJobStatus, "id", "default", "web")
+			if err != nil || raw == nil {
+				t.Fatalf("the refused request's change was kept out, yet the job status is gone: %v", err)
 			}
 		})
 	}

@@ -44,16 +44,15 @@ func (f *FSM) State() *StateStore {
 
 var _ raft.BatchingFSM = (*FSM)(nil)
 
-// Apply applies one log entry in a write transaction of its own (a batch
-// entry: each of its requests in one of its own). A request that breaks a
-// rule, and an entry that cannot be decoded or is of an unknown type, return
-// an error as the response and change nothing: every server reads the same
-// bytes the same way, so every server refuses the same entry and the states
-// stay equal. A batch entry's response is the list of its requests'
-// responses, in order.
+// Apply applies one log entry in a write transaction of its own. A request
+// that breaks a rule, and an entry that cannot be decoded or is of an
+// unknown type, return an error as the response and change nothing: every
+// server reads the same bytes the same way, so every server refuses the same
+// entry and the states stay equal. A batch entry's response is the list of
+// its requests' responses, in order.
 func (f *FSM) Apply(l *raft.Log) any {
 	reqs, resps := expand([]*raft.Log{l})
-	f.applyEach(reqs, resps)
+	f.applyEntries(reqs, resps)
 	return resps[0]
 }
 
@@ -62,81 +61,86 @@ func (f *FSM) Apply(l *raft.Log) any {
 // Each request keeps its own answer and its atomicity: a refused request
 // that changed nothing is answered with its error and the batch goes on; if
 // a refused request had already changed something, the whole batch is
-// thrown away and applied again one request at a time.
+// thrown away and applied again one entry at a time.
 func (f *FSM) ApplyBatch(logs []*raft.Log) []any {
 	reqs, resps := expand(logs)
-	if len(reqs) == 0 {
-		return resps
+	if len(reqs) > 0 && f.applyTxn(reqs, resps, nil) >= 0 {
+		f.applyEntries(reqs, resps)
 	}
+	return resps
+}
+
+// applyEntries applies each log entry in a write transaction of its own.
+// A request refused after it changed something is left out and its entry
+// applied again without it, so that a reader sees an entry whole or not at
+// all, never a part of it at the entry's index.
+func (f *FSM) applyEntries(reqs []request, resps []any) {
+	for start := 0; start < len(reqs); {
+		end := start + 1
+		for end < len(reqs) && reqs[end].entry == reqs[start].entry {
+			end++
+		}
+		entry := reqs[start:end]
+		var skip []bool
+		for {
+			pos := f.applyTxn(entry, resps, skip)
+			if pos < 0 {
+				break
+			}
+			if skip == nil {
+				skip = make([]bool, len(entry))
+			}
+			skip[pos] = true
+		}
+		start = end
+	}
+}
+
+// applyTxn applies reqs, but those skip marks (refused already, their
+// answers recorded), in one write transaction, and commits it. If a request
+// is refused after it changed something, it throws the transaction away
+// and returns the request's position, its answer recorded; else -1.
+func (f *FSM) applyTxn(reqs []request, resps []any, skip []bool) int {
 	st := f.State()
 	txn := st.db.Txn(true)
 	defer txn.Abort()
-	// The counters are shared by the batch and written once at its end.
+	// The counters are shared by the transaction and written once at its
+	// end.
 	counters := readMeta(txn)
 	var num numbering
-	for _, r := range reqs {
-		saved := counters
-		w := &writer{txn: txn, index: r.log.Index, meta: &counters, notified: num.start(r)}
-		err := f.dispatchRequest(w, r)
-		if err != nil && w.mutated {
-			txn.Abort()
-			f.applyEach(reqs, resps)
-			return resps
-		}
-		if err != nil {
-			r.answer(resps, err)
-			counters = saved
-		} else {
-			r.answer(resps, w.resp)
-			num.next = w.notified
+	for i, r := range reqs {
+		notified := num.start(r)
+		if skip == nil || !skip[i] {
+			saved := counters
+			w := &writer{txn: txn, index: r.log.Index, meta: &counters, notified: notified}
+			err := f.dispatchRequest(w, r)
+			switch {
+			case err != nil && w.mutated:
+				r.answer(resps, err)
+				return i
+			case err != nil:
+				r.answer(resps, err)
+				counters = saved
+			default:
+				r.answer(resps, w.resp)
+				num.next = w.notified
+			}
 		}
 		// The latest index moves to every applied entry, refused or not.
 		counters.LatestIndex = r.log.Index
 	}
 	if err := txn.Insert(TableMeta, &counters); err != nil {
-		txn.Abort()
-		f.applyEach(reqs, resps)
-		return resps
-	}
-	txn.Commit()
-	st.broadcast()
-	return resps
-}
-
-// applyEach applies each request in a write transaction of its own.
-func (f *FSM) applyEach(reqs []request, resps []any) {
-	var num numbering
-	for _, r := range reqs {
-		resp, notified, ok := f.applyOne(r, num.start(r))
-		r.answer(resps, resp)
-		if ok {
-			num.next = notified
+		err = fmt.Errorf("update counters: %w", err)
+		for i, r := range reqs {
+			if skip == nil || !skip[i] {
+				r.answer(resps, err)
+			}
 		}
-	}
-}
-
-// applyOne applies one request in a write transaction of its own. ok
-// reports that it was applied rather than refused; notified is then the
-// count of notifications of its entry so far.
-func (f *FSM) applyOne(r request, notified int) (resp any, _ int, ok bool) {
-	st := f.State()
-	txn := st.db.Txn(true)
-	defer txn.Abort()
-	w := &writer{txn: txn, index: r.log.Index, notified: notified}
-	if err := f.dispatchRequest(w, r); err != nil {
-		// The refused request changes nothing, but the entry is applied:
-		// the latest index moves on, so that a reader waiting for it does
-		// not wait forever.
-		txn.Abort()
-		st.recordIndex(r.log.Index)
-		return err, notified, false
-	}
-	if err := w.finish(); err != nil {
-		return err, notified, false
+		return -1
 	}
 	txn.Commit()
 	st.broadcast()
-	return w.resp, w.notified, true
+	return -1
 }
 
 // request is one request to apply: a log entry of its own, or one of the

@@ -66,7 +66,8 @@ func schema() *memdb.DBSchema {
 				// FSM keeps it to at most one per job.
 				"active": {Name: "active", Unique: true, AllowMissing: true, Indexer: activeIndex{}},
 				// create orders deployments by creation; it is unique, as
-				// one log entry creates at most one deployment, so that a
+				// one log entry creates at most one deployment (the FSM
+				// refuses a second create in a batch entry), so that a
 				// reverse range scan from a cursor finds the deployment
 				// created just before it (a non-unique index appends the
 				// ID to each key, and the scan would skip it).

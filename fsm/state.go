@@ -53,20 +53,6 @@ func (s *StateStore) broadcast() {
 	s.mu.Unlock()
 }
 
-// recordIndex records the index of an applied entry that changed nothing
-// else (a refused request, a skipped unknown type).
-func (s *StateStore) recordIndex(index uint64) {
-	txn := s.db.Txn(true)
-	m := readMeta(txn)
-	m.LatestIndex = index
-	if err := txn.Insert(TableMeta, &m); err != nil {
-		txn.Abort()
-		return
-	}
-	txn.Commit()
-	s.broadcast()
-}
-
 // LatestIndex returns the Raft index of the last applied entry.
 func (s *StateStore) LatestIndex() uint64 {
 	return readMeta(s.db.Txn(false)).LatestIndex

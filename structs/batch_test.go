@@ -23,6 +23,9 @@ func TestBatch_RoundTrip(t *testing.T) {
 	if len(got) != len(parts) {
 		t.Fatalf("%d requests, want %d", len(got), len(parts))
 	}
+	if most, err := SplitBatch(bytes.Repeat([]byte{1, byte(PauseRequestType)}, MaxBatchRequests)); err != nil || len(most) != MaxBatchRequests {
+		t.Fatalf("a batch of %d requests: %d, %v", MaxBatchRequests, len(most), err)
+	}
 	for i := range parts {
 		if !bytes.Equal(got[i], parts[i]) {
 			t.Fatalf("request %d differs", i)
@@ -44,6 +47,7 @@ func TestBatch_Malformed(t *testing.T) {
 		{"cut after a request", "bad length", append(good[:len(good):len(good)], 0x80)},
 		{"varint overflow", "bad length", bytes.Repeat([]byte{0xff}, 11)},
 		{"huge length", "with 1 bytes left", []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f, 'a'}},
+		{"too many requests", "more than 1024 requests", bytes.Repeat([]byte{1, byte(PauseRequestType)}, MaxBatchRequests+1)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := SplitBatch(tc.body)
