@@ -362,6 +362,19 @@ func TestProposer_BatchEntry(t *testing.T) {
 		t.Fatalf("c3: %+v", r)
 	}
 
+	// group queues writes behind one in flight, so that they go to Raft
+	// together once it is applied.
+	group := func(bufs ...string) {
+		t.Helper()
+		submit("hold")
+		hold := recv()
+		for _, b := range bufs {
+			submit(b)
+		}
+		hold.resolve(nil)
+		outcome("hold")
+	}
+
 	// A batch refused whole, and a list that does not match.
 	for _, tc := range []struct {
 		resp any
@@ -370,12 +383,7 @@ func TestProposer_BatchEntry(t *testing.T) {
 		{errors.New("malformed batch entry"), "malformed batch entry"},
 		{[]any{nil}, "answered []interface {} for 2 writes"},
 	} {
-		submit("hold")
-		hold := recv()
-		submit("d")
-		submit("e")
-		hold.resolve(nil)
-		outcome("hold")
+		group("d", "e")
 		f := recv()
 		if got := split(f); !slices.Equal(got, []string{"d", "e"}) {
 			t.Fatalf("batch entry holds %q, want d and e", got)
@@ -396,12 +404,7 @@ func TestProposer_BatchEntry(t *testing.T) {
 
 	// A server too old for batch entries: each write goes alone.
 	allow.Store(false)
-	submit("hold")
-	hold := recv()
-	submit("f")
-	submit("g")
-	hold.resolve(nil)
-	outcome("hold")
+	group("f", "g")
 	for _, want := range []string{"f", "g"} {
 		f := recv()
 		if f.buf != want {

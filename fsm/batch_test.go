@@ -55,19 +55,72 @@ func batchLog(t *testing.T) []*raft.Log {
 	return logs
 }
 
+// newFSM returns an FSM over an empty state.
+func newFSM(t *testing.T) *FSM {
+	t.Helper()
+	f, err := New(hclog.NewNullLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// applyEach applies logs one entry at a time to a new FSM, which it
+// returns with the answers.
+func applyEach(t *testing.T, logs []*raft.Log) (*FSM, []any) {
+	t.Helper()
+	f := newFSM(t)
+	var resps []any
+	for _, l := range logs {
+		resps = append(resps, f.Apply(l))
+	}
+	return f, resps
+}
+
+// applyInBatches applies logs to a new FSM in Raft batches of size
+// entries, and returns it with the answers.
+func applyInBatches(t *testing.T, logs []*raft.Log, size int) (*FSM, []any) {
+	t.Helper()
+	f := newFSM(t)
+	var resps []any
+	for start := 0; start < len(logs); start += size {
+		resps = append(resps, f.ApplyBatch(logs[start:min(start+size, len(logs))])...)
+	}
+	return f, resps
+}
+
+// sameAnswer reports whether two answers agree: both nil, or errors with
+// the same message.
+func sameAnswer(a, b any) bool {
+	ae, _ := a.(error)
+	be, _ := b.(error)
+	return (ae == nil) == (be == nil) && (ae == nil || ae.Error() == be.Error())
+}
+
+// encodeEntry encodes one request as a log entry's data.
+func encodeEntry(t *testing.T, mt structs.MessageType, req any) []byte {
+	t.Helper()
+	data, err := structs.Encode(mt, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+// bothPaths applies l alone through Apply or through ApplyBatch, by name.
+func bothPaths(l *raft.Log) map[string]func(f *FSM) any {
+	return map[string]func(f *FSM) any{
+		"Apply":      func(f *FSM) any { return f.Apply(l) },
+		"ApplyBatch": func(f *FSM) any { return f.ApplyBatch([]*raft.Log{l})[0] },
+	}
+}
+
 // TestApplyBatch_SameAsOneByOne applies one log entry by entry and in
 // batches of every size: the answers and the resulting state are the same,
 // byte for byte.
 func TestApplyBatch_SameAsOneByOne(t *testing.T) {
 	logs := batchLog(t)
-	single, err := New(hclog.NewNullLogger())
-	if err != nil {
-		t.Fatal(err)
-	}
-	var want []any
-	for _, l := range logs {
-		want = append(want, single.Apply(l))
-	}
+	single, want := applyEach(t, logs)
 	refused := 0
 	for _, r := range want {
 		if r != nil {
@@ -80,21 +133,12 @@ func TestApplyBatch_SameAsOneByOne(t *testing.T) {
 	wantSnap := persist(t, single)
 
 	for size := 1; size <= len(logs); size++ {
-		f, err := New(hclog.NewNullLogger())
-		if err != nil {
-			t.Fatal(err)
-		}
-		var got []any
-		for start := 0; start < len(logs); start += size {
-			got = append(got, f.ApplyBatch(logs[start:min(start+size, len(logs))])...)
-		}
+		f, got := applyInBatches(t, logs, size)
 		for i := range want {
-			we, _ := want[i].(error)
-			ge, _ := got[i].(error)
-			if (we == nil) != (ge == nil) || (we != nil && we.Error() != ge.Error()) {
+			if !sameAnswer(got[i], want[i]) {
 				t.Fatalf("batch size %d, entry %d: answer %v, want %v", size, i+1, got[i], want[i])
 			}
-			if we != nil && !errors.Is(ge, structs.ErrConflict) && !errors.Is(ge, structs.ErrInvalid) {
+			if ge, _ := got[i].(error); ge != nil && !errors.Is(ge, structs.ErrConflict) && !errors.Is(ge, structs.ErrInvalid) {
 				t.Fatalf("batch size %d, entry %d: %v is not a business error", size, i+1, ge)
 			}
 		}
@@ -187,36 +231,20 @@ func outline(t *testing.T, f *FSM) string {
 // a packed log gives the same answers and the same state, byte for byte.
 func TestBatchEntry_AnswersAsAlone(t *testing.T) {
 	logs := batchLog(t)
-	single, err := New(hclog.NewNullLogger())
-	if err != nil {
-		t.Fatal(err)
-	}
-	var want []any
-	for _, l := range logs {
-		want = append(want, single.Apply(l))
-	}
+	single, want := applyEach(t, logs)
 	wantOutline := outline(t, single)
 	if !strings.Contains(wantOutline, "notification") {
 		t.Fatalf("the test log writes no notification:\n%s", wantOutline)
 	}
 	for pack := 1; pack <= len(logs); pack++ {
 		packed := packLog(logs, pack)
-		each, err := New(hclog.NewNullLogger())
-		if err != nil {
-			t.Fatal(err)
-		}
-		var resps []any
-		for _, l := range packed {
-			resps = append(resps, each.Apply(l))
-		}
+		each, resps := applyEach(t, packed)
 		got := flatten(t, resps)
 		if len(got) != len(want) {
 			t.Fatalf("pack %d: %d answers for %d requests", pack, len(got), len(want))
 		}
 		for i := range want {
-			we, _ := want[i].(error)
-			ge, _ := got[i].(error)
-			if (we == nil) != (ge == nil) || (we != nil && we.Error() != ge.Error()) {
+			if !sameAnswer(got[i], want[i]) {
 				t.Fatalf("pack %d, request %d: answer %v, want %v", pack, i+1, got[i], want[i])
 			}
 		}
@@ -228,18 +256,9 @@ func TestBatchEntry_AnswersAsAlone(t *testing.T) {
 		}
 		wantSnap := persist(t, each)
 		for size := 1; size <= len(packed); size++ {
-			f, err := New(hclog.NewNullLogger())
-			if err != nil {
-				t.Fatal(err)
-			}
-			var batched []any
-			for start := 0; start < len(packed); start += size {
-				batched = append(batched, f.ApplyBatch(packed[start:min(start+size, len(packed))])...)
-			}
+			f, batched := applyInBatches(t, packed, size)
 			for i, r := range flatten(t, batched) {
-				ge, _ := r.(error)
-				we, _ := got[i].(error)
-				if (we == nil) != (ge == nil) || (we != nil && we.Error() != ge.Error()) {
+				if !sameAnswer(r, got[i]) {
 					t.Fatalf("pack %d, raft batch %d, request %d: answer %v, want %v", pack, size, i+1, r, got[i])
 				}
 			}
@@ -255,17 +274,8 @@ func TestBatchEntry_AnswersAsAlone(t *testing.T) {
 // request to the next rather than starting again and colliding.
 func TestBatchEntry_NotificationIDs(t *testing.T) {
 	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	f, err := New(hclog.NewNullLogger())
-	if err != nil {
-		t.Fatal(err)
-	}
-	encode := func(mt structs.MessageType, req any) []byte {
-		data, err := structs.Encode(mt, req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return data
-	}
+	f := newFSM(t)
+	encode := func(mt structs.MessageType, req any) []byte { return encodeEntry(t, mt, req) }
 	var parts [][]byte
 	for i, id := range []string{"d-1", "d-2", "d-3"} {
 		l := &raft.Log{Index: uint64(i + 1), Term: 1, Type: raft.LogCommand, Data: encode(structs.DeploymentCreateRequestType,
@@ -279,15 +289,9 @@ func TestBatchEntry_NotificationIDs(t *testing.T) {
 	}
 	l := &raft.Log{Index: 7, Term: 1, Type: raft.LogCommand, Data: structs.EncodeBatch(parts)}
 	snap := persist(t, f)
-	for name, apply := range map[string]func(f *FSM) any{
-		"Apply":      func(f *FSM) any { return f.Apply(l) },
-		"ApplyBatch": func(f *FSM) any { return f.ApplyBatch([]*raft.Log{l})[0] },
-	} {
+	for name, apply := range bothPaths(l) {
 		t.Run(name, func(t *testing.T) {
-			f, err := New(hclog.NewNullLogger())
-			if err != nil {
-				t.Fatal(err)
-			}
+			f := newFSM(t)
 			if err := f.Restore(io.NopCloser(bytes.NewReader(snap))); err != nil {
 				t.Fatal(err)
 			}
@@ -320,23 +324,13 @@ func TestBatchEntry_OneCreatePerEntry(t *testing.T) {
 	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	var parts [][]byte
 	for _, id := range []string{"d-1", "d-2"} {
-		data, err := structs.Encode(structs.DeploymentCreateRequestType, &structs.DeploymentCreateRequest{
-			WriteMeta: structs.WriteMeta{Time: now, Actor: "tester"}, Deployment: testDeployment(id, "default", "job-"+id, 1, 0)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		parts = append(parts, data)
+		parts = append(parts, encodeEntry(t, structs.DeploymentCreateRequestType, &structs.DeploymentCreateRequest{
+			WriteMeta: structs.WriteMeta{Time: now, Actor: "tester"}, Deployment: testDeployment(id, "default", "job-"+id, 1, 0)}))
 	}
 	l := &raft.Log{Index: 5, Term: 1, Type: raft.LogCommand, Data: structs.EncodeBatch(parts)}
-	for name, apply := range map[string]func(f *FSM) any{
-		"Apply":      func(f *FSM) any { return f.Apply(l) },
-		"ApplyBatch": func(f *FSM) any { return f.ApplyBatch([]*raft.Log{l})[0] },
-	} {
+	for name, apply := range bothPaths(l) {
 		t.Run(name, func(t *testing.T) {
-			f, err := New(hclog.NewNullLogger())
-			if err != nil {
-				t.Fatal(err)
-			}
+			f := newFSM(t)
 			resp, ok := apply(f).([]any)
 			if !ok || len(resp) != 2 || resp[0] != nil {
 				t.Fatalf("answer %#v, want the first create applied", resp)
@@ -361,13 +355,7 @@ func TestBatchEntry_OneCreatePerEntry(t *testing.T) {
 // entry's index.
 func TestBatchEntry_SeenWhole(t *testing.T) {
 	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	encode := func(mt structs.MessageType, req any) []byte {
-		data, err := structs.Encode(mt, req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return data
-	}
+	encode := func(mt structs.MessageType, req any) []byte { return encodeEntry(t, mt, req) }
 	meta := structs.WriteMeta{Time: now, Actor: "tester"}
 	status := &raft.Log{Index: 1, Term: 1, Type: raft.LogCommand, Data: encode(structs.JobStatusUpsertRequestType,
 		&structs.JobStatusUpsertRequest{WriteMeta: meta, Statuses: []*structs.JobStatus{{Namespace: "default", JobID: "web", Sync: structs.SyncDrift}}})}
@@ -389,10 +377,7 @@ func TestBatchEntry_SeenWhole(t *testing.T) {
 		"ApplyBatch": func(f *FSM) { f.ApplyBatch([]*raft.Log{status, batch}) },
 	} {
 		t.Run(name, func(t *testing.T) {
-			f, err := New(hclog.NewNullLogger())
-			if err != nil {
-				t.Fatal(err)
-			}
+			f := newFSM(t)
 			if name == "Apply" {
 				f.Apply(status)
 			}
@@ -446,12 +431,9 @@ func TestBatchEntry_SeenWhole(t *testing.T) {
 // error while the others apply.
 func TestBatchEntry_Refused(t *testing.T) {
 	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	window, err := structs.Encode(structs.WindowUpsertRequestType, &structs.WindowUpsertRequest{
+	window := encodeEntry(t, structs.WindowUpsertRequestType, &structs.WindowUpsertRequest{
 		WriteMeta: structs.WriteMeta{Time: now, Actor: "tester"},
 		Window:    &structs.SyncWindow{Name: "night", Kind: structs.WindowDeny, Schedule: "0 22 * * *", Duration: "8h"}})
-	if err != nil {
-		t.Fatal(err)
-	}
 	whole := structs.EncodeBatch([][]byte{window})
 	for _, tc := range []struct {
 		name string
@@ -483,12 +465,9 @@ func TestBatchEntry_Refused(t *testing.T) {
 	}
 	t.Run("refused requests inside", func(t *testing.T) {
 		data := structs.EncodeBatch([][]byte{whole, {byte(structs.PauseRequestType), 0xc1}, window})
-		for name, apply := range map[string]func(f *FSM, l *raft.Log) any{
-			"Apply":      func(f *FSM, l *raft.Log) any { return f.Apply(l) },
-			"ApplyBatch": func(f *FSM, l *raft.Log) any { return f.ApplyBatch([]*raft.Log{l})[0] },
-		} {
+		for name, apply := range bothPaths(&raft.Log{Index: 4, Term: 1, Type: raft.LogCommand, Data: data}) {
 			h := newHarness(t)
-			resp, ok := apply(h.fsm, &raft.Log{Index: 4, Term: 1, Type: raft.LogCommand, Data: data}).([]any)
+			resp, ok := apply(h.fsm).([]any)
 			if !ok || len(resp) != 3 {
 				t.Fatalf("%s: answer %#v, want three answers", name, resp)
 			}
