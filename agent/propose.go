@@ -20,9 +20,11 @@ import (
 // arriving one by one, each sync carries a handful of entries, and every
 // server pays a log sync, a replication round and an FSM transaction for
 // each handful. The proposer sends the proposals to Raft in groups instead:
-// while one group is being committed and applied, the next gathers, and it
-// goes to Raft whole once the first is applied. A proposal that finds no
-// group in flight goes at once, so a lone write waits for nothing more.
+// while one group is being committed, the next gathers, and it goes to Raft
+// whole once the first is committed, that is as this server's FSM starts
+// to apply it (committed), so that the leader writes the next group to its
+// log while it applies the last. A proposal that finds no group in flight
+// goes at once, so a lone write waits for nothing more.
 //
 // A group of several goes to Raft as one batch entry (structs.EncodeBatch)
 // once every server can apply one: Raft encodes, stores, replicates and
@@ -59,6 +61,11 @@ type proposer struct {
 	canBatch func() bool
 	// writes counts the writes sent to Raft.
 	writes prometheus.Counter
+	// applying receives a signal as the FSM starts to apply a batch of
+	// committed entries (committed): the group in flight is committed, or
+	// an entry from before it is (a former leader's), which lets the next
+	// group go a little early and is harmless.
+	applying chan struct{}
 }
 
 // entry is one log entry the proposer sends: one write, or a batch of them.
@@ -85,6 +92,7 @@ type applyResult struct {
 
 func newProposer(apply func([]byte, time.Duration) raft.ApplyFuture, shutdown <-chan struct{}, closed error) *proposer {
 	return &proposer{apply: apply, queue: make(chan *proposal, proposeQueue), shutdown: shutdown, closed: closed, groupWait: groupWait,
+		applying: make(chan struct{}, 1),
 		writes: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "nops_raft_proposed_writes_total",
 			Help: "Writes this server proposed to Raft as leader; a batch entry holds several.",
@@ -113,6 +121,11 @@ func (p *proposer) run(wg *sync.WaitGroup) {
 				break gather
 			}
 		}
+		// A signal from before this group says nothing of it.
+		select {
+		case <-p.applying:
+		default:
+		}
 		entries := p.pack(group)
 		futures := make([]raft.ApplyFuture, len(entries))
 		for i, e := range entries {
@@ -128,16 +141,26 @@ func (p *proposer) run(wg *sync.WaitGroup) {
 		// reader blocked on one must not hold up the server's shutdown.
 		// Their callers hear of the shutdown from propose.
 		go deliver(entries, futures, done)
-		// The next group waits for this one, but not for ever: Raft
-		// answers every future in the end, yet one it kept waiting must
-		// not hold up the writes behind it.
+		// The next group waits for this one to be committed, but not for
+		// ever: Raft answers every future in the end, yet one it kept
+		// waiting must not hold up the writes behind it.
 		timer.Reset(p.groupWait)
 		select {
+		case <-p.applying:
 		case <-done:
 		case <-timer.C:
 		case <-p.shutdown:
 			return
 		}
+	}
+}
+
+// committed tells the proposer that the FSM starts to apply committed
+// entries. It never blocks: Raft's FSM goroutine calls it.
+func (p *proposer) committed() {
+	select {
+	case p.applying <- struct{}{}:
+	default:
 	}
 }
 

@@ -423,3 +423,64 @@ func TestProposer_BatchEntry(t *testing.T) {
 		t.Fatalf("writes counted %v, want 17", got)
 	}
 }
+
+// TestProposer_NextGroupGoesOnCommit: the group behind one in flight goes
+// to Raft as soon as the FSM starts to apply (the one in flight is
+// committed), before its futures are answered; a signal from before a
+// group was sent does not let the next one go.
+func TestProposer_NextGroupGoesOnCommit(t *testing.T) {
+	fr := &fakeRaft{calls: make(chan *fakeFuture, 100)}
+	p, _ := runProposer(t, fr, time.Minute)
+	results := make(chan applyResult, 10)
+	submit := func(buf string) {
+		queued := len(p.queue)
+		go func() { results <- p.propose([]byte(buf)) }()
+		deadline := time.Now().Add(5 * time.Second)
+		for len(p.queue) == queued && len(fr.calls) == 0 && time.Now().Before(deadline) {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	recv := func(what string) *fakeFuture {
+		t.Helper()
+		select {
+		case f := <-fr.calls:
+			return f
+		case <-time.After(5 * time.Second):
+			t.Fatalf("no Raft apply of %s", what)
+			return nil
+		}
+	}
+	quiet := func(what string) {
+		t.Helper()
+		select {
+		case f := <-fr.calls:
+			t.Fatalf("%.20q went to Raft %s", f.buf, what)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+
+	// A stale signal: the FSM applied something while nothing was in
+	// flight.
+	p.committed()
+	submit("first")
+	first := recv("a lone write")
+	submit("second")
+	quiet("while the group before it was neither committed nor applied")
+	p.committed()
+	second := recv("the write behind a committed group")
+	if second.buf != "second" {
+		t.Fatalf("applied %q, want second", second.buf)
+	}
+	first.resolve(nil)
+	second.resolve(nil)
+	for range 2 {
+		select {
+		case r := <-results:
+			if r.err != nil {
+				t.Fatal(r.err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("a caller got no outcome")
+		}
+	}
+}

@@ -216,15 +216,17 @@ func (s *Server) setup() error {
 	s.mux = newRPCMux(rpcLn, advertise, s.rpcTLS(), s.logger.Named("rpc"))
 	go s.mux.serve()
 
+	// The proposer outlives the HTTP servers' grace period and Raft: it
+	// stops once Raft has shut down, when every outcome Raft gives is
+	// given. It hears from the FSM, which Raft starts to run at once.
+	s.proposerStop = make(chan struct{})
+	s.proposer = newProposer(func(buf []byte, timeout time.Duration) raft.ApplyFuture { return s.raft.Apply(buf, timeout) },
+		s.proposerStop, errClosed)
+	s.proposer.canBatch = s.canBatch
+	s.fsm.SetOnApply(s.proposer.committed)
 	if err := s.setupRaft(); err != nil {
 		return err
 	}
-	// The proposer outlives the HTTP servers' grace period and Raft: it
-	// stops once Raft has shut down, when every outcome Raft gives is
-	// given.
-	s.proposerStop = make(chan struct{})
-	s.proposer = newProposer(s.raft.Apply, s.proposerStop, errClosed)
-	s.proposer.canBatch = s.canBatch
 	s.wg.Add(1)
 	go s.proposer.run(&s.wg)
 	if err := s.setupNotify(); err != nil {

@@ -487,3 +487,23 @@ func TestBatchEntry_Refused(t *testing.T) {
 		}
 	})
 }
+
+// TestSetOnApply: the hook runs once as each batch of committed entries
+// starts to apply, before the batch is visible.
+func TestSetOnApply(t *testing.T) {
+	logs := batchLog(t)
+	f := newFSM(t)
+	calls := 0
+	f.SetOnApply(func() {
+		calls++
+		if idx := f.State().LatestIndex(); idx != uint64(3*(calls-1)) {
+			t.Errorf("call %d saw index %d: the hook runs before its batch applies", calls, idx)
+		}
+	})
+	for start := 0; start+3 <= len(logs); start += 3 {
+		f.ApplyBatch(logs[start : start+3])
+	}
+	if want := len(logs) / 3; calls != want {
+		t.Fatalf("hook called %d times for %d batches", calls, want)
+	}
+}

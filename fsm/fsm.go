@@ -17,6 +17,9 @@ import (
 // writer of the state.
 type FSM struct {
 	logger hclog.Logger
+	// onApply, when set, is called as each batch of committed entries
+	// starts to apply (SetOnApply).
+	onApply func()
 
 	// mu guards state, which Restore swaps for a new store.
 	mu    sync.RWMutex
@@ -33,6 +36,12 @@ func New(logger hclog.Logger) (*FSM, error) {
 	}
 	return &FSM{logger: logger.Named("fsm"), state: st}, nil
 }
+
+// SetOnApply sets a function that ApplyBatch calls, on Raft's FSM
+// goroutine, as each batch of committed entries starts to apply: on the
+// leader, the moment its entries are known committed. It must not block,
+// and it must be set before the FSM is handed to Raft.
+func (f *FSM) SetOnApply(fn func()) { f.onApply = fn }
 
 // State returns the current state store. After a Restore it is a new store,
 // so callers should not keep it across calls.
@@ -63,6 +72,9 @@ func (f *FSM) Apply(l *raft.Log) any {
 // a refused request had already changed something, the whole batch is
 // thrown away and applied again one entry at a time.
 func (f *FSM) ApplyBatch(logs []*raft.Log) []any {
+	if f.onApply != nil {
+		f.onApply()
+	}
 	reqs, resps := expand(logs)
 	if len(reqs) > 0 && f.applyTxn(reqs, resps, nil) >= 0 {
 		f.applyEntries(reqs, resps)
