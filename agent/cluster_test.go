@@ -34,9 +34,19 @@ type answer struct {
 // call sends one request to a server's HTTP API.
 func call(t testing.TB, s *nopstest.Server, method, path string, body []byte) answer {
 	t.Helper()
-	req, err := http.NewRequest(method, s.URL+path, bytes.NewReader(body))
+	a, err := tryCall(s, method, path, body)
 	if err != nil {
 		t.Fatal(err)
+	}
+	return a
+}
+
+// tryCall is call for a goroutine other than the test's: it returns what
+// went wrong.
+func tryCall(s *nopstest.Server, method, path string, body []byte) (answer, error) {
+	req, err := http.NewRequest(method, s.URL+path, bytes.NewReader(body))
+	if err != nil {
+		return answer{}, err
 	}
 	req.Header.Set("X-Nops-Actor", "tester")
 	setContentType(req)
@@ -45,14 +55,14 @@ func call(t testing.TB, s *nopstest.Server, method, path string, body []byte) an
 	start := time.Now()
 	resp, err := client.Do(req)
 	if err != nil {
-		t.Fatalf("%s %s%s: %v", method, s.URL, path, err)
+		return answer{}, fmt.Errorf("%s %s%s: %w", method, s.URL, path, err)
 	}
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(resp.Body)
 	if err != nil {
-		t.Fatalf("%s %s%s: read body: %v", method, s.URL, path, err)
+		return answer{}, fmt.Errorf("%s %s%s: read body: %w", method, s.URL, path, err)
 	}
-	return answer{code: resp.StatusCode, body: raw, header: resp.Header, elapsed: time.Since(start)}
+	return answer{code: resp.StatusCode, body: raw, header: resp.Header, elapsed: time.Since(start)}, nil
 }
 
 // ok fails the test unless the answer is a 200, and decodes it into out
@@ -707,7 +717,7 @@ func TestCluster_ShutdownLeavesNoGoroutines(t *testing.T) {
 	// A long poll in flight on a follower while it shuts down.
 	polled := make(chan error, 1)
 	go func() {
-		_, _, err := tryCall(f, "GET", "/v1/events?since=999999&wait=5m", nil)
+		_, err := tryCall(f, "GET", "/v1/events?since=999999&wait=5m", nil)
 		polled <- err
 	}()
 	c.Kill(c.Index(c.Leader()))

@@ -1,11 +1,9 @@
 package agent_test
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"net/http"
 	"strings"
@@ -169,25 +167,6 @@ func TestFailover_ReconcilersRunOnLeaderOnly(t *testing.T) {
 	}
 }
 
-// tryCall is call for goroutines: it reports errors instead of failing.
-func tryCall(s *nopstest.Server, method, path string, body []byte) (int, []byte, error) {
-	req, err := http.NewRequest(method, s.URL+path, bytes.NewReader(body))
-	if err != nil {
-		return 0, nil, err
-	}
-	req.Header.Set("X-Nops-Actor", "tester")
-	setContentType(req)
-	client := *s.HTTPClient()
-	client.Timeout = 30 * time.Second
-	resp, err := client.Do(req)
-	if err != nil {
-		return 0, nil, err
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(resp.Body)
-	return resp.StatusCode, raw, err
-}
-
 // stateWatch checks, while the cluster runs, that no server ever shows a
 // deployment in an earlier state than it showed before (each run of a
 // server on its own: a restarted server replays its log), and that the
@@ -315,8 +294,8 @@ func testChaos(t *testing.T, opts ...nopstest.Option) {
 		}
 		res := make(chan result, 1)
 		approve := func() {
-			code, body, err := tryCall(via, "POST", "/v1/deployment/"+id+"/approve", []byte(`{"comment":"round"}`))
-			res <- result{code, body, err}
+			a, err := tryCall(via, "POST", "/v1/deployment/"+id+"/approve", []byte(`{"comment":"round"}`))
+			res <- result{a.code, a.body, err}
 		}
 		// The kill lands a little before or a little after the approve
 		// starts: a forwarded approve may have to wait for a new leader.

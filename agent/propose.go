@@ -23,8 +23,9 @@ import (
 // while one group is being committed, the next gathers, and it goes to Raft
 // whole once the first is committed, that is as this server's FSM starts
 // to apply it (committed), so that the leader writes the next group to its
-// log while it applies the last. A proposal that finds no group in flight
-// goes at once, so a lone write waits for nothing more.
+// log while it applies the last; at most two groups are in Raft. A
+// proposal that finds no group in flight goes at once, so a lone write
+// waits for nothing more.
 //
 // A group of several goes to Raft as one batch entry (structs.EncodeBatch)
 // once every server can apply one: Raft encodes, stores, replicates and
@@ -104,6 +105,8 @@ func (p *proposer) run(wg *sync.WaitGroup) {
 	defer wg.Done()
 	timer := time.NewTimer(0)
 	defer timer.Stop()
+	// prev is answered once the group before the one in flight is.
+	var prev <-chan struct{}
 	for {
 		var group []*proposal
 		select {
@@ -141,17 +144,32 @@ func (p *proposer) run(wg *sync.WaitGroup) {
 		// reader blocked on one must not hold up the server's shutdown.
 		// Their callers hear of the shutdown from propose.
 		go deliver(entries, futures, done)
-		// The next group waits for this one to be committed, but not for
+		// The next group waits for this one to be committed, and for the
+		// one before it to be answered, so that at most two are in Raft
+		// (a signal may come from an earlier group's entry); but not for
 		// ever: Raft answers every future in the end, yet one it kept
 		// waiting must not hold up the writes behind it.
 		timer.Reset(p.groupWait)
-		select {
-		case <-p.applying:
-		case <-done:
-		case <-timer.C:
-		case <-p.shutdown:
-			return
+		expired := false
+		if prev != nil {
+			select {
+			case <-prev:
+			case <-timer.C:
+				expired = true
+			case <-p.shutdown:
+				return
+			}
 		}
+		if !expired {
+			select {
+			case <-p.applying:
+			case <-done:
+			case <-timer.C:
+			case <-p.shutdown:
+				return
+			}
+		}
+		prev = done
 	}
 }
 

@@ -246,7 +246,8 @@ func TestProposer_ShutdownWithAnUnansweredFuture(t *testing.T) {
 // While some server is too old, each write goes alone.
 func TestProposer_BatchEntry(t *testing.T) {
 	fr := &fakeRaft{calls: make(chan *fakeFuture, 100)}
-	p, _ := runProposer(t, fr, 0)
+	// No group goes for want of an answer: the test answers each.
+	p, _ := runProposer(t, fr, time.Minute)
 	var allow atomic.Bool
 	allow.Store(true)
 	p.canBatch = allow.Load
@@ -427,7 +428,8 @@ func TestProposer_BatchEntry(t *testing.T) {
 // TestProposer_NextGroupGoesOnCommit: the group behind one in flight goes
 // to Raft as soon as the FSM starts to apply (the one in flight is
 // committed), before its futures are answered; a signal from before a
-// group was sent does not let the next one go.
+// group was sent does not let the next one go, and at most two groups are
+// in Raft whatever the signals.
 func TestProposer_NextGroupGoesOnCommit(t *testing.T) {
 	fr := &fakeRaft{calls: make(chan *fakeFuture, 100)}
 	p, _ := runProposer(t, fr, time.Minute)
@@ -471,9 +473,19 @@ func TestProposer_NextGroupGoesOnCommit(t *testing.T) {
 	if second.buf != "second" {
 		t.Fatalf("applied %q, want second", second.buf)
 	}
+	// A second signal (an earlier group's entry, say) does not put a
+	// third group in Raft while the first is unanswered.
+	submit("third")
+	p.committed()
+	quiet("while two groups were in Raft")
 	first.resolve(nil)
+	third := recv("the write behind two groups, once the first is answered")
+	if third.buf != "third" {
+		t.Fatalf("applied %q, want third", third.buf)
+	}
 	second.resolve(nil)
-	for range 2 {
+	third.resolve(nil)
+	for range 3 {
 		select {
 		case r := <-results:
 			if r.err != nil {

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	version "github.com/hashicorp/go-version"
+	"github.com/hashicorp/raft"
 	"github.com/hashicorp/serf/serf"
 
 	"github.com/nops-dev/nops/structs"
@@ -54,10 +55,11 @@ func (e *ServersTooOldError) Unwrap() error { return structs.ErrConflict }
 // apply. A server whose version does not parse counts as too old.
 func (s *Server) checkMinimumVersion(t structs.MessageType) error {
 	min, ok := minVersions[t&^structs.IgnoreUnknownTypeFlag]
-	if !ok || s.membership == nil {
+	g := s.gossip.Load()
+	if !ok || g == nil {
 		return nil
 	}
-	return serversMeetMinimumVersion(t, min, s.membership.serf.Members(), s.config.Region)
+	return serversMeetMinimumVersion(t, min, g.Members(), s.config.Region)
 }
 
 func serversMeetMinimumVersion(t structs.MessageType, min *version.Version, members []serf.Member, region string) error {
@@ -82,20 +84,44 @@ func serversMeetMinimumVersion(t structs.MessageType, min *version.Version, memb
 // canBatch reports whether the proposer may pack writes into batch
 // entries: every server of the region, alive or failed (a failed server
 // may come back), says it applies them (tagBatch), and is at the version
-// that introduced them. A server that does not say so, even a build of the
-// same version, would refuse a batch entry that the others apply, and its
-// state would part from theirs; so until gossip runs, and while one such
-// server is a member, each write goes as an entry of its own.
+// that introduced them, and so does every server of the Raft
+// configuration, which gossip may not have found yet (just after a
+// restart) or may have forgotten (a failed server reaped). A server that
+// does not say so, even a build of the same version, would refuse a batch
+// entry that the others apply, and its state would part from theirs; so
+// until gossip runs, and while one such server is a member, each write
+// goes as an entry of its own.
 func (s *Server) canBatch() bool {
 	g := s.gossip.Load()
-	if g == nil {
+	if g == nil || s.raft == nil {
 		return false
 	}
 	members := g.Members()
 	if serversMeetMinimumVersion(structs.BatchRequestType, minVersions[structs.BatchRequestType], members, s.config.Region) != nil {
 		return false
 	}
-	return allServersTagged(members, s.config.Region, tagBatch)
+	f := s.raft.GetConfiguration()
+	if f.Error() != nil {
+		return false
+	}
+	return allServersTagged(members, s.config.Region, tagBatch) && raftServersTagged(f.Configuration(), members, tagBatch)
+}
+
+// raftServersTagged reports whether every server of a Raft configuration
+// is a gossip member that carries tag with the value "1".
+func raftServersTagged(cfg raft.Configuration, members []serf.Member, tag string) bool {
+	tagged := map[string]bool{}
+	for _, m := range members {
+		if si, ok := parseMember(m); ok && m.Tags[tag] == "1" {
+			tagged[si.ID] = true
+		}
+	}
+	for _, srv := range cfg.Servers {
+		if !tagged[string(srv.ID)] {
+			return false
+		}
+	}
+	return true
 }
 
 // allServersTagged reports whether every server of the region, alive or

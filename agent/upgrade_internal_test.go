@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	version "github.com/hashicorp/go-version"
+	"github.com/hashicorp/raft"
 	"github.com/hashicorp/serf/serf"
 
 	"github.com/nops-dev/nops/structs"
@@ -88,6 +89,29 @@ func TestAllServersTagged(t *testing.T) {
 				t.Fatalf("allServersTagged = %v, want %v", got, tc.want)
 			}
 		})
+	}
+	// Every server of the Raft configuration must be a tagged member:
+	// gossip may not have found a peer yet, or may have reaped it.
+	members := []serf.Member{tagged("a", serf.StatusAlive), tagged("b", serf.StatusAlive), member("c", "0.2.0-dev", "global", serf.StatusAlive)}
+	cfg := func(ids ...string) raft.Configuration {
+		var c raft.Configuration
+		for _, id := range ids {
+			c.Servers = append(c.Servers, raft.Server{ID: raft.ServerID(id), Address: raft.ServerAddress(id + ":4647")})
+		}
+		return c
+	}
+	for _, tc := range []struct {
+		name string
+		cfg  raft.Configuration
+		want bool
+	}{
+		{"all tagged", cfg("a-id", "b-id"), true},
+		{"a peer gossip does not know", cfg("a-id", "b-id", "d-id"), false},
+		{"a peer without the tag", cfg("a-id", "c-id"), false},
+	} {
+		if got := raftServersTagged(tc.cfg, members, tagBatch); got != tc.want {
+			t.Errorf("%s: raftServersTagged = %v, want %v", tc.name, got, tc.want)
+		}
 	}
 	// Before gossip runs, nothing is known of the others.
 	var s Server
