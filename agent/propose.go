@@ -71,8 +71,8 @@ type proposer struct {
 
 // entry is one log entry the proposer sends: one write, or a batch of them.
 type entry struct {
-	buf   []byte
-	batch bool
+	buf []byte
+	// props are the entry's writes: several in a batch entry.
 	props []*proposal
 }
 
@@ -208,7 +208,7 @@ func (p *proposer) pack(group []*proposal) []entry {
 			for i, g := range open {
 				parts[i] = g.buf
 			}
-			out = append(out, entry{buf: structs.EncodeBatch(parts), batch: true, props: open})
+			out = append(out, entry{buf: structs.EncodeBatch(parts), props: open})
 		}
 		open, size = nil, 0
 	}
@@ -242,7 +242,7 @@ func deliver(entries []entry, futures []raft.ApplyFuture, done chan<- struct{}) 
 			continue
 		}
 		index, resp := f.Index(), f.Response()
-		if !e.batch {
+		if len(e.props) == 1 {
 			e.props[0].res <- applyResult{index: index, resp: resp}
 			continue
 		}

@@ -83,27 +83,24 @@ func serversMeetMinimumVersion(t structs.MessageType, min *version.Version, memb
 
 // canBatch reports whether the proposer may pack writes into batch
 // entries: every server of the region, alive or failed (a failed server
-// may come back), says it applies them (tagBatch), and is at the version
-// that introduced them, and so does every server of the Raft
-// configuration, which gossip may not have found yet (just after a
-// restart) or may have forgotten (a failed server reaped). A server that
-// does not say so, even a build of the same version, would refuse a batch
-// entry that the others apply, and its state would part from theirs; so
-// until gossip runs, and while one such server is a member, each write
-// goes as an entry of its own.
+// may come back), says it applies them (tagBatch, which only builds that
+// apply them set), and so does every server of the Raft configuration,
+// which gossip may not have found yet (just after a restart) or may have
+// forgotten (a failed server reaped). A server that does not say so would
+// refuse a batch entry that the others apply, and its state would part
+// from theirs; so until gossip runs, and while one such server is a member,
+// each write goes as an entry of its own. It runs once per group of writes:
+// a copy of the members and of the configuration, no version parsing.
 func (s *Server) canBatch() bool {
 	g := s.gossip.Load()
 	if g == nil || s.raft == nil {
-		return false
-	}
-	members := g.Members()
-	if serversMeetMinimumVersion(structs.BatchRequestType, minVersions[structs.BatchRequestType], members, s.config.Region) != nil {
 		return false
 	}
 	f := s.raft.GetConfiguration()
 	if f.Error() != nil {
 		return false
 	}
+	members := g.Members()
 	return allServersTagged(members, s.config.Region, tagBatch) && raftServersTagged(f.Configuration(), members, tagBatch)
 }
 

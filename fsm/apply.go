@@ -47,14 +47,6 @@ func (w *writer) deleteAll(table, index string, args ...any) (int, error) {
 	return n, err
 }
 
-func (w *writer) counters() *metaRow {
-	if w.meta == nil {
-		m := readMeta(w.txn)
-		w.meta = &m
-	}
-	return w.meta
-}
-
 func conflict(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", structs.ErrConflict, fmt.Sprintf(format, args...))
 }
@@ -69,7 +61,7 @@ func invalid(format string, args ...any) error {
 
 // event appends one audit event, numbered after the last one.
 func (w *writer) event(m structs.WriteMeta, e structs.Event) error {
-	c := w.counters()
+	c := w.meta
 	e.Seq = c.EventSeq + 1
 	e.Index = w.index
 	if e.Time.IsZero() {

@@ -121,7 +121,8 @@ func TestMoveMatrix(t *testing.T) {
 		for _, to := range structs.AllStates {
 			for _, by := range triggers {
 				txn := h.state().db.Txn(true)
-				w := &writer{txn: txn, index: 1000}
+				meta := readMeta(txn)
+				w := &writer{txn: txn, index: 1000, meta: &meta}
 				err := w.move(structs.WriteMeta{Time: time.Unix(1, 0), Actor: "x"}, ds[from].Copy(), to, by, "m")
 				txn.Abort()
 				if structs.CanTransition(from, to, by) {
