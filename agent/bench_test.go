@@ -1,11 +1,14 @@
 package agent_test
 
 import (
+	"bufio"
 	"bytes"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -144,6 +147,75 @@ func (w *writer) put(name string) error {
 	return nil
 }
 
+// loadWriter is one writer of a load test, as lean as a load generator
+// (wrk, hey) would be: one kept-alive connection of its own, each request
+// written whole in one write, and the answer read by net/http's own
+// parser, whose status and body are checked as writer.put checks them. It
+// skips what net/http's client adds per request: the Transport's pool and
+// the two goroutines each connection hands every request through.
+type loadWriter struct {
+	// addr is the server's host and port; bad says why there is none.
+	addr string
+	bad  error
+	conn net.Conn
+	br   *bufio.Reader
+	req  []byte
+}
+
+func newLoadWriter(s *nopstest.Server) *loadWriter {
+	addr, ok := strings.CutPrefix(s.URL, "http://")
+	if !ok {
+		return &loadWriter{bad: fmt.Errorf("a load writer speaks plain HTTP, not to %s", s.URL)}
+	}
+	return &loadWriter{addr: addr}
+}
+
+// put writes sync window name, as writer.put does.
+func (w *loadWriter) put(name string) error {
+	if w.bad != nil {
+		return w.bad
+	}
+	if w.conn == nil {
+		conn, err := net.DialTimeout("tcp", w.addr, 5*time.Second)
+		if err != nil {
+			return err
+		}
+		w.conn, w.br = conn, bufio.NewReader(conn)
+	}
+	const body = `{"kind":"deny","schedule":"0 22 * * *","duration":"8h"}`
+	w.req = fmt.Appendf(w.req[:0], "PUT /v1/window/%s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
+		name, w.addr, len(body), body)
+	_ = w.conn.SetDeadline(time.Now().Add(30 * time.Second))
+	if _, err := w.conn.Write(w.req); err != nil {
+		w.close()
+		return err
+	}
+	resp, err := http.ReadResponse(w.br, nil)
+	if err != nil {
+		w.close()
+		return err
+	}
+	raw, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil || resp.Close {
+		w.close()
+	}
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("PUT window %s: %d %s", name, resp.StatusCode, raw)
+	}
+	return nil
+}
+
+func (w *loadWriter) close() {
+	if w.conn != nil {
+		w.conn.Close()
+		w.conn = nil
+	}
+}
+
 // BenchmarkWrite_ThroughFollower measures the latency of one write sent to
 // a follower, forwarded to the leader, committed by a quorum and applied:
 // one writer, one write at a time.
@@ -180,15 +252,23 @@ func benchWriteThroughFollower(b *testing.B, opts ...nopstest.Option) {
 
 // BenchmarkWrite_Throughput measures the writes per second a three-server
 // cluster sustains with 32 concurrent writers spread over the three
-// servers' APIs (two thirds of them forwarded).
-func BenchmarkWrite_Throughput(b *testing.B) { benchWriteThroughput(b, false) }
+// servers' APIs (two thirds of them forwarded). The writers are lean load
+// generators (loadWriter), as a load test's clients on other machines
+// would be: on this machine they share the servers' two cores.
+func BenchmarkWrite_Throughput(b *testing.B) { benchWriteThroughput(b, false, false) }
 
 // BenchmarkWrite_ThroughputToLeader is BenchmarkWrite_Throughput with
 // every writer on the leader's API: the cluster's commit capacity without
 // the cost of forwarding.
-func BenchmarkWrite_ThroughputToLeader(b *testing.B) { benchWriteThroughput(b, true) }
+func BenchmarkWrite_ThroughputToLeader(b *testing.B) { benchWriteThroughput(b, true, false) }
 
-func benchWriteThroughput(b *testing.B, toLeader bool) {
+// BenchmarkWrite_ThroughputNetHTTP is BenchmarkWrite_Throughput with
+// writers that use net/http's client (a Transport with its connection pool
+// and its two goroutines a connection), as the earlier figures did: the
+// difference is the CPU that the writers' client takes from the servers.
+func BenchmarkWrite_ThroughputNetHTTP(b *testing.B) { benchWriteThroughput(b, false, true) }
+
+func benchWriteThroughput(b *testing.B, toLeader, netHTTP bool) {
 	const writers = 32
 	c := nopstest.StartCluster(b, 3, nopstest.WithoutReconcilers())
 	c.WaitForPeers(30*time.Second, c.NodeIDs()...)
@@ -216,12 +296,18 @@ func benchWriteThroughput(b *testing.B, toLeader bool) {
 		wg.Add(1)
 		go func(w *writer) {
 			defer wg.Done()
+			put := w.put
+			if !netHTTP {
+				lw := newLoadWriter(w.s)
+				defer lw.close()
+				put = lw.put
+			}
 			for {
 				i := next.Add(1)
 				if i > int64(b.N) {
 					return
 				}
-				if err := w.put(fmt.Sprintf("t-%d", i%500)); err != nil {
+				if err := put(fmt.Sprintf("t-%d", i%500)); err != nil {
 					failed.Store(err)
 					return
 				}
