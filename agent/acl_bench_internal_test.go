@@ -23,6 +23,7 @@ func BenchmarkAuthorize_100Policies(b *testing.B) {
 	cfg.Bind, cfg.Advertise = "127.0.0.1", "127.0.0.1"
 	cfg.HTTPPort, cfg.RPCPort, cfg.SerfPort = 0, 0, 0
 	cfg.BootstrapExpect = 1
+	cfg.DisableGossipEncryption = true
 	cfg.ACL.Enabled = true
 	s, err := New(cfg, hclog.NewNullLogger(), Options{})
 	if err != nil {
