@@ -11,8 +11,8 @@ import (
 )
 
 // killsPerIteration is how many leaders one iteration of the benchmark
-// kills: enough for a median.
-const killsPerIteration = 5
+// kills: enough for a median (one in a smoke run).
+func killsPerIteration() int { return testutil.BenchSize(5, 1) }
 
 // BenchmarkFailover_KillToFirstCycle measures the time from the SIGKILL of
 // the leader process to the end of the first detection cycle its successor
@@ -47,7 +47,7 @@ func BenchmarkFailover_KillToFirstCycle(b *testing.B) {
 	var firsts, fulls []time.Duration
 	b.ResetTimer()
 	for range b.N {
-		for range killsPerIteration {
+		for range killsPerIteration() {
 			b.StopTimer()
 			leader := c.WaitForCluster()
 			b.StartTimer()

@@ -11,8 +11,8 @@ import (
 )
 
 // leaderKills is how many leaders one iteration of
-// BenchmarkFailover_KillToLeader kills.
-const leaderKills = 20
+// BenchmarkFailover_KillToLeader kills (two in a smoke run).
+func leaderKills() int { return testutil.BenchSize(20, 2) }
 
 // BenchmarkFailover_KillToLeader SIGKILLs the leader of a 3-process cluster
 // leaderKills times, with the default Raft timings (raft_multiplier 1), and
@@ -45,7 +45,7 @@ func BenchmarkFailover_KillToLeader(b *testing.B) {
 	var leaders, cycles []time.Duration
 	b.ResetTimer()
 	for range b.N {
-		for range leaderKills {
+		for range leaderKills() {
 			b.StopTimer()
 			old := c.WaitForCluster()
 			b.StartTimer()

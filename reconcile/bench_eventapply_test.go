@@ -32,7 +32,7 @@ func BenchmarkEventApply(b *testing.B) {
 
 	for _, gap := range []time.Duration{1500 * time.Millisecond, 6 * time.Second} {
 		b.Run(fmt.Sprintf("push_to_register_%s_apart", gap), func(b *testing.B) {
-			const pushes = 10
+			pushes := testutil.BenchSize(10, 2)
 			var lat []time.Duration
 			for b.Loop() {
 				for range pushes {
@@ -47,7 +47,7 @@ func BenchmarkEventApply(b *testing.B) {
 	}
 
 	b.Run("service_deploys", func(b *testing.B) {
-		const deploys = 10
+		deploys := testutil.BenchSize(10, 2)
 		var toCompleted, hookToNext []time.Duration
 		for b.Loop() {
 			for range deploys {
@@ -62,11 +62,11 @@ func BenchmarkEventApply(b *testing.B) {
 	})
 
 	b.Run("waiting_deployments_requests", func(b *testing.B) {
-		n := benchEnvInt("NOPS_BENCH_WAITING", 100)
+		n := benchEnvInt("NOPS_BENCH_WAITING", testutil.BenchSize(100, 5))
 		w.startWaiting(b, n)
 		for b.Loop() {
 			before := w.m.Nomad().Stats()
-			const window = time.Minute
+			window := testutil.BenchSize(time.Minute, 5*time.Second)
 			time.Sleep(window)
 			d := w.m.Nomad().Stats().Sub(before)
 			active, err := w.s.State().ActiveDeployments()

@@ -32,7 +32,7 @@ func BenchmarkLiveDrift(b *testing.B) {
 
 	const job = "job-0001"
 	b.Run("hand_register_to_drift", func(b *testing.B) {
-		const changes = 10
+		changes := testutil.BenchSize(10, 2)
 		var lat []time.Duration
 		rev := 0
 		for b.Loop() {
@@ -47,7 +47,7 @@ func BenchmarkLiveDrift(b *testing.B) {
 	})
 
 	b.Run("idle_requests", func(b *testing.B) {
-		const idleWindow = 20 * time.Second
+		idleWindow := testutil.BenchSize(20*time.Second, 2*time.Second)
 		var perMin []float64
 		for b.Loop() {
 			before := w.m.Nomad().Stats()

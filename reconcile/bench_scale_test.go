@@ -53,12 +53,12 @@ import (
 // the server's nomad_replan_rate (default 20).
 func BenchmarkScale10k(b *testing.B) {
 	p := scaleParams{
-		jobs:          benchEnvInt("NOPS_BENCH_SCALE_JOBS", 10000),
+		jobs:          benchEnvInt("NOPS_BENCH_SCALE_JOBS", testutil.BenchSize(10000, 40)),
 		replanRate:    benchEnvInt("NOPS_BENCH_REPLAN_RATE", config.DefaultNomadReplanRate),
-		idle:          time.Minute,
-		replanWindow:  90 * time.Second,
-		commits:       5,
-		replanCommits: 5,
+		idle:          testutil.BenchSize(time.Minute, 3*time.Second),
+		replanWindow:  testutil.BenchSize(90*time.Second, 4*time.Second),
+		commits:       testutil.BenchSize(5, 2),
+		replanCommits: testutil.BenchSize(5, 1),
 	}
 	w := startScaleWorld(b, p)
 	for b.Loop() {

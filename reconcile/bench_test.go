@@ -43,7 +43,7 @@ func benchJobs() int {
 			return n
 		}
 	}
-	return 1000
+	return testutil.BenchSize(1000, 50)
 }
 
 // benchWorld is a Nomad agent with n managed jobs registered as git has
