@@ -281,6 +281,16 @@ func (s *StateStore) Paused(namespace, jobID string) (*structs.Pause, error) {
 // pausedTxn looks up the only pauses that can hold the job (the pause of
 // every job and the job's own) and lets holds.Paused choose among them.
 func pausedTxn(txn *memdb.Txn, namespace, jobID string) (*structs.Pause, error) {
+	candidates, err := jobPausesTxn(txn, namespace, jobID)
+	if err != nil {
+		return nil, err
+	}
+	return holds.Paused(candidates, namespace, jobID), nil
+}
+
+// jobPausesTxn returns the pauses that can hold the job: the pause of
+// every job and the job's own, those that exist.
+func jobPausesTxn(txn *memdb.Txn, namespace, jobID string) ([]*structs.Pause, error) {
 	var candidates []*structs.Pause
 	for _, key := range []string{structs.GlobalPauseKey, structs.JobKey(namespace, jobID)} {
 		raw, err := txn.First(TablePauses, "id", key)
@@ -292,7 +302,25 @@ func pausedTxn(txn *memdb.Txn, namespace, jobID string) (*structs.Pause, error) 
 			candidates = append(candidates, &c)
 		}
 	}
-	return holds.Paused(candidates, namespace, jobID), nil
+	return candidates, nil
+}
+
+// JobHolds returns, read at one index, what besides the sync windows
+// decides whether the job's next deployment may start: the pauses that can
+// hold it (the pause of every job and its own) and its stored deploy now,
+// or nil. Read together, a deploy now never shows without a pause that was
+// committed before it: deploy now lifts a window, never a pause.
+func (s *StateStore) JobHolds(namespace, jobID string) ([]*structs.Pause, *structs.WindowLift, error) {
+	txn := s.db.Txn(false)
+	pauses, err := jobPausesTxn(txn, namespace, jobID)
+	if err != nil {
+		return nil, nil, err
+	}
+	lift, err := first[structs.WindowLift](txn, TableLifts, namespace, jobID)
+	if err != nil {
+		return nil, nil, err
+	}
+	return pauses, lift, nil
 }
 
 // Windows returns every sync window, by name.

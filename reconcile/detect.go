@@ -640,13 +640,17 @@ func (m *Manager) lastPlanAnswers(d *declared, prev observed, specHash string, l
 }
 
 // observeState reads what the replicated state holds about the job: its
-// deploy now, its active deployment and its block; and, when the rule
-// needs it, whether the live job changed only by autoscaled counts.
+// pauses and deploy now, its active deployment and its block; and, when the
+// rule needs it, whether the live job changed only by autoscaled counts.
+// The pauses are read again with the deploy now, at one index: the
+// cycle's list, read before the job's plan, may miss a pause that came
+// before a deploy now read after it, and the deploy now would then lift
+// the window of a paused job.
 func (m *Manager) observeState(ctx context.Context, v *jobView) error {
 	st := m.srv.State()
 	var err error
-	if v.lift, err = st.Lift(v.namespace, v.jobID); err != nil {
-		return fmt.Errorf("read deploy now: %w", err)
+	if v.pauses, v.lift, err = st.JobHolds(v.namespace, v.jobID); err != nil {
+		return fmt.Errorf("read pauses and deploy now: %w", err)
 	}
 	if v.active, err = st.ActiveDeployment(v.namespace, v.jobID); err != nil {
 		return fmt.Errorf("read active deployment: %w", err)

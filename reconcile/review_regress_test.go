@@ -3,6 +3,7 @@ package reconcile_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -241,5 +242,101 @@ func TestReview_RefusedRegisterFailsNothingRegistered(t *testing.T) {
 	b, _ := s.State().Block("default", "web")
 	if b == nil || b.AfterRegister {
 		t.Fatalf("block: %+v, want one from before the register", b)
+	}
+}
+
+// TestReview_PauseDuringPlanHoldsDeployNow: a job held by a closed window
+// is paused and then given a deploy now while a detection cycle, which
+// read the pauses before, plans it. The deploy now lifts the window, never
+// the pause: the cycle creates nothing, and the deploy now stays stored
+// for the deployment after the resume.
+func TestReview_PauseDuringPlanHoldsDeployNow(t *testing.T) {
+	nomad := testutil.StartNomad(t)
+	target, _ := url.Parse(nomad.Addr)
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	var armed atomic.Bool
+	var apiURL string
+	fired := make(chan error, 1)
+	post := func(path, body string) error {
+		req, err := http.NewRequest("POST", apiURL+path, strings.NewReader(body))
+		if err != nil {
+			return err
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("X-Nops-Actor", "tester")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("POST %s: %d", path, resp.StatusCode)
+		}
+		return nil
+	}
+	hs := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/job/web/plan") && armed.CompareAndSwap(true, false) {
+			// The cycle has read the pauses; both writes are acknowledged
+			// before its plan of web answers.
+			err := post("/v1/job/default/web/pause", `{"reason":"incident"}`)
+			if err == nil {
+				err = post("/v1/job/default/web/deploy-now", `{}`)
+			}
+			fired <- err
+		}
+		proxy.ServeHTTP(w, r)
+	})}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = hs.Serve(ln) }()
+	t.Cleanup(func() { _ = hs.Close() })
+
+	repo := testutil.NewGitRepo(t)
+	repo.WriteFile("jobs/web.nomad.hcl", testutil.ServiceJobHCL("web", managed(structs.PolicyAuto, testutil.WithMeta("v", "1"))...))
+	repo.Commit("v1")
+	s := nopstest.Start(t, "", nopstest.WithoutReconcilers(), nopstest.WithNomad(nomad.Addr))
+	apiURL = s.URL
+	m := reviewManager(t, &wrapSrv{s: s}, "http://"+ln.Addr().String(), repo.URL())
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { m.Run(ctx, nil); close(done) }()
+	defer func() { cancel(); <-done }()
+	s.WaitForDeployment("default", "web", structs.StateCompleted, 90*time.Second)
+
+	// A window closed at every hour of the day holds v2.
+	if code, body := s.Do("PUT", "/v1/window/freeze", map[string]string{"kind": "deny", "schedule": "0 * * * *", "duration": "1h"}, nil); code != http.StatusOK {
+		t.Fatalf("put window: %d %s", code, body)
+	}
+	repo.WriteFile("jobs/web.nomad.hcl", testutil.ServiceJobHCL("web", managed(structs.PolicyAuto, testutil.WithMeta("v", "2"))...))
+	repo.Commit("v2")
+	s.WaitForJobStatus("default", "web", 30*time.Second, func(st *structs.JobStatus) bool {
+		return st.Sync == structs.SyncDrift && strings.Contains(st.Hold, "deny window freeze")
+	})
+
+	// A new commit makes the next cycle plan web; the writes land during
+	// that plan.
+	armed.Store(true)
+	repo.WriteFile("jobs/web.nomad.hcl", testutil.ServiceJobHCL("web", managed(structs.PolicyAuto, testutil.WithMeta("v", "3"))...))
+	repo.Commit("v3")
+	select {
+	case err := <-fired:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("no plan of web after the commit")
+	}
+	// The status shows the pause once a cycle decided with it: the cycle
+	// that planned web during the writes has acted by then.
+	s.WaitForJobStatus("default", "web", 30*time.Second, func(st *structs.JobStatus) bool {
+		return strings.Contains(st.Hold, "paused by tester: incident")
+	})
+	if got := s.Deployments("default", "web"); len(got) != 1 {
+		t.Fatalf("web has %d deployments after a pause and a deploy now during its plan, want 1 (v1): the deploy now lifted the pause", len(got))
+	}
+	if lift, err := s.State().Lift("default", "web"); err != nil || lift == nil || lift.Actor != "tester" {
+		t.Fatalf("the deploy now is not kept for the next deployment: %+v %v", lift, err)
 	}
 }
