@@ -14,6 +14,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/nops-dev/nops/structs"
+	"github.com/nops-dev/nops/testutil"
 )
 
 // Sizes of a realistic deployment: a job spec of a few KB, a redacted diff,
@@ -364,7 +365,7 @@ func buildLargeState(b *testing.B, deployments, eventsPer int) *FSM {
 // process's, garbage collection included: the figure that holds on a busy
 // machine), and what the restore allocates.
 func BenchmarkSnapshotRestore100kDeployments1MEvents(b *testing.B) {
-	const deployments, eventsPer = 100_000, 10
+	deployments, eventsPer := testutil.BenchSize(100_000, 2_000), 10
 	f := buildLargeState(b, deployments, eventsPer)
 	runtime.GC()
 	b.ResetTimer()

@@ -10,6 +10,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/nops-dev/nops/structs"
+	"github.com/nops-dev/nops/testutil"
 )
 
 // buildYear writes, directly into the store, the history of a shop of jobs
@@ -116,7 +117,7 @@ func heapMB() float64 {
 // interval. The benchmark deployments share one spec and one diff, so the
 // heap before the pass is lower than a real state's.
 func BenchmarkRetentionYear1000Jobs(b *testing.B) {
-	const jobs, perJob, eventsPer = 1000, 52, 6
+	jobs, perJob, eventsPer := testutil.BenchSize(1000, 50), 52, 6
 	span := 400 * 24 * time.Hour
 	start := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
 	now := start.Add(span)

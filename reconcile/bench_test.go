@@ -198,7 +198,7 @@ func BenchmarkDetection(b *testing.B) {
 	})
 
 	b.Run("webhook_push_to_register", func(b *testing.B) {
-		const pushes = 10
+		pushes := testutil.BenchSize(10, 2)
 		var lat []time.Duration
 		for b.Loop() {
 			for range pushes {

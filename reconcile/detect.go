@@ -93,8 +93,8 @@ type cycle struct {
 	problems, conflicts map[string]*structs.JobStatus
 	live                map[string]*api.JobListStub
 
-	// What every job's observation shares.
-	pauses   []*structs.Pause
+	// What every job's observation shares (each job reads its pauses with
+	// its deploy now: observeState).
 	windows  []*structs.SyncWindow
 	schedule *holds.Schedule
 	now      time.Time
@@ -203,9 +203,6 @@ func (m *Manager) readLive(ctx context.Context, c *cycle) error {
 func (m *Manager) detectJobs(ctx context.Context, c *cycle) error {
 	st := m.srv.State()
 	var err error
-	if c.pauses, err = st.Pauses(); err != nil {
-		return fmt.Errorf("read pauses: %w", err)
-	}
 	if c.windows, err = st.Windows(); err != nil {
 		return fmt.Errorf("read sync windows: %w", err)
 	}
@@ -561,7 +558,7 @@ func (m *Manager) detectJob(ctx context.Context, d *declared, c *cycle) (*decisi
 // state holds about it.
 func (m *Manager) observe(ctx context.Context, d *declared, c *cycle) (*jobView, error) {
 	v := &jobView{namespace: ns(d.job), jobID: id(d.job), repo: d.repo, commit: d.commit, file: d.file,
-		policy: d.meta.Policy, pauses: c.pauses, windows: c.windows, schedule: c.schedule, now: c.now, decl: d}
+		policy: d.meta.Policy, windows: c.windows, schedule: c.schedule, now: c.now, decl: d}
 	var err error
 	if v.hooks, v.hookProblems, err = m.frozenHooks(d, c.hooks); err != nil {
 		return nil, err
@@ -693,6 +690,20 @@ func (m *Manager) act(ctx context.Context, v *jobView, dec decision) (*decision,
 		}
 	}
 	if !dec.create {
+		return &dec, false, nil
+	}
+	// A pause may have come since observeState read the holds (a Nomad
+	// call and a settle can come in between): read them again just before
+	// the create, so that only the create's own round trip through Raft is
+	// left for one to slip into. No deployment is active here (create
+	// needs none).
+	var err error
+	if v.pauses, v.lift, err = m.srv.State().JobHolds(v.namespace, v.jobID); err != nil {
+		return nil, false, fmt.Errorf("read pauses and deploy now: %w", err)
+	}
+	h := v.hold()
+	dec.status.Hold = h.Reason()
+	if dec.createRule(v, h, nil); !dec.create {
 		return &dec, false, nil
 	}
 	created, err := m.create(ctx, v, dec)

@@ -315,8 +315,8 @@ func TestReview_PauseDuringPlanHoldsDeployNow(t *testing.T) {
 		return st.Sync == structs.SyncDrift && strings.Contains(st.Hold, "deny window freeze")
 	})
 
-	// A new commit makes the next cycle plan web; the writes land during
-	// that plan.
+	// A new commit starts a cycle that plans web at once; the writes land
+	// during that plan.
 	armed.Store(true)
 	repo.WriteFile("jobs/web.nomad.hcl", testutil.ServiceJobHCL("web", managed(structs.PolicyAuto, testutil.WithMeta("v", "3"))...))
 	repo.Commit("v3")
@@ -338,5 +338,54 @@ func TestReview_PauseDuringPlanHoldsDeployNow(t *testing.T) {
 	}
 	if lift, err := s.State().Lift("default", "web"); err != nil || lift == nil || lift.Actor != "tester" {
 		t.Fatalf("the deploy now is not kept for the next deployment: %+v %v", lift, err)
+	}
+}
+
+// TestReview_PauseDuringSettleHoldsCreate: a pause committed after
+// detection read a job's holds, while it supersedes the job's waiting
+// deployment for a new commit, holds the deployment that would replace it:
+// detection reads the holds again before it creates.
+func TestReview_PauseDuringSettleHoldsCreate(t *testing.T) {
+	nomad := testutil.StartNomad(t)
+	repo := testutil.NewGitRepo(t)
+	repo.WriteFile("jobs/web.nomad.hcl", testutil.ServiceJobHCL("web", managed(structs.PolicyApproval, testutil.WithMeta("v", "1"))...))
+	repo.Commit("v1")
+	s := nopstest.Start(t, "", nopstest.WithoutReconcilers(), nopstest.WithNomad(nomad.Addr))
+	var armed atomic.Bool
+	paused := make(chan error, 1)
+	srv := &wrapSrv{s: s, onApply: func(typ structs.MessageType, req any) error {
+		if tr, ok := req.(*structs.DeploymentTransitionRequest); ok && typ == structs.DeploymentTransitionRequestType &&
+			tr.To == structs.StateSuperseded && armed.CompareAndSwap(true, false) {
+			_, err := s.Apply(structs.PauseRequestType, &structs.PauseRequest{
+				WriteMeta: structs.WriteMeta{Time: time.Now().UTC(), Actor: "tester"},
+				Namespace: "default", JobID: "web", Reason: "incident"})
+			paused <- err
+		}
+		return nil
+	}}
+	m := reviewManager(t, srv, nomad.Addr, repo.URL())
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { m.Run(ctx, nil); close(done) }()
+	defer func() { cancel(); <-done }()
+	first := s.WaitForDeployment("default", "web", structs.StatePendingApproval, 90*time.Second)
+
+	armed.Store(true)
+	repo.WriteFile("jobs/web.nomad.hcl", testutil.ServiceJobHCL("web", managed(structs.PolicyApproval, testutil.WithMeta("v", "2"))...))
+	repo.Commit("v2")
+	select {
+	case err := <-paused:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("the waiting deployment was not superseded for the new commit")
+	}
+	s.WaitForDeployment("default", "web", structs.StateSuperseded, 30*time.Second)
+	s.WaitForJobStatus("default", "web", 30*time.Second, func(st *structs.JobStatus) bool {
+		return strings.Contains(st.Hold, "paused by tester: incident")
+	})
+	if got := s.Deployments("default", "web"); len(got) != 1 || got[0].ID != first.ID {
+		t.Fatalf("web has %d deployments after a pause during the supersede, want only the superseded %s", len(got), first.ID)
 	}
 }
