@@ -59,6 +59,28 @@ func reviewManager(t *testing.T, srv reconcile.Server, nomadAddr, repoURL string
 		srv, nc, gw, nopstest.Logger("review"))
 }
 
+// serveLocal serves h on a loopback port until the test ends and returns
+// its URL.
+func serveLocal(t *testing.T, h http.Handler) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := &http.Server{Handler: h}
+	go func() { _ = hs.Serve(ln) }()
+	t.Cleanup(func() { _ = hs.Close() })
+	return "http://" + ln.Addr().String()
+}
+
+// runManager runs m until the test ends.
+func runManager(t *testing.T, m *reconcile.Manager) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { m.Run(ctx, nil); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+}
+
 // TestReview_SecondTermDetectsFromAFreshFetch: a server that led, lost the
 // leadership while another deployed a newer commit, and leads again must
 // not deploy the snapshot it kept from its first term (that would roll the
@@ -71,21 +93,15 @@ func TestReview_SecondTermDetectsFromAFreshFetch(t *testing.T) {
 	backend, _ := url.Parse(repo.ServeHTTP(t))
 	var slow atomic.Bool
 	proxy := httputil.NewSingleHostReverseProxy(&url.URL{Scheme: backend.Scheme, Host: backend.Host})
-	hs := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	front := serveLocal(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if slow.Load() {
 			// A remote that answers slowly, so the new term's fetch ends
 			// well after its first detection could have run.
 			time.Sleep(1500 * time.Millisecond)
 		}
 		proxy.ServeHTTP(w, r)
-	})}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = hs.Serve(ln) }()
-	t.Cleanup(func() { _ = hs.Close() })
-	repoURL := "http://" + ln.Addr().String() + backend.Path
+	}))
+	repoURL := front + backend.Path
 
 	s := nopstest.Start(t, "", nopstest.WithoutReconcilers(), nopstest.WithNomad(nomad.Addr))
 	m := reviewManager(t, &wrapSrv{s: s}, nomad.Addr, repoURL)
@@ -184,10 +200,7 @@ func TestReview_ResumedRegisterKeepsTheAutoscalersCount(t *testing.T) {
 		return crash
 	}
 	m := reviewManager(t, w, nomad.Addr, repo.URL())
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { m.Run(ctx, nil); close(done) }()
-	defer func() { cancel(); <-done }()
+	runManager(t, m)
 	s.WaitForDeployment("default", "web", structs.StateCompleted, 90*time.Second)
 	j, _, err := nomad.Client.Jobs().Info("web", nil)
 	if err != nil {
@@ -209,29 +222,20 @@ func TestReview_RefusedRegisterFailsNothingRegistered(t *testing.T) {
 	target, _ := url.Parse(nomad.Addr)
 	proxy := httputil.NewSingleHostReverseProxy(target)
 	var refusedN atomic.Int64
-	hs := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	front := serveLocal(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if (r.Method == "PUT" || r.Method == "POST") && r.URL.Path == "/v1/jobs" {
 			refusedN.Add(1)
 			http.Error(w, "simulated: register refused", http.StatusBadRequest)
 			return
 		}
 		proxy.ServeHTTP(w, r)
-	})}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = hs.Serve(ln) }()
-	t.Cleanup(func() { _ = hs.Close() })
+	}))
 	repo := testutil.NewGitRepo(t)
 	repo.WriteFile("jobs/web.nomad.hcl", testutil.ServiceJobHCL("web", managed(structs.PolicyAuto, testutil.WithMeta("nops_apply_timeout", "3s"))...))
 	repo.Commit("v1")
 	s := nopstest.Start(t, "", nopstest.WithoutReconcilers(), nopstest.WithNomad(nomad.Addr))
-	m := reviewManager(t, &wrapSrv{s: s}, "http://"+ln.Addr().String(), repo.URL())
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { m.Run(ctx, nil); close(done) }()
-	defer func() { cancel(); <-done }()
+	m := reviewManager(t, &wrapSrv{s: s}, front, repo.URL())
+	runManager(t, m)
 	d := s.WaitForDeployment("default", "web", structs.StateFailed, 30*time.Second)
 	if !strings.Contains(d.Error, "refused the register") || !strings.Contains(d.Error, "nothing registered") || d.Registered {
 		t.Fatalf("deployment: error %q registered %v", d.Error, d.Registered)
@@ -274,7 +278,7 @@ func TestReview_PauseDuringPlanHoldsDeployNow(t *testing.T) {
 		}
 		return nil
 	}
-	hs := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	front := serveLocal(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if strings.HasSuffix(r.URL.Path, "/job/web/plan") && armed.CompareAndSwap(true, false) {
 			// The cycle has read the pauses; both writes are acknowledged
 			// before its plan of web answers.
@@ -285,24 +289,15 @@ func TestReview_PauseDuringPlanHoldsDeployNow(t *testing.T) {
 			fired <- err
 		}
 		proxy.ServeHTTP(w, r)
-	})}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = hs.Serve(ln) }()
-	t.Cleanup(func() { _ = hs.Close() })
+	}))
 
 	repo := testutil.NewGitRepo(t)
 	repo.WriteFile("jobs/web.nomad.hcl", testutil.ServiceJobHCL("web", managed(structs.PolicyAuto, testutil.WithMeta("v", "1"))...))
 	repo.Commit("v1")
 	s := nopstest.Start(t, "", nopstest.WithoutReconcilers(), nopstest.WithNomad(nomad.Addr))
 	apiURL = s.URL
-	m := reviewManager(t, &wrapSrv{s: s}, "http://"+ln.Addr().String(), repo.URL())
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { m.Run(ctx, nil); close(done) }()
-	defer func() { cancel(); <-done }()
+	m := reviewManager(t, &wrapSrv{s: s}, front, repo.URL())
+	runManager(t, m)
 	s.WaitForDeployment("default", "web", structs.StateCompleted, 90*time.Second)
 
 	// A window closed at every hour of the day holds v2.
@@ -364,10 +359,7 @@ func TestReview_PauseDuringSettleHoldsCreate(t *testing.T) {
 		return nil
 	}}
 	m := reviewManager(t, srv, nomad.Addr, repo.URL())
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { m.Run(ctx, nil); close(done) }()
-	defer func() { cancel(); <-done }()
+	runManager(t, m)
 	first := s.WaitForDeployment("default", "web", structs.StatePendingApproval, 90*time.Second)
 
 	armed.Store(true)
