@@ -2,7 +2,6 @@ package agent_test
 
 import (
 	"bufio"
-	"bytes"
 	"fmt"
 	"io"
 	"net"
@@ -127,10 +126,12 @@ func newWriter(s *nopstest.Server) *writer {
 		Transport: &http.Transport{MaxIdleConnsPerHost: 64, MaxConnsPerHost: 64}}}
 }
 
+// windowBody is the sync window the write benchmarks put.
+const windowBody = `{"kind":"deny","schedule":"0 22 * * *","duration":"8h"}`
+
 // put writes sync window name: one Raft entry.
 func (w *writer) put(name string) error {
-	body := []byte(`{"kind":"deny","schedule":"0 22 * * *","duration":"8h"}`)
-	req, err := http.NewRequest("PUT", w.s.URL+"/v1/window/"+name, bytes.NewReader(body))
+	req, err := http.NewRequest("PUT", w.s.URL+"/v1/window/"+name, strings.NewReader(windowBody))
 	if err != nil {
 		return err
 	}
@@ -192,9 +193,8 @@ func (w *loadWriter) roundTrip(name string) error {
 		}
 		w.conn, w.br = conn, bufio.NewReader(conn)
 	}
-	const body = `{"kind":"deny","schedule":"0 22 * * *","duration":"8h"}`
 	w.req = fmt.Appendf(w.req[:0], "PUT /v1/window/%s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
-		name, w.addr, len(body), body)
+		name, w.addr, len(windowBody), windowBody)
 	_ = w.conn.SetDeadline(time.Now().Add(30 * time.Second))
 	if _, err := w.conn.Write(w.req); err != nil {
 		w.close()

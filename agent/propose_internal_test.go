@@ -45,6 +45,19 @@ type fakeRaft struct {
 	calls chan *fakeFuture
 }
 
+// next returns the next entry the proposer handed to Raft, or fails the
+// test after 5s.
+func (r *fakeRaft) next(t *testing.T, what string) *fakeFuture {
+	t.Helper()
+	select {
+	case f := <-r.calls:
+		return f
+	case <-time.After(5 * time.Second):
+		t.Fatalf("no Raft apply of %s", what)
+		return nil
+	}
+}
+
 func (r *fakeRaft) apply(buf []byte, _ time.Duration) raft.ApplyFuture {
 	f := &fakeFuture{buf: string(buf), errCh: make(chan error, 1)}
 	r.calls <- f
@@ -105,19 +118,9 @@ func TestProposer_GroupsWhileOneIsInFlight(t *testing.T) {
 			results <- outcome{buf, err}
 		}()
 	}
-	recv := func(what string) *fakeFuture {
-		t.Helper()
-		select {
-		case f := <-fr.calls:
-			return f
-		case <-time.After(5 * time.Second):
-			t.Fatalf("no Raft apply of %s", what)
-			return nil
-		}
-	}
 
 	submit("first")
-	first := recv("a lone proposal")
+	first := fr.next(t, "a lone proposal")
 	if first.buf != "first" {
 		t.Fatalf("applied %q, want first", first.buf)
 	}
@@ -142,7 +145,7 @@ func TestProposer_GroupsWhileOneIsInFlight(t *testing.T) {
 	// The next group goes whole before any of it is applied.
 	group := map[string]*fakeFuture{}
 	for range waiting {
-		f := recv("the queued group")
+		f := fr.next(t, "the queued group")
 		group[f.buf] = f
 	}
 	for i := range waiting {
@@ -265,16 +268,6 @@ func TestProposer_BatchEntry(t *testing.T) {
 			time.Sleep(time.Millisecond)
 		}
 	}
-	recv := func() *fakeFuture {
-		t.Helper()
-		select {
-		case f := <-fr.calls:
-			return f
-		case <-time.After(5 * time.Second):
-			t.Fatal("no Raft apply")
-			return nil
-		}
-	}
 	outcome := func(buf string) applyResult {
 		t.Helper()
 		select {
@@ -302,7 +295,7 @@ func TestProposer_BatchEntry(t *testing.T) {
 	}
 
 	submit("first")
-	first := recv()
+	first := fr.next(t, "the next entry")
 	big := strings.Repeat("x", maxBatchBytes+1)
 	create := string([]byte{byte(structs.DeploymentCreateRequestType)}) + "create"
 	for _, b := range []string{"a", "b", big, "c", "c2", create, "c3"} {
@@ -312,25 +305,25 @@ func TestProposer_BatchEntry(t *testing.T) {
 	if r := outcome("first"); r.err != nil || r.resp != "first" {
 		t.Fatalf("first: %+v", r)
 	}
-	batch := recv()
+	batch := fr.next(t, "the next entry")
 	if got := split(batch); !slices.Equal(got, []string{"a", "b"}) {
 		t.Fatalf("first batch entry holds %q, want a and b", got)
 	}
-	alone := recv()
+	alone := fr.next(t, "the next entry")
 	if alone.buf != big {
 		t.Fatalf("second entry is %.20q, want the large write alone", alone.buf)
 	}
-	last := recv()
+	last := fr.next(t, "the next entry")
 	if got := split(last); !slices.Equal(got, []string{"c", "c2"}) {
 		t.Fatalf("third entry holds %q, want c and c2", got)
 	}
 	// A deployment create goes alone (the FSM takes one per entry), in
 	// its place.
-	alone2 := recv()
+	alone2 := fr.next(t, "the next entry")
 	if alone2.buf != create {
 		t.Fatalf("fourth entry is %.20q, want the create alone", alone2.buf)
 	}
-	tail := recv()
+	tail := fr.next(t, "the next entry")
 	if tail.buf != "c3" {
 		t.Fatalf("fifth entry is %.20q, want c3 alone", tail.buf)
 	}
@@ -368,7 +361,7 @@ func TestProposer_BatchEntry(t *testing.T) {
 	group := func(bufs ...string) {
 		t.Helper()
 		submit("hold")
-		hold := recv()
+		hold := fr.next(t, "the next entry")
 		for _, b := range bufs {
 			submit(b)
 		}
@@ -385,7 +378,7 @@ func TestProposer_BatchEntry(t *testing.T) {
 		{[]any{nil}, "answered []interface {} for 2 writes"},
 	} {
 		group("d", "e")
-		f := recv()
+		f := fr.next(t, "the next entry")
 		if got := split(f); !slices.Equal(got, []string{"d", "e"}) {
 			t.Fatalf("batch entry holds %q, want d and e", got)
 		}
@@ -407,7 +400,7 @@ func TestProposer_BatchEntry(t *testing.T) {
 	allow.Store(false)
 	group("f", "g")
 	for _, want := range []string{"f", "g"} {
-		f := recv()
+		f := fr.next(t, "the next entry")
 		if f.buf != want {
 			t.Fatalf("entry %.20q, want %s alone", f.buf, want)
 		}
@@ -442,16 +435,6 @@ func TestProposer_NextGroupGoesOnCommit(t *testing.T) {
 			time.Sleep(time.Millisecond)
 		}
 	}
-	recv := func(what string) *fakeFuture {
-		t.Helper()
-		select {
-		case f := <-fr.calls:
-			return f
-		case <-time.After(5 * time.Second):
-			t.Fatalf("no Raft apply of %s", what)
-			return nil
-		}
-	}
 	quiet := func(what string) {
 		t.Helper()
 		select {
@@ -465,11 +448,11 @@ func TestProposer_NextGroupGoesOnCommit(t *testing.T) {
 	// flight.
 	p.committed()
 	submit("first")
-	first := recv("a lone write")
+	first := fr.next(t, "a lone write")
 	submit("second")
 	quiet("while the group before it was neither committed nor applied")
 	p.committed()
-	second := recv("the write behind a committed group")
+	second := fr.next(t, "the write behind a committed group")
 	if second.buf != "second" {
 		t.Fatalf("applied %q, want second", second.buf)
 	}
@@ -479,7 +462,7 @@ func TestProposer_NextGroupGoesOnCommit(t *testing.T) {
 	p.committed()
 	quiet("while two groups were in Raft")
 	first.resolve(nil)
-	third := recv("the write behind two groups, once the first is answered")
+	third := fr.next(t, "the write behind two groups, once the first is answered")
 	if third.buf != "third" {
 		t.Fatalf("applied %q, want third", third.buf)
 	}

@@ -639,16 +639,16 @@ func (m *Manager) lastPlanAnswers(d *declared, prev observed, specHash string, l
 // observeState reads what the replicated state holds about the job: its
 // pauses and deploy now, its active deployment and its block; and, when the
 // rule needs it, whether the live job changed only by autoscaled counts.
-// The pauses are read again with the deploy now, at one index: the
-// cycle's list, read before the job's plan, may miss a pause that came
-// before a deploy now read after it, and the deploy now would then lift
-// the window of a paused job.
+// The pauses are read per job, after its plan, with the deploy now, at one
+// index: pauses read earlier could miss a pause that came before a deploy
+// now read later, and the deploy now would then lift the window of a
+// paused job.
 func (m *Manager) observeState(ctx context.Context, v *jobView) error {
+	if err := m.observeHolds(v); err != nil {
+		return err
+	}
 	st := m.srv.State()
 	var err error
-	if v.pauses, v.lift, err = st.JobHolds(v.namespace, v.jobID); err != nil {
-		return fmt.Errorf("read pauses and deploy now: %w", err)
-	}
 	if v.active, err = st.ActiveDeployment(v.namespace, v.jobID); err != nil {
 		return fmt.Errorf("read active deployment: %w", err)
 	}
@@ -659,6 +659,16 @@ func (m *Manager) observeState(ctx context.Context, v *jobView) error {
 		if v.autoscaledOnly, err = m.autoscaledSince(ctx, v.active, v.liveMod); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// observeHolds reads the job's pauses and deploy now into the view, at one
+// index (StateStore.JobHolds).
+func (m *Manager) observeHolds(v *jobView) error {
+	var err error
+	if v.pauses, v.lift, err = m.srv.State().JobHolds(v.namespace, v.jobID); err != nil {
+		return fmt.Errorf("read pauses and deploy now: %w", err)
 	}
 	return nil
 }
@@ -697,9 +707,8 @@ func (m *Manager) act(ctx context.Context, v *jobView, dec decision) (*decision,
 	// the create, so that only the create's own round trip through Raft is
 	// left for one to slip into. No deployment is active here (create
 	// needs none).
-	var err error
-	if v.pauses, v.lift, err = m.srv.State().JobHolds(v.namespace, v.jobID); err != nil {
-		return nil, false, fmt.Errorf("read pauses and deploy now: %w", err)
+	if err := m.observeHolds(v); err != nil {
+		return nil, false, err
 	}
 	h := v.hold()
 	dec.status.Hold = h.Reason()

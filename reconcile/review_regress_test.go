@@ -73,6 +73,20 @@ func serveLocal(t *testing.T, h http.Handler) string {
 	return "http://" + ln.Addr().String()
 }
 
+// hookRan waits for a test hook's result: it fails the test on the hook's
+// error, or with missing when the hook has not run within timeout.
+func hookRan(t *testing.T, ran <-chan error, timeout time.Duration, missing string) {
+	t.Helper()
+	select {
+	case err := <-ran:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(timeout):
+		t.Fatal(missing)
+	}
+}
+
 // runManager runs m until the test ends.
 func runManager(t *testing.T, m *reconcile.Manager) {
 	ctx, cancel := context.WithCancel(context.Background())
@@ -315,14 +329,7 @@ func TestReview_PauseDuringPlanHoldsDeployNow(t *testing.T) {
 	armed.Store(true)
 	repo.WriteFile("jobs/web.nomad.hcl", testutil.ServiceJobHCL("web", managed(structs.PolicyAuto, testutil.WithMeta("v", "3"))...))
 	repo.Commit("v3")
-	select {
-	case err := <-fired:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("no plan of web after the commit")
-	}
+	hookRan(t, fired, 30*time.Second, "no plan of web after the commit")
 	// The status shows the pause once a cycle decided with it: the cycle
 	// that planned web during the writes has acted by then.
 	s.WaitForJobStatus("default", "web", 30*time.Second, func(st *structs.JobStatus) bool {
@@ -365,14 +372,7 @@ func TestReview_PauseDuringSettleHoldsCreate(t *testing.T) {
 	armed.Store(true)
 	repo.WriteFile("jobs/web.nomad.hcl", testutil.ServiceJobHCL("web", managed(structs.PolicyApproval, testutil.WithMeta("v", "2"))...))
 	repo.Commit("v2")
-	select {
-	case err := <-paused:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(60 * time.Second):
-		t.Fatal("the waiting deployment was not superseded for the new commit")
-	}
+	hookRan(t, paused, 60*time.Second, "the waiting deployment was not superseded for the new commit")
 	s.WaitForDeployment("default", "web", structs.StateSuperseded, 30*time.Second)
 	s.WaitForJobStatus("default", "web", 30*time.Second, func(st *structs.JobStatus) bool {
 		return strings.Contains(st.Hold, "paused by tester: incident")
