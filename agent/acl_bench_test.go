@@ -21,6 +21,7 @@ import (
 // alternate between the two clusters, so that both see the same load of
 // the machine; the difference of the p50s is the cost of the check.
 func BenchmarkWrite_ThroughFollowerACL(b *testing.B) {
+	nopstest.AgentGC(b)
 	type target struct {
 		put func(name string) error
 		lat []time.Duration

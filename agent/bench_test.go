@@ -239,6 +239,7 @@ func BenchmarkWrite_ThroughFollowerMTLS(b *testing.B) {
 }
 
 func benchWriteThroughFollower(b *testing.B, opts ...nopstest.Option) {
+	nopstest.AgentGC(b)
 	c := nopstest.StartCluster(b, 3, append([]nopstest.Option{nopstest.WithoutReconcilers()}, opts...)...)
 	c.WaitForPeers(30*time.Second, c.NodeIDs()...)
 	w := newWriter(c.Followers()[0])
@@ -279,6 +280,7 @@ func BenchmarkWrite_ThroughputToLeader(b *testing.B) { benchWriteThroughput(b, t
 func BenchmarkWrite_ThroughputNetHTTP(b *testing.B) { benchWriteThroughput(b, false, true) }
 
 func benchWriteThroughput(b *testing.B, toLeader, netHTTP bool) {
+	nopstest.AgentGC(b)
 	const writers = 32
 	c := nopstest.StartCluster(b, 3, nopstest.WithoutReconcilers())
 	c.WaitForPeers(30*time.Second, c.NodeIDs()...)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/nops-dev/nops/agent"
 	"github.com/nops-dev/nops/agent/config"
+	"github.com/nops-dev/nops/agent/gctune"
 )
 
 // serveCommand runs a server until the context is cancelled (SIGINT or
@@ -51,6 +52,10 @@ func (c *serveCommand) Run(ctx context.Context, args []string) int {
 	for _, w := range cfg.Warnings {
 		logger.Warn(w)
 	}
+	// The garbage collector's heap floor is the process's, so the command
+	// sets it, not the server.
+	gc := gctune.Start(cfg.GCMinHeap, logger.Named("gctune"))
+	defer gc.Stop()
 	srv, cleanup, err := startServer(cfg, logger)
 	if err != nil {
 		return m.fail(err)

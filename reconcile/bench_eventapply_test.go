@@ -27,6 +27,7 @@ import (
 //
 // NOPS_BENCH_WAITING sets the number of waiting deployments (default 100).
 func BenchmarkEventApply(b *testing.B) {
+	nopstest.AgentGC(b)
 	w := startEventWorld(b)
 	rev := 0
 

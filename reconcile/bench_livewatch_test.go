@@ -11,6 +11,7 @@ import (
 
 	"github.com/nops-dev/nops/structs"
 	"github.com/nops-dev/nops/testutil"
+	"github.com/nops-dev/nops/testutil/nopstest"
 )
 
 // BenchmarkLiveDrift measures how the leader sees changes made in Nomad,
@@ -25,6 +26,7 @@ import (
 //     plan of every job (-drift-interval x 10 while the stream is up) is
 //     outside the window.
 func BenchmarkLiveDrift(b *testing.B) {
+	nopstest.AgentGC(b)
 	w := startBenchWorld(b, benchJobs())
 	testutil.WaitForResult(b, time.Minute, func() (bool, error) {
 		return w.m.WatchingEvents(), fmt.Errorf("the event stream is not up")

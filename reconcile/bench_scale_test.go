@@ -52,6 +52,7 @@ import (
 // NOPS_BENCH_SCALE_JOBS changes the number of jobs, NOPS_BENCH_REPLAN_RATE
 // the server's nomad_replan_rate (default 20).
 func BenchmarkScale10k(b *testing.B) {
+	nopstest.AgentGC(b)
 	p := scaleParams{
 		jobs:          benchEnvInt("NOPS_BENCH_SCALE_JOBS", testutil.BenchSize(10000, 40)),
 		replanRate:    benchEnvInt("NOPS_BENCH_REPLAN_RATE", config.DefaultNomadReplanRate),

@@ -144,6 +144,7 @@ func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond)
 // quiet cycle (nothing changed), a cycle after a commit that changes one
 // job, and the latency from a git push webhook to the register in Nomad.
 func BenchmarkDetection(b *testing.B) {
+	nopstest.AgentGC(b)
 	w := startBenchWorld(b, benchJobs())
 	ctx := context.Background()
 

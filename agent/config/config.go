@@ -82,6 +82,9 @@ const (
 	// DefaultSnapshotMaxSize bounds a snapshot archive, uploaded and
 	// decompressed.
 	DefaultSnapshotMaxSize = 1 << 30
+	// DefaultGCMinHeap is the heap target the garbage collector of a
+	// server process is kept above (agent/gctune).
+	DefaultGCMinHeap = 128 << 20
 
 	DefaultRepoBranch       = "main"
 	DefaultRepoPath         = "."
@@ -243,6 +246,11 @@ type Config struct {
 	// as uploaded and once decompressed, and the state it holds once
 	// decompressed, in bytes.
 	SnapshotMaxSize uint64
+
+	// GCMinHeap is the heap size, in bytes, below which the process's
+	// garbage collector does not start a collection while the live heap is
+	// less than half of it (agent/gctune); 0 leaves GOGC alone.
+	GCMinHeap uint64
 }
 
 // Repository is one git repository watched for job files.
@@ -426,6 +434,7 @@ func Default() *Config {
 		HTTPIdleTimeout:       DefaultHTTPIdleTimeout,
 		HTTPMaxConns:          DefaultHTTPMaxConns,
 		SnapshotMaxSize:       DefaultSnapshotMaxSize,
+		GCMinHeap:             DefaultGCMinHeap,
 	}
 }
 
@@ -837,6 +846,17 @@ func checkRedactKeys(l []string) error {
 func checkMaxConns(n int) error {
 	if n < 1 {
 		return fmt.Errorf("invalid value %d: must be at least 1", n)
+	}
+	return nil
+}
+
+// maxGCMinHeap bounds gc_min_heap: a floor above it is a typo for a
+// smaller one, not memory a Nops server should hold back for its heap.
+const maxGCMinHeap = 64 << 30
+
+func checkGCMinHeap(n uint64) error {
+	if n > maxGCMinHeap {
+		return fmt.Errorf("invalid value %d: must be at most %d (64 GiB), or 0 to leave GOGC alone", n, uint64(maxGCMinHeap))
 	}
 	return nil
 }

@@ -85,6 +85,7 @@ func TestDefault_MatchesDocumentedDefaults(t *testing.T) {
 		HTTPIdleTimeout:  90 * time.Second,
 		HTTPMaxConns:     1024,
 		SnapshotMaxSize:  1 << 30,
+		GCMinHeap:        128 << 20,
 	}
 	if !reflect.DeepEqual(c, want) {
 		t.Fatalf("Default() =\n%+v\nwant\n%+v", c, want)
@@ -423,6 +424,8 @@ func TestLoad_BadValues(t *testing.T) {
 		{"retry-join", "a:b:c", `["a:b:c"]`, `invalid address "a:b:c"`, ""},
 		{"raft-snapshot-threshold", "-5", "-5", "not a whole number", ""},
 		{"nomad-ui-url", "https://nomad.example.com/?x=1", `"https://nomad.example.com/?x=1"`, "no user, query or fragment", ""},
+		{"gc-min-heap", "137438953472", "137438953472", "must be at most 68719476736 (64 GiB), or 0 to leave GOGC alone", ""},
+		{"gc-min-heap", "128MiB", `"128MiB"`, "not a whole number", "number required"},
 	}
 	for _, v := range values {
 		t.Run(v.flag+"/flag", func(t *testing.T) {

@@ -127,6 +127,8 @@ func (c *Config) fields() []field {
 			v: listValue(&c.HTTPAllowedOrigins, nil, checkOrigins)},
 		{name: "snapshot-max-size", usage: "Largest snapshot archive the API restores, uploaded and decompressed, in bytes.",
 			v: uint64Value(&c.SnapshotMaxSize, checkSnapshotMaxSize)},
+		{name: "gc-min-heap", usage: "Heap size, in bytes, the Go garbage collector lets the process reach before it collects, while the live heap is less than half of it: fewer collections under load for a small server, for at most this much memory (0 leaves GOGC alone).",
+			v: uint64Value(&c.GCMinHeap, checkGCMinHeap)},
 	}
 }
 

@@ -28,6 +28,7 @@ import (
 
 	"github.com/nops-dev/nops/agent"
 	"github.com/nops-dev/nops/agent/config"
+	"github.com/nops-dev/nops/agent/gctune"
 	"github.com/nops-dev/nops/structs"
 	"github.com/nops-dev/nops/testutil"
 )
@@ -402,4 +403,15 @@ func setContentType(req *http.Request) {
 	default:
 		req.Header.Set("Content-Type", "application/json")
 	}
+}
+
+// AgentGC gives the test process the garbage collector policy that `nops
+// agent` gives its own (gctune with the default gc_min_heap), until the
+// test ends: for benchmarks whose figures stand for server processes'.
+// The servers of a test process share one heap, whose live size is theirs
+// added up, so the policy raises GOGC less for it than for each process of
+// a real cluster.
+func AgentGC(tb testing.TB) {
+	gc := gctune.Start(config.DefaultGCMinHeap, hclog.NewNullLogger())
+	tb.Cleanup(gc.Stop)
 }
