@@ -151,6 +151,7 @@ func (f *FSM) applyTxn(reqs []request, resps []any, skip []bool) int {
 		return -1
 	}
 	txn.Commit()
+	st.committed(counters.LatestIndex)
 	st.broadcast()
 	return -1
 }

@@ -368,7 +368,9 @@ func restoreInto(st *StateStore, r io.Reader, limit int64) (err error) {
 	if err := validateState(txn, counts, d.lastSeq); err != nil {
 		return err
 	}
+	latest := readMeta(txn).LatestIndex
 	txn.Commit()
+	st.committed(latest)
 	return nil
 }
 
