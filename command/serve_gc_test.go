@@ -20,7 +20,8 @@ import (
 // the 100 of its environment: the Go collector's own gauge says which.
 func TestServe_GCMinHeapRaisesGOGC(t *testing.T) {
 	if v := os.Getenv("GOGC"); v != "" {
-		t.Fatalf("GOGC=%s is set: this test needs the runtime's default", v)
+		// The server inherits it; CI sets none.
+		t.Skipf("GOGC=%s is set: this test needs the runtime's default", v)
 	}
 	bin := testutil.NopsBinary(t)
 	for _, c := range []struct {

@@ -247,9 +247,9 @@ type Config struct {
 	// decompressed, in bytes.
 	SnapshotMaxSize uint64
 
-	// GCMinHeap is the heap size, in bytes, below which the process's
-	// garbage collector does not start a collection while the live heap is
-	// less than half of it (agent/gctune); 0 leaves GOGC alone.
+	// GCMinHeap is the heap size, in bytes, toward which the process's
+	// garbage collector's heap target is raised (GOGC at most 500) while
+	// GOGC alone gives less (agent/gctune); 0 leaves GOGC alone.
 	GCMinHeap uint64
 }
 

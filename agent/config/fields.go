@@ -127,7 +127,7 @@ func (c *Config) fields() []field {
 			v: listValue(&c.HTTPAllowedOrigins, nil, checkOrigins)},
 		{name: "snapshot-max-size", usage: "Largest snapshot archive the API restores, uploaded and decompressed, in bytes.",
 			v: uint64Value(&c.SnapshotMaxSize, checkSnapshotMaxSize)},
-		{name: "gc-min-heap", usage: "Heap size, in bytes, the Go garbage collector lets the process reach before it collects, while the live heap is less than half of it: fewer collections under load for a small server, for at most this much memory (0 leaves GOGC alone).",
+		{name: "gc-min-heap", usage: "Heap size, in bytes, toward which the Go garbage collector's heap target is raised (GOGC at most 500) while GOGC alone gives less: fewer collections under load for a small server, for about this much memory at most (0 leaves GOGC alone).",
 			v: uint64Value(&c.GCMinHeap, checkGCMinHeap)},
 	}
 }

@@ -7,18 +7,23 @@
 // nodes, the Raft log's pages, the HTTP exchange), so with GOGC alone it
 // collects every few dozen MB of allocation: about ten times a second
 // under a write load, at about a tenth of the process's CPU. A Tuner
-// raises GOGC after each collection, so that the next one waits until the
-// heap reaches the floor (MinHeap), and sets it back to the process's own
-// GOGC once the live heap is half the floor or more: a small server
-// trades at most MinHeap of memory for fewer collections, and a large one
-// collects exactly as GOGC says.
+// raises GOGC soon after each collection, so that the heap target (about
+// live × (1 + GOGC/100)) comes up to the floor (minHeap), and it leaves
+// the process's own GOGC once that GOGC alone reaches the floor: a small
+// server trades some memory, up to about minHeap, for fewer collections,
+// and a large one collects exactly as GOGC says.
 //
-// Guarantees: the heap target is never below what GOGC gives (the Tuner
-// only raises it), never above MinHeap while GOGC gives less, and GOGC is
-// never raised past maxPercent (a tiny heap is not allowed to grow a
-// hundredfold). GOGC=off turns the Tuner off, and a memory limit
-// (GOMEMLIMIT) still bounds the heap as the runtime does. Stop gives the
-// process its GOGC back.
+// Guarantees: the Tuner never sets GOGC below the process's own (it only
+// raises the target), and never raises it past maxPercent (a tiny heap is
+// not allowed to grow more than sixfold). GOGC=off turns it off, and a
+// memory limit (GOMEMLIMIT) still bounds the heap as the runtime does.
+// Stop gives the process its GOGC back.
+//
+// The Tuner runs from a cleanup that the runtime queues once a collection
+// has swept. When collections follow each other closely (a saturated
+// machine), a cleanup may come only every second or third collection, so
+// for a cycle or two after the live heap jumps the target can be what the
+// last GOGC gives rather than the floor.
 package gctune
 
 import (
@@ -40,8 +45,9 @@ const (
 	gogcMetric = "/gc/gogc:percent"
 )
 
-// Tuner sets GOGC after each collection from the live heap it left. A
-// process runs one: GOGC is the process's, not a server's.
+// Tuner sets GOGC after each collection from the live heap it left. GOGC
+// is the process's, not a server's: a process must run one Tuner at a
+// time (a second one would take the first one's GOGC as its own).
 type Tuner struct {
 	logger  hclog.Logger
 	minHeap uint64
@@ -55,11 +61,15 @@ type Tuner struct {
 	percent int
 }
 
-// Start starts a Tuner whose heap target is at least minHeap bytes. It
-// returns nil, and changes nothing, when minHeap is 0 or GOGC is off.
+// Start starts a Tuner whose heap target is at least about minHeap bytes.
+// It returns nil, and changes nothing, when minHeap is 0 or GOGC is off.
 func Start(minHeap uint64, logger hclog.Logger) *Tuner {
+	if minHeap == 0 {
+		return nil
+	}
 	base := currentPercent()
-	if minHeap == 0 || base < 0 {
+	if base < 0 {
+		logger.Info("GOGC is off: the heap target floor is not used", "min_heap_bytes", minHeap)
 		return nil
 	}
 	t := &Tuner{logger: logger, minHeap: minHeap, base: base, percent: base}
@@ -84,50 +94,45 @@ func (t *Tuner) Stop() {
 	debug.SetGCPercent(t.base)
 }
 
-// Percent returns the GOGC the Tuner set last.
+// Percent returns the GOGC the Tuner set last; the process's own GOGC for a
+// nil Tuner.
 func (t *Tuner) Percent() int {
+	if t == nil {
+		return currentPercent()
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.percent
 }
 
-// sentinel is an object that only the next collection finds unreachable:
-// its cleanup runs once that collection is done. It holds a pointer, so it
-// is not one of the tiny objects that share a block (whose cleanups may
-// never run).
-type sentinel struct {
-	t   *Tuner
-	pad [8]byte
-}
+// sentinel is an object that only the next collection finds unreachable.
+// It holds a pointer, so it is not one of the tiny objects that share a
+// block (whose cleanups may never run).
+type sentinel struct{ t *Tuner }
 
-// arm has the Tuner run again after the next collection.
+// arm has the Tuner run again once the next collection has swept.
 func (t *Tuner) arm() {
-	s := &sentinel{t: t}
-	runtime.AddCleanup(s, func(t *Tuner) {
-		t.mu.Lock()
-		stopped := t.stopped
-		t.mu.Unlock()
-		if stopped {
-			return
+	runtime.AddCleanup(&sentinel{t: t}, func(t *Tuner) {
+		if t.tune() {
+			t.arm()
 		}
-		t.tune()
-		t.arm()
 	}, t)
 }
 
-// tune sets GOGC for the live heap the last collection left.
-func (t *Tuner) tune() {
+// tune sets GOGC for the live heap the last collection left. It reports
+// whether the Tuner still runs.
+func (t *Tuner) tune() bool {
 	s := []metrics.Sample{{Name: liveMetric}}
 	metrics.Read(s)
 	var live uint64
 	if s[0].Value.Kind() == metrics.KindUint64 {
 		live = s[0].Value.Uint64()
 	}
-	p := Percent(t.minHeap, live, t.base)
+	p := targetPercent(t.minHeap, live, t.base)
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.stopped {
-		return
+		return false
 	}
 	t.percent = p
 	// GOGC as it is now, not as the Tuner left it: whoever set it since
@@ -135,12 +140,14 @@ func (t *Tuner) tune() {
 	if p != currentPercent() {
 		debug.SetGCPercent(p)
 	}
+	return true
 }
 
-// Percent returns the GOGC that puts the heap target (live × (1 +
-// GOGC/100)) at minHeap, within [base, maxPercent]: base when the live
-// heap is half of minHeap or more.
-func Percent(minHeap, live uint64, base int) int {
+// targetPercent returns the GOGC that brings the heap target (live × (1 +
+// GOGC/100)) up to minHeap, rounded down, and at most maxPercent; never
+// less than base (the process's own GOGC, returned as is when it is above
+// maxPercent or already brings the target to minHeap).
+func targetPercent(minHeap, live uint64, base int) int {
 	if live == 0 {
 		return max(base, maxPercent)
 	}
@@ -149,19 +156,21 @@ func Percent(minHeap, live uint64, base int) int {
 	}
 	// minHeap/live - 1, in percent, rounded down.
 	p := int(min(minHeap*100/live, uint64(maxPercent)+100)) - 100
-	return min(max(p, base), max(base, maxPercent))
+	return max(p, base)
 }
 
-// currentPercent returns the process's GOGC (-1 when off).
+// currentPercent returns the process's GOGC, -1 when it is off (or cannot
+// be read, so that nothing is changed).
 func currentPercent() int {
 	s := []metrics.Sample{{Name: gogcMetric}}
 	metrics.Read(s)
 	if s[0].Value.Kind() != metrics.KindUint64 {
-		return 100
+		return -1
 	}
-	// The runtime reports GOGC=off as the largest value it holds.
-	v := s[0].Value.Uint64()
-	if v > 1<<31 {
+	// The runtime holds GOGC as an int32, -1 when off, and reports it
+	// converted to a uint64.
+	v := int64(s[0].Value.Uint64())
+	if v < 0 {
 		return -1
 	}
 	return int(v)

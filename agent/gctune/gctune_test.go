@@ -9,7 +9,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 )
 
-func TestPercent(t *testing.T) {
+func TestTargetPercent(t *testing.T) {
 	const mib = 1 << 20
 	cases := []struct {
 		name          string
@@ -30,8 +30,8 @@ func TestPercent(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			if got := Percent(c.minHeap, c.live, c.base); got != c.want {
-				t.Fatalf("Percent(%d, %d, %d) = %d, want %d", c.minHeap, c.live, c.base, got, c.want)
+			if got := targetPercent(c.minHeap, c.live, c.base); got != c.want {
+				t.Fatalf("targetPercent(%d, %d, %d) = %d, want %d", c.minHeap, c.live, c.base, got, c.want)
 			}
 		})
 	}
@@ -51,10 +51,12 @@ func TestStart_RaisesGOGCAfterEachCollectionAndStopRestores(t *testing.T) {
 	if got := currentPercent(); got != maxPercent {
 		t.Fatalf("GOGC after Start = %d, want %d (a small live heap)", got, maxPercent)
 	}
-	// Another party sets GOGC back; the next collection tunes it again,
-	// which shows that the tuner runs after each collection.
-	debug.SetGCPercent(100)
-	waitPercent(t, maxPercent)
+	// Another party sets GOGC back; a later collection tunes it again,
+	// and again: the tuner arms itself anew each time it runs.
+	for range 3 {
+		debug.SetGCPercent(100)
+		waitPercent(t, maxPercent)
+	}
 	tu.Stop()
 	if got := currentPercent(); got != 100 {
 		t.Fatalf("GOGC after Stop = %d, want the 100 it started from", got)
@@ -89,6 +91,10 @@ func TestStart_LargeLiveHeapKeepsGOGC(t *testing.T) {
 	}
 	if tu.Percent() != 100 {
 		t.Fatalf("Percent() = %d, want 100", tu.Percent())
+	}
+	var nilTuner *Tuner
+	if nilTuner.Percent() != 100 {
+		t.Fatalf("Percent() of no tuner = %d, want the process's 100", nilTuner.Percent())
 	}
 	runtime.KeepAlive(live)
 }

@@ -406,7 +406,7 @@ func setContentType(req *http.Request) {
 }
 
 // AgentGC gives the test process the garbage collector policy that `nops
-// agent` gives its own (gctune with the default gc_min_heap), until the
+// serve` gives its own (gctune with the default gc_min_heap), until the
 // test ends: for benchmarks whose figures stand for server processes'.
 // The servers of a test process share one heap, whose live size is theirs
 // added up, so the policy raises GOGC less for it than for each process of
