@@ -318,16 +318,29 @@ func (a *httpAPI) abandon(w http.ResponseWriter, r *http.Request) {
 	writeError(w, &HTTPError{Code: http.StatusServiceUnavailable, Msg: msg})
 }
 
+// leaderHTTPClient returns the HTTP client of the leader at addr. Only the
+// current leader's is kept: a former leader's idle connections are closed
+// and its client dropped, so that the map does not grow with every address
+// that was ever leader.
+func (a *httpAPI) leaderHTTPClient(addr string) *http.Client {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if c, ok := a.clients[addr]; ok {
+		return c
+	}
+	for old, c := range a.clients {
+		c.CloseIdleConnections()
+		delete(a.clients, old)
+	}
+	c := a.s.rpcHTTPClient(addr)
+	a.clients[addr] = c
+	return c
+}
+
 // send forwards one request. sent reports whether the request may have
 // reached the leader (an error after that point must not be retried).
 func (a *httpAPI) send(r *http.Request, leader string, body []byte) (*http.Response, bool, error) {
-	a.mu.Lock()
-	client, ok := a.clients[leader]
-	if !ok {
-		client = a.s.rpcHTTPClient(leader)
-		a.clients[leader] = client
-	}
-	a.mu.Unlock()
+	client := a.leaderHTTPClient(leader)
 	// A snapshot may take long to stream; every other request gets a
 	// minute, as long as the longest handler allows itself.
 	limit := time.Minute
