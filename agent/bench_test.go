@@ -6,7 +6,9 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -163,10 +165,10 @@ type loadWriter struct {
 	req  []byte
 }
 
-func newLoadWriter(s *nopstest.Server) *loadWriter {
-	addr, ok := strings.CutPrefix(s.URL, "http://")
+func newLoadWriter(url string) *loadWriter {
+	addr, ok := strings.CutPrefix(url, "http://")
 	if !ok {
-		return &loadWriter{bad: fmt.Errorf("a load writer speaks plain HTTP, not to %s", s.URL)}
+		return &loadWriter{bad: fmt.Errorf("a load writer speaks plain HTTP, not to %s", url)}
 	}
 	return &loadWriter{addr: addr}
 }
@@ -311,7 +313,7 @@ func benchWriteThroughput(b *testing.B, toLeader, netHTTP bool) {
 			defer wg.Done()
 			put := w.put
 			if !netHTTP {
-				lw := newLoadWriter(w.s)
+				lw := newLoadWriter(w.s.URL)
 				defer lw.close()
 				put = lw.put
 			}
@@ -398,4 +400,130 @@ func logBatches(b *testing.B, c *nopstest.Cluster) map[string]logCounts {
 		out[s.NodeID()] = lc
 	}
 	return out
+}
+
+// BenchmarkWrite_ThroughputProcesses is BenchmarkWrite_Throughput against a
+// cluster of three `nops serve` processes of the built binary, as an
+// operator runs them: each server has its own scheduler, heap and
+// collector (with the GC floor `nops serve` sets), where the in-process
+// cluster shares one of each among the three. The 32 lean writers run in
+// the test process, spread over the servers; the machine, its two cores
+// and its disk are the same. The servers' Nomad address is closed (their
+// reconcilers find no Nomad and wait), and the repository holds no job.
+// cpu-us/write adds the three servers' CPU to the test process's.
+func BenchmarkWrite_ThroughputProcesses(b *testing.B) {
+	const writers = 32
+	repo := testutil.NewGitRepo(b)
+	repo.WriteFile("jobs/README", "no jobs")
+	repo.Commit("empty")
+	c := nopstest.StartProcessCluster(b, 3, closedAddr(b), repo.URL()+"#main:jobs", "-log-level", "info")
+	c.WaitForCluster()
+	var urls []string
+	for i := range c.Len() {
+		urls = append(urls, c.Server(i).URL)
+	}
+	for _, u := range urls {
+		lw := newLoadWriter(u)
+		if err := lw.put("warm"); err != nil {
+			b.Fatal(err)
+		}
+		lw.close()
+	}
+	var next atomic.Int64
+	var failed atomic.Pointer[error]
+	batches0 := processCounter(b, c.Server(c.Leader()).URL, "nops_raft_log_store_batches_total")
+	writes0 := processCounter(b, c.Server(c.Leader()).URL, "nops_raft_proposed_writes_total")
+	b.ResetTimer()
+	cpu0 := cpuTime(b) + processCPU(b, c)
+	start := time.Now()
+	var wg sync.WaitGroup
+	for g := range writers {
+		wg.Add(1)
+		go func(url string) {
+			defer wg.Done()
+			lw := newLoadWriter(url)
+			defer lw.close()
+			for {
+				i := next.Add(1)
+				if i > int64(b.N) {
+					return
+				}
+				if err := lw.put(fmt.Sprintf("t-%d", i%500)); err != nil {
+					failed.CompareAndSwap(nil, &err)
+					return
+				}
+			}
+		}(urls[g%len(urls)])
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	cpu := cpuTime(b) + processCPU(b, c) - cpu0
+	b.StopTimer()
+	if err := failed.Load(); err != nil {
+		b.Fatal(*err)
+	}
+	leader := c.Server(c.Leader()).URL
+	batches := processCounter(b, leader, "nops_raft_log_store_batches_total") - batches0
+	writes := processCounter(b, leader, "nops_raft_proposed_writes_total") - writes0
+	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "writes/s")
+	b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "cpu-us/write")
+	b.ReportMetric(writes/max(batches, 1), "leader-writes/sync")
+}
+
+// closedAddr returns the URL of a local port nothing listens on.
+func closedAddr(b *testing.B) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	addr := "http://" + ln.Addr().String()
+	ln.Close()
+	return addr
+}
+
+// processCPU returns the user and system CPU time the cluster's server
+// processes have used, from /proc/<pid>/stat (in clock ticks of 10 ms).
+func processCPU(b *testing.B, c *nopstest.ProcessCluster) time.Duration {
+	var total time.Duration
+	for i := range c.Len() {
+		raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", c.Server(i).PID()))
+		if err != nil {
+			b.Fatal(err)
+		}
+		// The fields after the command name, which is in parentheses.
+		rest := string(raw[strings.LastIndexByte(string(raw), ')')+2:])
+		f := strings.Fields(rest)
+		// utime and stime are fields 14 and 15 of the line, 12 and 13
+		// after the name.
+		for _, s := range f[11:13] {
+			n, err := strconv.ParseInt(s, 10, 64)
+			if err != nil {
+				b.Fatalf("/proc stat of %s: %v", c.Server(i).Name, err)
+			}
+			total += time.Duration(n) * 10 * time.Millisecond
+		}
+	}
+	return total
+}
+
+// processCounter reads one counter from a server's /metrics.
+func processCounter(b *testing.B, url, name string) float64 {
+	resp, err := http.Get(url + "/metrics")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
+			n, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				b.Fatalf("%s: %v", name, err)
+			}
+			return n
+		}
+	}
+	b.Fatalf("no %s in the metrics of %s", name, url)
+	return 0
 }
