@@ -410,7 +410,8 @@ func logBatches(b *testing.B, c *nopstest.Cluster) map[string]logCounts {
 // the test process, spread over the servers; the machine, its two cores
 // and its disk are the same. The servers' Nomad address is closed (their
 // reconcilers find no Nomad and wait), and the repository holds no job.
-// cpu-us/write adds the three servers' CPU to the test process's.
+// cpu-us/write adds the three servers' CPU to the test process's; B/op and
+// allocs/op are the test process's (the writers') alone.
 func BenchmarkWrite_ThroughputProcesses(b *testing.B) {
 	const writers = 32
 	repo := testutil.NewGitRepo(b)
