@@ -417,7 +417,7 @@ func BenchmarkWrite_ThroughputProcesses(b *testing.B) {
 	repo := testutil.NewGitRepo(b)
 	repo.WriteFile("jobs/README", "no jobs")
 	repo.Commit("empty")
-	c := nopstest.StartProcessCluster(b, 3, closedAddr(b), repo.URL()+"#main:jobs", "-log-level", "info")
+	c := nopstest.StartProcessCluster(b, 3, testutil.ClosedAddress(b), repo.URL()+"#main:jobs", "-log-level", "info")
 	c.WaitForCluster()
 	var urls []string
 	for i := range c.Len() {
@@ -469,17 +469,6 @@ func BenchmarkWrite_ThroughputProcesses(b *testing.B) {
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "writes/s")
 	b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "cpu-us/write")
 	b.ReportMetric(writes/max(batches, 1), "leader-writes/sync")
-}
-
-// closedAddr returns the URL of a local port nothing listens on.
-func closedAddr(b *testing.B) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	addr := "http://" + ln.Addr().String()
-	ln.Close()
-	return addr
 }
 
 // processCPU returns the user and system CPU time the cluster's server

@@ -3,7 +3,6 @@ package command
 import (
 	"context"
 	"encoding/json"
-	"net"
 	"strings"
 	"testing"
 	"time"
@@ -125,16 +124,7 @@ func createPending(t *testing.T, s *nopstest.Server, jobID string) *structs.Depl
 }
 
 // closedAddress returns an HTTP address where nothing listens.
-func closedAddress(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := "http://" + ln.Addr().String()
-	ln.Close()
-	return addr
-}
+func closedAddress(t *testing.T) string { return testutil.ClosedAddress(t) }
 
 var observedAt = time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
 

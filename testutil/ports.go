@@ -60,3 +60,16 @@ func freePorts(n int) ([]int, error) {
 	}
 	return ports, nil
 }
+
+// ClosedAddress returns an HTTP address on 127.0.0.1 where nothing
+// listens: a port that was free a moment ago (see FreePorts on the race).
+func ClosedAddress(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("testutil: %v", err)
+	}
+	addr := "http://" + ln.Addr().String()
+	ln.Close()
+	return addr
+}
