@@ -300,41 +300,20 @@ func benchWriteThroughput(b *testing.B, toLeader, netHTTP bool) {
 		}
 	}
 	before := logBatches(b, c)
-	var next atomic.Int64
-	// failed keeps the first writer's error (errors of several types).
-	var failed atomic.Pointer[error]
 	b.ResetTimer()
 	cpu0 := cpuTime(b)
-	start := time.Now()
-	var wg sync.WaitGroup
-	for g := 0; g < writers; g++ {
-		wg.Add(1)
-		go func(w *writer) {
-			defer wg.Done()
-			put := w.put
-			if !netHTTP {
-				lw := newLoadWriter(w.s.URL)
-				defer lw.close()
-				put = lw.put
-			}
-			for {
-				i := next.Add(1)
-				if i > int64(b.N) {
-					return
-				}
-				if err := put(fmt.Sprintf("t-%d", i%500)); err != nil {
-					failed.CompareAndSwap(nil, &err)
-					return
-				}
-			}
-		}(ws[g%len(ws)])
-	}
-	wg.Wait()
-	elapsed := time.Since(start)
+	elapsed, err := driveWriters(b.N, writers, func(g int) (func(string) error, func()) {
+		w := ws[g%len(ws)]
+		if netHTTP {
+			return w.put, func() {}
+		}
+		lw := newLoadWriter(w.s.URL)
+		return lw.put, lw.close
+	})
 	cpu := cpuTime(b) - cpu0
 	b.StopTimer()
-	if err := failed.Load(); err != nil {
-		b.Fatal(*err)
+	if err != nil {
+		b.Fatal(err)
 	}
 	after := logBatches(b, c)
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "writes/s")
@@ -355,6 +334,42 @@ func benchWriteThroughput(b *testing.B, toLeader, netHTTP bool) {
 		fb, fe = fb+d.batches, fe+d.entries
 	}
 	b.ReportMetric(fe/max(fb, 1), "follower-entries/sync")
+}
+
+// driveWriters has writers goroutines share n window puts, writer g
+// through the put that open(g) gives (and closes once it is done), and
+// returns the time they took and the first writer error (a writer stops at
+// its first).
+func driveWriters(n, writers int, open func(g int) (put func(string) error, done func())) (time.Duration, error) {
+	var next atomic.Int64
+	// failed keeps the first writer's error (errors of several types).
+	var failed atomic.Pointer[error]
+	start := time.Now()
+	var wg sync.WaitGroup
+	for g := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			put, done := open(g)
+			defer done()
+			for {
+				i := next.Add(1)
+				if i > int64(n) {
+					return
+				}
+				if err := put(fmt.Sprintf("t-%d", i%500)); err != nil {
+					failed.CompareAndSwap(nil, &err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	if err := failed.Load(); err != nil {
+		return elapsed, *err
+	}
+	return elapsed, nil
 }
 
 // cpuTime returns the user and system CPU time the process has used.
@@ -430,38 +445,18 @@ func BenchmarkWrite_ThroughputProcesses(b *testing.B) {
 		}
 		lw.close()
 	}
-	var next atomic.Int64
-	var failed atomic.Pointer[error]
 	batches0 := processCounter(b, c.Server(c.Leader()).URL, "nops_raft_log_store_batches_total")
 	writes0 := processCounter(b, c.Server(c.Leader()).URL, "nops_raft_proposed_writes_total")
 	b.ResetTimer()
 	cpu0 := cpuTime(b) + processCPU(b, c)
-	start := time.Now()
-	var wg sync.WaitGroup
-	for g := range writers {
-		wg.Add(1)
-		go func(url string) {
-			defer wg.Done()
-			lw := newLoadWriter(url)
-			defer lw.close()
-			for {
-				i := next.Add(1)
-				if i > int64(b.N) {
-					return
-				}
-				if err := lw.put(fmt.Sprintf("t-%d", i%500)); err != nil {
-					failed.CompareAndSwap(nil, &err)
-					return
-				}
-			}
-		}(urls[g%len(urls)])
-	}
-	wg.Wait()
-	elapsed := time.Since(start)
+	elapsed, err := driveWriters(b.N, writers, func(g int) (func(string) error, func()) {
+		lw := newLoadWriter(urls[g%len(urls)])
+		return lw.put, lw.close
+	})
 	cpu := cpuTime(b) + processCPU(b, c) - cpu0
 	b.StopTimer()
-	if err := failed.Load(); err != nil {
-		b.Fatal(*err)
+	if err != nil {
+		b.Fatal(err)
 	}
 	leader := c.Server(c.Leader()).URL
 	batches := processCounter(b, leader, "nops_raft_log_store_batches_total") - batches0

@@ -63,7 +63,7 @@ func TestServe_GCMinHeapRaisesGOGC(t *testing.T) {
 				return c.want(n), fmt.Errorf("go_gc_gogc_percent = %d, want %s", n, c.says)
 			})
 			if c.name == "off" {
-				// It stays 100 over the collections of a while, too.
+				// It is still 100 two seconds later.
 				time.Sleep(2 * time.Second)
 				resp, err := http.Get(url)
 				if err != nil {

@@ -249,7 +249,9 @@ type Config struct {
 
 	// GCMinHeap is the heap size, in bytes, toward which the process's
 	// garbage collector's heap target is raised (GOGC at most 500) while
-	// GOGC alone gives less (agent/gctune); 0 leaves GOGC alone.
+	// GOGC alone gives less (agent/gctune); 0 leaves GOGC alone. It is the
+	// process's, so `nops serve` applies it (command/serve.go), not
+	// agent.Server: a program that embeds servers runs gctune itself.
 	GCMinHeap uint64
 }
 

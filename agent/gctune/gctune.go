@@ -45,7 +45,7 @@ const (
 	gogcMetric = "/gc/gogc:percent"
 )
 
-// Tuner sets GOGC after each collection from the live heap it left. GOGC
+// Tuner sets GOGC soon after each collection from the live heap it left. GOGC
 // is the process's, not a server's: a process must run one Tuner at a
 // time (a second one would take the first one's GOGC as its own).
 type Tuner struct {
@@ -57,8 +57,6 @@ type Tuner struct {
 
 	mu      sync.Mutex
 	stopped bool
-	// percent is the GOGC the Tuner set last.
-	percent int
 }
 
 // Start starts a Tuner whose heap target is at least about minHeap bytes.
@@ -72,7 +70,7 @@ func Start(minHeap uint64, logger hclog.Logger) *Tuner {
 		logger.Info("GOGC is off: the heap target floor is not used", "min_heap_bytes", minHeap)
 		return nil
 	}
-	t := &Tuner{logger: logger, minHeap: minHeap, base: base, percent: base}
+	t := &Tuner{logger: logger, minHeap: minHeap, base: base}
 	t.tune()
 	t.arm()
 	logger.Debug("heap target floor set", "min_heap_bytes", minHeap, "gogc", base)
@@ -92,17 +90,6 @@ func (t *Tuner) Stop() {
 	}
 	t.stopped = true
 	debug.SetGCPercent(t.base)
-}
-
-// Percent returns the GOGC the Tuner set last; the process's own GOGC for a
-// nil Tuner.
-func (t *Tuner) Percent() int {
-	if t == nil {
-		return currentPercent()
-	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.percent
 }
 
 // sentinel is an object that only the next collection finds unreachable.
@@ -134,7 +121,6 @@ func (t *Tuner) tune() bool {
 	if t.stopped {
 		return false
 	}
-	t.percent = p
 	// GOGC as it is now, not as the Tuner left it: whoever set it since
 	// is overruled, since a process runs one Tuner.
 	if p != currentPercent() {
