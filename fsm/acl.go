@@ -75,7 +75,7 @@ func (w *writer) aclEvent(m structs.WriteMeta, object, to, msg string) error {
 }
 
 func (w *writer) exists(table, key string) (any, error) {
-	raw, err := w.txn.First(table, "id", key)
+	raw, err := w.first(table, key)
 	if err != nil {
 		return nil, fmt.Errorf("%s lookup: %w", table, err)
 	}

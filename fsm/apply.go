@@ -14,7 +14,11 @@ import (
 // and the events that record it are committed together, or not at all.
 // Stored objects are never changed in place: a change inserts a copy.
 type writer struct {
-	txn   *memdb.Txn
+	txn *memdb.Txn
+	// reads answers lookups by primary key (first): the transaction's
+	// own reads of the indexes it changed would cost each insert a copy
+	// of its whole path (see idReads).
+	reads *idReads
 	index uint64
 	// meta is the store's counters as this entry changes them; the
 	// transaction writes them back at its end.
@@ -31,20 +35,37 @@ type writer struct {
 
 func (w *writer) insert(table string, obj any) error {
 	w.mutated = true
-	return w.txn.Insert(table, obj)
+	if err := w.txn.Insert(table, obj); err != nil {
+		return err
+	}
+	w.reads.wrote(table, obj, false)
+	return nil
 }
 
 func (w *writer) delete(table string, obj any) error {
 	w.mutated = true
-	return w.txn.Delete(table, obj)
+	if err := w.txn.Delete(table, obj); err != nil {
+		return err
+	}
+	w.reads.wrote(table, obj, true)
+	return nil
 }
 
 func (w *writer) deleteAll(table, index string, args ...any) (int, error) {
+	// The objects it deletes are not known here: the table's reads go
+	// through the transaction from now on.
+	w.reads.readDirect(table)
 	n, err := w.txn.DeleteAll(table, index, args...)
 	if n > 0 || err != nil {
 		w.mutated = true
 	}
 	return n, err
+}
+
+// first returns the object of table whose primary key is args, or nil, as
+// the transaction has it.
+func (w *writer) first(table string, args ...any) (any, error) {
+	return w.reads.first(table, args...)
 }
 
 func conflict(format string, args ...any) error {
@@ -94,7 +115,7 @@ func (w *writer) event(m structs.WriteMeta, e structs.Event) error {
 
 // indexEvent adds an event to the list of its object's events.
 func (w *writer) indexEvent(object string, seq uint64) error {
-	raw, err := w.txn.First(tableEventObjects, "id", object)
+	raw, err := w.first(tableEventObjects, object)
 	if err != nil {
 		return fmt.Errorf("event lookup: %w", err)
 	}
@@ -111,7 +132,7 @@ func (w *writer) indexEvent(object string, seq uint64) error {
 }
 
 func (w *writer) deployment(id string) (*structs.Deployment, error) {
-	raw, err := w.txn.First(TableDeployments, "id", id)
+	raw, err := w.first(TableDeployments, id)
 	if err != nil {
 		return nil, fmt.Errorf("deployment lookup: %w", err)
 	}
@@ -179,7 +200,7 @@ func (w *writer) deploymentCreate(req *structs.DeploymentCreateRequest) error {
 		msg = fmt.Sprintf("retry of a job already in sync at commit %s: wait for health and run post-hooks", shortCommit(d.Commit))
 	}
 	if req.ConsumeLift {
-		raw, err := w.txn.First(TableLifts, "id", d.Namespace, d.JobID)
+		raw, err := w.first(TableLifts, d.Namespace, d.JobID)
 		if err != nil {
 			return fmt.Errorf("lift lookup: %w", err)
 		}
@@ -461,7 +482,7 @@ func (w *writer) windowUpsert(req *structs.WindowUpsertRequest) error {
 	c := *win
 	c.CreateIndex, c.ModifyIndex = w.index, w.index
 	action := "created"
-	if raw, err := w.txn.First(TableWindows, "id", win.Name); err != nil {
+	if raw, err := w.first(TableWindows, win.Name); err != nil {
 		return fmt.Errorf("window lookup: %w", err)
 	} else if raw != nil {
 		c.CreateIndex = raw.(*structs.SyncWindow).CreateIndex
@@ -508,7 +529,7 @@ func (w *writer) jobStatusUpsert(req *structs.JobStatusUpsertRequest) error {
 		}
 		c := *st
 		c.CreateIndex, c.ModifyIndex = w.index, w.index
-		if raw, err := w.txn.First(TableJobStatus, "id", st.Namespace, st.JobID); err != nil {
+		if raw, err := w.first(TableJobStatus, st.Namespace, st.JobID); err != nil {
 			return fmt.Errorf("job status lookup: %w", err)
 		} else if raw != nil {
 			c.CreateIndex = raw.(*structs.JobStatus).CreateIndex
@@ -564,7 +585,7 @@ func (w *writer) detectionCycle(req *structs.DetectionCycleRequest) error {
 }
 
 func (w *writer) retry(req *structs.RetryRequest) error {
-	raw, err := w.txn.First(TableBlocks, "id", req.Namespace, req.JobID)
+	raw, err := w.first(TableBlocks, req.Namespace, req.JobID)
 	if err != nil {
 		return fmt.Errorf("block lookup: %w", err)
 	}

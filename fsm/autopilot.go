@@ -24,7 +24,7 @@ func (w *writer) autopilotSetConfig(req *structs.AutopilotSetConfigRequest) erro
 	if problems := req.Config.Validate(); len(problems) > 0 {
 		return invalid("autopilot configuration: %v", problems)
 	}
-	raw, err := w.txn.First(TableAutopilot, "id", autopilotKey)
+	raw, err := w.first(TableAutopilot, autopilotKey)
 	if err != nil {
 		return fmt.Errorf("autopilot lookup: %w", err)
 	}

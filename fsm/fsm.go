@@ -119,12 +119,13 @@ func (f *FSM) applyTxn(reqs []request, resps []any, skip []bool) int {
 	// The counters are shared by the transaction and written once at its
 	// end.
 	counters := readMeta(txn)
+	reads := newIDReads(st.db, txn)
 	var num numbering
 	for i, r := range reqs {
 		notified := num.start(r)
 		if skip == nil || !skip[i] {
 			saved := counters
-			w := &writer{txn: txn, index: r.log.Index, meta: &counters, notified: notified}
+			w := &writer{txn: txn, reads: reads, index: r.log.Index, meta: &counters, notified: notified}
 			err := f.dispatchRequest(w, r)
 			switch {
 			case err != nil && w.mutated:

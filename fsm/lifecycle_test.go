@@ -120,9 +120,10 @@ func TestMoveMatrix(t *testing.T) {
 	for _, from := range structs.AllStates {
 		for _, to := range structs.AllStates {
 			for _, by := range triggers {
-				txn := h.state().db.Txn(true)
+				db := h.state().db
+				txn := db.Txn(true)
 				meta := readMeta(txn)
-				w := &writer{txn: txn, index: 1000, meta: &meta}
+				w := &writer{txn: txn, reads: newIDReads(db, txn), index: 1000, meta: &meta}
 				err := w.move(structs.WriteMeta{Time: time.Unix(1, 0), Actor: "x"}, ds[from].Copy(), to, by, "m")
 				txn.Abort()
 				if structs.CanTransition(from, to, by) {

@@ -87,7 +87,7 @@ func (w *writer) notifyEvent(e *structs.Event) error {
 	}
 	var dep *structs.NotificationDeployment
 	if e.Kind == structs.EventKindDeployment {
-		raw, err := w.txn.First(TableDeployments, "id", e.Object)
+		raw, err := w.first(TableDeployments, e.Object)
 		if err != nil {
 			return fmt.Errorf("deployment lookup: %w", err)
 		}
@@ -200,7 +200,7 @@ func (w *writer) notificationResult(req *structs.NotificationResultRequest) erro
 	for _, r := range req.Results {
 		n := changed[r.ID]
 		if n == nil {
-			raw, err := w.txn.First(TableNotifications, "id", r.ID)
+			raw, err := w.first(TableNotifications, r.ID)
 			if err != nil {
 				return fmt.Errorf("notification lookup: %w", err)
 			}
@@ -304,7 +304,7 @@ func (w *writer) notifyMark(req *structs.NotifyMarkRequest) error {
 		return invalid("notify mark %s needs an object", req.Kind)
 	}
 	key := structs.MarkKey(req.Kind, req.Object)
-	raw, err := w.txn.First(TableMarks, "id", key)
+	raw, err := w.first(TableMarks, key)
 	if err != nil {
 		return fmt.Errorf("mark lookup: %w", err)
 	}

@@ -190,7 +190,7 @@ func (w *writer) gcEvents(req *structs.GCRequest, res *structs.GCResult) error {
 		}
 	}
 	for _, obj := range order {
-		raw, err := w.txn.First(tableEventObjects, "id", obj)
+		raw, err := w.first(tableEventObjects, obj)
 		if err != nil {
 			return fmt.Errorf("event lookup: %w", err)
 		}
