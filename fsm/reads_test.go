@@ -243,3 +243,33 @@ func isResult(r any) bool {
 	_, isErr := r.(error)
 	return !isErr
 }
+
+// TestStateStore_TracksNoMutations: the store's writes close no memdb watch
+// channel (NewStateStore turns the tracking off), while Changed still
+// announces each change.
+func TestStateStore_TracksNoMutations(t *testing.T) {
+	h := newHarness(t)
+	db := h.state().db
+	watch, _, err := db.Txn(false).FirstWatch(TableWindows, "id", "w1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	changed := h.state().Changed()
+	if err := h.apply(structs.WindowUpsertRequestType, &structs.WindowUpsertRequest{WriteMeta: h.meta("tester"), Window: &structs.SyncWindow{
+		Name: "w1", Kind: structs.WindowDeny, Schedule: "0 22 * * *", Duration: "1h"}}); err != nil {
+		t.Fatal(err)
+	}
+	if w, err := h.state().Window("w1"); err != nil || w == nil {
+		t.Fatalf("window w1 not written: %v, %v", w, err)
+	}
+	select {
+	case <-watch:
+		t.Fatal("a write closed a memdb watch channel: the store tracks mutations")
+	default:
+	}
+	select {
+	case <-changed:
+	default:
+		t.Fatal("Changed did not announce the write")
+	}
+}

@@ -36,12 +36,19 @@ type StateStore struct {
 }
 
 // NewStateStore returns an empty state store.
+//
+// The store's memdb tracks no mutations: nothing reads through memdb's
+// watch channels (a change is announced by Changed, once per transaction),
+// and a tracking database closes, on every commit, the channel of every tree
+// node the transaction copied, after recording each in a map. A MemDB's
+// Snapshot is the same database without the tracking; the store writes to
+// it as memdb's own snapshots are written to.
 func NewStateStore() (*StateStore, error) {
 	db, err := memdb.NewMemDB(schema())
 	if err != nil {
 		return nil, fmt.Errorf("create state store: %w", err)
 	}
-	return &StateStore{db: db, notify: make(chan struct{})}, nil
+	return &StateStore{db: db.Snapshot(), notify: make(chan struct{})}, nil
 }
 
 // Changed returns a channel that is closed at the next change of the state.
