@@ -51,7 +51,7 @@ func addACLTables(tables map[string]*memdb.TableSchema) {
 
 // aclTouch records an ACL change in the ACL counters.
 func (w *writer) aclTouch(boot uint64) error {
-	m := aclMetaTxn(w.txn)
+	m := aclMetaTxn(w.reads)
 	m.ModifyIndex = w.index
 	if boot > 0 {
 		m.BootstrapIndex = boot
@@ -59,7 +59,7 @@ func (w *writer) aclTouch(boot uint64) error {
 	return w.put(TableACLMeta, &m)
 }
 
-func aclMetaTxn(txn *memdb.Txn) aclMetaRow {
+func aclMetaTxn(txn lookup) aclMetaRow {
 	raw, err := txn.First(TableACLMeta, "id", aclMetaKey)
 	if err != nil || raw == nil {
 		return aclMetaRow{Key: aclMetaKey}
@@ -191,7 +191,7 @@ func (w *writer) aclTokenBootstrap(req *structs.ACLTokenBootstrapRequest) error 
 	if t.Type != structs.ACLManagementToken {
 		return invalid("the bootstrap token must be a management token")
 	}
-	m := aclMetaTxn(w.txn)
+	m := aclMetaTxn(w.reads)
 	if m.BootstrapIndex != 0 && req.ResetIndex != m.BootstrapIndex {
 		return conflict("ACL bootstrap already done (reset index: %d)", m.BootstrapIndex)
 	}

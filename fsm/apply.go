@@ -36,6 +36,9 @@ type writer struct {
 func (w *writer) insert(table string, obj any) error {
 	w.mutated = true
 	if err := w.txn.Insert(table, obj); err != nil {
+		// memdb may have changed some of the table's indexes before it
+		// failed.
+		w.reads.readDirect(table)
 		return err
 	}
 	w.reads.wrote(table, obj, false)
@@ -45,6 +48,7 @@ func (w *writer) insert(table string, obj any) error {
 func (w *writer) delete(table string, obj any) error {
 	w.mutated = true
 	if err := w.txn.Delete(table, obj); err != nil {
+		w.reads.readDirect(table)
 		return err
 	}
 	w.reads.wrote(table, obj, true)
@@ -52,12 +56,12 @@ func (w *writer) delete(table string, obj any) error {
 }
 
 func (w *writer) deleteAll(table, index string, args ...any) (int, error) {
-	// The objects it deletes are not known here: the table's reads go
-	// through the transaction from now on.
-	w.reads.readDirect(table)
 	n, err := w.txn.DeleteAll(table, index, args...)
 	if n > 0 || err != nil {
 		w.mutated = true
+		// The objects it deleted are not known here: the table's reads
+		// go through the transaction from now on.
+		w.reads.readDirect(table)
 	}
 	return n, err
 }
@@ -65,7 +69,7 @@ func (w *writer) deleteAll(table, index string, args ...any) (int, error) {
 // first returns the object of table whose primary key is args, or nil, as
 // the transaction has it.
 func (w *writer) first(table string, args ...any) (any, error) {
-	return w.reads.first(table, args...)
+	return w.reads.First(table, "id", args...)
 }
 
 func conflict(format string, args ...any) error {
@@ -214,7 +218,7 @@ func (w *writer) deploymentCreate(req *structs.DeploymentCreateRequest) error {
 		}
 	}
 	// A new deployment replaces the block of the job's last one.
-	block, err := first[structs.Block](w.txn, TableBlocks, d.Namespace, d.JobID)
+	block, err := first[structs.Block](w.reads, TableBlocks, d.Namespace, d.JobID)
 	if err != nil {
 		return err
 	}
@@ -416,7 +420,7 @@ func (w *writer) deploymentDecision(req *structs.DeploymentDecisionRequest) erro
 	case structs.DecisionApprove:
 		// A pause blocks approvals; a sync window does not (SPEC
 		// section 6).
-		pause, err := pausedTxn(w.txn, d.Namespace, d.JobID)
+		pause, err := pausedTxn(w.reads, d.Namespace, d.JobID)
 		if err != nil {
 			return err
 		}
@@ -561,7 +565,7 @@ func (w *writer) repoStatusUpsert(req *structs.RepoStatusUpsertRequest) error {
 		}
 		c := *r
 		c.ModifyIndex = w.index
-		old, err := first[structs.RepoStatus](w.txn, TableRepoStatus, r.Name)
+		old, err := first[structs.RepoStatus](w.reads, TableRepoStatus, r.Name)
 		if err != nil {
 			return err
 		}

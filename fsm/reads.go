@@ -10,10 +10,10 @@ import (
 // without reading through the transaction.
 //
 // A read through a memdb write transaction, of an index the transaction
-// has changed, clones that index's radix transaction, and the clone drops
-// the set of tree nodes the transaction has copied so far: the next insert
-// into the index copies its whole path from the root again, with a fresh
-// cache of written nodes. The FSM looks a key up before nearly every insert
+// has changed, clones that index's radix transaction, and cloning it
+// empties the transaction's cache of the tree nodes it has copied so far:
+// the next insert into the index copies its whole path from the root
+// again, with a fresh cache. The FSM looks a key up before nearly every insert
 // (the window it replaces, the event list it appends to), so a batch of
 // writes copied each path once per write instead of once per batch.
 //
@@ -22,8 +22,10 @@ import (
 // key from a read transaction of the state the write transaction started
 // from: memdb admits one writer at a time, so no other change can lie
 // between the two. A table the transaction changes in a way it does not
-// follow (writer.deleteAll) is read through the write transaction for the
-// rest of it. So every answer is the one the write transaction would give.
+// follow (writer.deleteAll, or a write that failed part way) is read
+// through the write transaction for the rest of it. So every answer is the
+// one the write transaction would give. Lookups by any other index go
+// through the write transaction.
 type idReads struct {
 	schema *memdb.DBSchema
 	txn    *memdb.Txn
@@ -41,6 +43,12 @@ func newIDReads(db *memdb.MemDB, txn *memdb.Txn) *idReads {
 	return &idReads{schema: db.DBSchema(), txn: txn, base: db.Txn(false)}
 }
 
+// lookup is what the FSM's lookups read from: a memdb transaction, or a
+// writer's idReads.
+type lookup interface {
+	First(table, index string, args ...any) (any, error)
+}
+
 // idIndexer returns the table's primary key indexer.
 func (r *idReads) idIndexer(table string) (memdb.Indexer, error) {
 	t, ok := r.schema.Tables[table]
@@ -54,10 +62,16 @@ func (r *idReads) idIndexer(table string) (memdb.Indexer, error) {
 	return idx.Indexer, nil
 }
 
-// first returns the object of table whose primary key is args, or nil.
-func (r *idReads) first(table string, args ...any) (any, error) {
-	if r.direct[table] {
-		return r.txn.First(table, "id", args...)
+// First returns the first object of table whose index matches args, or
+// nil, as the write transaction has it.
+func (r *idReads) First(table, index string, args ...any) (any, error) {
+	if index != "id" || r.direct[table] {
+		return r.txn.First(table, index, args...)
+	}
+	if len(args) == 0 {
+		// memdb would answer the table's first object; no lookup by
+		// primary key asks for that.
+		return nil, fmt.Errorf("table %q: a lookup by id needs the key", table)
 	}
 	if byKey := r.written[table]; byKey != nil {
 		indexer, err := r.idIndexer(table)

@@ -122,7 +122,7 @@ func TestIDReads_AnswerAsTheTransaction(t *testing.T) {
 }
 
 // TestIDReads_BadTable: a lookup in a table the schema lacks is an error,
-// as memdb's own is.
+// as memdb's own is, and so is a lookup by primary key without a key.
 func TestIDReads_BadTable(t *testing.T) {
 	f := newFSM(t)
 	db := f.State().db
@@ -134,6 +134,9 @@ func TestIDReads_BadTable(t *testing.T) {
 	}
 	if _, err := w.first("no-such-table", "a"); err == nil {
 		t.Fatal("a lookup in a table that does not exist gave no error")
+	}
+	if _, err := w.first(TableWindows); err == nil {
+		t.Fatal("a lookup by primary key without a key gave no error")
 	}
 }
 

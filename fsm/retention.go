@@ -97,7 +97,7 @@ func (w *writer) gcDeployments(req *structs.GCRequest, res *structs.GCResult) er
 			}
 			return 0
 		})
-		block, err := first[structs.Block](w.txn, TableBlocks, deps[0].Namespace, deps[0].JobID)
+		block, err := first[structs.Block](w.reads, TableBlocks, deps[0].Namespace, deps[0].JobID)
 		if err != nil {
 			return err
 		}

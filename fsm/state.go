@@ -23,7 +23,9 @@ type cycleRow struct {
 
 // StateStore is the replicated state: a go-memdb database written only by
 // the FSM and read by everyone else. Readers get copies, never the stored
-// objects.
+// objects. Its memdb tracks no mutations (see NewStateStore): a watch
+// channel of it is never closed, and a reader waits for a change on
+// Changed instead.
 type StateStore struct {
 	db *memdb.MemDB
 	// latest is the LatestIndex of the counters, stored once each write
@@ -302,7 +304,7 @@ func (s *StateStore) Paused(namespace, jobID string) (*structs.Pause, error) {
 
 // pausedTxn looks up the only pauses that can hold the job (the pause of
 // every job and the job's own) and lets holds.Paused choose among them.
-func pausedTxn(txn *memdb.Txn, namespace, jobID string) (*structs.Pause, error) {
+func pausedTxn(txn lookup, namespace, jobID string) (*structs.Pause, error) {
 	candidates, err := jobPausesTxn(txn, namespace, jobID)
 	if err != nil {
 		return nil, err
@@ -312,7 +314,7 @@ func pausedTxn(txn *memdb.Txn, namespace, jobID string) (*structs.Pause, error) 
 
 // jobPausesTxn returns the pauses that can hold the job: the pause of
 // every job and the job's own, those that exist.
-func jobPausesTxn(txn *memdb.Txn, namespace, jobID string) ([]*structs.Pause, error) {
+func jobPausesTxn(txn lookup, namespace, jobID string) ([]*structs.Pause, error) {
 	var candidates []*structs.Pause
 	for _, key := range []string{structs.GlobalPauseKey, structs.JobKey(namespace, jobID)} {
 		raw, err := txn.First(TablePauses, "id", key)
@@ -474,7 +476,7 @@ func (s *StateStore) Counts() (map[string]int, error) {
 	return out, nil
 }
 
-func first[T any](txn *memdb.Txn, table string, args ...any) (*T, error) {
+func first[T any](txn lookup, table string, args ...any) (*T, error) {
 	raw, err := txn.First(table, "id", args...)
 	if err != nil {
 		return nil, fmt.Errorf("%s lookup: %w", table, err)
