@@ -200,7 +200,9 @@ func TestACL_EveryRouteOnACluster(t *testing.T) {
 	})
 
 	// Objects the routes act on.
-	aclCall(t, follower, f.mgmt, "PUT", "/v1/window/w1", map[string]string{"kind": "deny", "schedule": "0 3 * * *", "duration": "1h"}).ok(t, "window", nil)
+	// The windows are closed throughout: an open deny window would hold
+	// web and supersede the deployment the walk approves.
+	aclCall(t, follower, f.mgmt, "PUT", "/v1/window/w1", map[string]string{"kind": "deny", "schedule": testutil.ClosedSchedule(), "duration": "1h"}).ok(t, "window", nil)
 	aclCall(t, follower, f.mgmt, "PUT", "/v1/acl/policy/scratch", map[string]string{"rules": "namespace \"x\" {\n capabilities = [\"read\"]\n}"}).ok(t, "policy", nil)
 	aclCall(t, follower, f.mgmt, "PUT", "/v1/acl/role/scratch-role", map[string]any{"policies": []string{"scratch"}}).ok(t, "role", nil)
 	var victim structs.ACLTokenView
@@ -251,7 +253,7 @@ func TestACL_EveryRouteOnACluster(t *testing.T) {
 		"POST /v1/resume":                            map[string]string{"reason": "thaw"},
 		"POST /v1/job/{ns}/{id}/pause":               map[string]string{"reason": "hold"},
 		"POST /v1/job/{ns}/{id}/resume":              map[string]string{"reason": "go"},
-		"PUT /v1/window/{name}":                      map[string]string{"kind": "deny", "schedule": "0 4 * * *", "duration": "1h"},
+		"PUT /v1/window/{name}":                      map[string]string{"kind": "deny", "schedule": testutil.ClosedSchedule(), "duration": "2h"},
 		"PUT /v1/operator/snapshot":                  "not a snapshot",
 		"PUT /v1/acl/policy/{name}":                  map[string]string{"rules": "namespace \"y\" {\n capabilities = [\"read\"]\n}"},
 		"PUT /v1/acl/role/{name}":                    map[string]any{"policies": []string{"elsewhere"}},

@@ -97,7 +97,7 @@ func TestRoute_EveryGETAnswerDecodesStrictly(t *testing.T) {
 		return true, nil
 	})
 	// One of each object a GET route names.
-	aclCall(t, s, mgmt, "PUT", "/v1/window/w1", map[string]string{"kind": "deny", "schedule": "0 3 * * *", "duration": "1h"}).ok(t, "window", nil)
+	aclCall(t, s, mgmt, "PUT", "/v1/window/w1", map[string]string{"kind": "deny", "schedule": testutil.ClosedSchedule(), "duration": "1h"}).ok(t, "window", nil)
 	aclCall(t, s, mgmt, "POST", "/v1/job/default/web/pause", map[string]string{"reason": "checking answers"}).ok(t, "pause", nil)
 	aclCall(t, s, mgmt, "PUT", "/v1/acl/policy/scratch", map[string]string{"rules": "namespace \"x\" {\n capabilities = [\"read\"]\n}"}).ok(t, "policy", nil)
 	aclCall(t, s, mgmt, "PUT", "/v1/acl/role/scratch-role", map[string]any{"policies": []string{"scratch"}}).ok(t, "role", nil)

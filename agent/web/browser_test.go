@@ -426,10 +426,9 @@ cluster { capabilities = ["read"] }`}, nil)
 	if w, _ := leader.State().Window("nightly"); w != nil {
 		t.Fatalf("an invalid window was stored: %+v", w)
 	}
-	// It opens 11 to 12 hours from now (UTC) for 8 hours, so it is closed
-	// throughout the test: an open deny window would hold the jobs, and
-	// supersede the gate deployment that waits for approval below.
-	b.typeInto("#w-schedule", fmt.Sprintf("0 %d * * *", (time.Now().UTC().Hour()+12)%24))
+	// Closed throughout the test: an open deny window would hold the jobs,
+	// and supersede the gate deployment that waits for approval below.
+	b.typeInto("#w-schedule", testutil.ClosedSchedule())
 	b.typeInto("#w-duration", "8h")
 	b.click("#window-submit")
 	b.waitJS("window row", `!!document.querySelector("#window-nightly")`, 20*time.Second)
