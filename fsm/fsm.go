@@ -119,7 +119,10 @@ func (f *FSM) applyTxn(reqs []request, resps []any, skip []bool) int {
 	// The counters are shared by the transaction and written once at its
 	// end.
 	counters := readMeta(txn)
-	reads := newIDReads(st.db, txn)
+	reads := directReads(txn)
+	if len(reqs) > 1 {
+		reads = newIDReads(st.db, txn)
+	}
 	var num numbering
 	for i, r := range reqs {
 		notified := num.start(r)

@@ -29,7 +29,9 @@ import (
 type idReads struct {
 	schema *memdb.DBSchema
 	txn    *memdb.Txn
-	base   *memdb.Txn
+	// base is the read transaction of the state txn started from; nil
+	// sends every read through txn.
+	base *memdb.Txn
 	// written holds, by table and primary key, what the transaction
 	// wrote: the object, or nil once deleted.
 	written map[string]map[string]any
@@ -41,6 +43,13 @@ type idReads struct {
 // changed nothing yet.
 func newIDReads(db *memdb.MemDB, txn *memdb.Txn) *idReads {
 	return &idReads{schema: db.DBSchema(), txn: txn, base: db.Txn(false)}
+}
+
+// directReads returns reads that all go through txn. A transaction of one
+// request has little to reuse (the FSM looks a key up before it changes
+// it), and the overlay would cost it more allocations than it saves.
+func directReads(txn *memdb.Txn) *idReads {
+	return &idReads{txn: txn}
 }
 
 // lookup is what the FSM's lookups read from: a memdb transaction, or a
@@ -65,7 +74,7 @@ func (r *idReads) idIndexer(table string) (memdb.Indexer, error) {
 // First returns the first object of table whose index matches args, or
 // nil, as the write transaction has it.
 func (r *idReads) First(table, index string, args ...any) (any, error) {
-	if index != "id" || r.direct[table] {
+	if r.base == nil || index != "id" || r.direct[table] {
 		return r.txn.First(table, index, args...)
 	}
 	if len(args) == 0 {
@@ -92,7 +101,7 @@ func (r *idReads) First(table, index string, args ...any) (any, error) {
 // wrote records obj as the table's object under its primary key, or, when
 // deleted, that the key has none.
 func (r *idReads) wrote(table string, obj any, deleted bool) {
-	if r.direct[table] {
+	if r.base == nil || r.direct[table] {
 		return
 	}
 	key, err := r.objectKey(table, obj)
@@ -139,6 +148,9 @@ func (r *idReads) objectKey(table string, obj any) (string, error) {
 // readDirect sends the table's reads through the write transaction for
 // the rest of it.
 func (r *idReads) readDirect(table string) {
+	if r.base == nil {
+		return
+	}
 	if r.direct == nil {
 		r.direct = make(map[string]bool)
 	}
