@@ -12,13 +12,14 @@ import (
 	"github.com/nops-dev/nops/agent"
 	"github.com/nops-dev/nops/rpc/client"
 	"github.com/nops-dev/nops/structs"
+	"github.com/nops-dev/nops/testutil"
 )
 
 // Help goes to stdout with 0; usage errors go to stderr with 2, before any
 // server is contacted.
 func TestHelpAndUsageErrors(t *testing.T) {
 	c := newCLI(t, nil)
-	c.env[EnvAddress] = closedAddress(t)
+	c.env[EnvAddress] = testutil.ClosedAddress(t)
 	for _, tc := range []struct {
 		args   []string
 		code   int
@@ -85,7 +86,7 @@ func TestVersion_PrintsBuildVersionAsTextAndJSON(t *testing.T) {
 }
 
 func TestUnreachableServer(t *testing.T) {
-	addr := closedAddress(t)
+	addr := testutil.ClosedAddress(t)
 	c := newCLI(t, nil)
 	stderr := c.fails(1, "status", "-address", addr)
 	mustContain(t, "stderr", stderr, "cannot reach the Nops server at "+addr, "connection refused", "NOPS_ADDR")
@@ -337,7 +338,7 @@ func TestCLI_SnapshotSaveInspectRestore(t *testing.T) {
 
 	// Inspect is offline.
 	offline := newCLI(t, nil)
-	offline.env[EnvAddress] = closedAddress(t)
+	offline.env[EnvAddress] = testutil.ClosedAddress(t)
 	out := offline.ok("operator", "snapshot", "inspect", file)
 	mustContain(t, "inspect", out, "Index", "Term", "Size", "Kind", "Count")
 	var info snapshotInfo

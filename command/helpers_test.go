@@ -123,9 +123,6 @@ func createPending(t *testing.T, s *nopstest.Server, jobID string) *structs.Depl
 	return s.CreatePending("default", jobID)
 }
 
-// closedAddress returns an HTTP address where nothing listens.
-func closedAddress(t *testing.T) string { return testutil.ClosedAddress(t) }
-
 var observedAt = time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
 
 // fakeReconciler answers the reconcilers' routes with fixed values: three

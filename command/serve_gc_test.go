@@ -36,7 +36,7 @@ func TestServe_GCMinHeapRaisesGOGC(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			port := testutil.FreePorts(t, 1)[0]
 			args := append([]string{"serve", "-dev", "-node", "gc", "-http-port", strconv.Itoa(port), "-rpc-port", "0",
-				"-serf-port", "0", "-nomad-addr", closedAddress(t)}, c.extra...)
+				"-serf-port", "0", "-nomad-addr", testutil.ClosedAddress(t)}, c.extra...)
 			p, err := testutil.StartProcess(testutil.ProcessConfig{
 				Name: "nops serve", Bin: bin, LogPath: t.TempDir() + "/nops.log", Args: args,
 			})

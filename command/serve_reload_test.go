@@ -39,7 +39,7 @@ func TestServe_SIGHUPReloadsLogLevelAndRepositories(t *testing.T) {
 	p, err := testutil.StartProcess(testutil.ProcessConfig{
 		Name: "nops serve", Bin: bin, LogPath: logPath,
 		Args: []string{"serve", "-dev", "-node", "reload", "-http-port", strconv.Itoa(port), "-rpc-port", "0", "-serf-port", "0",
-			"-config", cfgFile, "-nomad-addr", closedAddress(t)},
+			"-config", cfgFile, "-nomad-addr", testutil.ClosedAddress(t)},
 	})
 	if err != nil {
 		t.Fatal(err)

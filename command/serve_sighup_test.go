@@ -30,7 +30,7 @@ func TestServe_SIGHUPReloadsTLS(t *testing.T) {
 	p, err := testutil.StartProcess(testutil.ProcessConfig{
 		Name: "nops serve", Bin: bin, LogPath: filepath.Join(dir, "nops.log"),
 		Args: []string{"serve", "-dev", "-node", "hup", "-http-port", strconv.Itoa(port), "-rpc-port", "0", "-serf-port", "0",
-			"-config", cfgFile, "-nomad-addr", "http://" + closedAddress(t)},
+			"-config", cfgFile, "-nomad-addr", "http://" + testutil.ClosedAddress(t)},
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/nops-dev/nops/agent/config"
+	"github.com/nops-dev/nops/testutil"
 	"github.com/nops-dev/nops/testutil/nopstest"
 )
 
@@ -20,7 +21,7 @@ func TestServe_DuplicateNodeNameExits(t *testing.T) {
 		serve := &serveCommand{m: c.meta(&stdout, &stderr), shutdownTimeout: 10 * time.Second}
 		done <- serve.Run(context.Background(), []string{"-node", "dup", "-data-dir", t.TempDir(), "-bootstrap-expect", "1",
 			"-bind", "127.0.0.1", "-advertise", "127.0.0.1", "-http-port", "0", "-rpc-port", "0", "-serf-port", "0",
-			"-encrypt", nopstest.GossipKey, "-retry-join", first.SerfAddr(), "-nomad-addr", "http://" + closedAddress(t)})
+			"-encrypt", nopstest.GossipKey, "-retry-join", first.SerfAddr(), "-nomad-addr", "http://" + testutil.ClosedAddress(t)})
 	}()
 	select {
 	case code := <-done:

@@ -190,7 +190,7 @@ job "novars" {
 
 	// The flag wins over NOMAD_ADDR; an unreachable Nomad falls back to
 	// the offline check and says so.
-	r = c.run("validate", "-nomad-addr", closedAddress(t), dir)
+	r = c.run("validate", "-nomad-addr", testutil.ClosedAddress(t), dir)
 	mustContain(t, "fallback", r.stdout, "Nomad is not reachable", "checked the HCL syntax and literal meta values only",
 		"ok     bad.nomad.hcl")
 }

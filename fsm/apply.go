@@ -15,9 +15,10 @@ import (
 // Stored objects are never changed in place: a change inserts a copy.
 type writer struct {
 	txn *memdb.Txn
-	// reads answers lookups by primary key (first): the transaction's
-	// own reads of the indexes it changed would cost each insert a copy
-	// of its whole path (see idReads).
+	// reads answers the writer's First lookups (first, and the helpers
+	// that take a lookup): in a batch, the transaction's own reads of the
+	// indexes it changed would cost each insert a copy of its whole path
+	// (see idReads). Iterations read txn.
 	reads *idReads
 	index uint64
 	// meta is the store's counters as this entry changes them; the
