@@ -42,7 +42,11 @@ import (
 //   - the periodic full re-plan, forced by moving the reconcilers' clock
 //     one full-plan interval forward: replan-peak-req/s and
 //     replan-mean-req/s (every Nomad request of the server, per second,
-//     over the re-plan window), replan-plans (re-plans in the window), and
+//     over the re-plan window), replan-plans (plans in the window),
+//     replan-peak-plans/s (plans in its busiest second, the commits'
+//     included), replan-own-peak-plans/s (the re-plan's own plans in its
+//     busiest second, from the server's nops_detection_replans_total: the
+//     figure nomad_replan_rate bounds), and
 //     commit-to-register-replanning-p50-ms, commits pushed meanwhile.
 //
 // Run it alone, with -benchtime 1x and a long -timeout:
@@ -77,6 +81,7 @@ func BenchmarkScale10k(b *testing.B) {
 		b.ReportMetric(ms(median(r.replanLatency)), "commit-to-register-replanning-p50-ms")
 		b.ReportMetric(ms(slices.Max(r.replanLatency)), "commit-to-register-replanning-max-ms")
 		b.ReportMetric(float64(r.peakPlans), "replan-peak-plans/s")
+		b.ReportMetric(float64(r.ownPeak), "replan-own-peak-plans/s")
 	}
 	b.ReportMetric(float64(p.jobs), "jobs")
 	b.ReportMetric(float64(p.replanRate), "replan-rate")
@@ -91,7 +96,12 @@ func TestScale_Smoke(t *testing.T) {
 	// No commit during the re-plan: its plans (detection's, the apply's,
 	// and detection's again on the live change) are not paced.
 	w := startScaleWorld(t, p)
+	deferred := w.replans(t, "deferred")
 	r := w.measure(t, p)
+	// 40 jobs come due at once at 4 a second: most wait for later cycles.
+	if d := w.replans(t, "deferred") - deferred; d < uint64(p.jobs)-r.own {
+		t.Errorf("nops_detection_replans_total{result=\"deferred\"} grew by %d over the re-plan, with %d of %d jobs re-planned", d, r.own, p.jobs)
+	}
 	if r.idle.Operations["job.plan"].Requests != 0 || r.idle.Operations["jobs.parse"].Requests != 0 {
 		t.Errorf("an idle window planned or parsed: %s", r.idle)
 	}
@@ -100,6 +110,12 @@ func TestScale_Smoke(t *testing.T) {
 	}
 	if r.plans < uint64(p.replanRate) || r.plans >= uint64(p.jobs) {
 		t.Errorf("%d re-plans in %s over %d jobs at %d a second: not paced, or not going on", r.plans, p.replanWindow, p.jobs, p.replanRate)
+	}
+	// The server's own count of its re-plans: the plans of the window,
+	// which are all re-plans here, within a second's worth at its ends.
+	if r.ownPeak > uint64(p.replanRate) || r.own+uint64(p.replanRate) < r.plans || r.own > r.plans+uint64(p.replanRate) {
+		t.Errorf("nops_detection_replans_total counted %d re-plans (%d in its busiest second) where Nomad saw %d plans, at %d a second",
+			r.own, r.ownPeak, r.plans, p.replanRate)
 	}
 }
 
@@ -200,6 +216,11 @@ type scaleResult struct {
 	peak, peakPlans            uint64
 	mean                       float64
 	plans                      uint64
+	// ownPeak and own are the re-plan's own plans (the server's
+	// nops_detection_replans_total{result="planned"}) in the busiest
+	// second and in the whole window: peakPlans adds the plans of the
+	// commits pushed meanwhile, which are not paced.
+	ownPeak, own uint64
 }
 
 func (w *scaleWorld) measure(tb testing.TB, p scaleParams) scaleResult {
@@ -235,24 +256,26 @@ func (w *scaleWorld) measure(tb testing.TB, p scaleParams) scaleResult {
 	// full-plan interval old.
 	w.offset.Add(int64(10*w.drift + time.Second))
 	ctx, cancel := context.WithCancel(context.Background())
-	var perSecond, plansPerSecond []uint64
+	var perSecond, plansPerSecond, ownPerSecond []uint64
+	own0 := w.replanned(tb)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		tick := time.NewTicker(time.Second)
 		defer tick.Stop()
-		last := w.m.Nomad().Stats()
+		last, lastOwn := w.m.Nomad().Stats(), own0
 		for {
 			select {
 			case <-ctx.Done():
 				return
 			case <-tick.C:
 			}
-			s := w.m.Nomad().Stats()
+			s, own := w.m.Nomad().Stats(), w.replanned(tb)
 			d := s.Sub(last)
-			last = s
 			perSecond = append(perSecond, d.Requests)
 			plansPerSecond = append(plansPerSecond, d.Operations["job.plan"].Requests)
+			ownPerSecond = append(ownPerSecond, own-lastOwn)
+			last, lastOwn = s, own
 		}
 	}()
 	start := w.m.Nomad().Stats()
@@ -269,10 +292,37 @@ func (w *scaleWorld) measure(tb testing.TB, p scaleParams) scaleResult {
 	d := w.m.Nomad().Stats().Sub(start)
 	r.plans = d.Operations["job.plan"].Requests
 	r.peak, r.peakPlans = slices.Max(perSecond), slices.Max(plansPerSecond)
+	r.ownPeak, r.own = slices.Max(ownPerSecond), w.replanned(tb)-own0
 	r.mean = float64(d.Requests) / time.Since(began).Seconds()
-	progress(tb, "re-plan window %s: %s; requests a second: %v", p.replanWindow, d, perSecond)
+	progress(tb, "re-plan window %s: %s; requests a second: %v; the re-plan's own plans a second: %v", p.replanWindow, d, perSecond, ownPerSecond)
 	progress(tb, "commit to register: idle %v, during the re-plan %v", r.idleLatency, r.replanLatency)
 	return r
+}
+
+// replanned returns the server's nops_detection_replans_total{result="planned"}:
+// the periodic re-plans it has made.
+func (w *scaleWorld) replanned(tb testing.TB) uint64 { return w.replans(tb, "planned") }
+
+// replans returns the server's nops_detection_replans_total of a result.
+func (w *scaleWorld) replans(tb testing.TB, result string) uint64 {
+	families, err := w.s.Metrics().Gather()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != "nops_detection_replans_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "result" && l.GetValue() == result {
+					return uint64(m.GetCounter().GetValue())
+				}
+			}
+		}
+	}
+	tb.Fatalf("no nops_detection_replans_total{result=%q} in the server's metrics", result)
+	return 0
 }
 
 // commitOne commits a change of job id, posts a signed push and returns the

@@ -17,6 +17,10 @@ type metrics struct {
 	// counts the live changes it reported.
 	streamUp    prometheus.Gauge
 	liveChanges prometheus.Counter
+	// replans counts the periodic re-plans of unchanged jobs that came
+	// due, by result; replanned and deferred are its two series.
+	replans             *prometheus.CounterVec
+	replanned, deferred prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer, m *Manager) *metrics {
@@ -41,11 +45,18 @@ func newMetrics(reg prometheus.Registerer, m *Manager) *metrics {
 		liveChanges: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "nops_nomad_live_changes_total", Help: "Changes of managed jobs' live jobs seen on Nomad's event stream.",
 		}),
+		replans: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "nops_detection_replans_total",
+			Help: "Periodic re-plans of unchanged jobs in sync that came due, by result: planned (within nomad_replan_rate) or deferred (no room in that budget, or yielding to a cycle asked for).",
+		}, []string{"result"}),
 	}
+	// Both series exist from the start, at 0.
+	mt.replanned = mt.replans.WithLabelValues("planned")
+	mt.deferred = mt.replans.WithLabelValues("deferred")
 	if reg == nil {
 		return mt
 	}
-	reg.MustRegister(mt.detectDuration, mt.detectCycles, mt.applyDuration, mt.created, mt.streamUp, mt.liveChanges, &gitCollector{m: m,
+	reg.MustRegister(mt.detectDuration, mt.detectCycles, mt.applyDuration, mt.created, mt.streamUp, mt.liveChanges, mt.replans, &gitCollector{m: m,
 		fetchError: prometheus.NewDesc("nops_git_fetch_error", "1 when the last fetch of the repository failed.", []string{"repo"}, nil),
 		lastSuccess: prometheus.NewDesc("nops_git_last_success_timestamp_seconds",
 			"When a fetch of the repository last succeeded (Unix time; 0 never).", []string{"repo"}, nil),

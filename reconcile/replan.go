@@ -42,9 +42,7 @@ func (m *Manager) planDue(d *declared, prev observed, now time.Time) bool {
 	// so that a steady stream of triggers cannot starve the safety net.
 	overdue := now.Sub(prev.planned) >= 2*m.cfg.FullPlanInterval
 	if !overdue && (m.prompt.Load() || m.asked.Load()) {
-		m.mu.Lock()
-		m.replanDeferred++
-		m.mu.Unlock()
+		m.deferReplan()
 		return false
 	}
 	cost := 1
@@ -57,12 +55,19 @@ func (m *Manager) planDue(d *declared, prev observed, now time.Time) bool {
 		// plans the cycle made.
 		m.replanGranted++
 		m.mu.Unlock()
+		m.metrics.replanned.Inc()
 		return true
 	}
+	m.deferReplan()
+	return false
+}
+
+// deferReplan counts a due re-plan not made now.
+func (m *Manager) deferReplan() {
 	m.mu.Lock()
 	m.replanDeferred++
 	m.mu.Unlock()
-	return false
+	m.metrics.deferred.Inc()
 }
 
 // replanNext says, after a cycle that began with the Nomad counters at
