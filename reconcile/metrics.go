@@ -17,10 +17,10 @@ type metrics struct {
 	// counts the live changes it reported.
 	streamUp    prometheus.Gauge
 	liveChanges prometheus.Counter
-	// replans counts the periodic re-plans of unchanged jobs that came
-	// due, by result; replanned and deferred are its two series.
-	replans             *prometheus.CounterVec
-	replanned, deferred prometheus.Counter
+	// replanned counts the periodic re-plans made; replanPending is the
+	// number of due ones the last cycle put off.
+	replanned     prometheus.Counter
+	replanPending prometheus.Gauge
 }
 
 func newMetrics(reg prometheus.Registerer, m *Manager) *metrics {
@@ -45,18 +45,19 @@ func newMetrics(reg prometheus.Registerer, m *Manager) *metrics {
 		liveChanges: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "nops_nomad_live_changes_total", Help: "Changes of managed jobs' live jobs seen on Nomad's event stream.",
 		}),
-		replans: prometheus.NewCounterVec(prometheus.CounterOpts{
+		replanned: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "nops_detection_replans_total",
-			Help: "Periodic re-plans of unchanged jobs in sync that came due, by result: planned (within nomad_replan_rate) or deferred (no room in that budget, or yielding to a cycle asked for).",
-		}, []string{"result"}),
+			Help: "Periodic re-plans of unchanged jobs in sync made by detection, paced by nomad_replan_rate (which counts requests: a job with a scaling block takes two).",
+		}),
+		replanPending: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "nops_detection_replans_pending",
+			Help: "Due periodic re-plans the last detection cycle put off (no room in nomad_replan_rate, or yielding to a cycle asked for); 0 once the re-plan has caught up.",
+		}),
 	}
-	// Both series exist from the start, at 0.
-	mt.replanned = mt.replans.WithLabelValues("planned")
-	mt.deferred = mt.replans.WithLabelValues("deferred")
 	if reg == nil {
 		return mt
 	}
-	reg.MustRegister(mt.detectDuration, mt.detectCycles, mt.applyDuration, mt.created, mt.streamUp, mt.liveChanges, mt.replans, &gitCollector{m: m,
+	reg.MustRegister(mt.detectDuration, mt.detectCycles, mt.applyDuration, mt.created, mt.streamUp, mt.liveChanges, mt.replanned, mt.replanPending, &gitCollector{m: m,
 		fetchError: prometheus.NewDesc("nops_git_fetch_error", "1 when the last fetch of the repository failed.", []string{"repo"}, nil),
 		lastSuccess: prometheus.NewDesc("nops_git_last_success_timestamp_seconds",
 			"When a fetch of the repository last succeeded (Unix time; 0 never).", []string{"repo"}, nil),

@@ -42,7 +42,9 @@ func (m *Manager) planDue(d *declared, prev observed, now time.Time) bool {
 	// so that a steady stream of triggers cannot starve the safety net.
 	overdue := now.Sub(prev.planned) >= 2*m.cfg.FullPlanInterval
 	if !overdue && (m.prompt.Load() || m.asked.Load()) {
-		m.deferReplan()
+		m.mu.Lock()
+		m.replanDeferred++
+		m.mu.Unlock()
 		return false
 	}
 	cost := 1
@@ -58,16 +60,10 @@ func (m *Manager) planDue(d *declared, prev observed, now time.Time) bool {
 		m.metrics.replanned.Inc()
 		return true
 	}
-	m.deferReplan()
-	return false
-}
-
-// deferReplan counts a due re-plan not made now.
-func (m *Manager) deferReplan() {
 	m.mu.Lock()
 	m.replanDeferred++
 	m.mu.Unlock()
-	m.metrics.deferred.Inc()
+	return false
 }
 
 // replanNext says, after a cycle that began with the Nomad counters at
@@ -75,12 +71,14 @@ func (m *Manager) deferReplan() {
 // cycle is to run: after replanRetry, or later when the cycle also made
 // plans outside the budget (jobs drifting are planned in every cycle), so
 // that the cycles that go on with the re-plan make no more of those than
-// the budget's rate either.
+// the budget's rate either. It is asked after every cycle, and sets
+// nops_detection_replans_pending to the re-plans the cycle deferred.
 func (m *Manager) replanNext(before nomadx.Stats) (time.Duration, bool) {
 	m.mu.Lock()
 	deferred, granted := m.replanDeferred, m.replanGranted
 	m.replanDeferred, m.replanGranted = 0, 0
 	m.mu.Unlock()
+	m.metrics.replanPending.Set(float64(deferred))
 	if deferred == 0 {
 		return 0, false
 	}

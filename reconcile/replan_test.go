@@ -9,9 +9,28 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/nomad/api"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/nops-dev/nops/reconcile/nomadx"
 )
+
+// replanMetrics returns the manager's nops_detection_replans_total and
+// nops_detection_replans_pending.
+func replanMetrics(t *testing.T, m *Manager) (made, pending float64) {
+	t.Helper()
+	value := func(c prometheus.Metric) float64 {
+		var out dto.Metric
+		if err := c.Write(&out); err != nil {
+			t.Fatal(err)
+		}
+		if out.Counter != nil {
+			return out.GetCounter().GetValue()
+		}
+		return out.GetGauge().GetValue()
+	}
+	return value(m.metrics.replanned), value(m.metrics.replanPending)
+}
 
 // replanManager returns a manager with a re-plan budget of rate whose
 // Nomad client talks to a stub that answers every request with {}.
@@ -55,8 +74,14 @@ func TestPlanDue(t *testing.T) {
 	if next, ok := m.replanNext(m.nomad.Stats()); !ok || next != replanRetry {
 		t.Fatalf("next cycle after deferred re-plans: %s %v, want %s", next, ok, replanRetry)
 	}
+	if made, pending := replanMetrics(t, m); made != 2 || pending != 4 {
+		t.Fatalf("metrics after a cycle of 2 re-plans and 4 deferred: made %v, pending %v", made, pending)
+	}
 	if _, ok := m.replanNext(m.nomad.Stats()); ok {
 		t.Fatal("the deferred re-plans were not cleared")
+	}
+	if made, pending := replanMetrics(t, m); made != 2 || pending != 0 {
+		t.Fatalf("metrics after a cycle with nothing due: made %v, pending %v", made, pending)
 	}
 	// The budget is a window of one second.
 	time.Sleep(time.Second + 50*time.Millisecond)
@@ -74,9 +99,15 @@ func TestPlanDue(t *testing.T) {
 	if _, ok := m.replanNext(m.nomad.Stats()); !ok {
 		t.Fatal("re-plans deferred by a cycle asked for do not bring the next cycle forward")
 	}
+	if made, pending := replanMetrics(t, m); made != 2 || pending != 2 {
+		t.Fatalf("metrics after the two re-plans that yielded: made %v, pending %v", made, pending)
+	}
 	m.prompt.Store(m.asked.Swap(false))
 	if !m.planDue(job, old, now) {
 		t.Fatal("a deferred job was still not planned once the budget came back")
+	}
+	if made, _ := replanMetrics(t, m); made != 3 {
+		t.Fatalf("nops_detection_replans_total %v after the third re-plan", made)
 	}
 }
 
