@@ -15,17 +15,11 @@ import (
 // counter reads one of a server's counters.
 func counter(t *testing.T, s *nopstest.Server, name string) float64 {
 	t.Helper()
-	families, err := s.Metrics().Gather()
+	v, err := testutil.MetricValue(s.Metrics(), name)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("server %s: %v", s.NodeID(), err)
 	}
-	for _, f := range families {
-		if f.GetName() == name {
-			return f.GetMetric()[0].GetCounter().GetValue()
-		}
-	}
-	t.Fatalf("server %s has no metric %s", s.NodeID(), name)
-	return 0
+	return v
 }
 
 // TestCluster_ConcurrentWritesShareEntries sends writes at once to every

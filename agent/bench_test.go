@@ -392,22 +392,17 @@ func (l logCounts) sub(o logCounts) logCounts {
 func logBatches(b *testing.B, c *nopstest.Cluster) map[string]logCounts {
 	out := map[string]logCounts{}
 	for _, s := range c.Servers() {
-		families, err := s.Metrics().Gather()
-		if err != nil {
-			b.Fatal(err)
-		}
 		var lc logCounts
-		for _, f := range families {
-			for _, m := range f.GetMetric() {
-				switch f.GetName() {
-				case "nops_raft_log_store_batches_total":
-					lc.batches = m.GetCounter().GetValue()
-				case "nops_raft_log_store_entries_total":
-					lc.entries = m.GetCounter().GetValue()
-				case "nops_raft_proposed_writes_total":
-					lc.writes = m.GetCounter().GetValue()
-				}
+		for name, v := range map[string]*float64{
+			"nops_raft_log_store_batches_total": &lc.batches,
+			"nops_raft_log_store_entries_total": &lc.entries,
+			"nops_raft_proposed_writes_total":   &lc.writes,
+		} {
+			n, err := testutil.MetricValue(s.Metrics(), name)
+			if err != nil {
+				b.Fatalf("server %s: %v", s.NodeID(), err)
 			}
+			*v = n
 		}
 		if lc.batches == 0 {
 			b.Fatalf("server %s reports no Raft log batches", s.NodeID())

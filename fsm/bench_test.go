@@ -187,11 +187,8 @@ func (l *benchLog) report() {
 }
 
 func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	cpu, _ := rusage()
+	return cpu
 }
 
 // rusage returns the CPU time the process has used so far, as cpuTime

@@ -74,13 +74,13 @@ func (r *idReads) idIndexer(table string) (memdb.Indexer, error) {
 // First returns the first object of table whose index matches args, or
 // nil, as the write transaction has it.
 func (r *idReads) First(table, index string, args ...any) (any, error) {
-	if r.base == nil || index != "id" || r.direct[table] {
-		return r.txn.First(table, index, args...)
-	}
-	if len(args) == 0 {
+	if index == "id" && len(args) == 0 {
 		// memdb would answer the table's first object; no lookup by
 		// primary key asks for that.
 		return nil, fmt.Errorf("table %q: a lookup by id needs the key", table)
+	}
+	if r.base == nil || index != "id" || r.direct[table] {
+		return r.txn.First(table, index, args...)
 	}
 	if byKey := r.written[table]; byKey != nil {
 		indexer, err := r.idIndexer(table)

@@ -122,7 +122,8 @@ func TestIDReads_AnswerAsTheTransaction(t *testing.T) {
 }
 
 // TestIDReads_BadTable: a lookup in a table the schema lacks is an error,
-// as memdb's own is, and so is a lookup by primary key without a key.
+// as memdb's own is, and so is a lookup by primary key without a key, in a
+// batch's reads and in the direct ones alike.
 func TestIDReads_BadTable(t *testing.T) {
 	f := newFSM(t)
 	db := f.State().db
@@ -137,6 +138,15 @@ func TestIDReads_BadTable(t *testing.T) {
 	}
 	if _, err := w.first(TableWindows); err == nil {
 		t.Fatal("a lookup by primary key without a key gave no error")
+	}
+	// The same through the reads of a transaction of one request, which
+	// go straight to memdb.
+	d := &writer{txn: txn, reads: directReads(txn)}
+	if _, err := d.first("no-such-table", "a"); err == nil {
+		t.Fatal("a direct lookup in a table that does not exist gave no error")
+	}
+	if _, err := d.first(TableWindows); err == nil {
+		t.Fatal("a direct lookup by primary key without a key gave no error")
 	}
 }
 

@@ -102,6 +102,11 @@ func TestScale_Smoke(t *testing.T) {
 	if r.pending == 0 || r.pending+r.own > uint64(p.jobs) {
 		t.Errorf("nops_detection_replans_pending %d at the end of the re-plan window, with %d of %d jobs re-planned", r.pending, r.own, p.jobs)
 	}
+	// A server that stops leading has none pending.
+	w.s.Shutdown()
+	if v, err := testutil.MetricValue(w.s.Metrics(), "nops_detection_replans_pending"); err != nil || v != 0 {
+		t.Errorf("nops_detection_replans_pending %v, %v once the server stopped leading", v, err)
+	}
 	if r.idle.Operations["job.plan"].Requests != 0 || r.idle.Operations["jobs.parse"].Requests != 0 {
 		t.Errorf("an idle window planned or parsed: %s", r.idle)
 	}
@@ -312,7 +317,7 @@ func (w *scaleWorld) measure(tb testing.TB, p scaleParams) scaleResult {
 		tb.Fatal(err)
 	}
 	r.ownPeak, r.own = slices.Max(ownPerSecond), own-own0
-	pending, err := w.replanMetric("nops_detection_replans_pending")
+	pending, err := testutil.MetricValue(w.s.Metrics(), "nops_detection_replans_pending")
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -323,30 +328,10 @@ func (w *scaleWorld) measure(tb testing.TB, p scaleParams) scaleResult {
 	return r
 }
 
-// replanMetric returns one of the server's metrics (a counter or a gauge)
-// that has no labels, such as nops_detection_replans_total.
-func (w *scaleWorld) replanMetric(name string) (float64, error) {
-	families, err := w.s.Metrics().Gather()
-	if err != nil {
-		return 0, err
-	}
-	for _, f := range families {
-		if f.GetName() != name || len(f.GetMetric()) != 1 {
-			continue
-		}
-		m := f.GetMetric()[0]
-		if m.GetCounter() != nil {
-			return m.GetCounter().GetValue(), nil
-		}
-		return m.GetGauge().GetValue(), nil
-	}
-	return 0, fmt.Errorf("no %s in the server's metrics", name)
-}
-
 // replanned returns the server's nops_detection_replans_total: the
 // periodic re-plans it has made.
 func (w *scaleWorld) replanned() (uint64, error) {
-	v, err := w.replanMetric("nops_detection_replans_total")
+	v, err := testutil.MetricValue(w.s.Metrics(), "nops_detection_replans_total")
 	return uint64(v), err
 }
 

@@ -222,6 +222,9 @@ func (m *Manager) Run(ctx context.Context, kicked <-chan struct{}) {
 	m.logger.Info("leader loops started")
 	m.Trigger()
 	wg.Wait()
+	// A server that no longer leads has no re-plans pending; the count of
+	// its last cycle would read as a re-plan stuck on a follower.
+	m.metrics.replanPending.Set(0)
 	m.logger.Info("leader loops stopped")
 }
 
