@@ -24,6 +24,7 @@ func BenchmarkAuthorize_100Policies(b *testing.B) {
 	cfg.HTTPPort, cfg.RPCPort, cfg.SerfPort = 0, 0, 0
 	cfg.BootstrapExpect = 1
 	cfg.DisableGossipEncryption = true
+	cfg.InsecureRPC = true
 	cfg.ACL.Enabled = true
 	s, err := New(cfg, hclog.NewNullLogger(), Options{})
 	if err != nil {

@@ -29,6 +29,7 @@ func devConfig(t *testing.T, dataDir string) *config.Config {
 	cfg.BootstrapExpect = 1
 	cfg.NodeName = "test-" + strings.ReplaceAll(t.Name(), "/", "-")
 	cfg.Encrypt = nopstest.GossipKey
+	cfg.InsecureRPC = true
 	return cfg
 }
 

@@ -245,7 +245,7 @@ func (s *Server) warnInsecure() {
 		return
 	}
 	if !cfg.TLS.RPC {
-		s.logger.Warn("the RPC port is plain TCP without authentication: anyone who can reach it can join Raft and use the forwarding API; set tls { rpc = true } in production")
+		s.logger.Warn("RPC TLS IS DISABLED (insecure_rpc): the RPC port is plain TCP without authentication, and anyone who can reach it controls the cluster (joins Raft, rewrites its log, uses the forwarding API); set tls { rpc = true } in production")
 	}
 	if !cfg.TLS.HTTP {
 		s.logger.Warn("the HTTP API is served without TLS; set tls { http = true } in production")

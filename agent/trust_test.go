@@ -669,6 +669,7 @@ func TestTrust_BadTLSFilesFailAtStart(t *testing.T) {
 			cfg := nopstest.Config(t, t.TempDir())
 			cfg.TLS = config.TLSConfig{RPC: true, HTTP: true, CAFile: files.CAFile, CertFile: files.ServerCertFile,
 				KeyFile: files.ServerKeyFile, VerifyServerHostname: true}
+			cfg.InsecureRPC = false
 			tc.modify(&cfg.TLS)
 			s, err := agent.New(cfg, hclog.NewNullLogger(), agent.Options{})
 			if err == nil {

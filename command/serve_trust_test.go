@@ -21,7 +21,7 @@ func TestServe_DuplicateNodeNameExits(t *testing.T) {
 		serve := &serveCommand{m: c.meta(&stdout, &stderr), shutdownTimeout: 10 * time.Second}
 		done <- serve.Run(context.Background(), []string{"-node", "dup", "-data-dir", t.TempDir(), "-bootstrap-expect", "1",
 			"-bind", "127.0.0.1", "-advertise", "127.0.0.1", "-http-port", "0", "-rpc-port", "0", "-serf-port", "0",
-			"-encrypt", nopstest.GossipKey, "-retry-join", first.SerfAddr(), "-nomad-addr", "http://" + testutil.ClosedAddress(t)})
+			"-encrypt", nopstest.GossipKey, "-insecure-rpc", "-retry-join", first.SerfAddr(), "-nomad-addr", "http://" + testutil.ClosedAddress(t)})
 	}()
 	select {
 	case code := <-done:

@@ -339,7 +339,7 @@ func startNopsProc(t *testing.T, e *hkEnv) *nopsProc {
 		"-http-port", strconv.Itoa(ports[0]), "-rpc-port", strconv.Itoa(ports[1]), "-serf-port", strconv.Itoa(ports[2]),
 		"-nomad-addr", e.nomad.Addr, "-repo", e.repo.URL() + "#main:" + hkDir,
 		"-engine-interval", "200ms", "-drift-interval", "2s", "-log-level", "debug",
-		"-encrypt", nopstest.GossipKey}
+		"-encrypt", nopstest.GossipKey, "-config", nopstest.NewTLS(t, "").RPCConfigFile(t)}
 	t.Cleanup(func() {
 		p.kill()
 		if t.Failed() {

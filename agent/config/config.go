@@ -155,6 +155,11 @@ type Config struct {
 	// DisableGossipEncryption runs gossip in the clear outside -dev.
 	DisableGossipEncryption bool
 
+	// InsecureRPC serves the RPC port (Raft and forwarding) without mutual
+	// TLS outside -dev. Without it a server needs tls { rpc = true }:
+	// anyone who reaches a plain RPC port controls the cluster.
+	InsecureRPC bool
+
 	// The Nomad cluster. Defaults come from NOMAD_ADDR, NOMAD_TOKEN and
 	// NOMAD_REGION.
 	NomadAddr, NomadToken, NomadRegion string
@@ -540,6 +545,15 @@ func (c *Config) Validate() error {
 	}
 	if c.Encrypt != "" && c.DisableGossipEncryption {
 		add("disable-gossip-encryption", "cannot be combined with encrypt")
+	}
+	if !c.Dev && !c.TLS.RPC && !c.InsecureRPC {
+		add("tls", "mutual TLS on the RPC port is required unless -dev: anyone who reaches a plain RPC port "+
+			"controls the cluster. Set tls { rpc = true, ca_file, cert_file, key_file } (create the files with "+
+			"\"nops tls ca create\" and \"nops tls cert create -server\"), "+
+			"or set insecure_rpc = true (-insecure-rpc) to run without it")
+	}
+	if c.TLS.RPC && c.InsecureRPC {
+		add("insecure-rpc", "cannot be combined with tls { rpc = true }")
 	}
 
 	errs = append(errs, c.validateRepositories()...)

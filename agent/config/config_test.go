@@ -34,7 +34,7 @@ func writeFile(t *testing.T, name, content string) string {
 // args returns the arguments that make a non-dev configuration valid,
 // followed by extra.
 func args(extra ...string) []string {
-	return append([]string{"-data-dir", "/tmp/nops", "-bootstrap-expect", "1", "-disable-gossip-encryption"}, extra...)
+	return append([]string{"-data-dir", "/tmp/nops", "-bootstrap-expect", "1", "-disable-gossip-encryption", "-insecure-rpc"}, extra...)
 }
 
 // mustContainAll fails unless err's message contains every part.
@@ -99,7 +99,7 @@ func TestDefault_MatchesDocumentedDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want.DataDir, want.BootstrapExpect, want.DisableGossipEncryption = "/tmp/nops", 1, true
+	want.DataDir, want.BootstrapExpect, want.DisableGossipEncryption, want.InsecureRPC = "/tmp/nops", 1, true, true
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("Load(args()) =\n%+v\nwant\n%+v", got, want)
 	}
@@ -321,7 +321,7 @@ func TestLoad_JSONAndDirectory(t *testing.T) {
 
 	dir := t.TempDir()
 	for name, content := range map[string]string{
-		"10-base.hcl":  "data_dir = \"/d\"\nbootstrap_expect = 3\nhttp_port = 1\ndisable_gossip_encryption = true\n",
+		"10-base.hcl":  "data_dir = \"/d\"\nbootstrap_expect = 3\nhttp_port = 1\ndisable_gossip_encryption = true\ninsecure_rpc = true\n",
 		"20-port.hcl":  "http_port = 2\n",
 		"README.md":    "not a config file",
 		"30-more.json": `{"rpc_port": 3}`,
@@ -477,9 +477,10 @@ func TestLoad_SeveralProblems(t *testing.T) {
 		"data-dir: required unless -dev",
 		"bootstrap-expect: required unless -dev",
 		"encrypt: a gossip encryption key is required unless -dev",
+		"tls: mutual TLS on the RPC port is required unless -dev",
 	)
-	if n := len(err.(interface{ Unwrap() []error }).Unwrap()); n != 8 {
-		t.Errorf("got %d problems, want 8:\n%v", n, err)
+	if n := len(err.(interface{ Unwrap() []error }).Unwrap()); n != 9 {
+		t.Errorf("got %d problems, want 9:\n%v", n, err)
 	}
 }
 
@@ -663,8 +664,10 @@ func TestValidate_NamesEachInvalidSetting(t *testing.T) {
 		c := Default()
 		c.DataDir, c.BootstrapExpect = "/d", 3
 		c.Encrypt = "pUqJrVyVRj5jsiYEkM/tFQYfWyJIv4s3XkvDwy7Cu5s="
+		c.InsecureRPC = true
 		return c
 	}
+	rpcTLS := TLSConfig{RPC: true, CAFile: "ca.pem", CertFile: "c.pem", KeyFile: "k.pem", VerifyServerHostname: true}
 	repo := func(name, url string) Repository { r := newRepository(name); r.URL = url; return r }
 
 	cases := []struct {
@@ -711,8 +714,16 @@ func TestValidate_NamesEachInvalidSetting(t *testing.T) {
 			c.TLS = TLSConfig{HTTP: true, CertFile: "c.pem", KeyFile: "k.pem", VerifyServerHostname: true}
 		}, []string{"tls: verify_server_hostname needs rpc = true"}},
 		{"tls complete", func(c *Config) {
+			c.InsecureRPC = false
 			c.TLS = TLSConfig{HTTP: true, RPC: true, CAFile: "ca.pem", CertFile: "c.pem", KeyFile: "k.pem", VerifyIncoming: true, VerifyServerHostname: true}
 		}, nil},
+		{"rpc tls required", func(c *Config) { c.InsecureRPC = false },
+			[]string{"tls: mutual TLS on the RPC port is required unless -dev", "anyone who reaches a plain RPC port controls the cluster",
+				"tls { rpc = true, ca_file, cert_file, key_file }", "nops tls ca create", "insecure_rpc = true (-insecure-rpc)"}},
+		{"rpc tls instead of insecure rpc", func(c *Config) { c.InsecureRPC, c.TLS = false, rpcTLS }, nil},
+		{"insecure rpc without rpc tls", func(c *Config) { c.InsecureRPC, c.TLS = true, TLSConfig{} }, nil},
+		{"insecure rpc and rpc tls", func(c *Config) { c.TLS = rpcTLS }, []string{"insecure-rpc: cannot be combined with tls { rpc = true }"}},
+		{"dev needs no rpc tls", func(c *Config) { c.InsecureRPC, c.Dev, c.BootstrapExpect = false, true, 0 }, nil},
 		{"gossip key required", func(c *Config) { c.Encrypt = "" }, []string{"encrypt: a gossip encryption key is required unless -dev"}},
 		{"gossip key disabled", func(c *Config) { c.Encrypt, c.DisableGossipEncryption = "", true }, nil},
 		{"gossip key and disabled", func(c *Config) { c.DisableGossipEncryption = true }, []string{"disable-gossip-encryption: cannot be combined with encrypt"}},
@@ -827,4 +838,41 @@ func TestLoad_SyntaxErrorQuotesNoSource(t *testing.T) {
 	if !strings.Contains(err.Error(), path+":2,") {
 		t.Fatalf("the error does not give the position: %v", err)
 	}
+}
+
+// Outside -dev the RPC port needs mutual TLS; insecure_rpc, as a flag, an
+// environment variable or a config file attribute, runs without it, and
+// -dev needs neither.
+func TestLoad_RPCTLSRequiredUnlessInsecure(t *testing.T) {
+	base := []string{"-data-dir", "/tmp/nops", "-bootstrap-expect", "3", "-disable-gossip-encryption"}
+	_, err := Load(base, env(nil))
+	mustContainAll(t, err, "tls: mutual TLS on the RPC port is required unless -dev", "insecure_rpc = true (-insecure-rpc)")
+
+	tlsFile := writeFile(t, "tls.hcl", "tls {\n  rpc = true\n  ca_file = \"ca.pem\"\n  cert_file = \"c.pem\"\n  key_file = \"k.pem\"\n}\n")
+	cases := []struct {
+		name         string
+		args         []string
+		lookup       map[string]string
+		wantInsecure bool
+	}{
+		{"flag", append(base, "-insecure-rpc"), nil, true},
+		{"environment", base, map[string]string{"NOPS_INSECURE_RPC": "true"}, true},
+		{"config file", append(base, "-config", writeFile(t, "insecure.hcl", "insecure_rpc = true\n")), nil, true},
+		{"rpc tls", append(base, "-config", tlsFile), nil, false},
+		{"dev", []string{"-dev"}, nil, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := Load(tc.args, env(tc.lookup))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.InsecureRPC != tc.wantInsecure {
+				t.Errorf("InsecureRPC = %t, want %t", c.InsecureRPC, tc.wantInsecure)
+			}
+		})
+	}
+
+	_, err = Load(append(base, "-insecure-rpc", "-config", tlsFile), env(nil))
+	mustContainAll(t, err, "insecure-rpc: cannot be combined with tls { rpc = true }")
 }

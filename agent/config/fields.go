@@ -52,6 +52,8 @@ func (c *Config) fields() []field {
 			defText: "none", v: stringValue(&c.Encrypt, checkEncryptKey)},
 		{name: "disable-gossip-encryption", usage: "Gossip in the clear without -encrypt (not for production: anyone who can reach the serf port can join).",
 			v: boolValue(&c.DisableGossipEncryption)},
+		{name: "insecure-rpc", usage: "Serve the RPC port (Raft and forwarding) without mutual TLS outside -dev (not for production: anyone who can reach the RPC port controls the cluster).",
+			v: boolValue(&c.InsecureRPC)},
 		{name: "bind", usage: "IP address to listen on.",
 			v: stringValue(&c.Bind, checkBind)},
 		{name: "advertise", usage: "IP address other servers use to reach this one.",

@@ -54,10 +54,15 @@ const (
 // process group); on Linux the kernel also kills them if the test binary
 // dies. When the test failed, the tail of each server's log is printed.
 type ProcessCluster struct {
+	// TLS is the PKI of the servers' RPC port.
+	TLS *TLSFiles
+
 	t       testing.TB
 	bin     string
 	servers []*Process
 	client  *http.Client
+	// tlsConfig is the config file of the servers' tls block.
+	tlsConfig string
 }
 
 // Process is one `nops serve` process of a ProcessCluster.
@@ -95,7 +100,8 @@ type Process struct {
 // (testutil.NopsBinary) that form one cluster: `nops serve` with
 // -bootstrap-expect n, -retry-join of every other server's serf address,
 // -nomad-addr nomadAddr and -repo repo (a -repo value, url#branch:path),
-// a -drift-interval of 10s and an -engine-interval of 500ms. extraArgs are
+// a -drift-interval of 10s, an -engine-interval of 500ms and mutual TLS on
+// the RPC port (a config file of a fresh test PKI, TLS). extraArgs are
 // appended to every server's command line, so they can override those
 // settings. It returns once every server agrees on a leader that lists n
 // Raft peers.
@@ -109,6 +115,8 @@ func StartProcessCluster(t testing.TB, n int, nomadAddr, repo string, extraArgs 
 		bin:    testutil.NopsBinary(t),
 		client: &http.Client{Timeout: 10 * time.Second},
 	}
+	c.TLS = NewTLS(t, "")
+	c.tlsConfig = c.TLS.RPCConfigFile(t)
 	root := t.TempDir()
 	t.Cleanup(c.cleanup)
 
@@ -173,6 +181,7 @@ func (c *ProcessCluster) start(dir string, n int, nomadAddr, repo string, extraA
 			"-engine-interval", "500ms",
 			"-log-level", "debug",
 			"-encrypt", GossipKey,
+			"-config", c.tlsConfig,
 			"-raft-multiplier", strconv.Itoa(TestRaftMultiplier),
 		}
 		if len(join) > 0 {

@@ -94,6 +94,7 @@ func WithTLS(f *TLSFiles, http bool) Option {
 		o.tls = f
 		o.mutate = append(o.mutate, func(c *config.Config) {
 			c.Region = f.Region
+			c.InsecureRPC = false
 			c.TLS = config.TLSConfig{RPC: true, HTTP: http, CAFile: f.CAFile, CertFile: f.ServerCertFile,
 				KeyFile: f.ServerKeyFile, VerifyServerHostname: true, VerifyIncoming: http}
 		})
