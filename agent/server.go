@@ -71,7 +71,7 @@ type Server struct {
 	// (propose.go).
 	proposer     *proposer
 	proposerStop chan struct{}
-	transport    *raft.NetworkTransport
+	transport    *guardedTransport
 	mux          *rpcMux
 	rpcAddr      string
 	// tls is nil when neither HTTP nor RPC uses TLS.
@@ -337,9 +337,9 @@ func (s *Server) setupRaft() error {
 		return fmt.Errorf("open snapshot store: %w", err)
 	}
 	layer := &raftLayer{newChanListener(s.mux, s.mux.raftCh)}
-	s.transport = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+	s.transport = newGuardedTransport(raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		Stream: layer, MaxPool: 3, Timeout: 10 * time.Second, Logger: s.logger.Named("raft.transport"),
-	})
+	}), s.logger.Named("raft.transport"))
 
 	rc := raft.DefaultConfig()
 	rc.LocalID = raft.ServerID(s.nodeID)

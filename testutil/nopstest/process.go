@@ -54,7 +54,7 @@ const (
 // process group); on Linux the kernel also kills them if the test binary
 // dies. When the test failed, the tail of each server's log is printed.
 type ProcessCluster struct {
-	// TLS is the PKI of the servers' RPC port.
+	// TLS is the PKI of the servers' RPC port, nil with -insecure-rpc.
 	TLS *TLSFiles
 
 	t       testing.TB
@@ -101,7 +101,8 @@ type Process struct {
 // -bootstrap-expect n, -retry-join of every other server's serf address,
 // -nomad-addr nomadAddr and -repo repo (a -repo value, url#branch:path),
 // a -drift-interval of 10s, an -engine-interval of 500ms and mutual TLS on
-// the RPC port (a config file of a fresh test PKI, TLS). extraArgs are
+// the RPC port (a config file of a fresh test PKI, TLS; not when extraArgs
+// hold -insecure-rpc, which serves the RPC port in plain TCP). extraArgs are
 // appended to every server's command line, so they can override those
 // settings. It returns once every server agrees on a leader that lists n
 // Raft peers.
@@ -115,8 +116,10 @@ func StartProcessCluster(t testing.TB, n int, nomadAddr, repo string, extraArgs 
 		bin:    testutil.NopsBinary(t),
 		client: &http.Client{Timeout: 10 * time.Second},
 	}
-	c.TLS = NewTLS(t, "")
-	c.tlsConfig = c.TLS.RPCConfigFile(t)
+	if !slices.Contains(extraArgs, "-insecure-rpc") {
+		c.TLS = NewTLS(t, "")
+		c.tlsConfig = c.TLS.RPCConfigFile(t)
+	}
 	root := t.TempDir()
 	t.Cleanup(c.cleanup)
 
@@ -181,8 +184,10 @@ func (c *ProcessCluster) start(dir string, n int, nomadAddr, repo string, extraA
 			"-engine-interval", "500ms",
 			"-log-level", "debug",
 			"-encrypt", GossipKey,
-			"-config", c.tlsConfig,
 			"-raft-multiplier", strconv.Itoa(TestRaftMultiplier),
+		}
+		if c.tlsConfig != "" {
+			p.args = append(p.args, "-config", c.tlsConfig)
 		}
 		if len(join) > 0 {
 			p.args = append(p.args, "-retry-join", strings.Join(join, ","))
