@@ -357,6 +357,11 @@ func (s *Server) setupRaft() error {
 	s.leaderNotify = make(chan bool, 10)
 	rc.NotifyCh = s.leaderNotify
 
+	// Raft panics on a log it cannot run on, at every start: such a log
+	// stops the start with an error that says how to recover instead.
+	if err := checkRaftLog(dir, store, store, snaps); err != nil {
+		return err
+	}
 	if err := s.recoverFromPeersFile(rc, dir, store, store, snaps, s.transport); err != nil {
 		return err
 	}
