@@ -8,13 +8,17 @@ import (
 	"io"
 	"net"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/go-msgpack/v2/codec"
 	"github.com/hashicorp/raft"
 
+	"github.com/nops-dev/nops/agent"
+	"github.com/nops-dev/nops/agent/config"
 	"github.com/nops-dev/nops/testutil"
 	"github.com/nops-dev/nops/testutil/nopstest"
 )
@@ -132,4 +136,56 @@ func TestRPCAttack_PlainPacketRefusedByRPCTLS(t *testing.T) {
 	if !s.IsLeader() {
 		t.Error("the server is no longer the leader")
 	}
+}
+
+// lockedBuffer is a buffer a logger writes to from several goroutines.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// A server that runs with insecure_rpc says at start, as a warning, that
+// anyone who reaches its RPC port controls the cluster; with RPC TLS it
+// does not.
+func TestInsecureRPC_WarnsAtStart(t *testing.T) {
+	const warning = "RPC TLS IS DISABLED (insecure_rpc)"
+	start := func(t *testing.T, mutate func(*config.Config)) string {
+		var out lockedBuffer
+		cfg := nopstest.Config(t, t.TempDir())
+		mutate(cfg)
+		s, err := agent.New(cfg, hclog.New(&hclog.LoggerOptions{Level: hclog.Warn, Output: &out}), agent.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Shutdown()
+		return out.String()
+	}
+	t.Run("insecure", func(t *testing.T) {
+		log := start(t, func(*config.Config) {})
+		if !strings.Contains(log, "[WARN]") || !strings.Contains(log, warning) || !strings.Contains(log, "anyone who can reach it controls the cluster") {
+			t.Fatalf("no warning that the RPC port is open to anyone:\n%s", log)
+		}
+	})
+	t.Run("rpc tls", func(t *testing.T) {
+		f := nopstest.NewTLS(t, "")
+		log := start(t, func(c *config.Config) {
+			c.InsecureRPC = false
+			c.TLS = config.TLSConfig{RPC: true, CAFile: f.CAFile, CertFile: f.ServerCertFile, KeyFile: f.ServerKeyFile}
+		})
+		if strings.Contains(log, warning) {
+			t.Fatalf("warned of insecure RPC with RPC TLS on:\n%s", log)
+		}
+	})
 }
