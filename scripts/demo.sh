@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The Nops demo: a Nomad dev agent, a demo git repository with example jobs
 # (one deployed automatically, one that waits for approval and runs a
-# pre-deploy hook), and a 3-server Nops cluster on 127.0.0.1.
+# pre-deploy hook), and a 3-server Nops cluster on 127.0.0.1 whose servers
+# talk to each other over mutual TLS (a demo CA and server certificate made
+# with `nops tls`), as production servers must.
 #
 # Everything lives under .data/demo (DEMO_DIR) and stops on Ctrl-C. Set
 # NOMAD_ADDR to use a Nomad that is already running. The cluster runs with
@@ -151,13 +153,26 @@ git -C "$repo" -c user.name=demo -c user.email=demo@nops.invalid add -A
 git -C "$repo" -c user.name=demo -c user.email=demo@nops.invalid commit -qm "demo jobs"
 echo "==> Demo repository: $repo (branch main, path jobs)"
 
-# 3. Three Nops servers, with one gossip key.
+# 3. Three Nops servers, with one gossip key and mutual TLS on the RPC
+# port: a server refuses to start without it (or insecure_rpc).
 gossip_key="$("$nops_bin" operator gossip keygen)"
+tls="$demo/tls"
+mkdir -p "$tls"
+(cd "$tls" && "$nops_bin" tls ca create >/dev/null && "$nops_bin" tls cert create -server >/dev/null) ||
+	{ echo "demo: creating the demo CA and server certificate failed" >&2; exit 1; }
+echo "==> Demo CA and server certificate: $tls"
 config="$demo/nops.hcl"
+cat >"$config" <<HCL
+tls {
+  rpc                    = true
+  ca_file                = "$tls/nops-agent-ca.pem"
+  cert_file              = "$tls/global-server-nops.pem"
+  key_file               = "$tls/global-server-nops-key.pem"
+  verify_server_hostname = true
+}
+HCL
 if [[ "$acl" == 1 ]]; then
-	printf 'acl {\n  enabled = true\n}\n' >"$config"
-else
-	: >"$config"
+	printf 'acl {\n  enabled = true\n}\n' >>"$config"
 fi
 for i in 1 2 3; do
 	http=$((nops_port + (i - 1) * 10))
