@@ -296,13 +296,15 @@ func TestFailover_LeaderKilledDuringPreHook(t *testing.T) {
 // TestFailover_LeaderKilledAfterRegister kills the leader just after the
 // register of a job went through, while its allocation is still starting.
 // The new leader carries on waiting for health and does not register again.
+// The servers talk over mutual TLS (tls { rpc = true,
+// verify_server_hostname = true }), as every process cluster does.
 func TestFailover_LeaderKilledAfterRegister(t *testing.T) { testLeaderKilledAfterRegister(t) }
 
-// TestFailover_LeaderKilledAfterRegisterMTLS is
-// TestFailover_LeaderKilledAfterRegister with mutual TLS between the
-// servers (tls { rpc = true, verify_server_hostname = true }).
-func TestFailover_LeaderKilledAfterRegisterMTLS(t *testing.T) {
-	testLeaderKilledAfterRegister(t, "-config", nopstest.NewTLS(t, "").RPCConfigFile(t))
+// TestFailover_LeaderKilledAfterRegisterInsecureRPC is
+// TestFailover_LeaderKilledAfterRegister with a plain RPC port
+// (insecure_rpc).
+func TestFailover_LeaderKilledAfterRegisterInsecureRPC(t *testing.T) {
+	testLeaderKilledAfterRegister(t, "-insecure-rpc")
 }
 
 func testLeaderKilledAfterRegister(t *testing.T, extraArgs ...string) {
