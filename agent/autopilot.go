@@ -28,9 +28,9 @@ import (
 //
 // New servers reach Raft only through the leader's reconcile of members
 // (membership.reconcilePeers), which checks their identity first (region,
-// RPC identity, no address move) and adds them as non-voters; autopilot
-// only promotes servers it knows from gossip under the address Raft has
-// for them.
+// RPC identity and name, no address move) and adds them as non-voters;
+// autopilot only promotes, and only removes, peers through the member each
+// is bound to (membership_peers.go).
 const (
 	// autopilotUpdateInterval paces the health checks of the servers.
 	autopilotUpdateInterval = 2 * time.Second
@@ -294,8 +294,8 @@ func (d *autopilotDelegate) RemoveFailedServer(srv *autopilot.Server) {
 }
 
 // knownServerPromoter promotes, as the stable promoter does, stable
-// non-voters, but only those gossip knows under the address Raft has for
-// them (KnownServers).
+// non-voters, but only those whose bound member gossip knows alive
+// (KnownServers gives the others no name).
 type knownServerPromoter struct {
 	autopilot.StablePromoter
 }
