@@ -119,7 +119,17 @@ func impostorTags(v *nopstest.Server) map[string]string {
 // leave, remove nobody (before, the leader removed both, leaving one voter
 // of three), and every server shows them as refused.
 func TestMembership_ImpostorsLeaveWithoutRemovingPeers(t *testing.T) {
-	c := nopstest.StartCluster(t, 3, nopstest.WithoutReconcilers())
+	testImpostorsLeave(t)
+}
+
+// TestMembership_ImpostorsLeaveWithoutRemovingPeersMTLS is the same with
+// mutual TLS on the RPC port: the servers bind their peers over it.
+func TestMembership_ImpostorsLeaveWithoutRemovingPeersMTLS(t *testing.T) {
+	testImpostorsLeave(t, nopstest.WithTLS(nopstest.NewTLS(t, ""), true))
+}
+
+func testImpostorsLeave(t *testing.T, opts ...nopstest.Option) {
+	c := nopstest.StartCluster(t, 3, append([]nopstest.Option{nopstest.WithoutReconcilers()}, opts...)...)
 	c.WaitForPeers(30*time.Second, c.NodeIDs()...)
 	leader := c.Leader()
 	refused := map[string]string{}
