@@ -97,7 +97,8 @@ func (m *membership) classify(si serverInfo, peers map[raft.ServerID]raft.Server
 		return claimNew, ""
 	}
 	if addr != raft.ServerAddress(si.RPCAddr) {
-		return claimRefused, fmt.Sprintf("claims the node ID %s of the Raft peer at %s from RPC address %s", si.ID, addr, si.RPCAddr)
+		return claimRefused, fmt.Sprintf("claims the node ID %s of the Raft peer at %s from RPC address %s; if that server really moved, remove the old peer first (nops operator raft remove-peer)",
+			si.ID, addr, si.RPCAddr)
 	}
 	b, bound := m.binding(id, addr)
 	switch {
