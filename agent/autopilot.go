@@ -28,9 +28,9 @@ import (
 //
 // New servers reach Raft only through the leader's reconcile of members
 // (membership.reconcilePeers), which checks their identity first (region,
-// RPC identity, no address move) and adds them as non-voters; autopilot
-// only promotes servers it knows from gossip under the address Raft has
-// for them.
+// RPC identity and name, no address move) and adds them as non-voters;
+// autopilot only promotes, and only removes, peers through the member each
+// is bound to (membership_peers.go).
 const (
 	// autopilotUpdateInterval paces the health checks of the servers.
 	autopilotUpdateInterval = 2 * time.Second
@@ -105,47 +105,76 @@ func (d *autopilotDelegate) AutopilotConfig() *autopilot.Config {
 // state back through GetState.
 func (d *autopilotDelegate) NotifyState(*autopilot.State) {}
 
-// KnownServers lists the Nops servers gossip knows in this region. A
-// member that claims the ID of a Raft peer from another address is left
-// out: gossip cannot move a peer, nor keep a dead one alive.
+// KnownServers lists the Nops servers gossip knows in this region. A Raft
+// peer is described by the member it is bound to (membership_peers.go);
+// members that claim a peer's node ID under another name or address are
+// left out: gossip cannot move a peer, nor keep a dead one alive, nor make
+// a live one look failed. A peer not bound yet is described by the most
+// alive of the members that claim its ID and address, without a name, so
+// that it is neither promoted nor removed on their word. A peer no member
+// speaks for (its member reaped, or forced out of gossip by a forged
+// leave) is listed as of unknown status, so that its removal too goes
+// through RemoveFailedServer and its checks rather than autopilot's
+// direct removal of servers gossip does not know.
 func (d *autopilotDelegate) KnownServers() map[raft.ServerID]*autopilot.Server {
 	s := d.s
 	if s.membership == nil {
 		return nil
 	}
-	addrs := map[raft.ServerID]raft.ServerAddress{}
-	if f := s.raft.GetConfiguration(); f.Error() == nil {
-		for _, srv := range f.Configuration().Servers {
-			addrs[srv.ID] = srv.Address
-		}
+	peers, err := s.membership.peerAddrs()
+	if err != nil {
+		return nil
 	}
 	_, leaderID := s.Leader()
 	out := map[raft.ServerID]*autopilot.Server{}
+	unproven := map[raft.ServerID]*autopilot.Server{}
 	for _, mem := range s.membership.serf.Members() {
 		si, ok := parseMember(mem)
 		if !ok || si.Region != s.config.Region || si.ID == "" {
 			continue
 		}
 		id := raft.ServerID(si.ID)
-		if addr, ok := addrs[id]; ok && addr != raft.ServerAddress(si.RPCAddr) {
-			continue
-		}
-		status := autopilot.NodeUnknown
-		switch si.Status {
-		case serf.StatusAlive:
-			status = autopilot.NodeAlive
-		case serf.StatusFailed:
-			status = autopilot.NodeFailed
-		case serf.StatusLeft:
-			status = autopilot.NodeLeft
-		}
-		out[id] = &autopilot.Server{
-			ID: id, Name: si.Name, Address: raft.ServerAddress(si.RPCAddr), NodeStatus: status,
+		srv := &autopilot.Server{
+			ID: id, Name: si.Name, Address: raft.ServerAddress(si.RPCAddr), NodeStatus: nodeStatus(si.Status),
 			Version: mem.Tags[tagVersion], Meta: map[string]string{tagHTTPAddr: si.HTTPAddr},
 			RaftVersion: raft.ProtocolVersionMax, IsLeader: si.ID == leaderID,
 		}
+		switch kind, _ := s.membership.classify(si, peers); kind {
+		case claimNew, claimOwner:
+			out[id] = srv
+		case claimUnproven:
+			srv.Name = ""
+			if prev, ok := unproven[id]; !ok || prev.NodeStatus != autopilot.NodeAlive {
+				unproven[id] = srv
+			}
+		}
+	}
+	for id, srv := range unproven {
+		if _, ok := out[id]; !ok {
+			out[id] = srv
+		}
+	}
+	for id, addr := range peers {
+		if _, ok := out[id]; ok {
+			continue
+		}
+		b, _ := s.membership.binding(id, addr)
+		out[id] = &autopilot.Server{ID: id, Name: b.Name, Address: addr, NodeStatus: autopilot.NodeUnknown,
+			RaftVersion: raft.ProtocolVersionMax, IsLeader: string(id) == leaderID}
 	}
 	return out
+}
+
+func nodeStatus(st serf.MemberStatus) autopilot.NodeStatus {
+	switch st {
+	case serf.StatusAlive:
+		return autopilot.NodeAlive
+	case serf.StatusFailed:
+		return autopilot.NodeFailed
+	case serf.StatusLeft:
+		return autopilot.NodeLeft
+	}
+	return autopilot.NodeUnknown
 }
 
 // FetchServerStats asks every server, over its RPC port, for its Raft
@@ -234,15 +263,23 @@ func (d *autopilotDelegate) fetch(ctx context.Context, addr string) (*structs.Ra
 
 // RemoveFailedServer removes a failed server that autopilot chose (within
 // min_quorum and never a majority): it is marked as left in gossip, and
-// removed from Raft.
+// removed from Raft. Only a peer whose bound member is the failed one is
+// removed, and not while it still answers at its Raft address.
 func (d *autopilotDelegate) RemoveFailedServer(srv *autopilot.Server) {
 	s := d.s
 	logger := s.logger.Named("autopilot")
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
+		if s.membership == nil {
+			return
+		}
+		if err := s.membership.checkFailedPeer(srv.ID, srv.Name); err != nil {
+			logger.Warn("not removing failed server", "server", srv.Name, "id", srv.ID, "error", err)
+			return
+		}
 		logger.Info("removing failed server", "server", srv.Name, "id", srv.ID)
-		if s.membership != nil {
+		if s.membership.hasMember(srv.Name, srv.ID) {
 			if err := s.membership.serf.RemoveFailedNode(srv.Name); err != nil {
 				logger.Warn("mark failed server as left", "server", srv.Name, "error", err)
 			}
@@ -257,8 +294,8 @@ func (d *autopilotDelegate) RemoveFailedServer(srv *autopilot.Server) {
 }
 
 // knownServerPromoter promotes, as the stable promoter does, stable
-// non-voters, but only those gossip knows under the address Raft has for
-// them (KnownServers).
+// non-voters, but only those whose bound member gossip knows alive
+// (KnownServers gives the others no name).
 type knownServerPromoter struct {
 	autopilot.StablePromoter
 }

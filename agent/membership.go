@@ -98,9 +98,17 @@ type membership struct {
 	eventCh chan serf.Event
 	// reconcileCh wakes the leader's reconcile of Raft peers.
 	reconcileCh chan struct{}
+	// bindCh wakes bindLoop.
+	bindCh chan struct{}
 
 	mu           sync.Mutex
 	bootstrapped bool
+	// bindings holds the member each Raft peer speaks through, by node ID
+	// (membership_peers.go); this server's own is implied.
+	bindings map[raft.ServerID]peerBinding
+	// refused holds the members refused at the last check, by name, with
+	// the reason, so each is logged once.
+	refused map[string]string
 	// conflict is the node name conflict seen by the merge delegate
 	// since the last join attempt.
 	conflict error
@@ -118,6 +126,9 @@ func (s *Server) setupMembership() error {
 		s: s, logger: s.logger.Named("serf"),
 		eventCh:     make(chan serf.Event, serfEventBuffer),
 		reconcileCh: make(chan struct{}, 1),
+		bindCh:      make(chan struct{}, 1),
+		bindings:    map[raft.ServerID]peerBinding{},
+		refused:     map[string]string{},
 		stopCh:      make(chan struct{}),
 	}
 	sc := serf.DefaultConfig()
@@ -183,8 +194,9 @@ func (s *Server) setupMembership() error {
 			return err
 		}
 	}
-	m.wg.Add(1)
+	m.wg.Add(2)
 	go m.handleEvents()
+	go m.bindLoop()
 	if len(cfg.RetryJoin) > 0 || len(m.discover) > 0 {
 		m.wg.Add(1)
 		go m.retryJoin()
@@ -235,6 +247,7 @@ func (m *membership) handleEvents() {
 					}
 				}
 			}
+			m.wakeBind()
 			if me.EventType() == serf.EventMemberReap {
 				m.removeReaped(me.Members)
 			}
@@ -253,9 +266,17 @@ func (m *membership) handleEvents() {
 // removeReaped removes from Raft the servers serf has reaped: failed or
 // left for so long that gossip forgot them. The leader's reconcile of
 // members can no longer see them, so it would never remove them itself.
+// Only the member a peer is bound to counts, and only while the peer does
+// not answer at its Raft address: anyone with the gossip key can have any
+// member reaped at once (a leave intent with prune), the live server's too.
 func (m *membership) removeReaped(members []serf.Member) {
 	r := m.s.raft
 	if r.State() != raft.Leader {
+		return
+	}
+	peers, err := m.peerAddrs()
+	if err != nil {
+		m.logger.Warn("cannot check reaped members", "error", err)
 		return
 	}
 	for _, mem := range members {
@@ -263,8 +284,16 @@ func (m *membership) removeReaped(members []serf.Member) {
 		if !ok || si.ID == m.s.nodeID {
 			continue
 		}
+		id := raft.ServerID(si.ID)
+		if kind, _ := m.classify(si, peers); kind != claimOwner {
+			continue
+		}
+		if m.peerAnswers(id, peers[id]) {
+			m.logger.Warn("not removing a reaped server that still answers at its RPC address", "server", si.Name, "id", si.ID)
+			continue
+		}
 		m.logger.Info("removing reaped server", "server", si.Name, "id", si.ID)
-		if err := m.s.waitFuture(r.RemoveServer(raft.ServerID(si.ID), 0, raftChangeEnqueue), raftChangeWait); err != nil {
+		if err := m.s.waitFuture(r.RemoveServer(id, 0, raftChangeEnqueue), raftChangeWait); err != nil {
 			m.logger.Warn("remove reaped server failed", "server", si.Name, "error", err)
 		}
 	}
@@ -443,6 +472,7 @@ func (m *membership) runLeader(ctx context.Context) {
 		m.s.runAutopilot(ctx)
 	}()
 	defer func() { <-apDone }()
+	m.wakeBind()
 	tick := time.NewTicker(peerReconcileInterval)
 	defer tick.Stop()
 	for {
@@ -461,56 +491,49 @@ func (m *membership) reconcilePeers() {
 	if r.State() != raft.Leader {
 		return
 	}
-	f := r.GetConfiguration()
-	if err := f.Error(); err != nil {
-		m.logger.Warn("read raft configuration", "error", err)
+	peers, err := m.peerAddrs()
+	if err != nil {
+		m.logger.Warn("reconcile peers", "error", err)
 		return
 	}
-	known := map[raft.ServerID]raft.Server{}
-	for _, srv := range f.Configuration().Servers {
-		known[srv.ID] = srv
-	}
 	for _, si := range m.servers() {
-		id := raft.ServerID(si.ID)
-		switch si.Status {
-		case serf.StatusAlive:
-			if srv, ok := known[id]; ok {
-				if srv.Address != raft.ServerAddress(si.RPCAddr) {
-					// Gossip cannot move a peer: a member claiming an
-					// existing peer's ID from another address is refused.
-					m.logger.Error("refused to move a Raft peer to the address a member claims; if the server really moved, remove the old peer first (nops operator raft remove-peer)",
-						"server", si.Name, "id", si.ID, "peer_addr", srv.Address, "claimed_addr", si.RPCAddr)
-				}
-				continue
-			}
-			if err := m.verifyMember(si); err != nil {
-				m.logger.Error("not adding member as a voter", "server", si.Name, "id", si.ID, "error", err)
-				continue
-			}
-			if err := m.checkACL(si); err != nil {
-				m.logger.Error("not adding server", "server", si.Name, "error", err)
-				continue
-			}
-			// A new server joins as a non-voter; autopilot promotes it once
-			// it has been healthy for the stabilization time.
-			m.logger.Info("adding server as non-voter", "server", si.Name, "addr", si.RPCAddr)
-			if err := m.s.waitFuture(r.AddNonvoter(id, raft.ServerAddress(si.RPCAddr), 0, raftChangeEnqueue), raftChangeWait); err != nil {
-				m.logger.Warn("add non-voter failed", "server", si.Name, "error", err)
-			} else if m.s.autopilot != nil {
-				m.s.autopilot.RemoveDeadServers()
-			}
-		case serf.StatusLeft:
-			srv, ok := known[id]
-			if !ok || id == raft.ServerID(m.s.nodeID) || srv.Address != raft.ServerAddress(si.RPCAddr) {
-				// A member claiming a peer's ID from another address
-				// cannot make it leave either.
-				continue
-			}
+		kind, _ := m.classify(si, peers)
+		switch {
+		case kind == claimRefused:
+			// Logged once by logRefusals; gossip cannot move, keep or
+			// remove a peer on a member's word that is not the peer's.
+			continue
+		case si.Status == serf.StatusAlive && kind == claimNew:
+			m.addPeer(si)
+		case si.Status == serf.StatusLeft && kind == claimOwner && si.ID != m.s.nodeID:
 			m.logger.Info("removing server that left", "server", si.Name)
-			if err := m.s.waitFuture(r.RemoveServer(id, 0, raftChangeEnqueue), raftChangeWait); err != nil {
+			if err := m.s.waitFuture(r.RemoveServer(raft.ServerID(si.ID), 0, raftChangeEnqueue), raftChangeWait); err != nil {
 				m.logger.Warn("remove server failed", "server", si.Name, "error", err)
 			}
 		}
+	}
+}
+
+// addPeer adds a verified new member as a non-voter, bound to that member.
+func (m *membership) addPeer(si serverInfo) {
+	if err := m.verifyMember(si); err != nil {
+		m.logger.Error("not adding member as a voter", "server", si.Name, "id", si.ID, "error", err)
+		return
+	}
+	if err := m.checkACL(si); err != nil {
+		m.logger.Error("not adding server", "server", si.Name, "error", err)
+		return
+	}
+	// A new server joins as a non-voter; autopilot promotes it once it
+	// has been healthy for the stabilization time. The binding comes
+	// first, so that no event after the add finds the peer unbound.
+	id, addr := raft.ServerID(si.ID), raft.ServerAddress(si.RPCAddr)
+	m.bind(id, si.Name, addr)
+	m.logger.Info("adding server as non-voter", "server", si.Name, "addr", si.RPCAddr)
+	if err := m.s.waitFuture(m.s.raft.AddNonvoter(id, addr, 0, raftChangeEnqueue), raftChangeWait); err != nil {
+		m.logger.Warn("add non-voter failed", "server", si.Name, "error", err)
+	} else if m.s.autopilot != nil {
+		m.s.autopilot.RemoveDeadServers()
 	}
 }
 

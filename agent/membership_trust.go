@@ -200,8 +200,8 @@ func loadKeyring(raw []byte) (*memberlist.Keyring, func([]byte) bool, error) {
 
 // verifyMember checks that a serf member is the server it claims to be
 // before it becomes a Raft voter: same region, and its RPC address answers
-// (over mutual TLS when RPC TLS is on, so with a valid server certificate)
-// with the node ID the member claims.
+// (over mutual TLS when RPC TLS is on, so with a valid server certificate
+// of this region) with the node ID and the serf name the member claims.
 func (m *membership) verifyMember(si serverInfo) error {
 	region := m.s.config.Region
 	if si.Region != region {
@@ -214,32 +214,46 @@ func (m *membership) verifyMember(si serverInfo) error {
 	if err != nil || net.ParseIP(host) == nil {
 		return fmt.Errorf("%w: %s has no valid RPC address (%q)", ErrUntrustedMember, si.Name, si.RPCAddr)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), peerCallTimeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+si.RPCAddr+"/v1/status/node", nil)
+	self, err := m.probeNode(si.RPCAddr)
 	if err != nil {
-		return err
-	}
-	client := m.s.rpcHTTPClient(si.RPCAddr)
-	defer client.CloseIdleConnections()
-	resp, err := client.Do(req)
-	if err != nil {
-		return fmt.Errorf("%w: %s does not answer at its RPC address %s: %v", ErrUntrustedMember, si.Name, si.RPCAddr, err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxPeerAnswer))
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%w: %s answers %d at its RPC address %s", ErrUntrustedMember, si.Name, resp.StatusCode, si.RPCAddr)
-	}
-	var self structs.NodeStatus
-	if err := json.Unmarshal(body, &self); err != nil {
-		return fmt.Errorf("%w: %s: decode the answer of its RPC address: %v", ErrUntrustedMember, si.Name, err)
+		return fmt.Errorf("%w: %s: %w", ErrUntrustedMember, si.Name, err)
 	}
 	if self.NodeID != si.ID {
 		return fmt.Errorf("%w: %s claims node ID %s, but its RPC address %s answers as %s",
 			ErrUntrustedMember, si.Name, si.ID, si.RPCAddr, self.NodeID)
 	}
+	if self.Name != si.Name {
+		return fmt.Errorf("%w: %s claims node ID %s, but its RPC address %s answers under the name %q",
+			ErrUntrustedMember, si.Name, si.ID, si.RPCAddr, self.Name)
+	}
 	return nil
+}
+
+// probeNode asks the server at an RPC address which server it is (over
+// mutual TLS when RPC TLS is on).
+func (m *membership) probeNode(rpcAddr string) (*structs.NodeStatus, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), peerCallTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+rpcAddr+"/v1/status/node", nil)
+	if err != nil {
+		return nil, fmt.Errorf("RPC address %s: %w", rpcAddr, err)
+	}
+	client := m.s.rpcHTTPClient(rpcAddr)
+	defer client.CloseIdleConnections()
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("no answer at RPC address %s: %w", rpcAddr, err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxPeerAnswer))
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("RPC address %s answers %d", rpcAddr, resp.StatusCode)
+	}
+	var self structs.NodeStatus
+	if err := json.Unmarshal(body, &self); err != nil {
+		return nil, fmt.Errorf("decode the answer of RPC address %s: %w", rpcAddr, err)
+	}
+	return &self, nil
 }
 
 // Keyring runs a keyring operation on every server through serf:

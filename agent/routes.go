@@ -94,7 +94,7 @@ func (a *httpAPI) statusPeers(_ http.ResponseWriter, _ *http.Request) (any, erro
 }
 
 func (a *httpAPI) statusNode(_ http.ResponseWriter, _ *http.Request) (any, error) {
-	return &structs.NodeStatus{NodeID: a.s.nodeID}, nil
+	return &structs.NodeStatus{NodeID: a.s.nodeID, Name: a.s.nodeName()}, nil
 }
 
 func (a *httpAPI) agentSelf(_ http.ResponseWriter, _ *http.Request) (any, error) {
@@ -110,8 +110,10 @@ func (a *httpAPI) agentSelf(_ http.ResponseWriter, _ *http.Request) (any, error)
 
 func (a *httpAPI) agentMembers(_ http.ResponseWriter, _ *http.Request) (any, error) {
 	out := []structs.Member{}
+	refused := a.s.membership.refusals()
 	for _, m := range a.s.Members() {
-		out = append(out, structs.Member{Name: m.Name, Addr: m.Addr.String(), Port: m.Port, Status: m.Status.String(), Tags: m.Tags})
+		out = append(out, structs.Member{Name: m.Name, Addr: m.Addr.String(), Port: m.Port, Status: m.Status.String(), Tags: m.Tags,
+			Refused: refused[m.Name]})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out, nil
@@ -411,19 +413,10 @@ func (a *httpAPI) raftConfiguration(_ http.ResponseWriter, _ *http.Request) (any
 	if err := f.Error(); err != nil {
 		return nil, fmt.Errorf("raft configuration: %w", err)
 	}
-	names := map[string]string{}
-	for _, m := range a.s.Members() {
-		if si, ok := parseMember(m); ok {
-			names[si.ID] = si.Name
-		}
-	}
 	_, leaderID := a.s.Leader()
 	out := &structs.RaftConfiguration{Index: f.Index(), Servers: []structs.RaftServer{}}
 	for _, srv := range f.Configuration().Servers {
-		node := names[string(srv.ID)]
-		if node == "" {
-			node = "(unknown)"
-		}
+		node := a.s.membership.peerName(srv.ID, srv.Address)
 		out.Servers = append(out.Servers, structs.RaftServer{
 			Node: node, ID: string(srv.ID), Address: string(srv.Address), Leader: string(srv.ID) == leaderID,
 			Voter: srv.Suffrage == raft.Voter, RaftProtocol: strconv.Itoa(raft.ProtocolVersionMax),

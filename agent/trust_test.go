@@ -393,8 +393,8 @@ func writeFile(t *testing.T, path string, data []byte) {
 }
 
 // fakeMember joins a serf member with the given tags to s's gossip, as an
-// attacker with the gossip key would.
-func fakeMember(t *testing.T, s *nopstest.Server, name string, tags map[string]string) {
+// attacker with the gossip key would, and returns it.
+func fakeMember(t *testing.T, s *nopstest.Server, name string, tags map[string]string) *serf.Serf {
 	t.Helper()
 	sc := serf.DefaultConfig()
 	sc.NodeName = name
@@ -427,6 +427,7 @@ func fakeMember(t *testing.T, s *nopstest.Server, name string, tags map[string]s
 		}
 		return false, fmt.Errorf("the server does not see member %s", name)
 	})
+	return fake
 }
 
 func decodeKey(s string) ([]byte, error) { return base64.StdEncoding.DecodeString(s) }

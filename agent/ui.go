@@ -231,21 +231,14 @@ func (b *uiBackend) Cluster() (*web.ClusterInfo, error) {
 			c.LastContact = time.Since(last).Round(time.Millisecond)
 		}
 	}
-	names := map[string]string{}
 	for _, m := range s.Members() {
 		role := m.Tags[tagRole]
 		c.Members = append(c.Members, web.Member{Name: m.Name, Addr: fmt.Sprintf("%s:%d", m.Addr, m.Port),
 			Status: m.Status.String(), Version: m.Tags[tagVersion], Role: role})
-		if si, ok := parseMember(m); ok {
-			names[si.ID] = si.Name
-		}
 	}
 	sort.Slice(c.Members, func(i, j int) bool { return c.Members[i].Name < c.Members[j].Name })
 	for _, srv := range f.Configuration().Servers {
-		node := names[string(srv.ID)]
-		if node == "" {
-			node = "(unknown)"
-		}
+		node := s.membership.peerName(srv.ID, srv.Address)
 		c.Peers = append(c.Peers, web.Peer{Node: node, ID: string(srv.ID), Address: string(srv.Address),
 			Leader: string(srv.ID) == leaderID, Voter: srv.Suffrage == raft.Voter, RaftProtocol: strconv.Itoa(raft.ProtocolVersionMax)})
 	}

@@ -10,10 +10,13 @@ import "time"
 
 // --- status and agent
 
-// NodeStatus is the answer of GET /v1/status/node: the node ID of the
-// server that answers.
+// NodeStatus is the answer of GET /v1/status/node: the node ID and serf
+// name of the server that answers.
 type NodeStatus struct {
 	NodeID string `json:"node_id"`
+	// Name is the server's serf node name: the leader binds a Raft peer
+	// to the member of this name only.
+	Name string `json:"name,omitempty"`
 }
 
 // RaftStats is the answer of GET /v1/status/raft: a server's own Raft
@@ -51,6 +54,10 @@ type Member struct {
 	Port   uint16            `json:"port"`
 	Status string            `json:"status"`
 	Tags   map[string]string `json:"tags"`
+	// Refused says why the member is ignored for every membership
+	// decision (it claims the node ID of a Raft peer it is not); empty
+	// for the others.
+	Refused string `json:"refused,omitempty"`
 }
 
 // Health is the answer of GET /v1/health while the server knows a leader
