@@ -385,7 +385,8 @@ func TestWritesFromBrowsersAreGuarded(t *testing.T) {
 		{"text/plain", "text/plain", nil, pause, http.StatusUnsupportedMediaType},
 		{"form", "application/x-www-form-urlencoded", nil, "reason=x", http.StatusUnsupportedMediaType},
 		{"multipart", "multipart/form-data; boundary=x", nil, "--x--", http.StatusUnsupportedMediaType},
-		{"no content type, no body", "", nil, "", http.StatusUnsupportedMediaType},
+		{"no content type, a body", "", nil, pause, http.StatusUnsupportedMediaType},
+		{"same host and port by another scheme", "application/json", map[string]string{"Origin": "https://" + s.HTTPAddr()}, pause, http.StatusForbidden},
 		{"cross-origin", "application/json", map[string]string{"Origin": "https://evil.example"}, pause, http.StatusForbidden},
 		{"null origin", "application/json", map[string]string{"Origin": "null"}, pause, http.StatusForbidden},
 		{"same origin by a host name (DNS rebinding)", "application/json",
@@ -439,6 +440,78 @@ func TestWritesFromBrowsersAreGuarded(t *testing.T) {
 	// A snapshot restore needs its archive type.
 	if resp := send("PUT", "/v1/operator/snapshot", "text/plain", nil, "x"); resp.StatusCode != http.StatusUnsupportedMediaType {
 		t.Fatalf("restore as text/plain: %d", resp.StatusCode)
+	}
+}
+
+// TestWriteWithoutBodyNeedsNoContentType: a write with no body needs no
+// Content-Type (curl -X POST …/v1/acl/bootstrap); one with a body still
+// needs JSON.
+func TestWriteWithoutBodyNeedsNoContentType(t *testing.T) {
+	s := nopstest.Start(t, "", nopstest.WithoutReconcilers(), nopstest.WithConfig(func(c *config.Config) { c.ACL.Enabled = true }))
+	post := func(contentType, body string) (int, string) {
+		t.Helper()
+		var rd io.Reader
+		if body != "" {
+			rd = strings.NewReader(body)
+		}
+		req, err := http.NewRequest("POST", s.URL+"/v1/acl/bootstrap", rd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if contentType != "" {
+			req.Header.Set("Content-Type", contentType)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		raw, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(raw)
+	}
+	for _, tc := range []struct{ name, contentType, body string }{
+		{"a body without Content-Type", "", "{}"},
+		{"a body as text/plain", "text/plain", "{}"},
+		{"a form body", "application/x-www-form-urlencoded", "a=b"},
+	} {
+		if code, body := post(tc.contentType, tc.body); code != http.StatusUnsupportedMediaType {
+			t.Fatalf("%s: %d %s, want 415", tc.name, code, body)
+		}
+	}
+	code, body := post("", "")
+	if code != http.StatusOK || !strings.Contains(body, "secret_id") {
+		t.Fatalf("bootstrap without body or Content-Type: %d %s", code, body)
+	}
+}
+
+// TestOriginSchemeOverTLS: an HTTPS server refuses a write whose Origin is
+// its own host and port over plain http, and accepts its own https origin.
+func TestOriginSchemeOverTLS(t *testing.T) {
+	s := nopstest.Start(t, "", nopstest.WithoutReconcilers(), nopstest.WithTLS(nopstest.NewTLS(t, ""), true))
+	pause := func(origin string) int {
+		t.Helper()
+		req, err := http.NewRequest("POST", s.URL+"/v1/job/default/web/pause", strings.NewReader(`{"reason":"x"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Origin", origin)
+		resp, err := s.HTTPClient().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if code := pause("http://" + s.HTTPAddr()); code != http.StatusForbidden {
+		t.Fatalf("origin http:// on an https server: %d, want 403", code)
+	}
+	if p, _ := s.State().Pauses(); len(p) != 0 {
+		t.Fatalf("a refused request paused a job: %+v", p)
+	}
+	if code := pause("https://" + s.HTTPAddr()); code != http.StatusOK {
+		t.Fatalf("the server's own https origin: %d, want 200", code)
 	}
 }
 

@@ -252,7 +252,10 @@ func (s *Server) setup() error {
 		return fmt.Errorf("listen on http port: %w", err)
 	}
 	s.httpLn = httpLn
-	httpLn = s.wrapHTTPListener(httpLn)
+	// TLS wraps the connection cap, so that the server sees a *tls.Conn
+	// and requests carry their TLS state (the Origin check's scheme, the
+	// session cookie's Secure flag).
+	httpLn = s.wrapHTTPListener(limitListener(cfg, httpLn))
 	api := newHTTPAPI(s)
 	s.requestCtx, s.requestCancel = context.WithCancel(context.Background())
 	base := func(net.Listener) context.Context { return s.requestCtx }
@@ -269,7 +272,7 @@ func (s *Server) setup() error {
 	go s.fwd.serve(newChanListener(s.mux, s.mux.fwdCh))
 	go func() {
 		defer s.wg.Done()
-		if err := s.httpServer.Serve(limitListener(cfg, httpLn)); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := s.httpServer.Serve(httpLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			s.logger.Error("http server stopped", "error", err)
 		}
 	}()
