@@ -70,6 +70,8 @@ type httpAPI struct {
 	// providers of the auth methods.
 	acls      aclCache
 	providers oidcProviders
+	// logins are the OIDC logins begun on this server as the leader.
+	logins oidcLogins
 
 	// ui is the dashboard, built once by dashboard().
 	uiOnce sync.Once
