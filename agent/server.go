@@ -113,6 +113,9 @@ type Server struct {
 	// runs first in each establishLeadership, and an error it returns
 	// fails it.
 	establishHook atomic.Pointer[func() error]
+	// applyHook is set by tests only (export_internal_test.go): it runs
+	// before Raft hands the FSM a batch of entries to apply.
+	applyHook atomic.Pointer[func()]
 
 	reconciler Reconciler
 	manager    *reconcile.Manager
@@ -374,7 +377,7 @@ func (s *Server) setupRaft() error {
 	if err != nil {
 		return fmt.Errorf("raft log cache: %w", err)
 	}
-	r, err := raft.NewRaft(rc, s.fsm, logs, store, snaps, s.transport)
+	r, err := raft.NewRaft(rc, &hookedFSM{FSM: s.fsm, hook: &s.applyHook}, logs, store, snaps, s.transport)
 	if err != nil {
 		return fmt.Errorf("start raft: %w", err)
 	}
