@@ -43,6 +43,7 @@ const (
 	NotificationSnapshot
 	MarkSnapshot
 	AutopilotSnapshot
+	WebhookDeliverySnapshot
 	// New types go here, at the end.
 )
 
@@ -109,6 +110,7 @@ var snapshotTables = []struct {
 	{TableACLBindingRules, ACLBindingRuleSnapshot, func() any { return new(structs.ACLBindingRule) }},
 	{TableMarks, MarkSnapshot, func() any { return new(structs.NotifyMark) }},
 	{TableNotifications, NotificationSnapshot, func() any { return new(structs.Notification) }},
+	{TableWebhookDeliveries, WebhookDeliverySnapshot, func() any { return new(structs.WebhookDelivery) }},
 }
 
 // snapshot is a point-in-time view of the state: a read transaction,

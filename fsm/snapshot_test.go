@@ -96,6 +96,7 @@ func populate(t testing.TB, h *harness) {
 		{ID: ns[0].ID, Target: "hook", State: structs.TargetPending, Attempted: true, Error: "HTTP 500", NextAttemptAt: h.now.Add(time.Minute)},
 		{ID: ns[1].ID, Target: "hook", State: structs.TargetDelivered, Attempted: true, Final: structs.NotificationDelivered},
 	}})
+	h.mustApply(structs.WebhookDeliveryRequestType, &structs.WebhookDeliveryRequest{WriteMeta: h.meta("webhook"), Provider: "github", ID: "72d3162e-cc78-11e3-81ab-4c9367dc0958"})
 	// A refused entry at the end, so the latest index is its index.
 	if err := h.decide("skip", structs.DecisionApprove, "bob"); err == nil {
 		t.Fatalf("approve of a detected deployment was accepted")
