@@ -26,9 +26,9 @@ import (
 // with PKCE, and the exchange of a JWT. Both calls of the OIDC flow run on
 // the leader: the client sends its nonce and its PKCE challenge to the
 // first, which issues a state and keeps what it was issued for
-// (oidcLogins); the second takes that state once, with the same nonce,
+// (oidcLogins); the second accepts that state only with the same nonce,
 // redirect URI and a verifier of the same challenge, before it exchanges
-// the code. The client checks the state of the callback too, as
+// the code, and for one successful login. The client checks the state of the callback too, as
 // `nomad login` does.
 
 const (
@@ -269,7 +269,7 @@ func (a *httpAPI) aclOIDCComplete(_ http.ResponseWriter, r *http.Request) (any, 
 	if err := checkRedirect(m, req.RedirectURI); err != nil {
 		return nil, err
 	}
-	if err := a.logins.take(req.State, oidcLogin{method: m.Name, redirect: req.RedirectURI, nonce: req.ClientNonce,
+	if err := a.logins.check(req.State, oidcLogin{method: m.Name, redirect: req.RedirectURI, nonce: req.ClientNonce,
 		challenge: pkceChallenge(req.CodeVerifier)}, time.Now()); err != nil {
 		return nil, err
 	}
@@ -288,6 +288,9 @@ func (a *httpAPI) aclOIDCComplete(_ http.ResponseWriter, r *http.Request) (any, 
 	tk, err := p.Exchange(ctx, oreq, req.State, req.Code)
 	if err != nil {
 		return nil, errUnauthorized(fmt.Sprintf("OIDC login refused by auth method %q: %v", m.Name, err))
+	}
+	if err := a.logins.consume(req.State); err != nil {
+		return nil, err
 	}
 	claims := map[string]any{}
 	if err := tk.IDToken().Claims(&claims); err != nil {

@@ -15,8 +15,8 @@ const maxPendingOIDCLogins = 10000
 // oidcLogins holds the OIDC logins begun on this server, the leader: the
 // state each auth URL was issued with, bound to the auth method, redirect
 // URI, client nonce and PKCE challenge it was issued for. complete-auth
-// takes a state once, within oidcRequestExpiry of its issue, and only with
-// the values it was issued for; a state this server did not issue (a
+// accepts a state only with the values it was issued for, within
+// oidcRequestExpiry of its issue, and for one successful login; a state this server did not issue (a
 // forged one, or one from before a leader change) is refused.
 type oidcLogins struct {
 	mu      sync.Mutex
@@ -47,12 +47,12 @@ func (l *oidcLogins) begin(state string, login oidcLogin, now time.Time) error {
 	return nil
 }
 
-// take removes the login of state and checks it was issued for want and
-// has not expired at now.
-func (l *oidcLogins) take(state string, want oidcLogin, now time.Time) error {
+// check reports whether state was issued for want and has not expired at
+// now. It leaves the login in place: a code the provider refuses may be
+// tried again with the same state until the login expires or succeeds.
+func (l *oidcLogins) check(state string, want oidcLogin, now time.Time) error {
 	l.mu.Lock()
 	got, ok := l.pending[state]
-	delete(l.pending, state)
 	l.mu.Unlock()
 	if !ok || !now.Before(got.expires) {
 		return errUnauthorized("OIDC login refused: its state was not issued by this cluster's leader, was already used, or expired; start the login again")
@@ -67,6 +67,18 @@ func (l *oidcLogins) take(state string, want oidcLogin, now time.Time) error {
 			return errUnauthorized(fmt.Sprintf("OIDC login refused: its state was issued for another %s", f.name))
 		}
 	}
+	return nil
+}
+
+// consume removes the login of state once its code was exchanged, and
+// refuses a second login with it (two exchanges that ran at once).
+func (l *oidcLogins) consume(state string) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if _, ok := l.pending[state]; !ok {
+		return errUnauthorized("OIDC login refused: its state was already used; start the login again")
+	}
+	delete(l.pending, state)
 	return nil
 }
 

@@ -17,7 +17,7 @@ func TestOIDCLoginsExpireAndAreBounded(t *testing.T) {
 	if err := l.begin("st_1", login, now); err != nil {
 		t.Fatal(err)
 	}
-	if err := l.take("st_1", login, now.Add(oidcRequestExpiry)); err == nil || !strings.Contains(err.Error(), "expired") {
+	if err := l.check("st_1", login, now.Add(oidcRequestExpiry)); err == nil || !strings.Contains(err.Error(), "expired") {
 		t.Fatalf("an expired state: %v", err)
 	}
 	for i := range maxPendingOIDCLogins {
@@ -37,7 +37,13 @@ func TestOIDCLoginsExpireAndAreBounded(t *testing.T) {
 	if len(l.pending) != 1 {
 		t.Fatalf("%d logins pending, want 1", len(l.pending))
 	}
-	if err := l.take("st_later", login, later); err != nil {
+	if err := l.check("st_later", login, later); err != nil {
 		t.Fatal(err)
+	}
+	if err := l.consume("st_later"); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.consume("st_later"); err == nil || !strings.Contains(err.Error(), "already used") {
+		t.Fatalf("a second login with one state: %v", err)
 	}
 }
