@@ -59,7 +59,7 @@ func (a *httpAPI) aclRoutes(route func(pattern, kind string, rule routeRule, fn 
 	route("PUT /v1/acl/binding-rule/{id}", kindWrite, manage, a.aclBindingRuleUpdate)
 	route("DELETE /v1/acl/binding-rule/{id}", kindWrite, manage, a.aclBindingRuleDelete)
 
-	route("POST /v1/acl/oidc/auth-url", kindRead, public(), a.aclOIDCAuthURL)
+	route("POST /v1/acl/oidc/auth-url", kindWrite, public(), a.aclOIDCAuthURL)
 	route("POST /v1/acl/oidc/complete-auth", kindWrite, public(), a.aclOIDCComplete)
 	route("POST /v1/acl/login", kindWrite, public(), a.aclJWTLogin)
 }

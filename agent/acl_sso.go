@@ -23,10 +23,13 @@ import (
 )
 
 // SSO login, in the shape of Nomad's: the OIDC authorization code flow
-// with PKCE, and the exchange of a JWT. The server keeps no state between
-// the two calls of the OIDC flow: the client sends its nonce and its PKCE
-// challenge to the first, its verifier to the second, and checks the state
-// of the callback itself, as `nomad login` does.
+// with PKCE, and the exchange of a JWT. Both calls of the OIDC flow run on
+// the leader: the client sends its nonce and its PKCE challenge to the
+// first, which issues a state and keeps what it was issued for
+// (oidcLogins); the second accepts that state only with the same nonce,
+// redirect URI and a verifier of the same challenge, before it exchanges
+// the code, and for one successful login. The client checks the state of the callback too, as
+// `nomad login` does.
 
 const (
 	// oidcRequestExpiry bounds the time from the auth URL to the callback.
@@ -228,6 +231,12 @@ func (a *httpAPI) aclOIDCAuthURL(_ http.ResponseWriter, r *http.Request) (any, e
 	if err != nil {
 		return nil, &HTTPError{Code: http.StatusBadGateway, Msg: fmt.Sprintf("auth method %q: auth URL: %v", m.Name, err)}
 	}
+	now := time.Now()
+	login := oidcLogin{method: m.Name, redirect: req.RedirectURI, nonce: req.ClientNonce,
+		challenge: req.CodeChallenge, expires: now.Add(oidcRequestExpiry)}
+	if err := a.logins.begin(oreq.State(), login, now); err != nil {
+		return nil, err
+	}
 	return &structs.ACLOIDCAuthURLResponse{AuthURL: u, State: oreq.State()}, nil
 }
 
@@ -260,6 +269,10 @@ func (a *httpAPI) aclOIDCComplete(_ http.ResponseWriter, r *http.Request) (any, 
 	if err := checkRedirect(m, req.RedirectURI); err != nil {
 		return nil, err
 	}
+	if err := a.logins.check(req.State, oidcLogin{method: m.Name, redirect: req.RedirectURI, nonce: req.ClientNonce,
+		challenge: pkceChallenge(req.CodeVerifier)}, time.Now()); err != nil {
+		return nil, err
+	}
 	p, err := a.oidcProvider(m)
 	if err != nil {
 		return nil, err
@@ -275,6 +288,9 @@ func (a *httpAPI) aclOIDCComplete(_ http.ResponseWriter, r *http.Request) (any, 
 	tk, err := p.Exchange(ctx, oreq, req.State, req.Code)
 	if err != nil {
 		return nil, errUnauthorized(fmt.Sprintf("OIDC login refused by auth method %q: %v", m.Name, err))
+	}
+	if err := a.logins.consume(req.State); err != nil {
+		return nil, err
 	}
 	claims := map[string]any{}
 	if err := tk.IDToken().Claims(&claims); err != nil {

@@ -221,3 +221,73 @@ func TestACL_JWTLogin(t *testing.T) {
 		t.Errorf("JWT matching no binding rule: %d %s; want 403", a.code, a.body)
 	}
 }
+
+// TestACL_OIDCStateChecked: complete-auth takes only a state the leader
+// issued at auth-url, for one login, with the client nonce, redirect URI
+// and PKCE verifier it was issued for; a forged or replayed state is refused before
+// the code is exchanged, even with a code the provider would accept.
+func TestACL_OIDCStateChecked(t *testing.T) {
+	s, mgmt := startSSO(t)
+	p := oidc.StartTestProvider(t)
+	defer p.Stop()
+	redirect := "http://127.0.0.1:4649/oidc/callback"
+	p.SetAllowedRedirectURIs([]string{redirect})
+	p.SetClientCreds("nops", "client-secret")
+	aclCall(t, s, mgmt, "PUT", "/v1/acl/auth-method/corp", map[string]any{
+		"type": "oidc", "default": true,
+		"config": map[string]any{
+			"oidc_discovery_url": p.Addr(), "oidc_client_id": "nops", "oidc_client_secret": "client-secret",
+			"allowed_redirect_uris": []string{redirect}, "discovery_ca_pem": []string{p.CACert()},
+			"bound_audiences": []string{"nops"}, "signing_algs": []string{"ES256"}, "user_claim": "email",
+		}}).ok(t, "auth method", nil)
+	aclCall(t, s, mgmt, "POST", "/v1/acl/binding-rule", map[string]any{
+		"auth_method": "corp", "bind_type": "policy", "bind_name": "reader"}).ok(t, "rule", nil)
+
+	nonce, verifier, code := randomString(t), &testVerifier{v: randomString(t)}, "code-"+randomString(t)[:8]
+	p.SetExpectedAuthCode(code)
+	p.SetExpectedAuthNonce(nonce)
+	p.SetPKCEVerifier(verifier)
+	p.SetExpectedSubject("alice@example.com")
+	p.SetCustomClaims(map[string]any{"email": "alice@example.com"})
+	authURL := func(nonce string) string {
+		t.Helper()
+		var au struct {
+			State string `json:"state"`
+		}
+		aclCall(t, s, "", "POST", "/v1/acl/oidc/auth-url", map[string]string{
+			"redirect_uri": redirect, "client_nonce": nonce, "code_challenge": verifier.Challenge()}).ok(t, "auth url", &au)
+		return au.State
+	}
+	complete := func(state, nonce string) answer {
+		t.Helper()
+		return aclCall(t, s, "", "POST", "/v1/acl/oidc/complete-auth", map[string]string{
+			"redirect_uri": redirect, "client_nonce": nonce, "state": state, "code": code, "code_verifier": verifier.v})
+	}
+	refused := func(what string, a answer, want string) {
+		t.Helper()
+		if a.code != http.StatusUnauthorized || !strings.Contains(a.errorMessage(), want) {
+			t.Fatalf("%s: %d %s; want 401 saying %q", what, a.code, a.body, want)
+		}
+	}
+	tokens := func() int {
+		t.Helper()
+		toks, err := s.State().ACLTokens()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(toks)
+	}
+	before := tokens()
+	refused("a state never issued", complete("st_forged", nonce), "not issued")
+	other := authURL(randomString(t))
+	refused("a state issued for another nonce", complete(other, nonce), "another client_nonce")
+	if n := tokens(); n != before {
+		t.Fatalf("refused completions made %d tokens", n-before)
+	}
+	state := authURL(nonce)
+	complete(state, nonce).ok(t, "login", nil)
+	refused("a replayed state", complete(state, nonce), "already used")
+	if n := tokens(); n != before+1 {
+		t.Fatalf("one login made %d tokens", n-before)
+	}
+}

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -99,6 +101,31 @@ func createDeployment(t *testing.T, s *agent.Server, id, job string, hooks bool)
 	if _, err := s.Apply(structs.DeploymentTransitionRequestType, &structs.DeploymentTransitionRequest{
 		WriteMeta: structs.WriteMeta{Time: now, Actor: "nops"}, ID: id, To: structs.StatePendingApproval}); err != nil {
 		t.Fatalf("transition: %v", err)
+	}
+}
+
+// TestServer_DataDirIsPrivate: the data dir holds job specs with their
+// secrets and token hashes (raft.db, snapshots): a server creates it, its
+// raft dir and raft.db readable by its own user only, whatever the umask.
+func TestServer_DataDirIsPrivate(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	s := startServer(t, devConfig(t, dir))
+	s.Shutdown()
+	for _, f := range []struct {
+		path string
+		want os.FileMode
+	}{
+		{dir, 0o700},
+		{filepath.Join(dir, "raft"), 0o700},
+		{filepath.Join(dir, "raft", "raft.db"), 0o600},
+	} {
+		fi, err := os.Stat(f.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Mode().Perm() != f.want {
+			t.Errorf("%s has mode %v, want %v", filepath.Base(f.path), fi.Mode().Perm(), f.want)
+		}
 	}
 }
 

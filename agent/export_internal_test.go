@@ -12,6 +12,17 @@ func SetEstablishHook(s *Server, fn func() error) {
 	s.establishHook.Store(&fn)
 }
 
+// SetApplyHook makes s call fn before Raft applies each batch of entries to
+// its FSM (fn may sleep, to slow them); nil removes the hook. Set from an
+// Options.Build, it is in place before the server applies its log.
+func SetApplyHook(s *Server, fn func()) {
+	if fn == nil {
+		s.applyHook.Store(nil)
+		return
+	}
+	s.applyHook.Store(&fn)
+}
+
 // FramedForwards counts the writes s forwarded with the forwarding
 // protocol and had an answer for.
 func FramedForwards(s *Server) uint64 { return s.api.framed.Load() }

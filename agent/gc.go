@@ -100,10 +100,12 @@ func (s *Server) GC(ctx context.Context, actor string) (structs.GCResult, error)
 			DeploymentsBefore: now.Add(-conf.DeploymentAge),
 			KeepPerJob:        conf.DeploymentsPerJob,
 			EventsBefore:      now.Add(-conf.EventAge),
-			FromJob:           total.NextJob,
-			MaxDeployments:    gcMaxDeployments,
-			MaxScan:           gcMaxScan,
-			MaxEvents:         gcMaxEvents,
+			// A replayed webhook delivery is refused for this long.
+			WebhookDeliveriesBefore: now.Add(-structs.WebhookDeliveryRetention),
+			FromJob:                 total.NextJob,
+			MaxDeployments:          gcMaxDeployments,
+			MaxScan:                 gcMaxScan,
+			MaxEvents:               gcMaxEvents,
 		})
 		if err != nil {
 			return total, err

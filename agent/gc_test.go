@@ -1,6 +1,7 @@
 package agent_test
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -131,5 +132,26 @@ func TestGC_LeaderLoop(t *testing.T) {
 		if !slices.Contains(strings.Split(string(a.body), "\n"), line) {
 			t.Errorf("metrics lack %q", line)
 		}
+	}
+}
+
+// TestCluster_WebhookDeliverySurvivesFailover: a webhook delivery recorded
+// through one leader is a duplicate for the next one, after the first is
+// killed: the IDs are replicated, not kept by the server that saw them.
+func TestCluster_WebhookDeliverySurvivesFailover(t *testing.T) {
+	c := nopstest.StartCluster(t, 3, nopstest.WithoutReconcilers())
+	leader := c.WaitForLeader(30 * time.Second)
+	record := func(s *nopstest.Server) error {
+		_, err := s.Apply(structs.WebhookDeliveryRequestType, &structs.WebhookDeliveryRequest{
+			WriteMeta: structs.WriteMeta{Time: time.Now().UTC(), Actor: "webhook"}, Provider: "github", ID: "delivery-1"})
+		return err
+	}
+	if err := record(leader); err != nil {
+		t.Fatal(err)
+	}
+	c.Kill(c.Index(leader))
+	next := c.WaitForLeader(30 * time.Second)
+	if err := record(next); !errors.Is(err, structs.ErrDuplicate) {
+		t.Fatalf("the delivery again through the new leader: %v; want ErrDuplicate", err)
 	}
 }

@@ -182,9 +182,8 @@ func TestSnapshotRestoreRefusesMaliciousArchives(t *testing.T) {
 		return archiveOf(t, 20, bytes.NewReader(stateBytes(t, records...)))
 	}
 
-	// A refusal adds at most 48 MB to the heap, but a state read up to the
-	// limit: it costs about the limit.
-	grows := map[string]uint64{"zstd bomb": 2 * limit}
+	// A refusal adds at most 48 MB to the heap.
+	grows := map[string]uint64{}
 	for _, tc := range []struct {
 		name string
 		body []byte
@@ -193,9 +192,9 @@ func TestSnapshotRestoreRefusesMaliciousArchives(t *testing.T) {
 		// 8 GiB claimed, a few hundred kilobytes sent.
 		{"gzip bomb", gzipBomb(t, 8<<30, 256<<20), "over the limit"},
 		// A record that claims 255 MB and holds as many zeros: some
-		// kilobytes compressed, within the archive's limit; read up to
-		// the limit decompressed, and no further.
-		{"zstd bomb", archiveOf(t, 20, bytes.NewReader(zstdBomb(t, 255<<20, 255<<20))), "expands past the limit of 67108864 bytes"},
+		// kilobytes compressed, within the archive's limit; refused from
+		// its header, before it is read.
+		{"zstd bomb", archiveOf(t, 20, bytes.NewReader(zstdBomb(t, 255<<20, 255<<20))), "claims 267386880 bytes, more than the 67108864 left of the limit of 67108864 bytes"},
 		// Within the limit, well formed, zeros: kept on disk, not in
 		// memory, and refused by the state's header.
 		{"zeros under the limit", archiveOf(t, 20, io.LimitReader(zeroReader{}, limit-1<<20)), "not a Nops state snapshot"},
@@ -225,6 +224,62 @@ func TestSnapshotRestoreRefusesMaliciousArchives(t *testing.T) {
 			}
 			call(t, s, "GET", "/v1/windows", nil).ok(t, "read after a refused restore", nil)
 		})
+	}
+}
+
+// TestSnapshotRestoreOneAtATime: a server reads one snapshot restore at a
+// time, and a second one while the first is under way answers 409; a
+// state whose records are each small but whose whole passes the limit is
+// refused with 400 naming the limit.
+func TestSnapshotRestoreOneAtATime(t *testing.T) {
+	const limit = 1 << 20
+	s := nopstest.Start(t, "", nopstest.WithoutReconcilers(), nopstest.WithConfig(func(c *config.Config) {
+		c.SnapshotMaxSize = limit
+	}))
+	before := stateDigest(t, s.State())
+
+	// The first restore's upload stays open while the second is sent.
+	pr, pw := io.Pipe()
+	first := make(chan answer, 1)
+	go func() {
+		req, _ := http.NewRequest("PUT", s.URL+"/v1/operator/snapshot", pr)
+		req.Header.Set("Content-Type", "application/x-nops-snapshot")
+		resp, err := s.HTTPClient().Do(req)
+		if err != nil {
+			first <- answer{body: []byte(err.Error())}
+			return
+		}
+		defer resp.Body.Close()
+		raw, _ := io.ReadAll(resp.Body)
+		first <- answer{code: resp.StatusCode, body: raw}
+	}()
+	if _, err := pw.Write([]byte{0x1f, 0x8b}); err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitForResult(t, 10*time.Second, func() (bool, error) {
+		a := call(t, s, "PUT", "/v1/operator/snapshot", []byte("not a snapshot"))
+		return a.code == http.StatusConflict && strings.Contains(a.errorMessage(), "already in progress"),
+			fmt.Errorf("a second restore during the first: %d %s; want 409", a.code, a.body)
+	})
+	pw.Close()
+	if a := <-first; a.code != http.StatusBadRequest {
+		t.Fatalf("the first, cut, restore: %d %s; want 400", a.code, a.body)
+	}
+
+	// Once the first is done, the next is read: 20,000 records of a few
+	// bytes each, 400 KB in a limit of 1 MiB, but more records than it
+	// admits.
+	records := []stateRecord{{kind: fsm.MetaSnapshot, obj: map[string]any{"Key": "meta", "LatestIndex": 10, "EventSeq": 1}}}
+	for i := range 20000 {
+		records = append(records, stateRecord{kind: fsm.RepoStatusSnapshot, obj: map[string]string{"name": fmt.Sprintf("r%05d", i)}})
+	}
+	body := archiveOf(t, 20, bytes.NewReader(stateBytes(t, records...)))
+	a := call(t, s, "PUT", "/v1/operator/snapshot", body)
+	if want := "past the limit of 1048576 bytes for the whole state"; a.code != http.StatusBadRequest || !strings.Contains(a.errorMessage(), want) {
+		t.Fatalf("restore of %d small records: %d %s; want 400 saying %q", len(records), a.code, a.body, want)
+	}
+	if got := stateDigest(t, s.State()); got != before {
+		t.Fatalf("a refused restore changed the state:\n%s\nwant\n%s", got, before)
 	}
 }
 
@@ -385,7 +440,8 @@ func TestWritesFromBrowsersAreGuarded(t *testing.T) {
 		{"text/plain", "text/plain", nil, pause, http.StatusUnsupportedMediaType},
 		{"form", "application/x-www-form-urlencoded", nil, "reason=x", http.StatusUnsupportedMediaType},
 		{"multipart", "multipart/form-data; boundary=x", nil, "--x--", http.StatusUnsupportedMediaType},
-		{"no content type, no body", "", nil, "", http.StatusUnsupportedMediaType},
+		{"no content type, a body", "", nil, pause, http.StatusUnsupportedMediaType},
+		{"same host and port by another scheme", "application/json", map[string]string{"Origin": "https://" + s.HTTPAddr()}, pause, http.StatusForbidden},
 		{"cross-origin", "application/json", map[string]string{"Origin": "https://evil.example"}, pause, http.StatusForbidden},
 		{"null origin", "application/json", map[string]string{"Origin": "null"}, pause, http.StatusForbidden},
 		{"same origin by a host name (DNS rebinding)", "application/json",
@@ -439,6 +495,78 @@ func TestWritesFromBrowsersAreGuarded(t *testing.T) {
 	// A snapshot restore needs its archive type.
 	if resp := send("PUT", "/v1/operator/snapshot", "text/plain", nil, "x"); resp.StatusCode != http.StatusUnsupportedMediaType {
 		t.Fatalf("restore as text/plain: %d", resp.StatusCode)
+	}
+}
+
+// TestWriteWithoutBodyNeedsNoContentType: a write with no body needs no
+// Content-Type (curl -X POST …/v1/acl/bootstrap); one with a body still
+// needs JSON.
+func TestWriteWithoutBodyNeedsNoContentType(t *testing.T) {
+	s := nopstest.Start(t, "", nopstest.WithoutReconcilers(), nopstest.WithConfig(func(c *config.Config) { c.ACL.Enabled = true }))
+	post := func(contentType, body string) (int, string) {
+		t.Helper()
+		var rd io.Reader
+		if body != "" {
+			rd = strings.NewReader(body)
+		}
+		req, err := http.NewRequest("POST", s.URL+"/v1/acl/bootstrap", rd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if contentType != "" {
+			req.Header.Set("Content-Type", contentType)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		raw, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(raw)
+	}
+	for _, tc := range []struct{ name, contentType, body string }{
+		{"a body without Content-Type", "", "{}"},
+		{"a body as text/plain", "text/plain", "{}"},
+		{"a form body", "application/x-www-form-urlencoded", "a=b"},
+	} {
+		if code, body := post(tc.contentType, tc.body); code != http.StatusUnsupportedMediaType {
+			t.Fatalf("%s: %d %s, want 415", tc.name, code, body)
+		}
+	}
+	code, body := post("", "")
+	if code != http.StatusOK || !strings.Contains(body, "secret_id") {
+		t.Fatalf("bootstrap without body or Content-Type: %d %s", code, body)
+	}
+}
+
+// TestOriginSchemeOverTLS: an HTTPS server refuses a write whose Origin is
+// its own host and port over plain http, and accepts its own https origin.
+func TestOriginSchemeOverTLS(t *testing.T) {
+	s := nopstest.Start(t, "", nopstest.WithoutReconcilers(), nopstest.WithTLS(nopstest.NewTLS(t, ""), true))
+	pause := func(origin string) int {
+		t.Helper()
+		req, err := http.NewRequest("POST", s.URL+"/v1/job/default/web/pause", strings.NewReader(`{"reason":"x"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Origin", origin)
+		resp, err := s.HTTPClient().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if code := pause("http://" + s.HTTPAddr()); code != http.StatusForbidden {
+		t.Fatalf("origin http:// on an https server: %d, want 403", code)
+	}
+	if p, _ := s.State().Pauses(); len(p) != 0 {
+		t.Fatalf("a refused request paused a job: %+v", p)
+	}
+	if code := pause("https://" + s.HTTPAddr()); code != http.StatusOK {
+		t.Fatalf("the server's own https origin: %d, want 200", code)
 	}
 }
 

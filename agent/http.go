@@ -70,6 +70,11 @@ type httpAPI struct {
 	// providers of the auth methods.
 	acls      aclCache
 	providers oidcProviders
+	// logins are the OIDC logins begun on this server as the leader.
+	logins oidcLogins
+	// restoring is held by the snapshot restore this server is reading,
+	// checking or forwarding: one at a time (snapshotRestoreSlot).
+	restoring sync.Mutex
 
 	// ui is the dashboard, built once by dashboard().
 	uiOnce sync.Once
@@ -144,10 +149,19 @@ func (a *httpAPI) wrap(kind string, rule routeRule, internal bool, fn handlerFun
 				if isSnapshotPath(r.URL.Path) {
 					// A snapshot upload is read whole before it is
 					// forwarded: refuse a caller without the right here,
-					// before a byte of it is buffered.
+					// before a byte of it is buffered, and a second
+					// restore while one is under way.
 					if _, err := a.authorize(r, rule); err != nil {
 						writeError(w, err)
 						return
+					}
+					if r.Method == http.MethodPut {
+						release, err := a.snapshotRestoreSlot()
+						if err != nil {
+							writeError(w, err)
+							return
+						}
+						defer release()
 					}
 				}
 				a.forward(w, r)

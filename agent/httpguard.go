@@ -24,14 +24,16 @@ import (
 //     snapshotTransferTimeout both ways.
 //   - At most HTTPMaxConns connections are served at once.
 //   - A wrong method on a known path answers 405 with an Allow header.
-//   - A state-changing request (POST, PUT, PATCH, DELETE) must say
-//     Content-Type: application/json (a snapshot restore: its archive type),
-//     else 415. A browser can send a text/plain or form body to any site
+//   - A state-changing request (POST, PUT, PATCH, DELETE) with a body must
+//     say Content-Type: application/json (a snapshot restore: its archive
+//     type), else 415; one without a body and without a Content-Type
+//     (curl -X POST …/v1/acl/bootstrap) needs none, as the Origin check
+//     below refuses a browser's cross-site write. A browser can send a text/plain or form body to any site
 //     without asking; a JSON body it sends only after a CORS preflight, which
 //     this server does not grant. The dashboard's forms (/ui/) post form
 //     bodies and are protected by the session's CSRF token instead.
 //   - A state-changing request from a browser (it carries Origin) must come
-//     from the server's own origin addressed by IP or localhost, or from an
+//     from the server's own origin (scheme, host and port) addressed by IP or localhost, or from an
 //     origin in HTTPAllowedOrigins or the origin of UIURL, else 403. A same-origin request under a
 //     host name is refused unless allowed: a DNS rebinding page is
 //     "same-origin" under its own name.
@@ -201,14 +203,18 @@ func allowedMethods(mux *http.ServeMux, r *http.Request) []string {
 	return allow
 }
 
-// checkContentType requires a JSON content type on a state-changing request,
-// or a snapshot archive type on a snapshot restore.
+// checkContentType requires a JSON content type on a state-changing request
+// with a body, or a snapshot archive type on a snapshot restore. A request
+// with neither a body nor a Content-Type passes.
 func checkContentType(r *http.Request) error {
 	want := []string{"application/json"}
 	if isSnapshotPath(r.URL.Path) {
 		want = snapshotContentTypes
 	}
 	ct := r.Header.Get("Content-Type")
+	if ct == "" && r.ContentLength == 0 {
+		return nil
+	}
 	mt, _, err := mime.ParseMediaType(ct)
 	if err == nil {
 		for _, w := range want {
@@ -222,6 +228,14 @@ func checkContentType(r *http.Request) error {
 	}
 	return &HTTPError{Code: http.StatusUnsupportedMediaType,
 		Msg: fmt.Sprintf("%s %s needs Content-Type: %s (got %s)", r.Method, r.URL.Path, strings.Join(want, " or "), ct)}
+}
+
+// requestScheme is the scheme r came in by on this server.
+func requestScheme(r *http.Request) string {
+	if r.TLS != nil {
+		return "https"
+	}
+	return "http"
 }
 
 // checkOrigin refuses a browser's write from another origin, or from this
@@ -243,7 +257,7 @@ func checkOrigin(r *http.Request, allowed map[string]bool) error {
 	if err != nil || u.Host == "" {
 		return refuse("not an origin this server serves")
 	}
-	if !strings.EqualFold(u.Host, r.Host) {
+	if !strings.EqualFold(u.Scheme, requestScheme(r)) || !strings.EqualFold(u.Host, r.Host) {
 		return refuse("cross-origin")
 	}
 	host := u.Hostname()

@@ -5,9 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/nops-dev/nops/fsm"
 )
 
 const (
@@ -248,4 +251,29 @@ func (s *Server) waitFuture(f raft.Future, timeout time.Duration) error {
 			return errClosed
 		}
 	}
+}
+
+// hookedFSM is the FSM as Raft sees it: the state's FSM, with the test
+// hook that slows its applies (applyHook) run before each.
+type hookedFSM struct {
+	*fsm.FSM
+	hook *atomic.Pointer[func()]
+}
+
+func (h *hookedFSM) runHook() {
+	if fn := h.hook.Load(); fn != nil {
+		(*fn)()
+	}
+}
+
+// Apply applies one entry, after the hook.
+func (h *hookedFSM) Apply(l *raft.Log) any {
+	h.runHook()
+	return h.FSM.Apply(l)
+}
+
+// ApplyBatch applies a batch of entries, after the hook.
+func (h *hookedFSM) ApplyBatch(logs []*raft.Log) []any {
+	h.runHook()
+	return h.FSM.ApplyBatch(logs)
 }

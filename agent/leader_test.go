@@ -1,6 +1,7 @@
 package agent_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 
 	"github.com/nops-dev/nops/agent"
@@ -211,4 +213,55 @@ func TestLeader_ShutdownStopsRetrying(t *testing.T) {
 		buf = buf[:runtime.Stack(buf, true)]
 		return false, fmt.Errorf("%d goroutines, %d before the server:\n%s", n, before, leftovers(buf, t.Name()))
 	})
+}
+
+// TestLeader_LoopsStartAfterTheLogIsApplied restarts a server on a log of
+// entries its state has not applied, and slows its applies: its leader
+// loops start only once the state holds every entry the log had when it
+// was elected (the barrier of establishLeadership), never on a state that
+// lags its log.
+func TestLeader_LoopsStartAfterTheLogIsApplied(t *testing.T) {
+	dir := t.TempDir()
+	s := startServer(t, devConfig(t, dir))
+	for i := range 40 {
+		if code, body, _ := do(t, s, "POST", fmt.Sprintf("/v1/job/default/job-%02d/pause", i), `{"reason":"x"}`); code != http.StatusOK {
+			t.Fatalf("pause: %d %v", code, body)
+		}
+	}
+	s.Shutdown()
+
+	type start struct{ applied, lastAtElection uint64 }
+	var lastAtElection atomic.Uint64
+	started := make(chan start, 8)
+	build := func(s *agent.Server) (agent.LeaderFunc, agent.Reconciler, error) {
+		agent.SetApplyHook(s, func() { time.Sleep(time.Second) })
+		agent.SetEstablishHook(s, func() error {
+			lastAtElection.Store(s.Raft().LastIndex())
+			return nil
+		})
+		leader := func(ctx context.Context, s *agent.Server) {
+			started <- start{applied: s.Raft().AppliedIndex(), lastAtElection: lastAtElection.Load()}
+			<-ctx.Done()
+		}
+		return leader, nil, nil
+	}
+	s2, err := agent.New(devConfig(t, dir), hclog.NewNullLogger(), agent.Options{Build: build})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s2.Shutdown)
+	select {
+	case st := <-started:
+		if st.lastAtElection < 40 {
+			t.Fatalf("the log held %d entries at the election; want at least the 40 written", st.lastAtElection)
+		}
+		if st.applied < st.lastAtElection {
+			t.Fatalf("the leader loops started at applied index %d, behind the log's %d at the election", st.applied, st.lastAtElection)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("the leader loops never started")
+	}
+	if p, err := s2.State().Paused("default", "job-39"); err != nil || p == nil {
+		t.Fatalf("the last pause is not in the state: %+v %v", p, err)
+	}
 }

@@ -501,7 +501,24 @@ func (a *httpAPI) snapshotSave(w http.ResponseWriter, _ *http.Request) (any, err
 	return nil, nil
 }
 
+// snapshotRestoreSlot takes this server's one place for a snapshot
+// restore, or answers 409 while another restore holds it: a restore costs
+// up to its limit in memory, and several at once would cost as many times
+// that.
+func (a *httpAPI) snapshotRestoreSlot() (release func(), err error) {
+	if !a.restoring.TryLock() {
+		return nil, &HTTPError{Code: http.StatusConflict,
+			Msg: "a snapshot restore is already in progress on this server: wait for it to finish"}
+	}
+	return a.restoring.Unlock, nil
+}
+
 func (a *httpAPI) snapshotRestore(_ http.ResponseWriter, r *http.Request) (any, error) {
+	release, err := a.snapshotRestoreSlot()
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	// The state is kept in a file under the data dir while it is checked
 	// and restored, so an upload costs its size on disk, not in memory.
 	maxSize := int64(orDefault(a.s.config.SnapshotMaxSize, config.DefaultSnapshotMaxSize))

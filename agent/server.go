@@ -113,6 +113,9 @@ type Server struct {
 	// runs first in each establishLeadership, and an error it returns
 	// fails it.
 	establishHook atomic.Pointer[func() error]
+	// applyHook is set by tests only (export_internal_test.go): it runs
+	// before Raft hands the FSM a batch of entries to apply.
+	applyHook atomic.Pointer[func()]
 
 	reconciler Reconciler
 	manager    *reconcile.Manager
@@ -252,7 +255,10 @@ func (s *Server) setup() error {
 		return fmt.Errorf("listen on http port: %w", err)
 	}
 	s.httpLn = httpLn
-	httpLn = s.wrapHTTPListener(httpLn)
+	// TLS wraps the connection cap, so that the server sees a *tls.Conn
+	// and requests carry their TLS state (the Origin check's scheme, the
+	// session cookie's Secure flag).
+	httpLn = s.wrapHTTPListener(limitListener(cfg, httpLn))
 	api := newHTTPAPI(s)
 	s.requestCtx, s.requestCancel = context.WithCancel(context.Background())
 	base := func(net.Listener) context.Context { return s.requestCtx }
@@ -269,7 +275,7 @@ func (s *Server) setup() error {
 	go s.fwd.serve(newChanListener(s.mux, s.mux.fwdCh))
 	go func() {
 		defer s.wg.Done()
-		if err := s.httpServer.Serve(limitListener(cfg, httpLn)); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := s.httpServer.Serve(httpLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			s.logger.Error("http server stopped", "error", err)
 		}
 	}()
@@ -376,7 +382,7 @@ func (s *Server) setupRaft() error {
 	if err != nil {
 		return fmt.Errorf("raft log cache: %w", err)
 	}
-	r, err := raft.NewRaft(rc, s.fsm, logs, store, snaps, s.transport)
+	r, err := raft.NewRaft(rc, &hookedFSM{FSM: s.fsm, hook: &s.applyHook}, logs, store, snaps, s.transport)
 	if err != nil {
 		return fmt.Errorf("start raft: %w", err)
 	}

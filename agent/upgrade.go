@@ -24,9 +24,9 @@ import (
 var minVersions = func() map[structs.MessageType]*version.Version {
 	v020 := version.Must(version.NewVersion("0.2.0"))
 	m := map[structs.MessageType]*version.Version{}
-	// 0.2.0 added ACLs, the notification outbox, autopilot, retention and
-	// batch entries.
-	for t := structs.ACLPolicyUpsertRequestType; t <= structs.BatchRequestType; t++ {
+	// 0.2.0 added ACLs, the notification outbox, autopilot, retention,
+	// batch entries and webhook deliveries.
+	for t := structs.ACLPolicyUpsertRequestType; t <= structs.WebhookDeliveryRequestType; t++ {
 		m[t] = v020
 	}
 	return m

@@ -335,6 +335,15 @@ func TestCLI_SnapshotSaveInspectRestore(t *testing.T) {
 	file := filepath.Join(dir, "state.snap")
 
 	mustContain(t, "save", c.ok("operator", "snapshot", "save", file), "Snapshot saved to "+file)
+	// The snapshot holds job specs with their secrets: only its owner may
+	// read it, whatever the umask.
+	fi, err := os.Stat(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Mode().Perm() != 0o600 {
+		t.Fatalf("the saved snapshot's mode is %v, want 0600", fi.Mode().Perm())
+	}
 
 	// Inspect is offline.
 	offline := newCLI(t, nil)

@@ -50,4 +50,8 @@
 // FSM.Restore reads what Raft wrote or a leader sent, without a limit on
 // its size; ReadOnlyLimited, which reads a state uploaded or inspected,
 // refuses one that decompresses past its limit, and stops reading there.
+// Its limit bounds the state as a whole: the records' bytes together, and
+// their number (one per restoreRecordCost bytes, for what a record costs
+// in the store's indexes beyond its bytes); a record that claims more than
+// is left is refused from its header, before it is read.
 package fsm

@@ -331,6 +331,8 @@ func (f *FSM) dispatch(w *writer, l *raft.Log) error {
 		return applyMsg(buf, w.autopilotSetConfig)
 	case structs.GCRequestType:
 		return applyMsg(buf, w.gc)
+	case structs.WebhookDeliveryRequestType:
+		return applyMsg(buf, w.webhookDelivery)
 	case structs.BatchRequestType:
 		// A batch entry's requests are split from it before dispatch
 		// (expand): a batch inside one is not a request.

@@ -207,6 +207,14 @@ func TestApplyEveryMessageType(t *testing.T) {
 			t.Fatalf("deployments after gc = %v, want d2", ids)
 		}
 	}
+	cases[structs.WebhookDeliveryRequestType] = func(t *testing.T, h *harness) {
+		if h.delivery("gitea", "d-1") {
+			t.Fatal("a first delivery is a duplicate")
+		}
+		if !h.delivery("gitea", "d-1") {
+			t.Fatal("a replayed delivery is not a duplicate")
+		}
+	}
 	cases[structs.BatchRequestType] = func(t *testing.T, h *harness) {
 		var parts [][]byte
 		for _, name := range []string{"night", "weekend"} {

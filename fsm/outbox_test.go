@@ -93,6 +93,33 @@ func TestOutboxFailureBlocksAndUnblocks(t *testing.T) {
 	}
 }
 
+// TestOutboxNewDeploymentUnblocks: a new deployment of a blocked job that
+// was not retried (a new commit) clears the block and says so once, in the
+// same entry that creates it.
+func TestOutboxNewDeploymentUnblocks(t *testing.T) {
+	h := newHarness(t)
+	h.create(testDeployment("d1", "default", "web", 0, 0))
+	if err := h.transition("d1", structs.StateFailed, nil); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := h.state().Block("default", "web"); b == nil {
+		t.Fatal("the failed deployment did not block its job")
+	}
+	h.create(testDeployment("d2", "default", "web", 0, 0))
+	created := h.index
+	got := h.outbox()
+	if k := outboxKinds(got); k != "created,failed,blocked,unblocked,created" {
+		t.Fatalf("kinds = %s", k)
+	}
+	unblocked := got[3]
+	if unblocked.ID != structs.NotificationID(created, 0) || unblocked.Namespace != "default" || unblocked.JobID != "web" {
+		t.Fatalf("unblocked = %+v, want the first notification of index %d", unblocked, created)
+	}
+	if b, _ := h.state().Block("default", "web"); b != nil {
+		t.Fatalf("the new deployment left the block: %+v", b)
+	}
+}
+
 func TestOutboxPauseRepoAndMarks(t *testing.T) {
 	h := newHarness(t)
 	h.mustApply(structs.PauseRequestType, &structs.PauseRequest{WriteMeta: h.meta("alice"), Global: true, Reason: "freeze"})

@@ -45,6 +45,9 @@ func (w *writer) gc(req *structs.GCRequest) error {
 	if err := w.gcEvents(req, res); err != nil {
 		return err
 	}
+	if err := w.gcWebhookDeliveries(req.WebhookDeliveriesBefore, res); err != nil {
+		return err
+	}
 	w.resp = res
 	return nil
 }

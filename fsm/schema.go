@@ -105,6 +105,8 @@ func schema() *memdb.DBSchema {
 		TableNotifications: notificationsTable(),
 		TableMarks:         keyed(TableMarks, "Key"),
 		TableAutopilot:     keyed(TableAutopilot, "Key"),
+
+		TableWebhookDeliveries: webhookDeliveriesTable(),
 	}}
 	addACLTables(s.Tables)
 	return s

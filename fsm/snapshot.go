@@ -43,6 +43,7 @@ const (
 	NotificationSnapshot
 	MarkSnapshot
 	AutopilotSnapshot
+	WebhookDeliverySnapshot
 	// New types go here, at the end.
 )
 
@@ -52,6 +53,14 @@ const snapshotEnd SnapshotType = 255
 
 // maxSnapshotRecord bounds one record of a snapshot (one stored object).
 const maxSnapshotRecord = 256 << 20
+
+// restoreRecordCost bounds the number of records of a limited restore: a
+// limit of L bytes admits at most L/restoreRecordCost records. A record
+// decodes to an object and entries in the store's indexes that cost far
+// more memory than a record of a few bytes shows, so the bytes alone do
+// not bound a restore's memory; the states Nops writes average several
+// times this per record (their smallest, events, 40 to 200 bytes).
+const restoreRecordCost = 64
 
 // snapshotVersion is the format this server writes; it reads
 // oldestSnapshotVersion to snapshotVersion.
@@ -101,6 +110,7 @@ var snapshotTables = []struct {
 	{TableACLBindingRules, ACLBindingRuleSnapshot, func() any { return new(structs.ACLBindingRule) }},
 	{TableMarks, MarkSnapshot, func() any { return new(structs.NotifyMark) }},
 	{TableNotifications, NotificationSnapshot, func() any { return new(structs.Notification) }},
+	{TableWebhookDeliveries, WebhookDeliverySnapshot, func() any { return new(structs.WebhookDelivery) }},
 }
 
 // snapshot is a point-in-time view of the state: a read transaction,
@@ -312,7 +322,8 @@ func restoreInto(st *StateStore, r io.Reader, limit int64) (err error) {
 	stop := make(chan struct{})
 	var stopOnce sync.Once
 	halt := func() { stopOnce.Do(func() { close(stop) }) }
-	d := &recordDecoder{r: bufio.NewReaderSize(src, 1<<20), out: batches, stop: stop}
+	d := &recordDecoder{r: bufio.NewReaderSize(src, 1<<20), out: batches, stop: stop,
+		limit: limit, bytesLeft: limit, recordsLeft: limit / restoreRecordCost}
 	var decodeErr error
 	go func() {
 		defer close(batches)
@@ -418,6 +429,30 @@ type recordDecoder struct {
 	lastSeq uint64
 	// events is the rest of the slab events are decoded into.
 	events []structs.Event
+	// limit, when over 0, bounds the whole state: the records' bytes
+	// together, and their number at one per restoreRecordCost bytes;
+	// bytesLeft and recordsLeft are what is left of it.
+	limit, bytesLeft, recordsLeft int64
+}
+
+// charge counts record number count, of n bytes, against the whole
+// state's limit, before the record is read: a record that claims more
+// than is left is refused from its header.
+func (d *recordDecoder) charge(count uint64, kind SnapshotType, n int) error {
+	if d.limit <= 0 {
+		return nil
+	}
+	if int64(n) > d.bytesLeft {
+		return fmt.Errorf("snapshot record %d (type %d) claims %d bytes, more than the %d left of the limit of %d bytes for the whole state",
+			count+1, kind, n, d.bytesLeft, d.limit)
+	}
+	if d.recordsLeft <= 0 {
+		return fmt.Errorf("snapshot holds more than %d records, past the limit of %d bytes for the whole state (one record per %d bytes)",
+			d.limit/restoreRecordCost, d.limit, restoreRecordCost)
+	}
+	d.bytesLeft -= int64(n)
+	d.recordsLeft--
+	return nil
 }
 
 // eventSlab is how many events are allocated together.
@@ -459,6 +494,9 @@ func (d *recordDecoder) run() error {
 		kind, n := SnapshotType(hdr[0]), int(binary.BigEndian.Uint32(hdr[1:]))
 		if n > maxSnapshotRecord {
 			return fmt.Errorf("snapshot record %d (type %d) claims %d bytes, over the limit of %d", count+1, kind, n, maxSnapshotRecord)
+		}
+		if err := d.charge(count, kind, n); err != nil {
+			return err
 		}
 		// A record that fits the reader's buffer is decoded where it lies
 		// (whatever is kept of it is copied out); a larger one is read in

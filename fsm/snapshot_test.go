@@ -96,6 +96,7 @@ func populate(t testing.TB, h *harness) {
 		{ID: ns[0].ID, Target: "hook", State: structs.TargetPending, Attempted: true, Error: "HTTP 500", NextAttemptAt: h.now.Add(time.Minute)},
 		{ID: ns[1].ID, Target: "hook", State: structs.TargetDelivered, Attempted: true, Final: structs.NotificationDelivered},
 	}})
+	h.mustApply(structs.WebhookDeliveryRequestType, &structs.WebhookDeliveryRequest{WriteMeta: h.meta("webhook"), Provider: "github", ID: "72d3162e-cc78-11e3-81ab-4c9367dc0958"})
 	// A refused entry at the end, so the latest index is its index.
 	if err := h.decide("skip", structs.DecisionApprove, "bob"); err == nil {
 		t.Fatalf("approve of a detected deployment was accepted")
@@ -628,7 +629,7 @@ func TestRestoreStateLimit(t *testing.T) {
 	runtime.ReadMemStats(&m)
 	before := m.TotalAlloc
 	_, err = ReadOnlyLimited(bytes.NewReader(bomb), 8<<20)
-	if err == nil || !strings.Contains(err.Error(), "expands past the limit of 8388608 bytes") {
+	if err == nil || !strings.Contains(err.Error(), "claims 209715200 bytes, more than the 8388608 left of the limit of 8388608 bytes") {
 		t.Fatalf("a compressed bomb: %v", err)
 	}
 	runtime.ReadMemStats(&m)
@@ -775,5 +776,53 @@ func TestSnapshotCodecCoversEveryField(t *testing.T) {
 	b, _ = appendEvent(nil, &structs.Event{})
 	if n, _ := (&mpReader{b: b}).arrayLen(); n != eventFields {
 		t.Errorf("event array of %d", n)
+	}
+}
+
+// TestRestoreLimitBoundsTheWholeState: the limit bounds the state as a
+// whole. Records each far under the limit of one record are refused once
+// together they pass it: by their number, however small each is, and by
+// their bytes, from the header of the record that claims more than is
+// left, before it is read.
+func TestRestoreLimitBoundsTheWholeState(t *testing.T) {
+	// 20,000 repositories of a name each: a record of 14 bytes decodes to
+	// a whole object. 360 KB in a limit of 1 MiB, but more records than
+	// it admits.
+	var records []byte
+	h := structs.NewMsgpackHandle()
+	const n = 20000
+	for i := range n {
+		var body []byte
+		if err := codec.NewEncoderBytes(&body, h).Encode(map[string]string{"name": fmt.Sprintf("r%05d", i)}); err != nil {
+			t.Fatal(err)
+		}
+		records = binary.BigEndian.AppendUint32(append(records, byte(RepoStatusSnapshot)), uint32(len(body)))
+		records = append(records, body...)
+	}
+	records = binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint32(append(records, byte(snapshotEnd)), 8), n)
+	const limit = 1 << 20
+	if len(records) > limit/2 {
+		t.Fatalf("%d bytes of records", len(records))
+	}
+	_, err := ReadOnlyLimited(bytes.NewReader(pack(t, records)), limit)
+	want := fmt.Sprintf("snapshot holds more than %d records, past the limit of %d bytes for the whole state", limit/restoreRecordCost, limit)
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("%d records in a limit of %d bytes: %v; want %q", n, limit, err, want)
+	}
+	// Three records of 100 KB, each under the limit of one record, in a
+	// limit of 256 KB: the third is refused from its header.
+	records = nil
+	for i := range 3 {
+		var body []byte
+		big := map[string]string{"name": fmt.Sprintf("r%d", i), "head": strings.Repeat("a", 100<<10)}
+		if err := codec.NewEncoderBytes(&body, h).Encode(big); err != nil {
+			t.Fatal(err)
+		}
+		records = binary.BigEndian.AppendUint32(append(records, byte(RepoStatusSnapshot)), uint32(len(body)))
+		records = append(records, body...)
+	}
+	_, err = ReadOnlyLimited(bytes.NewReader(pack(t, records)), 256<<10)
+	if err == nil || !strings.Contains(err.Error(), "left of the limit of 262144 bytes for the whole state") {
+		t.Fatalf("three records of 100 KB in 256 KB: %v", err)
 	}
 }

@@ -32,6 +32,9 @@ func validateState(txn *memdb.Txn, counts map[string]int, lastSeq uint64) error 
 			return fmt.Errorf("%w: %s holds %d records for %d objects: a record is repeated", ErrBadSnapshot, table, n, rows)
 		}
 	}
+	if n := counts[TableWebhookDeliveries]; n > structs.MaxWebhookDeliveries {
+		return fmt.Errorf("%w: %s holds %d deliveries, over the %d a server keeps", ErrBadSnapshot, TableWebhookDeliveries, n, structs.MaxWebhookDeliveries)
+	}
 	meta := readMeta(txn)
 	if raw, err := txn.First(TableMeta, "id", metaKey); err != nil {
 		return fmt.Errorf("%w: counters: %v", ErrBadSnapshot, err)
@@ -73,6 +76,7 @@ func validateState(txn *memdb.Txn, counts map[string]int, lastSeq uint64) error 
 			}
 			return nil
 		}},
+		{TableWebhookDeliveries, func(obj any) error { return validWebhookDelivery(obj.(*structs.WebhookDelivery)) }},
 	}
 	active := map[string]string{}
 	for _, c := range checks {

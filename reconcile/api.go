@@ -7,6 +7,7 @@ import (
 	"crypto/subtle"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"sort"
@@ -218,6 +219,9 @@ func (m *Manager) Webhook(ctx context.Context, h http.Header, body []byte) (*str
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", structs.ErrInvalid, err)
 	}
+	if dup, err := m.recordDelivery(h); err != nil || dup {
+		return &structs.WebhookResult{Matched: []string{}, Duplicate: dup}, err
+	}
 	if m.git == nil {
 		return &structs.WebhookResult{Matched: []string{}}, nil
 	}
@@ -234,6 +238,45 @@ func (m *Manager) Webhook(ctx context.Context, h http.Header, body []byte) (*str
 		}
 	}
 	return &structs.WebhookResult{Matched: matched, Branch: push.branch}, nil
+}
+
+// recordDelivery records the delivery ID of a signed push through Raft and
+// reports whether it was already handled (SPEC §19). A push without a
+// delivery ID is not recorded.
+func (m *Manager) recordDelivery(h http.Header) (duplicate bool, err error) {
+	provider, id := deliveryID(h)
+	if id == "" {
+		return false, nil
+	}
+	if len(id) > structs.MaxWebhookDeliveryID {
+		return false, fmt.Errorf("%w: webhook delivery ID of %d characters: at most %d", structs.ErrInvalid, len(id), structs.MaxWebhookDeliveryID)
+	}
+	_, err = m.srv.Apply(structs.WebhookDeliveryRequestType, &structs.WebhookDeliveryRequest{
+		WriteMeta: structs.WriteMeta{Time: m.now(), Actor: "webhook"}, Provider: provider, ID: id})
+	if errors.Is(err, structs.ErrDuplicate) {
+		m.logger.Info("webhook delivery already handled", "provider", provider, "delivery", id)
+		return true, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("record webhook delivery: %w", err)
+	}
+	return false, nil
+}
+
+// deliveryID returns the provider and the delivery ID a push carries, if
+// any.
+func deliveryID(h http.Header) (provider, id string) {
+	for _, p := range []struct{ provider, header string }{
+		{"github", "X-GitHub-Delivery"},
+		{"gitlab", "X-Gitlab-Event-UUID"},
+		{"gitea", "X-Gitea-Delivery"},
+		{"generic", "X-Request-UUID"},
+	} {
+		if v := strings.TrimSpace(h.Get(p.header)); v != "" {
+			return p.provider, v
+		}
+	}
+	return "", ""
 }
 
 // fetchNow fetches a repository at once. A new head already asks for a

@@ -181,3 +181,60 @@ func TestWebhook_SignedPushDeploys(t *testing.T) {
 		t.Fatalf("push for another branch: %d %s", code, raw)
 	}
 }
+
+// TestWebhook_ReplayedDeliveryChangesNothing: a signed push is handled
+// once by its delivery ID; the same delivery again answers 200 with
+// "duplicate": true and fetches nothing, while a new delivery of the same
+// push is handled. Not parallel: it sets an environment variable.
+func TestWebhook_ReplayedDeliveryChangesNothing(t *testing.T) {
+	const secret = "push-hook-secret"
+	t.Setenv(webhookSecretEnv, secret)
+	e := lcWorld(t, map[string]string{
+		jobFile("web"): testutil.ServiceJobHCL("web", managed(structs.PolicyAuto)...),
+	})
+	url := e.repo.ServeHTTP(t)
+	e.serve(url, webhookOnly())
+	e.s.WaitForDeployment("default", "web", structs.StateCompleted, lcWait)
+	c := e.commit("two replicas", map[string]string{
+		jobFile("web"): testutil.ServiceJobHCL("web", managed(structs.PolicyAuto, testutil.WithCount(2))...),
+	})
+	body := githubPush(url, "main", c)
+	push := func(delivery string) (matched []string, duplicate bool) {
+		t.Helper()
+		code, raw := postWebhook(t, e.s.URL, body, map[string]string{
+			"X-Hub-Signature-256": githubSignature(secret, body), "X-GitHub-Delivery": delivery})
+		var answer struct {
+			Matched   []string `json:"matched"`
+			Duplicate bool     `json:"duplicate"`
+		}
+		if code != http.StatusOK || json.Unmarshal([]byte(raw), &answer) != nil {
+			t.Fatalf("push of delivery %s: %d %s", delivery, code, raw)
+		}
+		return answer.Matched, answer.Duplicate
+	}
+	if matched, dup := push("delivery-1"); dup || len(matched) != 1 {
+		t.Fatalf("first delivery: matched %v, duplicate %v", matched, dup)
+	}
+	e.waitHead(c)
+	e.settle()
+	fetched := e.repoStatus().LastFetch
+	events := len(e.s.Events(""))
+
+	if matched, dup := push("delivery-1"); !dup || len(matched) != 0 {
+		t.Fatalf("replayed delivery: matched %v, duplicate %v; want a duplicate that matches nothing", matched, dup)
+	}
+	e.settle()
+	if r := e.repoStatus(); !r.LastFetch.Equal(fetched) {
+		t.Fatalf("a replayed delivery fetched again: last fetch %v, was %v", r.LastFetch, fetched)
+	}
+	if n := len(e.s.Events("")); n != events {
+		t.Fatalf("a replayed delivery wrote %d events", n-events)
+	}
+	if d, err := e.s.State().WebhookDelivery("github", "delivery-1"); err != nil || d == nil {
+		t.Fatalf("the delivery is not in the replicated state: %+v %v", d, err)
+	}
+	// Another delivery of the same push is handled.
+	if matched, dup := push("delivery-2"); dup || len(matched) != 1 {
+		t.Fatalf("another delivery: matched %v, duplicate %v", matched, dup)
+	}
+}

@@ -346,6 +346,9 @@ type PromoteResult struct {
 type WebhookResult struct {
 	Matched []string `json:"matched"`
 	Branch  string   `json:"branch,omitempty"`
+	// Duplicate is set when the delivery's ID was already handled: the
+	// replay changed nothing.
+	Duplicate bool `json:"duplicate,omitempty"`
 }
 
 // NomadHealth is the answer of GET /v1/deployment/{id}/nomad: the health

@@ -18,6 +18,10 @@ var (
 	ErrNotLeader = errors.New("not the cluster leader")
 	// ErrNoLeader: the cluster has no leader (503).
 	ErrNoLeader = errors.New("no cluster leader")
+	// ErrDuplicate: the request was already applied and changes nothing,
+	// as a webhook delivery replayed (the webhook answers 200 with
+	// "duplicate": true).
+	ErrDuplicate = errors.New("already handled")
 )
 
 // Sentinel errors of requests the API refuses for who sent them or for a

@@ -60,6 +60,10 @@ const (
 	// together (see batch.go): one log entry, applied at one index, each
 	// request in its order, with its own answer and its own atomicity.
 	BatchRequestType MessageType = 31
+	// WebhookDeliveryRequestType records a push webhook delivery that
+	// passed its signature check, by its provider's delivery ID, so that a
+	// replay of it changes nothing (on any server, after a failover too).
+	WebhookDeliveryRequestType MessageType = 32
 	// New types go here, at the end.
 )
 
@@ -100,6 +104,7 @@ var messageTypeNames = map[MessageType]string{
 	AutopilotSetConfigRequestType:   "AutopilotSetConfig",
 	GCRequestType:                   "GC",
 	BatchRequestType:                "Batch",
+	WebhookDeliveryRequestType:      "WebhookDelivery",
 }
 
 // MessageTypes lists every known message type, in order.

@@ -22,6 +22,10 @@ type GCRequest struct {
 	// EventsBefore deletes the audit events older than it, oldest first,
 	// up to the first event at or after it. Zero keeps every event.
 	EventsBefore time.Time `json:"events_before,omitzero"`
+	// WebhookDeliveriesBefore deletes the webhook deliveries recorded
+	// before it (at most MaxWebhookDeliveries are kept anyway). Zero keeps
+	// them.
+	WebhookDeliveriesBefore time.Time `json:"webhook_deliveries_before,omitzero"`
 	// MaxDeployments bounds the deployments one entry changes or deletes,
 	// MaxScan the deployments it reads (it reads whole jobs, from the job
 	// FromJob, a namespace/job key, on), and MaxEvents the events it
@@ -39,6 +43,8 @@ type GCResult struct {
 	SpecsDropped       int `json:"specs_dropped"`
 	DeploymentsDeleted int `json:"deployments_deleted"`
 	EventsDeleted      int `json:"events_deleted"`
+	// WebhookDeliveriesDeleted counts the webhook deliveries forgotten.
+	WebhookDeliveriesDeleted int `json:"webhook_deliveries_deleted"`
 	// More is set when a bound stopped the pass before it was done;
 	// NextJob is then where the next entry starts reading deployments
 	// (empty when the deployments are done).
@@ -51,11 +57,12 @@ type GCResult struct {
 // Add sums two results.
 func (r GCResult) Add(o GCResult) GCResult {
 	return GCResult{
-		SpecsDropped:       r.SpecsDropped + o.SpecsDropped,
-		DeploymentsDeleted: r.DeploymentsDeleted + o.DeploymentsDeleted,
-		EventsDeleted:      r.EventsDeleted + o.EventsDeleted,
-		More:               o.More,
-		NextJob:            o.NextJob,
-		Index:              max(r.Index, o.Index),
+		SpecsDropped:             r.SpecsDropped + o.SpecsDropped,
+		DeploymentsDeleted:       r.DeploymentsDeleted + o.DeploymentsDeleted,
+		EventsDeleted:            r.EventsDeleted + o.EventsDeleted,
+		WebhookDeliveriesDeleted: r.WebhookDeliveriesDeleted + o.WebhookDeliveriesDeleted,
+		More:                     o.More,
+		NextJob:                  o.NextJob,
+		Index:                    max(r.Index, o.Index),
 	}
 }

@@ -156,6 +156,7 @@ func TestMessageTypesAppendOnly(t *testing.T) {
 		"ACLTokenDelete", "ACLTokenBootstrap", "ACLAuthMethodUpsert", "ACLAuthMethodDelete",
 		"ACLBindingRuleUpsert", "ACLBindingRuleDelete",
 		"NotificationResult", "NotificationPrune", "NotifyMark", "AutopilotSetConfig", "GC", "Batch",
+		"WebhookDelivery",
 	}
 	got := MessageTypes()
 	if len(got) != len(want) {

@@ -102,6 +102,7 @@ func TestRead_RefusesArchivesOverLimits(t *testing.T) {
 		"huge meta":     {rawArchive(t, rawFile{name: metaFile, body: make([]byte, 100<<10)}), Limits{}, "meta.json claims"},
 		"index 2^64-1":  {withMeta(raft.SnapshotMeta{ID: "x", Index: math.MaxUint64, Term: 2}), Limits{}, "snapshot index 18446744073709551615 is out of range"},
 		"index 0":       {withMeta(raft.SnapshotMeta{ID: "x", Index: 0, Term: 2}), Limits{}, "snapshot index 0 is out of range"},
+		"term 0":        {withMeta(raft.SnapshotMeta{ID: "x", Index: 5, Term: 0}), Limits{}, "snapshot term 0 is out of range"},
 		"term 2^64-1":   {withMeta(raft.SnapshotMeta{ID: "x", Index: 5, Term: math.MaxUint64}), Limits{}, "snapshot term"},
 		"version 9":     {withMeta(raft.SnapshotMeta{ID: "x", Index: 5, Term: 1, Version: 9}), Limits{}, "version 9 is not supported"},
 		"missing state": {rawArchive(t, rawFile{name: metaFile, body: files[metaFile]}, rawFile{name: sumsFile, body: files[sumsFile]}), Limits{}, "no state.bin"},
