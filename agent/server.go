@@ -297,7 +297,7 @@ func (s *Server) nodeName() string {
 	if s.config.NodeName != "" {
 		return s.config.NodeName
 	}
-	return s.nodeID[:8]
+	return structs.ShortID(s.nodeID)
 }
 
 // loadNodeID reads the node ID persisted in the data dir, or creates it.

@@ -200,9 +200,9 @@ func (w *writer) deploymentCreate(req *structs.DeploymentCreateRequest) error {
 	d = forWrite(d)
 	d.CreateIndex, d.ModifyIndex = w.index, w.index
 	d.CreatedAt, d.UpdatedAt, d.StateEnteredAt = req.Time, req.Time, req.Time
-	msg := fmt.Sprintf("drift detected at commit %s", shortCommit(d.Commit))
+	msg := fmt.Sprintf("drift detected at commit %s", structs.ShortID(d.Commit))
 	if d.SkipRegister {
-		msg = fmt.Sprintf("retry of a job already in sync at commit %s: wait for health and run post-hooks", shortCommit(d.Commit))
+		msg = fmt.Sprintf("retry of a job already in sync at commit %s: wait for health and run post-hooks", structs.ShortID(d.Commit))
 	}
 	if req.ConsumeLift {
 		raw, err := w.first(TableLifts, d.Namespace, d.JobID)
@@ -627,11 +627,4 @@ func splitKey(key string) (string, string, bool) {
 		}
 	}
 	return "", "", false
-}
-
-func shortCommit(c string) string {
-	if len(c) > 8 {
-		return c[:8]
-	}
-	return c
 }
