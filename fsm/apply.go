@@ -405,6 +405,9 @@ func (w *writer) deploymentDecision(req *structs.DeploymentDecisionRequest) erro
 	if req.Decision != structs.DecisionApprove && req.Decision != structs.DecisionReject {
 		return invalid("decision must be approve or reject, not %q", req.Decision)
 	}
+	if err := structs.CheckText("comment", req.Comment); err != nil {
+		return err
+	}
 	d, err := w.deployment(req.ID)
 	if err != nil {
 		return err
@@ -448,6 +451,9 @@ func (w *writer) deploymentDecision(req *structs.DeploymentDecisionRequest) erro
 func (w *writer) pause(req *structs.PauseRequest) error {
 	if !req.Global && (req.Namespace == "" || req.JobID == "") {
 		return invalid("a job pause needs a namespace and a job ID")
+	}
+	if err := structs.CheckText("reason", req.Reason); err != nil {
+		return err
 	}
 	p := &structs.Pause{
 		Key: req.Key(), Global: req.Global, Namespace: req.Namespace, JobID: req.JobID,

@@ -443,6 +443,31 @@ func TestRejectWhilePaused(t *testing.T) {
 	}
 }
 
+// TestTextLimit_CommentAndReason checks that the FSM refuses a decision's
+// comment or a pause's reason over structs.MaxTextLen, whoever proposed
+// it, and changes nothing; text at the limit goes through.
+func TestTextLimit_CommentAndReason(t *testing.T) {
+	h := newHarness(t)
+	h.create(testDeployment("d1", "default", "web", 1, 1))
+	h.mustTransition("d1", structs.StatePendingApproval, nil)
+	long := strings.Repeat("x", structs.MaxTextLen+1)
+	before := dumpStore(t, h.state(), TableMeta)
+	err := h.apply(structs.DeploymentDecisionRequestType, &structs.DeploymentDecisionRequest{WriteMeta: h.meta("bob"), ID: "d1", Decision: "reject", Comment: long})
+	if !errors.Is(err, structs.ErrInvalid) || !strings.Contains(err.Error(), "comment: at most 4096 characters") {
+		t.Fatalf("reject with a long comment: %v, want the limit refused", err)
+	}
+	err = h.apply(structs.PauseRequestType, &structs.PauseRequest{WriteMeta: h.meta("alice"), Global: true, Reason: long})
+	if !errors.Is(err, structs.ErrInvalid) || !strings.Contains(err.Error(), "reason: at most 4096 characters") {
+		t.Fatalf("pause with a long reason: %v, want the limit refused", err)
+	}
+	if after := dumpStore(t, h.state(), TableMeta); after != before {
+		t.Fatal("a refused text changed the state")
+	}
+	h.mustApply(structs.PauseRequestType, &structs.PauseRequest{WriteMeta: h.meta("alice"), Global: true, Reason: long[1:]})
+	h.mustApply(structs.ResumeRequestType, &structs.ResumeRequest{WriteMeta: h.meta("alice"), Global: true})
+	h.mustApply(structs.DeploymentDecisionRequestType, &structs.DeploymentDecisionRequest{WriteMeta: h.meta("bob"), ID: "d1", Decision: "reject", Comment: long[1:]})
+}
+
 // TestBlocks_FailureBlocksUntilRetryOrNewDeployment checks the block a
 // failure leaves, the retry that lifts it and the create that removes it.
 func TestBlocks_FailureBlocksUntilRetryOrNewDeployment(t *testing.T) {

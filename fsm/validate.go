@@ -131,6 +131,11 @@ func validDeployment(d *structs.Deployment) error {
 			return err
 		}
 	}
+	for _, dec := range d.Decisions {
+		if err := structs.CheckText("deployment "+d.ID+": comment", dec.Comment); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -176,7 +181,7 @@ func validPause(p *structs.Pause) error {
 	if p.Key != req.Key() {
 		return invalid("pause key %q does not match its job %q", p.Key, req.Key())
 	}
-	return nil
+	return structs.CheckText("pause "+p.Key+": reason", p.Reason)
 }
 
 func needJob(what, namespace, jobID string) error {
