@@ -1,6 +1,7 @@
 package structs
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 )
@@ -61,14 +62,17 @@ func GlobAny(globs []string, name string) bool {
 	return false
 }
 
-// CheckGlob returns an error wrapping ErrInvalid when g cannot be a glob:
-// it is empty or longer than MaxGlobLen.
+// ErrBadGlob is wrapped by CheckGlob's errors.
+var ErrBadGlob = errors.New("bad glob")
+
+// CheckGlob returns an error wrapping ErrBadGlob when g cannot be a glob:
+// it is empty or longer than MaxGlobLen. Every other string is a glob.
 func CheckGlob(g string) error {
 	if g == "" {
-		return fmt.Errorf("%w: a glob must not be empty", ErrInvalid)
+		return fmt.Errorf("%w: must not be empty", ErrBadGlob)
 	}
 	if len(g) > MaxGlobLen {
-		return fmt.Errorf("%w: a glob is longer than %d characters", ErrInvalid, MaxGlobLen)
+		return fmt.Errorf("%w of %d characters: at most %d", ErrBadGlob, len(g), MaxGlobLen)
 	}
 	return nil
 }

@@ -46,8 +46,8 @@ func TestGlobAny_EmptyListMatchesAll(t *testing.T) {
 
 func TestCheckGlob_RefusesEmptyAndLong(t *testing.T) {
 	for _, g := range []string{"", strings.Repeat("x", MaxGlobLen+1)} {
-		if err := CheckGlob(g); !errors.Is(err, ErrInvalid) {
-			t.Errorf("CheckGlob of %d characters = %v, want ErrInvalid", len(g), err)
+		if err := CheckGlob(g); !errors.Is(err, ErrBadGlob) {
+			t.Errorf("CheckGlob of %d characters = %v, want ErrBadGlob", len(g), err)
 		}
 	}
 	for _, g := range []string{"*", "web-?", strings.Repeat("x", MaxGlobLen)} {

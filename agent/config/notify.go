@@ -5,7 +5,6 @@ import (
 	"net"
 	"net/mail"
 	"os"
-	"path"
 	"slices"
 	"strings"
 	"time"
@@ -126,8 +125,8 @@ func (n NotifyConfig) validate(add func(format string, args ...any)) {
 		}
 	}
 	for _, g := range append(slices.Clone(n.Namespaces), n.Jobs...) {
-		if _, err := path.Match(g, ""); err != nil {
-			add("bad glob %q: %v", g, err)
+		if err := structs.CheckGlob(g); err != nil {
+			add("%v", err)
 		}
 	}
 	for _, d := range []struct {
