@@ -53,9 +53,9 @@ const (
 	defaultConcurrency = 16
 	// defaultSendTimeout bounds one attempt; a slower receiver is retried.
 	defaultSendTimeout = 10 * time.Second
-	// defaultRetention is how long finished notifications stay, as
-	// config.DefaultNotifyRetention.
-	defaultRetention = 72 * time.Hour
+	// DefaultRetention is how long finished notifications stay unless
+	// Config.Retention says otherwise (the notify block's retention).
+	DefaultRetention = 72 * time.Hour
 )
 
 // Deliverer is the leader's delivery loop of the outbox.
@@ -87,7 +87,7 @@ func New(store Store, cfg Config, logger hclog.Logger) *Deliverer {
 		cfg.SendTimeout = defaultSendTimeout
 	}
 	if cfg.Retention <= 0 {
-		cfg.Retention = defaultRetention
+		cfg.Retention = DefaultRetention
 	}
 	now := cfg.Clock
 	if now == nil {

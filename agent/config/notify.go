@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nops-dev/nops/notify"
 	"github.com/nops-dev/nops/structs"
 )
 
@@ -19,7 +20,7 @@ const (
 	DefaultNotifyGiveUpAfter  = 24 * time.Hour
 	DefaultNotifyRetryInitial = time.Second
 	DefaultNotifyRetryMax     = 5 * time.Minute
-	DefaultNotifyRetention    = 72 * time.Hour
+	DefaultNotifyRetention    = notify.DefaultRetention
 )
 
 // NotifyKinds lists the kinds of notification targets.
