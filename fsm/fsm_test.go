@@ -232,7 +232,7 @@ func TestApplyEveryMessageType(t *testing.T) {
 			}
 		}
 	}
-	for _, mt := range structs.MessageTypes() {
+	for _, mt := range knownMessageTypes() {
 		fn, ok := cases[mt]
 		if !ok {
 			t.Errorf("message type %s has no case in this test", mt)
@@ -246,8 +246,8 @@ func TestApplyEveryMessageType(t *testing.T) {
 			}
 		})
 	}
-	if len(cases) != len(structs.MessageTypes()) {
-		t.Errorf("%d cases for %d message types", len(cases), len(structs.MessageTypes()))
+	if len(cases) != len(knownMessageTypes()) {
+		t.Errorf("%d cases for %d message types", len(cases), len(knownMessageTypes()))
 	}
 }
 
@@ -1358,4 +1358,15 @@ func TestEventsOfAnObject(t *testing.T) {
 	if got := seqsOf("c"); got != nil {
 		t.Fatalf("events of an unknown object: %v", got)
 	}
+}
+
+// knownMessageTypes lists the message types structs names, in order.
+func knownMessageTypes() []structs.MessageType {
+	var out []structs.MessageType
+	for t := structs.MessageType(0); t < structs.IgnoreUnknownTypeFlag; t++ {
+		if !strings.HasPrefix(t.String(), "MessageType(") {
+			out = append(out, t)
+		}
+	}
+	return out
 }

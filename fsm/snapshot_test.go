@@ -777,3 +777,8 @@ func TestSnapshotCodecCoversEveryField(t *testing.T) {
 		t.Errorf("event array of %d", n)
 	}
 }
+
+// isMsgpackMap reports whether b opens a msgpack map.
+func isMsgpackMap(b byte) bool {
+	return b&0xf0 == 0x80 || b == 0xde || b == 0xdf
+}

@@ -3,7 +3,6 @@ package structs
 import (
 	"bytes"
 	"fmt"
-	"slices"
 
 	"github.com/hashicorp/go-msgpack/v2/codec"
 )
@@ -100,16 +99,6 @@ var messageTypeNames = map[MessageType]string{
 	AutopilotSetConfigRequestType:   "AutopilotSetConfig",
 	GCRequestType:                   "GC",
 	BatchRequestType:                "Batch",
-}
-
-// MessageTypes lists every known message type, in order.
-func MessageTypes() []MessageType {
-	out := make([]MessageType, 0, len(messageTypeNames))
-	for t := range messageTypeNames {
-		out = append(out, t)
-	}
-	slices.Sort(out)
-	return out
 }
 
 func (t MessageType) String() string {

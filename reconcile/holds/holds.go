@@ -261,14 +261,6 @@ func Active(w *structs.SyncWindow, now time.Time) (bool, error) {
 	return c.activeAt(now), nil
 }
 
-// Closed reports whether a job is in a closed window at now: an active deny
-// window matches it, or allow windows match it and none of them is active.
-// A deny window wins over an active allow window. The reason names the
-// windows. A window that does not validate is skipped.
-func Closed(windows []*structs.SyncWindow, namespace, jobID string, now time.Time) (bool, string) {
-	return At(windows, now).Closed(namespace, jobID)
-}
-
 // Schedule is the sync windows evaluated at one instant: which are active
 // and when each next opens or closes. Evaluating a window (its cron
 // schedule in its time zone) costs tens of microseconds; a detection cycle

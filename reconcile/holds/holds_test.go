@@ -351,3 +351,11 @@ func BenchmarkClosed(b *testing.B) {
 		Closed(windows, "default", "web", now)
 	}
 }
+
+// Closed reports whether a job is in a closed window at now: an active deny
+// window matches it, or allow windows match it and none of them is active.
+// A deny window wins over an active allow window. The reason names the
+// windows. A window that does not validate is skipped.
+func Closed(windows []*structs.SyncWindow, namespace, jobID string, now time.Time) (bool, string) {
+	return At(windows, now).Closed(namespace, jobID)
+}

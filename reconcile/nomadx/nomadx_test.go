@@ -1,6 +1,7 @@
 package nomadx
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -608,4 +609,11 @@ job "needs-image" {
 			t.Errorf("prometheus counters = %v", got)
 		}
 	})
+}
+
+// WaitJobs is the blocking form of ListJobs: it returns once Nomad's job index
+// is above index (or after the blocking wait), with the index to pass next.
+// index 0 answers at once.
+func (c *Client) WaitJobs(ctx context.Context, ns string, index uint64) ([]*api.JobListStub, uint64, error) {
+	return c.listJobs(ctx, ns, index)
 }
