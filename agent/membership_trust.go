@@ -224,7 +224,7 @@ func (m *membership) verifyMember(si serverInfo) error {
 	defer client.CloseIdleConnections()
 	resp, err := client.Do(req)
 	if err != nil {
-		return fmt.Errorf("%w: %s does not answer at its RPC address %s: %v", ErrUntrustedMember, si.Name, si.RPCAddr, err)
+		return fmt.Errorf("%w: %s does not answer at its RPC address %s: %w", ErrUntrustedMember, si.Name, si.RPCAddr, err)
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxPeerAnswer))
@@ -233,7 +233,7 @@ func (m *membership) verifyMember(si serverInfo) error {
 	}
 	var self structs.NodeStatus
 	if err := json.Unmarshal(body, &self); err != nil {
-		return fmt.Errorf("%w: %s: decode the answer of its RPC address: %v", ErrUntrustedMember, si.Name, err)
+		return fmt.Errorf("%w: %s: decode the answer of its RPC address: %w", ErrUntrustedMember, si.Name, err)
 	}
 	if self.NodeID != si.ID {
 		return fmt.Errorf("%w: %s claims node ID %s, but its RPC address %s answers as %s",
@@ -250,7 +250,7 @@ func (s *Server) Keyring(op, key string) (*structs.KeyringResponse, error) {
 	}
 	if op != "list" {
 		if _, err := decodeGossipKey(key); err != nil {
-			return nil, fmt.Errorf("%w: key: %v", structs.ErrInvalid, err)
+			return nil, fmt.Errorf("%w: key: %w", structs.ErrInvalid, err)
 		}
 	}
 	km := s.membership.serf.KeyManager()

@@ -474,7 +474,7 @@ func (s *Server) raftApply(t structs.MessageType, req any) (uint64, any, error) 
 	if err := r.err; err != nil {
 		if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) ||
 			errors.Is(err, raft.ErrLeadershipTransferInProgress) {
-			return 0, nil, fmt.Errorf("%w: %v", structs.ErrNotLeader, err)
+			return 0, nil, fmt.Errorf("%w: %w", structs.ErrNotLeader, err)
 		}
 		return 0, nil, fmt.Errorf("raft apply %s: %w", t, err)
 	}
