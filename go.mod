@@ -3,7 +3,6 @@ module github.com/nops-dev/nops
 go 1.26.7
 
 require (
-	github.com/cenkalti/backoff/v4 v4.3.0
 	github.com/chromedp/cdproto v0.159.0
 	github.com/chromedp/chromedp v0.23.0
 	github.com/emersion/go-sasl v0.0.0-20200509203442-7bfe0ed36a21

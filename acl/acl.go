@@ -14,8 +14,8 @@
 //	  }
 //	}
 //
-// Namespace and job names are globs where "*" matches any run of
-// characters. Capabilities granted by every block that matches (across
+// Namespace and job names are globs of the one dialect, structs.Glob:
+// "*" matches any run of characters. Capabilities granted by every block that matches (across
 // every policy of the token) add up; a capability listed in a matching
 // block's deny list, or the capability "deny" (which denies everything),
 // wins over any grant.
@@ -33,6 +33,8 @@ import (
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclparse"
 	"github.com/zclconf/go-cty/cty"
+
+	"github.com/nops-dev/nops/structs"
 )
 
 // Capability is one right, or a set of them as a bit mask.
@@ -240,13 +242,13 @@ func Parse(rules string) (*Policy, error) {
 	}
 	for _, ns := range namespaces {
 		where := fmt.Sprintf("namespace %q", ns.name)
-		if err := checkGlob(ns.name); err != nil {
+		if err := structs.CheckGlob(ns.name); err != nil {
 			problems = append(problems, fmt.Sprintf("%s: %v", where, err))
 		}
 		nb := &NamespaceBlock{Glob: ns.name, Block: caps(where, namespaceCaps, ns.capabilities, ns.deny)}
 		for _, j := range ns.jobs {
 			jw := fmt.Sprintf("%s job %q", where, j.name)
-			if err := checkGlob(j.name); err != nil {
+			if err := structs.CheckGlob(j.name); err != nil {
 				problems = append(problems, fmt.Sprintf("%s: %v", jw, err))
 			}
 			nb.Jobs = append(nb.Jobs, &JobBlock{Glob: j.name, Block: caps(jw, namespaceCaps, j.capabilities, j.deny)})
@@ -266,20 +268,6 @@ func lookup(name string) (Capability, bool) {
 		}
 	}
 	return 0, false
-}
-
-// maxGlob bounds a namespace or job glob: twice Nomad's longest namespace
-// name (128), room for any real name plus wildcards, and matching stays cheap.
-const maxGlob = 256
-
-func checkGlob(g string) error {
-	if g == "" {
-		return errors.New("the name glob must not be empty")
-	}
-	if len(g) > maxGlob {
-		return fmt.Errorf("the name glob is longer than %d characters", maxGlob)
-	}
-	return nil
 }
 
 // rule is a compiled grant on a (namespace glob, job glob) pair; an empty
@@ -367,10 +355,10 @@ func (a *ACL) AllowJob(namespace, job string, c Capability) bool {
 	var grant, deny Capability
 	for i := range a.rules {
 		r := &a.rules[i]
-		if !Glob(r.ns, namespace) {
+		if !structs.Glob(r.ns, namespace) {
 			continue
 		}
-		if r.job != "" && !Glob(r.job, job) {
+		if r.job != "" && !structs.Glob(r.job, job) {
 			continue
 		}
 		grant |= r.Grant
@@ -395,38 +383,4 @@ func (a *ACL) AllowAnyJob(c Capability) bool {
 		}
 	}
 	return false
-}
-
-// Glob reports whether name matches pattern, where "*" matches any run of
-// characters (including none) and every other character itself.
-func Glob(pattern, name string) bool {
-	if pattern == "*" {
-		return true
-	}
-	if !strings.Contains(pattern, "*") {
-		return pattern == name
-	}
-	// Iterative matching with one backtrack point, linear in practice.
-	p, n := 0, 0
-	star, mark := -1, 0
-	for n < len(name) {
-		switch {
-		case p < len(pattern) && pattern[p] == '*':
-			star, mark = p, n
-			p++
-		case p < len(pattern) && pattern[p] == name[n]:
-			p++
-			n++
-		case star >= 0:
-			p = star + 1
-			mark++
-			n = mark
-		default:
-			return false
-		}
-	}
-	for p < len(pattern) && pattern[p] == '*' {
-		p++
-	}
-	return p == len(pattern)
 }

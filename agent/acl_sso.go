@@ -329,7 +329,7 @@ func (a *httpAPI) aclJWTLogin(_ http.ResponseWriter, r *http.Request) (any, erro
 		for _, pem := range c.JWTValidationPubKeys {
 			k, perr := jwt.ParsePublicKeyPEM([]byte(pem))
 			if perr != nil {
-				return nil, fmt.Errorf("%w: auth method %q: public key: %v", structs.ErrInvalid, m.Name, perr)
+				return nil, fmt.Errorf("%w: auth method %q: public key: %w", structs.ErrInvalid, m.Name, perr)
 			}
 			keys = append(keys, k)
 		}

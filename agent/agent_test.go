@@ -206,7 +206,7 @@ func TestAPI_BadInput(t *testing.T) {
 		{"bad cron", "PUT", "/v1/window/w1", `{"kind":"deny","schedule":"61 * * * *","duration":"1h"}`, 400, "schedule"},
 		{"bad time zone", "PUT", "/v1/window/w1", `{"kind":"deny","schedule":"0 1 * * *","duration":"1h","timezone":"Mars/Olympus"}`, 400, "timezone"},
 		{"bad duration and kind together", "PUT", "/v1/window/w1", `{"kind":"maybe","schedule":"0 1 * * *","duration":"soon"}`, 400, "kind: must be allow or deny"},
-		{"bad glob", "PUT", "/v1/window/w1", `{"kind":"deny","schedule":"0 1 * * *","duration":"1h","jobs":["[web"]}`, 400, "jobs"},
+		{"bad glob", "PUT", "/v1/window/w1", `{"kind":"deny","schedule":"0 1 * * *","duration":"1h","jobs":[""]}`, 400, "jobs"},
 		{"not found", "POST", "/v1/deployment/33333333-0000-0000-0000-000000000000/approve", `{}`, 404, "not found"},
 		{"bad state filter", "GET", "/v1/deployments?state=sleeping", ``, 400, "state"},
 		{"bad limit", "GET", "/v1/deployments?limit=-1", ``, 400, "limit"},

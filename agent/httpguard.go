@@ -96,7 +96,7 @@ func (a *httpAPI) guard(mux *http.ServeMux, internal bool, next http.Handler) ht
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		defer func() {
 			if p := recover(); p != nil {
-				if p == http.ErrAbortHandler {
+				if isAbort(p) {
 					panic(p)
 				}
 				a.logger.Error("panic in request guard", "path", r.URL.Path, "panic", p)

@@ -11,6 +11,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/nops-dev/nops/fsm"
+	"github.com/nops-dev/nops/structs"
 )
 
 const (
@@ -40,7 +41,7 @@ func (s *Server) monitorLeadership() {
 	// nil while none is.
 	var retry <-chan time.Time
 	var retryTimer *time.Timer
-	var backoff leaderBackoff
+	backoff := structs.Backoff{Min: leaderRetryMin, Max: leaderRetryMax}
 	stopRetry := func() {
 		if retryTimer != nil {
 			retryTimer.Stop()
@@ -51,10 +52,10 @@ func (s *Server) monitorLeadership() {
 	lead := func() {
 		stopRetry()
 		if s.tryLeadership() {
-			backoff.reset()
+			backoff.Reset()
 			return
 		}
-		wait := backoff.next()
+		wait := backoff.Next()
 		s.logger.Warn("will try to establish leadership again", "in", wait)
 		retryTimer = time.NewTimer(wait)
 		retry = retryTimer.C
@@ -66,18 +67,18 @@ func (s *Server) monitorLeadership() {
 		case isLeader := <-s.leaderNotify:
 			if !isLeader {
 				stopRetry()
-				backoff.reset()
+				backoff.Reset()
 				s.revokeLeadership()
 				continue
 			}
-			backoff.reset()
+			backoff.Reset()
 			lead()
 		case <-retry:
 			retryTimer, retry = nil, nil
 			if s.raft.State() != raft.Leader {
 				// Deposed while waiting: the notification that says so
 				// is next in line, or already handled.
-				backoff.reset()
+				backoff.Reset()
 				continue
 			}
 			lead()
@@ -119,22 +120,6 @@ const (
 	leaderRetryMin = time.Second
 	leaderRetryMax = 30 * time.Second
 )
-
-// leaderBackoff is the wait between attempts to establish leadership: it
-// doubles from leaderRetryMin up to leaderRetryMax.
-type leaderBackoff struct{ wait time.Duration }
-
-func (b *leaderBackoff) next() time.Duration {
-	switch {
-	case b.wait == 0:
-		b.wait = leaderRetryMin
-	case b.wait < leaderRetryMax:
-		b.wait = min(2*b.wait, leaderRetryMax)
-	}
-	return b.wait
-}
-
-func (b *leaderBackoff) reset() { b.wait = 0 }
 
 // establishLeadership issues a barrier, so that the state holds every entry
 // committed by earlier leaders, then marks the server ready to lead and

@@ -264,7 +264,7 @@ func (s *Server) Keyring(op, key string) (*structs.KeyringResponse, error) {
 	}
 	if op != "list" {
 		if _, err := decodeGossipKey(key); err != nil {
-			return nil, fmt.Errorf("%w: key: %v", structs.ErrInvalid, err)
+			return nil, fmt.Errorf("%w: key: %w", structs.ErrInvalid, err)
 		}
 	}
 	km := s.membership.serf.KeyManager()

@@ -303,7 +303,7 @@ func (s *Server) nodeName() string {
 	if s.config.NodeName != "" {
 		return s.config.NodeName
 	}
-	return s.nodeID[:8]
+	return structs.ShortID(s.nodeID)
 }
 
 // loadNodeID reads the node ID persisted in the data dir, or creates it.
@@ -485,7 +485,7 @@ func (s *Server) raftApply(t structs.MessageType, req any) (uint64, any, error) 
 	if err := r.err; err != nil {
 		if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) ||
 			errors.Is(err, raft.ErrLeadershipTransferInProgress) {
-			return 0, nil, fmt.Errorf("%w: %v", structs.ErrNotLeader, err)
+			return 0, nil, fmt.Errorf("%w: %w", structs.ErrNotLeader, err)
 		}
 		return 0, nil, fmt.Errorf("raft apply %s: %w", t, err)
 	}

@@ -132,7 +132,7 @@ func (c *tlsConfigurator) verifyServer(leaf *x509.Certificate, intermediates []*
 		var ie x509.CertificateInvalidError
 		var he x509.HostnameError
 		if errors.As(err, &he) || errors.As(err, &ie) && ie.Reason == x509.IncompatibleUsage {
-			return fmt.Errorf("%w (%s): %v", ErrNotServerCertificate, c.serverName, err)
+			return fmt.Errorf("%w (%s): %w", ErrNotServerCertificate, c.serverName, err)
 		}
 		return err
 	}

@@ -87,7 +87,7 @@ func (a *httpAPI) wrapUI(rule routeRule, fn handlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		defer func() {
 			if p := recover(); p != nil {
-				if p == http.ErrAbortHandler {
+				if isAbort(p) {
 					panic(p)
 				}
 				a.logger.Error("panic in dashboard handler", "path", r.URL.Path, "panic", p)

@@ -14,33 +14,20 @@ import (
 	"github.com/nops-dev/nops/structs"
 )
 
-// aclCommand is one `nops acl ...` command: its flags, its arguments, and
-// a call that returns what -json prints and a function that prints it
+// aclCall is what an acl command does once its flags and arguments are
+// read: it returns what -json prints and a function that prints it
 // otherwise.
-type aclCommand struct {
-	m        *runner
-	name     string
-	synopsis string
-	help     string
-	min, max int
-	desc     string
-	flags    func(fs *flag.FlagSet)
-	check    func(pos []string) error
-	run      func(ctx context.Context, api *client.Client, pos []string) (any, func(), error)
-}
+type aclCall func(api *client.Client, pos []string) (any, func(), error)
 
-func (c *aclCommand) Synopsis() string { return c.synopsis }
-func (c *aclCommand) Help() string     { return c.help + apiFlagsHelp }
-
-func (c *aclCommand) Run(ctx context.Context, args []string) int {
-	spec := apiArgs{name: c.name, min: c.min, max: c.max, desc: c.desc, flags: c.flags, check: c.check}
-	return c.m.runAPI(c, args, spec, func(api *client.Client, pos []string, asJSON bool) int {
-		out, print, err := c.run(ctx, api, pos)
+// runACL runs an acl command: spec's flags and arguments, then call.
+func (m *runner) runACL(c command, args []string, spec apiArgs, call aclCall) int {
+	return m.runAPI(c, args, spec, func(api *client.Client, pos []string, asJSON bool) int {
+		out, print, err := call(api, pos)
 		if err != nil {
-			return c.m.fail(err)
+			return m.fail(err)
 		}
 		if asJSON {
-			return c.m.printJSON(out)
+			return m.printJSON(out)
 		}
 		print()
 		return exitOK
@@ -74,35 +61,49 @@ func (m *runner) printToken(t *structs.ACLTokenView) {
 	m.kv(pairs...)
 }
 
-func (m *runner) aclCommands() map[string]command {
-	cmds := map[string]command{}
-	add := func(c *aclCommand) {
-		c.m = m
-		cmds[c.name] = c
-	}
+// printTokenCall returns a token as an acl command's result.
+func (m *runner) printTokenCall(t *structs.ACLTokenView) (any, func(), error) {
+	return t, func() { m.printToken(t) }, nil
+}
 
-	add(&aclCommand{name: "acl bootstrap", synopsis: "Create the first management token", max: 0,
-		help: `Usage: nops acl bootstrap [options]
+// aclBootstrapCommand creates the first management token.
+type aclBootstrapCommand struct {
+	m *runner
+}
+
+func (c *aclBootstrapCommand) Synopsis() string { return "Create the first management token" }
+
+func (c *aclBootstrapCommand) Help() string {
+	return `Usage: nops acl bootstrap [options]
 
   Creates the first management token of a cluster with ACLs enabled. It
   works once; a second bootstrap is refused with the reset index, which an
   operator writes to the file acl-bootstrap-reset in the data dir of the
   leader to allow one more.
-`,
-		run: func(ctx context.Context, api *client.Client, _ []string) (any, func(), error) {
-			t, err := api.ACLBootstrap(ctx)
-			if err != nil {
-				return nil, nil, fmt.Errorf("ACL bootstrap: %w", err)
-			}
-			return t, func() { m.printToken(t) }, nil
-		}})
+` + apiFlagsHelp
+}
 
-	// Policies.
-	var polDesc string
-	add(&aclCommand{name: "acl policy apply", synopsis: "Create or replace an ACL policy from a file", min: 2, max: 2,
-		desc:  "a policy name and a rules file",
-		flags: func(fs *flag.FlagSet) { fs.StringVar(&polDesc, "description", "", "") },
-		help: `Usage: nops acl policy apply [options] <name> <path>
+func (c *aclBootstrapCommand) Run(ctx context.Context, args []string) int {
+	return c.m.runACL(c, args, apiArgs{name: "acl bootstrap"}, func(api *client.Client, _ []string) (any, func(), error) {
+		t, err := api.ACLBootstrap(ctx)
+		if err != nil {
+			return nil, nil, fmt.Errorf("ACL bootstrap: %w", err)
+		}
+		return c.m.printTokenCall(t)
+	})
+}
+
+// aclPolicyApplyCommand creates or replaces a policy from a rules file.
+type aclPolicyApplyCommand struct {
+	m *runner
+}
+
+func (c *aclPolicyApplyCommand) Synopsis() string {
+	return "Create or replace an ACL policy from a file"
+}
+
+func (c *aclPolicyApplyCommand) Help() string {
+	return `Usage: nops acl policy apply [options] <name> <path>
 
   Creates or replaces the policy <name> with the rules (HCL or JSON) in the
   file <path>; "-" reads them from stdin. The server checks the rules and
@@ -112,60 +113,109 @@ Options:
 
   -description=<text>
     What the policy is for.
-`,
-		run: func(ctx context.Context, api *client.Client, pos []string) (any, func(), error) {
-			var raw []byte
-			var err error
-			if pos[1] == "-" {
-				raw, err = readAllLimited(os.Stdin)
-			} else {
-				raw, err = os.ReadFile(pos[1])
-			}
-			if err != nil {
-				return nil, nil, fmt.Errorf("read rules: %w", err)
-			}
-			p, err := api.PutACLPolicy(ctx, &structs.ACLPolicySpec{Name: pos[0], Description: polDesc, Rules: string(raw)})
-			if err != nil {
-				return nil, nil, fmt.Errorf("apply policy %q: %w", pos[0], err)
-			}
-			return p, func() { fmt.Fprintf(m.stdout, "Policy %q applied\n", p.Name) }, nil
-		}})
-	add(&aclCommand{name: "acl policy list", synopsis: "List the ACL policies", max: 0,
-		help: "Usage: nops acl policy list [options]\n\n  Lists the ACL policies.\n",
-		run: func(ctx context.Context, api *client.Client, _ []string) (any, func(), error) {
-			list, err := api.ACLPolicies(ctx)
-			if list == nil {
-				list = []*structs.ACLPolicy{}
-			}
-			return list, func() {
-				table[*structs.ACLPolicy]{header: "Name\tDescription", empty: "No policies",
-					row: func(p *structs.ACLPolicy) string { return p.Name + "\t" + orDash(p.Description) }}.print(m, list)
-			}, err
-		}})
-	add(&aclCommand{name: "acl policy info", synopsis: "Show an ACL policy and its rules", min: 1, max: 1, desc: "a policy name",
-		help: "Usage: nops acl policy info [options] <name>\n\n  Shows a policy and its rules.\n",
-		run: func(ctx context.Context, api *client.Client, pos []string) (any, func(), error) {
-			p, err := api.ACLPolicy(ctx, pos[0])
-			if err != nil {
-				return nil, nil, fmt.Errorf("policy %q: %w", pos[0], err)
-			}
-			return p, func() {
-				m.kv("Name", p.Name, "Description", orDash(p.Description), "Create Index", fmt.Sprint(p.CreateIndex), "Modify Index", fmt.Sprint(p.ModifyIndex))
-				fmt.Fprintf(m.stdout, "\nRules\n\n%s\n", strings.TrimRight(p.Rules, "\n"))
-			}, nil
-		}})
-	add(m.deleteCommand("acl policy delete", "an ACL policy", "a policy name", func(ctx context.Context, api *client.Client, n string) error {
-		return api.DeleteACLPolicy(ctx, n)
-	}))
+` + apiFlagsHelp
+}
 
-	// Roles.
-	roleFlags := func(desc *string, pols *stringList) func(fs *flag.FlagSet) {
-		return func(fs *flag.FlagSet) {
-			fs.StringVar(desc, "description", "", "")
-			fs.Var(pols, "policy", "")
+func (c *aclPolicyApplyCommand) Run(ctx context.Context, args []string) int {
+	var desc string
+	spec := apiArgs{name: "acl policy apply", min: 2, max: 2, desc: "a policy name and a rules file",
+		flags: func(fs *flag.FlagSet) { fs.StringVar(&desc, "description", "", "") }}
+	return c.m.runACL(c, args, spec, func(api *client.Client, pos []string) (any, func(), error) {
+		raw, err := readRules(pos[1])
+		if err != nil {
+			return nil, nil, fmt.Errorf("read rules: %w", err)
 		}
+		p, err := api.PutACLPolicy(ctx, &structs.ACLPolicySpec{Name: pos[0], Description: desc, Rules: string(raw)})
+		if err != nil {
+			return nil, nil, fmt.Errorf("apply policy %q: %w", pos[0], err)
+		}
+		return p, func() { fmt.Fprintf(c.m.stdout, "Policy %q applied\n", p.Name) }, nil
+	})
+}
+
+// readRules reads a rules file, or stdin for "-".
+func readRules(path string) ([]byte, error) {
+	if path == "-" {
+		return readAllLimited(os.Stdin)
 	}
-	roleHelp := `
+	return os.ReadFile(path)
+}
+
+// aclPolicyListCommand lists the policies.
+type aclPolicyListCommand struct {
+	m *runner
+}
+
+func (c *aclPolicyListCommand) Synopsis() string { return "List the ACL policies" }
+
+func (c *aclPolicyListCommand) Help() string {
+	return "Usage: nops acl policy list [options]\n\n  Lists the ACL policies.\n" + apiFlagsHelp
+}
+
+func (c *aclPolicyListCommand) Run(ctx context.Context, args []string) int {
+	return c.m.runACL(c, args, apiArgs{name: "acl policy list"}, func(api *client.Client, _ []string) (any, func(), error) {
+		list, err := api.ACLPolicies(ctx)
+		if list == nil {
+			list = []*structs.ACLPolicy{}
+		}
+		return list, func() {
+			table[*structs.ACLPolicy]{header: "Name\tDescription", empty: "No policies",
+				row: func(p *structs.ACLPolicy) string { return p.Name + "\t" + orDash(p.Description) }}.print(c.m, list)
+		}, err
+	})
+}
+
+// aclPolicyInfoCommand shows a policy and its rules.
+type aclPolicyInfoCommand struct {
+	m *runner
+}
+
+func (c *aclPolicyInfoCommand) Synopsis() string { return "Show an ACL policy and its rules" }
+
+func (c *aclPolicyInfoCommand) Help() string {
+	return "Usage: nops acl policy info [options] <name>\n\n  Shows a policy and its rules.\n" + apiFlagsHelp
+}
+
+func (c *aclPolicyInfoCommand) Run(ctx context.Context, args []string) int {
+	spec := apiArgs{name: "acl policy info", min: 1, max: 1, desc: "a policy name"}
+	return c.m.runACL(c, args, spec, func(api *client.Client, pos []string) (any, func(), error) {
+		p, err := api.ACLPolicy(ctx, pos[0])
+		if err != nil {
+			return nil, nil, fmt.Errorf("policy %q: %w", pos[0], err)
+		}
+		return p, func() {
+			c.m.kv("Name", p.Name, "Description", orDash(p.Description), "Create Index", fmt.Sprint(p.CreateIndex), "Modify Index", fmt.Sprint(p.ModifyIndex))
+			fmt.Fprintf(c.m.stdout, "\nRules\n\n%s\n", strings.TrimRight(p.Rules, "\n"))
+		}, nil
+	})
+}
+
+// aclRoleWriteCommand creates a role, or replaces one (update).
+type aclRoleWriteCommand struct {
+	m      *runner
+	create bool
+}
+
+func (c *aclRoleWriteCommand) verb() string {
+	if c.create {
+		return "create"
+	}
+	return "update"
+}
+
+func (c *aclRoleWriteCommand) Synopsis() string {
+	if c.create {
+		return "Create an ACL role"
+	}
+	return "Replace the policies of an ACL role"
+}
+
+func (c *aclRoleWriteCommand) Help() string {
+	does := "Replaces"
+	if c.create {
+		does = "Creates"
+	}
+	return fmt.Sprintf("Usage: nops acl role %s [options] <name>\n\n  %s an ACL role: a named set of policies that tokens and binding rules use.\n", c.verb(), does) + `
 Options:
 
   -policy=<name>
@@ -173,76 +223,106 @@ Options:
 
   -description=<text>
     What the role is for.
-`
-	for _, verb := range []string{"create", "update"} {
-		var desc string
-		var pols stringList
-		create := verb == "create"
-		add(&aclCommand{name: "acl role " + verb, synopsis: map[bool]string{true: "Create an ACL role", false: "Replace the policies of an ACL role"}[create],
-			min: 1, max: 1, desc: "a role name", flags: roleFlags(&desc, &pols),
-			help: fmt.Sprintf("Usage: nops acl role %s [options] <name>\n\n  %s an ACL role: a named set of policies that tokens and binding rules use.\n%s",
-				verb, map[bool]string{true: "Creates", false: "Replaces"}[create], roleHelp),
-			run: func(ctx context.Context, api *client.Client, pos []string) (any, func(), error) {
-				if create {
-					if _, err := api.ACLRole(ctx, pos[0]); err == nil {
-						return nil, nil, fmt.Errorf("role %q already exists: use nops acl role update", pos[0])
-					}
-				} else if _, err := api.ACLRole(ctx, pos[0]); err != nil {
-					return nil, nil, fmt.Errorf("role %q: %w", pos[0], err)
-				}
-				r, err := api.PutACLRole(ctx, &structs.ACLRoleSpec{Name: pos[0], Description: desc, Policies: pols})
-				if err != nil {
-					return nil, nil, fmt.Errorf("%s role %q: %w", verb, pos[0], err)
-				}
-				return r, func() { fmt.Fprintf(m.stdout, "Role %q %sd\n", r.Name, verb) }, nil
-			}})
-	}
-	add(&aclCommand{name: "acl role list", synopsis: "List the ACL roles", max: 0,
-		help: "Usage: nops acl role list [options]\n\n  Lists the ACL roles.\n",
-		run: func(ctx context.Context, api *client.Client, _ []string) (any, func(), error) {
-			list, err := api.ACLRoles(ctx)
-			if list == nil {
-				list = []*structs.ACLRole{}
-			}
-			return list, func() {
-				table[*structs.ACLRole]{header: "Name\tPolicies\tDescription", empty: "No roles",
-					row: func(r *structs.ACLRole) string {
-						return r.Name + "\t" + strings.Join(r.Policies, ",") + "\t" + orDash(r.Description)
-					}}.print(m, list)
-			}, err
-		}})
-	add(&aclCommand{name: "acl role info", synopsis: "Show an ACL role", min: 1, max: 1, desc: "a role name",
-		help: "Usage: nops acl role info [options] <name>\n\n  Shows a role.\n",
-		run: func(ctx context.Context, api *client.Client, pos []string) (any, func(), error) {
-			r, err := api.ACLRole(ctx, pos[0])
-			if err != nil {
-				return nil, nil, fmt.Errorf("role %q: %w", pos[0], err)
-			}
-			return r, func() {
-				m.kv("Name", r.Name, "Description", orDash(r.Description), "Policies", strings.Join(r.Policies, ","))
-			}, nil
-		}})
-	add(m.deleteCommand("acl role delete", "an ACL role", "a role name", func(ctx context.Context, api *client.Client, n string) error {
-		return api.DeleteACLRole(ctx, n)
-	}))
+` + apiFlagsHelp
+}
 
-	// Tokens.
-	var (
-		tokName, tokType, tokTTL string
-		tokPols, tokRoles        stringList
-	)
-	tokenFlags := func(withTTL bool) func(fs *flag.FlagSet) {
-		return func(fs *flag.FlagSet) {
-			fs.StringVar(&tokName, "name", "", "")
-			fs.StringVar(&tokType, "type", "", "")
-			fs.Var(&tokPols, "policy", "")
-			fs.Var(&tokRoles, "role", "")
-			if withTTL {
-				fs.StringVar(&tokTTL, "ttl", "", "")
-			}
+func (c *aclRoleWriteCommand) Run(ctx context.Context, args []string) int {
+	var desc string
+	var pols stringList
+	spec := apiArgs{name: "acl role " + c.verb(), min: 1, max: 1, desc: "a role name", flags: func(fs *flag.FlagSet) {
+		fs.StringVar(&desc, "description", "", "")
+		fs.Var(&pols, "policy", "")
+	}}
+	return c.m.runACL(c, args, spec, func(api *client.Client, pos []string) (any, func(), error) {
+		_, err := api.ACLRole(ctx, pos[0])
+		switch {
+		case c.create && err == nil:
+			return nil, nil, fmt.Errorf("role %q already exists: use nops acl role update", pos[0])
+		case !c.create && err != nil:
+			return nil, nil, fmt.Errorf("role %q: %w", pos[0], err)
+		}
+		r, err := api.PutACLRole(ctx, &structs.ACLRoleSpec{Name: pos[0], Description: desc, Policies: pols})
+		if err != nil {
+			return nil, nil, fmt.Errorf("%s role %q: %w", c.verb(), pos[0], err)
+		}
+		return r, func() { fmt.Fprintf(c.m.stdout, "Role %q %sd\n", r.Name, c.verb()) }, nil
+	})
+}
+
+// aclRoleListCommand lists the roles.
+type aclRoleListCommand struct {
+	m *runner
+}
+
+func (c *aclRoleListCommand) Synopsis() string { return "List the ACL roles" }
+
+func (c *aclRoleListCommand) Help() string {
+	return "Usage: nops acl role list [options]\n\n  Lists the ACL roles.\n" + apiFlagsHelp
+}
+
+func (c *aclRoleListCommand) Run(ctx context.Context, args []string) int {
+	return c.m.runACL(c, args, apiArgs{name: "acl role list"}, func(api *client.Client, _ []string) (any, func(), error) {
+		list, err := api.ACLRoles(ctx)
+		if list == nil {
+			list = []*structs.ACLRole{}
+		}
+		return list, func() {
+			table[*structs.ACLRole]{header: "Name\tPolicies\tDescription", empty: "No roles",
+				row: func(r *structs.ACLRole) string {
+					return r.Name + "\t" + strings.Join(r.Policies, ",") + "\t" + orDash(r.Description)
+				}}.print(c.m, list)
+		}, err
+	})
+}
+
+// aclRoleInfoCommand shows a role.
+type aclRoleInfoCommand struct {
+	m *runner
+}
+
+func (c *aclRoleInfoCommand) Synopsis() string { return "Show an ACL role" }
+
+func (c *aclRoleInfoCommand) Help() string {
+	return "Usage: nops acl role info [options] <name>\n\n  Shows a role.\n" + apiFlagsHelp
+}
+
+func (c *aclRoleInfoCommand) Run(ctx context.Context, args []string) int {
+	spec := apiArgs{name: "acl role info", min: 1, max: 1, desc: "a role name"}
+	return c.m.runACL(c, args, spec, func(api *client.Client, pos []string) (any, func(), error) {
+		r, err := api.ACLRole(ctx, pos[0])
+		if err != nil {
+			return nil, nil, fmt.Errorf("role %q: %w", pos[0], err)
+		}
+		return r, func() {
+			c.m.kv("Name", r.Name, "Description", orDash(r.Description), "Policies", strings.Join(r.Policies, ","))
+		}, nil
+	})
+}
+
+// tokenFlags are the flags of acl token create and update.
+type tokenFlags struct {
+	name, typ, ttl string
+	pols, roles    stringList
+}
+
+func (f *tokenFlags) register(withTTL bool) func(fs *flag.FlagSet) {
+	return func(fs *flag.FlagSet) {
+		fs.StringVar(&f.name, "name", "", "")
+		fs.StringVar(&f.typ, "type", "", "")
+		fs.Var(&f.pols, "policy", "")
+		fs.Var(&f.roles, "role", "")
+		if withTTL {
+			fs.StringVar(&f.ttl, "ttl", "", "")
 		}
 	}
-	tokenHelp := `
+}
+
+func (f *tokenFlags) spec() *structs.ACLTokenSpec {
+	return &structs.ACLTokenSpec{Name: f.name, Type: f.typ, Policies: f.pols, Roles: f.roles, ExpirationTTL: f.ttl}
+}
+
+// tokenFlagsHelp documents tokenFlags.
+const tokenFlagsHelp = `
 Options:
 
   -name=<name>
@@ -254,83 +334,160 @@ Options:
   -policy=<name>, -role=<name>
     A policy or role of a client token; repeat for several.
 `
-	add(&aclCommand{name: "acl token create", synopsis: "Create an ACL token", max: 0, flags: tokenFlags(true),
-		help: "Usage: nops acl token create [options]\n\n  Creates a token and prints its secret, which is shown only this once.\n" + tokenHelp +
-			"\n  -ttl=<duration>\n    The token expires after this long (a Go duration). Default: never.\n",
-		run: func(ctx context.Context, api *client.Client, _ []string) (any, func(), error) {
-			t, err := api.CreateACLToken(ctx, &structs.ACLTokenSpec{Name: tokName, Type: tokType, Policies: tokPols, Roles: tokRoles, ExpirationTTL: tokTTL})
-			if err != nil {
-				return nil, nil, fmt.Errorf("create token: %w", err)
-			}
-			return t, func() { m.printToken(t) }, nil
-		}})
-	add(&aclCommand{name: "acl token update", synopsis: "Change an ACL token's name, policies and roles", min: 1, max: 1, desc: "an accessor ID",
-		flags: tokenFlags(false),
-		help:  "Usage: nops acl token update [options] <accessor_id>\n\n  Replaces a token's name, type, policies and roles (the secret and the\n  expiry stay). Flags not given are cleared, except -type.\n" + tokenHelp,
-		run: func(ctx context.Context, api *client.Client, pos []string) (any, func(), error) {
-			t, err := api.UpdateACLToken(ctx, pos[0], &structs.ACLTokenSpec{Name: tokName, Type: tokType, Policies: tokPols, Roles: tokRoles})
-			if err != nil {
-				return nil, nil, fmt.Errorf("update token %s: %w", pos[0], err)
-			}
-			return t, func() { m.printToken(t) }, nil
-		}})
-	add(&aclCommand{name: "acl token list", synopsis: "List the ACL tokens", max: 0,
-		help: "Usage: nops acl token list [options]\n\n  Lists the tokens (never their secrets).\n",
-		run: func(ctx context.Context, api *client.Client, _ []string) (any, func(), error) {
-			list, err := api.ACLTokens(ctx)
-			if list == nil {
-				list = []*structs.ACLTokenView{}
-			}
-			return list, func() {
-				table[*structs.ACLTokenView]{header: "Accessor ID\tName\tType\tPolicies\tRoles\tExpires", empty: "No tokens",
-					row: func(t *structs.ACLTokenView) string {
-						exp := "never"
-						if t.ExpirationTime != nil {
-							exp = formatTime(*t.ExpirationTime)
-						}
-						return strings.Join([]string{t.AccessorID, orDash(t.Name), t.Type, orDash(strings.Join(t.Policies, ",")),
-							orDash(strings.Join(t.Roles, ",")), exp}, "\t")
-					}}.print(m, list)
-			}, err
-		}})
-	add(&aclCommand{name: "acl token info", synopsis: "Show an ACL token", min: 1, max: 1, desc: "an accessor ID",
-		help: "Usage: nops acl token info [options] <accessor_id>\n\n  Shows a token (never its secret).\n",
-		run: func(ctx context.Context, api *client.Client, pos []string) (any, func(), error) {
-			t, err := api.ACLToken(ctx, pos[0])
-			if err != nil {
-				return nil, nil, fmt.Errorf("token %s: %w", pos[0], err)
-			}
-			return t, func() { m.printToken(t) }, nil
-		}})
-	add(&aclCommand{name: "acl token self", synopsis: "Show the token this command sends", max: 0,
-		help: "Usage: nops acl token self [options]\n\n  Shows the token given by -token or NOPS_TOKEN.\n",
-		run: func(ctx context.Context, api *client.Client, _ []string) (any, func(), error) {
-			t, err := api.ACLTokenSelf(ctx)
-			if err != nil {
-				return nil, nil, fmt.Errorf("token self: %w", err)
-			}
-			return t, func() { m.printToken(t) }, nil
-		}})
-	add(m.deleteCommand("acl token delete", "an ACL token", "an accessor ID", func(ctx context.Context, api *client.Client, n string) error {
-		return api.DeleteACLToken(ctx, n)
-	}))
 
-	for k, v := range m.ssoCommands() {
-		cmds[k] = v
-	}
-	return cmds
+// aclTokenCreateCommand creates a token.
+type aclTokenCreateCommand struct {
+	m *runner
 }
 
-// deleteCommand is a command that deletes one named object.
-func (m *runner) deleteCommand(name, what, desc string, del func(ctx context.Context, api *client.Client, n string) error) *aclCommand {
-	return &aclCommand{name: name, synopsis: "Delete " + what, min: 1, max: 1, desc: desc,
-		help: fmt.Sprintf("Usage: nops %s [options] <%s>\n\n  Deletes %s.\n", name, strings.TrimPrefix(strings.TrimPrefix(desc, "an "), "a "), what),
-		run: func(ctx context.Context, api *client.Client, pos []string) (any, func(), error) {
-			if err := del(ctx, api, pos[0]); err != nil {
-				return nil, nil, fmt.Errorf("delete %s %q: %w", strings.TrimPrefix(strings.TrimPrefix(what, "an "), "a "), pos[0], err)
-			}
-			return map[string]string{"deleted": pos[0]}, func() { fmt.Fprintf(m.stdout, "Deleted %q\n", pos[0]) }, nil
-		}}
+func (c *aclTokenCreateCommand) Synopsis() string { return "Create an ACL token" }
+
+func (c *aclTokenCreateCommand) Help() string {
+	return "Usage: nops acl token create [options]\n\n  Creates a token and prints its secret, which is shown only this once.\n" + tokenFlagsHelp +
+		"\n  -ttl=<duration>\n    The token expires after this long (a Go duration). Default: never.\n" + apiFlagsHelp
+}
+
+func (c *aclTokenCreateCommand) Run(ctx context.Context, args []string) int {
+	var f tokenFlags
+	return c.m.runACL(c, args, apiArgs{name: "acl token create", flags: f.register(true)}, func(api *client.Client, _ []string) (any, func(), error) {
+		t, err := api.CreateACLToken(ctx, f.spec())
+		if err != nil {
+			return nil, nil, fmt.Errorf("create token: %w", err)
+		}
+		return c.m.printTokenCall(t)
+	})
+}
+
+// aclTokenUpdateCommand replaces a token's name, type, policies and roles.
+type aclTokenUpdateCommand struct {
+	m *runner
+}
+
+func (c *aclTokenUpdateCommand) Synopsis() string {
+	return "Change an ACL token's name, policies and roles"
+}
+
+func (c *aclTokenUpdateCommand) Help() string {
+	return "Usage: nops acl token update [options] <accessor_id>\n\n  Replaces a token's name, type, policies and roles (the secret and the\n  expiry stay). Flags not given are cleared, except -type.\n" +
+		tokenFlagsHelp + apiFlagsHelp
+}
+
+func (c *aclTokenUpdateCommand) Run(ctx context.Context, args []string) int {
+	var f tokenFlags
+	spec := apiArgs{name: "acl token update", min: 1, max: 1, desc: "an accessor ID", flags: f.register(false)}
+	return c.m.runACL(c, args, spec, func(api *client.Client, pos []string) (any, func(), error) {
+		t, err := api.UpdateACLToken(ctx, pos[0], f.spec())
+		if err != nil {
+			return nil, nil, fmt.Errorf("update token %s: %w", pos[0], err)
+		}
+		return c.m.printTokenCall(t)
+	})
+}
+
+// aclTokenListCommand lists the tokens, never their secrets.
+type aclTokenListCommand struct {
+	m *runner
+}
+
+func (c *aclTokenListCommand) Synopsis() string { return "List the ACL tokens" }
+
+func (c *aclTokenListCommand) Help() string {
+	return "Usage: nops acl token list [options]\n\n  Lists the tokens (never their secrets).\n" + apiFlagsHelp
+}
+
+func (c *aclTokenListCommand) Run(ctx context.Context, args []string) int {
+	return c.m.runACL(c, args, apiArgs{name: "acl token list"}, func(api *client.Client, _ []string) (any, func(), error) {
+		list, err := api.ACLTokens(ctx)
+		if list == nil {
+			list = []*structs.ACLTokenView{}
+		}
+		return list, func() {
+			table[*structs.ACLTokenView]{header: "Accessor ID\tName\tType\tPolicies\tRoles\tExpires", empty: "No tokens",
+				row: tokenRow}.print(c.m, list)
+		}, err
+	})
+}
+
+func tokenRow(t *structs.ACLTokenView) string {
+	exp := "never"
+	if t.ExpirationTime != nil {
+		exp = formatTime(*t.ExpirationTime)
+	}
+	return strings.Join([]string{t.AccessorID, orDash(t.Name), t.Type, orDash(strings.Join(t.Policies, ",")),
+		orDash(strings.Join(t.Roles, ",")), exp}, "\t")
+}
+
+// aclTokenInfoCommand shows a token, never its secret.
+type aclTokenInfoCommand struct {
+	m *runner
+}
+
+func (c *aclTokenInfoCommand) Synopsis() string { return "Show an ACL token" }
+
+func (c *aclTokenInfoCommand) Help() string {
+	return "Usage: nops acl token info [options] <accessor_id>\n\n  Shows a token (never its secret).\n" + apiFlagsHelp
+}
+
+func (c *aclTokenInfoCommand) Run(ctx context.Context, args []string) int {
+	spec := apiArgs{name: "acl token info", min: 1, max: 1, desc: "an accessor ID"}
+	return c.m.runACL(c, args, spec, func(api *client.Client, pos []string) (any, func(), error) {
+		t, err := api.ACLToken(ctx, pos[0])
+		if err != nil {
+			return nil, nil, fmt.Errorf("token %s: %w", pos[0], err)
+		}
+		return c.m.printTokenCall(t)
+	})
+}
+
+// aclTokenSelfCommand shows the token the command sends.
+type aclTokenSelfCommand struct {
+	m *runner
+}
+
+func (c *aclTokenSelfCommand) Synopsis() string { return "Show the token this command sends" }
+
+func (c *aclTokenSelfCommand) Help() string {
+	return "Usage: nops acl token self [options]\n\n  Shows the token given by -token or NOPS_TOKEN.\n" + apiFlagsHelp
+}
+
+func (c *aclTokenSelfCommand) Run(ctx context.Context, args []string) int {
+	return c.m.runACL(c, args, apiArgs{name: "acl token self"}, func(api *client.Client, _ []string) (any, func(), error) {
+		t, err := api.ACLTokenSelf(ctx)
+		if err != nil {
+			return nil, nil, fmt.Errorf("token self: %w", err)
+		}
+		return c.m.printTokenCall(t)
+	})
+}
+
+// aclDeleteCommand deletes one named ACL object: a policy, a role, a
+// token, an auth method or a binding rule.
+type aclDeleteCommand struct {
+	m *runner
+	// name is the command's name; what is the object deleted, with its
+	// article ("an ACL policy"); desc names its argument ("a policy name").
+	name, what, desc string
+	del              func(api *client.Client, ctx context.Context, n string) error
+}
+
+func (c *aclDeleteCommand) Synopsis() string { return "Delete " + c.what }
+
+func (c *aclDeleteCommand) Help() string {
+	return fmt.Sprintf("Usage: nops %s [options] <%s>\n\n  Deletes %s.\n", c.name, withoutArticle(c.desc), c.what) + apiFlagsHelp
+}
+
+func (c *aclDeleteCommand) Run(ctx context.Context, args []string) int {
+	spec := apiArgs{name: c.name, min: 1, max: 1, desc: c.desc}
+	return c.m.runACL(c, args, spec, func(api *client.Client, pos []string) (any, func(), error) {
+		if err := c.del(api, ctx, pos[0]); err != nil {
+			return nil, nil, fmt.Errorf("delete %s %q: %w", withoutArticle(c.what), pos[0], err)
+		}
+		return map[string]string{"deleted": pos[0]}, func() { fmt.Fprintf(c.m.stdout, "Deleted %q\n", pos[0]) }, nil
+	})
+}
+
+func withoutArticle(s string) string {
+	return strings.TrimPrefix(strings.TrimPrefix(s, "an "), "a ")
 }
 
 // maxInput bounds policy rules read from stdin: the server takes rules of
@@ -359,4 +516,10 @@ func jsonFlag(v string, out any) error {
 	dec := json.NewDecoder(strings.NewReader(string(raw)))
 	dec.DisallowUnknownFields()
 	return dec.Decode(out)
+}
+
+// aclDelete returns the command name, which deletes what with del, a
+// method of the API client.
+func (m *runner) aclDelete(name, what, desc string, del func(api *client.Client, ctx context.Context, n string) error) *aclDeleteCommand {
+	return &aclDeleteCommand{m: m, name: name, what: what, desc: desc, del: del}
 }

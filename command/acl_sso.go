@@ -20,26 +20,22 @@ import (
 	"github.com/nops-dev/nops/structs"
 )
 
-func (m *runner) ssoCommands() map[string]command {
-	cmds := map[string]command{}
-	add := func(c *aclCommand) {
-		c.m = m
-		cmds[c.name] = c
-	}
+// authMethodFlags are the flags of acl auth-method create and update.
+type authMethodFlags struct {
+	typ, display, ttl, config string
+	isDefault                 bool
+}
 
-	// Auth methods.
-	var (
-		amType, amDisplay, amTTL, amConfig string
-		amDefault                          bool
-	)
-	amFlags := func(fs *flag.FlagSet) {
-		fs.StringVar(&amType, "type", "", "")
-		fs.StringVar(&amDisplay, "display-name", "", "")
-		fs.StringVar(&amTTL, "token-ttl", "", "")
-		fs.StringVar(&amConfig, "config", "", "")
-		fs.BoolVar(&amDefault, "default", false, "")
-	}
-	amHelp := `
+func (f *authMethodFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.typ, "type", "", "")
+	fs.StringVar(&f.display, "display-name", "", "")
+	fs.StringVar(&f.ttl, "token-ttl", "", "")
+	fs.StringVar(&f.config, "config", "", "")
+	fs.BoolVar(&f.isDefault, "default", false, "")
+}
+
+// authMethodFlagsHelp documents authMethodFlags.
+const authMethodFlagsHelp = `
 Options:
 
   -type=<oidc|jwt>
@@ -59,77 +55,132 @@ Options:
   -display-name=<text>, -default
     A name for people; make this the method nops login uses by default.
 `
-	for _, verb := range []string{"create", "update"} {
-		create := verb == "create"
-		add(&aclCommand{name: "acl auth-method " + verb, min: 1, max: 1, desc: "an auth method name", flags: amFlags,
-			synopsis: map[bool]string{true: "Create an SSO auth method", false: "Replace an SSO auth method"}[create],
-			help:     fmt.Sprintf("Usage: nops acl auth-method %s [options] <name>\n\n  %s an SSO auth method (OIDC or JWT).\n%s", verb, map[bool]string{true: "Creates", false: "Replaces"}[create], amHelp),
-			check: func([]string) error {
-				if amConfig == "" {
-					return errors.New("-config is required")
-				}
-				return nil
-			},
-			run: func(ctx context.Context, api *client.Client, pos []string) (any, func(), error) {
-				cfg := &structs.ACLAuthMethodConfig{}
-				if err := jsonFlag(amConfig, cfg); err != nil {
-					return nil, nil, fmt.Errorf("-config: %w", err)
-				}
-				_, err := api.ACLAuthMethod(ctx, pos[0])
-				switch {
-				case create && err == nil:
-					return nil, nil, fmt.Errorf("auth method %q already exists: use nops acl auth-method update", pos[0])
-				case !create && err != nil:
-					return nil, nil, fmt.Errorf("auth method %q: %w", pos[0], err)
-				}
-				am, err := api.PutACLAuthMethod(ctx, &structs.ACLAuthMethodSpec{Name: pos[0], Type: amType, DisplayName: amDisplay,
-					TokenTTL: amTTL, Default: amDefault, Config: cfg})
-				if err != nil {
-					return nil, nil, fmt.Errorf("%s auth method %q: %w", verb, pos[0], err)
-				}
-				return am, func() { fmt.Fprintf(m.stdout, "Auth method %q %sd\n", am.Name, verb) }, nil
-			}})
-	}
-	add(&aclCommand{name: "acl auth-method list", synopsis: "List the SSO auth methods", max: 0,
-		help: "Usage: nops acl auth-method list [options]\n\n  Lists the SSO auth methods.\n",
-		run: func(ctx context.Context, api *client.Client, _ []string) (any, func(), error) {
-			list, err := api.ACLAuthMethods(ctx)
-			if list == nil {
-				list = []*structs.ACLAuthMethod{}
-			}
-			return list, func() {
-				table[*structs.ACLAuthMethod]{header: "Name\tType\tDefault\tToken TTL", empty: "No auth methods",
-					row: func(a *structs.ACLAuthMethod) string {
-						return a.Name + "\t" + a.Type + "\t" + yesNo(a.Default) + "\t" + orDash(a.TokenTTL)
-					}}.print(m, list)
-			}, err
-		}})
-	add(&aclCommand{name: "acl auth-method info", synopsis: "Show an SSO auth method", min: 1, max: 1, desc: "an auth method name",
-		help: "Usage: nops acl auth-method info [options] <name>\n\n  Shows an auth method (its client secret redacted).\n",
-		run: func(ctx context.Context, api *client.Client, pos []string) (any, func(), error) {
-			a, err := api.ACLAuthMethod(ctx, pos[0])
-			if err != nil {
-				return nil, nil, fmt.Errorf("auth method %q: %w", pos[0], err)
-			}
-			return a, func() {
-				m.kv("Name", a.Name, "Type", a.Type, "Display Name", orDash(a.DisplayName), "Default", yesNo(a.Default), "Token TTL", orDash(a.TokenTTL))
-				_ = m.printJSON(a.Config)
-			}, nil
-		}})
-	add(m.deleteCommand("acl auth-method delete", "an SSO auth method and its binding rules", "a name", func(ctx context.Context, api *client.Client, n string) error {
-		return api.DeleteACLAuthMethod(ctx, n)
-	}))
 
-	// Binding rules.
-	var br structs.ACLBindingRuleSpec
-	brFlags := func(fs *flag.FlagSet) {
-		fs.StringVar(&br.AuthMethod, "auth-method", "", "")
-		fs.StringVar(&br.Selector, "selector", "", "")
-		fs.StringVar(&br.BindType, "bind-type", "", "")
-		fs.StringVar(&br.BindName, "bind-name", "", "")
-		fs.StringVar(&br.Description, "description", "", "")
+// aclAuthMethodWriteCommand creates an SSO auth method, or replaces one
+// (update).
+type aclAuthMethodWriteCommand struct {
+	m      *runner
+	create bool
+}
+
+func (c *aclAuthMethodWriteCommand) verb() string {
+	if c.create {
+		return "create"
 	}
-	brHelp := `
+	return "update"
+}
+
+func (c *aclAuthMethodWriteCommand) Synopsis() string {
+	if c.create {
+		return "Create an SSO auth method"
+	}
+	return "Replace an SSO auth method"
+}
+
+func (c *aclAuthMethodWriteCommand) Help() string {
+	does := "Replaces"
+	if c.create {
+		does = "Creates"
+	}
+	return fmt.Sprintf("Usage: nops acl auth-method %s [options] <name>\n\n  %s an SSO auth method (OIDC or JWT).\n", c.verb(), does) +
+		authMethodFlagsHelp + apiFlagsHelp
+}
+
+func (c *aclAuthMethodWriteCommand) Run(ctx context.Context, args []string) int {
+	var f authMethodFlags
+	spec := apiArgs{name: "acl auth-method " + c.verb(), min: 1, max: 1, desc: "an auth method name", flags: f.register,
+		check: func([]string) error {
+			if f.config == "" {
+				return errors.New("-config is required")
+			}
+			return nil
+		}}
+	return c.m.runACL(c, args, spec, func(api *client.Client, pos []string) (any, func(), error) {
+		cfg := &structs.ACLAuthMethodConfig{}
+		if err := jsonFlag(f.config, cfg); err != nil {
+			return nil, nil, fmt.Errorf("-config: %w", err)
+		}
+		_, err := api.ACLAuthMethod(ctx, pos[0])
+		switch {
+		case c.create && err == nil:
+			return nil, nil, fmt.Errorf("auth method %q already exists: use nops acl auth-method update", pos[0])
+		case !c.create && err != nil:
+			return nil, nil, fmt.Errorf("auth method %q: %w", pos[0], err)
+		}
+		am, err := api.PutACLAuthMethod(ctx, &structs.ACLAuthMethodSpec{Name: pos[0], Type: f.typ, DisplayName: f.display,
+			TokenTTL: f.ttl, Default: f.isDefault, Config: cfg})
+		if err != nil {
+			return nil, nil, fmt.Errorf("%s auth method %q: %w", c.verb(), pos[0], err)
+		}
+		return am, func() { fmt.Fprintf(c.m.stdout, "Auth method %q %sd\n", am.Name, c.verb()) }, nil
+	})
+}
+
+// aclAuthMethodListCommand lists the SSO auth methods.
+type aclAuthMethodListCommand struct {
+	m *runner
+}
+
+func (c *aclAuthMethodListCommand) Synopsis() string { return "List the SSO auth methods" }
+
+func (c *aclAuthMethodListCommand) Help() string {
+	return "Usage: nops acl auth-method list [options]\n\n  Lists the SSO auth methods.\n" + apiFlagsHelp
+}
+
+func (c *aclAuthMethodListCommand) Run(ctx context.Context, args []string) int {
+	return c.m.runACL(c, args, apiArgs{name: "acl auth-method list"}, func(api *client.Client, _ []string) (any, func(), error) {
+		list, err := api.ACLAuthMethods(ctx)
+		if list == nil {
+			list = []*structs.ACLAuthMethod{}
+		}
+		return list, func() {
+			table[*structs.ACLAuthMethod]{header: "Name\tType\tDefault\tToken TTL", empty: "No auth methods",
+				row: func(a *structs.ACLAuthMethod) string {
+					return a.Name + "\t" + a.Type + "\t" + yesNo(a.Default) + "\t" + orDash(a.TokenTTL)
+				}}.print(c.m, list)
+		}, err
+	})
+}
+
+// aclAuthMethodInfoCommand shows an SSO auth method.
+type aclAuthMethodInfoCommand struct {
+	m *runner
+}
+
+func (c *aclAuthMethodInfoCommand) Synopsis() string { return "Show an SSO auth method" }
+
+func (c *aclAuthMethodInfoCommand) Help() string {
+	return "Usage: nops acl auth-method info [options] <name>\n\n  Shows an auth method (its client secret redacted).\n" + apiFlagsHelp
+}
+
+func (c *aclAuthMethodInfoCommand) Run(ctx context.Context, args []string) int {
+	spec := apiArgs{name: "acl auth-method info", min: 1, max: 1, desc: "an auth method name"}
+	return c.m.runACL(c, args, spec, func(api *client.Client, pos []string) (any, func(), error) {
+		a, err := api.ACLAuthMethod(ctx, pos[0])
+		if err != nil {
+			return nil, nil, fmt.Errorf("auth method %q: %w", pos[0], err)
+		}
+		return a, func() {
+			c.m.kv("Name", a.Name, "Type", a.Type, "Display Name", orDash(a.DisplayName), "Default", yesNo(a.Default), "Token TTL", orDash(a.TokenTTL))
+			_ = c.m.printJSON(a.Config)
+		}, nil
+	})
+}
+
+// bindingRuleFlags registers the flags of acl binding-rule create and
+// update into r.
+func bindingRuleFlags(r *structs.ACLBindingRuleSpec) func(fs *flag.FlagSet) {
+	return func(fs *flag.FlagSet) {
+		fs.StringVar(&r.AuthMethod, "auth-method", "", "")
+		fs.StringVar(&r.Selector, "selector", "", "")
+		fs.StringVar(&r.BindType, "bind-type", "", "")
+		fs.StringVar(&r.BindName, "bind-name", "", "")
+		fs.StringVar(&r.Description, "description", "", "")
+	}
+}
+
+// bindingRuleFlagsHelp documents bindingRuleFlags.
+const bindingRuleFlagsHelp = `
 Options:
 
   -auth-method=<name>
@@ -145,75 +196,114 @@ Options:
 
   -description=<text>
 `
-	add(&aclCommand{name: "acl binding-rule create", synopsis: "Create a binding rule", max: 0, flags: brFlags,
-		help: "Usage: nops acl binding-rule create [options]\n\n  Creates a rule that maps the claims of SSO logins to a policy, a role or\n  a management token.\n" + brHelp,
-		run: func(ctx context.Context, api *client.Client, _ []string) (any, func(), error) {
-			r, err := api.CreateACLBindingRule(ctx, &br)
-			if err != nil {
-				return nil, nil, fmt.Errorf("create binding rule: %w", err)
-			}
-			return r, func() { fmt.Fprintf(m.stdout, "Binding rule %s created\n", r.ID) }, nil
-		}})
-	add(&aclCommand{name: "acl binding-rule update", synopsis: "Replace a binding rule", min: 1, max: 1, desc: "a rule ID", flags: brFlags,
-		help: "Usage: nops acl binding-rule update [options] <id>\n\n  Replaces a binding rule.\n" + brHelp,
-		run: func(ctx context.Context, api *client.Client, pos []string) (any, func(), error) {
-			r, err := api.UpdateACLBindingRule(ctx, pos[0], &br)
-			if err != nil {
-				return nil, nil, fmt.Errorf("update binding rule %s: %w", pos[0], err)
-			}
-			return r, func() { fmt.Fprintf(m.stdout, "Binding rule %s updated\n", r.ID) }, nil
-		}})
-	add(&aclCommand{name: "acl binding-rule list", synopsis: "List the binding rules", max: 0,
-		help: "Usage: nops acl binding-rule list [options]\n\n  Lists the binding rules.\n",
-		run: func(ctx context.Context, api *client.Client, _ []string) (any, func(), error) {
-			list, err := api.ACLBindingRules(ctx)
-			if list == nil {
-				list = []*structs.ACLBindingRule{}
-			}
-			return list, func() {
-				table[*structs.ACLBindingRule]{header: "ID\tAuth Method\tBind\tSelector", empty: "No binding rules",
-					row: func(r *structs.ACLBindingRule) string {
-						return r.ID + "\t" + r.AuthMethod + "\t" + r.BindType + ":" + r.BindName + "\t" + orDash(r.Selector)
-					}}.print(m, list)
-			}, err
-		}})
-	add(&aclCommand{name: "acl binding-rule info", synopsis: "Show a binding rule", min: 1, max: 1, desc: "a rule ID",
-		help: "Usage: nops acl binding-rule info [options] <id>\n\n  Shows a binding rule.\n",
-		run: func(ctx context.Context, api *client.Client, pos []string) (any, func(), error) {
-			r, err := api.ACLBindingRule(ctx, pos[0])
-			if err != nil {
-				return nil, nil, fmt.Errorf("binding rule %s: %w", pos[0], err)
-			}
-			return r, func() {
-				m.kv("ID", r.ID, "Auth Method", r.AuthMethod, "Selector", orDash(r.Selector), "Bind Type", r.BindType,
-					"Bind Name", orDash(r.BindName), "Description", orDash(r.Description))
-			}, nil
-		}})
-	add(m.deleteCommand("acl binding-rule delete", "a binding rule", "a rule ID", func(ctx context.Context, api *client.Client, n string) error {
-		return api.DeleteACLBindingRule(ctx, n)
-	}))
 
-	// Login.
-	var (
-		method, jwtToken, jwtFile, callback, tokenFile string
-		timeout                                        time.Duration
-	)
-	add(&aclCommand{name: "login", synopsis: "Log in with SSO and get a Nops token", max: 0,
-		flags: func(fs *flag.FlagSet) {
-			fs.StringVar(&method, "method", "", "")
-			fs.StringVar(&jwtToken, "jwt", "", "")
-			fs.StringVar(&jwtFile, "jwt-file", "", "")
-			fs.StringVar(&callback, "oidc-callback-addr", "127.0.0.1:4649", "")
-			fs.StringVar(&tokenFile, "token-file", "", "")
-			fs.DurationVar(&timeout, "timeout", 5*time.Minute, "")
-		},
-		check: func([]string) error {
-			if jwtToken != "" && jwtFile != "" {
-				return errors.New("give -jwt or -jwt-file, not both")
-			}
-			return nil
-		},
-		help: `Usage: nops login [options]
+// aclBindingRuleCreateCommand creates a binding rule.
+type aclBindingRuleCreateCommand struct {
+	m *runner
+}
+
+func (c *aclBindingRuleCreateCommand) Synopsis() string { return "Create a binding rule" }
+
+func (c *aclBindingRuleCreateCommand) Help() string {
+	return "Usage: nops acl binding-rule create [options]\n\n  Creates a rule that maps the claims of SSO logins to a policy, a role or\n  a management token.\n" +
+		bindingRuleFlagsHelp + apiFlagsHelp
+}
+
+func (c *aclBindingRuleCreateCommand) Run(ctx context.Context, args []string) int {
+	var br structs.ACLBindingRuleSpec
+	spec := apiArgs{name: "acl binding-rule create", flags: bindingRuleFlags(&br)}
+	return c.m.runACL(c, args, spec, func(api *client.Client, _ []string) (any, func(), error) {
+		r, err := api.CreateACLBindingRule(ctx, &br)
+		if err != nil {
+			return nil, nil, fmt.Errorf("create binding rule: %w", err)
+		}
+		return r, func() { fmt.Fprintf(c.m.stdout, "Binding rule %s created\n", r.ID) }, nil
+	})
+}
+
+// aclBindingRuleUpdateCommand replaces a binding rule.
+type aclBindingRuleUpdateCommand struct {
+	m *runner
+}
+
+func (c *aclBindingRuleUpdateCommand) Synopsis() string { return "Replace a binding rule" }
+
+func (c *aclBindingRuleUpdateCommand) Help() string {
+	return "Usage: nops acl binding-rule update [options] <id>\n\n  Replaces a binding rule.\n" + bindingRuleFlagsHelp + apiFlagsHelp
+}
+
+func (c *aclBindingRuleUpdateCommand) Run(ctx context.Context, args []string) int {
+	var br structs.ACLBindingRuleSpec
+	spec := apiArgs{name: "acl binding-rule update", min: 1, max: 1, desc: "a rule ID", flags: bindingRuleFlags(&br)}
+	return c.m.runACL(c, args, spec, func(api *client.Client, pos []string) (any, func(), error) {
+		r, err := api.UpdateACLBindingRule(ctx, pos[0], &br)
+		if err != nil {
+			return nil, nil, fmt.Errorf("update binding rule %s: %w", pos[0], err)
+		}
+		return r, func() { fmt.Fprintf(c.m.stdout, "Binding rule %s updated\n", r.ID) }, nil
+	})
+}
+
+// aclBindingRuleListCommand lists the binding rules.
+type aclBindingRuleListCommand struct {
+	m *runner
+}
+
+func (c *aclBindingRuleListCommand) Synopsis() string { return "List the binding rules" }
+
+func (c *aclBindingRuleListCommand) Help() string {
+	return "Usage: nops acl binding-rule list [options]\n\n  Lists the binding rules.\n" + apiFlagsHelp
+}
+
+func (c *aclBindingRuleListCommand) Run(ctx context.Context, args []string) int {
+	return c.m.runACL(c, args, apiArgs{name: "acl binding-rule list"}, func(api *client.Client, _ []string) (any, func(), error) {
+		list, err := api.ACLBindingRules(ctx)
+		if list == nil {
+			list = []*structs.ACLBindingRule{}
+		}
+		return list, func() {
+			table[*structs.ACLBindingRule]{header: "ID\tAuth Method\tBind\tSelector", empty: "No binding rules",
+				row: func(r *structs.ACLBindingRule) string {
+					return r.ID + "\t" + r.AuthMethod + "\t" + r.BindType + ":" + r.BindName + "\t" + orDash(r.Selector)
+				}}.print(c.m, list)
+		}, err
+	})
+}
+
+// aclBindingRuleInfoCommand shows a binding rule.
+type aclBindingRuleInfoCommand struct {
+	m *runner
+}
+
+func (c *aclBindingRuleInfoCommand) Synopsis() string { return "Show a binding rule" }
+
+func (c *aclBindingRuleInfoCommand) Help() string {
+	return "Usage: nops acl binding-rule info [options] <id>\n\n  Shows a binding rule.\n" + apiFlagsHelp
+}
+
+func (c *aclBindingRuleInfoCommand) Run(ctx context.Context, args []string) int {
+	spec := apiArgs{name: "acl binding-rule info", min: 1, max: 1, desc: "a rule ID"}
+	return c.m.runACL(c, args, spec, func(api *client.Client, pos []string) (any, func(), error) {
+		r, err := api.ACLBindingRule(ctx, pos[0])
+		if err != nil {
+			return nil, nil, fmt.Errorf("binding rule %s: %w", pos[0], err)
+		}
+		return r, func() {
+			c.m.kv("ID", r.ID, "Auth Method", r.AuthMethod, "Selector", orDash(r.Selector), "Bind Type", r.BindType,
+				"Bind Name", orDash(r.BindName), "Description", orDash(r.Description))
+		}, nil
+	})
+}
+
+// loginCommand logs in with an SSO auth method.
+type loginCommand struct {
+	m *runner
+}
+
+func (c *loginCommand) Synopsis() string { return "Log in with SSO and get a Nops token" }
+
+func (c *loginCommand) Help() string {
+	return `Usage: nops login [options]
 
   Logs in with an SSO auth method and prints a Nops token with its expiry.
 
@@ -239,40 +329,74 @@ Options:
 
   -timeout=<duration>
     How long to wait for the browser. Default: 5m.
-`,
-		run: func(ctx context.Context, api *client.Client, _ []string) (any, func(), error) {
-			var (
-				tok *structs.ACLTokenView
-				err error
-			)
-			if jwtFile != "" {
-				raw, rerr := os.ReadFile(jwtFile)
-				if rerr != nil {
-					return nil, nil, fmt.Errorf("read -jwt-file: %w", rerr)
-				}
-				jwtToken = strings.TrimSpace(string(raw))
+` + apiFlagsHelp
+}
+
+// loginFlags are the flags of nops login.
+type loginFlags struct {
+	method, jwt, jwtFile, callback, tokenFile string
+	timeout                                   time.Duration
+}
+
+func (f *loginFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.method, "method", "", "")
+	fs.StringVar(&f.jwt, "jwt", "", "")
+	fs.StringVar(&f.jwtFile, "jwt-file", "", "")
+	fs.StringVar(&f.callback, "oidc-callback-addr", "127.0.0.1:4649", "")
+	fs.StringVar(&f.tokenFile, "token-file", "", "")
+	fs.DurationVar(&f.timeout, "timeout", 5*time.Minute, "")
+}
+
+func (c *loginCommand) Run(ctx context.Context, args []string) int {
+	var f loginFlags
+	spec := apiArgs{name: "login", flags: f.register, check: func([]string) error {
+		if f.jwt != "" && f.jwtFile != "" {
+			return errors.New("give -jwt or -jwt-file, not both")
+		}
+		return nil
+	}}
+	return c.m.runACL(c, args, spec, func(api *client.Client, _ []string) (any, func(), error) {
+		tok, err := c.login(ctx, api, &f)
+		if err != nil {
+			return nil, nil, err
+		}
+		if f.tokenFile != "" {
+			if err := os.WriteFile(f.tokenFile, []byte(tok.SecretID+"\n"), 0o600); err != nil {
+				return nil, nil, fmt.Errorf("write -token-file: %w", err)
 			}
-			if jwtToken != "" {
-				tok, err = api.JWTLogin(ctx, method, jwtToken)
-			} else {
-				ctx, cancel := context.WithTimeout(ctx, timeout)
-				defer cancel()
-				tok, err = m.oidcLogin(ctx, api, method, callback)
-			}
-			if err != nil {
-				return nil, nil, fmt.Errorf("login: %w", err)
-			}
-			if tokenFile != "" {
-				if err := os.WriteFile(tokenFile, []byte(tok.SecretID+"\n"), 0o600); err != nil {
-					return nil, nil, fmt.Errorf("write -token-file: %w", err)
-				}
-			}
-			return tok, func() {
-				m.printToken(tok)
-				fmt.Fprintf(m.stdout, "\nUse it with: export %s=%s\n", EnvToken, tok.SecretID)
-			}, nil
-		}})
-	return cmds
+		}
+		return tok, func() {
+			c.m.printToken(tok)
+			fmt.Fprintf(c.m.stdout, "\nUse it with: export %s=%s\n", EnvToken, tok.SecretID)
+		}, nil
+	})
+}
+
+// login exchanges the JWT of -jwt or -jwt-file, or runs the OIDC flow.
+func (c *loginCommand) login(ctx context.Context, api *client.Client, f *loginFlags) (*structs.ACLTokenView, error) {
+	jwt := f.jwt
+	if f.jwtFile != "" {
+		raw, err := os.ReadFile(f.jwtFile)
+		if err != nil {
+			return nil, fmt.Errorf("read -jwt-file: %w", err)
+		}
+		jwt = strings.TrimSpace(string(raw))
+	}
+	var (
+		tok *structs.ACLTokenView
+		err error
+	)
+	if jwt != "" {
+		tok, err = api.JWTLogin(ctx, f.method, jwt)
+	} else {
+		ctx, cancel := context.WithTimeout(ctx, f.timeout)
+		defer cancel()
+		tok, err = c.m.oidcLogin(ctx, api, f.method, f.callback)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("login: %w", err)
+	}
+	return tok, nil
 }
 
 func (m *runner) randomURLString(n int) (string, error) {

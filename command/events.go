@@ -119,7 +119,7 @@ func (c *eventsCommand) follow(ctx context.Context, api *client.Client, cursor, 
 		t.header = ""
 	}
 	emit(first)
-	backoff := time.Second
+	backoff := structs.Backoff{Min: time.Second, Max: 30 * time.Second}
 	stream := true
 	for {
 		if after, err := strconv.ParseUint(cursor, 10, 64); stream && (err == nil || cursor == "") {
@@ -127,7 +127,7 @@ func (c *eventsCommand) follow(ctx context.Context, api *client.Client, cursor, 
 			// stream resumes after the last event printed.
 			err := api.EventStream(ctx, after, kind, func(e *structs.Event) error {
 				emit([]*structs.Event{e})
-				backoff = time.Second
+				backoff.Reset()
 				return nil
 			})
 			if ctx.Err() != nil {
@@ -137,13 +137,9 @@ func (c *eventsCommand) follow(ctx context.Context, api *client.Client, cursor, 
 				stream = false // an older server: long-poll
 				continue
 			}
-			fmt.Fprintf(m.stderr, "Warning: %v; retrying in %s\n", err, backoff)
-			select {
-			case <-ctx.Done():
+			if !m.retryAfter(ctx, err, backoff.Next()) {
 				return exitOK
-			case <-time.After(backoff):
 			}
-			backoff = min(2*backoff, 30*time.Second)
 			continue
 		}
 		// A -since time with no event yet: long-poll until the first one
@@ -153,16 +149,26 @@ func (c *eventsCommand) follow(ctx context.Context, api *client.Client, cursor, 
 			return exitOK
 		}
 		if err != nil {
-			fmt.Fprintf(m.stderr, "Warning: %v; retrying in %s\n", err, backoff)
-			select {
-			case <-ctx.Done():
+			if !m.retryAfter(ctx, err, backoff.Next()) {
 				return exitOK
-			case <-time.After(backoff):
 			}
-			backoff = min(2*backoff, 30*time.Second)
 			continue
 		}
-		backoff = time.Second
+		backoff.Reset()
 		emit(events)
+	}
+}
+
+// retryAfter reports err and waits for wait, or until ctx is done; it
+// reports whether to try again.
+func (m *runner) retryAfter(ctx context.Context, err error, wait time.Duration) bool {
+	fmt.Fprintf(m.stderr, "Warning: %v; retrying in %s\n", err, wait)
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/nops-dev/nops/structs"
 )
 
 // formatTime renders t in RFC 3339 UTC, "-" when zero.
@@ -52,10 +54,10 @@ func humanDuration(d time.Duration) string {
 
 // shortID returns the first 8 characters of an ID unless verbose.
 func shortID(id string, verbose bool) string {
-	if verbose || len(id) <= 8 {
+	if verbose {
 		return id
 	}
-	return id[:8]
+	return structs.ShortID(id)
 }
 
 // shortCommit returns the first 12 characters of a commit hash.

@@ -200,9 +200,9 @@ func (w *writer) deploymentCreate(req *structs.DeploymentCreateRequest) error {
 	d = forWrite(d)
 	d.CreateIndex, d.ModifyIndex = w.index, w.index
 	d.CreatedAt, d.UpdatedAt, d.StateEnteredAt = req.Time, req.Time, req.Time
-	msg := fmt.Sprintf("drift detected at commit %s", shortCommit(d.Commit))
+	msg := fmt.Sprintf("drift detected at commit %s", structs.ShortID(d.Commit))
 	if d.SkipRegister {
-		msg = fmt.Sprintf("retry of a job already in sync at commit %s: wait for health and run post-hooks", shortCommit(d.Commit))
+		msg = fmt.Sprintf("retry of a job already in sync at commit %s: wait for health and run post-hooks", structs.ShortID(d.Commit))
 	}
 	if req.ConsumeLift {
 		raw, err := w.first(TableLifts, d.Namespace, d.JobID)
@@ -405,6 +405,9 @@ func (w *writer) deploymentDecision(req *structs.DeploymentDecisionRequest) erro
 	if req.Decision != structs.DecisionApprove && req.Decision != structs.DecisionReject {
 		return invalid("decision must be approve or reject, not %q", req.Decision)
 	}
+	if err := structs.CheckText("comment", req.Comment); err != nil {
+		return err
+	}
 	d, err := w.deployment(req.ID)
 	if err != nil {
 		return err
@@ -448,6 +451,9 @@ func (w *writer) deploymentDecision(req *structs.DeploymentDecisionRequest) erro
 func (w *writer) pause(req *structs.PauseRequest) error {
 	if !req.Global && (req.Namespace == "" || req.JobID == "") {
 		return invalid("a job pause needs a namespace and a job ID")
+	}
+	if err := structs.CheckText("reason", req.Reason); err != nil {
+		return err
 	}
 	p := &structs.Pause{
 		Key: req.Key(), Global: req.Global, Namespace: req.Namespace, JobID: req.JobID,
@@ -627,11 +633,4 @@ func splitKey(key string) (string, string, bool) {
 		}
 	}
 	return "", "", false
-}
-
-func shortCommit(c string) string {
-	if len(c) > 8 {
-		return c[:8]
-	}
-	return c
 }

@@ -240,7 +240,7 @@ func TestApplyEveryMessageType(t *testing.T) {
 			}
 		}
 	}
-	for _, mt := range structs.MessageTypes() {
+	for _, mt := range knownMessageTypes() {
 		fn, ok := cases[mt]
 		if !ok {
 			t.Errorf("message type %s has no case in this test", mt)
@@ -254,8 +254,8 @@ func TestApplyEveryMessageType(t *testing.T) {
 			}
 		})
 	}
-	if len(cases) != len(structs.MessageTypes()) {
-		t.Errorf("%d cases for %d message types", len(cases), len(structs.MessageTypes()))
+	if len(cases) != len(knownMessageTypes()) {
+		t.Errorf("%d cases for %d message types", len(cases), len(knownMessageTypes()))
 	}
 }
 
@@ -449,6 +449,31 @@ func TestRejectWhilePaused(t *testing.T) {
 	if !b.Blocks("spec-web", 42) || b.Blocks("spec-web", 43) || b.Blocks("spec-other", 42) {
 		t.Fatalf("a block from before the register must hold for the same spec and live job only")
 	}
+}
+
+// TestTextLimit_CommentAndReason checks that the FSM refuses a decision's
+// comment or a pause's reason over structs.MaxTextLen, whoever proposed
+// it, and changes nothing; text at the limit goes through.
+func TestTextLimit_CommentAndReason(t *testing.T) {
+	h := newHarness(t)
+	h.create(testDeployment("d1", "default", "web", 1, 1))
+	h.mustTransition("d1", structs.StatePendingApproval, nil)
+	long := strings.Repeat("x", structs.MaxTextLen+1)
+	before := dumpStore(t, h.state(), TableMeta)
+	err := h.apply(structs.DeploymentDecisionRequestType, &structs.DeploymentDecisionRequest{WriteMeta: h.meta("bob"), ID: "d1", Decision: "reject", Comment: long})
+	if !errors.Is(err, structs.ErrInvalid) || !strings.Contains(err.Error(), "comment: at most 4096 characters") {
+		t.Fatalf("reject with a long comment: %v, want the limit refused", err)
+	}
+	err = h.apply(structs.PauseRequestType, &structs.PauseRequest{WriteMeta: h.meta("alice"), Global: true, Reason: long})
+	if !errors.Is(err, structs.ErrInvalid) || !strings.Contains(err.Error(), "reason: at most 4096 characters") {
+		t.Fatalf("pause with a long reason: %v, want the limit refused", err)
+	}
+	if after := dumpStore(t, h.state(), TableMeta); after != before {
+		t.Fatal("a refused text changed the state")
+	}
+	h.mustApply(structs.PauseRequestType, &structs.PauseRequest{WriteMeta: h.meta("alice"), Global: true, Reason: long[1:]})
+	h.mustApply(structs.ResumeRequestType, &structs.ResumeRequest{WriteMeta: h.meta("alice"), Global: true})
+	h.mustApply(structs.DeploymentDecisionRequestType, &structs.DeploymentDecisionRequest{WriteMeta: h.meta("bob"), ID: "d1", Decision: "reject", Comment: long[1:]})
 }
 
 // TestBlocks_FailureBlocksUntilRetryOrNewDeployment checks the block a
@@ -1341,4 +1366,15 @@ func TestEventsOfAnObject(t *testing.T) {
 	if got := seqsOf("c"); got != nil {
 		t.Fatalf("events of an unknown object: %v", got)
 	}
+}
+
+// knownMessageTypes lists the message types structs names, in order.
+func knownMessageTypes() []structs.MessageType {
+	var out []structs.MessageType
+	for t := structs.MessageType(0); t < structs.IgnoreUnknownTypeFlag; t++ {
+		if !strings.HasPrefix(t.String(), "MessageType(") {
+			out = append(out, t)
+		}
+	}
+	return out
 }

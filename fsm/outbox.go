@@ -173,7 +173,7 @@ func (w *writer) notifyRepo(old *structs.RepoStatus, now *structs.RepoStatus, m 
 	n := &structs.Notification{Kind: structs.NotifyRepoFailing, Time: m.Time, Object: now.Name,
 		Actor: m.Actor, Message: "fetch failing: " + now.FetchError}
 	if !failing {
-		n.Kind, n.Message = structs.NotifyRepoRecovered, "fetch recovered at "+shortCommit(now.Head)
+		n.Kind, n.Message = structs.NotifyRepoRecovered, "fetch recovered at "+structs.ShortID(now.Head)
 	}
 	return w.notify(n)
 }
@@ -183,7 +183,7 @@ func (w *writer) notifyRepo(old *structs.RepoStatus, now *structs.RepoStatus, m 
 func (w *writer) notifyUnblocked(m structs.WriteMeta, d *structs.Deployment) error {
 	return w.notify(&structs.Notification{
 		Kind: structs.NotifyUnblocked, Time: m.Time, Object: d.Key(), Namespace: d.Namespace, JobID: d.JobID,
-		Actor: m.Actor, Message: fmt.Sprintf("new deployment %s at commit %s", d.ID, shortCommit(d.Commit)),
+		Actor: m.Actor, Message: fmt.Sprintf("new deployment %s at commit %s", d.ID, structs.ShortID(d.Commit)),
 	})
 }
 

@@ -410,11 +410,6 @@ func isMsgpackArray(b byte) bool {
 	return b&0xf0 == 0x90 || b == 0xdc || b == 0xdd
 }
 
-// isMsgpackMap reports whether b opens a msgpack map.
-func isMsgpackMap(b byte) bool {
-	return b&0xf0 == 0x80 || b == 0xde || b == 0xdf
-}
-
 // checkTime refuses a time that JSON cannot write, as checkTimes does,
 // without its reflection and, for a time that passes, without allocating.
 func checkTime(t time.Time) error {

@@ -196,12 +196,12 @@ func writeSnapshot(txn *memdb.Txn, w io.Writer) (err error) {
 	defer putEncoder(zw)
 	// The encoder is set up once: Reset would clear its struct tag and
 	// flags, and records would then be written under the Go field names.
-	var body bytesBuffer
+	var body []byte
 	// Canonical sorts map keys (an auth method's claim mappings), so that
 	// equal states give equal bytes.
 	h := structs.NewMsgpackHandle()
 	h.Canonical = true
-	enc := codec.NewEncoderBytes(&body.b, h)
+	enc := codec.NewEncoderBytes(&body, h)
 	// Records are gathered in buf and handed to the compressor in large
 	// writes.
 	const flushAt = 256 << 10
@@ -241,10 +241,10 @@ func writeSnapshot(txn *memdb.Txn, w io.Writer) (err error) {
 			case *structs.Event:
 				buf, err = appendEvent(buf, o)
 			default:
-				body.b = body.b[:0]
-				enc.ResetBytes(&body.b)
+				body = body[:0]
+				enc.ResetBytes(&body)
 				err = enc.Encode(raw)
-				buf = append(buf, body.b...)
+				buf = append(buf, body...)
 			}
 			if err != nil {
 				return fmt.Errorf("snapshot %s: %w", t.table, err)
@@ -273,13 +273,6 @@ func writeSnapshot(txn *memdb.Txn, w io.Writer) (err error) {
 		return fmt.Errorf("write snapshot: %w", err)
 	}
 	return nil
-}
-
-type bytesBuffer struct{ b []byte }
-
-func (b *bytesBuffer) Write(p []byte) (int, error) {
-	b.b = append(b.b, p...)
-	return len(p), nil
 }
 
 // restoreInto reads a snapshot into an empty store, in one transaction. A

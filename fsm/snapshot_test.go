@@ -826,3 +826,8 @@ func TestRestoreLimitBoundsTheWholeState(t *testing.T) {
 		t.Fatalf("three records of 100 KB in 256 KB: %v", err)
 	}
 }
+
+// isMsgpackMap reports whether b opens a msgpack map.
+func isMsgpackMap(b byte) bool {
+	return b&0xf0 == 0x80 || b == 0xde || b == 0xdf
+}

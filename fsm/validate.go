@@ -37,7 +37,7 @@ func validateState(txn *memdb.Txn, counts map[string]int, lastSeq uint64) error 
 	}
 	meta := readMeta(txn)
 	if raw, err := txn.First(TableMeta, "id", metaKey); err != nil {
-		return fmt.Errorf("%w: counters: %v", ErrBadSnapshot, err)
+		return fmt.Errorf("%w: counters: %w", ErrBadSnapshot, err)
 	} else if raw == nil && counts[TableMeta] > 0 {
 		return fmt.Errorf("%w: the counters record has the wrong key", ErrBadSnapshot)
 	}
@@ -82,7 +82,7 @@ func validateState(txn *memdb.Txn, counts map[string]int, lastSeq uint64) error 
 	for _, c := range checks {
 		it, err := txn.Get(c.table, "id")
 		if err != nil {
-			return fmt.Errorf("%w: read %s: %v", ErrBadSnapshot, c.table, err)
+			return fmt.Errorf("%w: read %s: %w", ErrBadSnapshot, c.table, err)
 		}
 		for raw := it.Next(); raw != nil; raw = it.Next() {
 			if err := c.check(raw); err != nil {
@@ -105,7 +105,7 @@ func validateState(txn *memdb.Txn, counts map[string]int, lastSeq uint64) error 
 func countRows(txn *memdb.Txn, table string) (int, error) {
 	it, err := txn.Get(table, "id")
 	if err != nil {
-		return 0, fmt.Errorf("%w: read %s: %v", ErrBadSnapshot, table, err)
+		return 0, fmt.Errorf("%w: read %s: %w", ErrBadSnapshot, table, err)
 	}
 	n := 0
 	for raw := it.Next(); raw != nil; raw = it.Next() {
@@ -132,6 +132,11 @@ func validDeployment(d *structs.Deployment) error {
 	}
 	for _, r := range d.HookRuns {
 		if err := validHookRun(d.ID, r); err != nil {
+			return err
+		}
+	}
+	for _, dec := range d.Decisions {
+		if err := structs.CheckText("deployment "+d.ID+": comment", dec.Comment); err != nil {
 			return err
 		}
 	}
@@ -180,7 +185,7 @@ func validPause(p *structs.Pause) error {
 	if p.Key != req.Key() {
 		return invalid("pause key %q does not match its job %q", p.Key, req.Key())
 	}
-	return nil
+	return structs.CheckText("pause "+p.Key+": reason", p.Reason)
 }
 
 func needJob(what, namespace, jobID string) error {

@@ -84,6 +84,12 @@ func TestRestoreRefusesInvalidState(t *testing.T) {
 		{"window of an unknown kind", []craftRecord{meta, {kind: WindowSnapshot, obj: &structs.SyncWindow{Name: "w", Kind: "sometimes"}}}, "kind must be allow or deny"},
 		{"pause under another key", []craftRecord{meta, {kind: PauseSnapshot, obj: &structs.Pause{Key: "*", Namespace: "default", JobID: "web"}}}, "does not match"},
 		{"counters twice", []craftRecord{meta, meta}, "repeated"},
+		{"pause with a reason over the limit", []craftRecord{meta, {kind: PauseSnapshot, obj: &structs.Pause{Key: "*", Global: true, Reason: strings.Repeat("x", structs.MaxTextLen+1)}}}, "reason: at most 4096 characters"},
+		{"decision with a comment over the limit", []craftRecord{meta, func() craftRecord {
+			r := dep("d1", "web", structs.StateRejected)
+			r.obj.(*structs.Deployment).Decisions = []structs.Decision{{Kind: structs.DecisionReject, Actor: "bob", Comment: strings.Repeat("x", structs.MaxTextLen+1), Time: at}}
+			return r
+		}()}, "comment: at most 4096 characters"},
 		{"events out of order", []craftRecord{meta, ev(2), ev(1)}, "strictly increasing"},
 		{"event twice", []craftRecord{meta, ev(1), ev(1)}, "strictly increasing"},
 		{"event past the counters", []craftRecord{meta, ev(1), ev(3)}, "outside 1..2"},

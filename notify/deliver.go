@@ -8,7 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/cenkalti/backoff/v4"
 	"github.com/hashicorp/go-hclog"
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -54,12 +53,9 @@ const (
 	defaultConcurrency = 16
 	// defaultSendTimeout bounds one attempt; a slower receiver is retried.
 	defaultSendTimeout = 10 * time.Second
-	// defaultRetention is how long finished notifications stay, as
-	// config.DefaultNotifyRetention.
-	defaultRetention = 72 * time.Hour
-	// maxBackoffSteps caps the doublings retryDelay computes: past 64, any
-	// initial delay is at its maximum, and a huge attempt count stays cheap.
-	maxBackoffSteps = 64
+	// DefaultRetention is how long finished notifications stay unless
+	// Config.Retention says otherwise (the notify block's retention).
+	DefaultRetention = 72 * time.Hour
 )
 
 // Deliverer is the leader's delivery loop of the outbox.
@@ -91,7 +87,7 @@ func New(store Store, cfg Config, logger hclog.Logger) *Deliverer {
 		cfg.SendTimeout = defaultSendTimeout
 	}
 	if cfg.Retention <= 0 {
-		cfg.Retention = defaultRetention
+		cfg.Retention = DefaultRetention
 	}
 	now := cfg.Clock
 	if now == nil {
@@ -318,16 +314,8 @@ func (d *Deliverer) deliver(ctx context.Context, n *structs.Notification, t *Tar
 // retryDelay returns the wait before attempt number attempt+1: exponential
 // from the target's initial delay, with jitter, capped at its maximum.
 func retryDelay(t *Target, attempt int) time.Duration {
-	b := &backoff.ExponentialBackOff{
-		InitialInterval: t.RetryInitial, RandomizationFactor: 0.5, Multiplier: 2,
-		MaxInterval: t.RetryMax, MaxElapsedTime: 0, Stop: backoff.Stop, Clock: backoff.SystemClock,
-	}
-	b.Reset()
-	var wait time.Duration
-	for i := 0; i < min(attempt, maxBackoffSteps); i++ {
-		wait = b.NextBackOff()
-	}
-	return wait
+	b := structs.Backoff{Min: t.RetryInitial, Max: t.RetryMax, Jitter: 0.5}
+	return b.Delay(attempt)
 }
 
 // record proposes the results, in entries of a bounded size. A result

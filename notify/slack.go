@@ -97,7 +97,7 @@ func SlackPayload(m *Message) *SlackMessage {
 		field("Job", "`"+escape(k)+"`")
 	}
 	if d := n.Deployment; d != nil {
-		field("Commit", "`"+escape(short(d.Commit))+"`")
+		field("Commit", "`"+escape(structs.ShortID(d.Commit))+"`")
 		field("File", escape(d.Repository+":"+d.File))
 		field("State", escape(d.State))
 		if d.Error != "" {
@@ -187,11 +187,4 @@ func cut(s string, n int) string {
 		return s
 	}
 	return string(r[:n-1]) + "…"
-}
-
-func short(commit string) string {
-	if len(commit) > 8 {
-		return commit[:8]
-	}
-	return commit
 }

@@ -3,7 +3,6 @@ package notify
 import (
 	"context"
 	"errors"
-	"path"
 	"slices"
 	"strings"
 	"time"
@@ -60,19 +59,7 @@ func (t *Target) Matches(n *structs.Notification) bool {
 	if n.JobKey() == "" {
 		return false
 	}
-	return globMatch(t.Namespaces, n.Namespace) && globMatch(t.Jobs, n.JobID)
-}
-
-func globMatch(globs []string, s string) bool {
-	if len(globs) == 0 {
-		return true
-	}
-	for _, g := range globs {
-		if ok, _ := path.Match(g, s); ok {
-			return true
-		}
-	}
-	return false
+	return structs.GlobAny(t.Namespaces, n.Namespace) && structs.GlobAny(t.Jobs, n.JobID)
 }
 
 // link returns the dashboard page of a notification's object, or "".

@@ -22,7 +22,8 @@ func TestTargetMatches_FiltersByEventNamespaceAndJob(t *testing.T) {
 		{"namespace miss", Target{Namespaces: []string{"dev"}}, false, false},
 		{"job glob", Target{Jobs: []string{"web", "api-*"}}, true, false},
 		{"job miss", Target{Jobs: []string{"web"}}, false, false},
-		{"both", Target{Namespaces: []string{"prod-eu"}, Jobs: []string{"api-v?"}}, true, false},
+		{"both", Target{Namespaces: []string{"prod-eu"}, Jobs: []string{"api-v*"}}, true, false},
+		{"question mark is a character", Target{Jobs: []string{"api-v?"}}, false, false},
 	}
 	for _, tc := range cases {
 		if got := tc.target.Matches(job); got != tc.job {

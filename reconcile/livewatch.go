@@ -98,7 +98,7 @@ func (m *Manager) watchLive(ctx context.Context, ns string) {
 	m.setStreaming(ns, false)
 	defer m.setStreaming(ns, false)
 	index := m.resumeIndex()
-	backoff := streamBackoffMin
+	backoff := structs.Backoff{Min: streamBackoffMin, Max: streamBackoffMax}
 	first := true
 	logger := m.logger.Named("events").With("namespace", ns)
 	for ctx.Err() == nil {
@@ -107,12 +107,12 @@ func (m *Manager) watchLive(ctx context.Context, ns string) {
 			if ctx.Err() != nil {
 				return
 			}
-			logger.Warn("cannot subscribe to Nomad's job events; detecting every drift interval", "error", err, "retry_in", backoff)
+			wait := backoff.Next()
+			logger.Warn("cannot subscribe to Nomad's job events; detecting every drift interval", "error", err, "retry_in", wait)
 			m.setStreaming(ns, false)
-			if !sleepCtx(ctx, backoff) {
+			if !sleepCtx(ctx, wait) {
 				return
 			}
-			backoff = min(2*backoff, streamBackoffMax)
 			continue
 		}
 		m.setStreaming(ns, true)
@@ -158,12 +158,11 @@ func (m *Manager) watchLive(ctx context.Context, ns string) {
 		}
 		m.setStreaming(ns, false)
 		if time.Since(connected) > streamBackoffMax {
-			backoff = streamBackoffMin
+			backoff.Reset()
 		}
-		if !sleepCtx(ctx, backoff) {
+		if !sleepCtx(ctx, backoff.Next()) {
 			return
 		}
-		backoff = min(2*backoff, streamBackoffMax)
 	}
 }
 

@@ -3,7 +3,6 @@ package structs
 import (
 	"bytes"
 	"fmt"
-	"slices"
 
 	"github.com/hashicorp/go-msgpack/v2/codec"
 )
@@ -105,16 +104,6 @@ var messageTypeNames = map[MessageType]string{
 	GCRequestType:                   "GC",
 	BatchRequestType:                "Batch",
 	WebhookDeliveryRequestType:      "WebhookDelivery",
-}
-
-// MessageTypes lists every known message type, in order.
-func MessageTypes() []MessageType {
-	out := make([]MessageType, 0, len(messageTypeNames))
-	for t := range messageTypeNames {
-		out = append(out, t)
-	}
-	slices.Sort(out)
-	return out
 }
 
 func (t MessageType) String() string {

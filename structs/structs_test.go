@@ -363,3 +363,13 @@ func TestDiffHashStaysInternal(t *testing.T) {
 		t.Fatalf("the diff hash did not survive the log: %v %+v", err, got.Deployment)
 	}
 }
+
+// MessageTypes lists every known message type, in order.
+func MessageTypes() []MessageType {
+	out := make([]MessageType, 0, len(messageTypeNames))
+	for t := range messageTypeNames {
+		out = append(out, t)
+	}
+	slices.Sort(out)
+	return out
+}

@@ -28,6 +28,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/nops-dev/nops/reconcile/meta"
 )
 
 // maxTokenTTL bounds acl.token_ttl, the life of an SSO login's token: a
@@ -59,8 +61,8 @@ const (
 	DefaultNomadAddr      = "http://127.0.0.1:4646"
 	DefaultDriftInterval  = time.Minute
 	DefaultEngineInterval = 5 * time.Second
-	DefaultApplyTimeout   = 15 * time.Minute
-	DefaultHookTimeout    = 10 * time.Minute
+	DefaultApplyTimeout   = meta.DefaultApplyTimeout
+	DefaultHookTimeout    = meta.DefaultHookTimeout
 	DefaultPolicy         = PolicyAuto
 	DefaultLogLevel       = "info"
 	// The Raft snapshot defaults are hashicorp/raft's own: a snapshot

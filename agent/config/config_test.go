@@ -734,7 +734,7 @@ func TestValidate_NamesEachInvalidSetting(t *testing.T) {
 			c.Notify = []NotifyConfig{
 				{Name: "a", Kind: "pager", URL: "https://x"},
 				{Name: "b", Kind: "slack"},
-				{Name: "c", Kind: "webhook", URL: "ftp://secret@x", Events: []string{"deleted"}, Jobs: []string{"[x"}},
+				{Name: "c", Kind: "webhook", URL: "ftp://secret@x", Events: []string{"deleted"}, Jobs: []string{""}},
 				{Name: "d", Kind: "slack", SecretEnv: "T", SecretFile: "/nonexistent/file", RetryInitial: time.Minute, RetryMax: time.Second},
 				{Name: "e", Kind: "webhook"},
 				{Name: "f", Kind: "email", URL: "https://x", SMTPAddr: "mail", From: "nobody", Username: "u"},
@@ -743,7 +743,7 @@ func TestValidate_NamesEachInvalidSetting(t *testing.T) {
 			c.UIURL = "nope"
 		}, []string{`notify "a": kind: invalid value "pager"`, `notify "b": set url or url_env`,
 			`notify "c": url: must be an http:// or https:// URL`, `notify "c": events: unknown event "deleted"`,
-			`notify "c": bad glob "[x"`, `notify "d": channel: a bot token posts to a channel`,
+			`notify "c": bad glob: must not be empty`, `notify "d": channel: a bot token posts to a channel`,
 			`notify "d": set at most one of secret_env and secret_file`, `notify "d": secret_file:`,
 			`notify "d": retry_max: must be at least retry_initial`, `notify "e": set exactly one of url and url_env`,
 			`ui-url: must be an http`, `notify "f": url: an email target`, `notify "f": smtp_addr: must be host:port`,

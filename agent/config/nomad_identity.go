@@ -72,7 +72,7 @@ func (l *loader) resolveNomadIdentity() {
 		c.NomadToken = ""
 		return
 	} else if !errors.Is(err, os.ErrNotExist) {
-		l.errs = append(l.errs, keyErrorf("nomad-task-api", "read the workload identity: %v", err))
+		l.errs = append(l.errs, keyErrorf("nomad-task-api", "read the workload identity: %w", err))
 		return
 	}
 	if c.NomadToken == "" {

@@ -5,11 +5,11 @@ import (
 	"net"
 	"net/mail"
 	"os"
-	"path"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/nops-dev/nops/notify"
 	"github.com/nops-dev/nops/structs"
 )
 
@@ -20,7 +20,7 @@ const (
 	DefaultNotifyGiveUpAfter  = 24 * time.Hour
 	DefaultNotifyRetryInitial = time.Second
 	DefaultNotifyRetryMax     = 5 * time.Minute
-	DefaultNotifyRetention    = 72 * time.Hour
+	DefaultNotifyRetention    = notify.DefaultRetention
 )
 
 // NotifyKinds lists the kinds of notification targets.
@@ -126,8 +126,8 @@ func (n NotifyConfig) validate(add func(format string, args ...any)) {
 		}
 	}
 	for _, g := range append(slices.Clone(n.Namespaces), n.Jobs...) {
-		if _, err := path.Match(g, ""); err != nil {
-			add("bad glob %q: %v", g, err)
+		if err := structs.CheckGlob(g); err != nil {
+			add("%v", err)
 		}
 	}
 	for _, d := range []struct {

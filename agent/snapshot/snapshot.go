@@ -154,7 +154,7 @@ func ReadLimited(r io.Reader, lim Limits) (_ *Archive, err error) {
 	}
 	gz, err := gzip.NewReader(bufio.NewReader(r))
 	if err != nil {
-		return nil, fmt.Errorf("%w: not a snapshot archive (gzip): %v", ErrInvalid, err)
+		return nil, fmt.Errorf("%w: not a snapshot archive (gzip): %w", ErrInvalid, err)
 	}
 	gz.Multistream(false)
 	// The tar framing adds at most a few blocks per file on top of the
@@ -172,7 +172,7 @@ func ReadLimited(r io.Reader, lim Limits) (_ *Archive, err error) {
 	seen := map[string]bool{}
 	for {
 		h, err := tr.Next()
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {
@@ -249,7 +249,7 @@ func ReadLimited(r io.Reader, lim Limits) (_ *Archive, err error) {
 	}
 	var meta raft.SnapshotMeta
 	if err := json.Unmarshal(small[metaFile], &meta); err != nil {
-		return nil, fmt.Errorf("%w: decode %s: %v", ErrInvalid, metaFile, err)
+		return nil, fmt.Errorf("%w: decode %s: %w", ErrInvalid, metaFile, err)
 	}
 	if err := checkMeta(&meta); err != nil {
 		return nil, err

@@ -211,7 +211,7 @@ func (ca *CA) parse() (*x509.Certificate, *ecdsa.PrivateKey, error) {
 	}
 	cert, err := x509.ParseCertificate(cb.Bytes)
 	if err != nil {
-		return nil, nil, fmt.Errorf("%w: certificate: %v", ErrBadCA, err)
+		return nil, nil, fmt.Errorf("%w: certificate: %w", ErrBadCA, err)
 	}
 	if !cert.IsCA {
 		return nil, nil, fmt.Errorf("%w: the certificate is not a CA", ErrBadCA)
@@ -222,7 +222,7 @@ func (ca *CA) parse() (*x509.Certificate, *ecdsa.PrivateKey, error) {
 	}
 	key, err := x509.ParseECPrivateKey(kb.Bytes)
 	if err != nil {
-		return nil, nil, fmt.Errorf("%w: key: %v", ErrBadCA, err)
+		return nil, nil, fmt.Errorf("%w: key: %w", ErrBadCA, err)
 	}
 	pub, ok := cert.PublicKey.(*ecdsa.PublicKey)
 	if !ok || !pub.Equal(&key.PublicKey) {

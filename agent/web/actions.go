@@ -12,9 +12,6 @@ import (
 	"github.com/nops-dev/nops/structs"
 )
 
-// maxComment bounds a comment or reason, as the API does.
-const maxComment = 4096
-
 // act runs one API write as the viewer after the CSRF check, then sends
 // the browser to back (Post/Redirect/Get) with a done= code, or shows the
 // API's refusal.
@@ -65,8 +62,8 @@ func (u *UI) comment(w http.ResponseWriter, r *http.Request, name string) (strin
 		return "", false
 	}
 	c := strings.TrimSpace(r.PostFormValue(name))
-	if len(c) > maxComment {
-		u.Fail(w, r, http.StatusBadRequest, name+": at most 4096 characters")
+	if err := structs.CheckText(name, c); err != nil {
+		u.Fail(w, r, http.StatusBadRequest, err.Error())
 		return "", false
 	}
 	return c, true

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/nops-dev/nops/structs"
 )
 
 func (u *UI) funcs() template.FuncMap {
@@ -18,7 +20,7 @@ func (u *UI) funcs() template.FuncMap {
 			}
 			return t.UTC().Format(time.RFC3339)
 		},
-		"short":      short,
+		"short":      structs.ShortID,
 		"stateClass": func(v any) string { return stateClass(fmt.Sprint(v)) },
 		"str":        func(v any) string { return toString(v) },
 		"join":       strings.Join,

@@ -261,7 +261,7 @@ func (u *UI) deployment(w http.ResponseWriter, r *http.Request) {
 			d.Health = &h
 		}
 	}
-	u.render(w, r, http.StatusOK, "deployment", "Deployment "+short(d.D.ID), d)
+	u.render(w, r, http.StatusOK, "deployment", "Deployment "+structs.ShortID(d.D.ID), d)
 }
 
 func (u *UI) approvals(w http.ResponseWriter, r *http.Request) {
@@ -389,13 +389,6 @@ func (u *UI) nomadJob(ns, id string) string {
 func notFound(err error) bool {
 	var ae *APIError
 	return errors.As(err, &ae) && ae.Code == http.StatusNotFound
-}
-
-func short(id string) string {
-	if len(id) > 8 {
-		return id[:8]
-	}
-	return id
 }
 
 func since(now, t time.Time) string {

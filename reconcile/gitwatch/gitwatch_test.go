@@ -480,3 +480,13 @@ func TestWatcher_Match(t *testing.T) {
 		t.Error("Has")
 	}
 }
+
+// RefreshAll asks every poller to fetch now, without waiting.
+func (w *Watcher) RefreshAll() {
+	for _, r := range w.list() {
+		select {
+		case r.refresh <- struct{}{}:
+		default:
+		}
+	}
+}

@@ -279,12 +279,6 @@ func (w *Watcher) poll(ctx context.Context, r *repo) {
 			return
 		case <-timer.C:
 		case <-r.refresh:
-			if !timer.Stop() {
-				select {
-				case <-timer.C:
-				default:
-				}
-			}
 		}
 		_ = w.fetch(ctx, r)
 		timer.Reset(r.cfg.PollInterval)
@@ -303,16 +297,6 @@ func (w *Watcher) Refresh(name string) error {
 	default:
 	}
 	return nil
-}
-
-// RefreshAll asks every poller to fetch now, without waiting.
-func (w *Watcher) RefreshAll() {
-	for _, r := range w.list() {
-		select {
-		case r.refresh <- struct{}{}:
-		default:
-		}
-	}
 }
 
 // FetchNow fetches a repository and returns when its snapshot and status are

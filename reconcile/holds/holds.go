@@ -25,7 +25,6 @@ package holds
 
 import (
 	"fmt"
-	"path"
 	"sort"
 	"strings"
 	"time"
@@ -89,13 +88,13 @@ func check(w *structs.SyncWindow) ([]string, *compiled) {
 		problems = append(problems, fmt.Sprintf("timezone: %v", err))
 	}
 	for _, g := range w.Namespaces {
-		if _, err := path.Match(g, ""); err != nil || g == "" {
-			problems = append(problems, fmt.Sprintf("namespaces: %q is not a valid glob", g))
+		if err := structs.CheckGlob(g); err != nil {
+			problems = append(problems, fmt.Sprintf("namespaces: %v", err))
 		}
 	}
 	for _, g := range w.Jobs {
-		if _, err := path.Match(g, ""); err != nil || g == "" {
-			problems = append(problems, fmt.Sprintf("jobs: %q is not a valid glob", g))
+		if err := structs.CheckGlob(g); err != nil {
+			problems = append(problems, fmt.Sprintf("jobs: %v", err))
 		}
 	}
 	if len(problems) > 0 {
@@ -250,19 +249,7 @@ func (c *compiled) nextBoundary(now time.Time) time.Time {
 
 // Matches reports whether a window's selectors match a job.
 func Matches(w *structs.SyncWindow, namespace, jobID string) bool {
-	return matchAny(w.Namespaces, namespace) && matchAny(w.Jobs, jobID)
-}
-
-func matchAny(globs []string, s string) bool {
-	if len(globs) == 0 {
-		return true
-	}
-	for _, g := range globs {
-		if ok, _ := path.Match(g, s); ok {
-			return true
-		}
-	}
-	return false
+	return structs.GlobAny(w.Namespaces, namespace) && structs.GlobAny(w.Jobs, jobID)
 }
 
 // Active reports whether a window is active at now.
@@ -272,14 +259,6 @@ func Active(w *structs.SyncWindow, now time.Time) (bool, error) {
 		return false, err
 	}
 	return c.activeAt(now), nil
-}
-
-// Closed reports whether a job is in a closed window at now: an active deny
-// window matches it, or allow windows match it and none of them is active.
-// A deny window wins over an active allow window. The reason names the
-// windows. A window that does not validate is skipped.
-func Closed(windows []*structs.SyncWindow, namespace, jobID string, now time.Time) (bool, string) {
-	return At(windows, now).Closed(namespace, jobID)
 }
 
 // Schedule is the sync windows evaluated at one instant: which are active

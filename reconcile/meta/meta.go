@@ -40,6 +40,14 @@ const (
 	Hook
 )
 
+// The server-wide timeouts a server has when its configuration sets none:
+// its -apply-timeout and -hook-timeout flags default to them, and a
+// deployment stored without an apply timeout is given DefaultApplyTimeout.
+const (
+	DefaultApplyTimeout = 15 * time.Minute
+	DefaultHookTimeout  = 10 * time.Minute
+)
+
 // Defaults are the server-wide values for jobs that do not set a key.
 type Defaults struct {
 	Policy       structs.Policy

@@ -7,6 +7,8 @@ import (
 	"sort"
 
 	"github.com/hashicorp/nomad/api"
+
+	"github.com/nops-dev/nops/structs"
 )
 
 // Dispatch runs a parameterized job with the given meta. The idempotency
@@ -91,13 +93,13 @@ func (c *Client) DispatchedOutcome(ctx context.Context, ns, childJobID string) (
 	for _, a := range allocs {
 		switch a.ClientStatus {
 		case api.AllocClientStatusFailed:
-			return DispatchFailed, fmt.Sprintf("allocation %s failed: %s", shortID(a.ID), allocFailure(a)), nil
+			return DispatchFailed, fmt.Sprintf("allocation %s failed: %s", structs.ShortID(a.ID), allocFailure(a)), nil
 		case api.AllocClientStatusLost:
-			return DispatchFailed, fmt.Sprintf("allocation %s was lost", shortID(a.ID)), nil
+			return DispatchFailed, fmt.Sprintf("allocation %s was lost", structs.ShortID(a.ID)), nil
 		case api.AllocClientStatusComplete:
 			for name, ts := range a.TaskStates {
 				if ts != nil && ts.Failed {
-					return DispatchFailed, fmt.Sprintf("allocation %s: task %q failed", shortID(a.ID), name), nil
+					return DispatchFailed, fmt.Sprintf("allocation %s: task %q failed", structs.ShortID(a.ID), name), nil
 				}
 			}
 			complete++

@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/hashicorp/nomad/api"
+
+	"github.com/nops-dev/nops/structs"
 )
 
 // LatestDeployment returns the most recent Nomad deployment of a job, or nil
@@ -194,11 +196,11 @@ func (c *Client) Health(ctx context.Context, ns, jobID string, version uint64, e
 func (c *Client) evalHealth(ctx context.Context, eval *api.Evaluation, job *api.Job, version uint64) (HealthResult, bool, error) {
 	switch eval.Status {
 	case api.EvalStatusPending:
-		return HealthResult{State: HealthPending, Message: fmt.Sprintf("evaluation %s is pending", shortID(eval.ID))}, true, nil
+		return HealthResult{State: HealthPending, Message: fmt.Sprintf("evaluation %s is pending", structs.ShortID(eval.ID))}, true, nil
 	case api.EvalStatusBlocked:
-		return HealthResult{State: HealthPending, Message: fmt.Sprintf("evaluation %s is blocked waiting for capacity", shortID(eval.ID))}, true, nil
+		return HealthResult{State: HealthPending, Message: fmt.Sprintf("evaluation %s is blocked waiting for capacity", structs.ShortID(eval.ID))}, true, nil
 	case api.EvalStatusFailed:
-		return HealthResult{State: HealthFailed, Message: fmt.Sprintf("evaluation %s failed: %s", shortID(eval.ID), eval.StatusDescription)}, true, nil
+		return HealthResult{State: HealthFailed, Message: fmt.Sprintf("evaluation %s failed: %s", structs.ShortID(eval.ID), eval.StatusDescription)}, true, nil
 	case api.EvalStatusComplete:
 		if eval.DeploymentID != "" {
 			d, err := c.Deployment(ctx, eval.DeploymentID)
@@ -226,11 +228,11 @@ func deploymentHealth(d *api.Deployment, job *api.Job, version uint64) HealthRes
 	switch d.Status {
 	case api.DeploymentStatusSuccessful:
 		res.State = HealthHealthy
-		res.Message = fmt.Sprintf("deployment %s successful", shortID(d.ID))
+		res.Message = fmt.Sprintf("deployment %s successful", structs.ShortID(d.ID))
 		return res
 	case api.DeploymentStatusFailed, api.DeploymentStatusCancelled:
 		res.State = HealthFailed
-		res.Message = fmt.Sprintf("deployment %s %s: %s", shortID(d.ID), d.Status, d.StatusDescription)
+		res.Message = fmt.Sprintf("deployment %s %s: %s", structs.ShortID(d.ID), d.Status, d.StatusDescription)
 		return res
 	}
 
@@ -262,12 +264,12 @@ func deploymentHealth(d *api.Deployment, job *api.Job, version uint64) HealthRes
 	if ready && len(waiting) > 0 {
 		sort.Strings(waiting)
 		res.State = HealthAwaitingPromotion
-		res.Message = fmt.Sprintf("deployment %s: canaries of %s are healthy and wait for promotion", shortID(d.ID), strings.Join(waiting, ", "))
+		res.Message = fmt.Sprintf("deployment %s: canaries of %s are healthy and wait for promotion", structs.ShortID(d.ID), strings.Join(waiting, ", "))
 		return res
 	}
 
 	res.State = HealthPending
-	res.Message = fmt.Sprintf("deployment %s %s", shortID(d.ID), d.Status)
+	res.Message = fmt.Sprintf("deployment %s %s", structs.ShortID(d.ID), d.Status)
 	if d.StatusDescription != "" {
 		res.Message += ": " + d.StatusDescription
 	}
@@ -287,7 +289,7 @@ func (c *Client) allocationHealth(ctx context.Context, ns, jobID string, version
 			continue
 		}
 		if a.ClientStatus == api.AllocClientStatusFailed {
-			return HealthResult{State: HealthFailed, Message: fmt.Sprintf("allocation %s failed: %s", shortID(a.ID), allocFailure(a))}, nil
+			return HealthResult{State: HealthFailed, Message: fmt.Sprintf("allocation %s failed: %s", structs.ShortID(a.ID), allocFailure(a))}, nil
 		}
 		if a.DesiredStatus != api.AllocDesiredStatusRun {
 			continue
@@ -346,13 +348,6 @@ func firstNonEmpty(vals ...string) string {
 		}
 	}
 	return ""
-}
-
-func shortID(id string) string {
-	if len(id) > 8 {
-		return id[:8]
-	}
-	return id
 }
 
 func isJobNotFound(err error) bool {

@@ -60,13 +60,6 @@ func (c *Client) ListJobs(ctx context.Context, ns string) ([]*api.JobListStub, e
 	return stubs, err
 }
 
-// WaitJobs is the blocking form of ListJobs: it returns once Nomad's job index
-// is above index (or after the blocking wait), with the index to pass next.
-// index 0 answers at once.
-func (c *Client) WaitJobs(ctx context.Context, ns string, index uint64) ([]*api.JobListStub, uint64, error) {
-	return c.listJobs(ctx, ns, index)
-}
-
 // ListJobsSince is ListJobs from a state of Nomad at least as new as index:
 // it waits (at most wait) until Nomad's job index reaches index. Nomad
 // sends an event before the change it reports is visible to reads; a list

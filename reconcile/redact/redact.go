@@ -94,12 +94,6 @@ func New(extra ...string) *Redactor {
 	return &Redactor{fragments: frags}
 }
 
-// Diff returns a redacted deep copy of diff using DefaultKeys plus the extra
-// fragments in keys. A nil diff gives nil. The input is never modified.
-func Diff(diff *api.JobDiff, keys []string) *api.JobDiff {
-	return New(keys...).Diff(diff)
-}
-
 // IsSecretKey reports whether a field or object name from a diff holds an
 // operator-chosen key that looks secret: one of its [bracketed] parts, or the
 // name itself when it is not one of Nomad's capitalised field names, contains
