@@ -60,7 +60,8 @@ func socketInode(addr *net.TCPAddr) (string, error) {
 	for sc.Scan() {
 		fields := strings.Fields(sc.Text())
 		// sl local rem st tx:rx tr:when retrnsmt uid timeout inode
-		if len(fields) >= 10 && fields[1] == local {
+		// A socket that is closing has inode 0: its process let it go.
+		if len(fields) >= 10 && fields[1] == local && fields[9] != "0" {
 			return fields[9], nil
 		}
 	}
