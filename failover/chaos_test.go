@@ -139,12 +139,20 @@ func chaosFiles(round int) map[string]string {
 	}
 }
 
+// repoName waits until the leader lists the one repository, and returns
+// its name.
 func repoName(t *testing.T, f *partitionFixture) string {
+	t.Helper()
 	var repos []structs.RepoStatus
-	f.cluster.Server(f.cluster.Leader()).Do(http.MethodGet, "/v1/repos", nil, &repos, http.StatusOK)
-	if len(repos) != 1 {
-		t.Fatalf("%d repositories, want 1", len(repos))
-	}
+	testutil.WaitForResult(t, deployTimeout, func() (bool, error) {
+		if _, _, err := f.cluster.Server(f.cluster.Leader()).Call(http.MethodGet, "/v1/repos", nil, &repos); err != nil {
+			return false, err
+		}
+		if len(repos) != 1 {
+			return false, fmt.Errorf("%d repositories listed, want 1", len(repos))
+		}
+		return true, nil
+	})
 	return repos[0].Name
 }
 

@@ -21,7 +21,8 @@ import (
 // length.
 const leaseBound = 2 * 500 * time.Millisecond * nopstest.TestRaftMultiplier
 
-// hookedJob is a job with policy, whose pre-hook backup runs for runFor.
+// hookedFiles are the files of job web, with policy, whose pre-hook backup
+// runs for runFor.
 func hookedFiles(policy structs.Policy, runFor time.Duration) map[string]string {
 	return map[string]string{
 		"jobs/backup.nomad.hcl": testutil.HookJobHCL("backup", testutil.WithRunFor(runFor)),
@@ -257,6 +258,9 @@ func TestPartition_DuringSteps(t *testing.T) {
 	l3 = c.Leader()
 	if err := f.net.Isolate(l3); err != nil {
 		t.Fatal(err)
+	}
+	if d, err := c.Server(l3).Deployment(running.ID); err == nil {
+		t.Logf("isolated %s with the deployment %s", c.Server(l3).Name, d.State)
 	}
 	l4, _ := f.leaderAmong(t, f.others(l3))
 	done := c.Server(l4).WaitForDeployment(namespace, "web", deployTimeout, nopstest.InState(structs.StateCompleted))
