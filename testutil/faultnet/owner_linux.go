@@ -13,8 +13,14 @@ import (
 	"strings"
 )
 
-// errNoOwner is returned when no given process owns a connection's end.
-var errNoOwner = errors.New("no known process owns the socket")
+var (
+	// errNoOwner is returned when no given process owns a connection's
+	// end.
+	errNoOwner = errors.New("no known process owns the socket")
+	// errNoSocket is returned when a connection's end is gone: its
+	// process closed it.
+	errNoSocket = errors.New("no such socket")
+)
 
 // socketOwner returns which of pids owns the TCP socket whose local
 // address is addr (the remote end of a connection the Network accepted).
@@ -68,5 +74,5 @@ func socketInode(addr *net.TCPAddr) (string, error) {
 	if err := sc.Err(); err != nil {
 		return "", fmt.Errorf("reading the TCP sockets: %w", err)
 	}
-	return "", fmt.Errorf("no TCP socket bound to %s: %w", addr, errNoOwner)
+	return "", fmt.Errorf("no TCP socket bound to %s: %w", addr, errNoSocket)
 }

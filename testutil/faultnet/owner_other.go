@@ -7,6 +7,9 @@ import (
 	"net"
 )
 
-var errNoOwner = errors.New("finding a socket's process needs Linux's /proc")
+var (
+	errNoOwner  = errors.New("finding a socket's process needs Linux's /proc")
+	errNoSocket = errors.New("no such socket")
+)
 
 func socketOwner(*net.TCPAddr, []int) (int, error) { return 0, errNoOwner }

@@ -1,14 +1,21 @@
 package faultnet
 
 import (
+	"errors"
 	"net"
 	"sync"
 	"sync/atomic"
 	"time"
 )
 
-// unknown is the index of a sender the Network could not attribute.
-const unknown = -1
+const (
+	// unknown is the index of a sender the Network could not attribute.
+	unknown = -1
+	// ownerAttempts and ownerRetry pace the lookups of a connection's
+	// process.
+	ownerAttempts = 5
+	ownerRetry    = 20 * time.Millisecond
+)
 
 // relay is one TCP connection from server from to server to, relayed
 // between the accepted connection (down, the sender's side) and the
@@ -43,7 +50,11 @@ func (n *Network) serveTCP(ln net.Listener, to int, target string) {
 }
 
 func (n *Network) relayTCP(down net.Conn, to int, target string) {
-	from := n.sourceOf(down)
+	from, alive := n.sourceOf(down)
+	if !alive {
+		_ = down.Close()
+		return
+	}
 	up, err := net.DialTimeout("tcp", target, dialTimeout)
 	if err != nil {
 		n.logger.Debug("dial failed", "to", to, "target", target, "error", err)
@@ -97,13 +108,34 @@ func (n *Network) pump(r *relay, dir int, src, dst net.Conn, sender, receiver in
 }
 
 // sourceOf returns the index of the server whose process dialed conn, or
-// unknown.
-func (n *Network) sourceOf(conn net.Conn) int {
+// unknown. A lookup can miss a socket that its process is still setting up
+// or already closing, so it tries a few times; a connection whose dialer
+// closed it meanwhile is closed.
+func (n *Network) sourceOf(conn net.Conn) (int, bool) {
 	addr, ok := conn.RemoteAddr().(*net.TCPAddr)
 	if !ok {
 		n.countUnattributed()
-		return unknown
+		return unknown, true
 	}
+	var err error
+	for attempt := 0; attempt < ownerAttempts; attempt++ {
+		if attempt > 0 {
+			time.Sleep(ownerRetry)
+		}
+		var index int
+		if index, err = n.lookupOwner(addr); err == nil {
+			return index, true
+		}
+		if errors.Is(err, errNoSocket) {
+			return unknown, false
+		}
+	}
+	n.logger.Warn("connection of no known server: relayed without faults", "remote", addr, "to", conn.LocalAddr(), "error", err)
+	n.countUnattributed()
+	return unknown, true
+}
+
+func (n *Network) lookupOwner(addr *net.TCPAddr) (int, error) {
 	n.mu.Lock()
 	byPID := map[int]int{}
 	var pids []int
@@ -119,11 +151,9 @@ func (n *Network) sourceOf(conn net.Conn) int {
 	n.mu.Unlock()
 	pid, err := socketOwner(addr, pids)
 	if err != nil {
-		n.logger.Warn("connection of no known server: relayed without faults", "remote", addr, "error", err)
-		n.countUnattributed()
-		return unknown
+		return unknown, err
 	}
-	return byPID[pid]
+	return byPID[pid], nil
 }
 
 // closeRelays closes the relays that match.
