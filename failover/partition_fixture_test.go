@@ -328,12 +328,29 @@ func digestOf(p *nopstest.Process) (*stateDigest, error) {
 // errDiverged is returned while servers hold different states.
 var errDiverged = errors.New("servers diverge")
 
-// converged checks once that every running server agrees on a leader and
-// holds the same applied index and the same state.
+// converged checks once that every running server agrees on a leader, is
+// a Raft voter again (a server cut off for long may have been removed or
+// demoted, and rejoins as a non-voter until autopilot promotes it: until
+// then the cluster does not tolerate the next fault) and holds the same
+// applied index and the same state.
 func (f *partitionFixture) converged() error {
 	running := f.cluster.Running()
-	if _, err := f.agreedLeader(running); err != nil {
+	leader, err := f.agreedLeader(running)
+	if err != nil {
 		return err
+	}
+	var conf structs.RaftConfiguration
+	if _, _, err := f.cluster.Server(leader).Call(http.MethodGet, "/v1/operator/raft/configuration", nil, &conf); err != nil {
+		return err
+	}
+	voters := 0
+	for _, srv := range conf.Servers {
+		if srv.Voter {
+			voters++
+		}
+	}
+	if voters != len(running) {
+		return fmt.Errorf("%d Raft voters, want %d: %+v", voters, len(running), conf.Servers)
 	}
 	var first *stateDigest
 	for _, i := range running {
