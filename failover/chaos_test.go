@@ -315,7 +315,9 @@ func (f *partitionFixture) waitDeploymentsAndCountDoubles(t *testing.T) int {
 			}
 			for _, d := range list {
 				if d.State == structs.StatePendingApproval {
-					_, _, _ = leader.Call(http.MethodPost, "/v1/deployment/"+d.ID+"/reject", map[string]string{"comment": "end of the chaos"}, nil)
+					if _, _, err := leader.Call(http.MethodPost, "/v1/deployment/"+d.ID+"/reject", map[string]string{"reason": "end of the chaos"}, nil); err != nil {
+						return false, err
+					}
 				}
 				if !d.State.Terminal() {
 					return false, fmt.Errorf("deployment %s of %s is %s", d.ID, id, d.State)
