@@ -104,10 +104,14 @@ func TestPartition_Chaos(t *testing.T) {
 	res, info := porcupine.CheckOperationsVerbose(registerModel, h.operations(), checkTimeout)
 	switch res {
 	case porcupine.Illegal:
-		path := t.TempDir() + "/history.html"
-		if err := porcupine.VisualizePath(registerModel, info, path); err == nil {
-			t.Logf("chaos: the history's visualization is in %s", path)
+		// Kept after the test, which removes its own temporary directory.
+		if f, err := os.CreateTemp("", "nops-chaos-*.html"); err == nil {
+			if err := porcupine.Visualize(registerModel, info, f); err == nil {
+				t.Logf("chaos: the history's visualization is in %s", f.Name())
+			}
+			_ = f.Close()
 		}
+		h.logIllegal(t)
 		t.Errorf("the history of %d operations is not linearizable", len(h.operations()))
 	case porcupine.Unknown:
 		t.Errorf("the linearizability check did not finish within %s", checkTimeout)
@@ -494,6 +498,25 @@ func (h *history) counts() (ok, unknown, failed int) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return ok, unknown, h.failed
+}
+
+// logIllegal logs the operations of each register whose history alone
+// is not linearizable, in the order of their calls.
+func (h *history) logIllegal(t *testing.T) {
+	for _, part := range registerModel.Partition(h.operations()) {
+		if porcupine.CheckOperations(registerModel, part) {
+			continue
+		}
+		slices.SortFunc(part, func(a, b porcupine.Operation) int { return int(a.Call - b.Call) })
+		t.Logf("chaos: register %s is not linearizable:", part[0].Input.(regInput).Key)
+		for _, op := range part {
+			ret := "never"
+			if op.Return < 1<<62 {
+				ret = time.Duration(op.Return).String()
+			}
+			t.Logf("  client %d [%s, %s] %s", op.ClientId, time.Duration(op.Call), ret, registerModel.DescribeOperation(op.Input, op.Output))
+		}
+	}
 }
 
 // runClients starts one client per register, each sending random
