@@ -3,6 +3,7 @@ module github.com/nops-dev/nops
 go 1.26.7
 
 require (
+	github.com/anishathalye/porcupine v1.3.1
 	github.com/chromedp/cdproto v0.159.0
 	github.com/chromedp/chromedp v0.23.0
 	github.com/emersion/go-sasl v0.0.0-20200509203442-7bfe0ed36a21

@@ -15,6 +15,22 @@
 // the time from the SIGKILL of the leader to the first detection cycle
 // completed by its successor.
 //
+// The partition tests route each server's Raft, forwarding and gossip
+// traffic through a testutil/faultnet.Network and its calls to Nomad
+// through a recording proxy of its own, so that a test can cut, block one
+// way or delay any link between two servers and attribute every Nomad write
+// to the server that made it. They show that a leader cut off from its
+// followers makes no Nomad write once its lease is over while it can still
+// reach Nomad; that one-way links and partitions during an approval, a
+// pre-hook run and a register lose no acknowledged write and register a
+// job once per deployment; and that the servers converge after each heal.
+// TestPartition_Chaos mixes random partitions and kills over
+// NOPS_CHAOS_ROUNDS rounds (5 by default, 50 with make chaos; the seed is
+// printed and NOPS_CHAOS_SEED replays it), checks the recorded history of
+// the clients' operations for linearizability with porcupine, and reports
+// acknowledged writes lost, double registers and the time to converge
+// after a heal.
+//
 // The package has no code of its own; its tests need bin/nops (make build)
 // and bin/nomad (make nomad).
 package failover

@@ -63,7 +63,15 @@ type ProcessCluster struct {
 	client  *http.Client
 	// tlsConfig is the config file of the servers' tls block.
 	tlsConfig string
+	setup     ProcessSetup
 }
+
+// ProcessSetup adjusts the command line of one server before its first
+// start: it gets the server, with its ports and addresses, and the
+// arguments the cluster made, and returns the arguments to run. It may set
+// the server's RPCAddr when it changes the advertised address. It is
+// called again with new ports when the cluster is started again on others.
+type ProcessSetup func(p *Process, args []string) ([]string, error)
 
 // Process is one `nops serve` process of a ProcessCluster.
 type Process struct {
@@ -108,6 +116,14 @@ type Process struct {
 // Raft peers.
 func StartProcessCluster(t testing.TB, n int, nomadAddr, repo string, extraArgs ...string) *ProcessCluster {
 	t.Helper()
+	return StartProcessClusterWith(t, n, nomadAddr, repo, nil, extraArgs...)
+}
+
+// StartProcessClusterWith is StartProcessCluster with a setup that can
+// change each server's command line (nil changes nothing), for tests that
+// route servers' traffic through proxies.
+func StartProcessClusterWith(t testing.TB, n int, nomadAddr, repo string, setup ProcessSetup, extraArgs ...string) *ProcessCluster {
+	t.Helper()
 	if n < 1 {
 		t.Fatalf("nopstest: a process cluster needs at least one server, got %d", n)
 	}
@@ -115,6 +131,7 @@ func StartProcessCluster(t testing.TB, n int, nomadAddr, repo string, extraArgs 
 		t:      t,
 		bin:    testutil.NopsBinary(t),
 		client: &http.Client{Timeout: 10 * time.Second},
+		setup:  setup,
 	}
 	if !slices.Contains(extraArgs, "-insecure-rpc") {
 		c.TLS = NewTLS(t, "")
@@ -193,6 +210,13 @@ func (c *ProcessCluster) start(dir string, n int, nomadAddr, repo string, extraA
 			p.args = append(p.args, "-retry-join", strings.Join(join, ","))
 		}
 		p.args = append(p.args, extraArgs...)
+		if c.setup != nil {
+			args, err := c.setup(p, p.args)
+			if err != nil {
+				return fmt.Errorf("setting up %s: %w", p.Name, err)
+			}
+			p.args = args
+		}
 		if err := os.MkdirAll(filepath.Dir(p.LogPath), 0o755); err != nil {
 			return fmt.Errorf("creating the directory of %s: %w", p.Name, err)
 		}
