@@ -426,7 +426,7 @@ func statusOf(err error) int {
 		return http.StatusConflict
 	case errors.Is(err, structs.ErrUnauthorized):
 		return http.StatusUnauthorized
-	case errors.Is(err, structs.ErrUpstream):
+	case errors.Is(err, structs.ErrUpstream), errors.Is(err, structs.ErrLeadershipLost):
 		return http.StatusBadGateway
 	case errors.Is(err, structs.ErrNoLeader), errors.Is(err, structs.ErrNotLeader), errors.Is(err, raft.ErrNotLeader):
 		return http.StatusServiceUnavailable

@@ -482,14 +482,26 @@ func (s *Server) raftApply(t structs.MessageType, req any) (uint64, any, error) 
 		return 0, nil, err
 	}
 	r := s.proposer.propose(buf)
-	if err := r.err; err != nil {
-		if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) ||
-			errors.Is(err, raft.ErrLeadershipTransferInProgress) {
-			return 0, nil, fmt.Errorf("%w: %w", structs.ErrNotLeader, err)
-		}
-		return 0, nil, fmt.Errorf("raft apply %s: %w", t, err)
+	if r.err != nil {
+		return 0, nil, proposeError(t, r.err)
 	}
 	return r.index, r.resp, nil
+}
+
+// proposeError names what a failed proposal means for its caller. Raft
+// refuses an entry it never sent (not the leader, a leadership transfer
+// under way): nothing was applied, and the request may go to the leader.
+// An entry sent before the leader was deposed (raft.ErrLeadershipLost) may
+// still commit under the next leader: its outcome is unknown, never "not
+// applied", or a client that retried it would apply it twice.
+func proposeError(t structs.MessageType, err error) error {
+	switch {
+	case errors.Is(err, raft.ErrLeadershipLost):
+		return fmt.Errorf("%w (%w): %w", structs.ErrLeadershipLost, structs.ErrNotLeader, err)
+	case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipTransferInProgress):
+		return fmt.Errorf("%w: %w", structs.ErrNotLeader, err)
+	}
+	return fmt.Errorf("raft apply %s: %w", t, err)
 }
 
 // leaderPoll is how often WaitForLeader looks: an election takes hundreds

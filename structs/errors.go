@@ -18,6 +18,12 @@ var (
 	ErrNotLeader = errors.New("not the cluster leader")
 	// ErrNoLeader: the cluster has no leader (503).
 	ErrNoLeader = errors.New("no cluster leader")
+	// ErrLeadershipLost: the leader lost its leadership after it sent the
+	// entry to its followers and before the entry committed. The entry may
+	// still commit under the next leader, or never: the outcome is unknown
+	// (502), and the request must not be retried blindly. Errors of it
+	// also wrap ErrNotLeader, for the loops that stop on either.
+	ErrLeadershipLost = errors.New("leadership lost while the request was in flight; it may or may not have been applied")
 	// ErrDuplicate: the request was already applied and changes nothing,
 	// as a webhook delivery replayed (the webhook answers 200 with
 	// "duplicate": true).
