@@ -8,7 +8,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/nops-dev/nops/acl"
+	"github.com/nops-dev/nops/agent/acl"
 	"github.com/nops-dev/nops/agent/config"
 	"github.com/nops-dev/nops/structs"
 )

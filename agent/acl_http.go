@@ -10,7 +10,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/nops-dev/nops/acl"
+	"github.com/nops-dev/nops/agent/acl"
 	"github.com/nops-dev/nops/structs"
 )
 

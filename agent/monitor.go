@@ -14,7 +14,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/nops-dev/nops/acl"
+	"github.com/nops-dev/nops/agent/acl"
 )
 
 // Log streaming (GET /v1/agent/monitor), as Nomad's and Consul's monitor:

@@ -12,11 +12,11 @@ import (
 
 	nomadapi "github.com/hashicorp/nomad/api"
 
-	"github.com/nops-dev/nops/acl"
+	"github.com/nops-dev/nops/agent/acl"
 	"github.com/nops-dev/nops/agent/config"
 	"github.com/nops-dev/nops/fsm"
-	"github.com/nops-dev/nops/notify"
 	"github.com/nops-dev/nops/reconcile/nomadx"
+	"github.com/nops-dev/nops/reconcile/notify"
 	"github.com/nops-dev/nops/structs"
 )
 

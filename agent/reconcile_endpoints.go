@@ -6,7 +6,7 @@ import (
 	"io"
 	"net/http"
 
-	"github.com/nops-dev/nops/acl"
+	"github.com/nops-dev/nops/agent/acl"
 	"github.com/nops-dev/nops/structs"
 )
 

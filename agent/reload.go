@@ -9,8 +9,8 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/nops-dev/nops/agent/config"
-	"github.com/nops-dev/nops/reconcile/meta"
 	"github.com/nops-dev/nops/structs"
+	"github.com/nops-dev/nops/structs/meta"
 )
 
 // Reload on SIGHUP. Each setting a running server can change is a row of

@@ -11,12 +11,12 @@ import (
 
 	"github.com/hashicorp/raft"
 
-	"github.com/nops-dev/nops/acl"
+	"github.com/nops-dev/nops/agent/acl"
 	"github.com/nops-dev/nops/agent/config"
 	"github.com/nops-dev/nops/agent/snapshot"
 	"github.com/nops-dev/nops/fsm"
-	"github.com/nops-dev/nops/reconcile/holds"
 	"github.com/nops-dev/nops/structs"
+	"github.com/nops-dev/nops/structs/holds"
 )
 
 func (a *httpAPI) routes(route func(pattern, kind string, rule routeRule, fn handlerFunc)) {

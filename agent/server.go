@@ -24,8 +24,8 @@ import (
 
 	"github.com/nops-dev/nops/agent/config"
 	"github.com/nops-dev/nops/fsm"
-	"github.com/nops-dev/nops/notify"
 	"github.com/nops-dev/nops/reconcile"
+	"github.com/nops-dev/nops/reconcile/notify"
 	"github.com/nops-dev/nops/structs"
 )
 

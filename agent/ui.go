@@ -13,7 +13,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
-	"github.com/nops-dev/nops/acl"
+	"github.com/nops-dev/nops/agent/acl"
 	"github.com/nops-dev/nops/agent/web"
 )
 

@@ -9,8 +9,8 @@ import (
 
 	memdb "github.com/hashicorp/go-memdb"
 
-	"github.com/nops-dev/nops/reconcile/holds"
 	"github.com/nops-dev/nops/structs"
+	"github.com/nops-dev/nops/structs/holds"
 )
 
 const cycleKey = "cycle"

@@ -10,9 +10,9 @@ import (
 	"github.com/hashicorp/nomad/api"
 
 	"github.com/nops-dev/nops/fsm"
-	"github.com/nops-dev/nops/reconcile/holds"
 	"github.com/nops-dev/nops/reconcile/nomadx"
 	"github.com/nops-dev/nops/structs"
+	"github.com/nops-dev/nops/structs/holds"
 )
 
 func encodeJob(j *api.Job) ([]byte, error) {

@@ -4,9 +4,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nops-dev/nops/reconcile/holds"
 	"github.com/nops-dev/nops/reconcile/nomadx"
 	"github.com/nops-dev/nops/structs"
+	"github.com/nops-dev/nops/structs/holds"
 )
 
 // Detection of one managed job is observe, decide, act (detect.go):

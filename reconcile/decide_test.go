@@ -5,9 +5,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nops-dev/nops/reconcile/holds"
 	"github.com/nops-dev/nops/reconcile/nomadx"
 	"github.com/nops-dev/nops/structs"
+	"github.com/nops-dev/nops/structs/holds"
 )
 
 // The table below has one row per rule of SPEC section 4 (steps 6 to 9,

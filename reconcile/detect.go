@@ -14,10 +14,10 @@ import (
 	"github.com/hashicorp/nomad/api"
 
 	"github.com/nops-dev/nops/reconcile/gitwatch"
-	"github.com/nops-dev/nops/reconcile/holds"
-	"github.com/nops-dev/nops/reconcile/meta"
 	"github.com/nops-dev/nops/reconcile/nomadx"
 	"github.com/nops-dev/nops/structs"
+	"github.com/nops-dev/nops/structs/holds"
+	"github.com/nops-dev/nops/structs/meta"
 )
 
 // parseResult caches the parse of one file by the hash of its content and

@@ -12,9 +12,9 @@ import (
 	"github.com/nops-dev/nops/agent/config"
 	"github.com/nops-dev/nops/reconcile"
 	"github.com/nops-dev/nops/reconcile/gitwatch"
-	"github.com/nops-dev/nops/reconcile/meta"
 	"github.com/nops-dev/nops/reconcile/nomadx"
 	"github.com/nops-dev/nops/structs"
+	"github.com/nops-dev/nops/structs/meta"
 	"github.com/nops-dev/nops/testutil"
 	"github.com/nops-dev/nops/testutil/nopstest"
 )

@@ -12,9 +12,9 @@ import (
 
 	"github.com/hashicorp/nomad/api"
 
-	"github.com/nops-dev/nops/reconcile/meta"
 	"github.com/nops-dev/nops/reconcile/nomadx"
 	"github.com/nops-dev/nops/structs"
+	"github.com/nops-dev/nops/structs/meta"
 )
 
 // dispatchMeta is the dispatch meta Nops can pass to a hook run, for the

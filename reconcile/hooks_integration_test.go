@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nops-dev/nops/command"
+	"github.com/nops-dev/nops/cmd/nops/command"
 	"github.com/nops-dev/nops/structs"
 	"github.com/nops-dev/nops/testutil"
 )

@@ -11,9 +11,9 @@ import (
 
 	"github.com/nops-dev/nops/fsm"
 	"github.com/nops-dev/nops/reconcile/gitwatch"
-	"github.com/nops-dev/nops/reconcile/meta"
 	"github.com/nops-dev/nops/reconcile/nomadx"
 	"github.com/nops-dev/nops/structs"
+	"github.com/nops-dev/nops/structs/meta"
 )
 
 // Server is what the reconcilers need of the server they run in.

@@ -4,7 +4,7 @@ import (
 	"errors"
 
 	"github.com/nops-dev/nops/reconcile/gitwatch"
-	"github.com/nops-dev/nops/reconcile/meta"
+	"github.com/nops-dev/nops/structs/meta"
 )
 
 // ErrNoWatcher is a repository change asked of a manager built without a

@@ -4,8 +4,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nops-dev/nops/reconcile/holds"
 	"github.com/nops-dev/nops/structs"
+	"github.com/nops-dev/nops/structs/holds"
 )
 
 // TestClosedSchedule: an 11-hour deny window on the schedule is closed now

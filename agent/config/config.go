@@ -29,7 +29,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nops-dev/nops/reconcile/meta"
+	"github.com/nops-dev/nops/structs/meta"
 )
 
 // maxTokenTTL bounds acl.token_ttl, the life of an SSO login's token: a
@@ -257,7 +257,7 @@ type Config struct {
 	// GCMinHeap is the heap size, in bytes, toward which the process's
 	// garbage collector's heap target is raised (GOGC at most 500) while
 	// GOGC alone gives less (agent/gctune); 0 leaves GOGC alone. It is the
-	// process's, so `nops serve` applies it (command/serve.go), not
+	// process's, so `nops serve` applies it (cmd/nops/command/serve.go), not
 	// agent.Server: a program that embeds servers runs gctune itself.
 	GCMinHeap uint64
 }

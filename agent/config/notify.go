@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nops-dev/nops/notify"
+	"github.com/nops-dev/nops/reconcile/notify"
 	"github.com/nops-dev/nops/structs"
 )
 

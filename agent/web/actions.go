@@ -8,8 +8,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nops-dev/nops/reconcile/holds"
 	"github.com/nops-dev/nops/structs"
+	"github.com/nops-dev/nops/structs/holds"
 )
 
 // act runs one API write as the viewer after the CSRF check, then sends

@@ -8,8 +8,8 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/nops-dev/nops/reconcile/holds"
 	"github.com/nops-dev/nops/structs"
+	"github.com/nops-dev/nops/structs/holds"
 )
 
 // ClusterInfo is what the Cluster page shows.

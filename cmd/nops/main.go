@@ -8,7 +8,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/nops-dev/nops/command"
+	"github.com/nops-dev/nops/cmd/nops/command"
 )
 
 func main() {

@@ -8,7 +8,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/nops-dev/nops/notify"
+	"github.com/nops-dev/nops/reconcile/notify"
 )
 
 // received is one request a test receiver got.

@@ -10,7 +10,7 @@ import (
 // holds must import no package of this module but structs (no I/O, no
 // reconciler state can reach the FSM through it).
 func TestHolds_IsALeafPackage(t *testing.T) {
-	out, err := exec.Command("go", "list", "-deps", "github.com/nops-dev/nops/reconcile/holds").Output()
+	out, err := exec.Command("go", "list", "-deps", "github.com/nops-dev/nops/structs/holds").Output()
 	if err != nil {
 		t.Fatalf("go list: %v", err)
 	}
@@ -19,7 +19,7 @@ func TestHolds_IsALeafPackage(t *testing.T) {
 			continue
 		}
 		switch pkg {
-		case "github.com/nops-dev/nops/reconcile/holds", "github.com/nops-dev/nops/structs":
+		case "github.com/nops-dev/nops/structs/holds", "github.com/nops-dev/nops/structs":
 		default:
 			t.Errorf("holds depends on %s; it may import only structs of this module", pkg)
 		}

@@ -22,7 +22,7 @@ import (
 	"github.com/emersion/go-smtp"
 
 	"github.com/nops-dev/nops/agent/config"
-	"github.com/nops-dev/nops/notify"
+	"github.com/nops-dev/nops/reconcile/notify"
 	"github.com/nops-dev/nops/structs"
 	"github.com/nops-dev/nops/testutil"
 	"github.com/nops-dev/nops/testutil/nopstest"

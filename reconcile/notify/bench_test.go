@@ -11,7 +11,7 @@ import (
 
 	"github.com/nops-dev/nops/agent/config"
 	"github.com/nops-dev/nops/fsm"
-	"github.com/nops-dev/nops/notify"
+	"github.com/nops-dev/nops/reconcile/notify"
 	"github.com/nops-dev/nops/structs"
 	"github.com/nops-dev/nops/testutil"
 	"github.com/nops-dev/nops/testutil/nopstest"

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/nops-dev/nops/agent/config"
-	"github.com/nops-dev/nops/notify"
+	"github.com/nops-dev/nops/reconcile/notify"
 	"github.com/nops-dev/nops/structs"
 	"github.com/nops-dev/nops/testutil"
 	"github.com/nops-dev/nops/testutil/nopstest"

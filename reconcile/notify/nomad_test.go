@@ -9,7 +9,7 @@ import (
 	nomadapi "github.com/hashicorp/nomad/api"
 
 	"github.com/nops-dev/nops/agent/config"
-	"github.com/nops-dev/nops/notify"
+	"github.com/nops-dev/nops/reconcile/notify"
 	"github.com/nops-dev/nops/structs"
 	"github.com/nops-dev/nops/testutil"
 	"github.com/nops-dev/nops/testutil/nopstest"

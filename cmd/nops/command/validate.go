@@ -7,8 +7,8 @@ import (
 
 	"github.com/hashicorp/nomad/api"
 
-	"github.com/nops-dev/nops/reconcile/meta"
 	"github.com/nops-dev/nops/structs"
+	"github.com/nops-dev/nops/structs/meta"
 )
 
 // parsedFile is one job file as `nops validate` read it: its result, and
@@ -60,7 +60,7 @@ func (p *parsedFile) hookShapeUnresolved() bool {
 }
 
 // judge gives every job the verdict a server gives it (SPEC section 4,
-// steps 3, 4 and 6), with the rules of package reconcile/meta that detection
+// steps 3, 4 and 6), with the rules of package structs/meta that detection
 // uses: the meta keys (meta.Read), which jobs count (Job.Considered), two
 // files declaring one job (meta.DuplicateProblem: all are ignored, and a
 // hook so declared is missing to the jobs that name it), and the hooks of a

@@ -12,8 +12,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/nops-dev/nops/fsm"
-	"github.com/nops-dev/nops/reconcile/holds"
 	"github.com/nops-dev/nops/structs"
+	"github.com/nops-dev/nops/structs/holds"
 )
 
 // Store is what the delivery loop needs of the server: the replicated

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nops-dev/nops/notify"
+	"github.com/nops-dev/nops/reconcile/notify"
 	"github.com/nops-dev/nops/structs"
 	"github.com/nops-dev/nops/testutil"
 )
