@@ -68,17 +68,9 @@ func (a *httpAPI) autopilotSetConfig(_ http.ResponseWriter, r *http.Request) (an
 	return autopilotView(a.s.AutopilotConfig()), nil
 }
 
-// autopilotHealth answers from the leader, where autopilot runs; a
-// follower forwards the request there.
-func (a *httpAPI) autopilotHealth(w http.ResponseWriter, r *http.Request) (any, error) {
-	if !a.s.IsLeader() {
-		if r.Header.Get(headerForwarded) != "" {
-			w.Header().Set(headerNotLeader, "true")
-			return nil, &HTTPError{Code: http.StatusServiceUnavailable, Msg: structs.ErrNotLeader.Error()}
-		}
-		a.forward(w, r)
-		return nil, nil
-	}
+// autopilotHealth answers from the leader, where autopilot runs (a
+// kindLeaderRead route: a follower forwards it there).
+func (a *httpAPI) autopilotHealth(w http.ResponseWriter, _ *http.Request) (any, error) {
 	st := a.s.autopilot.GetState()
 	if st == nil || len(st.Servers) == 0 {
 		return nil, &HTTPError{Code: http.StatusServiceUnavailable, Msg: "autopilot has not gathered the servers' health yet; retry in a few seconds"}

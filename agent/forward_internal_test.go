@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"errors"
-	"fmt"
 	"net"
 	"net/http"
 	"sync/atomic"
@@ -173,25 +172,5 @@ func TestForwardClient_AbandonedAndFailedDial(t *testing.T) {
 		}}
 	if _, sent, err := testCall(t, dead); err == nil || sent {
 		t.Fatalf("failed dial: %v, %v", sent, err)
-	}
-}
-
-// TestLeaderHTTPClient_KeepsOnlyTheCurrentLeader: the HTTP forwarding
-// client of a former leader is dropped when another server leads, so the
-// clients do not pile up over the addresses that were ever leader.
-func TestLeaderHTTPClient_KeepsOnlyTheCurrentLeader(t *testing.T) {
-	a := &httpAPI{s: &Server{}, clients: map[string]*http.Client{}}
-	first := a.leaderHTTPClient("10.0.0.1:4651")
-	if again := a.leaderHTTPClient("10.0.0.1:4651"); again != first {
-		t.Fatal("the same leader got a new client")
-	}
-	for i := 2; i <= 50; i++ {
-		a.leaderHTTPClient(fmt.Sprintf("10.0.0.%d:4651", i))
-	}
-	if len(a.clients) != 1 {
-		t.Fatalf("%d clients kept after 50 leaders, want 1", len(a.clients))
-	}
-	if a.leaderHTTPClient("10.0.0.1:4651") == first {
-		t.Fatal("a former leader's dropped client came back")
 	}
 }

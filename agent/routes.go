@@ -65,7 +65,7 @@ func (a *httpAPI) routes(route func(pattern, kind string, rule routeRule, fn han
 	route("DELETE /v1/operator/keyring", kindWrite, onCluster(acl.Operator), a.keyringChange("remove"))
 	route("GET /v1/operator/autopilot/configuration", kindRead, onCluster(acl.Operator), a.autopilotGetConfig)
 	route("PUT /v1/operator/autopilot/configuration", kindWrite, onCluster(acl.Operator), a.autopilotSetConfig)
-	route("GET /v1/operator/autopilot/health", kindRead, onCluster(acl.Operator), a.autopilotHealth)
+	route("GET /v1/operator/autopilot/health", kindLeaderRead, onCluster(acl.Operator), a.autopilotHealth)
 	route("POST /v1/operator/gc", kindWrite, onCluster(acl.Operator), a.operatorGC)
 	route("GET /v1/agent/monitor", kindRead, onCluster(acl.Operator), a.agentMonitor)
 	route("GET /v1/agent/debug/{item}", kindRead, onCluster(acl.Operator), a.agentDebug)
