@@ -118,8 +118,9 @@ const (
 //
 // A frame with Cancel set is no request: it cancels the context of the
 // running request of its ID (an ID that runs no request is ignored). A
-// frame whose ID names a running request whose body has More to come is
-// the next chunk of that body. Stream asks for the answer in chunks.
+// frame with no Method is the next chunk of the body of the running
+// request of its ID, which had More to come (dropped when there is no such
+// body). Stream asks for the answer in chunks.
 type fwdRequest struct {
 	ID     uint64      `codec:"id"`
 	Cancel bool        `codec:"cancel,omitempty"`
@@ -431,7 +432,9 @@ func (f *fwdServer) readLoop(c *fwdConnState) (drained bool) {
 		case req.Cancel:
 			c.reqs.cancel(req.ID)
 			<-c.slots
-		case c.reqs.chunkOf(req):
+		case req.Method == "":
+			// The next chunk of a body: a frame with no method starts no
+			// request.
 			ok := c.reqs.feed(req, f.quit)
 			<-c.slots
 			if !ok {
@@ -500,8 +503,10 @@ func (f *fwdServer) start(c *fwdConnState, req *fwdRequest) {
 	// A peer that reuses the ID of a running request can cancel (or feed)
 	// only the last one; each still ends within its limit.
 	mine := &fwdEntry{cancel: rcancel}
+	var body *fwdBody
 	if req.More {
-		mine.body = &fwdBody{chunks: make(chan []byte, fwdBodyQueue), ended: c.readEnded, ctx: rctx, done: make(chan struct{})}
+		body = &fwdBody{chunks: make(chan []byte, fwdBodyQueue), ended: c.readEnded, ctx: rctx, done: make(chan struct{})}
+		mine.body = body
 	}
 	c.reqs.add(req.ID, mine)
 	c.running.Add(1)
@@ -515,14 +520,14 @@ func (f *fwdServer) start(c *fwdConnState, req *fwdRequest) {
 			_, err := c.out.write(context.Background(), resp, fwdMaxAnswerFrame, time.Now().Add(f.write))
 			return err
 		}
-		var body io.Reader
-		if mine.body != nil {
-			body = mine.body
+		var stream io.Reader
+		if body != nil {
+			stream = body
 		}
-		err := f.run(rctx, c.remote, req, body, send)
+		err := f.run(rctx, c.remote, req, stream, send)
 		rcancel()
-		if mine.body != nil {
-			close(mine.body.done)
+		if body != nil {
+			close(body.done)
 		}
 		c.reqs.remove(req.ID, mine)
 		if err != nil {
@@ -558,25 +563,23 @@ func (r *fwdRunning) cancel(id uint64) {
 	r.mu.Unlock()
 }
 
-// chunkOf reports whether a frame is the next chunk of a running
-// request's body.
-func (r *fwdRunning) chunkOf(req *fwdRequest) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	e, ok := r.entries[req.ID]
-	return ok && e.body != nil
-}
-
-// feed hands a chunk to its request's body; the last chunk closes it. It
-// reports false when the drain started while the route did not read.
+// feed hands a chunk to the body of the running request of its ID; the
+// last chunk closes it. A chunk of a request that ended, or that has no
+// body to come, is dropped. It reports false when the drain started while
+// the route did not read.
 func (r *fwdRunning) feed(req *fwdRequest, quit <-chan struct{}) bool {
 	r.mu.Lock()
-	e := r.entries[req.ID]
-	b := e.body
-	if !req.More {
-		e.body = nil
+	var b *fwdBody
+	if e, ok := r.entries[req.ID]; ok {
+		b = e.body
+		if !req.More {
+			e.body = nil
+		}
 	}
 	r.mu.Unlock()
+	if b == nil {
+		return true
+	}
 	return b.push(req.Body, req.More, quit)
 }
 

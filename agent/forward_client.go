@@ -389,9 +389,8 @@ func (fc *fwdConn) sendBody(ctx context.Context, id uint64, rest io.Reader, stop
 	buf := make([]byte, fwdChunk)
 	deadline, _ := ctx.Deadline()
 	for {
-		n, err := io.ReadFull(rest, buf)
-		last := errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
-		if err != nil && !last {
+		n, last, err := readChunk(rest, buf)
+		if err != nil {
 			fc.c.logger.Debug("forwarded body cut short", "leader", fc.c.addr, "error", err)
 			fc.cancel(id)
 			return
@@ -412,6 +411,23 @@ func (fc *fwdConn) sendBody(ctx context.Context, id uint64, rest io.Reader, stop
 			return
 		}
 	}
+}
+
+// readChunk fills buf from r. end reports that r ended (io.EOF); any other
+// error, io.ErrUnexpectedEOF of a client cut mid-body included, is the
+// body's failure, never its end.
+func readChunk(r io.Reader, buf []byte) (n int, end bool, err error) {
+	for n < len(buf) {
+		m, err := r.Read(buf[n:])
+		n += m
+		if err == io.EOF {
+			return n, true, nil
+		}
+		if err != nil {
+			return n, false, err
+		}
+	}
+	return n, false, nil
 }
 
 // cancel sends the cancel frame of a call that gave up: the leader cancels
@@ -606,18 +622,17 @@ func (f *forwarder) outbound(w http.ResponseWriter, r *http.Request) (*fwdReques
 		return req, nil
 	}
 	head := make([]byte, fwdChunk)
-	n, err := io.ReadFull(r.Body, head)
-	switch {
-	case err == nil:
-		req.Body, req.More, req.rest = head, true, r.Body
+	n, end, err := readChunk(r.Body, head)
+	if err != nil {
+		return nil, decodeError(err)
+	}
+	req.Body = head[:n]
+	if !end {
+		req.More, req.rest = true, r.Body
 		rc := http.NewResponseController(w)
 		req.interrupt = func() { _ = rc.SetReadDeadline(time.Now()) }
-		return req, nil
-	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
-		req.Body = head[:n]
-		return req, nil
 	}
-	return nil, decodeError(err)
+	return req, nil
 }
 
 // forwardTo sends the request to the leader once. done reports that w has

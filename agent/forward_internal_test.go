@@ -4,10 +4,13 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"io"
 	"net"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"testing"
+	"testing/iotest"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -172,5 +175,22 @@ func TestForwardClient_AbandonedAndFailedDial(t *testing.T) {
 		}}
 	if _, sent, err := testCall(t, dead); err == nil || sent {
 		t.Fatalf("failed dial: %v, %v", sent, err)
+	}
+}
+
+// TestReadChunk_CutBodyIsNoEnd: a client's body cut mid-way (the HTTP
+// server's io.ErrUnexpectedEOF) fails the upload instead of ending it, so
+// the leader never restores a truncated archive as if it were whole.
+func TestReadChunk_CutBodyIsNoEnd(t *testing.T) {
+	buf := make([]byte, 8)
+	cut := io.MultiReader(strings.NewReader("abc"), iotest.ErrReader(io.ErrUnexpectedEOF))
+	if n, end, err := readChunk(cut, buf); !errors.Is(err, io.ErrUnexpectedEOF) || end || n != 3 {
+		t.Fatalf("cut body: %d bytes, end %v, %v", n, end, err)
+	}
+	if n, end, err := readChunk(strings.NewReader("abc"), buf); err != nil || !end || n != 3 {
+		t.Fatalf("short body: %d bytes, end %v, %v", n, end, err)
+	}
+	if n, end, err := readChunk(strings.NewReader("0123456789"), buf); err != nil || end || n != 8 {
+		t.Fatalf("long body: %d bytes, end %v, %v", n, end, err)
 	}
 }
