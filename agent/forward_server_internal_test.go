@@ -31,7 +31,7 @@ func testFwdServer(t *testing.T, handler http.HandlerFunc) (*fwdServer, func() *
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{config: &config.Config{}, requestCtx: ctx, requestCancel: cancel}
-	f := newFwdServer(&httpAPI{s: s}, handler, hclog.NewNullLogger())
+	f := newFwdServer(&httpAPI{apiBase: &apiBase{s: s}}, handler, hclog.NewNullLogger())
 	s.wg.Add(1)
 	go f.serve(ln)
 	t.Cleanup(func() {

@@ -51,27 +51,59 @@ func badRequest(problems ...string) *HTTPError {
 // handlerFunc answers a request with a value to encode as JSON, or an error.
 type handlerFunc func(w http.ResponseWriter, r *http.Request) (any, error)
 
-// httpAPI serves the v1 API on the HTTP port and, for requests forwarded by
-// followers, on the RPC port.
-type httpAPI struct {
+// apiBase is what the groups of routes share: the server, the logger, the
+// caches of compiled ACLs and OIDC providers, and the checks that use them
+// (authorize, setMeta).
+type apiBase struct {
 	s      *Server
 	logger hclog.Logger
-
-	// fwd forwards the requests that need the leader (forward.go).
-	fwd *forwarder
 
 	// acls caches the compiled ACLs of tokens, providers the OIDC
 	// providers of the auth methods.
 	acls      aclCache
 	providers oidcProviders
+}
+
+// httpAPI serves the v1 API on the HTTP port and, for requests forwarded by
+// followers, on the RPC port: it builds both handlers, with the middleware
+// (guard, wrap), from the routes of its groups, each a small type over the
+// shared apiBase.
+type httpAPI struct {
+	*apiBase
+
+	// fwd forwards the requests that need the leader (forward.go).
+	fwd *forwarder
+
+	cluster  *clusterAPI
+	operator *operatorAPI
+	acl      *aclAPI
+	sso      *ssoAPI
 
 	// ui is the dashboard, built once by dashboard().
 	uiOnce sync.Once
 	ui     *web.UI
 }
 
+// The groups of routes.
+type (
+	// clusterAPI: status, agent, health, deployments, pauses, windows,
+	// events, notifications.
+	clusterAPI struct{ *apiBase }
+	// operatorAPI: Raft, snapshots, keyring, autopilot, GC, monitor,
+	// debug.
+	operatorAPI struct{ *apiBase }
+	// aclAPI: policies, roles, tokens, auth methods, binding rules.
+	aclAPI struct{ *apiBase }
+	// ssoAPI: logins through an auth method (OIDC, JWT).
+	ssoAPI struct{ *apiBase }
+)
+
 func newHTTPAPI(s *Server) *httpAPI {
-	return &httpAPI{s: s, logger: s.logger.Named("http"), fwd: newForwarder(s, s.logger.Named("forward"))}
+	b := &apiBase{s: s, logger: s.logger.Named("http")}
+	return &httpAPI{
+		apiBase: b, fwd: newForwarder(s, s.logger.Named("forward")),
+		cluster: &clusterAPI{b}, operator: &operatorAPI{b}, acl: &aclAPI{b}, sso: &ssoAPI{b},
+	}
 }
 
 // Route kinds.
@@ -230,7 +262,7 @@ type rawBody struct {
 	body        []byte
 }
 
-func (a *httpAPI) setMeta(w http.ResponseWriter) {
+func (a *apiBase) setMeta(w http.ResponseWriter) {
 	h := w.Header()
 	h.Set(headerIndex, strconv.FormatUint(a.s.State().LatestIndex(), 10))
 	leader, _ := a.s.Leader()
