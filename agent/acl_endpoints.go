@@ -27,7 +27,7 @@ const ACLBootstrapResetFile = "acl-bootstrap-reset"
 var ErrACLDisabled = errors.New("ACL support is disabled: set acl { enabled = true } in the server configuration")
 
 // aclRoutes adds the ACL API.
-func (a *httpAPI) aclRoutes(route func(pattern, kind string, rule routeRule, fn handlerFunc)) {
+func (a *aclAPI) aclRoutes(route func(pattern, kind string, rule routeRule, fn handlerFunc)) {
 	manage := onCluster(acl.ACLWrite)
 	route("POST /v1/acl/bootstrap", kindWrite, public(), a.aclBootstrap)
 
@@ -58,13 +58,16 @@ func (a *httpAPI) aclRoutes(route func(pattern, kind string, rule routeRule, fn 
 	route("GET /v1/acl/binding-rule/{id}", kindRead, manage, a.aclBindingRuleGet)
 	route("PUT /v1/acl/binding-rule/{id}", kindWrite, manage, a.aclBindingRuleUpdate)
 	route("DELETE /v1/acl/binding-rule/{id}", kindWrite, manage, a.aclBindingRuleDelete)
+}
 
+// ssoRoutes are the logins through an auth method (acl_sso.go).
+func (a *ssoAPI) ssoRoutes(route func(pattern, kind string, rule routeRule, fn handlerFunc)) {
 	route("POST /v1/acl/oidc/auth-url", kindWrite, public(), a.aclOIDCAuthURL)
 	route("POST /v1/acl/oidc/complete-auth", kindWrite, public(), a.aclOIDCComplete)
 	route("POST /v1/acl/login", kindWrite, public(), a.aclJWTLogin)
 }
 
-func (a *httpAPI) aclEnabled() error {
+func (a *apiBase) aclEnabled() error {
 	if !a.s.config.ACL.Enabled {
 		return &HTTPError{Code: http.StatusBadRequest, Msg: ErrACLDisabled.Error()}
 	}
@@ -96,7 +99,7 @@ func checkACLName(what, name string) string {
 
 // --- bootstrap
 
-func (a *httpAPI) aclBootstrap(_ http.ResponseWriter, r *http.Request) (any, error) {
+func (a *aclAPI) aclBootstrap(_ http.ResponseWriter, r *http.Request) (any, error) {
 	if err := a.aclEnabled(); err != nil {
 		return nil, err
 	}
@@ -135,7 +138,7 @@ func (a *httpAPI) aclBootstrap(_ http.ResponseWriter, r *http.Request) (any, err
 	return a.createdToken(tok.AccessorID, secret)
 }
 
-func (a *httpAPI) createdToken(accessor, secret string) (any, error) {
+func (a *apiBase) createdToken(accessor, secret string) (any, error) {
 	stored, err := a.s.State().ACLToken(accessor)
 	if err != nil {
 		return nil, err
@@ -150,7 +153,7 @@ func (a *httpAPI) createdToken(accessor, secret string) (any, error) {
 
 // --- policies
 
-func (a *httpAPI) aclPolicyList(_ http.ResponseWriter, _ *http.Request) (any, error) {
+func (a *aclAPI) aclPolicyList(_ http.ResponseWriter, _ *http.Request) (any, error) {
 	if err := a.aclEnabled(); err != nil {
 		return nil, err
 	}
@@ -158,7 +161,7 @@ func (a *httpAPI) aclPolicyList(_ http.ResponseWriter, _ *http.Request) (any, er
 	return nonNil(p), err
 }
 
-func (a *httpAPI) aclPolicyGet(_ http.ResponseWriter, r *http.Request) (any, error) {
+func (a *aclAPI) aclPolicyGet(_ http.ResponseWriter, r *http.Request) (any, error) {
 	if err := a.aclEnabled(); err != nil {
 		return nil, err
 	}
@@ -169,7 +172,7 @@ func (a *httpAPI) aclPolicyGet(_ http.ResponseWriter, r *http.Request) (any, err
 	return p, err
 }
 
-func (a *httpAPI) aclPolicyPut(_ http.ResponseWriter, r *http.Request) (any, error) {
+func (a *aclAPI) aclPolicyPut(_ http.ResponseWriter, r *http.Request) (any, error) {
 	if err := a.aclEnabled(); err != nil {
 		return nil, err
 	}
@@ -201,7 +204,7 @@ func (a *httpAPI) aclPolicyPut(_ http.ResponseWriter, r *http.Request) (any, err
 	return a.s.State().ACLPolicy(name)
 }
 
-func (a *httpAPI) aclDelete(r *http.Request, t structs.MessageType, key string) (any, error) {
+func (a *aclAPI) aclDelete(r *http.Request, t structs.MessageType, key string) (any, error) {
 	if err := a.aclEnabled(); err != nil {
 		return nil, err
 	}
@@ -212,13 +215,13 @@ func (a *httpAPI) aclDelete(r *http.Request, t structs.MessageType, key string) 
 	return &structs.Deleted{Deleted: name}, nil
 }
 
-func (a *httpAPI) aclPolicyDelete(_ http.ResponseWriter, r *http.Request) (any, error) {
+func (a *aclAPI) aclPolicyDelete(_ http.ResponseWriter, r *http.Request) (any, error) {
 	return a.aclDelete(r, structs.ACLPolicyDeleteRequestType, "name")
 }
 
 // --- roles
 
-func (a *httpAPI) aclRoleList(_ http.ResponseWriter, _ *http.Request) (any, error) {
+func (a *aclAPI) aclRoleList(_ http.ResponseWriter, _ *http.Request) (any, error) {
 	if err := a.aclEnabled(); err != nil {
 		return nil, err
 	}
@@ -226,7 +229,7 @@ func (a *httpAPI) aclRoleList(_ http.ResponseWriter, _ *http.Request) (any, erro
 	return nonNil(p), err
 }
 
-func (a *httpAPI) aclRoleGet(_ http.ResponseWriter, r *http.Request) (any, error) {
+func (a *aclAPI) aclRoleGet(_ http.ResponseWriter, r *http.Request) (any, error) {
 	if err := a.aclEnabled(); err != nil {
 		return nil, err
 	}
@@ -238,7 +241,7 @@ func (a *httpAPI) aclRoleGet(_ http.ResponseWriter, r *http.Request) (any, error
 }
 
 // missingPolicies lists the problems of policy names that do not exist.
-func (a *httpAPI) missingPolicies(names []string) []string {
+func (a *aclAPI) missingPolicies(names []string) []string {
 	var problems []string
 	for _, n := range names {
 		p, err := a.s.State().ACLPolicy(n)
@@ -249,7 +252,7 @@ func (a *httpAPI) missingPolicies(names []string) []string {
 	return problems
 }
 
-func (a *httpAPI) missingRoles(names []string) []string {
+func (a *aclAPI) missingRoles(names []string) []string {
 	var problems []string
 	for _, n := range names {
 		p, err := a.s.State().ACLRole(n)
@@ -260,7 +263,7 @@ func (a *httpAPI) missingRoles(names []string) []string {
 	return problems
 }
 
-func (a *httpAPI) aclRolePut(_ http.ResponseWriter, r *http.Request) (any, error) {
+func (a *aclAPI) aclRolePut(_ http.ResponseWriter, r *http.Request) (any, error) {
 	if err := a.aclEnabled(); err != nil {
 		return nil, err
 	}
@@ -294,13 +297,13 @@ func (a *httpAPI) aclRolePut(_ http.ResponseWriter, r *http.Request) (any, error
 	return a.s.State().ACLRole(name)
 }
 
-func (a *httpAPI) aclRoleDelete(_ http.ResponseWriter, r *http.Request) (any, error) {
+func (a *aclAPI) aclRoleDelete(_ http.ResponseWriter, r *http.Request) (any, error) {
 	return a.aclDelete(r, structs.ACLRoleDeleteRequestType, "name")
 }
 
 // --- tokens
 
-func (a *httpAPI) aclTokenList(_ http.ResponseWriter, _ *http.Request) (any, error) {
+func (a *aclAPI) aclTokenList(_ http.ResponseWriter, _ *http.Request) (any, error) {
 	if err := a.aclEnabled(); err != nil {
 		return nil, err
 	}
@@ -315,7 +318,7 @@ func (a *httpAPI) aclTokenList(_ http.ResponseWriter, _ *http.Request) (any, err
 	return out, nil
 }
 
-func (a *httpAPI) aclTokenGet(_ http.ResponseWriter, r *http.Request) (any, error) {
+func (a *aclAPI) aclTokenGet(_ http.ResponseWriter, r *http.Request) (any, error) {
 	if err := a.aclEnabled(); err != nil {
 		return nil, err
 	}
@@ -329,7 +332,7 @@ func (a *httpAPI) aclTokenGet(_ http.ResponseWriter, r *http.Request) (any, erro
 	return t.View(), nil
 }
 
-func (a *httpAPI) aclTokenSelf(_ http.ResponseWriter, r *http.Request) (any, error) {
+func (a *aclAPI) aclTokenSelf(_ http.ResponseWriter, r *http.Request) (any, error) {
 	if err := a.aclEnabled(); err != nil {
 		return nil, err
 	}
@@ -340,7 +343,7 @@ func (a *httpAPI) aclTokenSelf(_ http.ResponseWriter, r *http.Request) (any, err
 	return id.token.View(), nil
 }
 
-func (a *httpAPI) checkTokenSpec(spec *structs.ACLTokenSpec) []string {
+func (a *aclAPI) checkTokenSpec(spec *structs.ACLTokenSpec) []string {
 	var problems []string
 	if len(spec.Name) > maxTokenName {
 		problems = append(problems, fmt.Sprintf("name: at most %d characters", maxTokenName))
@@ -361,7 +364,7 @@ func (a *httpAPI) checkTokenSpec(spec *structs.ACLTokenSpec) []string {
 	return append(problems, a.missingRoles(spec.Roles)...)
 }
 
-func (a *httpAPI) aclTokenCreate(_ http.ResponseWriter, r *http.Request) (any, error) {
+func (a *aclAPI) aclTokenCreate(_ http.ResponseWriter, r *http.Request) (any, error) {
 	if err := a.aclEnabled(); err != nil {
 		return nil, err
 	}
@@ -404,7 +407,7 @@ func (a *httpAPI) aclTokenCreate(_ http.ResponseWriter, r *http.Request) (any, e
 	return a.createdToken(tok.AccessorID, secret)
 }
 
-func (a *httpAPI) aclTokenUpdate(_ http.ResponseWriter, r *http.Request) (any, error) {
+func (a *aclAPI) aclTokenUpdate(_ http.ResponseWriter, r *http.Request) (any, error) {
 	if err := a.aclEnabled(); err != nil {
 		return nil, err
 	}
@@ -441,13 +444,13 @@ func (a *httpAPI) aclTokenUpdate(_ http.ResponseWriter, r *http.Request) (any, e
 	return t.View(), nil
 }
 
-func (a *httpAPI) aclTokenDelete(_ http.ResponseWriter, r *http.Request) (any, error) {
+func (a *aclAPI) aclTokenDelete(_ http.ResponseWriter, r *http.Request) (any, error) {
 	return a.aclDelete(r, structs.ACLTokenDeleteRequestType, "accessor_id")
 }
 
 // --- auth methods
 
-func (a *httpAPI) aclAuthMethodList(_ http.ResponseWriter, _ *http.Request) (any, error) {
+func (a *aclAPI) aclAuthMethodList(_ http.ResponseWriter, _ *http.Request) (any, error) {
 	if err := a.aclEnabled(); err != nil {
 		return nil, err
 	}
@@ -459,7 +462,7 @@ func (a *httpAPI) aclAuthMethodList(_ http.ResponseWriter, _ *http.Request) (any
 	return out, err
 }
 
-func (a *httpAPI) aclAuthMethodGet(_ http.ResponseWriter, r *http.Request) (any, error) {
+func (a *aclAPI) aclAuthMethodGet(_ http.ResponseWriter, r *http.Request) (any, error) {
 	if err := a.aclEnabled(); err != nil {
 		return nil, err
 	}
@@ -525,7 +528,7 @@ func checkAuthMethod(m *structs.ACLAuthMethod) []string {
 	return problems
 }
 
-func (a *httpAPI) aclAuthMethodPut(_ http.ResponseWriter, r *http.Request) (any, error) {
+func (a *aclAPI) aclAuthMethodPut(_ http.ResponseWriter, r *http.Request) (any, error) {
 	if err := a.aclEnabled(); err != nil {
 		return nil, err
 	}
@@ -559,13 +562,13 @@ func (a *httpAPI) aclAuthMethodPut(_ http.ResponseWriter, r *http.Request) (any,
 	return got.Redacted(), nil
 }
 
-func (a *httpAPI) aclAuthMethodDelete(_ http.ResponseWriter, r *http.Request) (any, error) {
+func (a *aclAPI) aclAuthMethodDelete(_ http.ResponseWriter, r *http.Request) (any, error) {
 	return a.aclDelete(r, structs.ACLAuthMethodDeleteRequestType, "name")
 }
 
 // --- binding rules
 
-func (a *httpAPI) aclBindingRuleList(_ http.ResponseWriter, _ *http.Request) (any, error) {
+func (a *aclAPI) aclBindingRuleList(_ http.ResponseWriter, _ *http.Request) (any, error) {
 	if err := a.aclEnabled(); err != nil {
 		return nil, err
 	}
@@ -573,7 +576,7 @@ func (a *httpAPI) aclBindingRuleList(_ http.ResponseWriter, _ *http.Request) (an
 	return nonNil(p), err
 }
 
-func (a *httpAPI) aclBindingRuleGet(_ http.ResponseWriter, r *http.Request) (any, error) {
+func (a *aclAPI) aclBindingRuleGet(_ http.ResponseWriter, r *http.Request) (any, error) {
 	if err := a.aclEnabled(); err != nil {
 		return nil, err
 	}
@@ -584,7 +587,7 @@ func (a *httpAPI) aclBindingRuleGet(_ http.ResponseWriter, r *http.Request) (any
 	return p, err
 }
 
-func (a *httpAPI) checkBindingRule(spec *structs.ACLBindingRuleSpec) []string {
+func (a *aclAPI) checkBindingRule(spec *structs.ACLBindingRuleSpec) []string {
 	var problems []string
 	if m, err := a.s.State().ACLAuthMethod(spec.AuthMethod); err != nil || m == nil {
 		problems = append(problems, fmt.Sprintf("auth_method: no auth method %q", spec.AuthMethod))
@@ -609,7 +612,7 @@ func (a *httpAPI) checkBindingRule(spec *structs.ACLBindingRuleSpec) []string {
 	return problems
 }
 
-func (a *httpAPI) putBindingRule(r *http.Request, id string, create bool) (any, error) {
+func (a *aclAPI) putBindingRule(r *http.Request, id string, create bool) (any, error) {
 	if err := a.aclEnabled(); err != nil {
 		return nil, err
 	}
@@ -632,14 +635,14 @@ func (a *httpAPI) putBindingRule(r *http.Request, id string, create bool) (any, 
 	return a.s.State().ACLBindingRule(id)
 }
 
-func (a *httpAPI) aclBindingRuleCreate(_ http.ResponseWriter, r *http.Request) (any, error) {
+func (a *aclAPI) aclBindingRuleCreate(_ http.ResponseWriter, r *http.Request) (any, error) {
 	return a.putBindingRule(r, uuid.NewString(), true)
 }
 
-func (a *httpAPI) aclBindingRuleUpdate(_ http.ResponseWriter, r *http.Request) (any, error) {
+func (a *aclAPI) aclBindingRuleUpdate(_ http.ResponseWriter, r *http.Request) (any, error) {
 	return a.putBindingRule(r, r.PathValue("id"), false)
 }
 
-func (a *httpAPI) aclBindingRuleDelete(_ http.ResponseWriter, r *http.Request) (any, error) {
+func (a *aclAPI) aclBindingRuleDelete(_ http.ResponseWriter, r *http.Request) (any, error) {
 	return a.aclDelete(r, structs.ACLBindingRuleDeleteRequestType, "id")
 }

@@ -175,7 +175,7 @@ func errForbidden(msg string) error {
 }
 
 // resolve checks the request's token against the replicated state.
-func (a *httpAPI) resolve(r *http.Request) (*identity, error) {
+func (a *apiBase) resolve(r *http.Request) (*identity, error) {
 	st := a.s.State()
 	secret := requestSecret(r)
 	if secret == "" {
@@ -219,7 +219,7 @@ func tokenActor(t *structs.ACLToken) string {
 // compile returns the ACL of a set of policies and roles, from the cache
 // while no ACL object changed. Policies and roles that no longer exist
 // grant nothing.
-func (a *httpAPI) compile(index uint64, key string, policies, roles []string) (*acl.ACL, error) {
+func (a *apiBase) compile(index uint64, key string, policies, roles []string) (*acl.ACL, error) {
 	if c, ok := a.acls.get(index, key); ok {
 		return c, nil
 	}
@@ -275,7 +275,7 @@ func requestIdentity(r *http.Request) *identity {
 // serve, carrying the caller's identity, with X-Nops-Actor set to the
 // identity's name: the reconcilers read the actor there, and no client can
 // choose it while ACLs are on.
-func (a *httpAPI) authorize(r *http.Request, rule routeRule) (*http.Request, error) {
+func (a *apiBase) authorize(r *http.Request, rule routeRule) (*http.Request, error) {
 	if !a.s.config.ACL.Enabled || rule.scope == scopePublic {
 		if a.s.config.ACL.Enabled {
 			r.Header.Set(headerActor, "anonymous")
@@ -375,7 +375,7 @@ func filterList(out any, id *identity, c acl.Capability) any {
 // current ACL state, and returns its identity now: a stream ends once its
 // token is deleted, expires or loses the capability. With ACLs off it
 // returns the identity the request started with.
-func (a *httpAPI) reauthorize(r *http.Request, rule routeRule) (*identity, bool) {
+func (a *apiBase) reauthorize(r *http.Request, rule routeRule) (*identity, bool) {
 	if !a.s.config.ACL.Enabled {
 		return requestIdentity(r), true
 	}

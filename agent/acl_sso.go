@@ -67,7 +67,7 @@ func pkceChallenge(verifier string) string {
 }
 
 // ssoMethod returns an auth method of the given type, or the default one.
-func (a *httpAPI) ssoMethod(name, typ string) (*structs.ACLAuthMethod, error) {
+func (a *ssoAPI) ssoMethod(name, typ string) (*structs.ACLAuthMethod, error) {
 	st := a.s.State()
 	if name == "" {
 		list, err := st.ACLAuthMethods()
@@ -116,7 +116,7 @@ type cachedProvider struct {
 // cluster has a handful of auth methods; each entry holds provider keys.
 const maxCachedProviders = 64
 
-func (a *httpAPI) oidcProvider(m *structs.ACLAuthMethod) (*oidc.Provider, error) {
+func (a *ssoAPI) oidcProvider(m *structs.ACLAuthMethod) (*oidc.Provider, error) {
 	c := &a.providers
 	c.once.Do(func() {
 		go func() {
@@ -188,7 +188,7 @@ func checkRedirect(m *structs.ACLAuthMethod, uri string) error {
 	return badRequest(fmt.Sprintf("redirect_uri: %q is not allowed by auth method %q", uri, m.Name))
 }
 
-func (a *httpAPI) aclOIDCAuthURL(_ http.ResponseWriter, r *http.Request) (any, error) {
+func (a *ssoAPI) aclOIDCAuthURL(_ http.ResponseWriter, r *http.Request) (any, error) {
 	if err := a.aclEnabled(); err != nil {
 		return nil, err
 	}
@@ -240,7 +240,7 @@ func (a *httpAPI) aclOIDCAuthURL(_ http.ResponseWriter, r *http.Request) (any, e
 	return &structs.ACLOIDCAuthURLResponse{AuthURL: u, State: oreq.State()}, nil
 }
 
-func (a *httpAPI) aclOIDCComplete(_ http.ResponseWriter, r *http.Request) (any, error) {
+func (a *ssoAPI) aclOIDCComplete(_ http.ResponseWriter, r *http.Request) (any, error) {
 	if err := a.aclEnabled(); err != nil {
 		return nil, err
 	}
@@ -299,7 +299,7 @@ func (a *httpAPI) aclOIDCComplete(_ http.ResponseWriter, r *http.Request) (any, 
 	return a.loginToken(r, m, claims)
 }
 
-func (a *httpAPI) aclJWTLogin(_ http.ResponseWriter, r *http.Request) (any, error) {
+func (a *ssoAPI) aclJWTLogin(_ http.ResponseWriter, r *http.Request) (any, error) {
 	if err := a.aclEnabled(); err != nil {
 		return nil, err
 	}
@@ -446,7 +446,7 @@ var errNoBinding = errors.New("no binding rule of the auth method matches this l
 
 // loginToken maps verified claims through the method's binding rules and
 // creates a token that expires after the method's TTL (else acl.token_ttl).
-func (a *httpAPI) loginToken(r *http.Request, m *structs.ACLAuthMethod, claims map[string]any) (any, error) {
+func (a *ssoAPI) loginToken(r *http.Request, m *structs.ACLAuthMethod, claims map[string]any) (any, error) {
 	data := mapClaims(m.Config, claims)
 	rules, err := a.s.State().ACLBindingRules()
 	if err != nil {

@@ -19,13 +19,13 @@ func autopilotView(c *structs.AutopilotConfig) *structs.AutopilotConfiguration {
 	}
 }
 
-func (a *httpAPI) autopilotGetConfig(_ http.ResponseWriter, _ *http.Request) (any, error) {
+func (a *operatorAPI) autopilotGetConfig(_ http.ResponseWriter, _ *http.Request) (any, error) {
 	return autopilotView(a.s.AutopilotConfig()), nil
 }
 
 // autopilotSetConfig replaces the autopilot configuration. With ?cas=N it
 // applies only if the stored configuration is at index N (0: none set).
-func (a *httpAPI) autopilotSetConfig(_ http.ResponseWriter, r *http.Request) (any, error) {
+func (a *operatorAPI) autopilotSetConfig(_ http.ResponseWriter, r *http.Request) (any, error) {
 	var body structs.AutopilotConfiguration
 	if err := decode(r, &body); err != nil {
 		return nil, err
@@ -68,17 +68,9 @@ func (a *httpAPI) autopilotSetConfig(_ http.ResponseWriter, r *http.Request) (an
 	return autopilotView(a.s.AutopilotConfig()), nil
 }
 
-// autopilotHealth answers from the leader, where autopilot runs; a
-// follower forwards the request there.
-func (a *httpAPI) autopilotHealth(w http.ResponseWriter, r *http.Request) (any, error) {
-	if !a.s.IsLeader() {
-		if r.Header.Get(headerForwarded) != "" {
-			w.Header().Set(headerNotLeader, "true")
-			return nil, &HTTPError{Code: http.StatusServiceUnavailable, Msg: structs.ErrNotLeader.Error()}
-		}
-		a.forward(w, r)
-		return nil, nil
-	}
+// autopilotHealth answers from the leader, where autopilot runs (a
+// kindLeaderRead route: a follower forwards it there).
+func (a *operatorAPI) autopilotHealth(w http.ResponseWriter, _ *http.Request) (any, error) {
 	st := a.s.autopilot.GetState()
 	if st == nil || len(st.Servers) == 0 {
 		return nil, &HTTPError{Code: http.StatusServiceUnavailable, Msg: "autopilot has not gathered the servers' health yet; retry in a few seconds"}
@@ -110,6 +102,6 @@ func (a *httpAPI) autopilotHealth(w http.ResponseWriter, r *http.Request) (any, 
 
 // agentRaftStats is a server's own Raft index, term and last contact, for
 // the leader's autopilot.
-func (a *httpAPI) agentRaftStats(_ http.ResponseWriter, _ *http.Request) (any, error) {
+func (a *clusterAPI) agentRaftStats(_ http.ResponseWriter, _ *http.Request) (any, error) {
 	return localRaftStats(a.s.raft), nil
 }

@@ -40,7 +40,7 @@ type DebugSelf struct {
 
 // agentDebug answers one item of a debug bundle for this server, or, with
 // ?server=NODE, for another one.
-func (a *httpAPI) agentDebug(w http.ResponseWriter, r *http.Request) (any, error) {
+func (a *operatorAPI) agentDebug(w http.ResponseWriter, r *http.Request) (any, error) {
 	if done, err := a.toServer(w, r); done || err != nil {
 		return nil, err
 	}
@@ -92,7 +92,7 @@ func (a *httpAPI) agentDebug(w http.ResponseWriter, r *http.Request) (any, error
 
 // debugPprof serves net/http/pprof under /debug/pprof/ when enable_debug
 // is set, and nothing otherwise.
-func (a *httpAPI) debugPprof(w http.ResponseWriter, r *http.Request) (any, error) {
+func (a *operatorAPI) debugPprof(w http.ResponseWriter, r *http.Request) (any, error) {
 	if !a.s.config.EnableDebug {
 		return nil, ErrDebugDisabled
 	}

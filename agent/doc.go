@@ -8,13 +8,13 @@
 // Guarantees:
 //   - A write answered 200 was committed by a quorum and applied: it is not
 //     lost while a quorum lives.
-//   - A write sent to a follower is forwarded to the leader over the RPC
-//     port, with the forwarding protocol (forward.go; a snapshot restore
-//     and reads forwarded to the leader go over HTTP), and answered with
-//     the leader's status, headers and body; it is retried only when it
-//     cannot have been applied (no connection, no byte of it sent, or the
-//     peer answered that it is not the leader). With no leader, it is held
-//     up to 5s, then refused with 503.
+//   - A write (or a consistent read, or a snapshot) sent to a follower is
+//     forwarded to the leader over the RPC port with the forwarding
+//     protocol (forward.go), before any middleware, and answered with the
+//     leader's status, headers and body; it is retried only when it cannot
+//     have been applied (no connection, no byte of it sent, or the peer
+//     answered that it is not the leader). With no leader, it is held up to
+//     5s, then refused with 503.
 //   - A server counts as the leader (IsLeader, writes, consistent reads)
 //     only once its barrier has passed, so it never acts on a state that
 //     misses entries committed before it took over; and it stops counting

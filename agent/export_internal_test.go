@@ -23,9 +23,9 @@ func SetApplyHook(s *Server, fn func()) {
 	s.applyHook.Store(&fn)
 }
 
-// FramedForwards counts the writes s forwarded with the forwarding
+// FramedForwards counts the requests s forwarded with the forwarding
 // protocol and had an answer for.
-func FramedForwards(s *Server) uint64 { return s.api.framed.Load() }
+func FramedForwards(s *Server) uint64 { return s.api.fwd.framed.Load() }
 
 // ForwardPeak is the most forwarded requests s ran at once for one or more
 // forwarding connections.
@@ -35,6 +35,7 @@ func ForwardPeak(s *Server) int64 { return s.fwd.peak.Load() }
 const (
 	RPCForwardByte     = rpcForward
 	ForwardMaxFrame    = fwdMaxFrame
+	ForwardChunk       = fwdChunk
 	ForwardMaxInFlight = fwdMaxInFlight
 	ForwardVersionByte = rpcForwardVersion
 	// ShutdownGrace bounds Server.Shutdown's drain.

@@ -11,7 +11,6 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -24,43 +23,60 @@ import (
 	"github.com/nops-dev/nops/structs"
 )
 
-// The forwarding protocol carries the writes a follower forwards to the
-// leader (rpcForward on the RPC port), without the cost of an HTTP/1.1
-// exchange: a write forwarded over HTTP cost the cluster about 120 µs of
-// CPU in transport goroutines and header parsing on both ends.
+// The forwarding protocol is the one transport of requests a follower
+// forwards to the leader (rpcForward on the RPC port): writes, consistent
+// reads, snapshot saves and restores, and reads whose token the follower
+// does not know yet. A forwarded request is typed: (method, URI, host,
+// headers with the token, body) in, (status, headers, body) out. The
+// follower only forwards; the leader runs the whole middleware once — the
+// guard (methods, limits, content type, origin against the host the client
+// addressed), the ACL check with the forwarded token, the route — with the
+// same handler as its HTTP port, and the follower copies back the status,
+// headers and body. (The RPC port's internal HTTP server remains for calls
+// a server makes to one peer on its own behalf: status, Raft stats, a
+// monitor stream of a named server; nothing is forwarded over it.)
 //
 // A connection opens with the protocol byte, read inside TLS when RPC TLS
-// is on; the leader answers with one byte, fwdVersion, so that a follower
-// learns before it sends a request whether the peer speaks the protocol (a
-// server too old to know it closes the connection, and the follower uses
-// HTTP). Then each side sends frames: a uint32 big-endian length followed
-// by that many bytes of msgpack (structs.NewMsgpackHandle), a fwdRequest
-// from the follower, a fwdResponse from the leader. Requests are
-// multiplexed: each carries an ID its answer repeats, and answers come in
-// the order the leader finishes them.
+// is on; the leader answers with one byte, rpcForwardVersion, so that a
+// follower learns before it sends a request whether the peer speaks the
+// protocol (a peer that does not closes the connection, which counts as a
+// failed dial). Then each side sends frames: a uint32 big-endian length
+// followed by that many bytes of msgpack (structs.NewMsgpackHandle), a
+// fwdRequest from the follower, a fwdResponse from the leader. Requests
+// are multiplexed: each carries an ID its answer repeats, and answers come
+// in the order the leader finishes them.
+//
+// Large bodies are streamed in bounded frames, not sent in one: a snapshot
+// (up to snapshot_max_size, 1 GiB by default) goes with Stream set, alone
+// on a connection of its own, its body in frames of at most fwdChunk bytes
+// (More set on every frame but the last), and its answer in frames of at
+// most fwdChunk bytes the same way. Every frame stays under fwdMaxFrame or
+// fwdMaxAnswerFrame, so no frame limit is raised for one route; the
+// leader reads an upload only as fast as the route consumes it, and a
+// caller the leader refuses is answered before the rest of its upload is
+// read. Any other request's body is at most maxBody and goes in one frame;
+// its answer at most fwdMaxAnswer.
 //
 // Guarantees:
-//   - A request runs through the same handler as a request forwarded over
-//     HTTP (api.handler(true)): the leader's ACL check with the forwarded
-//     token, the not-leader answer, the cluster headers and the errors are
-//     the same, and the follower copies back the same status, headers and
-//     body.
-//   - A frame over fwdMaxFrame closes the connection before a byte of it is
+//   - A frame over its limit closes the connection before a byte of it is
 //     buffered; a frame that does not decode closes it too. The leader runs
 //     at most fwdMaxInFlight requests of a connection at once and stops
 //     reading it while they run; a connection idle for HTTPIdleTimeout is
 //     closed, and a frame must arrive whole within HTTPReadTimeout.
-//   - A request runs for at most fwdCallLimit on the leader, as long as the
-//     follower waits for it; a follower whose caller gives up sends a cancel
-//     frame, which cancels the request's context, as closing an HTTP
-//     forward's connection did.
+//   - A request runs for at most fwdCallLimit on the leader
+//     (snapshotTransferTimeout for a streamed one), as long as the follower
+//     waits for it; a follower whose caller gives up sends a cancel frame,
+//     which cancels the request's context.
 //   - Server.Shutdown drains the connections with the HTTP servers: the
 //     leader stops reading frames and answers the requests it read, within
-//     shutdownGrace, before raft stops.
+//     shutdownGrace, before raft stops; a streamed body cut by the drain
+//     ends its request with an error.
 //   - The follower retries only what the leader cannot have applied: a
 //     failed dial, a frame of which no byte was written, or a not-leader
-//     answer. A connection lost after the frame went out fails the call as
-//     possibly applied.
+//     answer (not for an upload whose rest was sent: that is answered 503,
+//     not applied). A connection lost after the frame went out answers 502,
+//     possibly applied. With no leader, a request waits up to leaderWait,
+//     then answers 503.
 const (
 	rpcForwardVersion byte = 0x01
 	// fwdMaxInFlight bounds the requests of one connection the leader runs
@@ -70,9 +86,16 @@ const (
 	// headers (bounded like an HTTP request's), the method, the URI and the
 	// encoding.
 	fwdHeaderAllowance = maxHeaderBytes + 16<<10
-	// fwdMaxFrame bounds a request frame: the largest body of a route that
-	// is forwarded this way (snapshots go over HTTP) and its headers.
+	// fwdMaxFrame bounds a request frame: the largest body sent in one
+	// frame (maxBody; a streamed body comes in chunks of fwdChunk) and its
+	// headers.
 	fwdMaxFrame = maxBody + fwdHeaderAllowance
+	// fwdChunk is the most body bytes a frame of a streamed request or
+	// answer carries.
+	fwdChunk = 256 << 10
+	// fwdBodyQueue is how many chunks of a streamed body the leader holds
+	// for its route before it stops reading the connection.
+	fwdBodyQueue = 4
 	// fwdMaxAnswer bounds the body of an answer; fwdMaxAnswerFrame the
 	// frame that carries it.
 	fwdMaxAnswer      = 16 << 20
@@ -80,24 +103,24 @@ const (
 	// fwdPoolSize is how many connections a follower keeps to the leader:
 	// two, so that one large frame does not hold every call behind it.
 	fwdPoolSize = 2
-	// fwdCallLimit bounds a forwarded write, as long as the longest handler
-	// allows itself (the same as an HTTP forward).
+	// fwdCallLimit bounds a forwarded request, as long as the longest
+	// handler allows itself; a streamed one has snapshotTransferTimeout.
 	fwdCallLimit = time.Minute
 	// fwdCancelTimeout bounds the write of a cancel frame.
 	fwdCancelTimeout = 5 * time.Second
 	// fwdDialTimeout bounds the dial and the leader's version byte.
 	fwdDialTimeout = rpcHandshakeTimeout
-	// fwdUnsupportedRetry is how long a follower keeps using HTTP with a
-	// leader that does not speak the protocol before it tries again.
-	fwdUnsupportedRetry = 30 * time.Second
 )
 
 // fwdRequest is a forwarded request: Header is the client's, with
-// headerForwarded set to the follower's node ID; Host is the leader's
-// address, as an HTTP forward addresses it.
+// headerForwarded set to the follower's node ID; Host is the host the
+// client addressed, which the leader's guard checks an Origin against.
 //
 // A frame with Cancel set is no request: it cancels the context of the
-// running request of its ID (an ID that runs no request is ignored).
+// running request of its ID (an ID that runs no request is ignored). A
+// frame with no Method is the next chunk of the body of the running
+// request of its ID, which had More to come (dropped when there is no such
+// body). Stream asks for the answer in chunks.
 type fwdRequest struct {
 	ID     uint64      `codec:"id"`
 	Cancel bool        `codec:"cancel,omitempty"`
@@ -106,28 +129,29 @@ type fwdRequest struct {
 	Host   string      `codec:"host"`
 	Header http.Header `codec:"header"`
 	Body   []byte      `codec:"body"`
+	More   bool        `codec:"more,omitempty"`
+	Stream bool        `codec:"stream,omitempty"`
+
+	// rest is the body after this frame's, on the follower, and interrupt
+	// ends a read of it that blocks.
+	rest      io.Reader `codec:"-"`
+	interrupt func()    `codec:"-"`
 }
 
 // fwdResponse is the leader's answer to the request of the same ID. Abort
 // is an answer the handler cut (http.ErrAbortHandler): the client sees a
-// broken answer, as from an HTTP forward whose connection was cut.
+// broken answer. More says the body goes on in the next frames of the ID,
+// which carry only Body, More and Abort.
 type fwdResponse struct {
 	ID     uint64      `codec:"id"`
 	Status int         `codec:"status"`
 	Header http.Header `codec:"header"`
 	Body   []byte      `codec:"body"`
 	Abort  bool        `codec:"abort"`
-}
+	More   bool        `codec:"more,omitempty"`
 
-// isForwardedWrite reports whether a request is forwarded with the
-// forwarding protocol: a state-changing request, except a snapshot
-// restore, which streams a large archive over HTTP.
-func isForwardedWrite(r *http.Request) bool {
-	switch r.Method {
-	case http.MethodPut, http.MethodPost, http.MethodDelete, http.MethodPatch:
-		return !isSnapshotPath(r.URL.Path)
-	}
-	return false
+	// stream reads the whole body of a streamed answer, on the follower.
+	stream io.ReadCloser `codec:"-"`
 }
 
 // errFrameTooLarge is a frame whose length is over the limit.
@@ -305,14 +329,33 @@ func (f *fwdServer) draining() bool {
 	}
 }
 
-// fwdRunning holds the cancel of each running request of a connection, by
-// its ID.
+// fwdRunning holds the running requests of a connection, by ID.
 type fwdRunning struct {
 	mu      sync.Mutex
-	cancels map[uint64]*fwdCancel
+	entries map[uint64]*fwdEntry
 }
 
-type fwdCancel struct{ cancel context.CancelFunc }
+// fwdEntry is one running request: its cancel, and its body while more of
+// it is to come.
+type fwdEntry struct {
+	cancel context.CancelFunc
+	body   *fwdBody
+}
+
+// fwdConnState is what the read loop of one connection shares with the
+// requests it started.
+type fwdConnState struct {
+	conn    net.Conn
+	remote  net.Addr
+	ctx     context.Context
+	out     *frameWriter
+	slots   chan struct{}
+	reqs    *fwdRunning
+	running sync.WaitGroup
+	// readEnded is closed when the read loop returns: a body waiting for
+	// its next chunk ends with an error.
+	readEnded chan struct{}
+}
 
 // serveConn runs the requests of one connection: it reads a frame only
 // when fewer than fwdMaxInFlight of them run, so a peer that sends faster
@@ -334,166 +377,312 @@ func (f *fwdServer) serveConn(conn net.Conn) {
 	f.conns[conn] = struct{}{}
 	f.mu.Unlock()
 	ctx, cancel := context.WithCancel(f.s.requestCtx)
-	var running sync.WaitGroup
+	c := &fwdConnState{
+		conn: conn, remote: conn.RemoteAddr(), ctx: ctx,
+		out:       newFrameWriter(conn, f.handle),
+		slots:     make(chan struct{}, fwdMaxInFlight),
+		reqs:      &fwdRunning{entries: map[uint64]*fwdEntry{}},
+		readEnded: make(chan struct{}),
+	}
 	drained := false
 	defer func() {
+		close(c.readEnded)
 		if drained {
 			// The requests read run to their answers; the connection is
 			// cut only when Shutdown's deadline passes.
 			readerDone()
-			running.Wait()
+			c.running.Wait()
 			cancel()
 			conn.Close()
 		} else {
 			cancel()
 			conn.Close()
-			running.Wait()
+			c.running.Wait()
 		}
 		f.mu.Lock()
 		delete(f.conns, conn)
 		f.mu.Unlock()
 	}()
-	remote := conn.RemoteAddr()
 	if _, err := conn.Write([]byte{rpcForwardVersion}); err != nil {
-		f.logger.Debug("forwarding connection lost before its first frame", "remote", remote, "error", err)
+		f.logger.Debug("forwarding connection lost before its first frame", "remote", c.remote, "error", err)
 		return
 	}
-	out := newFrameWriter(conn, f.handle)
-	slots := make(chan struct{}, fwdMaxInFlight)
-	reqs := &fwdRunning{cancels: map[uint64]*fwdCancel{}}
-	br := bufio.NewReaderSize(conn, 32<<10)
+	drained = f.readLoop(c)
+}
+
+// readLoop reads the frames of a connection and starts their requests
+// until the connection fails or the drain starts; it reports the latter.
+func (f *fwdServer) readLoop(c *fwdConnState) (drained bool) {
+	br := bufio.NewReaderSize(c.conn, 32<<10)
 	dec := codec.NewDecoderBytes(nil, f.handle)
 	for {
 		select {
-		case slots <- struct{}{}:
+		case c.slots <- struct{}{}:
 		case <-f.quit:
-			drained = true
-			return
+			return true
 		}
 		if f.draining() {
-			drained = true
-			return
+			return true
 		}
-		// Wait for the first byte of the next frame: up to the idle
-		// timeout when no request runs, for as long as one does.
-		for {
-			_ = conn.SetReadDeadline(time.Now().Add(f.idle))
-			if f.draining() {
-				drained = true
-				return
-			}
-			_, err := br.Peek(1)
-			if err == nil {
-				break
-			}
-			if f.draining() {
-				drained = true
-				return
-			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() && len(slots) > 1 {
-				continue
-			}
-			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && !(errors.As(err, &ne) && ne.Timeout()) {
-				f.logger.Debug("forwarding connection lost", "remote", remote, "error", err)
-			}
-			return
-		}
-		_ = conn.SetReadDeadline(time.Now().Add(f.read))
-		// Each frame has its own buffer: the request's body may point
-		// into it while the next frame is read.
-		buf, err := readFrame(br, fwdMaxFrame)
+		req, err := f.nextFrame(c, br, dec)
 		if err != nil {
-			if f.draining() {
-				// The frame was cut by the drain: its caller sees a
-				// connection lost after sending, as over HTTP.
-				drained = true
-				return
-			}
-			f.logger.Warn("closed a forwarding connection: bad frame", "remote", remote, "error", err)
-			return
+			return f.draining()
 		}
-		req := &fwdRequest{}
-		dec.ResetBytes(buf)
-		if err := dec.Decode(req); err != nil {
-			f.logger.Warn("closed a forwarding connection: bad frame", "remote", remote, "error", err)
-			return
-		}
-		if req.Cancel {
-			reqs.mu.Lock()
-			if c, ok := reqs.cancels[req.ID]; ok {
-				c.cancel()
+		switch {
+		case req.Cancel:
+			c.reqs.cancel(req.ID)
+			<-c.slots
+		case req.Method == "":
+			// The next chunk of a body: a frame with no method starts no
+			// request.
+			ok := c.reqs.feed(req, f.quit)
+			<-c.slots
+			if !ok {
+				return true
 			}
-			reqs.mu.Unlock()
-			<-slots
-			continue
+		default:
+			f.start(c, req)
 		}
-		rctx, rcancel := context.WithTimeout(ctx, fwdCallLimit)
-		reqs.mu.Lock()
-		// A peer that reuses the ID of a running request can cancel only
-		// the last one; each still ends within fwdCallLimit.
-		mine := &fwdCancel{cancel: rcancel}
-		reqs.cancels[req.ID] = mine
-		reqs.mu.Unlock()
-		running.Add(1)
-		for n, peak := f.running.Add(1), f.peak.Load(); n > peak && !f.peak.CompareAndSwap(peak, n); peak = f.peak.Load() {
-		}
-		go func() {
-			defer running.Done()
-			defer func() { <-slots }()
-			defer f.running.Add(-1)
-			resp := f.run(rctx, remote, req)
-			rcancel()
-			reqs.mu.Lock()
-			// The map holds at most fwdMaxInFlight entries: the ID's entry
-			// goes with its request (unless a later request took it).
-			if reqs.cancels[req.ID] == mine {
-				delete(reqs.cancels, req.ID)
-			}
-			reqs.mu.Unlock()
-			if _, err := out.write(context.Background(), resp, fwdMaxAnswerFrame, time.Now().Add(f.write)); err != nil {
-				// The connection is cut, and its read loop ends.
-				f.logger.Debug("closed a forwarding connection: answer not sent", "remote", remote, "error", err)
-				conn.Close()
-			}
-		}()
 	}
 }
 
-// run answers one request with the internal handler.
-func (f *fwdServer) run(ctx context.Context, remote net.Addr, req *fwdRequest) (resp *fwdResponse) {
-	w := &fwdResponseWriter{header: http.Header{}}
-	defer func() {
-		if p := recover(); p != nil {
-			if p == http.ErrAbortHandler {
-				resp = &fwdResponse{ID: req.ID, Abort: true}
-				return
-			}
-			f.logger.Error("panic in a forwarded request", "path", req.URI, "panic", p)
-			w = &fwdResponseWriter{header: http.Header{}}
-			writeError(w, &HTTPError{Code: http.StatusInternalServerError, Msg: "internal error"})
-			resp = w.response(req.ID)
+// nextFrame waits for the next frame (up to the idle timeout when no
+// request runs, for as long as one does) and decodes it. An error ends the
+// connection; it is logged when it is the peer's fault.
+func (f *fwdServer) nextFrame(c *fwdConnState, br *bufio.Reader, dec *codec.Decoder) (*fwdRequest, error) {
+	for {
+		_ = c.conn.SetReadDeadline(time.Now().Add(f.idle))
+		if f.draining() {
+			return nil, errClosed
+		}
+		_, err := br.Peek(1)
+		if err == nil {
+			break
+		}
+		if f.draining() {
+			return nil, errClosed
+		}
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() && len(c.slots) > 1 {
+			continue
+		}
+		if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && !(errors.As(err, &ne) && ne.Timeout()) {
+			f.logger.Debug("forwarding connection lost", "remote", c.remote, "error", err)
+		}
+		return nil, err
+	}
+	_ = c.conn.SetReadDeadline(time.Now().Add(f.read))
+	// Each frame has its own buffer: the request's body may point into it
+	// while the next frame is read.
+	buf, err := readFrame(br, fwdMaxFrame)
+	if err != nil {
+		if !f.draining() {
+			// A frame cut by the drain is not run: its caller sees a
+			// connection lost after sending.
+			f.logger.Warn("closed a forwarding connection: bad frame", "remote", c.remote, "error", err)
+		}
+		return nil, err
+	}
+	req := &fwdRequest{}
+	dec.ResetBytes(buf)
+	if err := dec.Decode(req); err != nil {
+		f.logger.Warn("closed a forwarding connection: bad frame", "remote", c.remote, "error", err)
+		return nil, err
+	}
+	return req, nil
+}
+
+// start runs one request in its own goroutine, which sends its answer and
+// frees its slot.
+func (f *fwdServer) start(c *fwdConnState, req *fwdRequest) {
+	limit := fwdCallLimit
+	if req.Stream {
+		limit = snapshotTransferTimeout
+	}
+	rctx, rcancel := context.WithTimeout(c.ctx, limit)
+	// A peer that reuses the ID of a running request can cancel (or feed)
+	// only the last one; each still ends within its limit.
+	mine := &fwdEntry{cancel: rcancel}
+	var body *fwdBody
+	if req.More {
+		body = &fwdBody{chunks: make(chan []byte, fwdBodyQueue), ended: c.readEnded, ctx: rctx, done: make(chan struct{})}
+		mine.body = body
+	}
+	c.reqs.add(req.ID, mine)
+	c.running.Add(1)
+	for n, peak := f.running.Add(1), f.peak.Load(); n > peak && !f.peak.CompareAndSwap(peak, n); peak = f.peak.Load() {
+	}
+	go func() {
+		defer c.running.Done()
+		defer func() { <-c.slots }()
+		defer f.running.Add(-1)
+		send := func(resp *fwdResponse) error {
+			_, err := c.out.write(context.Background(), resp, fwdMaxAnswerFrame, time.Now().Add(f.write))
+			return err
+		}
+		var stream io.Reader
+		if body != nil {
+			stream = body
+		}
+		err := f.run(rctx, c.remote, req, stream, send)
+		rcancel()
+		if body != nil {
+			close(body.done)
+		}
+		c.reqs.remove(req.ID, mine)
+		if err != nil {
+			// The connection is cut, and its read loop ends.
+			f.logger.Debug("closed a forwarding connection: answer not sent", "remote", c.remote, "error", err)
+			c.conn.Close()
 		}
 	}()
-	r, err := req.httpRequest(ctx, remote)
+}
+
+func (r *fwdRunning) add(id uint64, e *fwdEntry) {
+	r.mu.Lock()
+	r.entries[id] = e
+	r.mu.Unlock()
+}
+
+// remove drops a finished request's entry, unless a later request of the
+// same ID took it: the map holds at most fwdMaxInFlight entries.
+func (r *fwdRunning) remove(id uint64, e *fwdEntry) {
+	r.mu.Lock()
+	if r.entries[id] == e {
+		delete(r.entries, id)
+	}
+	r.mu.Unlock()
+}
+
+// cancel cancels the context of the running request of an ID.
+func (r *fwdRunning) cancel(id uint64) {
+	r.mu.Lock()
+	if e, ok := r.entries[id]; ok {
+		e.cancel()
+	}
+	r.mu.Unlock()
+}
+
+// feed hands a chunk to the body of the running request of its ID; the
+// last chunk closes it. A chunk of a request that ended, or that has no
+// body to come, is dropped. It reports false when the drain started while
+// the route did not read.
+func (r *fwdRunning) feed(req *fwdRequest, quit <-chan struct{}) bool {
+	r.mu.Lock()
+	var b *fwdBody
+	if e, ok := r.entries[req.ID]; ok {
+		b = e.body
+		if !req.More {
+			e.body = nil
+		}
+	}
+	r.mu.Unlock()
+	if b == nil {
+		return true
+	}
+	return b.push(req.Body, req.More, quit)
+}
+
+// errBodyCut is a streamed body whose connection ended before its last
+// chunk.
+var errBodyCut = errors.New("the forwarding connection ended before the whole body arrived")
+
+// fwdBody is the body of a request that arrives in several frames: the
+// read loop pushes each chunk, the route reads them. The queue holds
+// fwdBodyQueue chunks; past that the read loop waits for the route, which
+// holds back the peer (a streamed request is alone on its connection).
+type fwdBody struct {
+	chunks chan []byte
+	// ended is closed when the connection's read loop ends, ctx is the
+	// request's, done is closed once the request is answered (the rest of
+	// the body is dropped).
+	ended <-chan struct{}
+	ctx   context.Context
+	done  chan struct{}
+	cur   []byte
+	eof   bool
+}
+
+func (b *fwdBody) Read(p []byte) (int, error) {
+	for len(b.cur) == 0 {
+		if b.eof {
+			return 0, io.EOF
+		}
+		select {
+		case c, ok := <-b.chunks:
+			b.cur, b.eof = c, !ok
+		case <-b.ended:
+			return 0, errBodyCut
+		case <-b.ctx.Done():
+			return 0, context.Cause(b.ctx)
+		}
+	}
+	n := copy(p, b.cur)
+	b.cur = b.cur[n:]
+	return n, nil
+}
+
+// push queues one chunk; the last closes the queue. It reports false when
+// the drain started first.
+func (b *fwdBody) push(chunk []byte, more bool, quit <-chan struct{}) bool {
+	if len(chunk) > 0 {
+		select {
+		case b.chunks <- chunk:
+		case <-b.done:
+		case <-quit:
+			return false
+		}
+	}
+	if !more {
+		close(b.chunks)
+	}
+	return true
+}
+
+// run answers one request with the internal handler and sends the answer
+// through send: in one frame, or, for a streamed request, in chunks as the
+// route writes them. An error is send's: the connection is unusable.
+func (f *fwdServer) run(ctx context.Context, remote net.Addr, req *fwdRequest, body io.Reader, send func(*fwdResponse) error) (err error) {
+	w := &fwdResponseWriter{id: req.ID, header: http.Header{}, send: send, stream: req.Stream}
+	defer func() {
+		if p := recover(); p != nil {
+			err = send(f.recovered(w, req, p))
+		}
+	}()
+	r, err := req.httpRequest(ctx, remote, body)
 	if err != nil {
 		writeError(w, err)
-		return w.response(req.ID)
+		return w.finish()
 	}
 	f.handler.ServeHTTP(w, r)
 	if w.overflow {
-		w = &fwdResponseWriter{header: http.Header{}}
+		w = &fwdResponseWriter{id: req.ID, header: http.Header{}, send: send}
 		f.api.setMeta(w)
 		writeError(w, &HTTPError{Code: http.StatusInternalServerError,
 			Msg: fmt.Sprintf("the answer is over the forwarding limit of %d bytes; the request may have been applied", fwdMaxAnswer)})
 	}
-	return w.response(req.ID)
+	return w.finish()
+}
+
+// recovered is the answer of a request whose handler panicked: cut short
+// when the handler aborted or part of the answer went out, else a 500.
+func (f *fwdServer) recovered(w *fwdResponseWriter, req *fwdRequest, p any) *fwdResponse {
+	if p != http.ErrAbortHandler {
+		f.logger.Error("panic in a forwarded request", "path", req.URI, "panic", p)
+	}
+	if isAbort(p) || w.started {
+		return &fwdResponse{ID: req.ID, Abort: true}
+	}
+	w = &fwdResponseWriter{id: req.ID, header: http.Header{}}
+	writeError(w, &HTTPError{Code: http.StatusInternalServerError, Msg: "internal error"})
+	return w.response()
 }
 
 // httpRequest builds the request the handler serves, as the HTTP server
 // would have read it: a bad method, URI or header is refused as it refuses
 // them, and headers over maxHeaderBytes (keys and values) with a 431.
-func (req *fwdRequest) httpRequest(ctx context.Context, remote net.Addr) (*http.Request, error) {
+// stream, when set, reads the chunks of a body that has More to come.
+func (req *fwdRequest) httpRequest(ctx context.Context, remote net.Addr, stream io.Reader) (*http.Request, error) {
 	if req.Method == "" || !validMethod(req.Method) {
 		return nil, badRequest(fmt.Sprintf("invalid method %q", req.Method))
 	}
@@ -527,14 +716,19 @@ func (req *fwdRequest) httpRequest(ctx context.Context, remote net.Addr) (*http.
 			}
 		}
 	}
-	body := io.ReadCloser(http.NoBody)
-	if len(req.Body) > 0 {
+	body, length := io.ReadCloser(http.NoBody), int64(len(req.Body))
+	switch {
+	case stream != nil:
+		// The length is unknown until the last chunk: the route's limit
+		// bounds what it reads.
+		body, length = io.NopCloser(io.MultiReader(bytes.NewReader(req.Body), stream)), -1
+	case len(req.Body) > 0:
 		body = io.NopCloser(bytes.NewReader(req.Body))
 	}
 	r := &http.Request{
 		Method: req.Method, URL: u, RequestURI: req.URI,
 		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
-		Header: req.Header, Body: body, ContentLength: int64(len(req.Body)),
+		Header: req.Header, Body: body, ContentLength: length,
 		Host: req.Host, RemoteAddr: remote.String(),
 	}
 	return r.WithContext(ctx), nil
@@ -552,12 +746,22 @@ func validMethod(m string) bool {
 // fwdResponseWriter buffers an answer: the status and headers as the
 // handler set them, and a body of at most fwdMaxAnswer bytes. Like the
 // HTTP server, it answers 200 when the handler writes no status, and
-// sniffs the Content-Type of a body that has none.
+// sniffs the Content-Type of a body that has none. A streamed answer's
+// body has no bound: each fwdChunk of it goes out in a frame through send
+// as soon as it is written.
 type fwdResponseWriter struct {
+	id       uint64
 	header   http.Header
 	status   int
 	body     bytes.Buffer
 	overflow bool
+
+	send   func(*fwdResponse) error
+	stream bool
+	// started is set once a frame of a streamed answer went out; err is
+	// the error of its send.
+	started bool
+	err     error
 }
 
 func (w *fwdResponseWriter) Header() http.Header { return w.header }
@@ -576,432 +780,65 @@ func (w *fwdResponseWriter) Write(p []byte) (int, error) {
 	if !bodyAllowed(w.status) {
 		return 0, http.ErrBodyNotAllowed
 	}
-	if w.body.Len()+len(p) > fwdMaxAnswer {
-		w.overflow = true
-		return 0, fmt.Errorf("forwarded answer over %d bytes", fwdMaxAnswer)
+	if !w.stream {
+		if w.body.Len()+len(p) > fwdMaxAnswer {
+			w.overflow = true
+			return 0, fmt.Errorf("forwarded answer over %d bytes", fwdMaxAnswer)
+		}
+		return w.body.Write(p)
 	}
-	return w.body.Write(p)
+	if w.err != nil {
+		return 0, w.err
+	}
+	w.body.Write(p)
+	for w.body.Len() >= fwdChunk && w.err == nil {
+		w.flush(w.body.Next(fwdChunk), true)
+	}
+	if w.err != nil {
+		return 0, w.err
+	}
+	return len(p), nil
 }
 
-func (w *fwdResponseWriter) response(id uint64) *fwdResponse {
+// flush sends one frame of a streamed answer; the first carries the status
+// and headers.
+func (w *fwdResponseWriter) flush(chunk []byte, more bool) {
+	resp := &fwdResponse{ID: w.id, Body: chunk, More: more}
+	if !w.started {
+		resp = w.head(chunk)
+		resp.More = more
+		w.started = true
+	}
+	if err := w.send(resp); err != nil {
+		w.err = fmt.Errorf("send answer: %w", err)
+	}
+}
+
+// head is the first (or only) frame of the answer.
+func (w *fwdResponseWriter) head(body []byte) *fwdResponse {
 	if w.status == 0 {
 		w.status = http.StatusOK
 	}
-	if _, ok := w.header["Content-Type"]; !ok && w.body.Len() > 0 {
-		w.header.Set("Content-Type", http.DetectContentType(w.body.Bytes()))
+	if _, ok := w.header["Content-Type"]; !ok && len(body) > 0 {
+		w.header.Set("Content-Type", http.DetectContentType(body))
 	}
-	return &fwdResponse{ID: id, Status: w.status, Header: w.header, Body: w.body.Bytes()}
+	return &fwdResponse{ID: w.id, Status: w.status, Header: w.header, Body: body}
+}
+
+// response is the whole answer of a request that is not streamed.
+func (w *fwdResponseWriter) response() *fwdResponse { return w.head(w.body.Bytes()) }
+
+// finish sends the answer, or the last frame of a streamed one.
+func (w *fwdResponseWriter) finish() error {
+	if !w.stream {
+		return w.send(w.response())
+	}
+	if w.err == nil {
+		w.flush(w.body.Bytes(), false)
+	}
+	return w.err
 }
 
 func bodyAllowed(status int) bool {
 	return !(status >= 100 && status <= 199) && status != http.StatusNoContent && status != http.StatusNotModified
-}
-
-// errFwdUnsupported is a leader that does not speak the forwarding
-// protocol: it closed the connection instead of answering its version.
-var errFwdUnsupported = errors.New("the leader does not speak the forwarding protocol")
-
-// fwdClient forwards writes to one leader over up to fwdPoolSize
-// connections. Calls share a connection: each waits for the answer of its
-// ID, which the connection's reader hands over.
-type fwdClient struct {
-	addr   string
-	dial   func(ctx context.Context) (net.Conn, error)
-	handle *codec.MsgpackHandle
-	logger hclog.Logger
-	// reuse is how long after its last request a connection may still
-	// take a call: half the leader's idle timeout, which the leader counts
-	// from the last frame it read, so that it never closes for idleness a
-	// connection a frame is on its way to.
-	reuse time.Duration
-
-	mu          sync.Mutex
-	conns       [fwdPoolSize]*fwdConn
-	next        int
-	retired     bool
-	unsupported time.Time
-}
-
-func newFwdClient(s *Server, addr string, logger hclog.Logger) *fwdClient {
-	return &fwdClient{
-		addr: addr,
-		dial: func(ctx context.Context) (net.Conn, error) {
-			return s.mux.dial(ctx, addr, rpcForward)
-		},
-		handle: structs.NewMsgpackHandle(),
-		logger: logger,
-		reuse:  orDefault(s.config.HTTPIdleTimeout, config.DefaultHTTPIdleTimeout) / 2,
-	}
-}
-
-// supported reports whether the leader is worth a try: it did not refuse
-// the protocol in the last fwdUnsupportedRetry.
-func (c *fwdClient) supported() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.unsupported.IsZero() || time.Since(c.unsupported) > fwdUnsupportedRetry
-}
-
-// call sends one request and waits for its answer. sent reports whether
-// the leader may have received it: an error after that must not be
-// retried. A connection that retires between conn and its call refuses
-// the call unsent, and the call takes another.
-func (c *fwdClient) call(ctx context.Context, req *fwdRequest) (resp *fwdResponse, sent bool, err error) {
-	for try := 0; ; try++ {
-		conn, err := c.conn(ctx)
-		if err != nil {
-			return nil, false, err
-		}
-		resp, sent, err = conn.call(ctx, req)
-		if !errors.Is(err, errConnRetiring) || try == fwdPoolSize {
-			return resp, sent, err
-		}
-	}
-}
-
-// conn returns a connection to call on, dialing one when its slot is
-// empty, broken or idle too long. The dial and the version byte (up to
-// fwdDialTimeout) run without c.mu, so a leader that does not answer holds
-// up only the calls that wait for that dial.
-func (c *fwdClient) conn(ctx context.Context) (*fwdConn, error) {
-	c.mu.Lock()
-	if c.retired {
-		c.mu.Unlock()
-		return nil, fmt.Errorf("forward to %s: %w", c.addr, net.ErrClosed)
-	}
-	i := c.next
-	c.next = (c.next + 1) % fwdPoolSize
-	old := c.conns[i]
-	if old != nil {
-		if old.usable(c.reuse) {
-			c.mu.Unlock()
-			return old, nil
-		}
-		c.conns[i] = nil
-	}
-	c.mu.Unlock()
-	if old != nil {
-		old.retire()
-	}
-
-	dctx, cancel := context.WithTimeout(ctx, fwdDialTimeout)
-	defer cancel()
-	nc, err := c.dial(dctx)
-	if err != nil {
-		return nil, fmt.Errorf("dial %s: %w", c.addr, err)
-	}
-	if err := readVersion(dctx, nc); err != nil {
-		nc.Close()
-		if errors.Is(err, errFwdUnsupported) {
-			c.mu.Lock()
-			c.unsupported = time.Now()
-			c.mu.Unlock()
-		}
-		return nil, fmt.Errorf("open forwarding to %s: %w", c.addr, err)
-	}
-
-	c.mu.Lock()
-	c.unsupported = time.Time{}
-	if c.retired {
-		c.mu.Unlock()
-		nc.Close()
-		return nil, fmt.Errorf("forward to %s: %w", c.addr, net.ErrClosed)
-	}
-	// Another call may have filled the slot while this one dialed: use
-	// its connection and close this one.
-	if cur := c.conns[i]; cur != nil {
-		if cur.usable(c.reuse) {
-			c.mu.Unlock()
-			nc.Close()
-			return cur, nil
-		}
-		defer cur.retire()
-	}
-	fc := newFwdConn(c, nc)
-	c.conns[i] = fc
-	c.mu.Unlock()
-	go fc.readLoop()
-	return fc, nil
-}
-
-// readVersion reads the leader's version byte.
-func readVersion(ctx context.Context, conn net.Conn) error {
-	if d, ok := ctx.Deadline(); ok {
-		_ = conn.SetReadDeadline(d)
-	}
-	defer conn.SetReadDeadline(time.Time{})
-	var b [1]byte
-	if _, err := io.ReadFull(conn, b[:]); err != nil {
-		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-			return errFwdUnsupported
-		}
-		return err
-	}
-	if b[0] != rpcForwardVersion {
-		return fmt.Errorf("%w: version %d", errFwdUnsupported, b[0])
-	}
-	return nil
-}
-
-// retire closes the client: its connections close once their calls are
-// answered.
-func (c *fwdClient) retire() {
-	c.mu.Lock()
-	c.retired = true
-	conns := c.conns
-	c.conns = [fwdPoolSize]*fwdConn{}
-	c.mu.Unlock()
-	for _, fc := range conns {
-		if fc != nil {
-			fc.retire()
-		}
-	}
-}
-
-// fwdResult is what a waiting call gets: an answer, or the connection's
-// error.
-type fwdResult struct {
-	resp *fwdResponse
-	err  error
-}
-
-// errConnRetiring is a connection that takes no new call: the call was
-// not sent, and takes another connection.
-var errConnRetiring = errors.New("the forwarding connection is retiring")
-
-// fwdConn is one connection of a fwdClient.
-type fwdConn struct {
-	c    *fwdClient
-	conn net.Conn
-
-	out *frameWriter
-
-	mu       sync.Mutex
-	nextID   uint64
-	pending  map[uint64]chan fwdResult
-	err      error
-	retiring bool
-	// lastUsed is when the last request was sent.
-	lastUsed time.Time
-
-	// broken is closed with the connection; err says why.
-	broken    chan struct{}
-	closeOnce sync.Once
-}
-
-func newFwdConn(c *fwdClient, conn net.Conn) *fwdConn {
-	return &fwdConn{
-		c: c, conn: conn,
-		out:      newFrameWriter(conn, c.handle),
-		pending:  map[uint64]chan fwdResult{},
-		lastUsed: time.Now(),
-		broken:   make(chan struct{}),
-	}
-}
-
-// usable reports whether the connection may take a new call.
-func (fc *fwdConn) usable(reuse time.Duration) bool {
-	fc.mu.Lock()
-	defer fc.mu.Unlock()
-	if fc.err != nil || fc.retiring {
-		return false
-	}
-	return len(fc.pending) > 0 || time.Since(fc.lastUsed) < reuse
-}
-
-// retire closes the connection once no call waits on it.
-func (fc *fwdConn) retire() {
-	fc.mu.Lock()
-	fc.retiring = true
-	idle := len(fc.pending) == 0
-	fc.mu.Unlock()
-	if idle {
-		fc.fail(net.ErrClosed)
-	}
-}
-
-// fail closes the connection and fails every call waiting on it.
-func (fc *fwdConn) fail(err error) {
-	fc.closeOnce.Do(func() {
-		fc.mu.Lock()
-		fc.err = err
-		fc.pending = map[uint64]chan fwdResult{}
-		fc.mu.Unlock()
-		fc.conn.Close()
-		close(fc.broken)
-	})
-}
-
-func (fc *fwdConn) call(ctx context.Context, req *fwdRequest) (*fwdResponse, bool, error) {
-	ch := make(chan fwdResult, 1)
-	fc.mu.Lock()
-	if fc.err != nil {
-		err := fc.err
-		fc.mu.Unlock()
-		return nil, false, err
-	}
-	if fc.retiring {
-		// retire may close the connection as soon as its last call ends:
-		// a call registered now could be cut after its frame went out.
-		fc.mu.Unlock()
-		return nil, false, errConnRetiring
-	}
-	fc.nextID++
-	id := fc.nextID
-	fc.pending[id] = ch
-	fc.lastUsed = time.Now()
-	fc.mu.Unlock()
-	req.ID = id
-
-	deadline, _ := ctx.Deadline()
-	n, err := fc.out.write(ctx, req, fwdMaxFrame, deadline)
-	if err != nil {
-		err = fmt.Errorf("forward to %s: %w", fc.c.addr, err)
-		fc.forget(id)
-		if errors.Is(err, errWriteFailed) {
-			// The stream may be cut mid-frame, and a TLS connection keeps
-			// the error of a timed-out write: no later frame can go out.
-			fc.fail(err)
-		}
-		return nil, n > 0, err
-	}
-	select {
-	case res := <-ch:
-		return res.resp, true, res.err
-	case <-fc.broken:
-		// An answer may have come just before the connection broke.
-		select {
-		case res := <-ch:
-			return res.resp, true, res.err
-		default:
-		}
-		fc.mu.Lock()
-		err := fc.err
-		fc.mu.Unlock()
-		return nil, true, err
-	case <-ctx.Done():
-		// The answer, when it comes, is dropped; the leader is told to
-		// stop the handler.
-		fc.forget(id)
-		go fc.cancel(id)
-		return nil, true, fmt.Errorf("forward to %s: %w", fc.c.addr, context.Cause(ctx))
-	}
-}
-
-// cancel sends the cancel frame of a call that gave up: the leader cancels
-// that request's context, as an HTTP forward's closed connection did. A
-// failed write breaks the connection, as for a request.
-func (fc *fwdConn) cancel(id uint64) {
-	_, err := fc.out.write(context.Background(), &fwdRequest{ID: id, Cancel: true}, fwdMaxFrame, time.Now().Add(fwdCancelTimeout))
-	if err != nil && errors.Is(err, errWriteFailed) {
-		fc.fail(fmt.Errorf("forward to %s: %w", fc.c.addr, err))
-	}
-}
-
-// forget drops a call nobody waits for any more; a retired connection
-// closes with its last call.
-func (fc *fwdConn) forget(id uint64) {
-	fc.mu.Lock()
-	delete(fc.pending, id)
-	closeNow := fc.retiring && len(fc.pending) == 0
-	fc.mu.Unlock()
-	if closeNow {
-		fc.fail(net.ErrClosed)
-	}
-}
-
-// readLoop hands each answer to the call of its ID. An answer for an ID no
-// call waits for (the call gave up, or the peer lies) is dropped; a frame
-// that is too large or does not decode breaks the connection.
-func (fc *fwdConn) readLoop() {
-	br := bufio.NewReaderSize(fc.conn, 32<<10)
-	dec := codec.NewDecoderBytes(nil, fc.c.handle)
-	for {
-		// Each frame has its own buffer: the answer's body may point into
-		// it.
-		buf, err := readFrame(br, fwdMaxAnswerFrame)
-		if err == nil {
-			resp := &fwdResponse{}
-			dec.ResetBytes(buf)
-			if err = dec.Decode(resp); err == nil {
-				fc.deliver(resp)
-				continue
-			}
-			fc.c.logger.Warn("closed a forwarding connection: bad answer", "leader", fc.c.addr, "error", err)
-		}
-		fc.fail(fmt.Errorf("connection to %s: %w", fc.c.addr, err))
-		return
-	}
-}
-
-func (fc *fwdConn) deliver(resp *fwdResponse) {
-	fc.mu.Lock()
-	ch, ok := fc.pending[resp.ID]
-	delete(fc.pending, resp.ID)
-	closeNow := fc.retiring && len(fc.pending) == 0
-	fc.mu.Unlock()
-	if !ok {
-		fc.c.logger.Debug("dropped an answer no call waits for", "leader", fc.c.addr, "id", resp.ID)
-	} else {
-		ch <- fwdResult{resp: resp}
-	}
-	if closeNow {
-		fc.fail(net.ErrClosed)
-	}
-}
-
-// errAborted is an answer the leader's handler cut short.
-var errAborted = errors.New("the leader cut its answer short")
-
-// sendFrame forwards one write over the forwarding protocol and returns
-// the answer as an HTTP forward returns it. ok is false when the leader
-// does not speak the protocol: the caller forwards over HTTP instead.
-func (a *httpAPI) sendFrame(r *http.Request, leader string, body []byte) (resp *http.Response, sent, ok bool, err error) {
-	client := a.fwdClient(leader)
-	if !client.supported() {
-		return nil, false, false, nil
-	}
-	ctx, cancel := context.WithTimeout(r.Context(), fwdCallLimit)
-	defer cancel()
-	header := r.Header.Clone()
-	header.Set(headerForwarded, a.s.nodeID)
-	fr, sent, err := client.call(ctx, &fwdRequest{
-		Method: r.Method, URI: r.URL.RequestURI(), Host: leader, Header: header, Body: body,
-	})
-	if err != nil {
-		if !sent && (errors.Is(err, errFwdUnsupported) || errors.Is(err, errFrameTooLarge)) {
-			return nil, false, false, nil
-		}
-		return nil, sent, true, err
-	}
-	a.framed.Add(1)
-	if fr.Abort {
-		return nil, true, true, errAborted
-	}
-	if fr.Header == nil {
-		fr.Header = http.Header{}
-	}
-	return &http.Response{
-		StatusCode: fr.Status, Status: strconv.Itoa(fr.Status) + " " + http.StatusText(fr.Status),
-		Header: fr.Header, Body: io.NopCloser(bytes.NewReader(fr.Body)), ContentLength: int64(len(fr.Body)),
-	}, true, true, nil
-}
-
-// fwdClient returns the client of the leader at addr, and retires the
-// client of a previous leader. It holds a.mu only to swap the clients.
-func (a *httpAPI) fwdClient(addr string) *fwdClient {
-	a.mu.Lock()
-	if a.fwd != nil && a.fwd.addr == addr {
-		defer a.mu.Unlock()
-		return a.fwd
-	}
-	old := a.fwd
-	a.fwd = newFwdClient(a.s, addr, a.s.logger.Named("forward"))
-	c := a.fwd
-	a.mu.Unlock()
-	// Retired without a.mu, which every forward over HTTP takes.
-	if old != nil {
-		old.retire()
-	}
-	return c
 }

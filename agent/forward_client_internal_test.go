@@ -61,7 +61,6 @@ func TestForwardClient_BlackholedLeader(t *testing.T) {
 	}()
 	time.Sleep(200 * time.Millisecond)
 	begin := time.Now()
-	_ = c.supported()
 	c.retire()
 	if d := time.Since(begin); d > 500*time.Millisecond {
 		t.Fatalf("retire waited %s for a dial", d)
@@ -159,11 +158,11 @@ func TestForwardConn_RetiringRefuses(t *testing.T) {
 	}
 }
 
-// TestForwardClient_OlderLeader: a leader too old to know the protocol
+// TestForwardClient_OlderLeader: a peer that does not know the protocol
 // byte closes the connection (the mux's answer to an unknown byte) before
-// a frame is sent. The call fails as not sent with errFwdUnsupported — the
-// case sendFrame hands back to HTTP forwarding — and the client does not
-// try the protocol again for fwdUnsupportedRetry.
+// a frame is sent. The call fails as not sent with errFwdUnsupported, as a
+// failed dial does, so that the follower retries it until its deadline;
+// each try dials again.
 func TestForwardClient_OlderLeader(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -186,19 +185,19 @@ func TestForwardClient_OlderLeader(t *testing.T) {
 			var d net.Dialer
 			return d.DialContext(ctx, "tcp", ln.Addr().String())
 		}}
-	if !c.supported() {
-		t.Fatal("a new client does not try the protocol")
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	_, sent, err := c.call(ctx, &fwdRequest{Method: "POST", URI: "/v1/pause", Host: c.addr})
+	for i := 1; i <= 2; i++ {
+		_, sent, err := c.call(ctx, &fwdRequest{Method: "POST", URI: "/v1/pause", Host: c.addr})
+		if !errors.Is(err, errFwdUnsupported) || sent {
+			t.Fatalf("call %d to an older leader: sent %v, err %v; want not sent, %v", i, sent, err, errFwdUnsupported)
+		}
+		if n := dials.Load(); n != int32(i) {
+			t.Fatalf("%d dials after %d calls", n, i)
+		}
+	}
+	_, sent, err := c.callStream(ctx, &fwdRequest{Method: "GET", URI: "/v1/operator/snapshot", Host: c.addr, Stream: true})
 	if !errors.Is(err, errFwdUnsupported) || sent {
-		t.Fatalf("call to an older leader: sent %v, err %v; want not sent, %v", sent, err, errFwdUnsupported)
-	}
-	if c.supported() {
-		t.Fatal("the client tries the protocol again at once with a leader that refused it")
-	}
-	if n := dials.Load(); n != 1 {
-		t.Fatalf("%d dials, want 1", n)
+		t.Fatalf("streamed call to an older leader: sent %v, err %v", sent, err)
 	}
 }

@@ -4,11 +4,13 @@ import (
 	"bufio"
 	"context"
 	"errors"
-	"fmt"
+	"io"
 	"net"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"testing"
+	"testing/iotest"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -176,22 +178,19 @@ func TestForwardClient_AbandonedAndFailedDial(t *testing.T) {
 	}
 }
 
-// TestLeaderHTTPClient_KeepsOnlyTheCurrentLeader: the HTTP forwarding
-// client of a former leader is dropped when another server leads, so the
-// clients do not pile up over the addresses that were ever leader.
-func TestLeaderHTTPClient_KeepsOnlyTheCurrentLeader(t *testing.T) {
-	a := &httpAPI{s: &Server{}, clients: map[string]*http.Client{}}
-	first := a.leaderHTTPClient("10.0.0.1:4651")
-	if again := a.leaderHTTPClient("10.0.0.1:4651"); again != first {
-		t.Fatal("the same leader got a new client")
+// TestReadChunk_CutBodyIsNoEnd: a client's body cut mid-way (the HTTP
+// server's io.ErrUnexpectedEOF) fails the upload instead of ending it, so
+// the leader never restores a truncated archive as if it were whole.
+func TestReadChunk_CutBodyIsNoEnd(t *testing.T) {
+	buf := make([]byte, 8)
+	cut := io.MultiReader(strings.NewReader("abc"), iotest.ErrReader(io.ErrUnexpectedEOF))
+	if n, end, err := readChunk(cut, buf); !errors.Is(err, io.ErrUnexpectedEOF) || end || n != 3 {
+		t.Fatalf("cut body: %d bytes, end %v, %v", n, end, err)
 	}
-	for i := 2; i <= 50; i++ {
-		a.leaderHTTPClient(fmt.Sprintf("10.0.0.%d:4651", i))
+	if n, end, err := readChunk(strings.NewReader("abc"), buf); err != nil || !end || n != 3 {
+		t.Fatalf("short body: %d bytes, end %v, %v", n, end, err)
 	}
-	if len(a.clients) != 1 {
-		t.Fatalf("%d clients kept after 50 leaders, want 1", len(a.clients))
-	}
-	if a.leaderHTTPClient("10.0.0.1:4651") == first {
-		t.Fatal("a former leader's dropped client came back")
+	if n, end, err := readChunk(strings.NewReader("0123456789"), buf); err != nil || end || n != 8 {
+		t.Fatalf("long body: %d bytes, end %v, %v", n, end, err)
 	}
 }

@@ -2,8 +2,10 @@ package agent
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
+	"io"
 	"net"
 	"net/http"
 	"strings"
@@ -29,7 +31,7 @@ func testFwdServer(t *testing.T, handler http.HandlerFunc) (*fwdServer, func() *
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{config: &config.Config{}, requestCtx: ctx, requestCancel: cancel}
-	f := newFwdServer(&httpAPI{s: s}, handler, hclog.NewNullLogger())
+	f := newFwdServer(&httpAPI{apiBase: &apiBase{s: s}}, handler, hclog.NewNullLogger())
 	s.wg.Add(1)
 	go f.serve(ln)
 	t.Cleanup(func() {
@@ -206,5 +208,71 @@ func TestForwardServer_HeaderLimit(t *testing.T) {
 	resp, err = p.receive()
 	if err != nil || resp.ID != 2 || resp.Status != http.StatusCreated {
 		t.Fatalf("request after the refused one: %+v, %v", resp, err)
+	}
+}
+
+// TestForwardServer_StreamedBodyAndAnswer: a body sent in chunks reaches
+// the route whole, and a streamed answer comes back in frames of at most
+// fwdChunk, the first with the status; the chunks of a request the route
+// answered without reading them are dropped, and the connection keeps
+// serving.
+func TestForwardServer_StreamedBodyAndAnswer(t *testing.T) {
+	_, open := testFwdServer(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/refuse" {
+			w.WriteHeader(http.StatusForbidden)
+			return
+		}
+		w.WriteHeader(http.StatusAccepted)
+		_, _ = io.Copy(w, r.Body)
+	})
+	p := open()
+	chunk := func(id uint64, b []byte, more bool) {
+		t.Helper()
+		if _, err := p.out.write(context.Background(), &fwdRequest{ID: id, Body: b, More: more}, fwdMaxFrame, time.Time{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := make([]byte, 5*fwdChunk+123)
+	for i := range want {
+		want[i] = byte(i * 7)
+	}
+	p.send(&fwdRequest{ID: 1, Method: "PUT", URI: "/echo", Host: "leader", Stream: true, More: true, Body: want[:fwdChunk]})
+	for off := fwdChunk; off < len(want); off += fwdChunk {
+		end := min(off+fwdChunk, len(want))
+		chunk(1, want[off:end], end < len(want))
+	}
+	var got []byte
+	for frames := 0; ; frames++ {
+		resp, err := p.receive()
+		if err != nil || resp.ID != 1 || len(resp.Body) > fwdChunk {
+			t.Fatalf("frame %d: %d bytes, %v", frames, len(resp.Body), err)
+		}
+		if frames == 0 && resp.Status != http.StatusAccepted {
+			t.Fatalf("first frame: status %d", resp.Status)
+		}
+		got = append(got, resp.Body...)
+		if !resp.More {
+			break
+		}
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("echoed %d bytes, sent %d, or they differ", len(got), len(want))
+	}
+
+	p.send(&fwdRequest{ID: 2, Method: "PUT", URI: "/refuse", Host: "leader", Stream: true, More: true, Body: want[:fwdChunk]})
+	if resp, err := p.receive(); err != nil || resp.ID != 2 || resp.Status != http.StatusForbidden || resp.More {
+		t.Fatalf("refused upload: %v, %v", resp != nil && resp.Status == http.StatusForbidden, err)
+	}
+	for i := 0; i < 2*fwdBodyQueue; i++ {
+		chunk(2, want[:fwdChunk], true)
+	}
+	chunk(2, nil, false)
+	p.send(&fwdRequest{ID: 3, Method: "PUT", URI: "/echo", Host: "leader", Body: []byte("after")})
+	resp, err := p.receive()
+	if err != nil {
+		t.Fatalf("request after the dropped chunks: %v", err)
+	}
+	if resp.ID != 3 || string(resp.Body) != "after" {
+		t.Fatalf("request after the dropped chunks: answer of ID %d, %d bytes", resp.ID, len(resp.Body))
 	}
 }

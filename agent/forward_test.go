@@ -49,9 +49,9 @@ func sameAnswer(t *testing.T, what string, a, b answer, body bool) {
 	}
 }
 
-// TestForward_WriteAnswersAsOnTheLeader: a write through a follower goes
-// over the forwarding protocol and answers what the leader answers, errors
-// included.
+// TestForward_WriteAnswersAsOnTheLeader: a write (or a consistent read)
+// through a follower goes over the forwarding protocol and answers what
+// the leader answers, errors included.
 func TestForward_WriteAnswersAsOnTheLeader(t *testing.T) {
 	c := nopstest.StartCluster(t, 3, nopstest.WithoutReconcilers(),
 		nopstest.WithConfig(func(cfg *config.Config) { cfg.ACL.Enabled = true }))
@@ -96,10 +96,13 @@ func TestForward_WriteAnswersAsOnTheLeader(t *testing.T) {
 	if got := agent.FramedForwards(f.Server) - before; got != 4 {
 		t.Fatalf("%d writes went over the forwarding protocol, want 4", got)
 	}
-	// A read stays on HTTP forwarding.
-	aclCall(t, f, boot.SecretID, "GET", "/v1/agent/self?consistent", nil).ok(t, "consistent read", nil)
-	if got := agent.FramedForwards(f.Server) - before; got != 4 {
-		t.Fatalf("a consistent read went over the forwarding protocol")
+	// A consistent read takes the same transport, and answers as on the
+	// leader.
+	fa = aclCall(t, f, boot.SecretID, "GET", "/v1/window/nights?consistent", nil)
+	la = aclCall(t, leader, boot.SecretID, "GET", "/v1/window/nights?consistent", nil)
+	sameAnswer(t, "consistent read", fa, la, true)
+	if got := agent.FramedForwards(f.Server) - before; got != 5 {
+		t.Fatalf("%d requests went over the forwarding protocol, want 5", got)
 	}
 }
 

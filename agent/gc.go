@@ -147,7 +147,7 @@ func (s *Server) applyGC(req *structs.GCRequest) (*structs.GCResult, error) {
 }
 
 // operatorGC forces a retention pass.
-func (a *httpAPI) operatorGC(_ http.ResponseWriter, r *http.Request) (any, error) {
+func (a *operatorAPI) operatorGC(_ http.ResponseWriter, r *http.Request) (any, error) {
 	res, err := a.s.GC(r.Context(), writeMeta(r).Actor)
 	if err != nil {
 		return nil, err

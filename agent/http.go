@@ -2,7 +2,6 @@ package agent
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,7 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -53,18 +51,12 @@ func badRequest(problems ...string) *HTTPError {
 // handlerFunc answers a request with a value to encode as JSON, or an error.
 type handlerFunc func(w http.ResponseWriter, r *http.Request) (any, error)
 
-// httpAPI serves the v1 API on the HTTP port and, for requests forwarded by
-// followers, on the RPC port.
-type httpAPI struct {
+// apiBase is what the groups of routes share: the server, the logger, the
+// caches of compiled ACLs and OIDC providers, and the checks that use them
+// (authorize, setMeta).
+type apiBase struct {
 	s      *Server
 	logger hclog.Logger
-
-	mu      sync.Mutex
-	clients map[string]*http.Client
-	// fwd forwards writes to the current leader (forward.go).
-	fwd *fwdClient
-	// framed counts the answers the leader gave with it.
-	framed atomic.Uint64
 
 	// acls caches the compiled ACLs of tokens, providers the OIDC
 	// providers of the auth methods.
@@ -75,25 +67,68 @@ type httpAPI struct {
 	// restoring is held by the snapshot restore this server is reading,
 	// checking or forwarding: one at a time (snapshotRestoreSlot).
 	restoring sync.Mutex
+}
+
+// httpAPI serves the v1 API on the HTTP port and, for requests forwarded by
+// followers, on the RPC port: it builds both handlers, with the middleware
+// (guard, wrap), from the routes of its groups, each a small type over the
+// shared apiBase.
+type httpAPI struct {
+	*apiBase
+
+	// fwd forwards the requests that need the leader (forward.go).
+	fwd *forwarder
+
+	cluster  *clusterAPI
+	operator *operatorAPI
+	acl      *aclAPI
+	sso      *ssoAPI
 
 	// ui is the dashboard, built once by dashboard().
 	uiOnce sync.Once
 	ui     *web.UI
 }
 
+// The groups of routes.
+type (
+	// clusterAPI: status, agent, health, deployments, pauses, windows,
+	// events, notifications.
+	clusterAPI struct{ *apiBase }
+	// operatorAPI: Raft, snapshots, keyring, autopilot, GC, monitor,
+	// debug.
+	operatorAPI struct{ *apiBase }
+	// aclAPI: policies, roles, tokens, auth methods, binding rules.
+	aclAPI struct{ *apiBase }
+	// ssoAPI: logins through an auth method (OIDC, JWT).
+	ssoAPI struct{ *apiBase }
+)
+
 func newHTTPAPI(s *Server) *httpAPI {
-	return &httpAPI{s: s, logger: s.logger.Named("http"), clients: map[string]*http.Client{}}
+	b := &apiBase{s: s, logger: s.logger.Named("http")}
+	return &httpAPI{
+		apiBase: b, fwd: newForwarder(s, s.logger.Named("forward")),
+		cluster: &clusterAPI{b}, operator: &operatorAPI{b}, acl: &aclAPI{b}, sso: &ssoAPI{b},
+	}
 }
 
 // Route kinds.
 const (
 	kindRead  = "read"
 	kindWrite = "write"
+	// kindLeaderRead is a read only the leader can answer.
+	kindLeaderRead = "leader-read"
 )
 
+// handler is the API of the HTTP port or, internal, of the RPC port (the
+// requests forwarded by followers and the calls of peers). On the HTTP
+// port, a follower hands a request that needs the leader to the forwarder
+// before any middleware: the guard, the ACL check and the route run once,
+// on the server that answers.
 func (a *httpAPI) handler(internal bool) http.Handler {
 	mux := http.NewServeMux()
+	kinds := map[string]string{}
 	route := func(pattern, kind string, rule routeRule, fn handlerFunc) {
+		kinds[pattern] = kind
 		if kind == kindUI {
 			// The dashboard is served on the HTTP port only.
 			if !internal {
@@ -114,23 +149,48 @@ func (a *httpAPI) handler(internal bool) http.Handler {
 	})
 	// Every answer carries the cluster headers, errors included; a route
 	// sets them again once it has read the state.
-	return a.guard(mux, internal, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	here := a.guard(mux, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		a.setMeta(w)
 		mux.ServeHTTP(w, r)
 	}))
+	if internal {
+		return here
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if a.s.IsLeader() || !needsLeader(mux, kinds, r) {
+			here.ServeHTTP(w, r)
+			return
+		}
+		setDeadlines(w, r)
+		a.fwd.serveOnLeader(w, r, here)
+	})
+}
+
+// needsLeader reports whether a request runs on the leader: a write, or a
+// consistent read.
+func needsLeader(mux *http.ServeMux, kinds map[string]string, r *http.Request) bool {
+	_, pattern := mux.Handler(r)
+	switch kinds[pattern] {
+	case kindWrite, kindLeaderRead:
+		return true
+	case kindRead:
+		return r.URL.Query().Has("consistent")
+	}
+	return false
 }
 
 // wrap applies the cluster rules to a handler: writes run on the leader
-// (forwarded there from a follower), consistent reads too; every answer
-// carries the index and leader headers. The route's ACL rule is checked
-// where the handler runs: a read on the server asked, with its replicated
-// state; a write (or a consistent read) on the leader, with the token the
-// forwarded request carries.
+// (a follower forwarded them before wrap, see handler), consistent reads
+// too, and a server that is not the leader answers them 503 not-leader;
+// every answer carries the index and leader headers. The route's ACL rule
+// is checked where the handler runs: a read on the server asked, with its
+// replicated state; a write (or a consistent read) on the leader, with the
+// token the forwarded request carries.
 func (a *httpAPI) wrap(kind string, rule routeRule, internal bool, fn handlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		defer func() {
 			if p := recover(); p != nil {
-				if p == http.ErrAbortHandler {
+				if isAbort(p) {
 					panic(p)
 				}
 				a.logger.Error("panic in handler", "path", r.URL.Path, "panic", p)
@@ -138,36 +198,16 @@ func (a *httpAPI) wrap(kind string, rule routeRule, internal bool, fn handlerFun
 			}
 		}()
 		r.Body = http.MaxBytesReader(w, r.Body, bodyLimit(a.s.config, r))
-		needLeader := kind == kindWrite || (kind == kindRead && r.URL.Query().Has("consistent"))
+		needLeader := kind == kindWrite || kind == kindLeaderRead || (kind == kindRead && r.URL.Query().Has("consistent"))
 		if needLeader {
 			if !a.s.IsLeader() {
-				if internal {
-					w.Header().Set(headerNotLeader, "true")
-					writeError(w, &HTTPError{Code: http.StatusServiceUnavailable, Msg: structs.ErrNotLeader.Error()})
-					return
-				}
-				if isSnapshotPath(r.URL.Path) {
-					// A snapshot upload is read whole before it is
-					// forwarded: refuse a caller without the right here,
-					// before a byte of it is buffered, and a second
-					// restore while one is under way.
-					if _, err := a.authorize(r, rule); err != nil {
-						writeError(w, err)
-						return
-					}
-					if r.Method == http.MethodPut {
-						release, err := a.snapshotRestoreSlot()
-						if err != nil {
-							writeError(w, err)
-							return
-						}
-						defer release()
-					}
-				}
-				a.forward(w, r)
+				// Leadership moved since the request arrived: the
+				// follower that forwarded it tries the new leader.
+				w.Header().Set(headerNotLeader, "true")
+				writeError(w, &HTTPError{Code: http.StatusServiceUnavailable, Msg: structs.ErrNotLeader.Error()})
 				return
 			}
-			if kind == kindRead {
+			if kind != kindWrite {
 				if err := a.s.raft.VerifyLeader().Error(); err != nil {
 					writeError(w, &HTTPError{Code: http.StatusServiceUnavailable, Msg: "leadership lost: " + err.Error()})
 					return
@@ -176,8 +216,10 @@ func (a *httpAPI) wrap(kind string, rule routeRule, internal bool, fn handlerFun
 		}
 		authorized, err := a.authorize(r, rule)
 		if err != nil {
-			if err == errTokenNotFound && !internal && !a.s.IsLeader() {
-				a.forward(w, r)
+			if errors.Is(err, errTokenNotFound) && !internal && !a.s.IsLeader() {
+				// A token created on the leader may not have reached this
+				// server yet: the leader answers with it.
+				a.fwd.serveOnLeader(w, r, http.HandlerFunc(tokenNotFound))
 				return
 			}
 			a.setMeta(w)
@@ -216,12 +258,16 @@ func (a *httpAPI) wrap(kind string, rule routeRule, internal bool, fn handlerFun
 	})
 }
 
+// tokenNotFound answers a request forwarded for its token when leadership
+// came to this server meanwhile: the token is not known here either.
+func tokenNotFound(w http.ResponseWriter, _ *http.Request) { writeError(w, errTokenNotFound) }
+
 type rawBody struct {
 	contentType string
 	body        []byte
 }
 
-func (a *httpAPI) setMeta(w http.ResponseWriter) {
+func (a *apiBase) setMeta(w http.ResponseWriter) {
 	h := w.Header()
 	h.Set(headerIndex, strconv.FormatUint(a.s.State().LatestIndex(), 10))
 	leader, _ := a.s.Leader()
@@ -233,163 +279,6 @@ func (a *httpAPI) setMeta(w http.ResponseWriter) {
 		}
 	}
 	h.Set(headerLastContact, strconv.FormatInt(contact.Milliseconds(), 10))
-}
-
-// forward sends the request to the leader's RPC port and copies its answer
-// back: a write with the forwarding protocol (forward.go), anything else,
-// and a write to a leader that does not speak it, over HTTP. It waits up to
-// leaderWait for a leader, and retries only what the leader cannot have
-// applied: a failed connect, or an answer that says it is not the leader.
-func (a *httpAPI) forward(w http.ResponseWriter, r *http.Request) {
-	body, err := io.ReadAll(r.Body)
-	if err != nil {
-		writeError(w, decodeError(err))
-		return
-	}
-	deadline := time.Now().Add(leaderWait)
-	for {
-		leader, _ := a.s.Leader()
-		if leader == "" || leader == a.s.rpcAddr {
-			if a.s.IsLeader() {
-				// Leadership came here while we waited.
-				r.Body = io.NopCloser(bytes.NewReader(body))
-				a.s.httpServer.Handler.ServeHTTP(w, r)
-				return
-			}
-			if time.Now().After(deadline) {
-				a.setMeta(w)
-				writeError(w, &HTTPError{Code: http.StatusServiceUnavailable, Msg: structs.ErrNoLeader.Error()})
-				return
-			}
-			select {
-			case <-r.Context().Done():
-				a.abandon(w, r)
-				return
-			case <-time.After(50 * time.Millisecond):
-			}
-			continue
-		}
-		var resp *http.Response
-		var sent, framed bool
-		if isForwardedWrite(r) {
-			resp, sent, framed, err = a.sendFrame(r, leader, body)
-		}
-		if !framed {
-			resp, sent, err = a.send(r, leader, body)
-		}
-		if err == nil && resp.Header.Get(headerNotLeader) == "" {
-			defer resp.Body.Close()
-			// The leader's answer, headers included, replaces this
-			// server's.
-			for k, vs := range resp.Header {
-				w.Header()[k] = vs
-			}
-			w.WriteHeader(resp.StatusCode)
-			if _, err := io.Copy(w, resp.Body); err != nil {
-				// The status is sent: abort the connection so the client
-				// sees a broken answer rather than a short one.
-				a.logger.Warn("forwarded answer cut short", "path", r.URL.Path, "error", err)
-				panic(http.ErrAbortHandler)
-			}
-			return
-		}
-		if resp != nil {
-			resp.Body.Close()
-		}
-		if err != nil && sent {
-			a.setMeta(w)
-			writeError(w, &HTTPError{Code: http.StatusBadGateway,
-				Msg: fmt.Sprintf("lost the leader %s while forwarding; the request may or may not have been applied: %v", leader, err)})
-			return
-		}
-		if time.Now().After(deadline) {
-			a.setMeta(w)
-			msg := structs.ErrNoLeader.Error()
-			if err != nil {
-				msg += ": " + err.Error()
-			}
-			writeError(w, &HTTPError{Code: http.StatusServiceUnavailable, Msg: msg})
-			return
-		}
-		select {
-		case <-r.Context().Done():
-			a.abandon(w, r)
-			return
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-}
-
-// abandon answers a request whose wait for a leader ended early: the
-// server shuts down, or the client went away. Nothing was applied; a handler
-// that returned without writing would have answered 200.
-func (a *httpAPI) abandon(w http.ResponseWriter, r *http.Request) {
-	msg := structs.ErrNoLeader.Error() + ": " + errClosed.Error()
-	if !a.s.shuttingDown() {
-		msg = structs.ErrNoLeader.Error() + ": request cancelled: " + context.Cause(r.Context()).Error()
-	}
-	a.setMeta(w)
-	writeError(w, &HTTPError{Code: http.StatusServiceUnavailable, Msg: msg})
-}
-
-// leaderHTTPClient returns the HTTP client of the leader at addr. Only the
-// current leader's is kept: a former leader's idle connections are closed
-// and its client dropped, so that the map does not grow with every address
-// that was ever leader.
-func (a *httpAPI) leaderHTTPClient(addr string) *http.Client {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if c, ok := a.clients[addr]; ok {
-		return c
-	}
-	for old, c := range a.clients {
-		c.CloseIdleConnections()
-		delete(a.clients, old)
-	}
-	c := a.s.rpcHTTPClient(addr)
-	a.clients[addr] = c
-	return c
-}
-
-// send forwards one request. sent reports whether the request may have
-// reached the leader (an error after that point must not be retried).
-func (a *httpAPI) send(r *http.Request, leader string, body []byte) (*http.Response, bool, error) {
-	client := a.leaderHTTPClient(leader)
-	// A snapshot may take long to stream; every other request gets a
-	// minute, as long as the longest handler allows itself.
-	limit := time.Minute
-	if r.URL.Path == "/v1/operator/snapshot" {
-		limit = 30 * time.Minute
-	}
-	ctx, cancel := context.WithTimeout(r.Context(), limit)
-	req, err := http.NewRequestWithContext(ctx, r.Method, "http://"+leader+r.URL.RequestURI(), bytes.NewReader(body))
-	if err != nil {
-		cancel()
-		return nil, false, err
-	}
-	req.Header = r.Header.Clone()
-	req.Header.Set(headerForwarded, a.s.nodeID)
-	var sent bool
-	trace := &connTrace{onConn: func() { sent = true }}
-	req = req.WithContext(withConnTrace(req.Context(), trace))
-	resp, err := client.Do(req)
-	if err != nil {
-		cancel()
-		return nil, sent, err
-	}
-	resp.Body = &cancelBody{ReadCloser: resp.Body, cancel: cancel}
-	return resp, true, nil
-}
-
-type cancelBody struct {
-	io.ReadCloser
-	cancel context.CancelFunc
-}
-
-func (b *cancelBody) Close() error {
-	err := b.ReadCloser.Close()
-	b.cancel()
-	return err
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {

@@ -81,10 +81,9 @@ func limitListener(cfg *config.Config, ln net.Listener) net.Listener {
 	return netutil.LimitListener(ln, orDefault(cfg.HTTPMaxConns, config.DefaultHTTPMaxConns))
 }
 
-// guard wraps the API's mux. internal is the RPC port's API, which serves
-// requests forwarded by other servers: their origin was checked where they
-// came in.
-func (a *httpAPI) guard(mux *http.ServeMux, internal bool, next http.Handler) http.Handler {
+// guard wraps the API's mux, on both ports: a request forwarded by a
+// follower meets it once, on the leader.
+func (a *httpAPI) guard(mux *http.ServeMux, next http.Handler) http.Handler {
 	allowed := map[string]bool{}
 	for _, o := range a.s.config.HTTPAllowedOrigins {
 		allowed[strings.TrimSuffix(strings.ToLower(o), "/")] = true
@@ -131,13 +130,13 @@ func (a *httpAPI) guard(mux *http.ServeMux, internal bool, next http.Handler) ht
 				writeError(w, err)
 				return
 			}
-			if !internal {
-				if err := checkOrigin(r, allowed); err != nil {
-					a.logger.Warn("cross-origin write refused", "path", r.URL.Path, "origin", r.Header.Get("Origin"), "remote", r.RemoteAddr)
-					a.setMeta(w)
-					writeError(w, err)
-					return
-				}
+			// A forwarded request carries the host its client addressed:
+			// the leader checks its origin as the follower would have.
+			if err := checkOrigin(r, allowed); err != nil {
+				a.logger.Warn("cross-origin write refused", "path", r.URL.Path, "origin", r.Header.Get("Origin"), "remote", r.RemoteAddr)
+				a.setMeta(w)
+				writeError(w, err)
+				return
 			}
 		}
 		next.ServeHTTP(w, r)

@@ -7,13 +7,13 @@ import (
 
 // keyringList answers GET /v1/operator/keyring: the gossip keys every
 // server has installed and uses.
-func (a *httpAPI) keyringList(_ http.ResponseWriter, _ *http.Request) (any, error) {
+func (a *operatorAPI) keyringList(_ http.ResponseWriter, _ *http.Request) (any, error) {
 	return a.s.Keyring("list", "")
 }
 
 // keyringChange answers the keyring changes: install, use and remove of
 // the key in the body ({"key": "<base64>"}), on every server.
-func (a *httpAPI) keyringChange(op string) handlerFunc {
+func (a *operatorAPI) keyringChange(op string) handlerFunc {
 	return func(_ http.ResponseWriter, r *http.Request) (any, error) {
 		var body structs.KeyringOp
 		if err := decode(r, &body); err != nil {

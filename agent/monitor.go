@@ -97,7 +97,7 @@ func (s *Server) startMonitor(level hclog.Level, json bool) (*monitor, func(), e
 // agentMonitor streams this server's logs (or, with ?server=NODE, another
 // server's) until the client goes away. ?log_level= sets the level (info by
 // default), ?log_json=true the format.
-func (a *httpAPI) agentMonitor(w http.ResponseWriter, r *http.Request) (any, error) {
+func (a *operatorAPI) agentMonitor(w http.ResponseWriter, r *http.Request) (any, error) {
 	if done, err := a.toServer(w, r); done || err != nil {
 		return nil, err
 	}
@@ -162,7 +162,7 @@ func (a *httpAPI) agentMonitor(w http.ResponseWriter, r *http.Request) (any, err
 // name or ID) to that server's RPC port and copies the answer back,
 // streaming. It reports done when it answered. A request that names this
 // server, or none, is left to the caller.
-func (a *httpAPI) toServer(w http.ResponseWriter, r *http.Request) (bool, error) {
+func (a *operatorAPI) toServer(w http.ResponseWriter, r *http.Request) (bool, error) {
 	target := r.URL.Query().Get("server")
 	if target == "" || target == a.s.nodeName() || target == a.s.nodeID {
 		return false, nil

@@ -17,8 +17,11 @@ import (
 // Connections to the RPC port open with one byte that names their protocol.
 const (
 	rpcRaft byte = 0x01
+	// rpcHTTP is the internal HTTP API, for a server's calls to one peer
+	// on its own behalf (status, Raft stats, a monitor stream).
 	rpcHTTP byte = 0x02
-	// rpcForward is the forwarding protocol of writes (forward.go).
+	// rpcForward is the forwarding protocol: every request a follower
+	// forwards to the leader (forward.go).
 	rpcForward byte = 0x03
 )
 

@@ -65,7 +65,7 @@ func (s *Server) setupNotify() error {
 	return nil
 }
 
-func (a *httpAPI) notifyRoutes(route func(pattern, kind string, rule routeRule, fn handlerFunc)) {
+func (a *clusterAPI) notifyRoutes(route func(pattern, kind string, rule routeRule, fn handlerFunc)) {
 	route("GET /v1/notifications", kindRead, filtered(acl.Read), a.notificationList)
 	route("GET /v1/notification/{id}", kindRead, onCluster(acl.Read), a.notificationGet)
 	route("GET /v1/notify/targets", kindRead, onCluster(acl.Operator), a.notifyTargets)
@@ -74,7 +74,7 @@ func (a *httpAPI) notifyRoutes(route func(pattern, kind string, rule routeRule, 
 	route("GET /v1/events/stream", kindRead, anyToken(), a.eventStream)
 }
 
-func (a *httpAPI) notificationList(w http.ResponseWriter, r *http.Request) (any, error) {
+func (a *clusterAPI) notificationList(w http.ResponseWriter, r *http.Request) (any, error) {
 	q := r.URL.Query()
 	var problems []string
 	f := fsm.NotificationFilter{State: structs.NotificationState(q.Get("state")), After: q.Get("next")}
@@ -99,7 +99,7 @@ func (a *httpAPI) notificationList(w http.ResponseWriter, r *http.Request) (any,
 	return nonNil(list), nil
 }
 
-func (a *httpAPI) notificationGet(_ http.ResponseWriter, r *http.Request) (any, error) {
+func (a *clusterAPI) notificationGet(_ http.ResponseWriter, r *http.Request) (any, error) {
 	n, err := a.s.State().Notification(r.PathValue("id"))
 	if err != nil {
 		return nil, err
@@ -110,7 +110,7 @@ func (a *httpAPI) notificationGet(_ http.ResponseWriter, r *http.Request) (any, 
 	return n, nil
 }
 
-func (a *httpAPI) notifyTargets(_ http.ResponseWriter, _ *http.Request) (any, error) {
+func (a *clusterAPI) notifyTargets(_ http.ResponseWriter, _ *http.Request) (any, error) {
 	out := []*structs.NotifyTarget{}
 	for _, n := range a.s.config.Notify {
 		out = append(out, &structs.NotifyTarget{Name: n.Name, Kind: n.Kind, Events: nonNilStrings(n.Events),
@@ -126,7 +126,7 @@ func nonNilStrings(s []string) []string {
 	return s
 }
 
-func (a *httpAPI) notifyTest(_ http.ResponseWriter, r *http.Request) (any, error) {
+func (a *clusterAPI) notifyTest(_ http.ResponseWriter, r *http.Request) (any, error) {
 	if err := decode(r, &struct{}{}); err != nil {
 		return nil, err
 	}
@@ -147,7 +147,7 @@ func (a *httpAPI) notifyTest(_ http.ResponseWriter, r *http.Request) (any, error
 // or the Last-Event-ID header, then each new one as it is applied, until
 // the client goes away. Each event's id is its sequence number, so a
 // client resumes where it stopped.
-func (a *httpAPI) eventStream(w http.ResponseWriter, r *http.Request) (any, error) {
+func (a *clusterAPI) eventStream(w http.ResponseWriter, r *http.Request) (any, error) {
 	var after uint64
 	for _, v := range []string{r.URL.Query().Get("index"), strings.TrimSpace(r.Header.Get("Last-Event-ID"))} {
 		if v == "" {

@@ -19,7 +19,19 @@ import (
 	"github.com/nops-dev/nops/structs/holds"
 )
 
+// routes registers the routes of every group.
 func (a *httpAPI) routes(route func(pattern, kind string, rule routeRule, fn handlerFunc)) {
+	a.cluster.routes(route)
+	a.operator.routes(route)
+	a.reconcileRoutes(route)
+	a.acl.aclRoutes(route)
+	a.sso.ssoRoutes(route)
+	a.uiRoutes(route)
+}
+
+// routes of the cluster's state: status, agent, health, deployments,
+// pauses, windows, events and notifications.
+func (a *clusterAPI) routes(route func(pattern, kind string, rule routeRule, fn handlerFunc)) {
 	route("GET /v1/status/leader", kindRead, public(), a.statusLeader)
 	route("GET /v1/status/peers", kindRead, public(), a.statusPeers)
 	route("GET /v1/status/node", kindRead, public(), a.statusNode)
@@ -50,7 +62,11 @@ func (a *httpAPI) routes(route func(pattern, kind string, rule routeRule, fn han
 
 	route("GET /v1/events", kindRead, filtered(acl.Read), a.eventList)
 	a.notifyRoutes(route)
+}
 
+// routes of the operator: Raft, snapshots, keyring, autopilot, GC,
+// monitor and debug.
+func (a *operatorAPI) routes(route func(pattern, kind string, rule routeRule, fn handlerFunc)) {
 	route("GET /v1/operator/raft/configuration", kindRead, onCluster(acl.Operator), a.raftConfiguration)
 	route("DELETE /v1/operator/raft/peer", kindWrite, onCluster(acl.Operator), a.raftRemovePeer)
 	route("POST /v1/operator/raft/transfer-leadership", kindWrite, onCluster(acl.Operator), a.raftTransfer)
@@ -65,23 +81,19 @@ func (a *httpAPI) routes(route func(pattern, kind string, rule routeRule, fn han
 	route("DELETE /v1/operator/keyring", kindWrite, onCluster(acl.Operator), a.keyringChange("remove"))
 	route("GET /v1/operator/autopilot/configuration", kindRead, onCluster(acl.Operator), a.autopilotGetConfig)
 	route("PUT /v1/operator/autopilot/configuration", kindWrite, onCluster(acl.Operator), a.autopilotSetConfig)
-	route("GET /v1/operator/autopilot/health", kindRead, onCluster(acl.Operator), a.autopilotHealth)
+	route("GET /v1/operator/autopilot/health", kindLeaderRead, onCluster(acl.Operator), a.autopilotHealth)
 	route("POST /v1/operator/gc", kindWrite, onCluster(acl.Operator), a.operatorGC)
 	route("GET /v1/agent/monitor", kindRead, onCluster(acl.Operator), a.agentMonitor)
 	route("GET /v1/agent/debug/{item}", kindRead, onCluster(acl.Operator), a.agentDebug)
 	route("GET /debug/pprof/", kindRead, onCluster(acl.Operator), a.debugPprof)
-
-	a.reconcileRoutes(route)
-	a.aclRoutes(route)
-	a.uiRoutes(route)
 }
 
-func (a *httpAPI) statusLeader(_ http.ResponseWriter, _ *http.Request) (any, error) {
+func (a *clusterAPI) statusLeader(_ http.ResponseWriter, _ *http.Request) (any, error) {
 	addr, _ := a.s.Leader()
 	return addr, nil
 }
 
-func (a *httpAPI) statusPeers(_ http.ResponseWriter, _ *http.Request) (any, error) {
+func (a *clusterAPI) statusPeers(_ http.ResponseWriter, _ *http.Request) (any, error) {
 	f := a.s.raft.GetConfiguration()
 	if err := f.Error(); err != nil {
 		return nil, fmt.Errorf("raft configuration: %w", err)
@@ -93,11 +105,11 @@ func (a *httpAPI) statusPeers(_ http.ResponseWriter, _ *http.Request) (any, erro
 	return peers, nil
 }
 
-func (a *httpAPI) statusNode(_ http.ResponseWriter, _ *http.Request) (any, error) {
+func (a *clusterAPI) statusNode(_ http.ResponseWriter, _ *http.Request) (any, error) {
 	return &structs.NodeStatus{NodeID: a.s.nodeID, Name: a.s.nodeName()}, nil
 }
 
-func (a *httpAPI) agentSelf(_ http.ResponseWriter, _ *http.Request) (any, error) {
+func (a *apiBase) agentSelf(_ http.ResponseWriter, _ *http.Request) (any, error) {
 	s := a.s
 	leader, leaderID := s.Leader()
 	return &structs.AgentSelf{
@@ -108,7 +120,7 @@ func (a *httpAPI) agentSelf(_ http.ResponseWriter, _ *http.Request) (any, error)
 	}, nil
 }
 
-func (a *httpAPI) agentMembers(_ http.ResponseWriter, _ *http.Request) (any, error) {
+func (a *clusterAPI) agentMembers(_ http.ResponseWriter, _ *http.Request) (any, error) {
 	out := []structs.Member{}
 	refused := a.s.membership.refusals()
 	for _, m := range a.s.Members() {
@@ -119,7 +131,7 @@ func (a *httpAPI) agentMembers(_ http.ResponseWriter, _ *http.Request) (any, err
 	return out, nil
 }
 
-func (a *httpAPI) health(w http.ResponseWriter, _ *http.Request) (any, error) {
+func (a *clusterAPI) health(w http.ResponseWriter, _ *http.Request) (any, error) {
 	leader, _ := a.s.Leader()
 	if leader == "" {
 		return nil, &HTTPError{Code: http.StatusServiceUnavailable, Msg: structs.ErrNoLeader.Error()}
@@ -127,7 +139,7 @@ func (a *httpAPI) health(w http.ResponseWriter, _ *http.Request) (any, error) {
 	return &structs.Health{Status: "ok", Leader: leader, Node: a.s.nodeName()}, nil
 }
 
-func (a *httpAPI) deploymentList(w http.ResponseWriter, r *http.Request) (any, error) {
+func (a *clusterAPI) deploymentList(w http.ResponseWriter, r *http.Request) (any, error) {
 	q := r.URL.Query()
 	var problems []string
 	f := fsm.DeploymentFilter{Namespace: q.Get("namespace"), JobID: q.Get("job"), State: structs.DeploymentState(q.Get("state"))}
@@ -163,7 +175,7 @@ func (a *httpAPI) deploymentList(w http.ResponseWriter, r *http.Request) (any, e
 	return out, nil
 }
 
-func (a *httpAPI) lookupDeployment(r *http.Request) (*structs.Deployment, error) {
+func (a *apiBase) lookupDeployment(r *http.Request) (*structs.Deployment, error) {
 	id := r.PathValue("id")
 	d, err := a.s.State().Deployment(id)
 	if err != nil {
@@ -194,7 +206,7 @@ func (a *httpAPI) lookupDeployment(r *http.Request) (*structs.Deployment, error)
 	return d, nil
 }
 
-func (a *httpAPI) deploymentGet(_ http.ResponseWriter, r *http.Request) (any, error) {
+func (a *clusterAPI) deploymentGet(_ http.ResponseWriter, r *http.Request) (any, error) {
 	d, err := a.lookupDeployment(r)
 	if err != nil {
 		return nil, err
@@ -202,7 +214,7 @@ func (a *httpAPI) deploymentGet(_ http.ResponseWriter, r *http.Request) (any, er
 	return d.Public(), nil
 }
 
-func (a *httpAPI) deploymentEvents(_ http.ResponseWriter, r *http.Request) (any, error) {
+func (a *clusterAPI) deploymentEvents(_ http.ResponseWriter, r *http.Request) (any, error) {
 	d, err := a.lookupDeployment(r)
 	if err != nil {
 		return nil, err
@@ -214,7 +226,7 @@ func (a *httpAPI) deploymentEvents(_ http.ResponseWriter, r *http.Request) (any,
 	return nonNil(events), nil
 }
 
-func (a *httpAPI) decide(r *http.Request, decision, comment string) (any, error) {
+func (a *clusterAPI) decide(r *http.Request, decision, comment string) (any, error) {
 	d, err := a.lookupDeployment(r)
 	if err != nil {
 		return nil, err
@@ -234,7 +246,7 @@ func (a *httpAPI) decide(r *http.Request, decision, comment string) (any, error)
 	return d.Public(), nil
 }
 
-func (a *httpAPI) deploymentApprove(_ http.ResponseWriter, r *http.Request) (any, error) {
+func (a *clusterAPI) deploymentApprove(_ http.ResponseWriter, r *http.Request) (any, error) {
 	var body structs.ApproveRequest
 	if err := decode(r, &body); err != nil {
 		return nil, err
@@ -242,7 +254,7 @@ func (a *httpAPI) deploymentApprove(_ http.ResponseWriter, r *http.Request) (any
 	return a.decide(r, structs.DecisionApprove, body.Comment)
 }
 
-func (a *httpAPI) deploymentReject(_ http.ResponseWriter, r *http.Request) (any, error) {
+func (a *clusterAPI) deploymentReject(_ http.ResponseWriter, r *http.Request) (any, error) {
 	var body structs.RejectRequest
 	if err := decode(r, &body); err != nil {
 		return nil, err
@@ -250,12 +262,12 @@ func (a *httpAPI) deploymentReject(_ http.ResponseWriter, r *http.Request) (any,
 	return a.decide(r, structs.DecisionReject, body.Reason)
 }
 
-func (a *httpAPI) pauseList(_ http.ResponseWriter, _ *http.Request) (any, error) {
+func (a *clusterAPI) pauseList(_ http.ResponseWriter, _ *http.Request) (any, error) {
 	p, err := a.s.State().Pauses()
 	return nonNil(p), err
 }
 
-func (a *httpAPI) pauseOrResume(r *http.Request, t structs.MessageType, global bool) (any, error) {
+func (a *clusterAPI) pauseOrResume(r *http.Request, t structs.MessageType, global bool) (any, error) {
 	var body structs.ReasonRequest
 	if err := decode(r, &body); err != nil {
 		return nil, err
@@ -274,23 +286,23 @@ func (a *httpAPI) pauseOrResume(r *http.Request, t structs.MessageType, global b
 	return a.s.State().Pauses()
 }
 
-func (a *httpAPI) pauseAll(_ http.ResponseWriter, r *http.Request) (any, error) {
+func (a *clusterAPI) pauseAll(_ http.ResponseWriter, r *http.Request) (any, error) {
 	return a.pauseOrResume(r, structs.PauseRequestType, true)
 }
 
-func (a *httpAPI) resumeAll(_ http.ResponseWriter, r *http.Request) (any, error) {
+func (a *clusterAPI) resumeAll(_ http.ResponseWriter, r *http.Request) (any, error) {
 	return a.pauseOrResume(r, structs.ResumeRequestType, true)
 }
 
-func (a *httpAPI) jobPause(_ http.ResponseWriter, r *http.Request) (any, error) {
+func (a *clusterAPI) jobPause(_ http.ResponseWriter, r *http.Request) (any, error) {
 	return a.pauseOrResume(r, structs.PauseRequestType, false)
 }
 
-func (a *httpAPI) jobResume(_ http.ResponseWriter, r *http.Request) (any, error) {
+func (a *clusterAPI) jobResume(_ http.ResponseWriter, r *http.Request) (any, error) {
 	return a.pauseOrResume(r, structs.ResumeRequestType, false)
 }
 
-func (a *httpAPI) jobDeployNow(_ http.ResponseWriter, r *http.Request) (any, error) {
+func (a *clusterAPI) jobDeployNow(_ http.ResponseWriter, r *http.Request) (any, error) {
 	if err := decode(r, &struct{}{}); err != nil {
 		return nil, err
 	}
@@ -302,12 +314,12 @@ func (a *httpAPI) jobDeployNow(_ http.ResponseWriter, r *http.Request) (any, err
 	return a.s.State().Lift(req.Namespace, req.JobID)
 }
 
-func (a *httpAPI) windowList(_ http.ResponseWriter, _ *http.Request) (any, error) {
+func (a *clusterAPI) windowList(_ http.ResponseWriter, _ *http.Request) (any, error) {
 	w, err := a.s.State().Windows()
 	return nonNil(w), err
 }
 
-func (a *httpAPI) windowGet(_ http.ResponseWriter, r *http.Request) (any, error) {
+func (a *clusterAPI) windowGet(_ http.ResponseWriter, r *http.Request) (any, error) {
 	w, err := a.s.State().Window(r.PathValue("name"))
 	if err != nil {
 		return nil, err
@@ -318,7 +330,7 @@ func (a *httpAPI) windowGet(_ http.ResponseWriter, r *http.Request) (any, error)
 	return w, nil
 }
 
-func (a *httpAPI) windowPut(_ http.ResponseWriter, r *http.Request) (any, error) {
+func (a *clusterAPI) windowPut(_ http.ResponseWriter, r *http.Request) (any, error) {
 	var spec structs.WindowSpec
 	if err := decode(r, &spec); err != nil {
 		return nil, err
@@ -347,7 +359,7 @@ func (a *httpAPI) windowPut(_ http.ResponseWriter, r *http.Request) (any, error)
 	return a.s.State().Window(name)
 }
 
-func (a *httpAPI) windowDelete(_ http.ResponseWriter, r *http.Request) (any, error) {
+func (a *clusterAPI) windowDelete(_ http.ResponseWriter, r *http.Request) (any, error) {
 	req := &structs.WindowDeleteRequest{WriteMeta: writeMeta(r), Name: r.PathValue("name")}
 	if _, err := a.s.Apply(structs.WindowDeleteRequestType, req); err != nil {
 		return nil, err
@@ -359,7 +371,7 @@ func (a *httpAPI) windowDelete(_ http.ResponseWriter, r *http.Request) (any, err
 // eventList serves the audit log. since takes an RFC 3339 time or an event
 // sequence number; with wait, the request blocks until an event newer than
 // since arrives or the wait runs out (for `nops events -follow`).
-func (a *httpAPI) eventList(_ http.ResponseWriter, r *http.Request) (any, error) {
+func (a *clusterAPI) eventList(_ http.ResponseWriter, r *http.Request) (any, error) {
 	q := r.URL.Query()
 	var problems []string
 	f := fsm.EventFilter{Kind: q.Get("kind"), Object: q.Get("object")}
@@ -408,7 +420,7 @@ func (a *httpAPI) eventList(_ http.ResponseWriter, r *http.Request) (any, error)
 	}
 }
 
-func (a *httpAPI) raftConfiguration(_ http.ResponseWriter, _ *http.Request) (any, error) {
+func (a *operatorAPI) raftConfiguration(_ http.ResponseWriter, _ *http.Request) (any, error) {
 	f := a.s.raft.GetConfiguration()
 	if err := f.Error(); err != nil {
 		return nil, fmt.Errorf("raft configuration: %w", err)
@@ -425,7 +437,7 @@ func (a *httpAPI) raftConfiguration(_ http.ResponseWriter, _ *http.Request) (any
 	return out, nil
 }
 
-func (a *httpAPI) raftRemovePeer(_ http.ResponseWriter, r *http.Request) (any, error) {
+func (a *operatorAPI) raftRemovePeer(_ http.ResponseWriter, r *http.Request) (any, error) {
 	id := r.URL.Query().Get("id")
 	if id == "" {
 		return nil, badRequest("id: the peer's ID is required")
@@ -449,7 +461,7 @@ func (a *httpAPI) raftRemovePeer(_ http.ResponseWriter, r *http.Request) (any, e
 	return &structs.RaftPeerRemoved{Removed: id}, nil
 }
 
-func (a *httpAPI) raftTransfer(_ http.ResponseWriter, r *http.Request) (any, error) {
+func (a *operatorAPI) raftTransfer(_ http.ResponseWriter, r *http.Request) (any, error) {
 	id := r.URL.Query().Get("id")
 	var f raft.Future
 	if id == "" {
@@ -477,7 +489,7 @@ func (a *httpAPI) raftTransfer(_ http.ResponseWriter, r *http.Request) (any, err
 	return &structs.LeadershipTransfer{Leader: addr, LeaderID: lid}, nil
 }
 
-func (a *httpAPI) snapshotSave(w http.ResponseWriter, _ *http.Request) (any, error) {
+func (a *operatorAPI) snapshotSave(w http.ResponseWriter, _ *http.Request) (any, error) {
 	// A barrier first: the snapshot then holds every committed entry, and
 	// Raft has a log entry past the last configuration change to cut it
 	// at (it refuses to snapshot while the newest entry is one).
@@ -505,7 +517,7 @@ func (a *httpAPI) snapshotSave(w http.ResponseWriter, _ *http.Request) (any, err
 // restore, or answers 409 while another restore holds it: a restore costs
 // up to its limit in memory, and several at once would cost as many times
 // that.
-func (a *httpAPI) snapshotRestoreSlot() (release func(), err error) {
+func (a *operatorAPI) snapshotRestoreSlot() (release func(), err error) {
 	if !a.restoring.TryLock() {
 		return nil, &HTTPError{Code: http.StatusConflict,
 			Msg: "a snapshot restore is already in progress on this server: wait for it to finish"}
@@ -513,7 +525,7 @@ func (a *httpAPI) snapshotRestoreSlot() (release func(), err error) {
 	return a.restoring.Unlock, nil
 }
 
-func (a *httpAPI) snapshotRestore(_ http.ResponseWriter, r *http.Request) (any, error) {
+func (a *operatorAPI) snapshotRestore(_ http.ResponseWriter, r *http.Request) (any, error) {
 	release, err := a.snapshotRestoreSlot()
 	if err != nil {
 		return nil, err

@@ -80,7 +80,7 @@ type Server struct {
 	httpLn     net.Listener
 	httpServer *http.Server
 	rpcHTTP    *http.Server
-	// api serves both HTTP servers; fwd serves the writes followers
+	// api serves both HTTP servers; fwd serves the requests followers
 	// forward with the forwarding protocol (forward.go).
 	api *httpAPI
 	fwd *fwdServer
