@@ -231,8 +231,8 @@ func (a *clusterAPI) decide(r *http.Request, decision, comment string) (any, err
 	if err != nil {
 		return nil, err
 	}
-	if len(comment) > 4096 {
-		return nil, badRequest("comment: at most 4096 characters")
+	if err := structs.CheckText("comment", comment); err != nil {
+		return nil, err
 	}
 	req := &structs.DeploymentDecisionRequest{WriteMeta: writeMeta(r), ID: d.ID, Decision: decision, Comment: comment}
 	if _, err := a.s.Apply(structs.DeploymentDecisionRequestType, req); err != nil {
@@ -276,8 +276,8 @@ func (a *clusterAPI) pauseOrResume(r *http.Request, t structs.MessageType, globa
 	if !global {
 		req.Namespace, req.JobID = r.PathValue("ns"), r.PathValue("id")
 	}
-	if len(body.Reason) > 4096 {
-		return nil, badRequest("reason: at most 4096 characters")
+	if err := structs.CheckText("reason", body.Reason); err != nil {
+		return nil, err
 	}
 	if _, err := a.s.Apply(t, req); err != nil {
 		return nil, err
@@ -483,7 +483,7 @@ func (a *operatorAPI) raftTransfer(_ http.ResponseWriter, r *http.Request) (any,
 		f = a.s.raft.LeadershipTransferToServer(raft.ServerID(id), addr)
 	}
 	if err := a.s.waitFuture(f, transferTimeout); err != nil {
-		return nil, fmt.Errorf("%w: leadership transfer: %v", structs.ErrConflict, err)
+		return nil, fmt.Errorf("%w: leadership transfer: %w", structs.ErrConflict, err)
 	}
 	addr, lid := a.s.Leader()
 	return &structs.LeadershipTransfer{Leader: addr, LeaderID: lid}, nil
@@ -494,7 +494,7 @@ func (a *operatorAPI) snapshotSave(w http.ResponseWriter, _ *http.Request) (any,
 	// Raft has a log entry past the last configuration change to cut it
 	// at (it refuses to snapshot while the newest entry is one).
 	if err := a.s.waitFuture(a.s.raft.Barrier(raftApplyTimeout), raftApplyTimeout); err != nil {
-		return nil, fmt.Errorf("%w: barrier before snapshot: %v", structs.ErrNotLeader, err)
+		return nil, fmt.Errorf("%w: barrier before snapshot: %w", structs.ErrNotLeader, err)
 	}
 	f := a.s.raft.Snapshot()
 	if err := f.Error(); err != nil {
