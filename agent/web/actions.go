@@ -223,5 +223,5 @@ func (u actions) windowCreate(w http.ResponseWriter, r *http.Request) {
 		}
 		f.Other = append(f.Other, p)
 	}
-	views{u.UI}.renderWindows(w, r, http.StatusBadRequest, f)
+	views(u).renderWindows(w, r, http.StatusBadRequest, f)
 }
