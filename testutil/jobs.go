@@ -222,6 +222,16 @@ func (s *jobSpec) render(opts []JobOption) string {
 	}
 
 	w(0, "job %s {", hclString(s.id))
+	s.writeJobBlocks(w)
+	w(1, "")
+	s.writeGroup(w, final)
+	w(0, "}")
+	return b.String()
+}
+
+// writeJobBlocks writes the job's attributes and its meta, parameterized
+// and update blocks.
+func (s *jobSpec) writeJobBlocks(w func(int, string, ...any)) {
 	if s.namespace != "" {
 		w(1, "namespace   = %s", hclString(s.namespace))
 	}
@@ -251,8 +261,11 @@ func (s *jobSpec) render(opts []JobOption) string {
 		w(2, "auto_promote      = %t", s.autoPromote)
 		w(1, "}")
 	}
+}
 
-	w(1, "")
+// writeGroup writes the job's one group; a final group neither restarts
+// nor reschedules a failed task.
+func (s *jobSpec) writeGroup(w func(int, string, ...any), final bool) {
 	w(1, `group "app" {`)
 	w(2, "count = %d", s.count)
 	if s.scalingMax > 0 {
@@ -282,6 +295,12 @@ func (s *jobSpec) render(opts []JobOption) string {
 	w(3, "size = 10")
 	w(2, "}")
 	w(2, "")
+	s.writeTask(w)
+	w(1, "}")
+}
+
+// writeTask writes the group's one mock_driver task.
+func (s *jobSpec) writeTask(w func(int, string, ...any)) {
 	w(2, `task "app" {`)
 	w(3, `driver = "mock_driver"`)
 	w(3, "")
@@ -308,9 +327,6 @@ func (s *jobSpec) render(opts []JobOption) string {
 	w(4, "max_file_size = 1")
 	w(3, "}")
 	w(2, "}")
-	w(1, "}")
-	w(0, "}")
-	return b.String()
 }
 
 // writeMap writes an attribute `name = { "k" = "v" }`, the form that accepts

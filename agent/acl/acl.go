@@ -175,6 +175,31 @@ func Parse(rules string) (*Policy, error) {
 	if strings.TrimSpace(rules) == "" {
 		return nil, fmt.Errorf("%w: rules are empty", ErrInvalidPolicy)
 	}
+	clusters, namespaces, err := parseBlocks(rules)
+	if err != nil {
+		return nil, err
+	}
+	var pb policyBuilder
+	out := &Policy{}
+	if len(clusters) > 1 {
+		pb.problems = append(pb.problems, "more than one cluster block")
+	}
+	for _, c := range clusters {
+		b := pb.caps("cluster", clusterCaps, c.capabilities, c.deny)
+		out.Cluster = &b
+	}
+	for _, ns := range namespaces {
+		out.Namespaces = append(out.Namespaces, pb.namespace(ns))
+	}
+	if len(pb.problems) > 0 {
+		return nil, fmt.Errorf("%w: %s", ErrInvalidPolicy, strings.Join(pb.problems, "; "))
+	}
+	return out, nil
+}
+
+// parseBlocks parses the rules, as HCL or as JSON when they start with
+// "{", into their cluster and namespace blocks.
+func parseBlocks(rules string) (clusters, namespaces []rawBlock, err error) {
 	p := hclparse.NewParser()
 	var (
 		f     *hcl.File
@@ -186,10 +211,9 @@ func Parse(rules string) (*Policy, error) {
 		f, diags = p.ParseHCL([]byte(rules), "rules.hcl")
 	}
 	if diags.HasErrors() {
-		return nil, fmt.Errorf("%w: %s", ErrInvalidPolicy, diags.Error())
+		return nil, nil, fmt.Errorf("%w: %s", ErrInvalidPolicy, diags.Error())
 	}
 	content, diags := f.Body.Content(policySchema)
-	var clusters, namespaces []rawBlock
 	for _, b := range content.Blocks {
 		if b.Type == "cluster" {
 			c, d := decodeBlock(b.Body, capsSchema, "")
@@ -202,63 +226,63 @@ func Parse(rules string) (*Policy, error) {
 		namespaces = append(namespaces, ns)
 	}
 	if diags.HasErrors() {
-		return nil, fmt.Errorf("%w: %s", ErrInvalidPolicy, diags.Error())
+		return nil, nil, fmt.Errorf("%w: %s", ErrInvalidPolicy, diags.Error())
 	}
-	var problems []string
-	caps := func(where string, allowed Capability, grant, deny []string) Block {
-		var b Block
-		for _, n := range grant {
-			if n == "deny" {
-				b.Deny |= all
-				continue
-			}
-			c, ok := lookup(n)
-			switch {
-			case !ok:
-				problems = append(problems, fmt.Sprintf("%s: unknown capability %q", where, n))
-			case c&allowed == 0:
-				problems = append(problems, fmt.Sprintf("%s: capability %q cannot be granted here (allowed: %s)", where, n, allowed))
-			default:
-				b.Grant |= c
-			}
+	return clusters, namespaces, nil
+}
+
+// policyBuilder turns parsed blocks into a policy's blocks and collects
+// every problem it finds, so that one error names them all.
+type policyBuilder struct {
+	problems []string
+}
+
+// caps resolves the capability names granted and denied at where; a
+// capability not allowed there, or unknown, is a problem.
+func (pb *policyBuilder) caps(where string, allowed Capability, grant, deny []string) Block {
+	var b Block
+	for _, n := range grant {
+		if n == "deny" {
+			b.Deny |= all
+			continue
 		}
-		for _, n := range deny {
-			c, ok := lookup(n)
-			if !ok {
-				problems = append(problems, fmt.Sprintf("%s: unknown capability %q in deny", where, n))
-				continue
-			}
-			b.Deny |= c
+		c, ok := lookup(n)
+		switch {
+		case !ok:
+			pb.problems = append(pb.problems, fmt.Sprintf("%s: unknown capability %q", where, n))
+		case c&allowed == 0:
+			pb.problems = append(pb.problems, fmt.Sprintf("%s: capability %q cannot be granted here (allowed: %s)", where, n, allowed))
+		default:
+			b.Grant |= c
 		}
-		return b
 	}
-	out := &Policy{}
-	if len(clusters) > 1 {
-		problems = append(problems, "more than one cluster block")
-	}
-	for _, c := range clusters {
-		b := caps("cluster", clusterCaps, c.capabilities, c.deny)
-		out.Cluster = &b
-	}
-	for _, ns := range namespaces {
-		where := fmt.Sprintf("namespace %q", ns.name)
-		if err := structs.CheckGlob(ns.name); err != nil {
-			problems = append(problems, fmt.Sprintf("%s: %v", where, err))
+	for _, n := range deny {
+		c, ok := lookup(n)
+		if !ok {
+			pb.problems = append(pb.problems, fmt.Sprintf("%s: unknown capability %q in deny", where, n))
+			continue
 		}
-		nb := &NamespaceBlock{Glob: ns.name, Block: caps(where, namespaceCaps, ns.capabilities, ns.deny)}
-		for _, j := range ns.jobs {
-			jw := fmt.Sprintf("%s job %q", where, j.name)
-			if err := structs.CheckGlob(j.name); err != nil {
-				problems = append(problems, fmt.Sprintf("%s: %v", jw, err))
-			}
-			nb.Jobs = append(nb.Jobs, &JobBlock{Glob: j.name, Block: caps(jw, namespaceCaps, j.capabilities, j.deny)})
+		b.Deny |= c
+	}
+	return b
+}
+
+// namespace builds a namespace block and its job blocks; a bad glob is a
+// problem.
+func (pb *policyBuilder) namespace(ns rawBlock) *NamespaceBlock {
+	where := fmt.Sprintf("namespace %q", ns.name)
+	if err := structs.CheckGlob(ns.name); err != nil {
+		pb.problems = append(pb.problems, fmt.Sprintf("%s: %v", where, err))
+	}
+	nb := &NamespaceBlock{Glob: ns.name, Block: pb.caps(where, namespaceCaps, ns.capabilities, ns.deny)}
+	for _, j := range ns.jobs {
+		jw := fmt.Sprintf("%s job %q", where, j.name)
+		if err := structs.CheckGlob(j.name); err != nil {
+			pb.problems = append(pb.problems, fmt.Sprintf("%s: %v", jw, err))
 		}
-		out.Namespaces = append(out.Namespaces, nb)
+		nb.Jobs = append(nb.Jobs, &JobBlock{Glob: j.name, Block: pb.caps(jw, namespaceCaps, j.capabilities, j.deny)})
 	}
-	if len(problems) > 0 {
-		return nil, fmt.Errorf("%w: %s", ErrInvalidPolicy, strings.Join(problems, "; "))
-	}
-	return out, nil
+	return nb
 }
 
 func lookup(name string) (Capability, bool) {

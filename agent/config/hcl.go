@@ -86,9 +86,14 @@ func (l *loader) loadFile(p string) {
 	if content == nil {
 		return
 	}
+	l.decodeBlocks(content.Blocks)
+}
 
+// decodeBlocks decodes the top-level blocks of one file, refusing a block
+// defined twice in it.
+func (l *loader) decodeBlocks(blocks hcl.Blocks) {
 	seen := make(map[string]*hcl.Block)
-	for _, b := range content.Blocks {
+	for _, b := range blocks {
 		id := b.Type
 		if len(b.Labels) > 0 {
 			id += " " + fmt.Sprintf("%q", b.Labels[0])
@@ -103,33 +108,38 @@ func (l *loader) loadFile(p string) {
 			continue
 		}
 		seen[id] = b
+		l.decodeBlock(b)
+	}
+}
 
-		switch b.Type {
-		case blockRepository:
-			l.decodeRepository(b)
-		case blockConsul:
-			if c.Consul == nil {
-				c.Consul = l.newConsul()
-			}
-			l.decodeBody(b.Body, consulFields(c.Consul), nil)
-		case blockACL:
-			l.decodeBody(b.Body, []attrField{
-				{name: "enabled", v: boolValue(&c.ACL.Enabled)},
-				{name: "token_ttl", v: durationValue(&c.ACL.TokenTTL)},
-			}, nil)
-		case blockTLS:
-			l.decodeBody(b.Body, tlsFields(&c.TLS), nil)
-		case blockNotify:
-			l.decodeNotify(b)
-		case blockAutopilot:
-			l.decodeBody(b.Body, autopilotFields(&c.Autopilot), nil)
-		case blockRetention:
-			l.decodeRetention(b)
-		case blockWebhook:
-			l.decodeBody(b.Body, []attrField{
-				{name: "secret_env", v: stringValue(&c.Webhook.SecretEnv, nil)},
-			}, nil)
+// decodeBlock decodes one top-level block into the configuration.
+func (l *loader) decodeBlock(b *hcl.Block) {
+	c := l.cfg
+	switch b.Type {
+	case blockRepository:
+		l.decodeRepository(b)
+	case blockConsul:
+		if c.Consul == nil {
+			c.Consul = l.newConsul()
 		}
+		l.decodeBody(b.Body, consulFields(c.Consul), nil)
+	case blockACL:
+		l.decodeBody(b.Body, []attrField{
+			{name: "enabled", v: boolValue(&c.ACL.Enabled)},
+			{name: "token_ttl", v: durationValue(&c.ACL.TokenTTL)},
+		}, nil)
+	case blockTLS:
+		l.decodeBody(b.Body, tlsFields(&c.TLS), nil)
+	case blockNotify:
+		l.decodeNotify(b)
+	case blockAutopilot:
+		l.decodeBody(b.Body, autopilotFields(&c.Autopilot), nil)
+	case blockRetention:
+		l.decodeRetention(b)
+	case blockWebhook:
+		l.decodeBody(b.Body, []attrField{
+			{name: "secret_env", v: stringValue(&c.Webhook.SecretEnv, nil)},
+		}, nil)
 	}
 }
 

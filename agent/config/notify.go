@@ -54,6 +54,15 @@ func (n NotifyConfig) validate(add func(format string, args ...any)) {
 	if n.URL != "" && n.URLEnv != "" {
 		add("set exactly one of url and url_env")
 	}
+	n.validateKind(add)
+	n.validateOtherKinds(add)
+	n.validateSecret(add)
+	n.validateFilters(add)
+	n.validateRetry(add)
+}
+
+// validateKind checks the settings the target's kind requires.
+func (n NotifyConfig) validateKind(add func(format string, args ...any)) {
 	hasURL := n.URL != "" || n.URLEnv != ""
 	switch n.Kind {
 	case NotifyKindWebhook:
@@ -72,23 +81,7 @@ func (n NotifyConfig) validate(add func(format string, args ...any)) {
 		if hasURL {
 			add("url: an email target sends through smtp_addr, not a URL")
 		}
-		if _, port, err := net.SplitHostPort(n.SMTPAddr); err != nil || port == "" {
-			add("smtp_addr: must be host:port, not %q", n.SMTPAddr)
-		}
-		if _, err := mail.ParseAddress(n.From); err != nil {
-			add("from: %q is not an email address", n.From)
-		}
-		if len(n.To) == 0 {
-			add("to: at least one recipient is required")
-		}
-		for _, to := range n.To {
-			if _, err := mail.ParseAddress(to); err != nil {
-				add("to: %q is not an email address", to)
-			}
-		}
-		if n.Username != "" && n.SecretEnv == "" && n.SecretFile == "" {
-			add("username: set the password with secret_env or secret_file")
-		}
+		n.validateEmail(add)
 	case NotifyKindNomad:
 		if hasURL {
 			add("url: a nomad target dispatches to the server's Nomad, not a URL")
@@ -97,6 +90,31 @@ func (n NotifyConfig) validate(add func(format string, args ...any)) {
 			add("job: the parameterized job to dispatch is required")
 		}
 	}
+}
+
+// validateEmail checks an email target's server, sender and recipients.
+func (n NotifyConfig) validateEmail(add func(format string, args ...any)) {
+	if _, port, err := net.SplitHostPort(n.SMTPAddr); err != nil || port == "" {
+		add("smtp_addr: must be host:port, not %q", n.SMTPAddr)
+	}
+	if _, err := mail.ParseAddress(n.From); err != nil {
+		add("from: %q is not an email address", n.From)
+	}
+	if len(n.To) == 0 {
+		add("to: at least one recipient is required")
+	}
+	for _, to := range n.To {
+		if _, err := mail.ParseAddress(to); err != nil {
+			add("to: %q is not an email address", to)
+		}
+	}
+	if n.Username != "" && n.SecretEnv == "" && n.SecretFile == "" {
+		add("username: set the password with secret_env or secret_file")
+	}
+}
+
+// validateOtherKinds refuses the settings of another kind of target.
+func (n NotifyConfig) validateOtherKinds(add func(format string, args ...any)) {
 	if n.Channel != "" && n.Kind != NotifyKindSlack {
 		add("channel: only a slack target has a channel")
 	}
@@ -106,6 +124,10 @@ func (n NotifyConfig) validate(add func(format string, args ...any)) {
 	if n.Kind != NotifyKindNomad && (n.NomadJob != "" || n.NomadNamespace != "") {
 		add("job and namespace are settings of a nomad target")
 	}
+}
+
+// validateSecret checks the URL and where the secret comes from.
+func (n NotifyConfig) validateSecret(add func(format string, args ...any)) {
 	if n.URL != "" {
 		if err := checkHTTPURL(n.URL); err != nil {
 			add("url: %v", err)
@@ -119,6 +141,10 @@ func (n NotifyConfig) validate(add func(format string, args ...any)) {
 			add("secret_file: %v", err)
 		}
 	}
+}
+
+// validateFilters checks the events and the namespace and job globs.
+func (n NotifyConfig) validateFilters(add func(format string, args ...any)) {
 	known := structs.NotifyKinds()
 	for _, e := range n.Events {
 		if !slices.Contains(known, e) {
@@ -130,6 +156,10 @@ func (n NotifyConfig) validate(add func(format string, args ...any)) {
 			add("%v", err)
 		}
 	}
+}
+
+// validateRetry checks the delivery's durations.
+func (n NotifyConfig) validateRetry(add func(format string, args ...any)) {
 	for _, d := range []struct {
 		name string
 		v    time.Duration

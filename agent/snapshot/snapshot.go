@@ -167,85 +167,12 @@ func ReadLimited(r io.Reader, lim Limits) (_ *Archive, err error) {
 			_ = arc.Close()
 		}
 	}()
-	small := map[string][]byte{}
-	var stateSum []byte
-	seen := map[string]bool{}
-	for {
-		h, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return nil, archiveError(content, lim, fmt.Errorf("read archive: %w", err))
-		}
-		if seen[h.Name] {
-			return nil, fmt.Errorf("%w: %s appears twice in the archive", ErrInvalid, h.Name)
-		}
-		seen[h.Name] = true
-		if h.Typeflag != tar.TypeReg {
-			return nil, fmt.Errorf("%w: %s is not a regular file", ErrInvalid, h.Name)
-		}
-		limit := int64(0)
-		switch h.Name {
-		case metaFile:
-			limit = maxMetaSize
-		case sumsFile:
-			limit = maxSumsSize
-		case stateFile:
-			limit = lim.MaxSize
-		default:
-			return nil, fmt.Errorf("%w: unexpected file %q in archive", ErrInvalid, h.Name)
-		}
-		if h.Size < 0 || h.Size > limit {
-			return nil, fmt.Errorf("%w: %s claims %d bytes, over the limit of %d", ErrInvalid, h.Name, h.Size, limit)
-		}
-		if h.Name != stateFile {
-			b, err := io.ReadAll(tr)
-			if err != nil {
-				return nil, archiveError(content, lim, fmt.Errorf("read %s: %w", h.Name, err))
-			}
-			small[h.Name] = b
-			continue
-		}
-		sum := sha256.New()
-		if lim.TempDir != "" {
-			f, err := os.CreateTemp(lim.TempDir, "snapshot-restore-*")
-			if err != nil {
-				return nil, fmt.Errorf("keep snapshot state: %w", err)
-			}
-			arc.file = f
-			n, err := io.Copy(io.MultiWriter(f, sum), tr)
-			if err != nil {
-				return nil, archiveError(content, lim, fmt.Errorf("read %s: %w", h.Name, err))
-			}
-			arc.size = n
-		} else {
-			b, err := io.ReadAll(io.TeeReader(tr, sum))
-			if err != nil {
-				return nil, archiveError(content, lim, fmt.Errorf("read %s: %w", h.Name, err))
-			}
-			arc.state, arc.size = b, int64(len(b))
-		}
-		stateSum = sum.Sum(nil)
+	small, stateSum, err := readEntries(tr, content, lim, arc)
+	if err != nil {
+		return nil, err
 	}
-	for _, name := range []string{metaFile, stateFile, sumsFile} {
-		if !seen[name] {
-			return nil, fmt.Errorf("%w: archive has no %s", ErrInvalid, name)
-		}
-	}
-	want := map[string]string{}
-	for _, line := range strings.Split(strings.TrimSpace(string(small[sumsFile])), "\n") {
-		sum, name, ok := strings.Cut(line, "  ")
-		if !ok {
-			return nil, fmt.Errorf("%w: malformed %s line %q", ErrInvalid, sumsFile, line)
-		}
-		want[name] = sum
-	}
-	metaSum := sha256.Sum256(small[metaFile])
-	for name, got := range map[string][]byte{metaFile: metaSum[:], stateFile: stateSum} {
-		if hex.EncodeToString(got) != want[name] {
-			return nil, fmt.Errorf("%w: checksum mismatch for %s: archive is corrupt", ErrInvalid, name)
-		}
+	if err := checkSums(small, stateSum); err != nil {
+		return nil, err
 	}
 	var meta raft.SnapshotMeta
 	if err := json.Unmarshal(small[metaFile], &meta); err != nil {
@@ -257,6 +184,117 @@ func ReadLimited(r io.Reader, lim Limits) (_ *Archive, err error) {
 	meta.Size = arc.size
 	arc.Meta = &meta
 	return arc, nil
+}
+
+// readEntries reads the archive's files: the small ones into memory, keyed
+// by name, and the state into arc (in memory or in a file under
+// lim.TempDir). It returns the small files and the state's SHA-256, and
+// refuses a file twice, an unknown or oversized file, or a missing one.
+func readEntries(tr *tar.Reader, content *limitedReader, lim Limits, arc *Archive) (map[string][]byte, []byte, error) {
+	small := map[string][]byte{}
+	var stateSum []byte
+	seen := map[string]bool{}
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, nil, archiveError(content, lim, fmt.Errorf("read archive: %w", err))
+		}
+		if seen[h.Name] {
+			return nil, nil, fmt.Errorf("%w: %s appears twice in the archive", ErrInvalid, h.Name)
+		}
+		seen[h.Name] = true
+		if err := checkEntry(h, lim); err != nil {
+			return nil, nil, err
+		}
+		if h.Name != stateFile {
+			b, err := io.ReadAll(tr)
+			if err != nil {
+				return nil, nil, archiveError(content, lim, fmt.Errorf("read %s: %w", h.Name, err))
+			}
+			small[h.Name] = b
+			continue
+		}
+		if stateSum, err = readState(tr, content, lim, arc); err != nil {
+			return nil, nil, err
+		}
+	}
+	for _, name := range []string{metaFile, stateFile, sumsFile} {
+		if !seen[name] {
+			return nil, nil, fmt.Errorf("%w: archive has no %s", ErrInvalid, name)
+		}
+	}
+	return small, stateSum, nil
+}
+
+// checkEntry refuses an entry that is not a regular file, not one of the
+// archive's files, or larger than that file may be.
+func checkEntry(h *tar.Header, lim Limits) error {
+	if h.Typeflag != tar.TypeReg {
+		return fmt.Errorf("%w: %s is not a regular file", ErrInvalid, h.Name)
+	}
+	limit := int64(0)
+	switch h.Name {
+	case metaFile:
+		limit = maxMetaSize
+	case sumsFile:
+		limit = maxSumsSize
+	case stateFile:
+		limit = lim.MaxSize
+	default:
+		return fmt.Errorf("%w: unexpected file %q in archive", ErrInvalid, h.Name)
+	}
+	if h.Size < 0 || h.Size > limit {
+		return fmt.Errorf("%w: %s claims %d bytes, over the limit of %d", ErrInvalid, h.Name, h.Size, limit)
+	}
+	return nil
+}
+
+// readState reads the state file into arc, in a file under lim.TempDir
+// when set, and returns its SHA-256.
+func readState(tr *tar.Reader, content *limitedReader, lim Limits, arc *Archive) ([]byte, error) {
+	sum := sha256.New()
+	if lim.TempDir != "" {
+		f, err := os.CreateTemp(lim.TempDir, "snapshot-restore-*")
+		if err != nil {
+			return nil, fmt.Errorf("keep snapshot state: %w", err)
+		}
+		arc.file = f
+		n, err := io.Copy(io.MultiWriter(f, sum), tr)
+		if err != nil {
+			return nil, archiveError(content, lim, fmt.Errorf("read %s: %w", stateFile, err))
+		}
+		arc.size = n
+	} else {
+		b, err := io.ReadAll(io.TeeReader(tr, sum))
+		if err != nil {
+			return nil, archiveError(content, lim, fmt.Errorf("read %s: %w", stateFile, err))
+		}
+		arc.state, arc.size = b, int64(len(b))
+	}
+	return sum.Sum(nil), nil
+}
+
+// checkSums compares the metadata's and the state's SHA-256 with the
+// archive's SHA256SUMS.
+func checkSums(small map[string][]byte, stateSum []byte) error {
+	want := map[string]string{}
+	for _, line := range strings.Split(strings.TrimSpace(string(small[sumsFile])), "\n") {
+		sum, name, ok := strings.Cut(line, "  ")
+		if !ok {
+			return fmt.Errorf("%w: malformed %s line %q", ErrInvalid, sumsFile, line)
+		}
+		want[name] = sum
+	}
+	metaSum := sha256.Sum256(small[metaFile])
+	for name, got := range map[string][]byte{metaFile: metaSum[:], stateFile: stateSum} {
+		if hex.EncodeToString(got) != want[name] {
+			return fmt.Errorf("%w: checksum mismatch for %s: archive is corrupt", ErrInvalid, name)
+		}
+	}
+	return nil
 }
 
 // checkMeta refuses Raft metadata that Raft cannot restore safely.

@@ -15,7 +15,7 @@ import (
 // act runs one API write as the viewer after the CSRF check, then sends
 // the browser to back (Post/Redirect/Get) with a done= code, or shows the
 // API's refusal.
-func (u *UI) act(w http.ResponseWriter, r *http.Request, method, path string, body any, back, done string) {
+func (u actions) act(w http.ResponseWriter, r *http.Request, method, path string, body any, back, done string) {
 	if err := u.checkCSRF(r); err != nil {
 		u.fail(w, r, err)
 		return
@@ -56,7 +56,7 @@ func (u *UI) catchUp(r *http.Request, resp *Response) {
 	}
 }
 
-func (u *UI) comment(w http.ResponseWriter, r *http.Request, name string) (string, bool) {
+func (u actions) comment(w http.ResponseWriter, r *http.Request, name string) (string, bool) {
 	if err := r.ParseForm(); err != nil {
 		u.Fail(w, r, http.StatusBadRequest, "bad form: "+err.Error())
 		return "", false
@@ -79,7 +79,7 @@ func jobPath(r *http.Request) (api, page string) {
 	return "/v1/job/" + p, "/ui/job/" + p
 }
 
-func (u *UI) approve(w http.ResponseWriter, r *http.Request) {
+func (u actions) approve(w http.ResponseWriter, r *http.Request) {
 	c, ok := u.comment(w, r, "comment")
 	if !ok {
 		return
@@ -88,7 +88,7 @@ func (u *UI) approve(w http.ResponseWriter, r *http.Request) {
 	u.act(w, r, http.MethodPost, api+"/approve", map[string]string{"comment": c}, page, "approve")
 }
 
-func (u *UI) reject(w http.ResponseWriter, r *http.Request) {
+func (u actions) reject(w http.ResponseWriter, r *http.Request) {
 	c, ok := u.comment(w, r, "reason")
 	if !ok {
 		return
@@ -97,12 +97,12 @@ func (u *UI) reject(w http.ResponseWriter, r *http.Request) {
 	u.act(w, r, http.MethodPost, api+"/reject", map[string]string{"reason": c}, page, "reject")
 }
 
-func (u *UI) promote(w http.ResponseWriter, r *http.Request) {
+func (u actions) promote(w http.ResponseWriter, r *http.Request) {
 	api, page := deploymentPath(r)
 	u.act(w, r, http.MethodPost, api+"/promote", nil, page, "promote")
 }
 
-func (u *UI) jobPause(w http.ResponseWriter, r *http.Request) {
+func (u actions) jobPause(w http.ResponseWriter, r *http.Request) {
 	c, ok := u.comment(w, r, "reason")
 	if !ok {
 		return
@@ -111,7 +111,7 @@ func (u *UI) jobPause(w http.ResponseWriter, r *http.Request) {
 	u.act(w, r, http.MethodPost, api+"/pause", map[string]string{"reason": c}, page, "pause")
 }
 
-func (u *UI) jobResume(w http.ResponseWriter, r *http.Request) {
+func (u actions) jobResume(w http.ResponseWriter, r *http.Request) {
 	c, ok := u.comment(w, r, "reason")
 	if !ok {
 		return
@@ -120,17 +120,17 @@ func (u *UI) jobResume(w http.ResponseWriter, r *http.Request) {
 	u.act(w, r, http.MethodPost, api+"/resume", map[string]string{"reason": c}, page, "resume")
 }
 
-func (u *UI) jobRetry(w http.ResponseWriter, r *http.Request) {
+func (u actions) jobRetry(w http.ResponseWriter, r *http.Request) {
 	api, page := jobPath(r)
 	u.act(w, r, http.MethodPost, api+"/retry", nil, page, "retry")
 }
 
-func (u *UI) jobDeployNow(w http.ResponseWriter, r *http.Request) {
+func (u actions) jobDeployNow(w http.ResponseWriter, r *http.Request) {
 	api, page := jobPath(r)
 	u.act(w, r, http.MethodPost, api+"/deploy-now", nil, page, "deploy-now")
 }
 
-func (u *UI) pauseAll(w http.ResponseWriter, r *http.Request) {
+func (u actions) pauseAll(w http.ResponseWriter, r *http.Request) {
 	c, ok := u.comment(w, r, "reason")
 	if !ok {
 		return
@@ -138,7 +138,7 @@ func (u *UI) pauseAll(w http.ResponseWriter, r *http.Request) {
 	u.act(w, r, http.MethodPost, "/v1/pause", map[string]string{"reason": c}, "/ui/pauses", "pause")
 }
 
-func (u *UI) resumeAll(w http.ResponseWriter, r *http.Request) {
+func (u actions) resumeAll(w http.ResponseWriter, r *http.Request) {
 	c, ok := u.comment(w, r, "reason")
 	if !ok {
 		return
@@ -146,11 +146,11 @@ func (u *UI) resumeAll(w http.ResponseWriter, r *http.Request) {
 	u.act(w, r, http.MethodPost, "/v1/resume", map[string]string{"reason": c}, "/ui/pauses", "resume")
 }
 
-func (u *UI) repoRefresh(w http.ResponseWriter, r *http.Request) {
+func (u actions) repoRefresh(w http.ResponseWriter, r *http.Request) {
 	u.act(w, r, http.MethodPost, "/v1/repo/"+url.PathEscape(r.PathValue("name"))+"/refresh", nil, "/ui/", "refresh")
 }
 
-func (u *UI) windowDelete(w http.ResponseWriter, r *http.Request) {
+func (u actions) windowDelete(w http.ResponseWriter, r *http.Request) {
 	u.act(w, r, http.MethodDelete, "/v1/window/"+url.PathEscape(r.PathValue("name")), nil, "/ui/windows", "window-delete")
 }
 
@@ -168,7 +168,7 @@ func splitList(s string) []string {
 // windowCreate validates the form as the API does and shows each problem
 // next to its field; a valid window is written through the API (which
 // validates again on the leader).
-func (u *UI) windowCreate(w http.ResponseWriter, r *http.Request) {
+func (u actions) windowCreate(w http.ResponseWriter, r *http.Request) {
 	if err := u.checkCSRF(r); err != nil {
 		u.fail(w, r, err)
 		return
@@ -223,5 +223,5 @@ func (u *UI) windowCreate(w http.ResponseWriter, r *http.Request) {
 		}
 		f.Other = append(f.Other, p)
 	}
-	u.renderWindows(w, r, http.StatusBadRequest, f)
+	views(u).renderWindows(w, r, http.StatusBadRequest, f)
 }

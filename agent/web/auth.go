@@ -27,7 +27,7 @@ type loginData struct {
 	SSO     bool
 }
 
-func (u *UI) loginPage(w http.ResponseWriter, r *http.Request) {
+func (u sessions) loginPage(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	u.render(w, r, http.StatusOK, "login", "Log in", &loginData{
 		Next: safeNext(q.Get("next")), Expired: q.Get("expired") != "", Error: q.Get("error"), SSO: u.cfg.ACLs,
@@ -37,7 +37,7 @@ func (u *UI) loginPage(w http.ResponseWriter, r *http.Request) {
 // login checks a token against the API (GET /v1/acl/token/self, which the
 // server answers from its replicated state or, for a token it does not
 // know yet, from the leader) and keeps it in the session cookie.
-func (u *UI) login(w http.ResponseWriter, r *http.Request) {
+func (u sessions) login(w http.ResponseWriter, r *http.Request) {
 	if err := u.checkCSRF(r); err != nil {
 		u.fail(w, r, err)
 		return
@@ -65,7 +65,7 @@ func (u *UI) login(w http.ResponseWriter, r *http.Request) {
 }
 
 // tokenSelf reads the token a login presents, as the API shows it.
-func (u *UI) tokenSelf(r *http.Request, secret string) (*structs.ACLTokenView, int, string) {
+func (u sessions) tokenSelf(r *http.Request, secret string) (*structs.ACLTokenView, int, string) {
 	resp, err := u.cfg.Backend.Do(r.Context(), &Viewer{Token: secret}, http.MethodGet, "/v1/acl/token/self", nil)
 	if err != nil {
 		return nil, http.StatusBadGateway, err.Error()
@@ -86,7 +86,7 @@ func (u *UI) tokenSelf(r *http.Request, secret string) (*structs.ACLTokenView, i
 // redirect: after the SSO callback (a navigation from the identity
 // provider's site) a SameSite=Strict cookie is sent only on a navigation
 // that starts on this site.
-func (u *UI) startSession(w http.ResponseWriter, r *http.Request, secret, next string) {
+func (u sessions) startSession(w http.ResponseWriter, r *http.Request, secret, next string) {
 	http.SetCookie(w, u.cookie(cookieToken, secret, 0, http.SameSiteStrictMode))
 	http.SetCookie(w, u.cookie(cookieCSRF, randomToken(), 0, http.SameSiteStrictMode))
 	http.SetCookie(w, u.cookie(cookieOIDC, "", -1, http.SameSiteLaxMode))
@@ -100,7 +100,7 @@ func (u *UI) startSession(w http.ResponseWriter, r *http.Request, secret, next s
 		html.EscapeString(next) + `">Continue</a></p></main></body></html>`))
 }
 
-func (u *UI) logout(w http.ResponseWriter, r *http.Request) {
+func (u sessions) logout(w http.ResponseWriter, r *http.Request) {
 	if err := u.checkCSRF(r); err != nil {
 		u.fail(w, r, err)
 		return
@@ -122,7 +122,7 @@ type oidcState struct {
 	Next     string `json:"x"`
 }
 
-func (u *UI) redirectURI(r *http.Request) string {
+func (u sessions) redirectURI(r *http.Request) string {
 	if u.cfg.UIURL != "" {
 		return u.cfg.UIURL + "/ui/oidc/callback"
 	}
@@ -135,7 +135,7 @@ func (u *UI) redirectURI(r *http.Request) string {
 
 // ssoStart asks the server for the OIDC auth URL of the auth method (the
 // default one unless ?method= names one) and sends the browser there.
-func (u *UI) ssoStart(w http.ResponseWriter, r *http.Request) {
+func (u sessions) ssoStart(w http.ResponseWriter, r *http.Request) {
 	if !u.cfg.ACLs {
 		u.Fail(w, r, http.StatusBadRequest, "ACLs are disabled on this cluster: there is nothing to log in to.")
 		return
@@ -168,14 +168,14 @@ func (u *UI) ssoStart(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, au.AuthURL, http.StatusSeeOther)
 }
 
-func (u *UI) loginError(w http.ResponseWriter, r *http.Request, msg string) {
+func (u sessions) loginError(w http.ResponseWriter, r *http.Request, msg string) {
 	u.render(w, r, http.StatusBadRequest, "login", "Log in", &loginData{Next: "/ui/", Error: "SSO: " + msg, SSO: u.cfg.ACLs})
 }
 
 // ssoCallback completes the OIDC flow: it checks the state against the
 // browser's cookie, exchanges the code for a token through the API and
 // starts the session.
-func (u *UI) ssoCallback(w http.ResponseWriter, r *http.Request) {
+func (u sessions) ssoCallback(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	c, err := r.Cookie(cookieOIDC)
 	if err != nil || len(c.Value) > maxCookie {

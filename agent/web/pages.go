@@ -42,7 +42,7 @@ type Member struct {
 // activeStates are the states of a running deployment.
 var activeStates = []structs.DeploymentState{structs.StateDetected, structs.StatePreHook, structs.StateApplying, structs.StatePostHook}
 
-func (u *UI) deployments(r *http.Request, q url.Values) ([]*structs.Deployment, error) {
+func (u views) deployments(r *http.Request, q url.Values) ([]*structs.Deployment, error) {
 	var out []*structs.Deployment
 	err := u.get(r, "/v1/deployments?"+q.Encode(), &out)
 	return out, err
@@ -54,7 +54,7 @@ type windowView struct {
 	Next time.Time
 }
 
-func (u *UI) windowViews(list []*structs.SyncWindow) []windowView {
+func (u views) windowViews(list []*structs.SyncWindow) []windowView {
 	now := u.cfg.Now()
 	out := make([]windowView, 0, len(list))
 	for _, w := range list {
@@ -81,7 +81,7 @@ type overviewData struct {
 	Servers []structs.AutopilotServerHealth
 }
 
-func (u *UI) overview(w http.ResponseWriter, r *http.Request) {
+func (u views) overview(w http.ResponseWriter, r *http.Request) {
 	v := viewerOf(r)
 	d := &overviewData{Counts: map[string]int{}}
 	if v.cluster("read") {
@@ -163,7 +163,7 @@ type jobsData struct {
 	Namespaces []string
 }
 
-func (u *UI) jobs(w http.ResponseWriter, r *http.Request) {
+func (u views) jobs(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	d := &jobsData{Namespace: q.Get("namespace"), Sync: q.Get("sync"), Policy: q.Get("policy"), Held: q.Get("held"), Blocked: q.Get("blocked")}
 	var all []*structs.JobSummary
@@ -208,7 +208,7 @@ type jobData struct {
 	NomadURL string
 }
 
-func (u *UI) job(w http.ResponseWriter, r *http.Request) {
+func (u views) job(w http.ResponseWriter, r *http.Request) {
 	ns, id := r.PathValue("ns"), r.PathValue("id")
 	d := &jobData{Detail: &structs.JobDetail{}}
 	if err := u.get(r, "/v1/job/"+url.PathEscape(ns)+"/"+url.PathEscape(id), d.Detail); err != nil {
@@ -240,7 +240,7 @@ type deploymentData struct {
 	HealthErr string
 }
 
-func (u *UI) deployment(w http.ResponseWriter, r *http.Request) {
+func (u views) deployment(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	d := &deploymentData{D: &structs.Deployment{}}
 	if err := u.get(r, "/v1/deployment/"+url.PathEscape(id), d.D); err != nil {
@@ -264,7 +264,7 @@ func (u *UI) deployment(w http.ResponseWriter, r *http.Request) {
 	u.render(w, r, http.StatusOK, "deployment", "Deployment "+structs.ShortID(d.D.ID), d)
 }
 
-func (u *UI) approvals(w http.ResponseWriter, r *http.Request) {
+func (u views) approvals(w http.ResponseWriter, r *http.Request) {
 	list, err := u.deployments(r, url.Values{"state": {string(structs.StatePendingApproval)}})
 	if err != nil {
 		u.fail(w, r, err)
@@ -275,7 +275,7 @@ func (u *UI) approvals(w http.ResponseWriter, r *http.Request) {
 	u.render(w, r, http.StatusOK, "approvals", "Approvals", list)
 }
 
-func (u *UI) pauses(w http.ResponseWriter, r *http.Request) {
+func (u views) pauses(w http.ResponseWriter, r *http.Request) {
 	var list []*structs.Pause
 	if err := u.get(r, "/v1/pauses", &list); err != nil {
 		u.fail(w, r, err)
@@ -300,11 +300,11 @@ type windowsData struct {
 	Form    *windowForm
 }
 
-func (u *UI) windows(w http.ResponseWriter, r *http.Request) {
+func (u views) windows(w http.ResponseWriter, r *http.Request) {
 	u.renderWindows(w, r, http.StatusOK, &windowForm{Kind: "deny", Timezone: "UTC"})
 }
 
-func (u *UI) renderWindows(w http.ResponseWriter, r *http.Request, code int, form *windowForm) {
+func (u views) renderWindows(w http.ResponseWriter, r *http.Request, code int, form *windowForm) {
 	var list []*structs.SyncWindow
 	if err := u.get(r, "/v1/windows", &list); err != nil {
 		// A token that may write windows but not read the cluster
@@ -318,7 +318,7 @@ func (u *UI) renderWindows(w http.ResponseWriter, r *http.Request, code int, for
 	u.render(w, r, code, "windows", "Windows", &windowsData{Windows: u.windowViews(list), Form: form})
 }
 
-func (u *UI) orphans(w http.ResponseWriter, r *http.Request) {
+func (u views) orphans(w http.ResponseWriter, r *http.Request) {
 	var list []*structs.JobStatus
 	if err := u.get(r, "/v1/orphans", &list); err != nil {
 		u.fail(w, r, err)
@@ -338,7 +338,7 @@ type eventsData struct {
 	More   bool
 }
 
-func (u *UI) events(w http.ResponseWriter, r *http.Request) {
+func (u views) events(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	d := &eventsData{Kind: q.Get("kind"), Object: q.Get("object"), Since: q.Get("since")}
 	api := url.Values{}
@@ -367,7 +367,7 @@ func (u *UI) events(w http.ResponseWriter, r *http.Request) {
 	u.render(w, r, http.StatusOK, "events", "Events", d)
 }
 
-func (u *UI) cluster(w http.ResponseWriter, r *http.Request) {
+func (u views) cluster(w http.ResponseWriter, r *http.Request) {
 	c, err := u.cfg.Backend.Cluster()
 	if err != nil {
 		u.fail(w, r, err)

@@ -203,6 +203,18 @@ type UI struct {
 	streams atomic.Int64
 }
 
+// views are the dashboard's pages: each reads the API as the viewer and
+// renders one template; none writes.
+type views struct{ *UI }
+
+// actions are the dashboard's forms: each checks the CSRF token, runs one
+// API write as the viewer and sends the browser back to a page.
+type actions struct{ *UI }
+
+// sessions are the dashboard's login, logout and SSO handlers: they set
+// and clear the session cookies.
+type sessions struct{ *UI }
+
 // New parses the templates and returns the dashboard.
 func New(cfg Config) (*UI, error) {
 	if cfg.Backend == nil {
@@ -449,7 +461,7 @@ func (u *UI) Static(w http.ResponseWriter, r *http.Request) {
 	u.static.ServeHTTP(w, r)
 }
 
-// readLimited reads at most n bytes of a form field.
+// field reads at most n bytes of a form field.
 func field(r *http.Request, name string, n int) string {
 	v := strings.TrimSpace(r.PostFormValue(name))
 	if len(v) > n {

@@ -183,89 +183,114 @@ func (d *Deliverer) pass(ctx context.Context) (time.Time, error) {
 	now := d.now()
 	d.metrics.observeQueue(pending, now)
 
-	var (
-		results []structs.NotificationResult
-		due     []*delivery
-		next    time.Time
-		// busy holds the (target, job) pairs with an earlier notification
-		// still pending: later ones wait for it.
-		busy = map[string]bool{}
-	)
-	soonest := func(t time.Time) {
-		if next.IsZero() || t.Before(next) {
-			next = t
-		}
-	}
+	p := &passPlan{busy: map[string]bool{}}
 	for _, n := range pending {
-		open := 0
-		for _, t := range d.cfg.Targets {
-			if !t.Matches(n) {
-				continue
-			}
-			tr := n.Target(t.Name)
-			if tr != nil && tr.State != structs.TargetPending {
-				continue
-			}
-			open++
-			key := t.Name + "\x00" + n.JobKey()
-			if busy[key] {
-				continue
-			}
-			busy[key] = true
-			attempts := 0
-			var lastErr string
-			if tr != nil {
-				attempts, lastErr = tr.Attempts, tr.LastError
-			}
-			if giveUp := n.Time.Add(t.GiveUpAfter); !now.Before(giveUp) {
-				msg := fmt.Sprintf("gave up after %s and %d attempts", t.GiveUpAfter, attempts)
-				if lastErr != "" {
-					msg += ": " + lastErr
-				}
-				results = append(results, structs.NotificationResult{ID: n.ID, Target: t.Name, State: structs.TargetDead, Error: msg})
-				d.metrics.dead.WithLabelValues(t.Name).Inc()
-				continue
-			}
-			if tr != nil && tr.NextAttemptAt.After(now) {
-				soonest(tr.NextAttemptAt)
-				continue
-			}
-			due = append(due, &delivery{n: n, target: t, attempts: attempts})
-		}
-		if open == 0 {
-			// Every matching target is done (or none matches): close it.
-			results = append(results, structs.NotificationResult{ID: n.ID, Final: finalState(n)})
-		}
+		d.plan(p, n, now)
 	}
-	d.send(ctx, due)
-	for _, dl := range due {
-		r := structs.NotificationResult{ID: dl.n.ID, Target: dl.target.Name, Attempted: true}
-		if dl.attempts > 0 {
-			d.metrics.retried.WithLabelValues(dl.target.Name).Inc()
-		}
-		if dl.err == nil {
-			r.State = structs.TargetDelivered
-			d.metrics.sent.WithLabelValues(dl.target.Name).Inc()
-		} else {
-			r.State, r.Error = structs.TargetPending, dl.err.Error()
-			r.NextAttemptAt = now.Add(retryDelay(dl.target, dl.attempts+1))
-			d.metrics.failed.WithLabelValues(dl.target.Name).Inc()
-			d.logger.Debug("notification not delivered", "id", dl.n.ID, "target", dl.target.Name,
-				"attempt", dl.attempts+1, "error", dl.err)
-			soonest(r.NextAttemptAt)
-		}
-		results = append(results, r)
+	d.send(ctx, p.due)
+	for _, dl := range p.due {
+		p.results = append(p.results, d.outcome(p, dl, now))
 	}
-	if err := d.record(results); err != nil {
-		return next, err
+	if err := d.record(p.results); err != nil {
+		return p.next, err
 	}
-	if len(results) > 0 && next.IsZero() {
+	if len(p.results) > 0 && p.next.IsZero() {
 		// What was recorded may have finished a notification or freed the
 		// next one of a job: look again at once.
-		next = now
+		p.next = now
 	}
 	d.prune(now)
-	return next, nil
+	return p.next, nil
+}
+
+// passPlan is what one pass decides: the results to record, the
+// deliveries due now, and when the soonest later attempt is due.
+type passPlan struct {
+	results []structs.NotificationResult
+	due     []*delivery
+	next    time.Time
+	// busy holds the (target, job) pairs with an earlier notification
+	// still pending: later ones wait for it.
+	busy map[string]bool
+}
+
+// soonest moves the next attempt forward to t when t comes first.
+func (p *passPlan) soonest(t time.Time) {
+	if p.next.IsZero() || t.Before(p.next) {
+		p.next = t
+	}
+}
+
+// plan decides what to do with one pending notification for each target
+// it still waits on, and closes it when it waits on none.
+func (d *Deliverer) plan(p *passPlan, n *structs.Notification, now time.Time) {
+	open := 0
+	for _, t := range d.cfg.Targets {
+		if !t.Matches(n) {
+			continue
+		}
+		tr := n.Target(t.Name)
+		if tr != nil && tr.State != structs.TargetPending {
+			continue
+		}
+		open++
+		d.planTarget(p, n, t, tr, now)
+	}
+	if open == 0 {
+		// Every matching target is done (or none matches): close it.
+		p.results = append(p.results, structs.NotificationResult{ID: n.ID, Final: finalState(n)})
+	}
+}
+
+// planTarget gives up on a notification to a target when it is too old,
+// or makes it due when its next attempt has come and no earlier one of
+// the same job waits for that target.
+func (d *Deliverer) planTarget(p *passPlan, n *structs.Notification, t *Target, tr *structs.NotificationTarget, now time.Time) {
+	key := t.Name + "\x00" + n.JobKey()
+	if p.busy[key] {
+		return
+	}
+	p.busy[key] = true
+	attempts := 0
+	var lastErr string
+	if tr != nil {
+		attempts, lastErr = tr.Attempts, tr.LastError
+	}
+	if giveUp := n.Time.Add(t.GiveUpAfter); !now.Before(giveUp) {
+		msg := fmt.Sprintf("gave up after %s and %d attempts", t.GiveUpAfter, attempts)
+		if lastErr != "" {
+			msg += ": " + lastErr
+		}
+		p.results = append(p.results, structs.NotificationResult{ID: n.ID, Target: t.Name, State: structs.TargetDead, Error: msg})
+		d.metrics.dead.WithLabelValues(t.Name).Inc()
+		return
+	}
+	if tr != nil && tr.NextAttemptAt.After(now) {
+		p.soonest(tr.NextAttemptAt)
+		return
+	}
+	p.due = append(p.due, &delivery{n: n, target: t, attempts: attempts})
+}
+
+// outcome is the result to record of one attempt made, with its retry
+// time when it failed.
+func (d *Deliverer) outcome(p *passPlan, dl *delivery, now time.Time) structs.NotificationResult {
+	r := structs.NotificationResult{ID: dl.n.ID, Target: dl.target.Name, Attempted: true}
+	if dl.attempts > 0 {
+		d.metrics.retried.WithLabelValues(dl.target.Name).Inc()
+	}
+	if dl.err == nil {
+		r.State = structs.TargetDelivered
+		d.metrics.sent.WithLabelValues(dl.target.Name).Inc()
+	} else {
+		r.State, r.Error = structs.TargetPending, dl.err.Error()
+		r.NextAttemptAt = now.Add(retryDelay(dl.target, dl.attempts+1))
+		d.metrics.failed.WithLabelValues(dl.target.Name).Inc()
+		d.logger.Debug("notification not delivered", "id", dl.n.ID, "target", dl.target.Name,
+			"attempt", dl.attempts+1, "error", dl.err)
+		p.soonest(r.NextAttemptAt)
+	}
+	return r
 }
 
 // finalState is the state a notification ends in once no target waits:
