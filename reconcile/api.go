@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nops-dev/nops/fsm"
 	"github.com/nops-dev/nops/structs"
 )
 
@@ -31,10 +32,9 @@ func (m *Manager) Jobs(namespace string, sync structs.SyncState) ([]*structs.Job
 	if err != nil {
 		return nil, fmt.Errorf("job statuses: %w", err)
 	}
-	var reconciled *time.Time
-	if c, err := st.DetectionCycle(); err == nil && c != nil {
-		t := c.FinishedAt
-		reconciled = &t
+	reconciled, err := lastReconciled(st)
+	if err != nil {
+		return nil, err
 	}
 	out := []*structs.JobSummary{}
 	for _, s := range list {
@@ -42,15 +42,39 @@ func (m *Manager) Jobs(namespace string, sync structs.SyncState) ([]*structs.Job
 			continue
 		}
 		sum := &structs.JobSummary{JobStatus: s, LastReconciled: reconciled}
-		if d, err := st.ActiveDeployment(s.Namespace, s.JobID); err == nil {
-			sum.ActiveDeployment = ref(d)
+		active, last, err := deploymentsOf(st, s.Namespace, s.JobID)
+		if err != nil {
+			return nil, err
 		}
-		if d, err := st.LastDeployment(s.Namespace, s.JobID); err == nil {
-			sum.LastDeployment = ref(d)
-		}
+		sum.ActiveDeployment, sum.LastDeployment = ref(active), ref(last)
 		out = append(out, sum)
 	}
 	return out, nil
+}
+
+// lastReconciled is when the last detection cycle finished; nil before the
+// first.
+func lastReconciled(st *fsm.StateStore) (*time.Time, error) {
+	c, err := st.DetectionCycle()
+	if err != nil {
+		return nil, fmt.Errorf("read detection cycle: %w", err)
+	}
+	if c == nil {
+		return nil, nil
+	}
+	t := c.FinishedAt
+	return &t, nil
+}
+
+// deploymentsOf reads a job's active and last deployments (nil for none).
+func deploymentsOf(st *fsm.StateStore, namespace, jobID string) (active, last *structs.Deployment, err error) {
+	if active, err = st.ActiveDeployment(namespace, jobID); err != nil {
+		return nil, nil, fmt.Errorf("read active deployment of %s: %w", structs.JobKey(namespace, jobID), err)
+	}
+	if last, err = st.LastDeployment(namespace, jobID); err != nil {
+		return nil, nil, fmt.Errorf("read last deployment of %s: %w", structs.JobKey(namespace, jobID), err)
+	}
+	return active, last, nil
 }
 
 func ref(d *structs.Deployment) *structs.DeploymentRef {
@@ -72,21 +96,28 @@ func (m *Manager) Job(namespace, jobID string) (*structs.JobDetail, error) {
 		return nil, fmt.Errorf("%w: job %s is not managed by Nops", structs.ErrNotFound, structs.JobKey(namespace, jobID))
 	}
 	out := &structs.JobDetail{Status: s}
-	if d, err := st.ActiveDeployment(namespace, jobID); err == nil && d != nil {
-		out.ActiveDeployment = d.Public()
+	active, last, err := deploymentsOf(st, namespace, jobID)
+	if err != nil {
+		return nil, err
 	}
-	if d, err := st.LastDeployment(namespace, jobID); err == nil && d != nil {
-		out.LastDeployment = d.Public()
+	if active != nil {
+		out.ActiveDeployment = active.Public()
 	}
-	if b, err := st.Block(namespace, jobID); err == nil && b != nil && b.Blocks(s.SpecHash, s.LiveModifyIndex) {
+	if last != nil {
+		out.LastDeployment = last.Public()
+	}
+	b, err := st.Block(namespace, jobID)
+	if err != nil {
+		return nil, fmt.Errorf("read block of %s: %w", structs.JobKey(namespace, jobID), err)
+	}
+	if b != nil && b.Blocks(s.SpecHash, s.LiveModifyIndex) {
 		out.Block = b
 	}
-	if p, err := st.Paused(namespace, jobID); err == nil {
-		out.Pause = p
+	if out.Pause, err = st.Paused(namespace, jobID); err != nil {
+		return nil, fmt.Errorf("read pause of %s: %w", structs.JobKey(namespace, jobID), err)
 	}
-	if c, err := st.DetectionCycle(); err == nil && c != nil {
-		t := c.FinishedAt
-		out.LastReconciled = &t
+	if out.LastReconciled, err = lastReconciled(st); err != nil {
+		return nil, err
 	}
 	return out, nil
 }

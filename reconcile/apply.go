@@ -33,7 +33,10 @@ func decodeJob(b []byte) (*api.Job, error) {
 
 // hookRevisionSpec returns the hook job renamed to its revision ID.
 func hookRevisionSpec(hook *api.Job, revisionID string) ([]byte, error) {
-	j := copyJob(hook)
+	j, err := copyJob(hook)
+	if err != nil {
+		return nil, err
+	}
 	j.ID = &revisionID
 	j.Name = &revisionID
 	return encodeJob(j)
@@ -88,7 +91,7 @@ func (m *Manager) ApplyOnce(ctx context.Context) (bool, error) {
 	st := m.srv.State()
 	active, err := st.ActiveDeployments()
 	if err != nil {
-		return false, err
+		return false, fmt.Errorf("read active deployments: %w", err)
 	}
 	return m.applyList(ctx, active)
 }
@@ -200,7 +203,7 @@ func (m *Manager) applying(ctx context.Context, d *structs.Deployment) error {
 	now := m.now()
 	timeout := d.ApplyTimeout
 	if timeout <= 0 {
-		timeout = 15 * time.Minute
+		timeout = structs.DefaultApplyTimeout
 	}
 	switch {
 	case d.SkipRegister && !d.Registered:
@@ -431,13 +434,22 @@ func (m *Manager) Promote(ctx context.Context, d *structs.Deployment) error {
 	nd := d.NomadDeploymentID
 	if nd == "" {
 		latest, err := m.nomad.LatestDeployment(ctx, d.Namespace, d.JobID)
-		if err != nil || latest == nil {
+		if err != nil {
+			return fmt.Errorf("%w: read the Nomad deployment of %s: %w", structs.ErrUpstream, d.ID, err)
+		}
+		if latest == nil {
 			return fmt.Errorf("%w: deployment %s has no Nomad deployment to promote", structs.ErrConflict, d.ID)
 		}
 		nd = latest.ID
 	}
 	if err := m.nomad.PromoteDeployment(ctx, nd); err != nil {
-		return fmt.Errorf("%w: promote Nomad deployment %s: %v", structs.ErrConflict, short(nd), err)
+		// Nomad refusing the promotion (nothing to promote) is a
+		// conflict; Nomad not answering is not.
+		kind := structs.ErrUpstream
+		if refused(err) {
+			kind = structs.ErrConflict
+		}
+		return fmt.Errorf("%w: promote Nomad deployment %s: %w", kind, short(nd), err)
 	}
 	// The caller records the decision, then wakes the apply loop: the
 	// promotion comes before the completion it leads to in the audit log.

@@ -68,8 +68,7 @@ func (m *Manager) refusalsOf(key string) []string {
 func (m *Manager) refusedList(ctx context.Context, managed map[string]*declared, err error) {
 	statuses := make(map[string]*structs.JobStatus, len(managed))
 	for key, d := range managed {
-		statuses[key] = &structs.JobStatus{Namespace: ns(d.job), JobID: id(d.job), Repository: d.repo, File: d.file,
-			Commit: d.commit, Policy: d.meta.Policy, Sync: structs.SyncError, Errors: []string{err.Error()}}
+		statuses[key] = d.errorStatus(d.file, err.Error())
 	}
 	if rerr := m.recordStatuses(ctx, statuses, nil, true, m.now()); rerr != nil {
 		m.logger.Error("record the refusal of the job list", "error", rerr)

@@ -2,7 +2,6 @@ package reconcile
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"reflect"
@@ -51,6 +50,13 @@ type declared struct {
 }
 
 func (d *declared) key() string { return structs.JobKey(ns(d.job), id(d.job)) }
+
+// errorStatus is the observed status of a job that cannot be detected: the
+// declaration's identity in file (or files), sync error, and errs.
+func (d *declared) errorStatus(file string, errs ...string) *structs.JobStatus {
+	return &structs.JobStatus{Namespace: ns(d.job), JobID: id(d.job), Repository: d.repo, File: file,
+		Commit: d.commit, Policy: d.meta.Policy, Sync: structs.SyncError, Errors: errs}
+}
 
 func ns(j *api.Job) string {
 	n, _ := meta.Identity(j)
@@ -229,8 +235,7 @@ func (m *Manager) detectJobs(ctx context.Context, c *cycle) error {
 			m.logger.Error("detection failed for job", "job", key, "error", err)
 			// Its windows' boundaries still matter to it.
 			c.res.lookAgain(c.schedule.NextBoundaryFor(ns(d.job), id(d.job)))
-			status = &structs.JobStatus{Namespace: ns(d.job), JobID: id(d.job), Repository: d.repo, File: d.file,
-				Commit: d.commit, Policy: d.meta.Policy, Sync: structs.SyncError, Errors: []string{err.Error()}}
+			status = d.errorStatus(d.file, err.Error())
 		}
 		status.Errors = append(status.Errors, m.refusalsOf(key)...)
 		if status.Sync == structs.SyncDrift {
@@ -304,7 +309,7 @@ func (m *Manager) settle(d *structs.Deployment, to structs.DeploymentState, reas
 func (m *Manager) supersedeUnmanaged(managed map[string]*declared, conflicts, problems map[string]*structs.JobStatus, incomplete bool) error {
 	active, err := m.srv.State().ActiveDeployments()
 	if err != nil {
-		return err
+		return fmt.Errorf("read active deployments: %w", err)
 	}
 	for _, d := range active {
 		key := d.Key()
@@ -400,19 +405,15 @@ func (m *Manager) pruneParsed(used map[string]bool) {
 
 // copyJob returns a deep copy, so that a cached parse is never changed by
 // the cycle that uses it.
-func copyJob(j *api.Job) *api.Job {
+func copyJob(j *api.Job) (*api.Job, error) {
 	if j == nil {
-		return nil
+		return nil, nil
 	}
-	b, err := json.Marshal(j)
+	b, err := encodeJob(j)
 	if err != nil {
-		return j
+		return nil, err
 	}
-	c, err := decodeJob(b)
-	if err != nil {
-		return j
-	}
-	return c
+	return decodeJob(b)
 }
 
 func (m *Manager) managesNamespace(n string) bool {
@@ -453,15 +454,13 @@ func (m *Manager) classify(files []declaredFile) (map[string]*declared, map[stri
 			msg := meta.DuplicateProblem(key, where)
 			m.logger.Error("duplicate job declaration", "job", key, "files", strings.Join(where, ", "))
 			d := ds[0]
-			conflicts[key] = &structs.JobStatus{Namespace: ns(d.job), JobID: id(d.job), Repository: d.repo, File: strings.Join(where, ", "),
-				Commit: d.commit, Policy: d.meta.Policy, Sync: structs.SyncError, Errors: []string{msg}}
+			conflicts[key] = d.errorStatus(strings.Join(where, ", "), msg)
 			continue
 		}
 		d := ds[0]
 		if len(d.meta.Problems) > 0 {
 			if d.meta.Kind == meta.Managed || d.meta.Kind == meta.Ignored {
-				problems[key] = &structs.JobStatus{Namespace: ns(d.job), JobID: id(d.job), Repository: d.repo, File: d.file,
-					Commit: d.commit, Policy: d.meta.Policy, Sync: structs.SyncError, Errors: d.meta.Problems}
+				problems[key] = d.errorStatus(d.file, d.meta.Problems...)
 				continue
 			}
 		}
@@ -603,7 +602,10 @@ func (m *Manager) observePlan(ctx context.Context, v *jobView, stub *api.JobList
 		v.inSync = true
 		return nil
 	}
-	job := copyJob(v.decl.job)
+	job, err := copyJob(v.decl.job)
+	if err != nil {
+		return err
+	}
 	if hasScaling(job) && stub != nil {
 		liveJob, err := m.nomad.Job(ctx, v.namespace, v.jobID)
 		if err != nil && !errors.Is(err, nomadx.ErrJobNotFound) {
@@ -752,7 +754,10 @@ func (m *Manager) create(ctx context.Context, v *jobView, dec decision) (bool, e
 func (m *Manager) newDeployment(ctx context.Context, d *declared, frozen []structs.FrozenHook, specHash string,
 	plan *nomadx.PlanResult, liveMod uint64, skipRegister bool,
 ) (*structs.Deployment, error) {
-	job := copyJob(d.job)
+	job, err := copyJob(d.job)
+	if err != nil {
+		return nil, err
+	}
 	spec, err := encodeJob(job)
 	if err != nil {
 		return nil, err
@@ -794,11 +799,13 @@ func (m *Manager) recordRepos(parseErrs map[string][]string) error {
 	if m.git == nil {
 		return nil
 	}
+	list, err := m.srv.State().RepoStatuses()
+	if err != nil {
+		return fmt.Errorf("read repository statuses: %w", err)
+	}
 	current := map[string]*structs.RepoStatus{}
-	if list, err := m.srv.State().RepoStatuses(); err == nil {
-		for _, r := range list {
-			current[r.Name] = r
-		}
+	for _, r := range list {
+		current[r.Name] = r
 	}
 	var changed []*structs.RepoStatus
 	for _, s := range m.git.Status() {
@@ -817,7 +824,7 @@ func (m *Manager) recordRepos(parseErrs map[string][]string) error {
 	if len(changed) == 0 {
 		return nil
 	}
-	_, err := m.srv.Apply(structs.RepoStatusUpsertRequestType, &structs.RepoStatusUpsertRequest{WriteMeta: m.meta(), Repos: changed})
+	_, err = m.srv.Apply(structs.RepoStatusUpsertRequestType, &structs.RepoStatusUpsertRequest{WriteMeta: m.meta(), Repos: changed})
 	if err != nil {
 		return fmt.Errorf("record repository status: %w", err)
 	}
@@ -833,7 +840,7 @@ func (m *Manager) recordStatuses(ctx context.Context, statuses map[string]*struc
 	st := m.srv.State()
 	stored, err := st.JobStatuses()
 	if err != nil {
-		return err
+		return fmt.Errorf("read job statuses: %w", err)
 	}
 	old := map[string]*structs.JobStatus{}
 	for _, s := range stored {
@@ -888,7 +895,7 @@ func (m *Manager) recordStatuses(ctx context.Context, statuses map[string]*struc
 func (m *Manager) everRegistered(namespace, jobID string) (bool, error) {
 	list, _, err := m.srv.State().Deployments(fsmFilter(namespace, jobID))
 	if err != nil {
-		return false, err
+		return false, fmt.Errorf("read deployments of %s: %w", structs.JobKey(namespace, jobID), err)
 	}
 	for _, d := range list {
 		if d.Registered || d.State == structs.StateCompleted {
@@ -915,7 +922,12 @@ func sameStatus(a, b *structs.JobStatus) bool {
 // nextWindowBoundary returns when the next sync window opens or closes.
 func (m *Manager) nextWindowBoundary() time.Time {
 	windows, err := m.srv.State().Windows()
-	if err != nil || len(windows) == 0 {
+	if err != nil {
+		// Look again after the engine interval rather than never.
+		m.logger.Warn("read sync windows", "error", err)
+		return m.now().Add(m.cfg.EngineInterval)
+	}
+	if len(windows) == 0 {
 		return time.Time{}
 	}
 	return holds.NextBoundary(windows, m.now())

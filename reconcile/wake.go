@@ -2,6 +2,7 @@ package reconcile
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"time"
 
@@ -63,7 +64,7 @@ func (m *Manager) ApplyDeployments(ctx context.Context, ids []string) (bool, err
 	for _, id := range ids {
 		d, err := st.Deployment(id)
 		if err != nil {
-			return false, err
+			return false, fmt.Errorf("read deployment %s: %w", id, err)
 		}
 		if d != nil && !d.State.Terminal() {
 			list = append(list, d)

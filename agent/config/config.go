@@ -28,6 +28,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/nops-dev/nops/structs"
 )
 
 // maxTokenTTL bounds acl.token_ttl, the life of an SSO login's token: a
@@ -59,7 +61,7 @@ const (
 	DefaultNomadAddr      = "http://127.0.0.1:4646"
 	DefaultDriftInterval  = time.Minute
 	DefaultEngineInterval = 5 * time.Second
-	DefaultApplyTimeout   = 15 * time.Minute
+	DefaultApplyTimeout   = structs.DefaultApplyTimeout
 	DefaultHookTimeout    = 10 * time.Minute
 	DefaultPolicy         = PolicyAuto
 	DefaultLogLevel       = "info"
