@@ -118,6 +118,9 @@ type Server struct {
 	manager    *reconcile.Manager
 	build      func(s *Server) (LeaderFunc, Reconciler, error)
 	kick       chan struct{}
+	// webhookSecret verifies git pushes (webhook_verify.go); empty
+	// disables the webhook.
+	webhookSecret string
 
 	// notifier delivers the notification outbox while the server leads;
 	// eventStreams counts the open event streams.

@@ -2,15 +2,8 @@ package reconcile
 
 import (
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
-	"crypto/subtle"
-	"encoding/hex"
-	"encoding/json"
 	"fmt"
-	"net/http"
 	"sort"
-	"strings"
 	"time"
 
 	"github.com/nops-dev/nops/fsm"
@@ -233,26 +226,17 @@ func (m *Manager) actorMeta(actor string) structs.WriteMeta {
 	return structs.WriteMeta{Time: m.now(), Actor: actor}
 }
 
-// Webhook takes a push from GitHub, Gitea, GitLab or a generic sender: its
-// headers and its whole body (the agent bounds its size). It verifies the
-// signature (ErrUnauthorized when it does not match) and, for a watched
-// branch, fetches at once and runs detection. A refused push changes
-// nothing; ErrNotFound while no webhook secret is configured.
-func (m *Manager) Webhook(ctx context.Context, h http.Header, body []byte) (*structs.WebhookResult, error) {
-	if m.cfg.WebhookSecret == "" {
-		return nil, fmt.Errorf("%w: the git webhook is disabled: set webhook { secret_env = ... } in the server configuration", structs.ErrNotFound)
-	}
-	if err := verifySignature(h, body, m.cfg.WebhookSecret); err != nil {
-		return nil, fmt.Errorf("%w: %w", structs.ErrUnauthorized, err)
-	}
-	push, err := parsePush(h, body)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", structs.ErrInvalid, err)
+// Push takes a git push the agent verified: for a watched repository and
+// branch, it fetches at once and runs detection. A push that names no
+// branch or repository is ErrInvalid and changes nothing.
+func (m *Manager) Push(ctx context.Context, p *structs.Push) (*structs.WebhookResult, error) {
+	if p == nil || p.Branch == "" || len(p.URLs) == 0 {
+		return nil, fmt.Errorf("%w: a push names a branch and a repository URL", structs.ErrInvalid)
 	}
 	if m.git == nil {
 		return &structs.WebhookResult{Matched: []string{}}, nil
 	}
-	matched := m.git.Match(push.urls, push.branch)
+	matched := m.git.Match(p.URLs, p.Branch)
 	if matched == nil {
 		matched = []string{}
 	}
@@ -261,10 +245,10 @@ func (m *Manager) Webhook(ctx context.Context, h http.Header, body []byte) (*str
 	defer cancel()
 	for _, name := range matched {
 		if err := m.fetchNow(ctx, name); err != nil {
-			m.logger.Warn("webhook fetch failed", "repo", name, "error", err)
+			m.logger.Warn("webhook fetch failed", "repo", name, "delivery", p.Delivery, "error", err)
 		}
 	}
-	return &structs.WebhookResult{Matched: matched, Branch: push.branch}, nil
+	return &structs.WebhookResult{Matched: matched, Branch: p.Branch}, nil
 }
 
 // fetchNow fetches a repository at once. A new head already asks for a
@@ -284,79 +268,4 @@ func (m *Manager) fetchNow(ctx context.Context, name string) error {
 		m.TriggerDetection()
 	}
 	return err
-}
-
-// verifySignature checks a push's signature against the secret: the
-// HMAC-SHA256 of the body in a GitHub, Gitea or Nops header, or GitLab's
-// shared token, each compared in constant time.
-func verifySignature(h http.Header, body []byte, secret string) error {
-	mac := hmac.New(sha256.New, []byte(secret))
-	mac.Write(body)
-	want := mac.Sum(nil)
-	check := func(hexSig string) error {
-		got, err := hex.DecodeString(strings.TrimSpace(hexSig))
-		if err != nil || !hmac.Equal(got, want) {
-			return fmt.Errorf("webhook signature does not match")
-		}
-		return nil
-	}
-	switch {
-	case h.Get("X-Hub-Signature-256") != "":
-		return check(strings.TrimPrefix(h.Get("X-Hub-Signature-256"), "sha256="))
-	case h.Get("X-Gitea-Signature") != "":
-		return check(h.Get("X-Gitea-Signature"))
-	case h.Get("X-Nops-Signature") != "":
-		return check(strings.TrimPrefix(h.Get("X-Nops-Signature"), "sha256="))
-	case h.Get("X-Gitlab-Token") != "":
-		// GitLab sends the shared secret itself.
-		if subtle.ConstantTimeCompare([]byte(h.Get("X-Gitlab-Token")), []byte(secret)) != 1 {
-			return fmt.Errorf("webhook token does not match")
-		}
-		return nil
-	}
-	return fmt.Errorf("webhook carries no signature (X-Hub-Signature-256, X-Gitea-Signature, X-Gitlab-Token or X-Nops-Signature)")
-}
-
-type push struct {
-	branch string
-	urls   []string
-}
-
-func parsePush(h http.Header, body []byte) (*push, error) {
-	var p struct {
-		Ref        string `json:"ref"`
-		Branch     string `json:"branch"`
-		Repository struct {
-			CloneURL string `json:"clone_url"`
-			HTMLURL  string `json:"html_url"`
-			SSHURL   string `json:"ssh_url"`
-			URL      string `json:"url"`
-		} `json:"repository"`
-		Project struct {
-			HTTPURL string `json:"git_http_url"`
-			SSHURL  string `json:"git_ssh_url"`
-			WebURL  string `json:"web_url"`
-		} `json:"project"`
-		URL string `json:"url"`
-	}
-	if err := json.Unmarshal(body, &p); err != nil {
-		return nil, fmt.Errorf("webhook body is not a push event: %v", err)
-	}
-	out := &push{branch: strings.TrimPrefix(p.Ref, "refs/heads/")}
-	if p.Branch != "" {
-		out.branch = p.Branch
-	}
-	for _, u := range []string{p.Repository.CloneURL, p.Repository.HTMLURL, p.Repository.SSHURL, p.Repository.URL,
-		p.Project.HTTPURL, p.Project.SSHURL, p.Project.WebURL, p.URL} {
-		if u != "" {
-			out.urls = append(out.urls, u)
-		}
-	}
-	if out.branch == "" || strings.HasPrefix(p.Ref, "refs/tags/") {
-		return nil, fmt.Errorf("webhook names no branch (ref %q)", p.Ref)
-	}
-	if len(out.urls) == 0 {
-		return nil, fmt.Errorf("webhook names no repository URL")
-	}
-	return out, nil
 }

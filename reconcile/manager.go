@@ -39,8 +39,6 @@ type Config struct {
 	// DisableEventStream turns off the watch of Nomad's job event stream:
 	// live changes are then seen every DriftInterval only.
 	DisableEventStream bool
-	// WebhookSecret verifies push webhooks; empty disables the endpoint.
-	WebhookSecret string
 	// Clock returns the current time; nil means time.Now.
 	Clock func() time.Time
 	// Registerer receives the reconcilers' metrics; nil registers none.

@@ -341,6 +341,17 @@ type WebhookResult struct {
 	Branch  string   `json:"branch,omitempty"`
 }
 
+// Push is a git push whose webhook signature the agent verified: the
+// repository's URLs as the sender names them (clone, SSH, web), the branch
+// pushed to, the commit it now points at, and the sender's delivery ID.
+// After and Delivery are empty when the sender names none.
+type Push struct {
+	URLs     []string
+	Branch   string
+	After    string
+	Delivery string
+}
+
 // NomadHealth is the answer of GET /v1/deployment/{id}/nomad: the health
 // of the Nomad deployment that a Nops deployment's register created, read
 // from Nomad by the server asked. Deployment is false when the register
