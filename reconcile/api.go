@@ -6,7 +6,6 @@ import (
 	"sort"
 	"time"
 
-	"github.com/nops-dev/nops/fsm"
 	"github.com/nops-dev/nops/structs"
 )
 
@@ -15,105 +14,6 @@ import (
 // their input and encodes these answers. Errors wrap the structs
 // sentinels (ErrNotFound, ErrInvalid, ErrUnauthorized, ErrUpstream) that
 // the agent maps to status codes.
-
-// Jobs lists the managed jobs that are not orphans, with their active and
-// last deployments, optionally of one namespace and one sync state (empty
-// matches all).
-func (m *Manager) Jobs(namespace string, sync structs.SyncState) ([]*structs.JobSummary, error) {
-	st := m.srv.State()
-	list, err := st.JobStatuses()
-	if err != nil {
-		return nil, fmt.Errorf("job statuses: %w", err)
-	}
-	reconciled, err := lastReconciled(st)
-	if err != nil {
-		return nil, err
-	}
-	out := []*structs.JobSummary{}
-	for _, s := range list {
-		if s.Orphan || (namespace != "" && s.Namespace != namespace) || (sync != "" && s.Sync != sync) {
-			continue
-		}
-		sum := &structs.JobSummary{JobStatus: s, LastReconciled: reconciled}
-		active, last, err := deploymentsOf(st, s.Namespace, s.JobID)
-		if err != nil {
-			return nil, err
-		}
-		sum.ActiveDeployment, sum.LastDeployment = ref(active), ref(last)
-		out = append(out, sum)
-	}
-	return out, nil
-}
-
-// lastReconciled is when the last detection cycle finished; nil before the
-// first.
-func lastReconciled(st *fsm.StateStore) (*time.Time, error) {
-	c, err := st.DetectionCycle()
-	if err != nil {
-		return nil, fmt.Errorf("read detection cycle: %w", err)
-	}
-	if c == nil {
-		return nil, nil
-	}
-	t := c.FinishedAt
-	return &t, nil
-}
-
-// deploymentsOf reads a job's active and last deployments (nil for none).
-func deploymentsOf(st *fsm.StateStore, namespace, jobID string) (active, last *structs.Deployment, err error) {
-	if active, err = st.ActiveDeployment(namespace, jobID); err != nil {
-		return nil, nil, fmt.Errorf("read active deployment of %s: %w", structs.JobKey(namespace, jobID), err)
-	}
-	if last, err = st.LastDeployment(namespace, jobID); err != nil {
-		return nil, nil, fmt.Errorf("read last deployment of %s: %w", structs.JobKey(namespace, jobID), err)
-	}
-	return active, last, nil
-}
-
-func ref(d *structs.Deployment) *structs.DeploymentRef {
-	if d == nil {
-		return nil
-	}
-	return &structs.DeploymentRef{ID: d.ID, State: d.State}
-}
-
-// Job returns one managed job with what holds it and its deployments
-// (without their specs); ErrNotFound when Nops does not manage it.
-func (m *Manager) Job(namespace, jobID string) (*structs.JobDetail, error) {
-	st := m.srv.State()
-	s, err := st.JobStatus(namespace, jobID)
-	if err != nil {
-		return nil, fmt.Errorf("job status: %w", err)
-	}
-	if s == nil {
-		return nil, fmt.Errorf("%w: job %s is not managed by Nops", structs.ErrNotFound, structs.JobKey(namespace, jobID))
-	}
-	out := &structs.JobDetail{Status: s}
-	active, last, err := deploymentsOf(st, namespace, jobID)
-	if err != nil {
-		return nil, err
-	}
-	if active != nil {
-		out.ActiveDeployment = active.Public()
-	}
-	if last != nil {
-		out.LastDeployment = last.Public()
-	}
-	b, err := st.Block(namespace, jobID)
-	if err != nil {
-		return nil, fmt.Errorf("read block of %s: %w", structs.JobKey(namespace, jobID), err)
-	}
-	if b != nil && b.Blocks(s.SpecHash, s.LiveModifyIndex) {
-		out.Block = b
-	}
-	if out.Pause, err = st.Paused(namespace, jobID); err != nil {
-		return nil, fmt.Errorf("read pause of %s: %w", structs.JobKey(namespace, jobID), err)
-	}
-	if out.LastReconciled, err = lastReconciled(st); err != nil {
-		return nil, err
-	}
-	return out, nil
-}
 
 // Retry lifts the block of a job, on behalf of actor, and asks for a
 // detection cycle; it returns the block as stored after the lift. It runs
@@ -144,7 +44,7 @@ func (m *Manager) PromoteDeployment(ctx context.Context, id, actor string) (*str
 	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	if err := m.Promote(ctx, d); err != nil {
+	if err := m.applier.Promote(ctx, d); err != nil {
 		return nil, err
 	}
 	if _, err := m.srv.Apply(structs.EventAppendRequestType, &structs.EventAppendRequest{WriteMeta: m.actorMeta(actor), Events: []*structs.Event{{
@@ -155,18 +55,6 @@ func (m *Manager) PromoteDeployment(ctx context.Context, id, actor string) (*str
 	}
 	m.TriggerApply()
 	return &structs.PromoteResult{Promoted: d.ID}, nil
-}
-
-// Repos lists the observed status of every watched repository.
-func (m *Manager) Repos() ([]*structs.RepoStatus, error) {
-	list, err := m.srv.State().RepoStatuses()
-	if err != nil {
-		return nil, fmt.Errorf("repository statuses: %w", err)
-	}
-	if list == nil {
-		list = []*structs.RepoStatus{}
-	}
-	return list, nil
 }
 
 // Refresh fetches a watched repository now and returns its status as the
@@ -187,34 +75,6 @@ func (m *Manager) Refresh(ctx context.Context, name string) (*structs.RepoStatus
 		}
 	}
 	return nil, fmt.Errorf("%w: repository %q is no longer watched", structs.ErrNotFound, name)
-}
-
-// Orphans lists the jobs Nops deployed that git no longer declares.
-func (m *Manager) Orphans() ([]*structs.JobStatus, error) {
-	list, err := m.srv.State().JobStatuses()
-	if err != nil {
-		return nil, fmt.Errorf("job statuses: %w", err)
-	}
-	out := []*structs.JobStatus{}
-	for _, s := range list {
-		if s.Orphan {
-			out = append(out, s)
-		}
-	}
-	return out, nil
-}
-
-// Cycle returns the last completed detection cycle; ErrNotFound before the
-// first.
-func (m *Manager) Cycle() (*structs.DetectionCycle, error) {
-	c, err := m.srv.State().DetectionCycle()
-	if err != nil {
-		return nil, fmt.Errorf("detection cycle: %w", err)
-	}
-	if c == nil {
-		return nil, fmt.Errorf("%w: no detection cycle has completed yet", structs.ErrNotFound)
-	}
-	return c, nil
 }
 
 // actorMeta stamps a write of the API with the manager's clock and the actor
