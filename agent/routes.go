@@ -224,7 +224,7 @@ func (a *httpAPI) decide(r *http.Request, decision, comment string) (any, error)
 	if _, err := a.s.Apply(structs.DeploymentDecisionRequestType, req); err != nil {
 		return nil, err
 	}
-	a.s.Kick()
+	a.s.Kick(structs.Kick{Deployment: d.ID})
 	d, err = a.s.State().Deployment(d.ID)
 	if err != nil {
 		return nil, err
@@ -268,7 +268,7 @@ func (a *httpAPI) pauseOrResume(r *http.Request, t structs.MessageType, global b
 	if _, err := a.s.Apply(t, req); err != nil {
 		return nil, err
 	}
-	a.s.Kick()
+	a.s.Kick(structs.Kick{Namespace: req.Namespace, JobID: req.JobID, All: global})
 	return a.s.State().Pauses()
 }
 
@@ -296,7 +296,7 @@ func (a *httpAPI) jobDeployNow(_ http.ResponseWriter, r *http.Request) (any, err
 	if _, err := a.s.Apply(structs.WindowLiftRequestType, req); err != nil {
 		return nil, err
 	}
-	a.s.Kick()
+	a.s.Kick(structs.Kick{Namespace: req.Namespace, JobID: req.JobID})
 	return a.s.State().Lift(req.Namespace, req.JobID)
 }
 
@@ -341,7 +341,7 @@ func (a *httpAPI) windowPut(_ http.ResponseWriter, r *http.Request) (any, error)
 	if _, err := a.s.Apply(structs.WindowUpsertRequestType, &structs.WindowUpsertRequest{WriteMeta: writeMeta(r), Window: win}); err != nil {
 		return nil, err
 	}
-	a.s.Kick()
+	a.s.Kick(structs.Kick{All: true})
 	return a.s.State().Window(name)
 }
 
@@ -350,7 +350,7 @@ func (a *httpAPI) windowDelete(_ http.ResponseWriter, r *http.Request) (any, err
 	if _, err := a.s.Apply(structs.WindowDeleteRequestType, req); err != nil {
 		return nil, err
 	}
-	a.s.Kick()
+	a.s.Kick(structs.Kick{All: true})
 	return &structs.Deleted{Deleted: req.Name}, nil
 }
 
@@ -527,7 +527,7 @@ func (a *httpAPI) snapshotRestore(_ http.ResponseWriter, r *http.Request) (any, 
 	if err := a.s.raft.Restore(arc.Meta, arc.State(), 0); err != nil {
 		return nil, fmt.Errorf("restore snapshot: %w", err)
 	}
-	a.s.Kick()
+	a.s.Kick(structs.Kick{All: true})
 	return &structs.SnapshotRestore{RestoredIndex: arc.Meta.Index, Term: arc.Meta.Term}, nil
 }
 

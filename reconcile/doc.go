@@ -10,7 +10,10 @@
 // (detector.go, detect*.go) runs detection, the Applier (applier.go,
 // apply.go, hooks.go, wake.go) advances deployments, and the Query
 // (query.go) answers the API's reads on any server. The Manager wires them
-// together, runs the leader's loops and takes the API's writes.
+// together, runs the leader's loops and takes the API's writes. A write
+// wakes the loops with a structs.Kick that names what changed (kick.go): an
+// approval wakes its deployment in the apply loop alone, with no detection
+// cycle.
 //
 // Detection handles each managed job as observe, decide, act (detect_job.go,
 // decide.go): observe gathers a view of the job (git's spec and hooks,

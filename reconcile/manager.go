@@ -104,9 +104,11 @@ func (m *Manager) Applier() *Applier { return m.applier }
 func (m *Manager) Nomad() *nomadx.Client { return m.nomad }
 
 // Run runs the leader's loops until ctx is cancelled, and returns once they
-// have all stopped. kicked delivers the server's wake-ups (decisions,
-// pauses, window changes).
-func (m *Manager) Run(ctx context.Context, kicked <-chan struct{}) {
+// have all stopped. kicks delivers the server's wake-ups (decisions,
+// pauses, window changes); those pushed before Run began are dropped, as
+// its first cycle and pass cover them.
+func (m *Manager) Run(ctx context.Context, kicks *KickQueue) {
+	kicks.Take()
 	m.detector.beginTerm()
 	// The watcher fetches every repository as soon as it runs; detection
 	// waits for those fetches (waitFirstFetch), since what the watcher kept
@@ -137,8 +139,8 @@ func (m *Manager) Run(ctx context.Context, kicked <-chan struct{}) {
 			select {
 			case <-ctx.Done():
 				return
-			case <-kicked:
-				m.Trigger()
+			case <-kicks.Ready():
+				m.kicked(kicks.Take())
 			}
 		}
 	})

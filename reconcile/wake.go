@@ -57,20 +57,27 @@ func (m *Applier) takeWakes() (all bool, ids []string) {
 }
 
 // ApplyDeployments advances the given deployments, those of them still
-// active, like ApplyOnce. It reports whether one ended.
+// active, like ApplyOnce. It reports whether one ended, in this pass or
+// before it was woken (a rejection ends a deployment).
 func (m *Applier) ApplyDeployments(ctx context.Context, ids []string) (bool, error) {
 	st := m.srv.State()
 	var list []*structs.Deployment
+	endedBefore := false
 	for _, id := range ids {
 		d, err := st.Deployment(id)
 		if err != nil {
 			return false, fmt.Errorf("read deployment %s: %w", id, err)
 		}
-		if d != nil && !d.State.Terminal() {
+		switch {
+		case d == nil:
+		case d.State.Terminal():
+			endedBefore = true
+		default:
 			list = append(list, d)
 		}
 	}
-	return m.applyList(ctx, list)
+	ended, err := m.applyList(ctx, list)
+	return ended || endedBefore, err
 }
 
 // routeActivity wakes the deployments that a batch of Nomad deployment and
