@@ -106,9 +106,8 @@ func (m *Manager) Nomad() *nomadx.Client { return m.nomad }
 // Run runs the leader's loops until ctx is cancelled, and returns once they
 // have all stopped. kicks delivers the server's wake-ups (decisions,
 // pauses, window changes); those pushed before Run began are dropped, as
-// its first cycle and pass cover them.
+// its first cycle and pass cover them. A nil kicks delivers none.
 func (m *Manager) Run(ctx context.Context, kicks *KickQueue) {
-	kicks.Take()
 	m.detector.beginTerm()
 	// The watcher fetches every repository as soon as it runs; detection
 	// waits for those fetches (waitFirstFetch), since what the watcher kept
@@ -134,16 +133,19 @@ func (m *Manager) Run(ctx context.Context, kicks *KickQueue) {
 			}
 		})
 	}
-	run(func(ctx context.Context) {
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-kicks.Ready():
-				m.kicked(kicks.Take())
+	if kicks != nil {
+		kicks.Take()
+		run(func(ctx context.Context) {
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-kicks.Ready():
+					m.kicked(kicks.Take())
+				}
 			}
-		}
-	})
+		})
+	}
 	run(m.detector.detectLoop)
 	run(m.applier.applyLoop)
 	if !m.cfg.DisableEventStream {
