@@ -14,7 +14,7 @@ import (
 // (reconcile.Manager): typed answers, and errors that wrap the structs
 // sentinels. The agent owns the HTTP side of these routes (path and query
 // decoding, request limits, tokens, status codes); the reconciler never
-// sees a request. Writes (Retry, PromoteDeployment, Refresh, Webhook) are
+// sees a request. Writes (Retry, PromoteDeployment, Refresh, Push) are
 // called on the leader only.
 type Reconciler interface {
 	// Jobs lists the managed jobs, of one namespace and one sync state
@@ -37,8 +37,8 @@ type Reconciler interface {
 	// Cycle returns the last detection cycle; structs.ErrNotFound before
 	// the first.
 	Cycle() (*structs.DetectionCycle, error)
-	// Webhook takes a git push: its headers and whole body.
-	Webhook(ctx context.Context, h http.Header, body []byte) (*structs.WebhookResult, error)
+	// Push takes a git push whose signature the agent verified.
+	Push(ctx context.Context, p *structs.Push) (*structs.WebhookResult, error)
 }
 
 // reconcileRoutes adds the routes the reconcilers answer, when the server
@@ -83,10 +83,13 @@ func (a *httpAPI) reconcileRoutes(route func(pattern, kind string, rule routeRul
 		if err != nil {
 			return nil, decodeError(err)
 		}
-		out, err := rec.Webhook(r.Context(), r.Header, body)
-		if errors.Is(err, structs.ErrUnauthorized) {
-			a.logger.Warn("webhook refused", "remote", r.RemoteAddr, "error", err)
+		push, err := verifyPush(r.Header, body, a.s.webhookSecret)
+		if err != nil {
+			if errors.Is(err, structs.ErrUnauthorized) {
+				a.logger.Warn("webhook refused", "remote", r.RemoteAddr, "error", err)
+			}
+			return nil, err
 		}
-		return out, err
+		return rec.Push(r.Context(), push)
 	})
 }

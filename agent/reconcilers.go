@@ -27,7 +27,11 @@ func ReconcileOptions(cfg *config.Config, logger hclog.Logger, clock func() time
 		if err != nil {
 			return nil, nil, err
 		}
-		s.manager = m
+		secret, err := cfg.Webhook.ResolveSecret(os.LookupEnv)
+		if err != nil {
+			return nil, nil, err
+		}
+		s.manager, s.webhookSecret = m, secret
 		leader := func(ctx context.Context, s *Server) { m.Run(ctx, s.Kicked()) }
 		return leader, m, nil
 	}}
@@ -53,19 +57,15 @@ func NewManager(s *Server, cfg *config.Config, logger hclog.Logger, clock func()
 	if err != nil {
 		return nil, err
 	}
-	secret, err := cfg.Webhook.ResolveSecret(os.LookupEnv)
-	if err != nil {
-		return nil, err
-	}
 	policy, err := structs.ParsePolicy(cfg.DefaultPolicy)
 	if err != nil {
 		return nil, err
 	}
 	return reconcile.New(reconcile.Config{
 		Namespaces: cfg.Namespaces, DriftInterval: cfg.DriftInterval, EngineInterval: cfg.EngineInterval,
-		ReplanRate:    cfg.NomadReplanRate,
-		Defaults:      meta.Defaults{Policy: policy, ApplyTimeout: cfg.ApplyTimeout, HookTimeout: cfg.HookTimeout},
-		WebhookSecret: secret, Clock: clock, Registerer: s.metrics, DisableEventStream: !cfg.NomadEventStream,
+		ReplanRate: cfg.NomadReplanRate,
+		Defaults:   meta.Defaults{Policy: policy, ApplyTimeout: cfg.ApplyTimeout, HookTimeout: cfg.HookTimeout},
+		Clock:      clock, Registerer: s.metrics, DisableEventStream: !cfg.NomadEventStream,
 	}, s, nomad, git, s.logger), nil
 }
 

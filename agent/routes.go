@@ -238,7 +238,7 @@ func (a *clusterAPI) decide(r *http.Request, decision, comment string) (any, err
 	if _, err := a.s.Apply(structs.DeploymentDecisionRequestType, req); err != nil {
 		return nil, err
 	}
-	a.s.Kick()
+	a.s.Kick(structs.Kick{Deployment: d.ID})
 	d, err = a.s.State().Deployment(d.ID)
 	if err != nil {
 		return nil, err
@@ -282,7 +282,7 @@ func (a *clusterAPI) pauseOrResume(r *http.Request, t structs.MessageType, globa
 	if _, err := a.s.Apply(t, req); err != nil {
 		return nil, err
 	}
-	a.s.Kick()
+	a.s.Kick(structs.Kick{Namespace: req.Namespace, JobID: req.JobID, All: global})
 	return a.s.State().Pauses()
 }
 
@@ -310,7 +310,7 @@ func (a *clusterAPI) jobDeployNow(_ http.ResponseWriter, r *http.Request) (any, 
 	if _, err := a.s.Apply(structs.WindowLiftRequestType, req); err != nil {
 		return nil, err
 	}
-	a.s.Kick()
+	a.s.Kick(structs.Kick{Namespace: req.Namespace, JobID: req.JobID})
 	return a.s.State().Lift(req.Namespace, req.JobID)
 }
 
@@ -355,7 +355,7 @@ func (a *clusterAPI) windowPut(_ http.ResponseWriter, r *http.Request) (any, err
 	if _, err := a.s.Apply(structs.WindowUpsertRequestType, &structs.WindowUpsertRequest{WriteMeta: writeMeta(r), Window: win}); err != nil {
 		return nil, err
 	}
-	a.s.Kick()
+	a.s.Kick(structs.Kick{All: true})
 	return a.s.State().Window(name)
 }
 
@@ -364,7 +364,7 @@ func (a *clusterAPI) windowDelete(_ http.ResponseWriter, r *http.Request) (any, 
 	if _, err := a.s.Apply(structs.WindowDeleteRequestType, req); err != nil {
 		return nil, err
 	}
-	a.s.Kick()
+	a.s.Kick(structs.Kick{All: true})
 	return &structs.Deleted{Deleted: req.Name}, nil
 }
 
@@ -549,7 +549,7 @@ func (a *operatorAPI) snapshotRestore(_ http.ResponseWriter, r *http.Request) (a
 	if err := a.s.raft.Restore(arc.Meta, arc.State(), 0); err != nil {
 		return nil, fmt.Errorf("restore snapshot: %w", err)
 	}
-	a.s.Kick()
+	a.s.Kick(structs.Kick{All: true})
 	return &structs.SnapshotRestore{RestoredIndex: arc.Meta.Index, Term: arc.Meta.Term}, nil
 }
 

@@ -120,7 +120,10 @@ type Server struct {
 	reconciler Reconciler
 	manager    *reconcile.Manager
 	build      func(s *Server) (LeaderFunc, Reconciler, error)
-	kick       chan struct{}
+	kick       *reconcile.KickQueue
+	// webhookSecret verifies git pushes (webhook_verify.go); empty
+	// disables the webhook.
+	webhookSecret string
 
 	// notifier delivers the notification outbox while the server leads;
 	// eventStreams counts the open event streams.
@@ -162,7 +165,7 @@ func New(cfg *config.Config, logger hclog.Logger, opts Options) (*Server, error)
 		leaderFn:   opts.Leader,
 		reconciler: opts.Reconciler,
 		build:      opts.Build,
-		kick:       make(chan struct{}, 1),
+		kick:       reconcile.NewKickQueue(),
 		shutdownCh: make(chan struct{}),
 		fatalCh:    make(chan error, 1),
 		metrics:    prometheus.NewRegistry(),
@@ -443,17 +446,12 @@ func (s *Server) Leader() (string, string) {
 	return string(addr), string(id)
 }
 
-// Kick wakes the leader loops after a change that can move a job: a
-// decision, a pause, a window change.
-func (s *Server) Kick() {
-	select {
-	case s.kick <- struct{}{}:
-	default:
-	}
-}
+// Kick wakes the leader loops after a change that can move a job (a
+// decision, a pause, a window change) for what k says changed.
+func (s *Server) Kick(k structs.Kick) { s.kick.Push(k) }
 
-// Kicked returns the channel Kick signals on.
-func (s *Server) Kicked() <-chan struct{} { return s.kick }
+// Kicked returns the queue Kick adds to.
+func (s *Server) Kicked() *reconcile.KickQueue { return s.kick }
 
 // Apply proposes a request through Raft and waits until it is applied on
 // this server. It returns the entry's index. A business error of the FSM is

@@ -2,16 +2,9 @@ package reconcile
 
 import (
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
-	"crypto/subtle"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 	"sort"
-	"strings"
 	"time"
 
 	"github.com/nops-dev/nops/structs"
@@ -22,75 +15,6 @@ import (
 // their input and encodes these answers. Errors wrap the structs
 // sentinels (ErrNotFound, ErrInvalid, ErrUnauthorized, ErrUpstream) that
 // the agent maps to status codes.
-
-// Jobs lists the managed jobs that are not orphans, with their active and
-// last deployments, optionally of one namespace and one sync state (empty
-// matches all).
-func (m *Manager) Jobs(namespace string, sync structs.SyncState) ([]*structs.JobSummary, error) {
-	st := m.srv.State()
-	list, err := st.JobStatuses()
-	if err != nil {
-		return nil, fmt.Errorf("job statuses: %w", err)
-	}
-	var reconciled *time.Time
-	if c, err := st.DetectionCycle(); err == nil && c != nil {
-		t := c.FinishedAt
-		reconciled = &t
-	}
-	out := []*structs.JobSummary{}
-	for _, s := range list {
-		if s.Orphan || (namespace != "" && s.Namespace != namespace) || (sync != "" && s.Sync != sync) {
-			continue
-		}
-		sum := &structs.JobSummary{JobStatus: s, LastReconciled: reconciled}
-		if d, err := st.ActiveDeployment(s.Namespace, s.JobID); err == nil {
-			sum.ActiveDeployment = ref(d)
-		}
-		if d, err := st.LastDeployment(s.Namespace, s.JobID); err == nil {
-			sum.LastDeployment = ref(d)
-		}
-		out = append(out, sum)
-	}
-	return out, nil
-}
-
-func ref(d *structs.Deployment) *structs.DeploymentRef {
-	if d == nil {
-		return nil
-	}
-	return &structs.DeploymentRef{ID: d.ID, State: d.State}
-}
-
-// Job returns one managed job with what holds it and its deployments
-// (without their specs); ErrNotFound when Nops does not manage it.
-func (m *Manager) Job(namespace, jobID string) (*structs.JobDetail, error) {
-	st := m.srv.State()
-	s, err := st.JobStatus(namespace, jobID)
-	if err != nil {
-		return nil, fmt.Errorf("job status: %w", err)
-	}
-	if s == nil {
-		return nil, fmt.Errorf("%w: job %s is not managed by Nops", structs.ErrNotFound, structs.JobKey(namespace, jobID))
-	}
-	out := &structs.JobDetail{Status: s}
-	if d, err := st.ActiveDeployment(namespace, jobID); err == nil && d != nil {
-		out.ActiveDeployment = d.Public()
-	}
-	if d, err := st.LastDeployment(namespace, jobID); err == nil && d != nil {
-		out.LastDeployment = d.Public()
-	}
-	if b, err := st.Block(namespace, jobID); err == nil && b != nil && b.Blocks(s.SpecHash, s.LiveModifyIndex) {
-		out.Block = b
-	}
-	if p, err := st.Paused(namespace, jobID); err == nil {
-		out.Pause = p
-	}
-	if c, err := st.DetectionCycle(); err == nil && c != nil {
-		t := c.FinishedAt
-		out.LastReconciled = &t
-	}
-	return out, nil
-}
 
 // Retry lifts the block of a job, on behalf of actor, and asks for a
 // detection cycle; it returns the block as stored after the lift. It runs
@@ -121,7 +45,7 @@ func (m *Manager) PromoteDeployment(ctx context.Context, id, actor string) (*str
 	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	if err := m.Promote(ctx, d); err != nil {
+	if err := m.applier.Promote(ctx, d); err != nil {
 		return nil, err
 	}
 	if _, err := m.srv.Apply(structs.EventAppendRequestType, &structs.EventAppendRequest{WriteMeta: m.actorMeta(actor), Events: []*structs.Event{{
@@ -132,18 +56,6 @@ func (m *Manager) PromoteDeployment(ctx context.Context, id, actor string) (*str
 	}
 	m.TriggerApply()
 	return &structs.PromoteResult{Promoted: d.ID}, nil
-}
-
-// Repos lists the observed status of every watched repository.
-func (m *Manager) Repos() ([]*structs.RepoStatus, error) {
-	list, err := m.srv.State().RepoStatuses()
-	if err != nil {
-		return nil, fmt.Errorf("repository statuses: %w", err)
-	}
-	if list == nil {
-		list = []*structs.RepoStatus{}
-	}
-	return list, nil
 }
 
 // Refresh fetches a watched repository now and returns its status as the
@@ -166,34 +78,6 @@ func (m *Manager) Refresh(ctx context.Context, name string) (*structs.RepoStatus
 	return nil, fmt.Errorf("%w: repository %q is no longer watched", structs.ErrNotFound, name)
 }
 
-// Orphans lists the jobs Nops deployed that git no longer declares.
-func (m *Manager) Orphans() ([]*structs.JobStatus, error) {
-	list, err := m.srv.State().JobStatuses()
-	if err != nil {
-		return nil, fmt.Errorf("job statuses: %w", err)
-	}
-	out := []*structs.JobStatus{}
-	for _, s := range list {
-		if s.Orphan {
-			out = append(out, s)
-		}
-	}
-	return out, nil
-}
-
-// Cycle returns the last completed detection cycle; ErrNotFound before the
-// first.
-func (m *Manager) Cycle() (*structs.DetectionCycle, error) {
-	c, err := m.srv.State().DetectionCycle()
-	if err != nil {
-		return nil, fmt.Errorf("detection cycle: %w", err)
-	}
-	if c == nil {
-		return nil, fmt.Errorf("%w: no detection cycle has completed yet", structs.ErrNotFound)
-	}
-	return c, nil
-}
-
 // actorMeta stamps a write of the API with the manager's clock and the actor
 // the agent established for the request.
 func (m *Manager) actorMeta(actor string) structs.WriteMeta {
@@ -203,29 +87,20 @@ func (m *Manager) actorMeta(actor string) structs.WriteMeta {
 	return structs.WriteMeta{Time: m.now(), Actor: actor}
 }
 
-// Webhook takes a push from GitHub, Gitea, GitLab or a generic sender: its
-// headers and its whole body (the agent bounds its size). It verifies the
-// signature (ErrUnauthorized when it does not match) and, for a watched
-// branch, fetches at once and runs detection. A refused push changes
-// nothing; ErrNotFound while no webhook secret is configured.
-func (m *Manager) Webhook(ctx context.Context, h http.Header, body []byte) (*structs.WebhookResult, error) {
-	if m.cfg.WebhookSecret == "" {
-		return nil, fmt.Errorf("%w: the git webhook is disabled: set webhook { secret_env = ... } in the server configuration", structs.ErrNotFound)
+// Push takes a git push the agent verified: for a watched repository and
+// branch, it fetches at once and runs detection. A push that names no
+// branch or repository is ErrInvalid and changes nothing.
+func (m *Manager) Push(ctx context.Context, p *structs.Push) (*structs.WebhookResult, error) {
+	if p == nil || p.Branch == "" || len(p.URLs) == 0 {
+		return nil, fmt.Errorf("%w: a push names a branch and a repository URL", structs.ErrInvalid)
 	}
-	if err := verifySignature(h, body, m.cfg.WebhookSecret); err != nil {
-		return nil, fmt.Errorf("%w: %w", structs.ErrUnauthorized, err)
-	}
-	push, err := parsePush(h, body)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", structs.ErrInvalid, err)
-	}
-	if dup, err := m.recordDelivery(h); err != nil || dup {
+	if dup, err := m.recordDelivery(p.Provider, p.Delivery); err != nil || dup {
 		return &structs.WebhookResult{Matched: []string{}, Duplicate: dup}, err
 	}
 	if m.git == nil {
 		return &structs.WebhookResult{Matched: []string{}}, nil
 	}
-	matched := m.git.Match(push.urls, push.branch)
+	matched := m.git.Match(p.URLs, p.Branch)
 	if matched == nil {
 		matched = []string{}
 	}
@@ -234,17 +109,16 @@ func (m *Manager) Webhook(ctx context.Context, h http.Header, body []byte) (*str
 	defer cancel()
 	for _, name := range matched {
 		if err := m.fetchNow(ctx, name); err != nil {
-			m.logger.Warn("webhook fetch failed", "repo", name, "error", err)
+			m.logger.Warn("webhook fetch failed", "repo", name, "delivery", p.Delivery, "error", err)
 		}
 	}
-	return &structs.WebhookResult{Matched: matched, Branch: push.branch}, nil
+	return &structs.WebhookResult{Matched: matched, Branch: p.Branch}, nil
 }
 
-// recordDelivery records the delivery ID of a signed push through Raft and
-// reports whether it was already handled (SPEC §19). A push without a
+// recordDelivery records the delivery ID of a verified push through Raft
+// and reports whether it was already handled (SPEC §19). A push without a
 // delivery ID is not recorded.
-func (m *Manager) recordDelivery(h http.Header) (duplicate bool, err error) {
-	provider, id := deliveryID(h)
+func (m *Manager) recordDelivery(provider, id string) (duplicate bool, err error) {
 	if id == "" {
 		return false, nil
 	}
@@ -261,22 +135,6 @@ func (m *Manager) recordDelivery(h http.Header) (duplicate bool, err error) {
 		return false, fmt.Errorf("record webhook delivery: %w", err)
 	}
 	return false, nil
-}
-
-// deliveryID returns the provider and the delivery ID a push carries, if
-// any.
-func deliveryID(h http.Header) (provider, id string) {
-	for _, p := range []struct{ provider, header string }{
-		{"github", "X-GitHub-Delivery"},
-		{"gitlab", "X-Gitlab-Event-UUID"},
-		{"gitea", "X-Gitea-Delivery"},
-		{"generic", "X-Request-UUID"},
-	} {
-		if v := strings.TrimSpace(h.Get(p.header)); v != "" {
-			return p.provider, v
-		}
-	}
-	return "", ""
 }
 
 // fetchNow fetches a repository at once. A new head already asks for a
@@ -296,79 +154,4 @@ func (m *Manager) fetchNow(ctx context.Context, name string) error {
 		m.TriggerDetection()
 	}
 	return err
-}
-
-// verifySignature checks a push's signature against the secret: the
-// HMAC-SHA256 of the body in a GitHub, Gitea or Nops header, or GitLab's
-// shared token, each compared in constant time.
-func verifySignature(h http.Header, body []byte, secret string) error {
-	mac := hmac.New(sha256.New, []byte(secret))
-	mac.Write(body)
-	want := mac.Sum(nil)
-	check := func(hexSig string) error {
-		got, err := hex.DecodeString(strings.TrimSpace(hexSig))
-		if err != nil || !hmac.Equal(got, want) {
-			return fmt.Errorf("webhook signature does not match")
-		}
-		return nil
-	}
-	switch {
-	case h.Get("X-Hub-Signature-256") != "":
-		return check(strings.TrimPrefix(h.Get("X-Hub-Signature-256"), "sha256="))
-	case h.Get("X-Gitea-Signature") != "":
-		return check(h.Get("X-Gitea-Signature"))
-	case h.Get("X-Nops-Signature") != "":
-		return check(strings.TrimPrefix(h.Get("X-Nops-Signature"), "sha256="))
-	case h.Get("X-Gitlab-Token") != "":
-		// GitLab sends the shared secret itself.
-		if subtle.ConstantTimeCompare([]byte(h.Get("X-Gitlab-Token")), []byte(secret)) != 1 {
-			return fmt.Errorf("webhook token does not match")
-		}
-		return nil
-	}
-	return fmt.Errorf("webhook carries no signature (X-Hub-Signature-256, X-Gitea-Signature, X-Gitlab-Token or X-Nops-Signature)")
-}
-
-type push struct {
-	branch string
-	urls   []string
-}
-
-func parsePush(h http.Header, body []byte) (*push, error) {
-	var p struct {
-		Ref        string `json:"ref"`
-		Branch     string `json:"branch"`
-		Repository struct {
-			CloneURL string `json:"clone_url"`
-			HTMLURL  string `json:"html_url"`
-			SSHURL   string `json:"ssh_url"`
-			URL      string `json:"url"`
-		} `json:"repository"`
-		Project struct {
-			HTTPURL string `json:"git_http_url"`
-			SSHURL  string `json:"git_ssh_url"`
-			WebURL  string `json:"web_url"`
-		} `json:"project"`
-		URL string `json:"url"`
-	}
-	if err := json.Unmarshal(body, &p); err != nil {
-		return nil, fmt.Errorf("webhook body is not a push event: %v", err)
-	}
-	out := &push{branch: strings.TrimPrefix(p.Ref, "refs/heads/")}
-	if p.Branch != "" {
-		out.branch = p.Branch
-	}
-	for _, u := range []string{p.Repository.CloneURL, p.Repository.HTMLURL, p.Repository.SSHURL, p.Repository.URL,
-		p.Project.HTTPURL, p.Project.SSHURL, p.Project.WebURL, p.URL} {
-		if u != "" {
-			out.urls = append(out.urls, u)
-		}
-	}
-	if out.branch == "" || strings.HasPrefix(p.Ref, "refs/tags/") {
-		return nil, fmt.Errorf("webhook names no branch (ref %q)", p.Ref)
-	}
-	if len(out.urls) == 0 {
-		return nil, fmt.Errorf("webhook names no repository URL")
-	}
-	return out, nil
 }

@@ -33,7 +33,10 @@ func decodeJob(b []byte) (*api.Job, error) {
 
 // hookRevisionSpec returns the hook job renamed to its revision ID.
 func hookRevisionSpec(hook *api.Job, revisionID string) ([]byte, error) {
-	j := copyJob(hook)
+	j, err := copyJob(hook)
+	if err != nil {
+		return nil, err
+	}
 	j.ID = &revisionID
 	j.Name = &revisionID
 	return encodeJob(j)
@@ -43,58 +46,19 @@ func fsmFilter(namespace, jobID string) fsm.DeploymentFilter {
 	return fsm.DeploymentFilter{Namespace: namespace, JobID: jobID}
 }
 
-// transition proposes a move of a deployment from the state it was read in.
-func (m *Manager) transition(d *structs.Deployment, to structs.DeploymentState, msg, errMsg string) error {
-	return m.transitionWith(d, to, msg, errMsg, nil)
-}
-
-func (m *Manager) transitionWith(d *structs.Deployment, to structs.DeploymentState, msg, errMsg string, patch *structs.DeploymentPatch) error {
-	_, err := m.srv.Apply(structs.DeploymentTransitionRequestType, &structs.DeploymentTransitionRequest{
-		WriteMeta: m.meta(), ID: d.ID, From: d.State, To: to, Message: msg, Error: errMsg, Update: patch,
-	})
-	if err != nil {
-		return fmt.Errorf("deployment %s %s -> %s: %w", d.ID, d.State, to, err)
-	}
-	m.logger.Info("deployment moved", "deployment", d.ID, "job", d.Key(), "from", d.State, "to", to, "message", firstOf(msg, errMsg))
-	d.State = to
-	return nil
-}
-
-// update records bookkeeping on a deployment in its current state.
-func (m *Manager) update(d *structs.Deployment, patch *structs.DeploymentPatch) error {
-	_, err := m.srv.Apply(structs.DeploymentUpdateRequestType, &structs.DeploymentUpdateRequest{
-		WriteMeta: m.meta(), ID: d.ID, State: d.State, Update: patch,
-	})
-	if err != nil {
-		return fmt.Errorf("update deployment %s: %w", d.ID, err)
-	}
-	return nil
-}
-
-func (m *Manager) fail(d *structs.Deployment, errMsg string) error {
-	return m.transition(d, structs.StateFailed, "", errMsg)
-}
-
-func firstOf(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
-}
-
 // ApplyOnce advances every active deployment by what it can do now (SPEC
 // section 5). It reports whether a deployment ended.
-func (m *Manager) ApplyOnce(ctx context.Context) (bool, error) {
+func (m *Applier) ApplyOnce(ctx context.Context) (bool, error) {
 	st := m.srv.State()
 	active, err := st.ActiveDeployments()
 	if err != nil {
-		return false, err
+		return false, fmt.Errorf("read active deployments: %w", err)
 	}
 	return m.applyList(ctx, active)
 }
 
 // applyList advances the given active deployments.
-func (m *Manager) applyList(ctx context.Context, active []*structs.Deployment) (bool, error) {
+func (m *Applier) applyList(ctx context.Context, active []*structs.Deployment) (bool, error) {
 	ended := false
 	var errs []error
 	for _, d := range active {
@@ -121,7 +85,7 @@ func (m *Manager) applyList(ctx context.Context, active []*structs.Deployment) (
 // recorded something (a new state, a register, a hook run) is followed at
 // once by the next, so a job healthy once registered completes in the pass
 // that registers it. It reports whether the deployment ended.
-func (m *Manager) advance(ctx context.Context, d *structs.Deployment) (bool, error) {
+func (m *Applier) advance(ctx context.Context, d *structs.Deployment) (bool, error) {
 	for i := 0; i < maxStepsPerPass; i++ {
 		before, beforeIndex := d.State, d.ModifyIndex
 		var err error
@@ -166,7 +130,7 @@ const maxStepsPerPass = 32
 
 // start moves a detected deployment by its policy, unless it is held (the
 // next detection cycle supersedes it).
-func (m *Manager) start(d *structs.Deployment) error {
+func (m *Applier) start(d *structs.Deployment) error {
 	held, err := m.held(d)
 	if err != nil || held {
 		return err
@@ -182,7 +146,7 @@ func (m *Manager) start(d *structs.Deployment) error {
 // held reports whether a deployment's job is held now, by the rule of
 // holds.Evaluate: a deployment that consumed a deploy now is not held by
 // a closed window, but a pause holds it.
-func (m *Manager) held(d *structs.Deployment) (bool, error) {
+func (m *Applier) held(d *structs.Deployment) (bool, error) {
 	st := m.srv.State()
 	pauses, err := st.Pauses()
 	if err != nil {
@@ -196,11 +160,11 @@ func (m *Manager) held(d *structs.Deployment) (bool, error) {
 }
 
 // applying registers the job (once) and waits for it to be healthy.
-func (m *Manager) applying(ctx context.Context, d *structs.Deployment) error {
+func (m *Applier) applying(ctx context.Context, d *structs.Deployment) error {
 	now := m.now()
 	timeout := d.ApplyTimeout
 	if timeout <= 0 {
-		timeout = 15 * time.Minute
+		timeout = structs.DefaultApplyTimeout
 	}
 	switch {
 	case d.SkipRegister && !d.Registered:
@@ -229,7 +193,7 @@ func version(j *api.Job) uint64 {
 
 // register plans again, records the intent and registers with a
 // check-and-set on the index read at detection.
-func (m *Manager) register(ctx context.Context, d *structs.Deployment, now time.Time, timeout time.Duration) error {
+func (m *Applier) register(ctx context.Context, d *structs.Deployment, now time.Time, timeout time.Duration) error {
 	job, err := decodeJob(d.Spec)
 	if err != nil {
 		return m.fail(d, err.Error())
@@ -280,7 +244,7 @@ func (m *Manager) register(ctx context.Context, d *structs.Deployment, now time.
 // resumed says that an earlier attempt's outcome is unknown: a failed
 // check-and-set may then be that attempt landing, and is looked into
 // rather than taken as "nothing registered".
-func (m *Manager) doRegister(ctx context.Context, d *structs.Deployment, job *api.Job, resumed bool) error {
+func (m *Applier) doRegister(ctx context.Context, d *structs.Deployment, job *api.Job, resumed bool) error {
 	res, err := m.nomad.Register(ctx, job, d.JobModifyIndex)
 	m.noteRefusal(d.Key(), "the register", err)
 	if err != nil {
@@ -308,7 +272,7 @@ func (m *Manager) doRegister(ctx context.Context, d *structs.Deployment, job *ap
 // only if the job's modify index is still the one read at detection (the
 // check-and-set makes that safe), and only within the apply timeout;
 // otherwise it finds out whether its own register went through.
-func (m *Manager) resumeRegister(ctx context.Context, d *structs.Deployment, now time.Time) error {
+func (m *Applier) resumeRegister(ctx context.Context, d *structs.Deployment, now time.Time) error {
 	job, err := decodeJob(d.Spec)
 	if err != nil {
 		return m.fail(d, err.Error())
@@ -335,18 +299,9 @@ func (m *Manager) resumeRegister(ctx context.Context, d *structs.Deployment, now
 	return m.registerOutcome(ctx, d, job)
 }
 
-// liveJob reads a job from Nomad; nil when it does not exist.
-func (m *Manager) liveJob(ctx context.Context, namespace, jobID string) (*api.Job, error) {
-	live, err := m.nomad.Job(ctx, namespace, jobID)
-	if errors.Is(err, nomadx.ErrJobNotFound) {
-		return nil, nil
-	}
-	return live, err
-}
-
 // planWithLiveCounts plans job after giving the groups it leaves to an
 // autoscaler their live counts (live may be nil).
-func (m *Manager) planWithLiveCounts(ctx context.Context, job, live *api.Job) (*nomadx.PlanResult, error) {
+func (m *Applier) planWithLiveCounts(ctx context.Context, job, live *api.Job) (*nomadx.PlanResult, error) {
 	if live != nil {
 		nomadx.KeepLiveCounts(job, live)
 	}
@@ -359,7 +314,7 @@ func (m *Manager) planWithLiveCounts(ctx context.Context, job, live *api.Job) (*
 // landed and was changed since (by a person, or by auto_revert); it fails
 // the deployment as registered, so that the block survives changes of the
 // live job and no apply-and-revert loop can start.
-func (m *Manager) registerOutcome(ctx context.Context, d *structs.Deployment, job *api.Job) error {
+func (m *Applier) registerOutcome(ctx context.Context, d *structs.Deployment, job *api.Job) error {
 	live, err := m.liveJob(ctx, d.Namespace, d.JobID)
 	if err != nil {
 		return err
@@ -381,7 +336,7 @@ func (m *Manager) registerOutcome(ctx context.Context, d *structs.Deployment, jo
 
 // waitHealthy checks the health of the registered version, within the apply
 // timeout; the timeout pauses while canaries wait for promotion.
-func (m *Manager) waitHealthy(ctx context.Context, d *structs.Deployment, now time.Time, timeout time.Duration) error {
+func (m *Applier) waitHealthy(ctx context.Context, d *structs.Deployment, now time.Time, timeout time.Duration) error {
 	h, err := m.nomad.Health(ctx, d.Namespace, d.JobID, d.JobVersion, d.NomadEvalID)
 	if err != nil {
 		return err
@@ -424,20 +379,29 @@ func (m *Manager) waitHealthy(ctx context.Context, d *structs.Deployment, now ti
 
 // Promote promotes the canaries of a deployment's Nomad deployment. The
 // caller records the decision and then calls TriggerApply.
-func (m *Manager) Promote(ctx context.Context, d *structs.Deployment) error {
+func (m *Applier) Promote(ctx context.Context, d *structs.Deployment) error {
 	if d.State != structs.StateApplying {
 		return fmt.Errorf("%w: deployment %s is %s, not applying", structs.ErrConflict, d.ID, d.State)
 	}
 	nd := d.NomadDeploymentID
 	if nd == "" {
 		latest, err := m.nomad.LatestDeployment(ctx, d.Namespace, d.JobID)
-		if err != nil || latest == nil {
+		if err != nil {
+			return fmt.Errorf("%w: read the Nomad deployment of %s: %w", structs.ErrUpstream, d.ID, err)
+		}
+		if latest == nil {
 			return fmt.Errorf("%w: deployment %s has no Nomad deployment to promote", structs.ErrConflict, d.ID)
 		}
 		nd = latest.ID
 	}
 	if err := m.nomad.PromoteDeployment(ctx, nd); err != nil {
-		return fmt.Errorf("%w: promote Nomad deployment %s: %v", structs.ErrConflict, short(nd), err)
+		// Nomad refusing the promotion (nothing to promote) is a
+		// conflict; Nomad not answering is not.
+		kind := structs.ErrUpstream
+		if refused(err) {
+			kind = structs.ErrConflict
+		}
+		return fmt.Errorf("%w: promote Nomad deployment %s: %w", kind, short(nd), err)
 	}
 	// The caller records the decision, then wakes the apply loop: the
 	// promotion comes before the completion it leads to in the audit log.

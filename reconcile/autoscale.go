@@ -23,7 +23,7 @@ import (
 // deployment recorded at detection only in counts left to an autoscaler. live
 // is the job as read now (nil when it is gone). Any other answer, including
 // a version Nomad no longer keeps, is a reason to treat it as a change.
-func (m *Manager) autoscaledOnly(ctx context.Context, d *structs.Deployment, live *api.Job) error {
+func (m *core) autoscaledOnly(ctx context.Context, d *structs.Deployment, live *api.Job) error {
 	if d.JobModifyIndex == 0 || live == nil || live.JobModifyIndex == nil {
 		return fmt.Errorf("the job was created or removed")
 	}
@@ -42,7 +42,7 @@ func (m *Manager) autoscaledOnly(ctx context.Context, d *structs.Deployment, liv
 // autoscaler. It is detection's observation for the rule; the decision to
 // rebase is decide's, and the entry act's (rebase). The error is only a
 // failure to read the live job.
-func (m *Manager) autoscaledSince(ctx context.Context, d *structs.Deployment, liveMod uint64) (bool, error) {
+func (m *Detector) autoscaledSince(ctx context.Context, d *structs.Deployment, liveMod uint64) (bool, error) {
 	if d.JobModifyIndex == 0 || liveMod == 0 {
 		return false, nil
 	}
@@ -63,7 +63,7 @@ func (m *Manager) autoscaledSince(ctx context.Context, d *structs.Deployment, li
 
 // rebase moves a waiting deployment's check-and-set index to liveMod,
 // through Raft, before any register can use it.
-func (m *Manager) rebase(d *structs.Deployment, liveMod uint64) error {
+func (m *Detector) rebase(d *structs.Deployment, liveMod uint64) error {
 	from := d.JobModifyIndex
 	err := m.update(d, &structs.DeploymentPatch{JobModifyIndex: &liveMod,
 		Message: fmt.Sprintf("only the counts left to an autoscaler changed in Nomad: check-and-set index %d -> %d", from, liveMod)})

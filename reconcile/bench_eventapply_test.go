@@ -84,7 +84,7 @@ func BenchmarkEventApply(b *testing.B) {
 			// every active deployment (what the engine interval runs
 			// while the stream is down), at the default 5 s.
 			before = w.m.Nomad().Stats()
-			if _, err := w.m.ApplyOnce(context.Background()); err != nil {
+			if _, err := w.m.Applier().ApplyOnce(context.Background()); err != nil {
 				b.Fatal(err)
 			}
 			pass := w.m.Nomad().Stats().Sub(before)

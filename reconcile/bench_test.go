@@ -154,7 +154,7 @@ func BenchmarkDetection(b *testing.B) {
 		for b.Loop() {
 			before := w.m.Nomad().Stats()
 			start := time.Now()
-			res, err := w.m.DetectOnce(ctx)
+			res, err := w.m.Detector().DetectOnce(ctx)
 			durs = append(durs, time.Since(start))
 			if err != nil || res == nil {
 				b.Fatalf("detection: %v", err)

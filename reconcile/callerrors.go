@@ -18,7 +18,7 @@ import (
 // a job. Only refusals for the token are kept: other errors are retried
 // and logged. A new refusal asks for a detection cycle, so the status shows
 // it at once.
-func (m *Manager) noteRefusal(key, step string, err error) {
+func (m *core) noteRefusal(key, step string, err error) {
 	m.mu.Lock()
 	if err == nil {
 		if steps := m.refusals[key]; steps != nil {
@@ -51,7 +51,7 @@ func (m *Manager) noteRefusal(key, step string, err error) {
 }
 
 // refusalsOf returns the refusals recorded for a job, sorted.
-func (m *Manager) refusalsOf(key string) []string {
+func (m *core) refusalsOf(key string) []string {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	var out []string
@@ -65,11 +65,10 @@ func (m *Manager) refusalsOf(key string) []string {
 // refusedList records, when Nomad refuses to list the live jobs, that
 // refusal as the error of every managed job: nothing about them can be
 // known until the token allows it. Nothing else changes.
-func (m *Manager) refusedList(ctx context.Context, managed map[string]*declared, err error) {
+func (m *Detector) refusedList(ctx context.Context, managed map[string]*declared, err error) {
 	statuses := make(map[string]*structs.JobStatus, len(managed))
 	for key, d := range managed {
-		statuses[key] = &structs.JobStatus{Namespace: ns(d.job), JobID: id(d.job), Repository: d.repo, File: d.file,
-			Commit: d.commit, Policy: d.meta.Policy, Sync: structs.SyncError, Errors: []string{err.Error()}}
+		statuses[key] = d.errorStatus(d.file, err.Error())
 	}
 	if rerr := m.recordStatuses(ctx, statuses, nil, true, m.now()); rerr != nil {
 		m.logger.Error("record the refusal of the job list", "error", rerr)

@@ -9,7 +9,7 @@ import (
 	"github.com/nops-dev/nops/structs/holds"
 )
 
-// Detection of one managed job is observe, decide, act (detect.go):
+// Detection of one managed job is observe, decide, act (detect_job.go):
 // observe gathers a jobView from git, Nomad and the replicated state;
 // decide, here, turns it into a decision without any I/O; act proposes the
 // decision's Raft entries. decide owns SPEC section 4 steps 6 to 9 (the

@@ -6,7 +6,16 @@
 // never branches on which event woke it, so running it again (on the next
 // tick, or on a new leader after a failover) is always safe.
 //
-// Detection handles each managed job as observe, decide, act (detect.go,
+// Three types divide the work, over one shared core (core.go): the Detector
+// (detector.go, detect*.go) runs detection, the Applier (applier.go,
+// apply.go, hooks.go, wake.go) advances deployments, and the Query
+// (query.go) answers the API's reads on any server. The Manager wires them
+// together, runs the leader's loops and takes the API's writes. A write
+// wakes the loops with a structs.Kick that names what changed (kick.go): an
+// approval wakes its deployment in the apply loop alone, with no detection
+// cycle.
+//
+// Detection handles each managed job as observe, decide, act (detect_job.go,
 // decide.go): observe gathers a view of the job (git's spec and hooks,
 // Nomad's plan, the replicated state); decide, a pure function of that
 // view, chooses what to settle, whether to create a deployment and the

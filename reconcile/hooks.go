@@ -35,7 +35,7 @@ func dispatchMeta(d *structs.Deployment, h structs.FrozenHook) map[string]string
 // dispatching before the dispatch and as running with its child job after
 // it; a run found dispatching with no child in Nomad (the dispatch may or
 // may not have reached it) fails rather than run twice.
-func (m *Manager) runHooks(ctx context.Context, d *structs.Deployment, phase structs.HookPhase) error {
+func (m *Applier) runHooks(ctx context.Context, d *structs.Deployment, phase structs.HookPhase) error {
 	for _, h := range d.HooksOf(phase) {
 		run, ok := d.HookRun(phase, h.Position)
 		switch {
@@ -100,7 +100,7 @@ func (m *Manager) runHooks(ctx context.Context, d *structs.Deployment, phase str
 
 // hookTimedOut fails a run at its hook timeout and stops its job in Nomad,
 // so that a run the deployment gave up on does not go on beside a retry.
-func (m *Manager) hookTimedOut(ctx context.Context, d *structs.Deployment, h structs.FrozenHook, run structs.HookRun) error {
+func (m *Applier) hookTimedOut(ctx context.Context, d *structs.Deployment, h structs.FrozenHook, run structs.HookRun) error {
 	why := fmt.Sprintf("timed out after %s (nops_hook_timeout)", h.Timeout)
 	if _, err := m.nomad.Deregister(ctx, d.Namespace, run.DispatchedJobID, false); err != nil && !errors.Is(err, nomadx.ErrJobNotFound) {
 		m.logger.Warn("stop timed-out hook run", "deployment", d.ID, "job", run.DispatchedJobID, "error", err)
@@ -111,7 +111,7 @@ func (m *Manager) hookTimedOut(ctx context.Context, d *structs.Deployment, h str
 	return m.hookFailed(d, h, run, why)
 }
 
-func (m *Manager) hookFailed(d *structs.Deployment, h structs.FrozenHook, run structs.HookRun, why string) error {
+func (m *Applier) hookFailed(d *structs.Deployment, h structs.FrozenHook, run structs.HookRun, why string) error {
 	run.State, run.Error, run.FinishedAt = structs.HookRunFailed, why, m.now()
 	msg := fmt.Sprintf("%s hook %s %s", h.Phase, h.Name, why)
 	return m.transitionWith(d, structs.StateFailed, "", msg, &structs.DeploymentPatch{HookRun: &run})
@@ -119,7 +119,7 @@ func (m *Manager) hookFailed(d *structs.Deployment, h structs.FrozenHook, run st
 
 // dispatchHook registers the hook's revision job if needed, records the
 // intent, and dispatches with the run's idempotency token.
-func (m *Manager) dispatchHook(ctx context.Context, d *structs.Deployment, h structs.FrozenHook) error {
+func (m *Applier) dispatchHook(ctx context.Context, d *structs.Deployment, h structs.FrozenHook) error {
 	if err := m.ensureRevision(ctx, d.Namespace, h); err != nil {
 		return err
 	}
@@ -147,7 +147,7 @@ func (m *Manager) dispatchHook(ctx context.Context, d *structs.Deployment, h str
 
 // ensureRevision registers the hook revision job unless Nomad already runs
 // it. Two deployments that share a revision share its job.
-func (m *Manager) ensureRevision(ctx context.Context, namespace string, h structs.FrozenHook) error {
+func (m *Applier) ensureRevision(ctx context.Context, namespace string, h structs.FrozenHook) error {
 	live, err := m.nomad.Job(ctx, namespace, h.RevisionJobID)
 	if err != nil && !errors.Is(err, nomadx.ErrJobNotFound) {
 		return err
@@ -180,7 +180,7 @@ var revisionSuffix = regexp.MustCompile(`-[0-9a-f]{8}$`)
 // It runs after every detection cycle, so the quiet path stays cheap: the
 // active deployments come from their index, and the whole deployment
 // history is read only when a running job looks like an unneeded revision.
-func (m *Manager) stopUnusedRevisions(ctx context.Context, live map[string]*api.JobListStub) {
+func (m *Detector) stopUnusedRevisions(ctx context.Context, live map[string]*api.JobListStub) {
 	st := m.srv.State()
 	active, err := st.ActiveDeployments()
 	if err != nil {

@@ -1,13 +1,10 @@
 package reconcile_test
 
 import (
-	"bytes"
-	"context"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/nops-dev/nops/cmd/nops/command"
 	"github.com/nops-dev/nops/structs"
 	"github.com/nops-dev/nops/testutil"
 )
@@ -86,17 +83,15 @@ func TestHooks_PreAndPostRunInOrderAroundTheApply(t *testing.T) {
 		"pre hook migrate succeeded", "pre hooks succeeded", "registered job version 0", "healthy",
 		"post hook notify: dispatched", "post hook notify succeeded", "post hooks succeeded")
 
-	// nops deployment status shows the hooks and their runs.
-	var out, errOut bytes.Buffer
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if code := command.Run(ctx, []string{"deployment", "status", "-address", e.s.URL, d.ID}, &out, &errOut); code != 0 {
-		t.Fatalf("nops deployment status: exit %d: %s%s", code, out.String(), errOut.String())
+	// The API's deployment, which `nops deployment status` shows, carries
+	// the runs with their child jobs.
+	got := getDeployment(t, e.s, d.ID)
+	if len(got.HookRuns) != 3 {
+		t.Fatalf("GET /v1/deployment/%s: hook runs %+v, want 3", d.ID, got.HookRuns)
 	}
-	text := out.String()
-	for _, want := range []string{"Hook runs", "backup", "migrate", "notify", string(structs.HookRunSucceeded), d.HookRuns[0].DispatchedJobID} {
-		if !strings.Contains(text, want) {
-			t.Fatalf("nops deployment status lacks %q:\n%s", want, text)
+	for i, r := range got.HookRuns {
+		if r.State != structs.HookRunSucceeded || r.DispatchedJobID != d.HookRuns[i].DispatchedJobID || r.DispatchedJobID == "" {
+			t.Fatalf("GET /v1/deployment/%s: hook run %d is %+v, want %+v", d.ID, i, r, d.HookRuns[i])
 		}
 	}
 }

@@ -29,7 +29,7 @@ type liveList struct {
 // liveJobsCached returns the live jobs, slimmed (slimStub): the kept list
 // while it is still what Nomad holds, or a new list. Callers must not
 // change the map.
-func (m *Manager) liveJobsCached(ctx context.Context) (map[string]*api.JobListStub, error) {
+func (m *Detector) liveJobsCached(ctx context.Context) (map[string]*api.JobListStub, error) {
 	m.mu.Lock()
 	kept, epoch, index := m.liveList, m.streamEpoch, m.liveIndex
 	up := len(m.streamUp) > 0
@@ -59,7 +59,7 @@ func (m *Manager) liveJobsCached(ctx context.Context) (map[string]*api.JobListSt
 // Nomad's reads show index (Nomad sends the event before the change is
 // visible to reads), whatever job changed, so that a list made in between
 // is not kept as the new one.
-func (m *Manager) jobsChanged(index uint64) {
+func (m *core) jobsChanged(index uint64) {
 	m.mu.Lock()
 	m.streamEpoch++
 	m.liveIndex = max(m.liveIndex, index)

@@ -35,7 +35,7 @@ func TestLiveJobsCached_KeptUntilTheStreamReportsAChange(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := New(Config{DriftInterval: time.Minute}, nil, nomad, nil, hclog.NewNullLogger())
+	m := New(Config{DriftInterval: time.Minute}, nil, nomad, nil, hclog.NewNullLogger()).Detector()
 	m.streamUp = map[string]bool{"default": true}
 	ctx := context.Background()
 

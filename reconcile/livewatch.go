@@ -29,7 +29,7 @@ const (
 
 // streaming reports whether the event stream of every watched namespace is
 // up.
-func (m *Manager) streaming() bool {
+func (m *core) streaming() bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if len(m.streamUp) == 0 {
@@ -43,7 +43,7 @@ func (m *Manager) streaming() bool {
 	return true
 }
 
-func (m *Manager) setStreaming(ns string, up bool) {
+func (m *core) setStreaming(ns string, up bool) {
 	m.mu.Lock()
 	if m.streamUp == nil {
 		m.streamUp = map[string]bool{}
@@ -142,7 +142,7 @@ func (m *Manager) watchLive(ctx context.Context, ns string) {
 			if len(batch.Changes) > 0 {
 				m.jobsChanged(batch.Index)
 			}
-			if ids := m.routeActivity(batch.Activity); len(ids) > 0 {
+			if ids := m.applier.routeActivity(batch.Activity); len(ids) > 0 {
 				logger.Trace("Nomad deployment or allocation events wake deployments", "index", batch.Index, "deployments", ids)
 			}
 			if key := m.liveChangeOfManaged(batch.Index, batch.Changes); key != "" {
@@ -180,7 +180,7 @@ func (m *Manager) liveChangeOfManaged(index uint64, changes []nomadx.JobChange) 
 			ns = "default"
 		}
 		key := structs.JobKey(ns, c.JobID)
-		prev, ok := m.seen[key]
+		prev, ok := m.detector.seen[key]
 		if !ok {
 			continue
 		}
@@ -211,7 +211,7 @@ func (m *Manager) WatchingEvents() bool { return m.streaming() }
 
 // sinceIndex is the Nomad index the next job list must have reached: that
 // of the last live change the stream reported (0 for none).
-func (m *Manager) sinceIndex() uint64 {
+func (m *core) sinceIndex() uint64 {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.liveIndex

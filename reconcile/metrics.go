@@ -23,7 +23,7 @@ type metrics struct {
 	replanPending prometheus.Gauge
 }
 
-func newMetrics(reg prometheus.Registerer, m *Manager) *metrics {
+func newMetrics(reg prometheus.Registerer, m *core) *metrics {
 	mt := &metrics{
 		detectDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "nops_detection_duration_seconds", Help: "Duration of detection cycles.",
@@ -84,7 +84,7 @@ func (mt *metrics) observeDetection(start time.Time, err error) {
 
 // gitCollector reports the git watcher's fetch results at each scrape.
 type gitCollector struct {
-	m           *Manager
+	m           *core
 	fetchError  *prometheus.Desc
 	lastSuccess *prometheus.Desc
 }

@@ -16,8 +16,8 @@ import (
 // it is a read of Nomad, with no effect on it). It answers Deployment
 // false when the register created none or has not happened yet, and wraps
 // structs.ErrUpstream when Nomad cannot be read.
-func (m *Manager) NomadHealth(ctx context.Context, id string) (*structs.NomadHealth, error) {
-	d, err := m.srv.State().Deployment(id)
+func (q *Query) NomadHealth(ctx context.Context, id string) (*structs.NomadHealth, error) {
+	d, err := q.server.State().Deployment(id)
 	if err != nil {
 		return nil, fmt.Errorf("deployment %s: %w", id, err)
 	}
@@ -29,7 +29,7 @@ func (m *Manager) NomadHealth(ctx context.Context, id string) (*structs.NomadHea
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	nd, err := m.nomad.Deployment(ctx, d.NomadDeploymentID)
+	nd, err := q.client.Deployment(ctx, d.NomadDeploymentID)
 	if errors.Is(err, nomadx.ErrDeploymentNotFound) {
 		// Nomad garbage-collects old deployments.
 		return &structs.NomadHealth{ID: d.NomadDeploymentID, Description: "Nomad no longer has this deployment"}, nil

@@ -19,7 +19,7 @@ func (m *Manager) SetDefaults(d meta.Defaults) {
 	m.TriggerDetection()
 }
 
-func (m *Manager) jobDefaults() meta.Defaults {
+func (m *core) jobDefaults() meta.Defaults {
 	if d := m.defaults.Load(); d != nil {
 		return *d
 	}

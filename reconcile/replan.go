@@ -33,7 +33,7 @@ const replanRetry = time.Second
 // and the read of the live job a job with a scaling block needs), unless
 // the cycle yields to one asked for (never past twice FullPlanInterval).
 // A due plan not made is deferred to a later cycle.
-func (m *Manager) planDue(d *declared, prev observed, now time.Time) bool {
+func (m *Detector) planDue(d *declared, prev observed, now time.Time) bool {
 	if now.Sub(prev.planned) < m.cfg.FullPlanInterval {
 		return false
 	}
@@ -73,7 +73,7 @@ func (m *Manager) planDue(d *declared, prev observed, now time.Time) bool {
 // that the cycles that go on with the re-plan make no more of those than
 // the budget's rate either. It is asked after every cycle, and sets
 // nops_detection_replans_pending to the re-plans the cycle deferred.
-func (m *Manager) replanNext(before nomadx.Stats) (time.Duration, bool) {
+func (m *Detector) replanNext(before nomadx.Stats) (time.Duration, bool) {
 	m.mu.Lock()
 	deferred, granted := m.replanDeferred, m.replanGranted
 	m.replanDeferred, m.replanGranted = 0, 0
@@ -93,7 +93,7 @@ func (m *Manager) replanNext(before nomadx.Stats) (time.Duration, bool) {
 
 // SetReplanRate changes the re-plan budget's requests a second, as a
 // configuration reload does.
-func (m *Manager) SetReplanRate(perSecond int) { m.replan.SetRate(perSecond) }
+func (m *Manager) SetReplanRate(perSecond int) { m.detector.replan.SetRate(perSecond) }
 
 // ReplanRate returns the re-plan budget's requests a second.
-func (m *Manager) ReplanRate() int { return m.replan.Rate() }
+func (m *Manager) ReplanRate() int { return m.detector.replan.Rate() }

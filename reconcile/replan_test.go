@@ -17,7 +17,7 @@ import (
 
 // replanMetrics returns the manager's nops_detection_replans_total and
 // nops_detection_replans_pending.
-func replanMetrics(t *testing.T, m *Manager) (made, pending float64) {
+func replanMetrics(t *testing.T, m *Detector) (made, pending float64) {
 	t.Helper()
 	value := func(c prometheus.Metric) float64 {
 		var out dto.Metric
@@ -32,16 +32,16 @@ func replanMetrics(t *testing.T, m *Manager) (made, pending float64) {
 	return value(m.metrics.replanned), value(m.metrics.replanPending)
 }
 
-// replanManager returns a manager with a re-plan budget of rate whose
-// Nomad client talks to a stub that answers every request with {}.
-func replanManager(t *testing.T, rate int) *Manager {
+// replanManager returns the detector of a manager with a re-plan budget of
+// rate whose Nomad client talks to a stub that answers every request with {}.
+func replanManager(t *testing.T, rate int) *Detector {
 	stub := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("{}")) }))
 	t.Cleanup(stub.Close)
 	nomad, err := nomadx.New(nomadx.Config{Address: stub.URL}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return New(Config{DriftInterval: time.Minute, ReplanRate: rate}, nil, nomad, nil, hclog.NewNullLogger())
+	return New(Config{DriftInterval: time.Minute, ReplanRate: rate}, nil, nomad, nil, hclog.NewNullLogger()).Detector()
 }
 
 // TestPlanDue: an unchanged job is re-planned only once FullPlanInterval

@@ -2,6 +2,7 @@ package reconcile
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"time"
 
@@ -24,7 +25,7 @@ import (
 // stream per managed namespace, whatever the number of deployments.
 
 // wakeDeployments asks for a pass over the given deployments only.
-func (m *Manager) wakeDeployments(ids ...string) {
+func (m *core) wakeDeployments(ids ...string) {
 	if len(ids) == 0 {
 		return
 	}
@@ -44,7 +45,7 @@ func (m *Manager) wakeDeployments(ids ...string) {
 
 // takeWakes returns and clears what the apply loop was woken for: every
 // active deployment, or the listed ones.
-func (m *Manager) takeWakes() (all bool, ids []string) {
+func (m *Applier) takeWakes() (all bool, ids []string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	all, m.applyAll = m.applyAll, false
@@ -56,25 +57,32 @@ func (m *Manager) takeWakes() (all bool, ids []string) {
 }
 
 // ApplyDeployments advances the given deployments, those of them still
-// active, like ApplyOnce. It reports whether one ended.
-func (m *Manager) ApplyDeployments(ctx context.Context, ids []string) (bool, error) {
+// active, like ApplyOnce. It reports whether one ended, in this pass or
+// before it was woken (a rejection ends a deployment).
+func (m *Applier) ApplyDeployments(ctx context.Context, ids []string) (bool, error) {
 	st := m.srv.State()
 	var list []*structs.Deployment
+	endedBefore := false
 	for _, id := range ids {
 		d, err := st.Deployment(id)
 		if err != nil {
-			return false, err
+			return false, fmt.Errorf("read deployment %s: %w", id, err)
 		}
-		if d != nil && !d.State.Terminal() {
+		switch {
+		case d == nil:
+		case d.State.Terminal():
+			endedBefore = true
+		default:
 			list = append(list, d)
 		}
 	}
-	return m.applyList(ctx, list)
+	ended, err := m.applyList(ctx, list)
+	return ended || endedBefore, err
 }
 
 // routeActivity wakes the deployments that a batch of Nomad deployment and
 // allocation changes may move, and returns their IDs.
-func (m *Manager) routeActivity(acts []nomadx.Activity) []string {
+func (m *Applier) routeActivity(acts []nomadx.Activity) []string {
 	if len(acts) == 0 {
 		return nil
 	}
@@ -136,7 +144,7 @@ const deadlineSlack = 10 * time.Millisecond
 // the last pass failed; otherwise at the nearest deadline, or after the
 // safety net of FullPlanInterval; sooner when a sync window opens or
 // closes.
-func (m *Manager) nextApplyPass(failed bool) time.Duration {
+func (m *Applier) nextApplyPass(failed bool) time.Duration {
 	if failed || m.cfg.DisableEventStream || !m.streaming() {
 		return m.cfg.EngineInterval
 	}
@@ -156,7 +164,7 @@ func (m *Manager) nextApplyPass(failed bool) time.Duration {
 
 // nearestDeadline is the earliest apply or hook timeout of the active
 // deployments (zero for none).
-func (m *Manager) nearestDeadline() time.Time {
+func (m *Applier) nearestDeadline() time.Time {
 	active, err := m.srv.State().ActiveDeployments()
 	if err != nil {
 		return m.now()
@@ -190,4 +198,4 @@ func (m *Manager) nearestDeadline() time.Time {
 // cycle (the jobs after it, recording their statuses) takes long enough
 // to matter between a commit and its register. The cycle's end still
 // wakes the apply loop for every deployment.
-func (m *Manager) wakeCreated(d *structs.Deployment) { m.wakeDeployments(d.ID) }
+func (m *core) wakeCreated(d *structs.Deployment) { m.wakeDeployments(d.ID) }

@@ -351,6 +351,21 @@ type WebhookResult struct {
 	Duplicate bool `json:"duplicate,omitempty"`
 }
 
+// Push is a git push whose webhook signature the agent verified: the
+// repository's URLs as the sender names them (clone, SSH, web), the branch
+// pushed to, the commit it now points at, and the sender's delivery ID.
+// After and Delivery are empty when the sender names none.
+type Push struct {
+	URLs   []string
+	Branch string
+	After  string
+	// Provider and Delivery name the delivery (the sender's ID of it, by
+	// its provider's header), which the leader records so that a replay
+	// changes nothing; both empty when the sender gave none.
+	Provider string
+	Delivery string
+}
+
 // NomadHealth is the answer of GET /v1/deployment/{id}/nomad: the health
 // of the Nomad deployment that a Nops deployment's register created, read
 // from Nomad by the server asked. Deployment is false when the register

@@ -204,6 +204,10 @@ const (
 	DecisionReject  = "reject"
 )
 
+// DefaultApplyTimeout bounds a deployment's register and health when
+// neither its job nor the server configuration sets an apply timeout.
+const DefaultApplyTimeout = 15 * time.Minute
+
 // Deployment is one attempt to bring one job to its spec in git.
 type Deployment struct {
 	ID         string          `json:"id"`

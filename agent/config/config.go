@@ -29,6 +29,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nops-dev/nops/structs"
 	"github.com/nops-dev/nops/structs/meta"
 )
 
@@ -61,7 +62,7 @@ const (
 	DefaultNomadAddr      = "http://127.0.0.1:4646"
 	DefaultDriftInterval  = time.Minute
 	DefaultEngineInterval = 5 * time.Second
-	DefaultApplyTimeout   = meta.DefaultApplyTimeout
+	DefaultApplyTimeout   = structs.DefaultApplyTimeout
 	DefaultHookTimeout    = meta.DefaultHookTimeout
 	DefaultPolicy         = PolicyAuto
 	DefaultLogLevel       = "info"

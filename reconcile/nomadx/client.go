@@ -95,70 +95,14 @@ func New(cfg Config, logger hclog.Logger) (*Client, error) {
 	if logger == nil {
 		logger = hclog.NewNullLogger()
 	}
-	apiCfg := api.DefaultConfig()
-	if cfg.Address != "" {
-		apiCfg.Address = cfg.Address
-	}
-	if cfg.Token != "" && cfg.TokenFile != "" {
-		return nil, errors.New("set either a Nomad token or a token file, not both")
-	}
-	if cfg.Token != "" {
-		apiCfg.SecretID = cfg.Token
-	}
-	var tokens *tokenFile
-	if cfg.TokenFile != "" {
-		// The transport sends the file's token; NOMAD_TOKEN must not.
-		apiCfg.SecretID = ""
-		var err error
-		if tokens, err = newTokenFile(cfg.TokenFile, logger); err != nil {
-			return nil, err
-		}
-	}
-	if cfg.Region != "" {
-		apiCfg.Region = cfg.Region
-	}
-	if cfg.CACert != "" {
-		apiCfg.TLSConfig.CACert = cfg.CACert
-	}
-	if cfg.ClientCert != "" {
-		apiCfg.TLSConfig.ClientCert = cfg.ClientCert
-	}
-	if cfg.ClientKey != "" {
-		apiCfg.TLSConfig.ClientKey = cfg.ClientKey
-	}
-	if cfg.TLSServerName != "" {
-		apiCfg.TLSConfig.TLSServerName = cfg.TLSServerName
-	}
-	if cfg.TLSSkipVerify {
-		apiCfg.TLSConfig.Insecure = true
-	}
-
-	u, err := url.Parse(apiCfg.Address)
+	apiCfg, tokens, err := apiConfig(cfg, logger)
 	if err != nil {
-		return nil, fmt.Errorf("invalid Nomad address %q: %w", apiCfg.Address, err)
+		return nil, err
 	}
-	transport := cleanhttp.DefaultPooledTransport()
-	transport.TLSHandshakeTimeout = 10 * time.Second
-	transport.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12}
-	transport.ForceAttemptHTTP2 = false
-	switch u.Scheme {
-	case "http", "https":
-		if u.Host == "" {
-			return nil, fmt.Errorf("invalid Nomad address %q: missing host", apiCfg.Address)
-		}
-	case "unix":
-		socket := u.Path
-		if socket == "" {
-			return nil, fmt.Errorf("invalid Nomad address %q: missing socket path", apiCfg.Address)
-		}
-		transport.DialContext = func(ctx context.Context, _, _ string) (net.Conn, error) {
-			var d net.Dialer
-			return d.DialContext(ctx, "unix", socket)
-		}
-	default:
-		return nil, fmt.Errorf("invalid Nomad address %q: scheme must be http, https or unix", apiCfg.Address)
+	transport, err := newTransport(apiCfg.Address)
+	if err != nil {
+		return nil, err
 	}
-
 	httpClient := &http.Client{Transport: transport}
 	if err := api.ConfigureTLS(httpClient, apiCfg.TLSConfig); err != nil {
 		return nil, fmt.Errorf("configure TLS for Nomad: %w", err)
@@ -191,6 +135,80 @@ func New(cfg Config, logger hclog.Logger) (*Client, error) {
 		wait:     wait,
 		address:  apiCfg.Address,
 	}, nil
+}
+
+// apiConfig is the Nomad API's configuration of cfg, and the token file
+// to send, when cfg names one, in place of a token.
+func apiConfig(cfg Config, logger hclog.Logger) (*api.Config, *tokenFile, error) {
+	apiCfg := api.DefaultConfig()
+	if cfg.Address != "" {
+		apiCfg.Address = cfg.Address
+	}
+	if cfg.Token != "" && cfg.TokenFile != "" {
+		return nil, nil, errors.New("set either a Nomad token or a token file, not both")
+	}
+	if cfg.Token != "" {
+		apiCfg.SecretID = cfg.Token
+	}
+	var tokens *tokenFile
+	if cfg.TokenFile != "" {
+		// The transport sends the file's token; NOMAD_TOKEN must not.
+		apiCfg.SecretID = ""
+		var err error
+		if tokens, err = newTokenFile(cfg.TokenFile, logger); err != nil {
+			return nil, nil, err
+		}
+	}
+	if cfg.Region != "" {
+		apiCfg.Region = cfg.Region
+	}
+	if cfg.CACert != "" {
+		apiCfg.TLSConfig.CACert = cfg.CACert
+	}
+	if cfg.ClientCert != "" {
+		apiCfg.TLSConfig.ClientCert = cfg.ClientCert
+	}
+	if cfg.ClientKey != "" {
+		apiCfg.TLSConfig.ClientKey = cfg.ClientKey
+	}
+	if cfg.TLSServerName != "" {
+		apiCfg.TLSConfig.TLSServerName = cfg.TLSServerName
+	}
+	if cfg.TLSSkipVerify {
+		apiCfg.TLSConfig.Insecure = true
+	}
+	return apiCfg, tokens, nil
+}
+
+// newTransport returns the pooled transport to the Nomad agent at address:
+// http, https, or a unix socket.
+func newTransport(address string) (*http.Transport, error) {
+	u, err := url.Parse(address)
+	if err != nil {
+		return nil, fmt.Errorf("invalid Nomad address %q: %w", address, err)
+	}
+	transport := cleanhttp.DefaultPooledTransport()
+	transport.TLSHandshakeTimeout = 10 * time.Second
+	transport.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12}
+	transport.ForceAttemptHTTP2 = false
+	switch u.Scheme {
+	case "http", "https":
+		if u.Host == "" {
+			return nil, fmt.Errorf("invalid Nomad address %q: missing host", address)
+		}
+	case "unix":
+		socket := u.Path
+		if socket == "" {
+			return nil, fmt.Errorf("invalid Nomad address %q: missing socket path", address)
+		}
+		transport.DialContext = func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", socket)
+		}
+	default:
+		return nil, fmt.Errorf("invalid Nomad address %q: scheme must be http, https or unix", address)
+	}
+	return transport, nil
 }
 
 // API returns the underlying Nomad API client for calls this package does not

@@ -97,88 +97,19 @@ func canonicalJob(job *api.Job, dropScaled bool) []byte {
 // autoscaler never shows in it. A nil diff or a diff with no change hashes to
 // the same value as an empty diff.
 func DiffHash(diff *api.JobDiff) string {
-	type field struct {
-		Type, Name, Old, New string
-	}
-	type object struct {
-		Type, Name string
-		Fields     []field
-		Objects    []json.RawMessage
-	}
-	type task struct {
-		Type, Name string
-		Fields     []field
-		Objects    []json.RawMessage
-	}
-	type group struct {
-		Type, Name string
-		Fields     []field
-		Objects    []json.RawMessage
-		Tasks      []task
-	}
-	type jobDiff struct {
-		Type, ID string
-		Fields   []field
-		Objects  []json.RawMessage
-		Groups   []group
-	}
-
-	mustJSON := func(v any) json.RawMessage {
-		b, err := json.Marshal(v)
-		if err != nil {
-			panic("nomadx: marshal diff: " + err.Error())
-		}
-		return b
-	}
-	fields := func(in []*api.FieldDiff) []field {
-		var out []field
-		for _, f := range in {
-			if f == nil || f.Type == DiffTypeNone || f.Type == "" {
-				continue
-			}
-			out = append(out, field{f.Type, f.Name, f.Old, f.New})
-		}
-		sort.Slice(out, func(i, j int) bool {
-			a, b := out[i], out[j]
-			if a.Name != b.Name {
-				return a.Name < b.Name
-			}
-			if a.Type != b.Type {
-				return a.Type < b.Type
-			}
-			if a.Old != b.Old {
-				return a.Old < b.Old
-			}
-			return a.New < b.New
-		})
-		return out
-	}
-	var objects func(in []*api.ObjectDiff) []json.RawMessage
-	objects = func(in []*api.ObjectDiff) []json.RawMessage {
-		var out []json.RawMessage
-		for _, o := range in {
-			if o == nil || o.Type == DiffTypeNone || o.Type == "" {
-				continue
-			}
-			out = append(out, mustJSON(object{o.Type, o.Name, fields(o.Fields), objects(o.Objects)}))
-		}
-		sort.Slice(out, func(i, j int) bool { return bytes.Compare(out[i], out[j]) < 0 })
-		return out
-	}
-
-	var d jobDiff
+	var d diffJob
 	if diff != nil && diff.Type != DiffTypeNone {
-		d = jobDiff{Type: diff.Type, ID: diff.ID, Fields: fields(diff.Fields), Objects: objects(diff.Objects)}
+		d = diffJob{Type: diff.Type, ID: diff.ID, Fields: diffFields(diff.Fields), Objects: diffObjects(diff.Objects)}
 		for _, tg := range diff.TaskGroups {
 			if tg == nil || tg.Type == DiffTypeNone || tg.Type == "" {
 				continue
 			}
-			g := group{Type: tg.Type, Name: tg.Name, Fields: fields(tg.Fields), Objects: objects(tg.Objects)}
+			g := diffGroup{Type: tg.Type, Name: tg.Name, Fields: diffFields(tg.Fields), Objects: diffObjects(tg.Objects)}
 			for _, t := range tg.Tasks {
 				if t == nil || t.Type == DiffTypeNone || t.Type == "" {
 					continue
 				}
-				g.Tasks = append(g.Tasks, task{t.Type, t.Name, fields(t.Fields), objects(t.Objects)})
+				g.Tasks = append(g.Tasks, diffTask{t.Type, t.Name, diffFields(t.Fields), diffObjects(t.Objects)})
 			}
 			sort.Slice(g.Tasks, func(i, j int) bool { return g.Tasks[i].Name < g.Tasks[j].Name })
 			d.Groups = append(d.Groups, g)
@@ -187,4 +118,83 @@ func DiffHash(diff *api.JobDiff) string {
 	}
 	sum := sha256.Sum256(mustJSON(d))
 	return hex.EncodeToString(sum[:])
+}
+
+// The canonical form of a plan's diff that DiffHash hashes: changes only,
+// sorted. Their JSON is the hash's input, so their field names and order
+// are part of every stored diff hash.
+type (
+	diffField struct {
+		Type, Name, Old, New string
+	}
+	diffObject struct {
+		Type, Name string
+		Fields     []diffField
+		Objects    []json.RawMessage
+	}
+	diffTask struct {
+		Type, Name string
+		Fields     []diffField
+		Objects    []json.RawMessage
+	}
+	diffGroup struct {
+		Type, Name string
+		Fields     []diffField
+		Objects    []json.RawMessage
+		Tasks      []diffTask
+	}
+	diffJob struct {
+		Type, ID string
+		Fields   []diffField
+		Objects  []json.RawMessage
+		Groups   []diffGroup
+	}
+)
+
+// mustJSON encodes the canonical diff, which always encodes.
+func mustJSON(v any) json.RawMessage {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic("nomadx: marshal diff: " + err.Error())
+	}
+	return b
+}
+
+// diffFields returns the changed fields, sorted.
+func diffFields(in []*api.FieldDiff) []diffField {
+	var out []diffField
+	for _, f := range in {
+		if f == nil || f.Type == DiffTypeNone || f.Type == "" {
+			continue
+		}
+		out = append(out, diffField{f.Type, f.Name, f.Old, f.New})
+	}
+	sort.Slice(out, func(i, j int) bool {
+		a, b := out[i], out[j]
+		if a.Name != b.Name {
+			return a.Name < b.Name
+		}
+		if a.Type != b.Type {
+			return a.Type < b.Type
+		}
+		if a.Old != b.Old {
+			return a.Old < b.Old
+		}
+		return a.New < b.New
+	})
+	return out
+}
+
+// diffObjects returns the changed objects, each encoded with its changes,
+// sorted by their encoding.
+func diffObjects(in []*api.ObjectDiff) []json.RawMessage {
+	var out []json.RawMessage
+	for _, o := range in {
+		if o == nil || o.Type == DiffTypeNone || o.Type == "" {
+			continue
+		}
+		out = append(out, mustJSON(diffObject{o.Type, o.Name, diffFields(o.Fields), diffObjects(o.Objects)}))
+	}
+	sort.Slice(out, func(i, j int) bool { return bytes.Compare(out[i], out[j]) < 0 })
+	return out
 }

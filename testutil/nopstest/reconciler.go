@@ -3,7 +3,7 @@ package nopstest
 import (
 	"context"
 	"fmt"
-	"net/http"
+	"strings"
 	"sync"
 
 	"github.com/nops-dev/nops/structs"
@@ -123,8 +123,8 @@ func (f *FakeReconciler) Cycle() (*structs.DetectionCycle, error) {
 	return f.LastCycle, nil
 }
 
-// Webhook answers as a server without a webhook secret does.
-func (f *FakeReconciler) Webhook(_ context.Context, _ http.Header, body []byte) (*structs.WebhookResult, error) {
-	f.record("Webhook %d bytes", len(body))
-	return nil, fmt.Errorf("%w: the git webhook is disabled", structs.ErrNotFound)
+// Push records a verified push and matches no repository.
+func (f *FakeReconciler) Push(_ context.Context, p *structs.Push) (*structs.WebhookResult, error) {
+	f.record("Push %s %s", p.Branch, strings.Join(p.URLs, ","))
+	return &structs.WebhookResult{Matched: []string{}, Branch: p.Branch}, nil
 }

@@ -1,4 +1,4 @@
-package reconcile
+package agent
 
 import (
 	"crypto/hmac"
@@ -58,7 +58,7 @@ func FuzzWebhookPayload(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if p.branch == "" || len(p.urls) == 0 {
+		if p.Branch == "" || len(p.URLs) == 0 {
 			t.Fatalf("a push without a branch or a URL was accepted: %+v", p)
 		}
 	})

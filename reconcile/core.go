@@ -1,0 +1,165 @@
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/nomad/api"
+
+	"github.com/nops-dev/nops/reconcile/gitwatch"
+	"github.com/nops-dev/nops/reconcile/nomadx"
+	"github.com/nops-dev/nops/structs"
+	"github.com/nops-dev/nops/structs/holds"
+	"github.com/nops-dev/nops/structs/meta"
+)
+
+// core is what the leader's loops share: the server and the clients they
+// act through, the clock, each loop's wake-ups, the state of Nomad's event
+// stream and the refusals of Nomad calls. The Detector, the Applier and the
+// Manager embed the same core; its mutex guards the fields below it and
+// those of the Detector.
+type core struct {
+	cfg     Config
+	srv     Server
+	nomad   *nomadx.Client
+	git     *gitwatch.Watcher
+	logger  hclog.Logger
+	metrics *metrics
+
+	detectCh chan struct{}
+	applyCh  chan struct{}
+	// asked says a detection cycle was asked for since the last one began.
+	asked atomic.Bool
+
+	mu sync.Mutex
+	// termStart is when this server's current leadership began; git
+	// snapshots fetched before it are not trusted.
+	termStart time.Time
+	// streamUp says, by namespace, whether Nomad's job event stream is
+	// up; liveIndex is the index of the last live change it reported.
+	streamUp  map[string]bool
+	liveIndex uint64
+	// streamEpoch counts the stream's ups and downs and the job changes it
+	// reported; liveList is the list of live jobs kept between cycles
+	// while it is up (livecache.go).
+	streamEpoch uint64
+	liveList    *liveList
+	// refusals are the calls Nomad refused, by job key and step
+	// (callerrors.go).
+	refusals map[string]map[string]string
+	// applyAll and woken say what the apply loop was woken for: every
+	// active deployment, or those listed (wake.go).
+	applyAll bool
+	woken    map[string]struct{}
+
+	// defaults, when set, replaces cfg.Defaults (a configuration reload).
+	defaults atomic.Pointer[meta.Defaults]
+}
+
+func (m *core) now() time.Time { return m.cfg.Clock().UTC() }
+
+// TriggerDetection asks for a detection cycle as soon as possible.
+func (m *core) TriggerDetection() {
+	m.asked.Store(true)
+	select {
+	case m.detectCh <- struct{}{}:
+	default:
+	}
+}
+
+// TriggerApply asks for an apply pass as soon as possible.
+func (m *core) TriggerApply() {
+	m.mu.Lock()
+	m.applyAll = true
+	m.mu.Unlock()
+	select {
+	case m.applyCh <- struct{}{}:
+	default:
+	}
+}
+
+// Trigger wakes both loops: something that can move a job changed.
+func (m *core) Trigger() {
+	m.TriggerDetection()
+	m.TriggerApply()
+}
+
+func (m *core) meta() structs.WriteMeta {
+	return structs.WriteMeta{Time: m.now(), Actor: "nops"}
+}
+
+func (m *core) managesNamespace(n string) bool {
+	for _, want := range m.cfg.Namespaces {
+		if want == "*" || want == n {
+			return true
+		}
+	}
+	return false
+}
+
+// nextWindowBoundary returns when the next sync window opens or closes.
+func (m *core) nextWindowBoundary() time.Time {
+	windows, err := m.srv.State().Windows()
+	if err != nil {
+		// Look again after the engine interval rather than never.
+		m.logger.Warn("read sync windows", "error", err)
+		return m.now().Add(m.cfg.EngineInterval)
+	}
+	if len(windows) == 0 {
+		return time.Time{}
+	}
+	return holds.NextBoundary(windows, m.now())
+}
+
+// transition proposes a move of a deployment from the state it was read in.
+func (m *core) transition(d *structs.Deployment, to structs.DeploymentState, msg, errMsg string) error {
+	return m.transitionWith(d, to, msg, errMsg, nil)
+}
+
+func (m *core) transitionWith(d *structs.Deployment, to structs.DeploymentState, msg, errMsg string, patch *structs.DeploymentPatch) error {
+	_, err := m.srv.Apply(structs.DeploymentTransitionRequestType, &structs.DeploymentTransitionRequest{
+		WriteMeta: m.meta(), ID: d.ID, From: d.State, To: to, Message: msg, Error: errMsg, Update: patch,
+	})
+	if err != nil {
+		return fmt.Errorf("deployment %s %s -> %s: %w", d.ID, d.State, to, err)
+	}
+	m.logger.Info("deployment moved", "deployment", d.ID, "job", d.Key(), "from", d.State, "to", to, "message", firstOf(msg, errMsg))
+	d.State = to
+	return nil
+}
+
+// update records bookkeeping on a deployment in its current state.
+func (m *core) update(d *structs.Deployment, patch *structs.DeploymentPatch) error {
+	_, err := m.srv.Apply(structs.DeploymentUpdateRequestType, &structs.DeploymentUpdateRequest{
+		WriteMeta: m.meta(), ID: d.ID, State: d.State, Update: patch,
+	})
+	if err != nil {
+		return fmt.Errorf("update deployment %s: %w", d.ID, err)
+	}
+	return nil
+}
+
+func (m *core) fail(d *structs.Deployment, errMsg string) error {
+	return m.transition(d, structs.StateFailed, "", errMsg)
+}
+
+func firstOf(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+// liveJob reads a job from Nomad; nil when it does not exist.
+func (m *core) liveJob(ctx context.Context, namespace, jobID string) (*api.Job, error) {
+	live, err := m.nomad.Job(ctx, namespace, jobID)
+	if errors.Is(err, nomadx.ErrJobNotFound) {
+		return nil, nil
+	}
+	return live, err
+}

@@ -1,0 +1,158 @@
+package reconcile
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/nops-dev/nops/fsm"
+	"github.com/nops-dev/nops/reconcile/nomadx"
+	"github.com/nops-dev/nops/structs"
+)
+
+// Query answers the reconcilers' reads of the HTTP API (SPEC section 10)
+// from the replicated state and, for a deployment's health, from Nomad.
+// It changes nothing and runs on every server. Errors wrap the structs
+// sentinels (ErrNotFound, ErrUpstream) that the agent maps to status codes.
+type Query struct {
+	server Server
+	client *nomadx.Client
+}
+
+// Jobs lists the managed jobs that are not orphans, with their active and
+// last deployments, optionally of one namespace and one sync state (empty
+// matches all).
+func (q *Query) Jobs(namespace string, sync structs.SyncState) ([]*structs.JobSummary, error) {
+	st := q.server.State()
+	list, err := st.JobStatuses()
+	if err != nil {
+		return nil, fmt.Errorf("job statuses: %w", err)
+	}
+	reconciled, err := lastReconciled(st)
+	if err != nil {
+		return nil, err
+	}
+	out := []*structs.JobSummary{}
+	for _, s := range list {
+		if s.Orphan || (namespace != "" && s.Namespace != namespace) || (sync != "" && s.Sync != sync) {
+			continue
+		}
+		sum := &structs.JobSummary{JobStatus: s, LastReconciled: reconciled}
+		active, last, err := deploymentsOf(st, s.Namespace, s.JobID)
+		if err != nil {
+			return nil, err
+		}
+		sum.ActiveDeployment, sum.LastDeployment = ref(active), ref(last)
+		out = append(out, sum)
+	}
+	return out, nil
+}
+
+// lastReconciled is when the last detection cycle finished; nil before the
+// first.
+func lastReconciled(st *fsm.StateStore) (*time.Time, error) {
+	c, err := st.DetectionCycle()
+	if err != nil {
+		return nil, fmt.Errorf("read detection cycle: %w", err)
+	}
+	if c == nil {
+		return nil, nil
+	}
+	t := c.FinishedAt
+	return &t, nil
+}
+
+// deploymentsOf reads a job's active and last deployments (nil for none).
+func deploymentsOf(st *fsm.StateStore, namespace, jobID string) (active, last *structs.Deployment, err error) {
+	if active, err = st.ActiveDeployment(namespace, jobID); err != nil {
+		return nil, nil, fmt.Errorf("read active deployment of %s: %w", structs.JobKey(namespace, jobID), err)
+	}
+	if last, err = st.LastDeployment(namespace, jobID); err != nil {
+		return nil, nil, fmt.Errorf("read last deployment of %s: %w", structs.JobKey(namespace, jobID), err)
+	}
+	return active, last, nil
+}
+
+func ref(d *structs.Deployment) *structs.DeploymentRef {
+	if d == nil {
+		return nil
+	}
+	return &structs.DeploymentRef{ID: d.ID, State: d.State}
+}
+
+// Job returns one managed job with what holds it and its deployments
+// (without their specs); ErrNotFound when Nops does not manage it.
+func (q *Query) Job(namespace, jobID string) (*structs.JobDetail, error) {
+	st := q.server.State()
+	s, err := st.JobStatus(namespace, jobID)
+	if err != nil {
+		return nil, fmt.Errorf("job status: %w", err)
+	}
+	if s == nil {
+		return nil, fmt.Errorf("%w: job %s is not managed by Nops", structs.ErrNotFound, structs.JobKey(namespace, jobID))
+	}
+	out := &structs.JobDetail{Status: s}
+	active, last, err := deploymentsOf(st, namespace, jobID)
+	if err != nil {
+		return nil, err
+	}
+	if active != nil {
+		out.ActiveDeployment = active.Public()
+	}
+	if last != nil {
+		out.LastDeployment = last.Public()
+	}
+	b, err := st.Block(namespace, jobID)
+	if err != nil {
+		return nil, fmt.Errorf("read block of %s: %w", structs.JobKey(namespace, jobID), err)
+	}
+	if b != nil && b.Blocks(s.SpecHash, s.LiveModifyIndex) {
+		out.Block = b
+	}
+	if out.Pause, err = st.Paused(namespace, jobID); err != nil {
+		return nil, fmt.Errorf("read pause of %s: %w", structs.JobKey(namespace, jobID), err)
+	}
+	if out.LastReconciled, err = lastReconciled(st); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// Repos lists the observed status of every watched repository.
+func (q *Query) Repos() ([]*structs.RepoStatus, error) {
+	list, err := q.server.State().RepoStatuses()
+	if err != nil {
+		return nil, fmt.Errorf("repository statuses: %w", err)
+	}
+	if list == nil {
+		list = []*structs.RepoStatus{}
+	}
+	return list, nil
+}
+
+// Orphans lists the jobs Nops deployed that git no longer declares.
+func (q *Query) Orphans() ([]*structs.JobStatus, error) {
+	list, err := q.server.State().JobStatuses()
+	if err != nil {
+		return nil, fmt.Errorf("job statuses: %w", err)
+	}
+	out := []*structs.JobStatus{}
+	for _, s := range list {
+		if s.Orphan {
+			out = append(out, s)
+		}
+	}
+	return out, nil
+}
+
+// Cycle returns the last completed detection cycle; ErrNotFound before the
+// first.
+func (q *Query) Cycle() (*structs.DetectionCycle, error) {
+	c, err := q.server.State().DetectionCycle()
+	if err != nil {
+		return nil, fmt.Errorf("detection cycle: %w", err)
+	}
+	if c == nil {
+		return nil, fmt.Errorf("%w: no detection cycle has completed yet", structs.ErrNotFound)
+	}
+	return c, nil
+}
