@@ -264,7 +264,7 @@ func (m *Applier) doRegister(ctx context.Context, d *structs.Deployment, job *ap
 	}
 	v, reg := version(live), true
 	return m.update(d, &structs.DeploymentPatch{Registered: &reg, JobVersion: &v, NomadEvalID: &res.EvalID,
-		Message: fmt.Sprintf("registered job version %d (evaluation %s)", v, short(res.EvalID))})
+		Message: fmt.Sprintf("registered job version %d (evaluation %s)", v, structs.ShortID(res.EvalID))})
 }
 
 // resumeRegister handles a register whose outcome was not recorded: after a
@@ -343,7 +343,7 @@ func (m *Applier) waitHealthy(ctx context.Context, d *structs.Deployment, now ti
 	}
 	if h.DeploymentID != "" && h.DeploymentID != d.NomadDeploymentID {
 		if err := m.update(d, &structs.DeploymentPatch{NomadDeploymentID: &h.DeploymentID,
-			Message: "Nomad deployment " + short(h.DeploymentID)}); err != nil {
+			Message: "Nomad deployment " + structs.ShortID(h.DeploymentID)}); err != nil {
 			return err
 		}
 		d.NomadDeploymentID = h.DeploymentID
@@ -401,16 +401,9 @@ func (m *Applier) Promote(ctx context.Context, d *structs.Deployment) error {
 		if refused(err) {
 			kind = structs.ErrConflict
 		}
-		return fmt.Errorf("%w: promote Nomad deployment %s: %w", kind, short(nd), err)
+		return fmt.Errorf("%w: promote Nomad deployment %s: %w", kind, structs.ShortID(nd), err)
 	}
 	// The caller records the decision, then wakes the apply loop: the
 	// promotion comes before the completion it leads to in the audit log.
 	return nil
-}
-
-func short(s string) string {
-	if len(s) > 8 {
-		return s[:8]
-	}
-	return s
 }

@@ -32,7 +32,7 @@ func (m *Detector) frozenHooks(d *declared, hooks map[string]*declared) ([]struc
 				continue
 			}
 			hash := nomadx.JobHash(h.job)
-			rev := fmt.Sprintf("%s-%s", name, hash[:8])
+			rev := name + "-" + structs.ShortID(hash)
 			spec, err := hookRevisionSpec(h.job, rev)
 			if err != nil {
 				return err
