@@ -100,14 +100,14 @@ func (c *aclAuthMethodWriteCommand) Run(ctx context.Context, args []string) int 
 		if err := jsonFlag(f.config, cfg); err != nil {
 			return nil, nil, fmt.Errorf("-config: %w", err)
 		}
-		_, err := api.ACLAuthMethod(ctx, pos[0])
+		_, err := api.ACL().AuthMethod(ctx, pos[0])
 		switch {
 		case c.create && err == nil:
 			return nil, nil, fmt.Errorf("auth method %q already exists: use nops acl auth-method update", pos[0])
 		case !c.create && err != nil:
 			return nil, nil, fmt.Errorf("auth method %q: %w", pos[0], err)
 		}
-		am, err := api.PutACLAuthMethod(ctx, &structs.ACLAuthMethodSpec{Name: pos[0], Type: f.typ, DisplayName: f.display,
+		am, err := api.ACL().PutAuthMethod(ctx, &structs.ACLAuthMethodSpec{Name: pos[0], Type: f.typ, DisplayName: f.display,
 			TokenTTL: f.ttl, Default: f.isDefault, Config: cfg})
 		if err != nil {
 			return nil, nil, fmt.Errorf("%s auth method %q: %w", c.verb(), pos[0], err)
@@ -129,7 +129,7 @@ func (c *aclAuthMethodListCommand) Help() string {
 
 func (c *aclAuthMethodListCommand) Run(ctx context.Context, args []string) int {
 	return c.m.runACL(c, args, apiArgs{name: "acl auth-method list"}, func(api *client.Client, _ []string) (any, func(), error) {
-		list, err := api.ACLAuthMethods(ctx)
+		list, err := api.ACL().AuthMethods(ctx)
 		if list == nil {
 			list = []*structs.ACLAuthMethod{}
 		}
@@ -156,7 +156,7 @@ func (c *aclAuthMethodInfoCommand) Help() string {
 func (c *aclAuthMethodInfoCommand) Run(ctx context.Context, args []string) int {
 	spec := apiArgs{name: "acl auth-method info", min: 1, max: 1, desc: "an auth method name"}
 	return c.m.runACL(c, args, spec, func(api *client.Client, pos []string) (any, func(), error) {
-		a, err := api.ACLAuthMethod(ctx, pos[0])
+		a, err := api.ACL().AuthMethod(ctx, pos[0])
 		if err != nil {
 			return nil, nil, fmt.Errorf("auth method %q: %w", pos[0], err)
 		}
@@ -213,7 +213,7 @@ func (c *aclBindingRuleCreateCommand) Run(ctx context.Context, args []string) in
 	var br structs.ACLBindingRuleSpec
 	spec := apiArgs{name: "acl binding-rule create", flags: bindingRuleFlags(&br)}
 	return c.m.runACL(c, args, spec, func(api *client.Client, _ []string) (any, func(), error) {
-		r, err := api.CreateACLBindingRule(ctx, &br)
+		r, err := api.ACL().CreateBindingRule(ctx, &br)
 		if err != nil {
 			return nil, nil, fmt.Errorf("create binding rule: %w", err)
 		}
@@ -236,7 +236,7 @@ func (c *aclBindingRuleUpdateCommand) Run(ctx context.Context, args []string) in
 	var br structs.ACLBindingRuleSpec
 	spec := apiArgs{name: "acl binding-rule update", min: 1, max: 1, desc: "a rule ID", flags: bindingRuleFlags(&br)}
 	return c.m.runACL(c, args, spec, func(api *client.Client, pos []string) (any, func(), error) {
-		r, err := api.UpdateACLBindingRule(ctx, pos[0], &br)
+		r, err := api.ACL().UpdateBindingRule(ctx, pos[0], &br)
 		if err != nil {
 			return nil, nil, fmt.Errorf("update binding rule %s: %w", pos[0], err)
 		}
@@ -257,7 +257,7 @@ func (c *aclBindingRuleListCommand) Help() string {
 
 func (c *aclBindingRuleListCommand) Run(ctx context.Context, args []string) int {
 	return c.m.runACL(c, args, apiArgs{name: "acl binding-rule list"}, func(api *client.Client, _ []string) (any, func(), error) {
-		list, err := api.ACLBindingRules(ctx)
+		list, err := api.ACL().BindingRules(ctx)
 		if list == nil {
 			list = []*structs.ACLBindingRule{}
 		}
@@ -284,7 +284,7 @@ func (c *aclBindingRuleInfoCommand) Help() string {
 func (c *aclBindingRuleInfoCommand) Run(ctx context.Context, args []string) int {
 	spec := apiArgs{name: "acl binding-rule info", min: 1, max: 1, desc: "a rule ID"}
 	return c.m.runACL(c, args, spec, func(api *client.Client, pos []string) (any, func(), error) {
-		r, err := api.ACLBindingRule(ctx, pos[0])
+		r, err := api.ACL().BindingRule(ctx, pos[0])
 		if err != nil {
 			return nil, nil, fmt.Errorf("binding rule %s: %w", pos[0], err)
 		}
@@ -387,7 +387,7 @@ func (c *loginCommand) login(ctx context.Context, api *client.Client, f *loginFl
 		err error
 	)
 	if jwt != "" {
-		tok, err = api.JWTLogin(ctx, f.method, jwt)
+		tok, err = api.ACL().JWTLogin(ctx, f.method, jwt)
 	} else {
 		ctx, cancel := context.WithTimeout(ctx, f.timeout)
 		defer cancel()
@@ -441,7 +441,7 @@ func (m *runner) oidcLogin(ctx context.Context, api *client.Client, method, addr
 	}
 	defer ln.Close()
 	redirect := "http://" + ln.Addr().String() + "/oidc/callback"
-	au, err := api.OIDCAuthURL(ctx, &structs.ACLOIDCAuthURLRequest{AuthMethod: method, RedirectURI: redirect, ClientNonce: nonce, CodeChallenge: challenge})
+	au, err := api.ACL().OIDCAuthURL(ctx, &structs.ACLOIDCAuthURLRequest{AuthMethod: method, RedirectURI: redirect, ClientNonce: nonce, CodeChallenge: challenge})
 	if err != nil {
 		return nil, err
 	}
@@ -479,6 +479,6 @@ func (m *runner) oidcLogin(ctx context.Context, api *client.Client, method, addr
 	if res.state != au.State {
 		return nil, errors.New("the OIDC callback's state does not match the login's: refusing it")
 	}
-	return api.OIDCCompleteAuth(ctx, &structs.ACLOIDCCompleteAuthRequest{AuthMethod: method, RedirectURI: redirect,
+	return api.ACL().OIDCCompleteAuth(ctx, &structs.ACLOIDCCompleteAuthRequest{AuthMethod: method, RedirectURI: redirect,
 		ClientNonce: nonce, State: res.state, Code: res.code, CodeVerifier: verifier})
 }

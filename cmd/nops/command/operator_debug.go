@@ -128,7 +128,7 @@ func (c *operatorDebugCommand) Run(ctx context.Context, args []string) int {
 		},
 	}
 	return m.runAPI(c, args, spec, func(api *client.Client, _ []string, asJSON bool) int {
-		members, _, err := api.Members(ctx, nil)
+		members, _, err := api.Agent().Members(ctx, nil)
 		if err != nil {
 			return m.fail(fmt.Errorf("list the servers: %w", err))
 		}
@@ -153,21 +153,21 @@ func (c *operatorDebugCommand) Run(ctx context.Context, args []string) int {
 				defer wg.Done()
 				lctx, cancel := context.WithTimeout(ctx, duration)
 				defer cancel()
-				stream, err := api.Monitor(lctx, srv, level, false)
+				stream, err := api.Agent().Monitor(lctx, srv, level, false)
 				b.addStream(path.Join("servers", srv, "monitor.log"), stream, err)
 			}(srv)
 		}
-		conf, _, err := api.RaftConfiguration(ctx, nil)
+		conf, _, err := api.Operator().RaftConfiguration(ctx, nil)
 		b.addJSON("cluster/raft-configuration.json", conf, err)
-		apConf, err := api.AutopilotGetConfig(ctx)
+		apConf, err := api.Operator().AutopilotGetConfig(ctx)
 		b.addJSON("cluster/autopilot-configuration.json", apConf, err)
-		health, err := api.AutopilotHealth(ctx)
+		health, err := api.Operator().AutopilotHealth(ctx)
 		b.addJSON("cluster/autopilot-health.json", health, err)
 		for _, srv := range servers {
 			for _, item := range []struct{ item, file string }{
 				{"self", "self.json"}, {"metrics", "metrics.txt"}, {"goroutine", "goroutine.txt"}, {"heap", "heap.prof"},
 			} {
-				rc, err := api.DebugItem(ctx, srv, item.item)
+				rc, err := api.Agent().DebugItem(ctx, srv, item.item)
 				b.addStream(path.Join("servers", srv, item.file), rc, err)
 			}
 		}
