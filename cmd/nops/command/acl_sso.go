@@ -2,20 +2,14 @@ package command
 
 import (
 	"context"
-	"crypto/rand"
-	"crypto/sha256"
-	"encoding/base64"
 	"errors"
 	"flag"
 	"fmt"
-	"html"
-	"io"
-	"net"
-	"net/http"
 	"os"
 	"strings"
 	"time"
 
+	"github.com/nops-dev/nops/cmd/nops/command/oidclogin"
 	"github.com/nops-dev/nops/rpc/client"
 	"github.com/nops-dev/nops/structs"
 )
@@ -391,94 +385,10 @@ func (c *loginCommand) login(ctx context.Context, api *client.Client, f *loginFl
 	} else {
 		ctx, cancel := context.WithTimeout(ctx, f.timeout)
 		defer cancel()
-		tok, err = c.m.oidcLogin(ctx, api, f.method, f.callback)
+		tok, err = oidclogin.Login(ctx, api, oidclogin.Config{Method: f.method, CallbackAddr: f.callback, Random: c.m.random, Prompt: c.m.stderr})
 	}
 	if err != nil {
 		return nil, fmt.Errorf("login: %w", err)
 	}
 	return tok, nil
-}
-
-func (m *runner) randomURLString(n int) (string, error) {
-	src := m.random
-	if src == nil {
-		src = rand.Reader
-	}
-	b := make([]byte, n)
-	if _, err := io.ReadFull(src, b); err != nil {
-		return "", err
-	}
-	return base64.RawURLEncoding.EncodeToString(b), nil
-}
-
-const (
-	// oidcRandomBytes is the entropy of the login's nonce and PKCE
-	// verifier: 256 bits, as RFC 7636 recommends for the verifier.
-	oidcRandomBytes = 32
-	// callbackHeaderTimeout bounds the wait for the browser's callback
-	// request headers, which it sends at once.
-	callbackHeaderTimeout = 10 * time.Second
-)
-
-// oidcLogin runs the OIDC authorization code flow with PKCE: a local
-// callback server, the login URL printed for the browser, and the
-// exchange of the code the browser brings back. The callback's state must
-// be the one the server gave.
-func (m *runner) oidcLogin(ctx context.Context, api *client.Client, method, addr string) (*structs.ACLTokenView, error) {
-	nonce, err := m.randomURLString(oidcRandomBytes)
-	if err != nil {
-		return nil, err
-	}
-	verifier, err := m.randomURLString(oidcRandomBytes)
-	if err != nil {
-		return nil, err
-	}
-	sum := sha256.Sum256([]byte(verifier))
-	challenge := base64.RawURLEncoding.EncodeToString(sum[:])
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("listen for the OIDC callback on %s: %w", addr, err)
-	}
-	defer ln.Close()
-	redirect := "http://" + ln.Addr().String() + "/oidc/callback"
-	au, err := api.ACL().OIDCAuthURL(ctx, &structs.ACLOIDCAuthURLRequest{AuthMethod: method, RedirectURI: redirect, ClientNonce: nonce, CodeChallenge: challenge})
-	if err != nil {
-		return nil, err
-	}
-	type result struct{ code, state, err string }
-	got := make(chan result, 1)
-	srv := &http.Server{ReadHeaderTimeout: callbackHeaderTimeout, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != "/oidc/callback" {
-			http.NotFound(w, r)
-			return
-		}
-		q := r.URL.Query()
-		res := result{code: q.Get("code"), state: q.Get("state"), err: q.Get("error")}
-		msg := "Login complete: you may close this window and return to the terminal."
-		if res.err != "" {
-			msg = "Login failed: " + res.err
-		}
-		fmt.Fprintf(w, "<!doctype html><title>Nops login</title><p>%s</p>", html.EscapeString(msg))
-		select {
-		case got <- res:
-		default:
-		}
-	})}
-	go func() { _ = srv.Serve(ln) }()
-	defer srv.Close()
-	fmt.Fprintf(m.stderr, "Complete the login in your browser:\n\n    %s\n\nWaiting for the callback on %s ...\n", au.AuthURL, redirect)
-	var res result
-	select {
-	case <-ctx.Done():
-		return nil, fmt.Errorf("no OIDC callback: %w", ctx.Err())
-	case res = <-got:
-	}
-	if res.err != "" {
-		return nil, fmt.Errorf("the identity provider refused the login: %s", res.err)
-	}
-	if res.state != au.State {
-		return nil, errors.New("the OIDC callback's state does not match the login's: refusing it")
-	}
-	return api.ACL().OIDCCompleteAuth(ctx, &structs.ACLOIDCCompleteAuthRequest{AuthMethod: method, RedirectURI: redirect,
-		ClientNonce: nonce, State: res.state, Code: res.code, CodeVerifier: verifier})
 }
