@@ -75,7 +75,20 @@ type command interface {
 
 // commands returns every command by its name ("deployment list").
 func (m *runner) commands() map[string]command {
-	cmds := map[string]command{
+	cmds := m.commandTable()
+	synopses := groupSynopses()
+	for name, c := range cmds {
+		if c == nil {
+			cmds[name] = &groupCommand{m: m, name: name, synopsis: synopses[name], all: cmds}
+		}
+	}
+	return cmds
+}
+
+// commandTable maps every command's name to the command; a group of
+// commands (whose name prefixes theirs) is nil.
+func (m *runner) commandTable() map[string]command {
+	return map[string]command{
 		"serve":   &serveCommand{m: m},
 		"version": &versionCommand{m: m},
 		"status":  &statusCommand{m: m},
@@ -177,7 +190,11 @@ func (m *runner) commands() map[string]command {
 		"acl binding-rule delete": m.aclDelete("acl binding-rule delete", "a binding rule", "a rule ID", (*client.ACL).DeleteBindingRule),
 		"login":                   &loginCommand{m: m},
 	}
-	groupSynopses := map[string]string{
+}
+
+// groupSynopses maps the name of every group of commands to its synopsis.
+func groupSynopses() map[string]string {
+	return map[string]string{
 		"deployment":        "List, inspect, approve, reject and promote deployments",
 		"job":               "Show a managed job; retry, pause, resume or deploy it now",
 		"window":            "Manage sync windows",
@@ -196,14 +213,9 @@ func (m *runner) commands() map[string]command {
 		"acl token":         "Manage ACL tokens",
 		"acl auth-method":   "Manage SSO auth methods",
 		"acl binding-rule":  "Manage the binding rules of SSO logins",
+
+		"operator autopilot": "Show and change autopilot: server health, promotion and cleanup",
 	}
-	groupSynopses["operator autopilot"] = "Show and change autopilot: server health, promotion and cleanup"
-	for name, c := range cmds {
-		if c == nil {
-			cmds[name] = &groupCommand{m: m, name: name, synopsis: groupSynopses[name], all: cmds}
-		}
-	}
-	return cmds
 }
 
 func (m *runner) run(ctx context.Context, args []string) int {
