@@ -9,6 +9,11 @@
 // it too (`nops -address=URL status`); flags may also follow positional
 // arguments (`nops deployment approve ID -comment x`).
 //
+// The libraries behind some commands are packages of their own, which this
+// package wires to flags and output: validate (the offline job validator of
+// `nops validate`), debugbundle (the bundle of `nops operator debug`) and
+// oidclogin (the OIDC flow of `nops login`).
+//
 // Guarantee: Run returns 0 on success, 1 when the command failed (the server
 // could not be reached, answered an error, or a file is invalid) and 2 on a
 // usage error (unknown command or flag, wrong arguments), with the message
