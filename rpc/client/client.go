@@ -8,6 +8,11 @@
 // test decodes every answer of a real server strictly into the type its
 // route declares.
 //
+// The methods are grouped by part of the API, each part a small type of its
+// own that a method of Client returns: c.Jobs().List, c.Deployments().Approve,
+// c.ACL().Tokens, c.Operator().RaftConfiguration, c.Status().Leader,
+// c.Agent().Self. Getting a part sends nothing.
+//
 // Guarantees:
 //
 //   - Every request carries the token (X-Nops-Token, when one is set) and

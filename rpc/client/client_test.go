@@ -64,7 +64,7 @@ func TestClient_StatusSelfAndMeta(t *testing.T) {
 	c := newClient(t, s, "tester@ci")
 	ctx := context.Background()
 
-	leader, meta, err := c.Leader(ctx, nil)
+	leader, meta, err := c.Status().Leader(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,28 +74,28 @@ func TestClient_StatusSelfAndMeta(t *testing.T) {
 	if !meta.KnownLeader || meta.LastContact != 0 {
 		t.Errorf("meta %+v: want a known leader and no last contact on the leader", meta)
 	}
-	peers, _, err := c.Peers(ctx, &client.QueryOptions{Consistent: true})
+	peers, _, err := c.Status().Peers(ctx, &client.QueryOptions{Consistent: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !slices.Equal(peers, []string{s.RPCAddr()}) {
 		t.Errorf("peers %v, want [%s]", peers, s.RPCAddr())
 	}
-	self, _, err := c.Self(ctx, nil)
+	self, _, err := c.Agent().Self(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if self.NodeID != s.NodeID() || !self.IsLeader || !self.Dev || self.HTTPAddr != s.HTTPAddr() {
 		t.Errorf("self %+v does not describe the server %s at %s", self, s.NodeID(), s.HTTPAddr())
 	}
-	members, _, err := c.Members(ctx, nil)
+	members, _, err := c.Agent().Members(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(members) != 1 || members[0].Status != "alive" {
 		t.Errorf("members %+v, want one alive", members)
 	}
-	h, err := c.Health(ctx)
+	h, err := c.Agent().Health(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,10 +104,10 @@ func TestClient_StatusSelfAndMeta(t *testing.T) {
 	}
 
 	// The index header follows the state.
-	if _, err := c.PauseAll(ctx, "index check"); err != nil {
+	if _, err := c.Jobs().PauseAll(ctx, "index check"); err != nil {
 		t.Fatal(err)
 	}
-	_, meta2, err := c.Pauses(ctx, nil)
+	_, meta2, err := c.Jobs().Pauses(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,7 +124,7 @@ func TestClient_DecisionsRecordTheActor(t *testing.T) {
 	a := createPending(t, s, "web")
 	b := createPending(t, s, "api")
 
-	got, err := c.Approve(ctx, a.ID[:8], "looks good")
+	got, err := c.Deployments().Approve(ctx, a.ID[:8], "looks good")
 	if err != nil {
 		t.Fatalf("approve by prefix: %v", err)
 	}
@@ -138,7 +138,7 @@ func TestClient_DecisionsRecordTheActor(t *testing.T) {
 		t.Error("the API returned the job spec")
 	}
 
-	rej, err := c.Reject(ctx, b.ID, "not now")
+	rej, err := c.Deployments().Reject(ctx, b.ID, "not now")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,13 +147,13 @@ func TestClient_DecisionsRecordTheActor(t *testing.T) {
 	}
 
 	// Approving again is a conflict.
-	_, err = c.Approve(ctx, a.ID, "")
+	_, err = c.Deployments().Approve(ctx, a.ID, "")
 	var ae *client.APIError
 	if !errors.As(err, &ae) || ae.StatusCode != http.StatusConflict || !strings.Contains(ae.Message, "not pending approval") {
 		t.Fatalf("second approve: %v, want a 409 naming the state", err)
 	}
 
-	events, _, err := c.DeploymentEvents(ctx, a.ID, nil)
+	events, _, err := c.Deployments().Events(ctx, a.ID, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,12 +171,12 @@ func TestClient_Errors(t *testing.T) {
 	c := newClient(t, s, "tester@ci")
 	ctx := context.Background()
 
-	_, _, err := c.Deployment(ctx, "0000-missing", nil)
+	_, _, err := c.Deployments().Info(ctx, "0000-missing", nil)
 	if !client.IsNotFound(err) {
 		t.Errorf("missing deployment: %v, want a 404", err)
 	}
 
-	_, err = c.PutWindow(ctx, &structs.WindowSpec{Name: "bad", Kind: "maybe", Schedule: "nope", Duration: "1h", Timezone: "UTC"})
+	_, err = c.Windows().Put(ctx, &structs.WindowSpec{Name: "bad", Kind: "maybe", Schedule: "nope", Duration: "1h", Timezone: "UTC"})
 	var ae *client.APIError
 	if !errors.As(err, &ae) {
 		t.Fatalf("bad window: %v, want an *APIError", err)
@@ -188,7 +188,7 @@ func TestClient_Errors(t *testing.T) {
 		t.Errorf("problems %q do not name kind and schedule", ae.Problems)
 	}
 
-	_, _, err = c.Deployments(ctx, client.DeploymentFilter{State: "sleeping"}, nil)
+	_, _, err = c.Deployments().List(ctx, client.DeploymentFilter{State: "sleeping"}, nil)
 	if client.StatusCode(err) != http.StatusBadRequest || !strings.Contains(err.Error(), "sleeping") {
 		t.Errorf("bad state filter: %v", err)
 	}
@@ -205,7 +205,7 @@ func TestClient_Unreachable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, _, err = c.Self(context.Background(), nil)
+	_, _, err = c.Agent().Self(context.Background(), nil)
 	var ue *client.UnreachableError
 	if !errors.As(err, &ue) || ue.Address != addr || !strings.Contains(err.Error(), addr) {
 		t.Fatalf("err %v, want an UnreachableError naming %s", err, addr)
@@ -223,14 +223,14 @@ func TestClient_Pagination(t *testing.T) {
 	for _, job := range []string{"a", "b", "c"} {
 		ids = append(ids, createPending(t, s, job).ID)
 	}
-	page1, meta, err := c.Deployments(ctx, client.DeploymentFilter{}, &client.QueryOptions{Limit: 2})
+	page1, meta, err := c.Deployments().List(ctx, client.DeploymentFilter{}, &client.QueryOptions{Limit: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(page1) != 2 || meta.NextToken == "" {
 		t.Fatalf("page 1: %d deployments, next %q; want 2 and a token", len(page1), meta.NextToken)
 	}
-	page2, meta2, err := c.Deployments(ctx, client.DeploymentFilter{}, &client.QueryOptions{Limit: 2, Next: meta.NextToken})
+	page2, meta2, err := c.Deployments().List(ctx, client.DeploymentFilter{}, &client.QueryOptions{Limit: 2, Next: meta.NextToken})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -242,7 +242,7 @@ func TestClient_Pagination(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Errorf("pages %v, want newest first %v", got, want)
 	}
-	only, _, err := c.Deployments(ctx, client.DeploymentFilter{Namespace: "default", JobID: "b", State: "pending_approval"}, nil)
+	only, _, err := c.Deployments().List(ctx, client.DeploymentFilter{Namespace: "default", JobID: "b", State: "pending_approval"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -255,10 +255,10 @@ func TestClient_EventsLongPoll(t *testing.T) {
 	s := startServer(t)
 	c := newClient(t, s, "poller@ci")
 	ctx := context.Background()
-	if _, err := c.PauseAll(ctx, "first"); err != nil {
+	if _, err := c.Jobs().PauseAll(ctx, "first"); err != nil {
 		t.Fatal(err)
 	}
-	events, _, err := c.Events(ctx, "", "", 0, nil)
+	events, _, err := c.Events().List(ctx, "", "", 0, nil)
 	if err != nil || len(events) != 1 {
 		t.Fatalf("events %v, %v: want one", events, err)
 	}
@@ -266,7 +266,7 @@ func TestClient_EventsLongPoll(t *testing.T) {
 
 	// Nothing new: the poll waits, then answers empty.
 	start := time.Now()
-	none, _, err := c.Events(ctx, itoa(last), "", 300*time.Millisecond, nil)
+	none, _, err := c.Events().List(ctx, itoa(last), "", 300*time.Millisecond, nil)
 	if err != nil || len(none) != 0 {
 		t.Fatalf("empty poll: %v, %v", none, err)
 	}
@@ -283,11 +283,11 @@ func TestClient_EventsLongPoll(t *testing.T) {
 	ch := make(chan result, 1)
 	go func() {
 		start := time.Now()
-		evs, _, err := c.Events(ctx, itoa(last), "pause", 20*time.Second, nil)
+		evs, _, err := c.Events().List(ctx, itoa(last), "pause", 20*time.Second, nil)
 		ch <- result{evs, err, time.Since(start)}
 	}()
 	time.Sleep(200 * time.Millisecond)
-	if _, err := c.ResumeAll(ctx, "second"); err != nil {
+	if _, err := c.Jobs().ResumeAll(ctx, "second"); err != nil {
 		t.Fatal(err)
 	}
 	r := <-ch
@@ -302,7 +302,7 @@ func TestClient_EventsLongPoll(t *testing.T) {
 	}
 
 	// A time works as since, and the kind filters.
-	evs, _, err := c.Events(ctx, events[0].Time.Add(-time.Second).Format(time.RFC3339), "window", 0, nil)
+	evs, _, err := c.Events().List(ctx, events[0].Time.Add(-time.Second).Format(time.RFC3339), "window", 0, nil)
 	if err != nil || len(evs) != 0 {
 		t.Errorf("window events since a time: %v, %v; want none", evs, err)
 	}
@@ -315,43 +315,43 @@ func TestClient_WindowsAndPauses(t *testing.T) {
 	c := newClient(t, s, "ops@ci")
 	ctx := context.Background()
 	spec := &structs.WindowSpec{Name: "night", Kind: "deny", Schedule: "0 22 * * *", Duration: "8h", Namespaces: []string{"default"}}
-	w, err := c.PutWindow(ctx, spec)
+	w, err := c.Windows().Put(ctx, spec)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if w.Name != "night" || w.Timezone != "UTC" || w.CreateIndex == 0 {
 		t.Errorf("stored window %+v", w)
 	}
-	got, _, err := c.Window(ctx, "night", nil)
+	got, _, err := c.Windows().Info(ctx, "night", nil)
 	if err != nil || got.Schedule != "0 22 * * *" {
 		t.Fatalf("window %+v, %v", got, err)
 	}
-	if err := c.DeleteWindow(ctx, "night"); err != nil {
+	if err := c.Windows().Delete(ctx, "night"); err != nil {
 		t.Fatal(err)
 	}
-	list, _, err := c.Windows(ctx, nil)
+	list, _, err := c.Windows().List(ctx, nil)
 	if err != nil || len(list) != 0 {
 		t.Fatalf("windows after delete: %v, %v", list, err)
 	}
-	if err := c.DeleteWindow(ctx, "night"); !client.IsNotFound(err) {
+	if err := c.Windows().Delete(ctx, "night"); !client.IsNotFound(err) {
 		t.Errorf("delete of a missing window: %v, want 404", err)
 	}
 
-	pauses, err := c.PauseJob(ctx, "", "web", "db upgrade")
+	pauses, err := c.Jobs().Pause(ctx, "", "web", "db upgrade")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(pauses) != 1 || pauses[0].Key != "default/web" || pauses[0].Actor != "ops@ci" {
 		t.Fatalf("pauses %+v", pauses)
 	}
-	lift, err := c.DeployNow(ctx, "default", "web")
+	lift, err := c.Jobs().DeployNow(ctx, "default", "web")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if lift == nil || lift.JobID != "web" || lift.Actor != "ops@ci" {
 		t.Errorf("lift %+v", lift)
 	}
-	pauses, err = c.ResumeJob(ctx, "default", "web", "done")
+	pauses, err = c.Jobs().Resume(ctx, "default", "web", "done")
 	if err != nil || len(pauses) != 0 {
 		t.Errorf("pauses after resume: %v, %v", pauses, err)
 	}
@@ -361,7 +361,7 @@ func TestClient_RaftOperator(t *testing.T) {
 	s := startServer(t)
 	c := newClient(t, s, "ops@ci")
 	ctx := context.Background()
-	conf, _, err := c.RaftConfiguration(ctx, nil)
+	conf, _, err := c.Operator().RaftConfiguration(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -372,7 +372,7 @@ func TestClient_RaftOperator(t *testing.T) {
 	if srv.ID != s.NodeID() || !srv.Leader || !srv.Voter || srv.Address != s.RPCAddr() || srv.RaftProtocol == "" {
 		t.Errorf("server %+v", srv)
 	}
-	err = c.RaftRemovePeer(ctx, "no-such-peer")
+	err = c.Operator().RaftRemovePeer(ctx, "no-such-peer")
 	if !client.IsNotFound(err) || !strings.Contains(err.Error(), "no-such-peer") {
 		t.Errorf("remove of an unknown peer: %v, want a 404 naming it", err)
 	}
@@ -382,10 +382,10 @@ func TestClient_SnapshotRoundTrip(t *testing.T) {
 	s := startServer(t)
 	c := newClient(t, s, "ops@ci")
 	ctx := context.Background()
-	if _, err := c.PutWindow(ctx, &structs.WindowSpec{Name: "keep", Kind: "allow", Schedule: "0 9 * * 1-5", Duration: "9h"}); err != nil {
+	if _, err := c.Windows().Put(ctx, &structs.WindowSpec{Name: "keep", Kind: "allow", Schedule: "0 9 * * 1-5", Duration: "9h"}); err != nil {
 		t.Fatal(err)
 	}
-	body, meta, err := c.SnapshotSave(ctx)
+	body, meta, err := c.Operator().SnapshotSave(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -413,24 +413,24 @@ func TestClient_SnapshotRoundTrip(t *testing.T) {
 		t.Errorf("counts %v: want the window", counts)
 	}
 
-	if err := c.DeleteWindow(ctx, "keep"); err != nil {
+	if err := c.Windows().Delete(ctx, "keep"); err != nil {
 		t.Fatal(err)
 	}
-	res, err := c.SnapshotRestore(ctx, bytes.NewReader(raw))
+	res, err := c.Operator().SnapshotRestore(ctx, bytes.NewReader(raw))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if res.RestoredIndex == 0 {
 		t.Errorf("restore answered %+v", res)
 	}
-	if _, _, err := c.Window(ctx, "keep", nil); err != nil {
+	if _, _, err := c.Windows().Info(ctx, "keep", nil); err != nil {
 		t.Errorf("window after restore: %v", err)
 	}
 
 	// A corrupt archive is refused with a 400.
 	bad := append([]byte(nil), raw...)
 	bad[len(bad)/2] ^= 0xff
-	if _, err := c.SnapshotRestore(ctx, bytes.NewReader(bad)); client.StatusCode(err) != http.StatusBadRequest {
+	if _, err := c.Operator().SnapshotRestore(ctx, bytes.NewReader(bad)); client.StatusCode(err) != http.StatusBadRequest {
 		t.Errorf("corrupt restore: %v, want 400", err)
 	}
 }
@@ -445,7 +445,7 @@ func TestClient_ReconcilerRoutes(t *testing.T) {
 	c := newClient(t, s, "ops@ci")
 	ctx := context.Background()
 
-	jobs, _, err := c.Jobs(ctx, nil)
+	jobs, _, err := c.Jobs().List(ctx, nil)
 	if err != nil || len(jobs) != 2 || jobs[1].Sync != structs.SyncDrift {
 		t.Fatalf("jobs %+v, %v", jobs, err)
 	}
@@ -456,7 +456,7 @@ func TestClient_ReconcilerRoutes(t *testing.T) {
 		jobs[1].ActiveDeployment.State != structs.StateApplying || jobs[0].LastReconciled == nil {
 		t.Errorf("jobs %s: want the deployments and the last reconcile", dump(jobs))
 	}
-	job, _, err := c.Job(ctx, "", "web", nil)
+	job, _, err := c.Jobs().Info(ctx, "", "web", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -464,36 +464,36 @@ func TestClient_ReconcilerRoutes(t *testing.T) {
 		job.LastDeployment.ID != "d-last" || job.Pause == nil || job.Pause.Reason != "db upgrade" || job.Block != nil {
 		t.Errorf("job detail %+v", job)
 	}
-	if _, _, err := c.Job(ctx, "default", "nope", nil); !client.IsNotFound(err) {
+	if _, _, err := c.Jobs().Info(ctx, "default", "nope", nil); !client.IsNotFound(err) {
 		t.Errorf("missing job: %v, want 404", err)
 	}
-	block, err := c.RetryJob(ctx, "prod", "web")
+	block, err := c.Jobs().Retry(ctx, "prod", "web")
 	if err != nil || block == nil || block.DeploymentID != "d-failed" {
 		t.Fatalf("retry: %+v, %v", block, err)
 	}
-	repos, _, err := c.Repos(ctx, nil)
+	repos, _, err := c.Repos().List(ctx, nil)
 	if err != nil || len(repos) != 1 || repos[0].Files != 4 {
 		t.Fatalf("repos %+v, %v", repos, err)
 	}
-	repo, err := c.RefreshRepo(ctx, "ops")
+	repo, err := c.Repos().Refresh(ctx, "ops")
 	if err != nil || repo.Head != strings.Repeat("c", 40) {
 		t.Fatalf("refresh: %+v, %v", repo, err)
 	}
-	if _, err := c.RefreshRepo(ctx, "none"); !client.IsNotFound(err) {
+	if _, err := c.Repos().Refresh(ctx, "none"); !client.IsNotFound(err) {
 		t.Errorf("refresh of an unknown repository: %v, want 404", err)
 	}
-	orphans, _, err := c.Orphans(ctx, nil)
+	orphans, _, err := c.Jobs().Orphans(ctx, nil)
 	if err != nil || len(orphans) != 1 || !orphans[0].Orphan {
 		t.Fatalf("orphans %+v, %v", orphans, err)
 	}
-	if p, err := c.Promote(ctx, "d-1"); err != nil || p.Promoted != "d-1" {
+	if p, err := c.Deployments().Promote(ctx, "d-1"); err != nil || p.Promoted != "d-1" {
 		t.Fatalf("promote: %+v, %v", p, err)
 	}
-	h, _, err := c.NomadHealth(ctx, "d-1", nil)
+	h, _, err := c.Deployments().NomadHealth(ctx, "d-1", nil)
 	if err != nil || !reflect.DeepEqual(h, fake.Health) {
 		t.Fatalf("nomad health %+v, %v", h, err)
 	}
-	cycle, _, err := c.DetectionCycle(ctx, nil)
+	cycle, _, err := c.Status().DetectionCycle(ctx, nil)
 	if err != nil || cycle == nil || cycle.Drifted != 1 {
 		t.Fatalf("cycle %+v, %v", cycle, err)
 	}
@@ -537,7 +537,7 @@ func TestClient_SendsTokenAndActor(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pauses, err := c.PauseAll(context.Background(), "through the proxy")
+	pauses, err := c.Jobs().PauseAll(context.Background(), "through the proxy")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,11 +7,11 @@ import (
 	"github.com/nops-dev/nops/structs"
 )
 
-// OperatorGC has the leader run a retention pass now and returns what it
+// GC has the leader run a retention pass now and returns what it
 // removed.
-func (c *Client) OperatorGC(ctx context.Context) (*structs.GCResult, error) {
+func (o *Operator) GC(ctx context.Context) (*structs.GCResult, error) {
 	var out structs.GCResult
-	if err := c.write(ctx, http.MethodPost, "/v1/operator/gc", nil, nil, &out); err != nil {
+	if err := o.c.write(ctx, http.MethodPost, "/v1/operator/gc", nil, nil, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil

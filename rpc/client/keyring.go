@@ -7,32 +7,32 @@ import (
 )
 
 // KeyringList lists the gossip keys installed on the servers.
-func (c *Client) KeyringList(ctx context.Context) (*structs.KeyringResponse, error) {
+func (o *Operator) KeyringList(ctx context.Context) (*structs.KeyringResponse, error) {
 	var out structs.KeyringResponse
-	if _, err := c.get(ctx, "/v1/operator/keyring", nil, nil, &out); err != nil {
+	if _, err := o.c.get(ctx, "/v1/operator/keyring", nil, nil, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil
 }
 
 // KeyringInstall installs a gossip key on every server, without using it.
-func (c *Client) KeyringInstall(ctx context.Context, key string) (*structs.KeyringResponse, error) {
-	return c.keyringChange(ctx, http.MethodPost, "/v1/operator/keyring/install", key)
+func (o *Operator) KeyringInstall(ctx context.Context, key string) (*structs.KeyringResponse, error) {
+	return o.keyringChange(ctx, http.MethodPost, "/v1/operator/keyring/install", key)
 }
 
 // KeyringUse makes an installed key the one every server encrypts with.
-func (c *Client) KeyringUse(ctx context.Context, key string) (*structs.KeyringResponse, error) {
-	return c.keyringChange(ctx, http.MethodPost, "/v1/operator/keyring/use", key)
+func (o *Operator) KeyringUse(ctx context.Context, key string) (*structs.KeyringResponse, error) {
+	return o.keyringChange(ctx, http.MethodPost, "/v1/operator/keyring/use", key)
 }
 
 // KeyringRemove removes a key that is not in use from every server.
-func (c *Client) KeyringRemove(ctx context.Context, key string) (*structs.KeyringResponse, error) {
-	return c.keyringChange(ctx, http.MethodDelete, "/v1/operator/keyring", key)
+func (o *Operator) KeyringRemove(ctx context.Context, key string) (*structs.KeyringResponse, error) {
+	return o.keyringChange(ctx, http.MethodDelete, "/v1/operator/keyring", key)
 }
 
-func (c *Client) keyringChange(ctx context.Context, method, path, key string) (*structs.KeyringResponse, error) {
+func (o *Operator) keyringChange(ctx context.Context, method, path, key string) (*structs.KeyringResponse, error) {
 	var out structs.KeyringResponse
-	if err := c.write(ctx, method, path, nil, structs.KeyringOp{Key: key}, &out); err != nil {
+	if err := o.c.write(ctx, method, path, nil, structs.KeyringOp{Key: key}, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil

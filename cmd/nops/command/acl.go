@@ -85,7 +85,7 @@ func (c *aclBootstrapCommand) Help() string {
 
 func (c *aclBootstrapCommand) Run(ctx context.Context, args []string) int {
 	return c.m.runACL(c, args, apiArgs{name: "acl bootstrap"}, func(api *client.Client, _ []string) (any, func(), error) {
-		t, err := api.ACLBootstrap(ctx)
+		t, err := api.ACL().Bootstrap(ctx)
 		if err != nil {
 			return nil, nil, fmt.Errorf("ACL bootstrap: %w", err)
 		}
@@ -125,7 +125,7 @@ func (c *aclPolicyApplyCommand) Run(ctx context.Context, args []string) int {
 		if err != nil {
 			return nil, nil, fmt.Errorf("read rules: %w", err)
 		}
-		p, err := api.PutACLPolicy(ctx, &structs.ACLPolicySpec{Name: pos[0], Description: desc, Rules: string(raw)})
+		p, err := api.ACL().PutPolicy(ctx, &structs.ACLPolicySpec{Name: pos[0], Description: desc, Rules: string(raw)})
 		if err != nil {
 			return nil, nil, fmt.Errorf("apply policy %q: %w", pos[0], err)
 		}
@@ -154,7 +154,7 @@ func (c *aclPolicyListCommand) Help() string {
 
 func (c *aclPolicyListCommand) Run(ctx context.Context, args []string) int {
 	return c.m.runACL(c, args, apiArgs{name: "acl policy list"}, func(api *client.Client, _ []string) (any, func(), error) {
-		list, err := api.ACLPolicies(ctx)
+		list, err := api.ACL().Policies(ctx)
 		if list == nil {
 			list = []*structs.ACLPolicy{}
 		}
@@ -179,7 +179,7 @@ func (c *aclPolicyInfoCommand) Help() string {
 func (c *aclPolicyInfoCommand) Run(ctx context.Context, args []string) int {
 	spec := apiArgs{name: "acl policy info", min: 1, max: 1, desc: "a policy name"}
 	return c.m.runACL(c, args, spec, func(api *client.Client, pos []string) (any, func(), error) {
-		p, err := api.ACLPolicy(ctx, pos[0])
+		p, err := api.ACL().Policy(ctx, pos[0])
 		if err != nil {
 			return nil, nil, fmt.Errorf("policy %q: %w", pos[0], err)
 		}
@@ -234,14 +234,14 @@ func (c *aclRoleWriteCommand) Run(ctx context.Context, args []string) int {
 		fs.Var(&pols, "policy", "")
 	}}
 	return c.m.runACL(c, args, spec, func(api *client.Client, pos []string) (any, func(), error) {
-		_, err := api.ACLRole(ctx, pos[0])
+		_, err := api.ACL().Role(ctx, pos[0])
 		switch {
 		case c.create && err == nil:
 			return nil, nil, fmt.Errorf("role %q already exists: use nops acl role update", pos[0])
 		case !c.create && err != nil:
 			return nil, nil, fmt.Errorf("role %q: %w", pos[0], err)
 		}
-		r, err := api.PutACLRole(ctx, &structs.ACLRoleSpec{Name: pos[0], Description: desc, Policies: pols})
+		r, err := api.ACL().PutRole(ctx, &structs.ACLRoleSpec{Name: pos[0], Description: desc, Policies: pols})
 		if err != nil {
 			return nil, nil, fmt.Errorf("%s role %q: %w", c.verb(), pos[0], err)
 		}
@@ -262,7 +262,7 @@ func (c *aclRoleListCommand) Help() string {
 
 func (c *aclRoleListCommand) Run(ctx context.Context, args []string) int {
 	return c.m.runACL(c, args, apiArgs{name: "acl role list"}, func(api *client.Client, _ []string) (any, func(), error) {
-		list, err := api.ACLRoles(ctx)
+		list, err := api.ACL().Roles(ctx)
 		if list == nil {
 			list = []*structs.ACLRole{}
 		}
@@ -289,7 +289,7 @@ func (c *aclRoleInfoCommand) Help() string {
 func (c *aclRoleInfoCommand) Run(ctx context.Context, args []string) int {
 	spec := apiArgs{name: "acl role info", min: 1, max: 1, desc: "a role name"}
 	return c.m.runACL(c, args, spec, func(api *client.Client, pos []string) (any, func(), error) {
-		r, err := api.ACLRole(ctx, pos[0])
+		r, err := api.ACL().Role(ctx, pos[0])
 		if err != nil {
 			return nil, nil, fmt.Errorf("role %q: %w", pos[0], err)
 		}
@@ -350,7 +350,7 @@ func (c *aclTokenCreateCommand) Help() string {
 func (c *aclTokenCreateCommand) Run(ctx context.Context, args []string) int {
 	var f tokenFlags
 	return c.m.runACL(c, args, apiArgs{name: "acl token create", flags: f.register(true)}, func(api *client.Client, _ []string) (any, func(), error) {
-		t, err := api.CreateACLToken(ctx, f.spec())
+		t, err := api.ACL().CreateToken(ctx, f.spec())
 		if err != nil {
 			return nil, nil, fmt.Errorf("create token: %w", err)
 		}
@@ -376,7 +376,7 @@ func (c *aclTokenUpdateCommand) Run(ctx context.Context, args []string) int {
 	var f tokenFlags
 	spec := apiArgs{name: "acl token update", min: 1, max: 1, desc: "an accessor ID", flags: f.register(false)}
 	return c.m.runACL(c, args, spec, func(api *client.Client, pos []string) (any, func(), error) {
-		t, err := api.UpdateACLToken(ctx, pos[0], f.spec())
+		t, err := api.ACL().UpdateToken(ctx, pos[0], f.spec())
 		if err != nil {
 			return nil, nil, fmt.Errorf("update token %s: %w", pos[0], err)
 		}
@@ -397,7 +397,7 @@ func (c *aclTokenListCommand) Help() string {
 
 func (c *aclTokenListCommand) Run(ctx context.Context, args []string) int {
 	return c.m.runACL(c, args, apiArgs{name: "acl token list"}, func(api *client.Client, _ []string) (any, func(), error) {
-		list, err := api.ACLTokens(ctx)
+		list, err := api.ACL().Tokens(ctx)
 		if list == nil {
 			list = []*structs.ACLTokenView{}
 		}
@@ -431,7 +431,7 @@ func (c *aclTokenInfoCommand) Help() string {
 func (c *aclTokenInfoCommand) Run(ctx context.Context, args []string) int {
 	spec := apiArgs{name: "acl token info", min: 1, max: 1, desc: "an accessor ID"}
 	return c.m.runACL(c, args, spec, func(api *client.Client, pos []string) (any, func(), error) {
-		t, err := api.ACLToken(ctx, pos[0])
+		t, err := api.ACL().Token(ctx, pos[0])
 		if err != nil {
 			return nil, nil, fmt.Errorf("token %s: %w", pos[0], err)
 		}
@@ -452,7 +452,7 @@ func (c *aclTokenSelfCommand) Help() string {
 
 func (c *aclTokenSelfCommand) Run(ctx context.Context, args []string) int {
 	return c.m.runACL(c, args, apiArgs{name: "acl token self"}, func(api *client.Client, _ []string) (any, func(), error) {
-		t, err := api.ACLTokenSelf(ctx)
+		t, err := api.ACL().TokenSelf(ctx)
 		if err != nil {
 			return nil, nil, fmt.Errorf("token self: %w", err)
 		}
@@ -467,7 +467,7 @@ type aclDeleteCommand struct {
 	// name is the command's name; what is the object deleted, with its
 	// article ("an ACL policy"); desc names its argument ("a policy name").
 	name, what, desc string
-	del              func(api *client.Client, ctx context.Context, n string) error
+	del              func(acl *client.ACL, ctx context.Context, n string) error
 }
 
 func (c *aclDeleteCommand) Synopsis() string { return "Delete " + c.what }
@@ -479,7 +479,7 @@ func (c *aclDeleteCommand) Help() string {
 func (c *aclDeleteCommand) Run(ctx context.Context, args []string) int {
 	spec := apiArgs{name: c.name, min: 1, max: 1, desc: c.desc}
 	return c.m.runACL(c, args, spec, func(api *client.Client, pos []string) (any, func(), error) {
-		if err := c.del(api, ctx, pos[0]); err != nil {
+		if err := c.del(api.ACL(), ctx, pos[0]); err != nil {
 			return nil, nil, fmt.Errorf("delete %s %q: %w", withoutArticle(c.what), pos[0], err)
 		}
 		return map[string]string{"deleted": pos[0]}, func() { fmt.Fprintf(c.m.stdout, "Deleted %q\n", pos[0]) }, nil
@@ -520,6 +520,6 @@ func jsonFlag(v string, out any) error {
 
 // aclDelete returns the command name, which deletes what with del, a
 // method of the API client.
-func (m *runner) aclDelete(name, what, desc string, del func(api *client.Client, ctx context.Context, n string) error) *aclDeleteCommand {
+func (m *runner) aclDelete(name, what, desc string, del func(acl *client.ACL, ctx context.Context, n string) error) *aclDeleteCommand {
 	return &aclDeleteCommand{m: m, name: name, what: what, desc: desc, del: del}
 }

@@ -2,20 +2,14 @@ package command
 
 import (
 	"context"
-	"crypto/rand"
-	"crypto/sha256"
-	"encoding/base64"
 	"errors"
 	"flag"
 	"fmt"
-	"html"
-	"io"
-	"net"
-	"net/http"
 	"os"
 	"strings"
 	"time"
 
+	"github.com/nops-dev/nops/cmd/nops/command/oidclogin"
 	"github.com/nops-dev/nops/rpc/client"
 	"github.com/nops-dev/nops/structs"
 )
@@ -100,14 +94,14 @@ func (c *aclAuthMethodWriteCommand) Run(ctx context.Context, args []string) int 
 		if err := jsonFlag(f.config, cfg); err != nil {
 			return nil, nil, fmt.Errorf("-config: %w", err)
 		}
-		_, err := api.ACLAuthMethod(ctx, pos[0])
+		_, err := api.ACL().AuthMethod(ctx, pos[0])
 		switch {
 		case c.create && err == nil:
 			return nil, nil, fmt.Errorf("auth method %q already exists: use nops acl auth-method update", pos[0])
 		case !c.create && err != nil:
 			return nil, nil, fmt.Errorf("auth method %q: %w", pos[0], err)
 		}
-		am, err := api.PutACLAuthMethod(ctx, &structs.ACLAuthMethodSpec{Name: pos[0], Type: f.typ, DisplayName: f.display,
+		am, err := api.ACL().PutAuthMethod(ctx, &structs.ACLAuthMethodSpec{Name: pos[0], Type: f.typ, DisplayName: f.display,
 			TokenTTL: f.ttl, Default: f.isDefault, Config: cfg})
 		if err != nil {
 			return nil, nil, fmt.Errorf("%s auth method %q: %w", c.verb(), pos[0], err)
@@ -129,7 +123,7 @@ func (c *aclAuthMethodListCommand) Help() string {
 
 func (c *aclAuthMethodListCommand) Run(ctx context.Context, args []string) int {
 	return c.m.runACL(c, args, apiArgs{name: "acl auth-method list"}, func(api *client.Client, _ []string) (any, func(), error) {
-		list, err := api.ACLAuthMethods(ctx)
+		list, err := api.ACL().AuthMethods(ctx)
 		if list == nil {
 			list = []*structs.ACLAuthMethod{}
 		}
@@ -156,7 +150,7 @@ func (c *aclAuthMethodInfoCommand) Help() string {
 func (c *aclAuthMethodInfoCommand) Run(ctx context.Context, args []string) int {
 	spec := apiArgs{name: "acl auth-method info", min: 1, max: 1, desc: "an auth method name"}
 	return c.m.runACL(c, args, spec, func(api *client.Client, pos []string) (any, func(), error) {
-		a, err := api.ACLAuthMethod(ctx, pos[0])
+		a, err := api.ACL().AuthMethod(ctx, pos[0])
 		if err != nil {
 			return nil, nil, fmt.Errorf("auth method %q: %w", pos[0], err)
 		}
@@ -213,7 +207,7 @@ func (c *aclBindingRuleCreateCommand) Run(ctx context.Context, args []string) in
 	var br structs.ACLBindingRuleSpec
 	spec := apiArgs{name: "acl binding-rule create", flags: bindingRuleFlags(&br)}
 	return c.m.runACL(c, args, spec, func(api *client.Client, _ []string) (any, func(), error) {
-		r, err := api.CreateACLBindingRule(ctx, &br)
+		r, err := api.ACL().CreateBindingRule(ctx, &br)
 		if err != nil {
 			return nil, nil, fmt.Errorf("create binding rule: %w", err)
 		}
@@ -236,7 +230,7 @@ func (c *aclBindingRuleUpdateCommand) Run(ctx context.Context, args []string) in
 	var br structs.ACLBindingRuleSpec
 	spec := apiArgs{name: "acl binding-rule update", min: 1, max: 1, desc: "a rule ID", flags: bindingRuleFlags(&br)}
 	return c.m.runACL(c, args, spec, func(api *client.Client, pos []string) (any, func(), error) {
-		r, err := api.UpdateACLBindingRule(ctx, pos[0], &br)
+		r, err := api.ACL().UpdateBindingRule(ctx, pos[0], &br)
 		if err != nil {
 			return nil, nil, fmt.Errorf("update binding rule %s: %w", pos[0], err)
 		}
@@ -257,7 +251,7 @@ func (c *aclBindingRuleListCommand) Help() string {
 
 func (c *aclBindingRuleListCommand) Run(ctx context.Context, args []string) int {
 	return c.m.runACL(c, args, apiArgs{name: "acl binding-rule list"}, func(api *client.Client, _ []string) (any, func(), error) {
-		list, err := api.ACLBindingRules(ctx)
+		list, err := api.ACL().BindingRules(ctx)
 		if list == nil {
 			list = []*structs.ACLBindingRule{}
 		}
@@ -284,7 +278,7 @@ func (c *aclBindingRuleInfoCommand) Help() string {
 func (c *aclBindingRuleInfoCommand) Run(ctx context.Context, args []string) int {
 	spec := apiArgs{name: "acl binding-rule info", min: 1, max: 1, desc: "a rule ID"}
 	return c.m.runACL(c, args, spec, func(api *client.Client, pos []string) (any, func(), error) {
-		r, err := api.ACLBindingRule(ctx, pos[0])
+		r, err := api.ACL().BindingRule(ctx, pos[0])
 		if err != nil {
 			return nil, nil, fmt.Errorf("binding rule %s: %w", pos[0], err)
 		}
@@ -387,98 +381,14 @@ func (c *loginCommand) login(ctx context.Context, api *client.Client, f *loginFl
 		err error
 	)
 	if jwt != "" {
-		tok, err = api.JWTLogin(ctx, f.method, jwt)
+		tok, err = api.ACL().JWTLogin(ctx, f.method, jwt)
 	} else {
 		ctx, cancel := context.WithTimeout(ctx, f.timeout)
 		defer cancel()
-		tok, err = c.m.oidcLogin(ctx, api, f.method, f.callback)
+		tok, err = oidclogin.Login(ctx, api, oidclogin.Config{Method: f.method, CallbackAddr: f.callback, Random: c.m.random, Prompt: c.m.stderr})
 	}
 	if err != nil {
 		return nil, fmt.Errorf("login: %w", err)
 	}
 	return tok, nil
-}
-
-func (m *runner) randomURLString(n int) (string, error) {
-	src := m.random
-	if src == nil {
-		src = rand.Reader
-	}
-	b := make([]byte, n)
-	if _, err := io.ReadFull(src, b); err != nil {
-		return "", err
-	}
-	return base64.RawURLEncoding.EncodeToString(b), nil
-}
-
-const (
-	// oidcRandomBytes is the entropy of the login's nonce and PKCE
-	// verifier: 256 bits, as RFC 7636 recommends for the verifier.
-	oidcRandomBytes = 32
-	// callbackHeaderTimeout bounds the wait for the browser's callback
-	// request headers, which it sends at once.
-	callbackHeaderTimeout = 10 * time.Second
-)
-
-// oidcLogin runs the OIDC authorization code flow with PKCE: a local
-// callback server, the login URL printed for the browser, and the
-// exchange of the code the browser brings back. The callback's state must
-// be the one the server gave.
-func (m *runner) oidcLogin(ctx context.Context, api *client.Client, method, addr string) (*structs.ACLTokenView, error) {
-	nonce, err := m.randomURLString(oidcRandomBytes)
-	if err != nil {
-		return nil, err
-	}
-	verifier, err := m.randomURLString(oidcRandomBytes)
-	if err != nil {
-		return nil, err
-	}
-	sum := sha256.Sum256([]byte(verifier))
-	challenge := base64.RawURLEncoding.EncodeToString(sum[:])
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("listen for the OIDC callback on %s: %w", addr, err)
-	}
-	defer ln.Close()
-	redirect := "http://" + ln.Addr().String() + "/oidc/callback"
-	au, err := api.OIDCAuthURL(ctx, &structs.ACLOIDCAuthURLRequest{AuthMethod: method, RedirectURI: redirect, ClientNonce: nonce, CodeChallenge: challenge})
-	if err != nil {
-		return nil, err
-	}
-	type result struct{ code, state, err string }
-	got := make(chan result, 1)
-	srv := &http.Server{ReadHeaderTimeout: callbackHeaderTimeout, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != "/oidc/callback" {
-			http.NotFound(w, r)
-			return
-		}
-		q := r.URL.Query()
-		res := result{code: q.Get("code"), state: q.Get("state"), err: q.Get("error")}
-		msg := "Login complete: you may close this window and return to the terminal."
-		if res.err != "" {
-			msg = "Login failed: " + res.err
-		}
-		fmt.Fprintf(w, "<!doctype html><title>Nops login</title><p>%s</p>", html.EscapeString(msg))
-		select {
-		case got <- res:
-		default:
-		}
-	})}
-	go func() { _ = srv.Serve(ln) }()
-	defer srv.Close()
-	fmt.Fprintf(m.stderr, "Complete the login in your browser:\n\n    %s\n\nWaiting for the callback on %s ...\n", au.AuthURL, redirect)
-	var res result
-	select {
-	case <-ctx.Done():
-		return nil, fmt.Errorf("no OIDC callback: %w", ctx.Err())
-	case res = <-got:
-	}
-	if res.err != "" {
-		return nil, fmt.Errorf("the identity provider refused the login: %s", res.err)
-	}
-	if res.state != au.State {
-		return nil, errors.New("the OIDC callback's state does not match the login's: refusing it")
-	}
-	return api.OIDCCompleteAuth(ctx, &structs.ACLOIDCCompleteAuthRequest{AuthMethod: method, RedirectURI: redirect,
-		ClientNonce: nonce, State: res.state, Code: res.code, CodeVerifier: verifier})
 }

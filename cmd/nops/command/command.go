@@ -9,6 +9,11 @@
 // it too (`nops -address=URL status`); flags may also follow positional
 // arguments (`nops deployment approve ID -comment x`).
 //
+// The libraries behind some commands are packages of their own, which this
+// package wires to flags and output: validate (the offline job validator of
+// `nops validate`), debugbundle (the bundle of `nops operator debug`) and
+// oidclogin (the OIDC flow of `nops login`).
+//
 // Guarantee: Run returns 0 on success, 1 when the command failed (the server
 // could not be reached, answered an error, or a file is invalid) and 2 on a
 // usage error (unknown command or flag, wrong arguments), with the message
@@ -75,7 +80,20 @@ type command interface {
 
 // commands returns every command by its name ("deployment list").
 func (m *runner) commands() map[string]command {
-	cmds := map[string]command{
+	cmds := m.commandTable()
+	synopses := groupSynopses()
+	for name, c := range cmds {
+		if c == nil {
+			cmds[name] = &groupCommand{m: m, name: name, synopsis: synopses[name], all: cmds}
+		}
+	}
+	return cmds
+}
+
+// commandTable maps every command's name to the command; a group of
+// commands (whose name prefixes theirs) is nil.
+func (m *runner) commandTable() map[string]command {
+	return map[string]command{
 		"serve":   &serveCommand{m: m},
 		"version": &versionCommand{m: m},
 		"status":  &statusCommand{m: m},
@@ -148,36 +166,40 @@ func (m *runner) commands() map[string]command {
 		"acl policy apply":       &aclPolicyApplyCommand{m: m},
 		"acl policy list":        &aclPolicyListCommand{m: m},
 		"acl policy info":        &aclPolicyInfoCommand{m: m},
-		"acl policy delete":      m.aclDelete("acl policy delete", "an ACL policy", "a policy name", (*client.Client).DeleteACLPolicy),
+		"acl policy delete":      m.aclDelete("acl policy delete", "an ACL policy", "a policy name", (*client.ACL).DeletePolicy),
 		"acl role":               nil,
 		"acl role create":        &aclRoleWriteCommand{m: m, create: true},
 		"acl role update":        &aclRoleWriteCommand{m: m},
 		"acl role list":          &aclRoleListCommand{m: m},
 		"acl role info":          &aclRoleInfoCommand{m: m},
-		"acl role delete":        m.aclDelete("acl role delete", "an ACL role", "a role name", (*client.Client).DeleteACLRole),
+		"acl role delete":        m.aclDelete("acl role delete", "an ACL role", "a role name", (*client.ACL).DeleteRole),
 		"acl token":              nil,
 		"acl token create":       &aclTokenCreateCommand{m: m},
 		"acl token update":       &aclTokenUpdateCommand{m: m},
 		"acl token list":         &aclTokenListCommand{m: m},
 		"acl token info":         &aclTokenInfoCommand{m: m},
 		"acl token self":         &aclTokenSelfCommand{m: m},
-		"acl token delete":       m.aclDelete("acl token delete", "an ACL token", "an accessor ID", (*client.Client).DeleteACLToken),
+		"acl token delete":       m.aclDelete("acl token delete", "an ACL token", "an accessor ID", (*client.ACL).DeleteToken),
 		"acl auth-method":        nil,
 		"acl auth-method create": &aclAuthMethodWriteCommand{m: m, create: true},
 		"acl auth-method update": &aclAuthMethodWriteCommand{m: m},
 		"acl auth-method list":   &aclAuthMethodListCommand{m: m},
 		"acl auth-method info":   &aclAuthMethodInfoCommand{m: m},
 		"acl auth-method delete": m.aclDelete("acl auth-method delete", "an SSO auth method and its binding rules", "a name",
-			(*client.Client).DeleteACLAuthMethod),
+			(*client.ACL).DeleteAuthMethod),
 		"acl binding-rule":        nil,
 		"acl binding-rule create": &aclBindingRuleCreateCommand{m: m},
 		"acl binding-rule update": &aclBindingRuleUpdateCommand{m: m},
 		"acl binding-rule list":   &aclBindingRuleListCommand{m: m},
 		"acl binding-rule info":   &aclBindingRuleInfoCommand{m: m},
-		"acl binding-rule delete": m.aclDelete("acl binding-rule delete", "a binding rule", "a rule ID", (*client.Client).DeleteACLBindingRule),
+		"acl binding-rule delete": m.aclDelete("acl binding-rule delete", "a binding rule", "a rule ID", (*client.ACL).DeleteBindingRule),
 		"login":                   &loginCommand{m: m},
 	}
-	groupSynopses := map[string]string{
+}
+
+// groupSynopses maps the name of every group of commands to its synopsis.
+func groupSynopses() map[string]string {
+	return map[string]string{
 		"deployment":        "List, inspect, approve, reject and promote deployments",
 		"job":               "Show a managed job; retry, pause, resume or deploy it now",
 		"window":            "Manage sync windows",
@@ -196,14 +218,9 @@ func (m *runner) commands() map[string]command {
 		"acl token":         "Manage ACL tokens",
 		"acl auth-method":   "Manage SSO auth methods",
 		"acl binding-rule":  "Manage the binding rules of SSO logins",
+
+		"operator autopilot": "Show and change autopilot: server health, promotion and cleanup",
 	}
-	groupSynopses["operator autopilot"] = "Show and change autopilot: server health, promotion and cleanup"
-	for name, c := range cmds {
-		if c == nil {
-			cmds[name] = &groupCommand{m: m, name: name, synopsis: groupSynopses[name], all: cmds}
-		}
-	}
-	return cmds
 }
 
 func (m *runner) run(ctx context.Context, args []string) int {

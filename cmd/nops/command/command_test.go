@@ -365,7 +365,7 @@ func TestCLI_SnapshotSaveInspectRestore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pauses, _, err = api.Pauses(context.Background(), nil)
+	pauses, _, err = api.Jobs().Pauses(context.Background(), nil)
 	if err != nil || len(pauses) != 1 || pauses[0].Reason != "snapshot test" {
 		t.Errorf("pauses after restore: %+v, %v", pauses, err)
 	}

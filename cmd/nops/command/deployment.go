@@ -71,7 +71,7 @@ func (c *deploymentListCommand) Run(ctx context.Context, args []string) int {
 		},
 	}
 	fetch := func(api *client.Client) ([]*structs.Deployment, *client.QueryMeta, error) {
-		return api.Deployments(ctx, filter, &client.QueryOptions{Limit: limit})
+		return api.Deployments().List(ctx, filter, &client.QueryOptions{Limit: limit})
 	}
 	return runList(m, c, args, spec, fetch, table[*structs.Deployment]{
 		header: "ID\tNamespace\tJob\tState\tPolicy\tCommit\tCreated",
@@ -116,14 +116,14 @@ func (c *deploymentStatusCommand) Run(ctx context.Context, args []string) int {
 		flags: func(fs *flag.FlagSet) { fs.BoolVar(&verbose, "verbose", false, "") },
 	}
 	return m.runAPI(c, args, spec, func(api *client.Client, pos []string, asJSON bool) int {
-		d, _, err := api.Deployment(ctx, pos[0], nil)
+		d, _, err := api.Deployments().Info(ctx, pos[0], nil)
 		if err != nil {
 			return m.fail(err)
 		}
 		if asJSON {
 			return m.printJSON(d)
 		}
-		events, _, err := api.DeploymentEvents(ctx, d.ID, nil)
+		events, _, err := api.Deployments().Events(ctx, d.ID, nil)
 		if err != nil {
 			return m.fail(err)
 		}
@@ -300,10 +300,10 @@ func (c *deploymentDecideCommand) Run(ctx context.Context, args []string) int {
 		var err error
 		done := "rejected"
 		if c.approve {
-			d, err = api.Approve(ctx, pos[0], text)
+			d, err = api.Deployments().Approve(ctx, pos[0], text)
 			done = "approved"
 		} else {
-			d, err = api.Reject(ctx, pos[0], text)
+			d, err = api.Deployments().Reject(ctx, pos[0], text)
 		}
 		if err != nil {
 			return nil, "", fmt.Errorf("%s deployment %s: %w", c.verb(), pos[0], err)
@@ -330,10 +330,10 @@ func (c *deploymentPromoteCommand) Help() string {
 func (c *deploymentPromoteCommand) Run(ctx context.Context, args []string) int {
 	spec := apiArgs{name: "deployment promote", min: 1, max: 1, desc: "a deployment ID"}
 	return c.m.runWrite(c, args, spec, func(api *client.Client, pos []string) (any, string, error) {
-		if _, err := api.Promote(ctx, pos[0]); err != nil {
+		if _, err := api.Deployments().Promote(ctx, pos[0]); err != nil {
 			return nil, "", fmt.Errorf("promote deployment %s: %w", pos[0], err)
 		}
-		d, _, err := api.Deployment(ctx, pos[0], nil)
+		d, _, err := api.Deployments().Info(ctx, pos[0], nil)
 		if err != nil {
 			return nil, "", fmt.Errorf("promoted; read deployment %s: %w", pos[0], err)
 		}

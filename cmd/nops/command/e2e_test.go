@@ -30,7 +30,7 @@ func TestCLI_EndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := api.DetectionCycle(context.Background(), nil); err != nil {
+	if _, _, err := api.Status().DetectionCycle(context.Background(), nil); err != nil {
 		t.Fatalf("detection cycle: %v", err)
 	}
 

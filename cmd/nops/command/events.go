@@ -68,7 +68,7 @@ func (c *eventsCommand) Run(ctx context.Context, args []string) int {
 		},
 	}
 	return m.runAPI(c, args, spec, func(api *client.Client, _ []string, asJSON bool) int {
-		events, _, err := api.Events(ctx, cursor, kind, 0, &client.QueryOptions{Limit: limit})
+		events, _, err := api.Events().List(ctx, cursor, kind, 0, &client.QueryOptions{Limit: limit})
 		if err != nil {
 			return m.fail(err)
 		}
@@ -125,7 +125,7 @@ func (c *eventsCommand) follow(ctx context.Context, api *client.Client, cursor, 
 		if after, err := strconv.ParseUint(cursor, 10, 64); stream && (err == nil || cursor == "") {
 			// The server streams new events as they are applied; a broken
 			// stream resumes after the last event printed.
-			err := api.EventStream(ctx, after, kind, func(e *structs.Event) error {
+			err := api.Events().Stream(ctx, after, kind, func(e *structs.Event) error {
 				emit([]*structs.Event{e})
 				backoff.Reset()
 				return nil
@@ -144,7 +144,7 @@ func (c *eventsCommand) follow(ctx context.Context, api *client.Client, cursor, 
 		}
 		// A -since time with no event yet: long-poll until the first one
 		// gives a sequence number to stream from.
-		events, _, err := api.Events(ctx, cursor, kind, followWait, nil)
+		events, _, err := api.Events().List(ctx, cursor, kind, followWait, nil)
 		if ctx.Err() != nil {
 			return exitOK
 		}

@@ -37,7 +37,7 @@ func (c *jobStatusCommand) Run(ctx context.Context, args []string) int {
 	spec := apiArgs{name: "job status", min: 1, max: 1, desc: "a job ID", flags: namespaceFlag(&ns)}
 	return m.runAPI(c, args, spec, func(api *client.Client, pos []string, asJSON bool) int {
 		key := structs.JobKey(ns, pos[0])
-		job, _, err := api.Job(ctx, ns, pos[0], nil)
+		job, _, err := api.Jobs().Info(ctx, ns, pos[0], nil)
 		if err != nil {
 			return m.fail(fmt.Errorf("job %s: %w", key, err))
 		}
@@ -207,16 +207,16 @@ func (c *jobActionCommand) Run(ctx context.Context, args []string) int {
 		key := structs.JobKey(ns, pos[0])
 		switch c.action {
 		case jobRetry:
-			_, err = api.RetryJob(ctx, ns, pos[0])
+			_, err = api.Jobs().Retry(ctx, ns, pos[0])
 			out, msg = map[string]any{"namespace": ns, "job_id": pos[0], "retried": true}, "Job "+key+": block lifted; the next detection cycle may deploy it again"
 		case jobPause:
-			out, err = api.PauseJob(ctx, ns, pos[0], reason)
+			out, err = api.Jobs().Pause(ctx, ns, pos[0], reason)
 			msg = "Job " + key + " paused"
 		case jobResume:
-			out, err = api.ResumeJob(ctx, ns, pos[0], reason)
+			out, err = api.Jobs().Resume(ctx, ns, pos[0], reason)
 			msg = "Job " + key + " resumed"
 		case jobDeployNow:
-			out, err = api.DeployNow(ctx, ns, pos[0])
+			out, err = api.Jobs().DeployNow(ctx, ns, pos[0])
 			msg = "Job " + key + ": its next deployment lifts a closed sync window"
 		}
 		if err != nil {
@@ -284,9 +284,9 @@ func (c *pauseAllCommand) Run(ctx context.Context, args []string) int {
 		var pauses []*structs.Pause
 		var err error
 		if c.pause {
-			pauses, err = api.PauseAll(ctx, reason)
+			pauses, err = api.Jobs().PauseAll(ctx, reason)
 		} else {
-			pauses, err = api.ResumeAll(ctx, reason)
+			pauses, err = api.Jobs().ResumeAll(ctx, reason)
 		}
 		if err != nil {
 			return m.fail(fmt.Errorf("%s every job: %w", c.name(), err))

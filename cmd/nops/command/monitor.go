@@ -62,7 +62,7 @@ func (c *monitorCommand) Run(ctx context.Context, args []string) int {
 		},
 	}
 	return m.runAPI(c, args, spec, func(api *client.Client, _ []string, _ bool) int {
-		stream, err := api.Monitor(ctx, server, level, logJSON)
+		stream, err := api.Agent().Monitor(ctx, server, level, logJSON)
 		if err != nil {
 			return m.fail(err)
 		}

@@ -47,7 +47,7 @@ func (c *notifyListCommand) Run(ctx context.Context, args []string) int {
 		},
 	}
 	fetch := func(api *client.Client) ([]*structs.Notification, *client.QueryMeta, error) {
-		return api.Notifications(ctx, state, nil)
+		return api.Notifications().List(ctx, state, nil)
 	}
 	return runList(m, c, args, spec, fetch, table[*structs.Notification]{
 		header: "ID\tKind\tObject\tState\tTargets\tTime",
@@ -88,7 +88,7 @@ func (c *notifyTargetsCommand) Help() string {
 
 func (c *notifyTargetsCommand) Run(ctx context.Context, args []string) int {
 	fetch := func(api *client.Client) ([]*structs.NotifyTarget, *client.QueryMeta, error) {
-		t, err := api.NotifyTargets(ctx)
+		t, err := api.Notifications().Targets(ctx)
 		return t, nil, err
 	}
 	all := func(l []string) string {
@@ -125,7 +125,7 @@ func (c *notifyTestCommand) Help() string {
 func (c *notifyTestCommand) Run(ctx context.Context, args []string) int {
 	spec := apiArgs{name: "notify test", min: 1, max: 1, desc: "a notify target name"}
 	return c.m.runWrite(c, args, spec, func(api *client.Client, pos []string) (any, string, error) {
-		res, err := api.NotifyTest(ctx, pos[0])
+		res, err := api.Notifications().Test(ctx, pos[0])
 		if err != nil {
 			return nil, "", fmt.Errorf("test notify target %q: %w", pos[0], err)
 		}

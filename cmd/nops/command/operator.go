@@ -36,7 +36,7 @@ func (c *raftListPeersCommand) Help() string {
 func (c *raftListPeersCommand) Run(ctx context.Context, args []string) int {
 	m := c.m
 	return m.runAPI(c, args, apiArgs{name: "operator raft list-peers"}, func(api *client.Client, _ []string, asJSON bool) int {
-		conf, _, err := api.RaftConfiguration(ctx, nil)
+		conf, _, err := api.Operator().RaftConfiguration(ctx, nil)
 		if err != nil {
 			return m.fail(err)
 		}
@@ -91,7 +91,7 @@ func (c *raftRemovePeerCommand) Run(ctx context.Context, args []string) int {
 		},
 	}
 	return c.m.runWrite(c, args, spec, func(api *client.Client, _ []string) (any, string, error) {
-		if err := api.RaftRemovePeer(ctx, id); err != nil {
+		if err := api.Operator().RaftRemovePeer(ctx, id); err != nil {
 			return nil, "", fmt.Errorf("remove peer %s: %w", id, err)
 		}
 		return map[string]string{"removed": id}, fmt.Sprintf("Removed peer with ID %q", id), nil
@@ -127,7 +127,7 @@ func (c *raftTransferCommand) Run(ctx context.Context, args []string) int {
 		flags: func(fs *flag.FlagSet) { fs.StringVar(&id, "peer-id", "", "") },
 	}
 	return c.m.runWrite(c, args, spec, func(api *client.Client, _ []string) (any, string, error) {
-		res, err := api.RaftTransferLeadership(ctx, id)
+		res, err := api.Operator().RaftTransferLeadership(ctx, id)
 		if err != nil {
 			return nil, "", fmt.Errorf("transfer leadership: %w", err)
 		}
@@ -157,7 +157,7 @@ func (c *snapshotSaveCommand) Run(ctx context.Context, args []string) int {
 	spec := apiArgs{name: "operator snapshot save", min: 1, max: 1, desc: "a file to write"}
 	return c.m.runWrite(c, args, spec, func(api *client.Client, pos []string) (any, string, error) {
 		path := pos[0]
-		body, _, err := api.SnapshotSave(ctx)
+		body, _, err := api.Operator().SnapshotSave(ctx)
 		if err != nil {
 			return nil, "", fmt.Errorf("save snapshot: %w", err)
 		}
@@ -241,7 +241,7 @@ func (c *snapshotRestoreCommand) Run(ctx context.Context, args []string) int {
 		},
 	}
 	return c.m.runWrite(c, args, spec, func(api *client.Client, _ []string) (any, string, error) {
-		res, err := api.SnapshotRestore(ctx, bytes.NewReader(raw))
+		res, err := api.Operator().SnapshotRestore(ctx, bytes.NewReader(raw))
 		if err != nil {
 			return nil, "", fmt.Errorf("restore snapshot: %w", err)
 		}

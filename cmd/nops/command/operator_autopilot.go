@@ -32,7 +32,7 @@ func (c *autopilotGetConfigCommand) Help() string {
 func (c *autopilotGetConfigCommand) Run(ctx context.Context, args []string) int {
 	m := c.m
 	return m.runAPI(c, args, apiArgs{name: "operator autopilot get-config"}, func(api *client.Client, _ []string, asJSON bool) int {
-		conf, err := api.AutopilotGetConfig(ctx)
+		conf, err := api.Operator().AutopilotGetConfig(ctx)
 		if err != nil {
 			return m.fail(err)
 		}
@@ -138,7 +138,7 @@ func (c *autopilotSetConfigCommand) Run(ctx context.Context, args []string) int 
 		},
 	}
 	return c.m.runWrite(c, args, spec, func(api *client.Client, _ []string) (any, string, error) {
-		conf, err := api.AutopilotGetConfig(ctx)
+		conf, err := api.Operator().AutopilotGetConfig(ctx)
 		if err != nil {
 			return nil, "", fmt.Errorf("read the autopilot configuration: %w", err)
 		}
@@ -161,7 +161,7 @@ func (c *autopilotSetConfigCommand) Run(ctx context.Context, args []string) int 
 		// Compare-and-set: a change made meanwhile by another operator is
 		// not overwritten.
 		cas := conf.ModifyIndex
-		out, err := api.AutopilotSetConfig(ctx, conf, &cas)
+		out, err := api.Operator().AutopilotSetConfig(ctx, conf, &cas)
 		if err != nil {
 			return nil, "", fmt.Errorf("set the autopilot configuration: %w", err)
 		}
@@ -189,7 +189,7 @@ func (c *autopilotHealthCommand) Help() string {
 func (c *autopilotHealthCommand) Run(ctx context.Context, args []string) int {
 	m := c.m
 	return m.runAPI(c, args, apiArgs{name: "operator autopilot health"}, func(api *client.Client, _ []string, asJSON bool) int {
-		h, err := api.AutopilotHealth(ctx)
+		h, err := api.Operator().AutopilotHealth(ctx)
 		if err != nil {
 			return m.fail(err)
 		}

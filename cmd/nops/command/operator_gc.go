@@ -31,7 +31,7 @@ func (c *operatorGCCommand) Help() string {
 
 func (c *operatorGCCommand) Run(ctx context.Context, args []string) int {
 	return c.m.runWrite(c, args, apiArgs{name: "operator gc"}, func(api *client.Client, _ []string) (any, string, error) {
-		res, err := api.OperatorGC(ctx)
+		res, err := api.Operator().GC(ctx)
 		if err != nil {
 			return nil, "", fmt.Errorf("gc: %w", err)
 		}

@@ -75,15 +75,15 @@ func (c *gossipKeyringCommand) Run(ctx context.Context, args []string) int {
 		var done string
 		switch {
 		case list:
-			resp, err = api.KeyringList(ctx)
+			resp, err = api.Operator().KeyringList(ctx)
 		case install != "":
-			resp, err = api.KeyringInstall(ctx, install)
+			resp, err = api.Operator().KeyringInstall(ctx, install)
 			done = "Installed key " + agent.KeyFingerprint(install)
 		case use != "":
-			resp, err = api.KeyringUse(ctx, use)
+			resp, err = api.Operator().KeyringUse(ctx, use)
 			done = "Now using key " + agent.KeyFingerprint(use)
 		case remove != "":
-			resp, err = api.KeyringRemove(ctx, remove)
+			resp, err = api.Operator().KeyringRemove(ctx, remove)
 			done = "Removed key " + agent.KeyFingerprint(remove)
 		}
 		if err != nil {

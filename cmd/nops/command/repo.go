@@ -28,7 +28,7 @@ func (c *repoListCommand) Help() string {
 func (c *repoListCommand) Run(ctx context.Context, args []string) int {
 	m := c.m
 	fetch := func(api *client.Client) ([]*structs.RepoStatus, *client.QueryMeta, error) {
-		return api.Repos(ctx, nil)
+		return api.Repos().List(ctx, nil)
 	}
 	return runList(m, c, args, apiArgs{name: "repo list"}, fetch, table[*structs.RepoStatus]{
 		header: "Name\tURL\tBranch\tPath\tHead\tFiles\tLast fetch\tErrors",
@@ -66,12 +66,12 @@ func (c *repoRefreshCommand) Run(ctx context.Context, args []string) int {
 	spec := apiArgs{name: "repo refresh", min: 1, max: 1, desc: "a repository name"}
 	return c.m.runWrite(c, args, spec, func(api *client.Client, pos []string) (any, string, error) {
 		name := pos[0]
-		if _, err := api.RefreshRepo(ctx, name); err != nil {
+		if _, err := api.Repos().Refresh(ctx, name); err != nil {
 			return nil, "", fmt.Errorf("refresh repository %q: %w", name, err)
 		}
 		// Show the repository as the replicated state has it now.
 		var status *structs.RepoStatus
-		if repos, _, err := api.Repos(ctx, nil); err == nil {
+		if repos, _, err := api.Repos().List(ctx, nil); err == nil {
 			for _, r := range repos {
 				if r.Name == name {
 					status = r
@@ -115,7 +115,7 @@ func (c *orphansCommand) Help() string {
 func (c *orphansCommand) Run(ctx context.Context, args []string) int {
 	m := c.m
 	fetch := func(api *client.Client) ([]*structs.JobStatus, *client.QueryMeta, error) {
-		return api.Orphans(ctx, nil)
+		return api.Jobs().Orphans(ctx, nil)
 	}
 	return runList(m, c, args, apiArgs{name: "orphans"}, fetch, table[*structs.JobStatus]{
 		header: "Namespace\tJob\tRepository\tFile\tLast commit\tObserved",

@@ -58,12 +58,12 @@ func (c *statusCommand) Run(ctx context.Context, args []string) int {
 // unavailable.
 func (c *statusCommand) read(ctx context.Context, api *client.Client) (*statusOutput, error) {
 	out := &statusOutput{}
-	self, meta, err := api.Self(ctx, nil)
+	self, meta, err := api.Agent().Self(ctx, nil)
 	if err != nil {
 		return nil, err
 	}
 	out.Server, out.Index = self, meta.LastIndex
-	if out.Raft, _, err = api.RaftConfiguration(ctx, nil); err != nil {
+	if out.Raft, _, err = api.Operator().RaftConfiguration(ctx, nil); err != nil {
 		return nil, err
 	}
 	unavailable := func(what string, err error) bool {
@@ -73,7 +73,7 @@ func (c *statusCommand) read(ctx context.Context, api *client.Client) (*statusOu
 		}
 		return false
 	}
-	if jobs, _, err := api.Jobs(ctx, nil); err == nil {
+	if jobs, _, err := api.Jobs().List(ctx, nil); err == nil {
 		out.JobsBySync = map[string]int{}
 		for _, j := range jobs {
 			out.JobsBySync[string(j.Sync)]++
@@ -81,7 +81,7 @@ func (c *statusCommand) read(ctx context.Context, api *client.Client) (*statusOu
 	} else if !unavailable("jobs", err) {
 		return nil, err
 	}
-	deps, _, err := api.Deployments(ctx, client.DeploymentFilter{}, nil)
+	deps, _, err := api.Deployments().List(ctx, client.DeploymentFilter{}, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -89,7 +89,7 @@ func (c *statusCommand) read(ctx context.Context, api *client.Client) (*statusOu
 	for _, d := range deps {
 		out.DeploymentsByState[string(d.State)]++
 	}
-	if cycle, _, err := api.DetectionCycle(ctx, nil); err == nil {
+	if cycle, _, err := api.Status().DetectionCycle(ctx, nil); err == nil {
 		out.LastDetection = cycle
 	} else if !unavailable("last detection", err) {
 		return nil, err

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nops-dev/nops/cmd/nops/command/validate"
 	"github.com/nops-dev/nops/structs"
 	"github.com/nops-dev/nops/testutil"
 	"github.com/nops-dev/nops/testutil/nopstest"
@@ -98,9 +99,9 @@ func validateVerdicts(t *testing.T, nomadAddr, dir string) verdicts {
 	c.env["NOMAD_ADDR"] = nomadAddr
 	r := c.run("validate", "-json", dir)
 	var out struct {
-		CheckedBy string        `json:"checked_by"`
-		Files     []*fileResult `json:"files"`
-		Jobs      []*jobVerdict `json:"jobs"`
+		CheckedBy string                 `json:"checked_by"`
+		Files     []*validate.FileResult `json:"files"`
+		Jobs      []*validate.JobVerdict `json:"jobs"`
 	}
 	if err := json.Unmarshal([]byte(r.stdout), &out); err != nil || out.CheckedBy != "nomad" {
 		t.Fatalf("nops validate -json %s: exit %d, %v, checked by %q\n%s%s", dir, r.code, err, out.CheckedBy, r.stdout, r.stderr)

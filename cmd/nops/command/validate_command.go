@@ -2,18 +2,13 @@ package command
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"sort"
 	"strings"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
-	"github.com/hashicorp/hcl/v2"
-	"github.com/hashicorp/hcl/v2/hclsyntax"
-	"github.com/hashicorp/nomad/api"
-	"github.com/zclconf/go-cty/cty"
 
+	"github.com/nops-dev/nops/cmd/nops/command/validate"
 	"github.com/nops-dev/nops/reconcile/gitwatch"
 	"github.com/nops-dev/nops/reconcile/nomadx"
 	"github.com/nops-dev/nops/structs"
@@ -72,21 +67,6 @@ Options:
 `
 }
 
-// fileResult is the verdict on one job file: its parse errors and the
-// problems of the job it declares.
-type fileResult struct {
-	File      string   `json:"file"`
-	Variables string   `json:"variables,omitempty"`
-	Namespace string   `json:"namespace,omitempty"`
-	JobID     string   `json:"job_id,omitempty"`
-	Role      string   `json:"role,omitempty"`
-	CheckedBy string   `json:"checked_by"`
-	Errors    []string `json:"errors"`
-	// Unresolved lists the meta keys (and "type", "parameterized.*") whose
-	// values need Nomad to be known: read offline, they were not judged.
-	Unresolved []string `json:"unresolved_meta,omitempty"`
-}
-
 func (c *validateCommand) Run(ctx context.Context, args []string) int {
 	m := c.m
 	var addr, token string
@@ -110,41 +90,41 @@ func (c *validateCommand) Run(ctx context.Context, args []string) int {
 	if len(files) == 0 {
 		return m.fail(fmt.Errorf("no *.nomad.hcl or *.nomad file under %s", dir))
 	}
-
-	var nomad *nomadx.Client
-	checkedBy := "syntax"
-	var note string
-	if !offline {
-		nomad, err = nomadx.New(nomadx.Config{Address: addr, Token: token}, hclog.NewNullLogger())
-		if err != nil {
-			return m.fail(err)
-		}
-		pctx, cancel := context.WithTimeout(ctx, nomadPingTimeout)
-		err = nomad.Ping(pctx)
-		cancel()
-		if err != nil {
-			note = fmt.Sprintf("Nomad is not reachable (%v): checked the HCL syntax and literal meta values only", err)
-			nomad = nil
-		} else {
-			checkedBy = "nomad"
-			note = "Parsed through Nomad at " + nomad.Address()
-		}
-	} else {
-		note = "Offline: checked the HCL syntax and literal meta values only"
+	nomad, checkedBy, note, err := connectNomad(ctx, offline, addr, token)
+	if err != nil {
+		return m.fail(err)
 	}
-
-	parsed := make([]*parsedFile, 0, len(files))
-	results := make([]*fileResult, 0, len(files))
-	for _, f := range files {
-		p, err := readJob(ctx, nomad, f, checkedBy)
-		if err != nil {
-			return m.fail(err)
-		}
-		parsed = append(parsed, p)
-		results = append(results, p.res)
+	results, jobs, err := validate.Files(ctx, nomad, files, checkedBy)
+	if err != nil {
+		return m.fail(err)
 	}
-	jobs := judge(parsed)
+	return c.report(asJSON, dir, checkedBy, note, results, jobs)
+}
 
+// connectNomad returns the Nomad that parses the job files, what checked
+// them, and the note that says so: none when offline or when Nomad is not
+// reachable, then the files are checked from their literal HCL.
+func connectNomad(ctx context.Context, offline bool, addr, token string) (*nomadx.Client, string, string, error) {
+	if offline {
+		return nil, "syntax", "Offline: checked the HCL syntax and literal meta values only", nil
+	}
+	nomad, err := nomadx.New(nomadx.Config{Address: addr, Token: token}, hclog.NewNullLogger())
+	if err != nil {
+		return nil, "", "", err
+	}
+	pctx, cancel := context.WithTimeout(ctx, nomadPingTimeout)
+	err = nomad.Ping(pctx)
+	cancel()
+	if err != nil {
+		return nil, "syntax", fmt.Sprintf("Nomad is not reachable (%v): checked the HCL syntax and literal meta values only", err), nil
+	}
+	return nomad, "nomad", "Parsed through Nomad at " + nomad.Address(), nil
+}
+
+// report prints the result of every file and the verdict of every job, as
+// JSON or as text, and returns the exit code: an error when a file has one.
+func (c *validateCommand) report(asJSON bool, dir, checkedBy, note string, results []*validate.FileResult, jobs []*validate.JobVerdict) int {
+	m := c.m
 	failed, invalid := 0, 0
 	for _, r := range results {
 		if len(r.Errors) > 0 {
@@ -161,30 +141,7 @@ func (c *validateCommand) Run(ctx context.Context, args []string) int {
 			return code
 		}
 	} else {
-		for _, r := range results {
-			if len(r.Errors) == 0 {
-				fmt.Fprintf(m.stdout, "ok     %s%s\n", r.File, describe(r))
-				continue
-			}
-			fmt.Fprintf(m.stdout, "error  %s%s\n", r.File, describe(r))
-			for _, e := range r.Errors {
-				fmt.Fprintf(m.stdout, "         * %s\n", e)
-			}
-		}
-		if len(jobs) > 0 {
-			fmt.Fprintln(m.stdout, "\nJobs:")
-		}
-		for _, v := range jobs {
-			verdict := "valid  "
-			if !v.Valid {
-				verdict = "invalid"
-			}
-			role := v.Role
-			if role == "" {
-				role = "job"
-			}
-			fmt.Fprintf(m.stdout, "%s  %s (%s: %s)\n", verdict, structs.JobKey(v.Namespace, v.JobID), role, strings.Join(v.Files, ", "))
-		}
+		c.printText(results, jobs)
 		fmt.Fprintf(m.stdout, "\n%d files, %d with errors; %d jobs, %d invalid. %s.\n", len(results), failed, len(jobs), invalid, note)
 	}
 	if failed > 0 {
@@ -193,7 +150,38 @@ func (c *validateCommand) Run(ctx context.Context, args []string) int {
 	return exitOK
 }
 
-func describe(r *fileResult) string {
+// printText prints a line per file, with its errors, and a line per job.
+func (c *validateCommand) printText(results []*validate.FileResult, jobs []*validate.JobVerdict) {
+	m := c.m
+	for _, r := range results {
+		if len(r.Errors) == 0 {
+			fmt.Fprintf(m.stdout, "ok     %s%s\n", r.File, describe(r))
+			continue
+		}
+		fmt.Fprintf(m.stdout, "error  %s%s\n", r.File, describe(r))
+		for _, e := range r.Errors {
+			fmt.Fprintf(m.stdout, "         * %s\n", e)
+		}
+	}
+	if len(jobs) > 0 {
+		fmt.Fprintln(m.stdout, "\nJobs:")
+	}
+	for _, v := range jobs {
+		verdict := "valid  "
+		if !v.Valid {
+			verdict = "invalid"
+		}
+		role := v.Role
+		if role == "" {
+			role = "job"
+		}
+		fmt.Fprintf(m.stdout, "%s  %s (%s: %s)\n", verdict, structs.JobKey(v.Namespace, v.JobID), role, strings.Join(v.Files, ", "))
+	}
+}
+
+// describe names the job of a file, its role, and what needs Nomad to be
+// checked.
+func describe(r *validate.FileResult) string {
 	if r.JobID == "" {
 		return ""
 	}
@@ -205,189 +193,4 @@ func describe(r *fileResult) string {
 		s += ", needs Nomad to check: " + strings.Join(r.Unresolved, ",")
 	}
 	return s + ")"
-}
-
-// readJob reads the job of one file: through Nomad when nomad is set, as a
-// server does, else from the file's literal HCL. A file Nomad refuses gets
-// the parse error a server shows on the repository's status (with the file
-// named in place of Nomad's "input.hcl"). It returns an error, not a
-// verdict, when Nomad gave none (unreachable, or a permission denied).
-func readJob(ctx context.Context, nomad *nomadx.Client, f gitwatch.JobFile, checkedBy string) (*parsedFile, error) {
-	res := &fileResult{File: f.Path, Variables: f.VarsPath, CheckedBy: checkedBy, Errors: []string{}}
-	p := &parsedFile{res: res}
-	if nomad != nil {
-		job, err := nomad.Parse(ctx, f.Content, f.Vars)
-		switch {
-		case err == nil:
-			p.job = job
-		case errors.Is(err, nomadx.ErrInvalidJob):
-			res.Errors = append(res.Errors, parseProblem(f.Path, err))
-		default:
-			return nil, fmt.Errorf("validate %s: %w", f.Path, err)
-		}
-		return p, nil
-	}
-	job, unresolved, problems := literalJob(f.Path, []byte(f.Content))
-	switch {
-	case len(problems) > 0:
-		res.Errors = append(res.Errors, problems...)
-	case job == nil:
-		res.Errors = append(res.Errors, "no job block")
-	default:
-		p.job, p.unresolved, res.Unresolved = job, unresolved, unresolved
-	}
-	return p, nil
-}
-
-// parseProblem is how a server words a file Nomad refuses to parse, with
-// Nomad's name for the file it parsed ("input.hcl") replaced by its path.
-func parseProblem(path string, err error) string {
-	return strings.ReplaceAll(fmt.Sprintf("%s: %v", path, err), "input.hcl:", path+":")
-}
-
-// literalJob parses a job file's HCL syntax and reads the literal values of
-// its job block into a job, as far as the meta rules need it (ID,
-// namespace, type, meta, the parameterized block). It returns the keys
-// whose values are not literal (meta keys, "type", "parameterized.*"),
-// syntax errors, each naming the file and the line, and a nil job when the
-// file has no job block.
-func literalJob(name string, src []byte) (*api.Job, []string, []string) {
-	file, diags := hclsyntax.ParseConfig(src, name, hcl.InitialPos)
-	if diags.HasErrors() {
-		return nil, nil, diagStrings(diags)
-	}
-	body, ok := file.Body.(*hclsyntax.Body)
-	if !ok {
-		return nil, nil, nil
-	}
-	var block *hclsyntax.Block
-	for _, b := range body.Blocks {
-		if b.Type != "job" {
-			continue
-		}
-		if block != nil {
-			return nil, nil, []string{fmt.Sprintf("%s: a file declares one job; another starts here", b.DefRange())}
-		}
-		block = b
-	}
-	if block == nil {
-		return nil, nil, nil
-	}
-	if len(block.Labels) != 1 {
-		return nil, nil, []string{fmt.Sprintf("%s: a job block has one label, its ID", block.DefRange())}
-	}
-	job := &api.Job{ID: ptr(block.Labels[0]), Namespace: ptr("default"), Type: ptr("service"), Meta: map[string]string{}}
-	var unresolved []string
-	attr := func(b *hclsyntax.Body, name, key string) (string, bool) {
-		a, ok := b.Attributes[name]
-		if !ok {
-			return "", false
-		}
-		v, ok := literalString(a.Expr)
-		if !ok {
-			unresolved = append(unresolved, key)
-		}
-		return v, ok
-	}
-	if v, ok := attr(block.Body, "namespace", "namespace"); ok && v != "" {
-		job.Namespace = &v
-	}
-	if v, ok := attr(block.Body, "type", "type"); ok && v != "" {
-		job.Type = &v
-	}
-	if v, ok := attr(block.Body, "id", "id"); ok && v != "" {
-		job.ID = &v
-	}
-	addMeta := func(key string, expr hclsyntax.Expression) {
-		if v, ok := literalString(expr); ok {
-			job.Meta[key] = v
-		} else {
-			unresolved = append(unresolved, key)
-		}
-	}
-	for _, b := range block.Body.Blocks {
-		switch b.Type {
-		case "parameterized":
-			pj := &api.ParameterizedJobConfig{}
-			if v, ok := attr(b.Body, "payload", "parameterized.payload"); ok {
-				pj.Payload = v
-			}
-			if a, ok := b.Body.Attributes["meta_required"]; ok {
-				if list, ok := literalStrings(a.Expr); ok {
-					pj.MetaRequired = list
-				} else {
-					unresolved = append(unresolved, "parameterized.meta_required")
-				}
-			}
-			job.ParameterizedJob = pj
-		case "meta":
-			for k, a := range b.Body.Attributes {
-				addMeta(k, a.Expr)
-			}
-		}
-	}
-	if a, ok := block.Body.Attributes["meta"]; ok {
-		if obj, ok := a.Expr.(*hclsyntax.ObjectConsExpr); ok {
-			for _, item := range obj.Items {
-				k, kd := item.KeyExpr.Value(nil)
-				if kd.HasErrors() || !k.IsKnown() || k.IsNull() || k.Type() != cty.String {
-					continue
-				}
-				addMeta(k.AsString(), item.ValueExpr)
-			}
-		} else {
-			unresolved = append(unresolved, "meta")
-		}
-	}
-	sort.Strings(unresolved)
-	return job, unresolved, nil
-}
-
-// literalStrings evaluates a list of literal strings.
-func literalStrings(expr hclsyntax.Expression) ([]string, bool) {
-	v, diags := expr.Value(nil)
-	if diags.HasErrors() || !v.IsWhollyKnown() || v.IsNull() || !(v.Type().IsListType() || v.Type().IsTupleType()) {
-		return nil, false
-	}
-	var out []string
-	for it := v.ElementIterator(); it.Next(); {
-		_, e := it.Element()
-		if e.IsNull() || e.Type() != cty.String {
-			return nil, false
-		}
-		out = append(out, e.AsString())
-	}
-	return out, true
-}
-
-// literalString evaluates an expression with no variables or functions, and
-// returns its value when it is a known string (or a number or bool, as
-// Nomad converts meta values).
-func literalString(expr hclsyntax.Expression) (string, bool) {
-	v, diags := expr.Value(nil)
-	if diags.HasErrors() || !v.IsWhollyKnown() || v.IsNull() {
-		return "", false
-	}
-	switch v.Type() {
-	case cty.String:
-		return v.AsString(), true
-	case cty.Number:
-		return v.AsBigFloat().Text('f', -1), true
-	case cty.Bool:
-		if v.True() {
-			return "true", true
-		}
-		return "false", true
-	}
-	return "", false
-}
-
-func diagStrings(diags hcl.Diagnostics) []string {
-	var out []string
-	for _, d := range diags {
-		if d.Severity == hcl.DiagError {
-			out = append(out, d.Error())
-		}
-	}
-	return out
 }

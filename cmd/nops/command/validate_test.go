@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nops-dev/nops/cmd/nops/command/validate"
 	"github.com/nops-dev/nops/testutil"
 )
 
@@ -26,11 +27,11 @@ func jobTree(t *testing.T, files map[string]string) string {
 }
 
 type validateOutput struct {
-	CheckedBy string        `json:"checked_by"`
-	Files     []*fileResult `json:"files"`
+	CheckedBy string                 `json:"checked_by"`
+	Files     []*validate.FileResult `json:"files"`
 }
 
-func (o *validateOutput) file(t *testing.T, name string) *fileResult {
+func (o *validateOutput) file(t *testing.T, name string) *validate.FileResult {
 	t.Helper()
 	for _, f := range o.Files {
 		if f.File == name {
@@ -215,13 +216,13 @@ func TestValidate_OfflineResolvesHooks(t *testing.T) {
 	})
 	c := newCLI(t, nil)
 	var out struct {
-		Jobs []*jobVerdict `json:"jobs"`
+		Jobs []*validate.JobVerdict `json:"jobs"`
 	}
 	r := c.run("validate", "-offline", "-json", dir)
 	if err := json.Unmarshal([]byte(r.stdout), &out); err != nil || r.code != 1 {
 		t.Fatalf("exit %d, %v\n%s%s", r.code, err, r.stdout, r.stderr)
 	}
-	got := map[string]*jobVerdict{}
+	got := map[string]*validate.JobVerdict{}
 	for _, v := range out.Jobs {
 		got[v.JobID] = v
 	}

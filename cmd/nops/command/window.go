@@ -35,7 +35,7 @@ func (c *windowListCommand) Help() string {
 
 func (c *windowListCommand) Run(ctx context.Context, args []string) int {
 	fetch := func(api *client.Client) ([]*structs.SyncWindow, *client.QueryMeta, error) {
-		return api.Windows(ctx, nil)
+		return api.Windows().List(ctx, nil)
 	}
 	return runList(c.m, c, args, apiArgs{name: "window list"}, fetch, table[*structs.SyncWindow]{
 		header: "Name\tKind\tSchedule\tDuration\tTimezone\tNamespaces\tJobs",
@@ -105,7 +105,7 @@ func (c *windowApplyCommand) Run(ctx context.Context, args []string) int {
 	return m.runAPI(c, args, spec, func(api *client.Client, _ []string, asJSON bool) int {
 		var applied []*structs.SyncWindow
 		for _, ws := range windows {
-			w, err := api.PutWindow(ctx, ws)
+			w, err := api.Windows().Put(ctx, ws)
 			if err != nil {
 				if len(applied) > 0 {
 					fmt.Fprintf(m.stderr, "Applied before the error: %s\n", windowNames(applied))
@@ -313,7 +313,7 @@ func (c *windowDeleteCommand) Help() string {
 func (c *windowDeleteCommand) Run(ctx context.Context, args []string) int {
 	spec := apiArgs{name: "window delete", min: 1, max: 1, desc: "a window name"}
 	return c.m.runWrite(c, args, spec, func(api *client.Client, pos []string) (any, string, error) {
-		if err := api.DeleteWindow(ctx, pos[0]); err != nil {
+		if err := api.Windows().Delete(ctx, pos[0]); err != nil {
 			return nil, "", fmt.Errorf("delete window %q: %w", pos[0], err)
 		}
 		return map[string]string{"deleted": pos[0]}, fmt.Sprintf("Window %q deleted", pos[0]), nil

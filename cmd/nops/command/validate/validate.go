@@ -1,12 +1,27 @@
-package command
+// Package validate judges a directory of Nomad job files offline, as a Nops
+// server judges the same files committed to a repository: which files are
+// job files, whether each parses, and the verdict a server gives every job
+// they declare (SPEC section 4), in the same words a server shows on a job's
+// status. It is the library behind `nops validate`.
+//
+// Guarantees: a file is read through Nomad when a Nomad client is given, as
+// a server reads it, and else from its literal HCL, where the values that
+// need Nomad to be known are listed as unresolved rather than judged. The
+// meta rules are those of package structs/meta that detection uses, so the
+// two cannot drift apart. Nothing is written anywhere.
+package validate
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
 
 	"github.com/hashicorp/nomad/api"
 
+	"github.com/nops-dev/nops/reconcile/gitwatch"
+	"github.com/nops-dev/nops/reconcile/nomadx"
 	"github.com/nops-dev/nops/structs"
 	"github.com/nops-dev/nops/structs/meta"
 )
@@ -17,15 +32,30 @@ import (
 // keys, and the parts of the hook shape ("type", "parameterized.*"), whose
 // values need Nomad to be known.
 type parsedFile struct {
-	res        *fileResult
+	res        *FileResult
 	job        *api.Job
 	unresolved []string
 }
 
-// jobVerdict is what a server's detection makes of one job that it looks at
+// FileResult is the verdict on one job file: its parse errors and the
+// problems of the job it declares.
+type FileResult struct {
+	File      string   `json:"file"`
+	Variables string   `json:"variables,omitempty"`
+	Namespace string   `json:"namespace,omitempty"`
+	JobID     string   `json:"job_id,omitempty"`
+	Role      string   `json:"role,omitempty"`
+	CheckedBy string   `json:"checked_by"`
+	Errors    []string `json:"errors"`
+	// Unresolved lists the meta keys (and "type", "parameterized.*") whose
+	// values need Nomad to be known: read offline, they were not judged.
+	Unresolved []string `json:"unresolved_meta,omitempty"`
+}
+
+// JobVerdict is what a server's detection makes of one job that it looks at
 // (a managed job, a hook, or a job whose meta keys have a problem): valid,
 // or the problems a server shows on the job's status, in the same words.
-type jobVerdict struct {
+type JobVerdict struct {
 	Namespace string `json:"namespace"`
 	JobID     string `json:"job_id"`
 	// Role is "managed", "hook", or "" for a job that is neither but has a
@@ -59,6 +89,64 @@ func (p *parsedFile) hookShapeUnresolved() bool {
 	return false
 }
 
+// Files reads every job file, through nomad when it is set (as a server
+// does) and else from the file's literal HCL, and judges the jobs they
+// declare. checkedBy is what each file's result says checked it. It returns
+// the result of every file, in the order of files, and the verdict of every
+// job, sorted by job key; an error, not a verdict, when Nomad gave none
+// (unreachable, or a permission denied).
+func Files(ctx context.Context, nomad *nomadx.Client, files []gitwatch.JobFile, checkedBy string) ([]*FileResult, []*JobVerdict, error) {
+	parsed := make([]*parsedFile, 0, len(files))
+	results := make([]*FileResult, 0, len(files))
+	for _, f := range files {
+		p, err := readJob(ctx, nomad, f, checkedBy)
+		if err != nil {
+			return nil, nil, err
+		}
+		parsed = append(parsed, p)
+		results = append(results, p.res)
+	}
+	return results, judge(parsed), nil
+}
+
+// readJob reads the job of one file: through Nomad when nomad is set, as a
+// server does, else from the file's literal HCL. A file Nomad refuses gets
+// the parse error a server shows on the repository's status (with the file
+// named in place of Nomad's "input.hcl"). It returns an error, not a
+// verdict, when Nomad gave none (unreachable, or a permission denied).
+func readJob(ctx context.Context, nomad *nomadx.Client, f gitwatch.JobFile, checkedBy string) (*parsedFile, error) {
+	res := &FileResult{File: f.Path, Variables: f.VarsPath, CheckedBy: checkedBy, Errors: []string{}}
+	p := &parsedFile{res: res}
+	if nomad != nil {
+		job, err := nomad.Parse(ctx, f.Content, f.Vars)
+		switch {
+		case err == nil:
+			p.job = job
+		case errors.Is(err, nomadx.ErrInvalidJob):
+			res.Errors = append(res.Errors, parseProblem(f.Path, err))
+		default:
+			return nil, fmt.Errorf("validate %s: %w", f.Path, err)
+		}
+		return p, nil
+	}
+	job, unresolved, problems := literalJob(f.Path, []byte(f.Content))
+	switch {
+	case len(problems) > 0:
+		res.Errors = append(res.Errors, problems...)
+	case job == nil:
+		res.Errors = append(res.Errors, "no job block")
+	default:
+		p.job, p.unresolved, res.Unresolved = job, unresolved, unresolved
+	}
+	return p, nil
+}
+
+// parseProblem is how a server words a file Nomad refuses to parse, with
+// Nomad's name for the file it parsed ("input.hcl") replaced by its path.
+func parseProblem(path string, err error) string {
+	return strings.ReplaceAll(fmt.Sprintf("%s: %v", path, err), "input.hcl:", path+":")
+}
+
 // judge gives every job the verdict a server gives it (SPEC section 4,
 // steps 3, 4 and 6), with the rules of package structs/meta that detection
 // uses: the meta keys (meta.Read), which jobs count (Job.Considered), two
@@ -68,7 +156,7 @@ func (p *parsedFile) hookShapeUnresolved() bool {
 // A hook's own problems, which a server shows only on the jobs that declare
 // it, are its verdict too. Every problem is also added to the errors of the
 // files that declare the job. Verdicts are sorted by job key.
-func judge(files []*parsedFile) []*jobVerdict {
+func judge(files []*parsedFile) []*JobVerdict {
 	type entry struct {
 		f *parsedFile
 		m *meta.Job
@@ -104,11 +192,11 @@ func judge(files []*parsedFile) []*jobVerdict {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
-	out := make([]*jobVerdict, 0, len(keys))
+	out := make([]*JobVerdict, 0, len(keys))
 	for _, key := range keys {
 		es := byKey[key]
 		first := es[0]
-		v := &jobVerdict{Namespace: first.f.res.Namespace, JobID: first.f.res.JobID, Role: roleOf(first.m.Kind), Problems: []string{}}
+		v := &JobVerdict{Namespace: first.f.res.Namespace, JobID: first.f.res.JobID, Role: roleOf(first.m.Kind), Problems: []string{}}
 		for _, e := range es {
 			v.Files = append(v.Files, e.f.res.File)
 			if e.m.Kind != first.m.Kind {
