@@ -16,6 +16,7 @@ import (
 	"github.com/hashicorp/raft"
 	"github.com/klauspost/compress/zstd"
 
+	"github.com/nops-dev/nops/fsm/snapcodec"
 	"github.com/nops-dev/nops/structs"
 )
 
@@ -237,9 +238,9 @@ func writeSnapshot(txn *memdb.Txn, w io.Writer) (err error) {
 			buf = append(buf, byte(t.kind), 0, 0, 0, 0)
 			switch o := raw.(type) {
 			case *structs.Deployment:
-				buf, err = appendDeployment(buf, o)
+				buf, err = snapcodec.AppendDeployment(buf, o)
 			case *structs.Event:
-				buf, err = appendEvent(buf, o)
+				buf, err = snapcodec.AppendEvent(buf, o)
 			default:
 				body = body[:0]
 				enc.ResetBytes(&body)
@@ -460,7 +461,7 @@ func (d *recordDecoder) run() error {
 		kinds[t.kind] = i
 	}
 	dec := codec.NewDecoderBytes(nil, structs.NewMsgpackHandle())
-	mp := &mpReader{syms: newSymCache()}
+	mp := snapcodec.NewReader()
 	objects := map[string]*eventObjects{}
 	var (
 		hdr   [5]byte
@@ -602,19 +603,19 @@ func (d *recordDecoder) sendObjects(batch []restoredObject, objects map[string]*
 }
 
 // decodeDeploymentRecord reads a deployment: an array of its fields, as
-// appendDeployment writes it, or a map of them, as the codec writes it (and
-// as snapshots of format 2 hold it).
-func decodeDeploymentRecord(mp *mpReader, dec *codec.Decoder, buf []byte) (*structs.Deployment, error) {
+// snapcodec.AppendDeployment writes it, or a map of them, as the codec
+// writes it (and as snapshots of format 2 hold it).
+func decodeDeploymentRecord(mp *snapcodec.Reader, dec *codec.Decoder, buf []byte) (*structs.Deployment, error) {
 	dep := new(structs.Deployment)
-	if len(buf) > 0 && isMsgpackArray(buf[0]) {
-		mp.reset(buf)
-		if err := decodeDeployment(mp, dep); err != nil {
+	if len(buf) > 0 && snapcodec.IsArray(buf[0]) {
+		mp.Reset(buf)
+		if err := snapcodec.DecodeDeployment(mp, dep); err != nil {
 			return nil, err
 		}
-		if mp.rest() != 0 {
-			return nil, fmt.Errorf("%d trailing bytes", mp.rest())
+		if mp.Rest() != 0 {
+			return nil, fmt.Errorf("%d trailing bytes", mp.Rest())
 		}
-		mp.done()
+		mp.Done()
 		if err := checkDeploymentTimes(dep); err != nil {
 			return nil, fmt.Errorf("%w: %s record: %w", ErrBadSnapshot, TableDeployments, err)
 		}
@@ -638,21 +639,21 @@ func decodeDeploymentRecord(mp *mpReader, dec *codec.Decoder, buf []byte) (*stru
 // above the last one's. (That it is not past the counters' is checked once
 // the counters are in: see validateState.) It adds the event to the list
 // of its object's.
-func (d *recordDecoder) decodeEventRecord(mp *mpReader, buf []byte, objects map[string]*eventObjects) (*structs.Event, error) {
+func (d *recordDecoder) decodeEventRecord(mp *snapcodec.Reader, buf []byte, objects map[string]*eventObjects) (*structs.Event, error) {
 	// Events are allocated in slabs: a million of them would otherwise
 	// be a million allocations.
 	if len(d.events) == 0 {
 		d.events = make([]structs.Event, eventSlab)
 	}
 	e := &d.events[0]
-	mp.reset(buf)
-	if err := decodeEventArray(mp, e); err != nil {
+	mp.Reset(buf)
+	if err := snapcodec.DecodeEvent(mp, e); err != nil {
 		return nil, err
 	}
-	if mp.rest() != 0 {
-		return nil, fmt.Errorf("%d trailing bytes", mp.rest())
+	if mp.Rest() != 0 {
+		return nil, fmt.Errorf("%d trailing bytes", mp.Rest())
 	}
-	mp.done()
+	mp.Done()
 	d.events = d.events[1:]
 	bad := func(err error) error { return fmt.Errorf("%w: %s: %w", ErrBadSnapshot, TableEvents, err) }
 	if err := checkTime(e.Time); err != nil {
