@@ -117,7 +117,7 @@ func (a *httpAPI) aclBootstrap(_ http.ResponseWriter, r *http.Request) (any, err
 	}
 	// Refused here when it would be refused by the FSM, so that anonymous
 	// requests cannot grow the Raft log.
-	if done := a.s.State().ACLBootstrapIndex(); done != 0 && reset != done {
+	if done := a.s.State().ACL().BootstrapIndex(); done != 0 && reset != done {
 		return nil, fmt.Errorf("%w: ACL bootstrap already done (reset index: %d)", structs.ErrConflict, done)
 	}
 	secret := uuid.NewString()
@@ -136,7 +136,7 @@ func (a *httpAPI) aclBootstrap(_ http.ResponseWriter, r *http.Request) (any, err
 }
 
 func (a *httpAPI) createdToken(accessor, secret string) (any, error) {
-	stored, err := a.s.State().ACLToken(accessor)
+	stored, err := a.s.State().ACL().Token(accessor)
 	if err != nil {
 		return nil, err
 	}
@@ -154,7 +154,7 @@ func (a *httpAPI) aclPolicyList(_ http.ResponseWriter, _ *http.Request) (any, er
 	if err := a.aclEnabled(); err != nil {
 		return nil, err
 	}
-	p, err := a.s.State().ACLPolicies()
+	p, err := a.s.State().ACL().Policies()
 	return nonNil(p), err
 }
 
@@ -162,7 +162,7 @@ func (a *httpAPI) aclPolicyGet(_ http.ResponseWriter, r *http.Request) (any, err
 	if err := a.aclEnabled(); err != nil {
 		return nil, err
 	}
-	p, err := a.s.State().ACLPolicy(r.PathValue("name"))
+	p, err := a.s.State().ACL().Policy(r.PathValue("name"))
 	if err == nil && p == nil {
 		err = fmt.Errorf("%w: ACL policy %q", structs.ErrNotFound, r.PathValue("name"))
 	}
@@ -198,7 +198,7 @@ func (a *httpAPI) aclPolicyPut(_ http.ResponseWriter, r *http.Request) (any, err
 	if _, err := a.s.Apply(structs.ACLPolicyUpsertRequestType, &structs.ACLPolicyUpsertRequest{WriteMeta: writeMeta(r), Policy: pol}); err != nil {
 		return nil, err
 	}
-	return a.s.State().ACLPolicy(name)
+	return a.s.State().ACL().Policy(name)
 }
 
 func (a *httpAPI) aclDelete(r *http.Request, t structs.MessageType, key string) (any, error) {
@@ -222,7 +222,7 @@ func (a *httpAPI) aclRoleList(_ http.ResponseWriter, _ *http.Request) (any, erro
 	if err := a.aclEnabled(); err != nil {
 		return nil, err
 	}
-	p, err := a.s.State().ACLRoles()
+	p, err := a.s.State().ACL().Roles()
 	return nonNil(p), err
 }
 
@@ -230,7 +230,7 @@ func (a *httpAPI) aclRoleGet(_ http.ResponseWriter, r *http.Request) (any, error
 	if err := a.aclEnabled(); err != nil {
 		return nil, err
 	}
-	p, err := a.s.State().ACLRole(r.PathValue("name"))
+	p, err := a.s.State().ACL().Role(r.PathValue("name"))
 	if err == nil && p == nil {
 		err = fmt.Errorf("%w: ACL role %q", structs.ErrNotFound, r.PathValue("name"))
 	}
@@ -241,7 +241,7 @@ func (a *httpAPI) aclRoleGet(_ http.ResponseWriter, r *http.Request) (any, error
 func (a *httpAPI) missingPolicies(names []string) []string {
 	var problems []string
 	for _, n := range names {
-		p, err := a.s.State().ACLPolicy(n)
+		p, err := a.s.State().ACL().Policy(n)
 		if err != nil || p == nil {
 			problems = append(problems, fmt.Sprintf("policies: no ACL policy %q", n))
 		}
@@ -252,7 +252,7 @@ func (a *httpAPI) missingPolicies(names []string) []string {
 func (a *httpAPI) missingRoles(names []string) []string {
 	var problems []string
 	for _, n := range names {
-		p, err := a.s.State().ACLRole(n)
+		p, err := a.s.State().ACL().Role(n)
 		if err != nil || p == nil {
 			problems = append(problems, fmt.Sprintf("roles: no ACL role %q", n))
 		}
@@ -283,7 +283,7 @@ func (a *httpAPI) aclRolePut(_ http.ResponseWriter, r *http.Request) (any, error
 	if len(problems) > 0 {
 		return nil, badRequest(problems...)
 	}
-	old, err := a.s.State().ACLRole(name)
+	old, err := a.s.State().ACL().Role(name)
 	if err != nil {
 		return nil, err
 	}
@@ -291,7 +291,7 @@ func (a *httpAPI) aclRolePut(_ http.ResponseWriter, r *http.Request) (any, error
 	if _, err := a.s.Apply(structs.ACLRoleUpsertRequestType, &structs.ACLRoleUpsertRequest{WriteMeta: writeMeta(r), Role: role, Create: old == nil}); err != nil {
 		return nil, err
 	}
-	return a.s.State().ACLRole(name)
+	return a.s.State().ACL().Role(name)
 }
 
 func (a *httpAPI) aclRoleDelete(_ http.ResponseWriter, r *http.Request) (any, error) {
@@ -304,7 +304,7 @@ func (a *httpAPI) aclTokenList(_ http.ResponseWriter, _ *http.Request) (any, err
 	if err := a.aclEnabled(); err != nil {
 		return nil, err
 	}
-	list, err := a.s.State().ACLTokens()
+	list, err := a.s.State().ACL().Tokens()
 	if err != nil {
 		return nil, err
 	}
@@ -319,7 +319,7 @@ func (a *httpAPI) aclTokenGet(_ http.ResponseWriter, r *http.Request) (any, erro
 	if err := a.aclEnabled(); err != nil {
 		return nil, err
 	}
-	t, err := a.s.State().ACLToken(r.PathValue("accessor_id"))
+	t, err := a.s.State().ACL().Token(r.PathValue("accessor_id"))
 	if err != nil {
 		return nil, err
 	}
@@ -412,7 +412,7 @@ func (a *httpAPI) aclTokenUpdate(_ http.ResponseWriter, r *http.Request) (any, e
 	if err := decode(r, &spec); err != nil {
 		return nil, err
 	}
-	old, err := a.s.State().ACLToken(r.PathValue("accessor_id"))
+	old, err := a.s.State().ACL().Token(r.PathValue("accessor_id"))
 	if err != nil {
 		return nil, err
 	}
@@ -434,7 +434,7 @@ func (a *httpAPI) aclTokenUpdate(_ http.ResponseWriter, r *http.Request) (any, e
 	if _, err := a.s.Apply(structs.ACLTokenUpsertRequestType, &structs.ACLTokenUpsertRequest{WriteMeta: writeMeta(r), Token: &tok}); err != nil {
 		return nil, err
 	}
-	t, err := a.s.State().ACLToken(tok.AccessorID)
+	t, err := a.s.State().ACL().Token(tok.AccessorID)
 	if err != nil || t == nil {
 		return nil, err
 	}
@@ -451,7 +451,7 @@ func (a *httpAPI) aclAuthMethodList(_ http.ResponseWriter, _ *http.Request) (any
 	if err := a.aclEnabled(); err != nil {
 		return nil, err
 	}
-	list, err := a.s.State().ACLAuthMethods()
+	list, err := a.s.State().ACL().AuthMethods()
 	out := make([]*structs.ACLAuthMethod, 0, len(list))
 	for _, m := range list {
 		out = append(out, m.Redacted())
@@ -463,7 +463,7 @@ func (a *httpAPI) aclAuthMethodGet(_ http.ResponseWriter, r *http.Request) (any,
 	if err := a.aclEnabled(); err != nil {
 		return nil, err
 	}
-	m, err := a.s.State().ACLAuthMethod(r.PathValue("name"))
+	m, err := a.s.State().ACL().AuthMethod(r.PathValue("name"))
 	if err != nil {
 		return nil, err
 	}
@@ -545,14 +545,14 @@ func (a *httpAPI) aclAuthMethodPut(_ http.ResponseWriter, r *http.Request) (any,
 	}
 	// A client secret sent back as "redacted" (from a read) keeps the
 	// stored one.
-	if old, err := a.s.State().ACLAuthMethod(name); err == nil && old != nil && old.Config != nil &&
+	if old, err := a.s.State().ACL().AuthMethod(name); err == nil && old != nil && old.Config != nil &&
 		m.Config.OIDCClientSecret == "redacted" {
 		m.Config.OIDCClientSecret = old.Config.OIDCClientSecret
 	}
 	if _, err := a.s.Apply(structs.ACLAuthMethodUpsertRequestType, &structs.ACLAuthMethodUpsertRequest{WriteMeta: writeMeta(r), Method: m}); err != nil {
 		return nil, err
 	}
-	got, err := a.s.State().ACLAuthMethod(name)
+	got, err := a.s.State().ACL().AuthMethod(name)
 	if err != nil || got == nil {
 		return nil, err
 	}
@@ -569,7 +569,7 @@ func (a *httpAPI) aclBindingRuleList(_ http.ResponseWriter, _ *http.Request) (an
 	if err := a.aclEnabled(); err != nil {
 		return nil, err
 	}
-	p, err := a.s.State().ACLBindingRules()
+	p, err := a.s.State().ACL().BindingRules()
 	return nonNil(p), err
 }
 
@@ -577,7 +577,7 @@ func (a *httpAPI) aclBindingRuleGet(_ http.ResponseWriter, r *http.Request) (any
 	if err := a.aclEnabled(); err != nil {
 		return nil, err
 	}
-	p, err := a.s.State().ACLBindingRule(r.PathValue("id"))
+	p, err := a.s.State().ACL().BindingRule(r.PathValue("id"))
 	if err == nil && p == nil {
 		err = fmt.Errorf("%w: binding rule %q", structs.ErrNotFound, r.PathValue("id"))
 	}
@@ -586,7 +586,7 @@ func (a *httpAPI) aclBindingRuleGet(_ http.ResponseWriter, r *http.Request) (any
 
 func (a *httpAPI) checkBindingRule(spec *structs.ACLBindingRuleSpec) []string {
 	var problems []string
-	if m, err := a.s.State().ACLAuthMethod(spec.AuthMethod); err != nil || m == nil {
+	if m, err := a.s.State().ACL().AuthMethod(spec.AuthMethod); err != nil || m == nil {
 		problems = append(problems, fmt.Sprintf("auth_method: no auth method %q", spec.AuthMethod))
 	}
 	if spec.Selector != "" {
@@ -629,7 +629,7 @@ func (a *httpAPI) putBindingRule(r *http.Request, id string, create bool) (any, 
 	if _, err := a.s.Apply(structs.ACLBindingRuleUpsertRequestType, &structs.ACLBindingRuleUpsertRequest{WriteMeta: writeMeta(r), Rule: rule, Create: create}); err != nil {
 		return nil, err
 	}
-	return a.s.State().ACLBindingRule(id)
+	return a.s.State().ACL().BindingRule(id)
 }
 
 func (a *httpAPI) aclBindingRuleCreate(_ http.ResponseWriter, r *http.Request) (any, error) {

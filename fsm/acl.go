@@ -372,28 +372,35 @@ func aclKey(raw any) string {
 	return ""
 }
 
-// ACL reads.
+// ACLState answers the reads of the ACL objects, each from a read
+// transaction of its own, as StateStore does the others.
+type ACLState struct {
+	db *memdb.MemDB
+}
 
-// ACLIndex returns the index of the last change of any ACL object.
-func (s *StateStore) ACLIndex() uint64 { return aclMetaTxn(s.db.Txn(false)).ModifyIndex }
+// ACL returns the reads of the ACL objects.
+func (s *StateStore) ACL() ACLState { return ACLState{db: s.db} }
 
-// ACLBootstrapIndex returns the index of the ACL bootstrap, 0 before it.
-func (s *StateStore) ACLBootstrapIndex() uint64 {
+// Index returns the index of the last change of any ACL object.
+func (s ACLState) Index() uint64 { return aclMetaTxn(s.db.Txn(false)).ModifyIndex }
+
+// BootstrapIndex returns the index of the ACL bootstrap, 0 before it.
+func (s ACLState) BootstrapIndex() uint64 {
 	return aclMetaTxn(s.db.Txn(false)).BootstrapIndex
 }
 
-// ACLPolicy returns one policy, or nil.
-func (s *StateStore) ACLPolicy(name string) (*structs.ACLPolicy, error) {
+// Policy returns one policy, or nil.
+func (s ACLState) Policy(name string) (*structs.ACLPolicy, error) {
 	return first[structs.ACLPolicy](s.db.Txn(false), TableACLPolicies, name)
 }
 
-// ACLPolicies returns every policy, by name.
-func (s *StateStore) ACLPolicies() ([]*structs.ACLPolicy, error) {
+// Policies returns every policy, by name.
+func (s ACLState) Policies() ([]*structs.ACLPolicy, error) {
 	return list[structs.ACLPolicy](s.db.Txn(false), TableACLPolicies)
 }
 
-// ACLRole returns one role, or nil.
-func (s *StateStore) ACLRole(name string) (*structs.ACLRole, error) {
+// Role returns one role, or nil.
+func (s ACLState) Role(name string) (*structs.ACLRole, error) {
 	r, err := first[structs.ACLRole](s.db.Txn(false), TableACLRoles, name)
 	if r != nil {
 		r.Policies = slices.Clone(r.Policies)
@@ -401,8 +408,8 @@ func (s *StateStore) ACLRole(name string) (*structs.ACLRole, error) {
 	return r, err
 }
 
-// ACLRoles returns every role, by name.
-func (s *StateStore) ACLRoles() ([]*structs.ACLRole, error) {
+// Roles returns every role, by name.
+func (s ACLState) Roles() ([]*structs.ACLRole, error) {
 	out, err := list[structs.ACLRole](s.db.Txn(false), TableACLRoles)
 	for _, r := range out {
 		r.Policies = slices.Clone(r.Policies)
@@ -410,14 +417,14 @@ func (s *StateStore) ACLRoles() ([]*structs.ACLRole, error) {
 	return out, err
 }
 
-// ACLToken returns one token by accessor ID, or nil.
-func (s *StateStore) ACLToken(accessorID string) (*structs.ACLToken, error) {
+// Token returns one token by accessor ID, or nil.
+func (s ACLState) Token(accessorID string) (*structs.ACLToken, error) {
 	return copyToken(first[structs.ACLToken](s.db.Txn(false), TableACLTokens, accessorID))
 }
 
-// ACLTokenBySecretHash returns the token whose secret has this hash, or
+// TokenBySecretHash returns the token whose secret has this hash, or
 // nil.
-func (s *StateStore) ACLTokenBySecretHash(hash string) (*structs.ACLToken, error) {
+func (s ACLState) TokenBySecretHash(hash string) (*structs.ACLToken, error) {
 	raw, err := s.db.Txn(false).First(TableACLTokens, "secret", hash)
 	if err != nil {
 		return nil, fmt.Errorf("token lookup: %w", err)
@@ -436,8 +443,8 @@ func copyToken(t *structs.ACLToken, err error) (*structs.ACLToken, error) {
 	return t, err
 }
 
-// ACLTokens returns every token, by accessor ID.
-func (s *StateStore) ACLTokens() ([]*structs.ACLToken, error) {
+// Tokens returns every token, by accessor ID.
+func (s ACLState) Tokens() ([]*structs.ACLToken, error) {
 	out, err := list[structs.ACLToken](s.db.Txn(false), TableACLTokens)
 	for _, t := range out {
 		_, _ = copyToken(t, nil)
@@ -445,8 +452,8 @@ func (s *StateStore) ACLTokens() ([]*structs.ACLToken, error) {
 	return out, err
 }
 
-// ACLAuthMethod returns one auth method, or nil.
-func (s *StateStore) ACLAuthMethod(name string) (*structs.ACLAuthMethod, error) {
+// AuthMethod returns one auth method, or nil.
+func (s ACLState) AuthMethod(name string) (*structs.ACLAuthMethod, error) {
 	m, err := first[structs.ACLAuthMethod](s.db.Txn(false), TableACLAuthMethods, name)
 	if m != nil && m.Config != nil {
 		cfg := *m.Config
@@ -455,8 +462,8 @@ func (s *StateStore) ACLAuthMethod(name string) (*structs.ACLAuthMethod, error) 
 	return m, err
 }
 
-// ACLAuthMethods returns every auth method, by name.
-func (s *StateStore) ACLAuthMethods() ([]*structs.ACLAuthMethod, error) {
+// AuthMethods returns every auth method, by name.
+func (s ACLState) AuthMethods() ([]*structs.ACLAuthMethod, error) {
 	out, err := list[structs.ACLAuthMethod](s.db.Txn(false), TableACLAuthMethods)
 	for _, m := range out {
 		if m.Config != nil {
@@ -467,12 +474,12 @@ func (s *StateStore) ACLAuthMethods() ([]*structs.ACLAuthMethod, error) {
 	return out, err
 }
 
-// ACLBindingRule returns one binding rule, or nil.
-func (s *StateStore) ACLBindingRule(id string) (*structs.ACLBindingRule, error) {
+// BindingRule returns one binding rule, or nil.
+func (s ACLState) BindingRule(id string) (*structs.ACLBindingRule, error) {
 	return first[structs.ACLBindingRule](s.db.Txn(false), TableACLBindingRules, id)
 }
 
-// ACLBindingRules returns every binding rule, by ID.
-func (s *StateStore) ACLBindingRules() ([]*structs.ACLBindingRule, error) {
+// BindingRules returns every binding rule, by ID.
+func (s ACLState) BindingRules() ([]*structs.ACLBindingRule, error) {
 	return list[structs.ACLBindingRule](s.db.Txn(false), TableACLBindingRules)
 }
