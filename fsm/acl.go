@@ -49,8 +49,43 @@ func addACLTables(tables map[string]*memdb.TableSchema) {
 	}}
 }
 
+// aclWriter applies the requests that change ACL objects, through the
+// entry's writer: every change is recorded in the ACL counters and in an
+// audit event, in the entry's transaction.
+type aclWriter struct{ *writer }
+
+// apply applies a request of type t if it is an ACL request; ok is false
+// for any other type.
+func (w aclWriter) apply(t structs.MessageType, buf []byte) (ok bool, err error) {
+	switch t {
+	case structs.ACLPolicyUpsertRequestType:
+		return true, applyMsg(buf, w.aclPolicyUpsert)
+	case structs.ACLPolicyDeleteRequestType:
+		return true, applyMsg(buf, func(r *structs.ACLDeleteRequest) error { return w.aclDelete(r, TableACLPolicies, "policy") })
+	case structs.ACLRoleUpsertRequestType:
+		return true, applyMsg(buf, w.aclRoleUpsert)
+	case structs.ACLRoleDeleteRequestType:
+		return true, applyMsg(buf, func(r *structs.ACLDeleteRequest) error { return w.aclDelete(r, TableACLRoles, "role") })
+	case structs.ACLTokenUpsertRequestType:
+		return true, applyMsg(buf, w.aclTokenUpsert)
+	case structs.ACLTokenDeleteRequestType:
+		return true, applyMsg(buf, func(r *structs.ACLDeleteRequest) error { return w.aclDelete(r, TableACLTokens, "token") })
+	case structs.ACLTokenBootstrapRequestType:
+		return true, applyMsg(buf, w.aclTokenBootstrap)
+	case structs.ACLAuthMethodUpsertRequestType:
+		return true, applyMsg(buf, w.aclAuthMethodUpsert)
+	case structs.ACLAuthMethodDeleteRequestType:
+		return true, applyMsg(buf, func(r *structs.ACLDeleteRequest) error { return w.aclDelete(r, TableACLAuthMethods, "auth-method") })
+	case structs.ACLBindingRuleUpsertRequestType:
+		return true, applyMsg(buf, w.aclBindingRuleUpsert)
+	case structs.ACLBindingRuleDeleteRequestType:
+		return true, applyMsg(buf, func(r *structs.ACLDeleteRequest) error { return w.aclDelete(r, TableACLBindingRules, "binding-rule") })
+	}
+	return false, nil
+}
+
 // aclTouch records an ACL change in the ACL counters.
-func (w *writer) aclTouch(boot uint64) error {
+func (w aclWriter) aclTouch(boot uint64) error {
 	m := aclMetaTxn(w.reads)
 	m.ModifyIndex = w.index
 	if boot > 0 {
@@ -67,14 +102,14 @@ func aclMetaTxn(txn lookup) aclMetaRow {
 	return *raw.(*aclMetaRow)
 }
 
-func (w *writer) aclEvent(m structs.WriteMeta, object, to, msg string) error {
+func (w aclWriter) aclEvent(m structs.WriteMeta, object, to, msg string) error {
 	if err := w.aclTouch(0); err != nil {
 		return err
 	}
 	return w.event(m, structs.Event{Kind: EventKindACL, Object: object, To: to, Message: msg})
 }
 
-func (w *writer) exists(table, key string) (any, error) {
+func (w aclWriter) exists(table, key string) (any, error) {
 	raw, err := w.first(table, key)
 	if err != nil {
 		return nil, fmt.Errorf("%s lookup: %w", table, err)
@@ -89,7 +124,7 @@ func upsertAction(old any) string {
 	return "updated"
 }
 
-func (w *writer) aclPolicyUpsert(req *structs.ACLPolicyUpsertRequest) error {
+func (w aclWriter) aclPolicyUpsert(req *structs.ACLPolicyUpsertRequest) error {
 	p := req.Policy
 	if p == nil || p.Name == "" {
 		return invalid("an ACL policy needs a name")
@@ -110,7 +145,7 @@ func (w *writer) aclPolicyUpsert(req *structs.ACLPolicyUpsertRequest) error {
 	return w.aclEvent(req.WriteMeta, "acl-policy/"+c.Name, upsertAction(old), "ACL policy "+c.Name+" "+upsertAction(old))
 }
 
-func (w *writer) aclRoleUpsert(req *structs.ACLRoleUpsertRequest) error {
+func (w aclWriter) aclRoleUpsert(req *structs.ACLRoleUpsertRequest) error {
 	r := req.Role
 	if r == nil || r.Name == "" {
 		return invalid("an ACL role needs a name")
@@ -138,7 +173,7 @@ func (w *writer) aclRoleUpsert(req *structs.ACLRoleUpsertRequest) error {
 	return w.aclEvent(req.WriteMeta, "acl-role/"+c.Name, upsertAction(old), "ACL role "+c.Name+" "+upsertAction(old))
 }
 
-func (w *writer) checkToken(t *structs.ACLToken) error {
+func (w aclWriter) checkToken(t *structs.ACLToken) error {
 	if t == nil || t.AccessorID == "" || t.SecretHash == "" {
 		return invalid("an ACL token needs an accessor ID and a secret hash")
 	}
@@ -148,7 +183,7 @@ func (w *writer) checkToken(t *structs.ACLToken) error {
 	return nil
 }
 
-func (w *writer) aclTokenUpsert(req *structs.ACLTokenUpsertRequest) error {
+func (w aclWriter) aclTokenUpsert(req *structs.ACLTokenUpsertRequest) error {
 	t := req.Token
 	if err := w.checkToken(t); err != nil {
 		return err
@@ -183,7 +218,7 @@ func (w *writer) aclTokenUpsert(req *structs.ACLTokenUpsertRequest) error {
 		fmt.Sprintf("ACL token %s (%s) %s", c.AccessorID, c.Name, upsertAction(old)))
 }
 
-func (w *writer) aclTokenBootstrap(req *structs.ACLTokenBootstrapRequest) error {
+func (w aclWriter) aclTokenBootstrap(req *structs.ACLTokenBootstrapRequest) error {
 	t := req.Token
 	if err := w.checkToken(t); err != nil {
 		return err
@@ -212,7 +247,7 @@ func (w *writer) aclTokenBootstrap(req *structs.ACLTokenBootstrapRequest) error 
 		Message: "ACL bootstrap: management token " + c.AccessorID + " created"})
 }
 
-func (w *writer) aclAuthMethodUpsert(req *structs.ACLAuthMethodUpsertRequest) error {
+func (w aclWriter) aclAuthMethodUpsert(req *structs.ACLAuthMethodUpsertRequest) error {
 	m := req.Method
 	if m == nil || m.Name == "" {
 		return invalid("an auth method needs a name")
@@ -260,7 +295,7 @@ func (w *writer) aclAuthMethodUpsert(req *structs.ACLAuthMethodUpsertRequest) er
 	return w.aclEvent(req.WriteMeta, "acl-auth-method/"+c.Name, upsertAction(old), "auth method "+c.Name+" "+upsertAction(old))
 }
 
-func (w *writer) aclBindingRuleUpsert(req *structs.ACLBindingRuleUpsertRequest) error {
+func (w aclWriter) aclBindingRuleUpsert(req *structs.ACLBindingRuleUpsertRequest) error {
 	r := req.Rule
 	if r == nil || r.ID == "" || r.AuthMethod == "" {
 		return invalid("a binding rule needs an ID and an auth method")
@@ -302,7 +337,7 @@ func (w *writer) aclBindingRuleUpsert(req *structs.ACLBindingRuleUpsertRequest) 
 }
 
 // aclDelete deletes objects of one table by key, all or none.
-func (w *writer) aclDelete(req *structs.ACLDeleteRequest, table, what string) error {
+func (w aclWriter) aclDelete(req *structs.ACLDeleteRequest, table, what string) error {
 	if len(req.Names) == 0 {
 		return invalid("delete %s: no names given", what)
 	}

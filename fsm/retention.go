@@ -45,7 +45,7 @@ func (w *writer) gc(req *structs.GCRequest) error {
 	if err := w.gcEvents(req, res); err != nil {
 		return err
 	}
-	if err := w.gcWebhookDeliveries(req.WebhookDeliveriesBefore, res); err != nil {
+	if err := (webhookWriter{w}).gcWebhookDeliveries(req.WebhookDeliveriesBefore, res); err != nil {
 		return err
 	}
 	w.resp = res
