@@ -311,7 +311,7 @@ func (f *FSM) dispatch(w *writer, l *raft.Log) error {
 	case structs.AutopilotSetConfigRequestType:
 		return applyMsg(buf, w.autopilotSetConfig)
 	case structs.GCRequestType:
-		return applyMsg(buf, w.gc)
+		return applyMsg(buf, gcWriter{w}.gc)
 	case structs.WebhookDeliveryRequestType:
 		return applyMsg(buf, webhookWriter{w}.webhookDelivery)
 	case structs.BatchRequestType:

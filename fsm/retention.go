@@ -26,7 +26,10 @@ import (
 // server's apply for seconds.
 const maxGCPerEntry = 100_000
 
-func (w *writer) gc(req *structs.GCRequest) error {
+// gcWriter applies the retention requests through the entry's writer.
+type gcWriter struct{ *writer }
+
+func (w gcWriter) gc(req *structs.GCRequest) error {
 	if req.KeepPerJob < 1 {
 		return invalid("retention keeps at least the newest deployment of each job, not %d", req.KeepPerJob)
 	}
@@ -45,7 +48,7 @@ func (w *writer) gc(req *structs.GCRequest) error {
 	if err := w.gcEvents(req, res); err != nil {
 		return err
 	}
-	if err := (webhookWriter{w}).gcWebhookDeliveries(req.WebhookDeliveriesBefore, res); err != nil {
+	if err := (webhookWriter{w.writer}).gcWebhookDeliveries(req.WebhookDeliveriesBefore, res); err != nil {
 		return err
 	}
 	w.resp = res
@@ -54,7 +57,7 @@ func (w *writer) gc(req *structs.GCRequest) error {
 
 // gcDeployments drops specs and deletes deployments, job by job in the
 // order of the job index, newest first within a job.
-func (w *writer) gcDeployments(req *structs.GCRequest, res *structs.GCResult) error {
+func (w gcWriter) gcDeployments(req *structs.GCRequest, res *structs.GCResult) error {
 	if req.SpecBefore.IsZero() && req.DeploymentsBefore.IsZero() {
 		return nil
 	}
@@ -74,7 +77,7 @@ func (w *writer) gcDeployments(req *structs.GCRequest, res *structs.GCResult) er
 // gcJobs reads the deployments of whole jobs from FromJob on, up to
 // MaxScan of them, grouped by job. They are read first: the changes must
 // not run under an iterator of the same transaction.
-func (w *writer) gcJobs(req *structs.GCRequest, res *structs.GCResult) ([][]*structs.Deployment, error) {
+func (w gcWriter) gcJobs(req *structs.GCRequest, res *structs.GCResult) ([][]*structs.Deployment, error) {
 	var it memdb.ResultIterator
 	var err error
 	if req.FromJob == "" {
@@ -109,7 +112,7 @@ func (w *writer) gcJobs(req *structs.GCRequest, res *structs.GCResult) ([][]*str
 // gcJob drops the specs and deletes the deployments of one job that the
 // request lets go, newest first, within what is left of the budget. stop
 // says the budget ran out: the entry changes nothing more.
-func (w *writer) gcJob(req *structs.GCRequest, res *structs.GCResult, deps []*structs.Deployment, budget *int) (stop bool, err error) {
+func (w gcWriter) gcJob(req *structs.GCRequest, res *structs.GCResult, deps []*structs.Deployment, budget *int) (stop bool, err error) {
 	slices.SortFunc(deps, func(a, b *structs.Deployment) int {
 		// Newest first; CreateIndex is unique.
 		switch {
@@ -156,7 +159,7 @@ func (w *writer) gcJob(req *structs.GCRequest, res *structs.GCResult, deps []*st
 }
 
 // dropSpec writes d without its job spec and its hooks' specs.
-func (w *writer) dropSpec(d *structs.Deployment) error {
+func (w gcWriter) dropSpec(d *structs.Deployment) error {
 	c := forWrite(d)
 	c.Spec = nil
 	c.Hooks = slices.Clone(d.Hooks)
@@ -181,7 +184,7 @@ func hasSpec(d *structs.Deployment) bool {
 
 // gcEvents deletes the oldest events up to the first one at or after the
 // cut-off, and their sequence numbers from their objects' lists.
-func (w *writer) gcEvents(req *structs.GCRequest, res *structs.GCResult) error {
+func (w gcWriter) gcEvents(req *structs.GCRequest, res *structs.GCResult) error {
 	if req.EventsBefore.IsZero() {
 		return nil
 	}
