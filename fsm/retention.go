@@ -48,7 +48,7 @@ func (w gcWriter) gc(req *structs.GCRequest) error {
 	if err := w.gcEvents(req, res); err != nil {
 		return err
 	}
-	if err := (webhookWriter{w.writer}).gcWebhookDeliveries(req.WebhookDeliveriesBefore, res); err != nil {
+	if err := webhookWriter(w).gcWebhookDeliveries(req.WebhookDeliveriesBefore, res); err != nil {
 		return err
 	}
 	w.resp = res
