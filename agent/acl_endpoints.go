@@ -120,7 +120,7 @@ func (a *aclAPI) aclBootstrap(_ http.ResponseWriter, r *http.Request) (any, erro
 	}
 	// Refused here when it would be refused by the FSM, so that anonymous
 	// requests cannot grow the Raft log.
-	if done := a.s.State().ACLBootstrapIndex(); done != 0 && reset != done {
+	if done := a.s.State().ACL().BootstrapIndex(); done != 0 && reset != done {
 		return nil, fmt.Errorf("%w: ACL bootstrap already done (reset index: %d)", structs.ErrConflict, done)
 	}
 	secret := uuid.NewString()
@@ -139,7 +139,7 @@ func (a *aclAPI) aclBootstrap(_ http.ResponseWriter, r *http.Request) (any, erro
 }
 
 func (a *apiBase) createdToken(accessor, secret string) (any, error) {
-	stored, err := a.s.State().ACLToken(accessor)
+	stored, err := a.s.State().ACL().Token(accessor)
 	if err != nil {
 		return nil, err
 	}
@@ -157,7 +157,7 @@ func (a *aclAPI) aclPolicyList(_ http.ResponseWriter, _ *http.Request) (any, err
 	if err := a.aclEnabled(); err != nil {
 		return nil, err
 	}
-	p, err := a.s.State().ACLPolicies()
+	p, err := a.s.State().ACL().Policies()
 	return nonNil(p), err
 }
 
@@ -165,7 +165,7 @@ func (a *aclAPI) aclPolicyGet(_ http.ResponseWriter, r *http.Request) (any, erro
 	if err := a.aclEnabled(); err != nil {
 		return nil, err
 	}
-	p, err := a.s.State().ACLPolicy(r.PathValue("name"))
+	p, err := a.s.State().ACL().Policy(r.PathValue("name"))
 	if err == nil && p == nil {
 		err = fmt.Errorf("%w: ACL policy %q", structs.ErrNotFound, r.PathValue("name"))
 	}
@@ -201,7 +201,7 @@ func (a *aclAPI) aclPolicyPut(_ http.ResponseWriter, r *http.Request) (any, erro
 	if _, err := a.s.Apply(structs.ACLPolicyUpsertRequestType, &structs.ACLPolicyUpsertRequest{WriteMeta: writeMeta(r), Policy: pol}); err != nil {
 		return nil, err
 	}
-	return a.s.State().ACLPolicy(name)
+	return a.s.State().ACL().Policy(name)
 }
 
 func (a *aclAPI) aclDelete(r *http.Request, t structs.MessageType, key string) (any, error) {
@@ -225,7 +225,7 @@ func (a *aclAPI) aclRoleList(_ http.ResponseWriter, _ *http.Request) (any, error
 	if err := a.aclEnabled(); err != nil {
 		return nil, err
 	}
-	p, err := a.s.State().ACLRoles()
+	p, err := a.s.State().ACL().Roles()
 	return nonNil(p), err
 }
 
@@ -233,7 +233,7 @@ func (a *aclAPI) aclRoleGet(_ http.ResponseWriter, r *http.Request) (any, error)
 	if err := a.aclEnabled(); err != nil {
 		return nil, err
 	}
-	p, err := a.s.State().ACLRole(r.PathValue("name"))
+	p, err := a.s.State().ACL().Role(r.PathValue("name"))
 	if err == nil && p == nil {
 		err = fmt.Errorf("%w: ACL role %q", structs.ErrNotFound, r.PathValue("name"))
 	}
@@ -244,7 +244,7 @@ func (a *aclAPI) aclRoleGet(_ http.ResponseWriter, r *http.Request) (any, error)
 func (a *aclAPI) missingPolicies(names []string) []string {
 	var problems []string
 	for _, n := range names {
-		p, err := a.s.State().ACLPolicy(n)
+		p, err := a.s.State().ACL().Policy(n)
 		if err != nil || p == nil {
 			problems = append(problems, fmt.Sprintf("policies: no ACL policy %q", n))
 		}
@@ -255,7 +255,7 @@ func (a *aclAPI) missingPolicies(names []string) []string {
 func (a *aclAPI) missingRoles(names []string) []string {
 	var problems []string
 	for _, n := range names {
-		p, err := a.s.State().ACLRole(n)
+		p, err := a.s.State().ACL().Role(n)
 		if err != nil || p == nil {
 			problems = append(problems, fmt.Sprintf("roles: no ACL role %q", n))
 		}
@@ -286,7 +286,7 @@ func (a *aclAPI) aclRolePut(_ http.ResponseWriter, r *http.Request) (any, error)
 	if len(problems) > 0 {
 		return nil, badRequest(problems...)
 	}
-	old, err := a.s.State().ACLRole(name)
+	old, err := a.s.State().ACL().Role(name)
 	if err != nil {
 		return nil, err
 	}
@@ -294,7 +294,7 @@ func (a *aclAPI) aclRolePut(_ http.ResponseWriter, r *http.Request) (any, error)
 	if _, err := a.s.Apply(structs.ACLRoleUpsertRequestType, &structs.ACLRoleUpsertRequest{WriteMeta: writeMeta(r), Role: role, Create: old == nil}); err != nil {
 		return nil, err
 	}
-	return a.s.State().ACLRole(name)
+	return a.s.State().ACL().Role(name)
 }
 
 func (a *aclAPI) aclRoleDelete(_ http.ResponseWriter, r *http.Request) (any, error) {
@@ -307,7 +307,7 @@ func (a *aclAPI) aclTokenList(_ http.ResponseWriter, _ *http.Request) (any, erro
 	if err := a.aclEnabled(); err != nil {
 		return nil, err
 	}
-	list, err := a.s.State().ACLTokens()
+	list, err := a.s.State().ACL().Tokens()
 	if err != nil {
 		return nil, err
 	}
@@ -322,7 +322,7 @@ func (a *aclAPI) aclTokenGet(_ http.ResponseWriter, r *http.Request) (any, error
 	if err := a.aclEnabled(); err != nil {
 		return nil, err
 	}
-	t, err := a.s.State().ACLToken(r.PathValue("accessor_id"))
+	t, err := a.s.State().ACL().Token(r.PathValue("accessor_id"))
 	if err != nil {
 		return nil, err
 	}
@@ -415,7 +415,7 @@ func (a *aclAPI) aclTokenUpdate(_ http.ResponseWriter, r *http.Request) (any, er
 	if err := decode(r, &spec); err != nil {
 		return nil, err
 	}
-	old, err := a.s.State().ACLToken(r.PathValue("accessor_id"))
+	old, err := a.s.State().ACL().Token(r.PathValue("accessor_id"))
 	if err != nil {
 		return nil, err
 	}
@@ -437,7 +437,7 @@ func (a *aclAPI) aclTokenUpdate(_ http.ResponseWriter, r *http.Request) (any, er
 	if _, err := a.s.Apply(structs.ACLTokenUpsertRequestType, &structs.ACLTokenUpsertRequest{WriteMeta: writeMeta(r), Token: &tok}); err != nil {
 		return nil, err
 	}
-	t, err := a.s.State().ACLToken(tok.AccessorID)
+	t, err := a.s.State().ACL().Token(tok.AccessorID)
 	if err != nil || t == nil {
 		return nil, err
 	}
@@ -454,7 +454,7 @@ func (a *aclAPI) aclAuthMethodList(_ http.ResponseWriter, _ *http.Request) (any,
 	if err := a.aclEnabled(); err != nil {
 		return nil, err
 	}
-	list, err := a.s.State().ACLAuthMethods()
+	list, err := a.s.State().ACL().AuthMethods()
 	out := make([]*structs.ACLAuthMethod, 0, len(list))
 	for _, m := range list {
 		out = append(out, m.Redacted())
@@ -466,7 +466,7 @@ func (a *aclAPI) aclAuthMethodGet(_ http.ResponseWriter, r *http.Request) (any, 
 	if err := a.aclEnabled(); err != nil {
 		return nil, err
 	}
-	m, err := a.s.State().ACLAuthMethod(r.PathValue("name"))
+	m, err := a.s.State().ACL().AuthMethod(r.PathValue("name"))
 	if err != nil {
 		return nil, err
 	}
@@ -548,14 +548,14 @@ func (a *aclAPI) aclAuthMethodPut(_ http.ResponseWriter, r *http.Request) (any, 
 	}
 	// A client secret sent back as "redacted" (from a read) keeps the
 	// stored one.
-	if old, err := a.s.State().ACLAuthMethod(name); err == nil && old != nil && old.Config != nil &&
+	if old, err := a.s.State().ACL().AuthMethod(name); err == nil && old != nil && old.Config != nil &&
 		m.Config.OIDCClientSecret == "redacted" {
 		m.Config.OIDCClientSecret = old.Config.OIDCClientSecret
 	}
 	if _, err := a.s.Apply(structs.ACLAuthMethodUpsertRequestType, &structs.ACLAuthMethodUpsertRequest{WriteMeta: writeMeta(r), Method: m}); err != nil {
 		return nil, err
 	}
-	got, err := a.s.State().ACLAuthMethod(name)
+	got, err := a.s.State().ACL().AuthMethod(name)
 	if err != nil || got == nil {
 		return nil, err
 	}
@@ -572,7 +572,7 @@ func (a *aclAPI) aclBindingRuleList(_ http.ResponseWriter, _ *http.Request) (any
 	if err := a.aclEnabled(); err != nil {
 		return nil, err
 	}
-	p, err := a.s.State().ACLBindingRules()
+	p, err := a.s.State().ACL().BindingRules()
 	return nonNil(p), err
 }
 
@@ -580,7 +580,7 @@ func (a *aclAPI) aclBindingRuleGet(_ http.ResponseWriter, r *http.Request) (any,
 	if err := a.aclEnabled(); err != nil {
 		return nil, err
 	}
-	p, err := a.s.State().ACLBindingRule(r.PathValue("id"))
+	p, err := a.s.State().ACL().BindingRule(r.PathValue("id"))
 	if err == nil && p == nil {
 		err = fmt.Errorf("%w: binding rule %q", structs.ErrNotFound, r.PathValue("id"))
 	}
@@ -589,7 +589,7 @@ func (a *aclAPI) aclBindingRuleGet(_ http.ResponseWriter, r *http.Request) (any,
 
 func (a *aclAPI) checkBindingRule(spec *structs.ACLBindingRuleSpec) []string {
 	var problems []string
-	if m, err := a.s.State().ACLAuthMethod(spec.AuthMethod); err != nil || m == nil {
+	if m, err := a.s.State().ACL().AuthMethod(spec.AuthMethod); err != nil || m == nil {
 		problems = append(problems, fmt.Sprintf("auth_method: no auth method %q", spec.AuthMethod))
 	}
 	if spec.Selector != "" {
@@ -632,7 +632,7 @@ func (a *aclAPI) putBindingRule(r *http.Request, id string, create bool) (any, e
 	if _, err := a.s.Apply(structs.ACLBindingRuleUpsertRequestType, &structs.ACLBindingRuleUpsertRequest{WriteMeta: writeMeta(r), Rule: rule, Create: create}); err != nil {
 		return nil, err
 	}
-	return a.s.State().ACLBindingRule(id)
+	return a.s.State().ACL().BindingRule(id)
 }
 
 func (a *aclAPI) aclBindingRuleCreate(_ http.ResponseWriter, r *http.Request) (any, error) {

@@ -179,7 +179,7 @@ func (a *apiBase) resolve(r *http.Request) (*identity, error) {
 	st := a.s.State()
 	secret := requestSecret(r)
 	if secret == "" {
-		pol, err := a.compile(st.ACLIndex(), "\x00anonymous", []string{structs.ACLAnonymousPolicy}, nil)
+		pol, err := a.compile(st.ACL().Index(), "\x00anonymous", []string{structs.ACLAnonymousPolicy}, nil)
 		if err != nil {
 			return nil, err
 		}
@@ -189,7 +189,7 @@ func (a *apiBase) resolve(r *http.Request) (*identity, error) {
 		return nil, errUnauthorized(fmt.Sprintf("ACL token not found: a token secret is at most %d bytes", structs.MaxSecretLen))
 	}
 	hash := structs.HashSecret(secret)
-	tok, err := st.ACLTokenBySecretHash(hash)
+	tok, err := st.ACL().TokenBySecretHash(hash)
 	if err != nil {
 		return nil, err
 	}
@@ -204,7 +204,7 @@ func (a *apiBase) resolve(r *http.Request) (*identity, error) {
 		id.acl = acl.ManagementACL()
 		return id, nil
 	}
-	id.acl, err = a.compile(st.ACLIndex(), tok.AccessorID, tok.Policies, tok.Roles)
+	id.acl, err = a.compile(st.ACL().Index(), tok.AccessorID, tok.Policies, tok.Roles)
 	return id, err
 }
 
@@ -226,7 +226,7 @@ func (a *apiBase) compile(index uint64, key string, policies, roles []string) (*
 	st := a.s.State()
 	names := append([]string(nil), policies...)
 	for _, rn := range roles {
-		role, err := st.ACLRole(rn)
+		role, err := st.ACL().Role(rn)
 		if err != nil {
 			return nil, err
 		}
@@ -241,7 +241,7 @@ func (a *apiBase) compile(index uint64, key string, policies, roles []string) (*
 			continue
 		}
 		seen[n] = true
-		p, err := st.ACLPolicy(n)
+		p, err := st.ACL().Policy(n)
 		if err != nil {
 			return nil, err
 		}

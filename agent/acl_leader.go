@@ -30,10 +30,10 @@ func (s *Server) aclTokenGC(ctx context.Context) {
 	for {
 		st := s.State()
 		changed := st.Changed()
-		index := st.ACLIndex()
+		index := st.ACL().Index()
 		wait := aclGCMaxWait
 		now := time.Now()
-		tokens, err := st.ACLTokens()
+		tokens, err := st.ACL().Tokens()
 		if err != nil {
 			logger.Warn("list tokens", "error", err)
 		}
@@ -72,7 +72,7 @@ func (s *Server) aclTokenGC(ctx context.Context) {
 				// A new token may expire sooner than the wait.
 				st = s.State()
 				changed = st.Changed()
-				if st.ACLIndex() != index {
+				if st.ACL().Index() != index {
 					timer.Stop()
 					break wait
 				}

@@ -70,7 +70,7 @@ func pkceChallenge(verifier string) string {
 func (a *ssoAPI) ssoMethod(name, typ string) (*structs.ACLAuthMethod, error) {
 	st := a.s.State()
 	if name == "" {
-		list, err := st.ACLAuthMethods()
+		list, err := st.ACL().AuthMethods()
 		if err != nil {
 			return nil, err
 		}
@@ -83,7 +83,7 @@ func (a *ssoAPI) ssoMethod(name, typ string) (*structs.ACLAuthMethod, error) {
 			return nil, badRequest("auth_method: required (no auth method is the default)")
 		}
 	}
-	m, err := st.ACLAuthMethod(name)
+	m, err := st.ACL().AuthMethod(name)
 	if err != nil {
 		return nil, err
 	}
@@ -448,7 +448,7 @@ var errNoBinding = errors.New("no binding rule of the auth method matches this l
 // creates a token that expires after the method's TTL (else acl.token_ttl).
 func (a *ssoAPI) loginToken(r *http.Request, m *structs.ACLAuthMethod, claims map[string]any) (any, error) {
 	data := mapClaims(m.Config, claims)
-	rules, err := a.s.State().ACLBindingRules()
+	rules, err := a.s.State().ACL().BindingRules()
 	if err != nil {
 		return nil, err
 	}
@@ -476,11 +476,11 @@ func (a *ssoAPI) loginToken(r *http.Request, m *structs.ACLAuthMethod, claims ma
 		case structs.ACLBindTypeManagement:
 			management = true
 		case structs.ACLBindTypePolicy:
-			if p, _ := a.s.State().ACLPolicy(rule.BindName); p != nil {
+			if p, _ := a.s.State().ACL().Policy(rule.BindName); p != nil {
 				policies = append(policies, rule.BindName)
 			}
 		case structs.ACLBindTypeRole:
-			if p, _ := a.s.State().ACLRole(rule.BindName); p != nil {
+			if p, _ := a.s.State().ACL().Role(rule.BindName); p != nil {
 				roles = append(roles, rule.BindName)
 			}
 		}

@@ -271,7 +271,7 @@ func TestACL_OIDCStateChecked(t *testing.T) {
 	}
 	tokens := func() int {
 		t.Helper()
-		toks, err := s.State().ACLTokens()
+		toks, err := s.State().ACL().Tokens()
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -97,15 +97,15 @@ func aclDigest(t testing.TB, st *fsm.StateStore) string {
 	for _, bl := range blocks {
 		add("retry of "+bl.Key(), []any{bl.Retried, bl.RetriedBy}, err)
 	}
-	pols, err := st.ACLPolicies()
+	pols, err := st.ACL().Policies()
 	add("policies", pols, err)
-	roles, err := st.ACLRoles()
+	roles, err := st.ACL().Roles()
 	add("roles", roles, err)
-	toks, err := st.ACLTokens()
+	toks, err := st.ACL().Tokens()
 	add("tokens", toks, err)
-	ms, err := st.ACLAuthMethods()
+	ms, err := st.ACL().AuthMethods()
 	add("methods", ms, err)
-	rules, err := st.ACLBindingRules()
+	rules, err := st.ACL().BindingRules()
 	add("rules", rules, err)
 	return b.String()
 }
@@ -385,7 +385,7 @@ func TestACL_EveryRouteOnACluster(t *testing.T) {
 	})
 	testutil.WaitForResult(t, 30*time.Second, func() (bool, error) {
 		for _, s := range c.Servers() {
-			if tok, _ := s.State().ACLToken(short.AccessorID); tok != nil {
+			if tok, _ := s.State().ACL().Token(short.AccessorID); tok != nil {
 				return false, fmt.Errorf("expired token still stored on %s", s.NodeID())
 			}
 		}
@@ -394,7 +394,7 @@ func TestACL_EveryRouteOnACluster(t *testing.T) {
 
 	// The reset file allows one more bootstrap.
 	for i := 0; i < c.Size(); i++ {
-		idx := leader.State().ACLBootstrapIndex()
+		idx := leader.State().ACL().BootstrapIndex()
 		if err := os.WriteFile(filepath.Join(c.Config(i).DataDir, agent.ACLBootstrapResetFile), []byte(fmt.Sprintf("%d\n", idx)), 0o600); err != nil {
 			t.Fatal(err)
 		}
@@ -414,7 +414,7 @@ func TestACL_EveryRouteOnACluster(t *testing.T) {
 	aclCall(t, follower, f.mgmt, "PUT", "/v1/operator/snapshot", string(snap.body)).ok(t, "snapshot restore", nil)
 	testutil.WaitForResult(t, 20*time.Second, func() (bool, error) {
 		for _, s := range c.Servers() {
-			if p, _ := s.State().ACLPolicy("elsewhere"); p == nil {
+			if p, _ := s.State().ACL().Policy("elsewhere"); p == nil {
 				return false, fmt.Errorf("policy not restored on %s", s.NodeID())
 			}
 		}

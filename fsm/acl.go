@@ -49,8 +49,43 @@ func addACLTables(tables map[string]*memdb.TableSchema) {
 	}}
 }
 
+// aclWriter applies the requests that change ACL objects, through the
+// entry's writer: every change is recorded in the ACL counters and in an
+// audit event, in the entry's transaction.
+type aclWriter struct{ *writer }
+
+// apply applies a request of type t if it is an ACL request; ok is false
+// for any other type.
+func (w aclWriter) apply(t structs.MessageType, buf []byte) (ok bool, err error) {
+	switch t {
+	case structs.ACLPolicyUpsertRequestType:
+		return true, applyMsg(buf, w.aclPolicyUpsert)
+	case structs.ACLPolicyDeleteRequestType:
+		return true, applyMsg(buf, func(r *structs.ACLDeleteRequest) error { return w.aclDelete(r, TableACLPolicies, "policy") })
+	case structs.ACLRoleUpsertRequestType:
+		return true, applyMsg(buf, w.aclRoleUpsert)
+	case structs.ACLRoleDeleteRequestType:
+		return true, applyMsg(buf, func(r *structs.ACLDeleteRequest) error { return w.aclDelete(r, TableACLRoles, "role") })
+	case structs.ACLTokenUpsertRequestType:
+		return true, applyMsg(buf, w.aclTokenUpsert)
+	case structs.ACLTokenDeleteRequestType:
+		return true, applyMsg(buf, func(r *structs.ACLDeleteRequest) error { return w.aclDelete(r, TableACLTokens, "token") })
+	case structs.ACLTokenBootstrapRequestType:
+		return true, applyMsg(buf, w.aclTokenBootstrap)
+	case structs.ACLAuthMethodUpsertRequestType:
+		return true, applyMsg(buf, w.aclAuthMethodUpsert)
+	case structs.ACLAuthMethodDeleteRequestType:
+		return true, applyMsg(buf, func(r *structs.ACLDeleteRequest) error { return w.aclDelete(r, TableACLAuthMethods, "auth-method") })
+	case structs.ACLBindingRuleUpsertRequestType:
+		return true, applyMsg(buf, w.aclBindingRuleUpsert)
+	case structs.ACLBindingRuleDeleteRequestType:
+		return true, applyMsg(buf, func(r *structs.ACLDeleteRequest) error { return w.aclDelete(r, TableACLBindingRules, "binding-rule") })
+	}
+	return false, nil
+}
+
 // aclTouch records an ACL change in the ACL counters.
-func (w *writer) aclTouch(boot uint64) error {
+func (w aclWriter) aclTouch(boot uint64) error {
 	m := aclMetaTxn(w.reads)
 	m.ModifyIndex = w.index
 	if boot > 0 {
@@ -67,14 +102,14 @@ func aclMetaTxn(txn lookup) aclMetaRow {
 	return *raw.(*aclMetaRow)
 }
 
-func (w *writer) aclEvent(m structs.WriteMeta, object, to, msg string) error {
+func (w aclWriter) aclEvent(m structs.WriteMeta, object, to, msg string) error {
 	if err := w.aclTouch(0); err != nil {
 		return err
 	}
 	return w.event(m, structs.Event{Kind: EventKindACL, Object: object, To: to, Message: msg})
 }
 
-func (w *writer) exists(table, key string) (any, error) {
+func (w aclWriter) exists(table, key string) (any, error) {
 	raw, err := w.first(table, key)
 	if err != nil {
 		return nil, fmt.Errorf("%s lookup: %w", table, err)
@@ -89,7 +124,7 @@ func upsertAction(old any) string {
 	return "updated"
 }
 
-func (w *writer) aclPolicyUpsert(req *structs.ACLPolicyUpsertRequest) error {
+func (w aclWriter) aclPolicyUpsert(req *structs.ACLPolicyUpsertRequest) error {
 	p := req.Policy
 	if p == nil || p.Name == "" {
 		return invalid("an ACL policy needs a name")
@@ -110,7 +145,7 @@ func (w *writer) aclPolicyUpsert(req *structs.ACLPolicyUpsertRequest) error {
 	return w.aclEvent(req.WriteMeta, "acl-policy/"+c.Name, upsertAction(old), "ACL policy "+c.Name+" "+upsertAction(old))
 }
 
-func (w *writer) aclRoleUpsert(req *structs.ACLRoleUpsertRequest) error {
+func (w aclWriter) aclRoleUpsert(req *structs.ACLRoleUpsertRequest) error {
 	r := req.Role
 	if r == nil || r.Name == "" {
 		return invalid("an ACL role needs a name")
@@ -138,7 +173,7 @@ func (w *writer) aclRoleUpsert(req *structs.ACLRoleUpsertRequest) error {
 	return w.aclEvent(req.WriteMeta, "acl-role/"+c.Name, upsertAction(old), "ACL role "+c.Name+" "+upsertAction(old))
 }
 
-func (w *writer) checkToken(t *structs.ACLToken) error {
+func (w aclWriter) checkToken(t *structs.ACLToken) error {
 	if t == nil || t.AccessorID == "" || t.SecretHash == "" {
 		return invalid("an ACL token needs an accessor ID and a secret hash")
 	}
@@ -148,7 +183,7 @@ func (w *writer) checkToken(t *structs.ACLToken) error {
 	return nil
 }
 
-func (w *writer) aclTokenUpsert(req *structs.ACLTokenUpsertRequest) error {
+func (w aclWriter) aclTokenUpsert(req *structs.ACLTokenUpsertRequest) error {
 	t := req.Token
 	if err := w.checkToken(t); err != nil {
 		return err
@@ -183,7 +218,7 @@ func (w *writer) aclTokenUpsert(req *structs.ACLTokenUpsertRequest) error {
 		fmt.Sprintf("ACL token %s (%s) %s", c.AccessorID, c.Name, upsertAction(old)))
 }
 
-func (w *writer) aclTokenBootstrap(req *structs.ACLTokenBootstrapRequest) error {
+func (w aclWriter) aclTokenBootstrap(req *structs.ACLTokenBootstrapRequest) error {
 	t := req.Token
 	if err := w.checkToken(t); err != nil {
 		return err
@@ -212,7 +247,7 @@ func (w *writer) aclTokenBootstrap(req *structs.ACLTokenBootstrapRequest) error 
 		Message: "ACL bootstrap: management token " + c.AccessorID + " created"})
 }
 
-func (w *writer) aclAuthMethodUpsert(req *structs.ACLAuthMethodUpsertRequest) error {
+func (w aclWriter) aclAuthMethodUpsert(req *structs.ACLAuthMethodUpsertRequest) error {
 	m := req.Method
 	if m == nil || m.Name == "" {
 		return invalid("an auth method needs a name")
@@ -260,7 +295,7 @@ func (w *writer) aclAuthMethodUpsert(req *structs.ACLAuthMethodUpsertRequest) er
 	return w.aclEvent(req.WriteMeta, "acl-auth-method/"+c.Name, upsertAction(old), "auth method "+c.Name+" "+upsertAction(old))
 }
 
-func (w *writer) aclBindingRuleUpsert(req *structs.ACLBindingRuleUpsertRequest) error {
+func (w aclWriter) aclBindingRuleUpsert(req *structs.ACLBindingRuleUpsertRequest) error {
 	r := req.Rule
 	if r == nil || r.ID == "" || r.AuthMethod == "" {
 		return invalid("a binding rule needs an ID and an auth method")
@@ -302,7 +337,7 @@ func (w *writer) aclBindingRuleUpsert(req *structs.ACLBindingRuleUpsertRequest) 
 }
 
 // aclDelete deletes objects of one table by key, all or none.
-func (w *writer) aclDelete(req *structs.ACLDeleteRequest, table, what string) error {
+func (w aclWriter) aclDelete(req *structs.ACLDeleteRequest, table, what string) error {
 	if len(req.Names) == 0 {
 		return invalid("delete %s: no names given", what)
 	}
@@ -372,28 +407,35 @@ func aclKey(raw any) string {
 	return ""
 }
 
-// ACL reads.
+// ACLState answers the reads of the ACL objects, each from a read
+// transaction of its own, as StateStore does the others.
+type ACLState struct {
+	db *memdb.MemDB
+}
 
-// ACLIndex returns the index of the last change of any ACL object.
-func (s *StateStore) ACLIndex() uint64 { return aclMetaTxn(s.db.Txn(false)).ModifyIndex }
+// ACL returns the reads of the ACL objects.
+func (s *StateStore) ACL() ACLState { return ACLState{db: s.db} }
 
-// ACLBootstrapIndex returns the index of the ACL bootstrap, 0 before it.
-func (s *StateStore) ACLBootstrapIndex() uint64 {
+// Index returns the index of the last change of any ACL object.
+func (s ACLState) Index() uint64 { return aclMetaTxn(s.db.Txn(false)).ModifyIndex }
+
+// BootstrapIndex returns the index of the ACL bootstrap, 0 before it.
+func (s ACLState) BootstrapIndex() uint64 {
 	return aclMetaTxn(s.db.Txn(false)).BootstrapIndex
 }
 
-// ACLPolicy returns one policy, or nil.
-func (s *StateStore) ACLPolicy(name string) (*structs.ACLPolicy, error) {
+// Policy returns one policy, or nil.
+func (s ACLState) Policy(name string) (*structs.ACLPolicy, error) {
 	return first[structs.ACLPolicy](s.db.Txn(false), TableACLPolicies, name)
 }
 
-// ACLPolicies returns every policy, by name.
-func (s *StateStore) ACLPolicies() ([]*structs.ACLPolicy, error) {
+// Policies returns every policy, by name.
+func (s ACLState) Policies() ([]*structs.ACLPolicy, error) {
 	return list[structs.ACLPolicy](s.db.Txn(false), TableACLPolicies)
 }
 
-// ACLRole returns one role, or nil.
-func (s *StateStore) ACLRole(name string) (*structs.ACLRole, error) {
+// Role returns one role, or nil.
+func (s ACLState) Role(name string) (*structs.ACLRole, error) {
 	r, err := first[structs.ACLRole](s.db.Txn(false), TableACLRoles, name)
 	if r != nil {
 		r.Policies = slices.Clone(r.Policies)
@@ -401,8 +443,8 @@ func (s *StateStore) ACLRole(name string) (*structs.ACLRole, error) {
 	return r, err
 }
 
-// ACLRoles returns every role, by name.
-func (s *StateStore) ACLRoles() ([]*structs.ACLRole, error) {
+// Roles returns every role, by name.
+func (s ACLState) Roles() ([]*structs.ACLRole, error) {
 	out, err := list[structs.ACLRole](s.db.Txn(false), TableACLRoles)
 	for _, r := range out {
 		r.Policies = slices.Clone(r.Policies)
@@ -410,14 +452,14 @@ func (s *StateStore) ACLRoles() ([]*structs.ACLRole, error) {
 	return out, err
 }
 
-// ACLToken returns one token by accessor ID, or nil.
-func (s *StateStore) ACLToken(accessorID string) (*structs.ACLToken, error) {
+// Token returns one token by accessor ID, or nil.
+func (s ACLState) Token(accessorID string) (*structs.ACLToken, error) {
 	return copyToken(first[structs.ACLToken](s.db.Txn(false), TableACLTokens, accessorID))
 }
 
-// ACLTokenBySecretHash returns the token whose secret has this hash, or
+// TokenBySecretHash returns the token whose secret has this hash, or
 // nil.
-func (s *StateStore) ACLTokenBySecretHash(hash string) (*structs.ACLToken, error) {
+func (s ACLState) TokenBySecretHash(hash string) (*structs.ACLToken, error) {
 	raw, err := s.db.Txn(false).First(TableACLTokens, "secret", hash)
 	if err != nil {
 		return nil, fmt.Errorf("token lookup: %w", err)
@@ -436,8 +478,8 @@ func copyToken(t *structs.ACLToken, err error) (*structs.ACLToken, error) {
 	return t, err
 }
 
-// ACLTokens returns every token, by accessor ID.
-func (s *StateStore) ACLTokens() ([]*structs.ACLToken, error) {
+// Tokens returns every token, by accessor ID.
+func (s ACLState) Tokens() ([]*structs.ACLToken, error) {
 	out, err := list[structs.ACLToken](s.db.Txn(false), TableACLTokens)
 	for _, t := range out {
 		_, _ = copyToken(t, nil)
@@ -445,8 +487,8 @@ func (s *StateStore) ACLTokens() ([]*structs.ACLToken, error) {
 	return out, err
 }
 
-// ACLAuthMethod returns one auth method, or nil.
-func (s *StateStore) ACLAuthMethod(name string) (*structs.ACLAuthMethod, error) {
+// AuthMethod returns one auth method, or nil.
+func (s ACLState) AuthMethod(name string) (*structs.ACLAuthMethod, error) {
 	m, err := first[structs.ACLAuthMethod](s.db.Txn(false), TableACLAuthMethods, name)
 	if m != nil && m.Config != nil {
 		cfg := *m.Config
@@ -455,8 +497,8 @@ func (s *StateStore) ACLAuthMethod(name string) (*structs.ACLAuthMethod, error) 
 	return m, err
 }
 
-// ACLAuthMethods returns every auth method, by name.
-func (s *StateStore) ACLAuthMethods() ([]*structs.ACLAuthMethod, error) {
+// AuthMethods returns every auth method, by name.
+func (s ACLState) AuthMethods() ([]*structs.ACLAuthMethod, error) {
 	out, err := list[structs.ACLAuthMethod](s.db.Txn(false), TableACLAuthMethods)
 	for _, m := range out {
 		if m.Config != nil {
@@ -467,12 +509,12 @@ func (s *StateStore) ACLAuthMethods() ([]*structs.ACLAuthMethod, error) {
 	return out, err
 }
 
-// ACLBindingRule returns one binding rule, or nil.
-func (s *StateStore) ACLBindingRule(id string) (*structs.ACLBindingRule, error) {
+// BindingRule returns one binding rule, or nil.
+func (s ACLState) BindingRule(id string) (*structs.ACLBindingRule, error) {
 	return first[structs.ACLBindingRule](s.db.Txn(false), TableACLBindingRules, id)
 }
 
-// ACLBindingRules returns every binding rule, by ID.
-func (s *StateStore) ACLBindingRules() ([]*structs.ACLBindingRule, error) {
+// BindingRules returns every binding rule, by ID.
+func (s ACLState) BindingRules() ([]*structs.ACLBindingRule, error) {
 	return list[structs.ACLBindingRule](s.db.Txn(false), TableACLBindingRules)
 }

@@ -47,12 +47,12 @@ func aclApplyCases() map[structs.MessageType]func(t *testing.T, h *harness) {
 			h.mustApply(structs.ACLPolicyUpsertRequestType, &structs.ACLPolicyUpsertRequest{WriteMeta: h.meta("alice"), Policy: &structs.ACLPolicy{Name: "p", Rules: "x"}})
 			created := h.now
 			h.mustApply(structs.ACLPolicyUpsertRequestType, &structs.ACLPolicyUpsertRequest{WriteMeta: h.meta("alice"), Policy: &structs.ACLPolicy{Name: "p", Rules: "y"}})
-			p, err := h.state().ACLPolicy("p")
+			p, err := h.state().ACL().Policy("p")
 			if err != nil || p == nil || p.Rules != "y" || p.CreateIndex != 1 || p.ModifyIndex != 2 || !p.CreatedAt.Equal(created) || !p.UpdatedAt.Equal(h.now) {
 				t.Fatalf("policy = %+v, %v", p, err)
 			}
-			if h.state().ACLIndex() != 2 {
-				t.Fatalf("ACL index %d, want 2", h.state().ACLIndex())
+			if h.state().ACL().Index() != 2 {
+				t.Fatalf("ACL index %d, want 2", h.state().ACL().Index())
 			}
 			wantEvents(t, h.eventsSince(1), eventWant{Kind: EventKindACL, Object: "acl-policy/p", To: "updated", Actor: "alice"})
 		},
@@ -62,7 +62,7 @@ func aclApplyCases() map[structs.MessageType]func(t *testing.T, h *harness) {
 				return h.apply(structs.ACLPolicyDeleteRequestType, &structs.ACLDeleteRequest{WriteMeta: h.meta("alice"), Names: []string{"p", "q"}})
 			})
 			h.mustApply(structs.ACLPolicyDeleteRequestType, &structs.ACLDeleteRequest{WriteMeta: h.meta("alice"), Names: []string{"p"}})
-			if p, _ := h.state().ACLPolicy("p"); p != nil {
+			if p, _ := h.state().ACL().Policy("p"); p != nil {
 				t.Fatalf("policy not deleted: %+v", p)
 			}
 		},
@@ -75,7 +75,7 @@ func aclApplyCases() map[structs.MessageType]func(t *testing.T, h *harness) {
 				return h.apply(structs.ACLRoleUpsertRequestType, &structs.ACLRoleUpsertRequest{WriteMeta: h.meta("a"), Create: true, Role: &structs.ACLRole{Name: "r"}})
 			})
 			h.mustApply(structs.ACLRoleUpsertRequestType, &structs.ACLRoleUpsertRequest{WriteMeta: h.meta("a"), Role: &structs.ACLRole{Name: "r", Policies: []string{"p", "q"}}})
-			r, err := h.state().ACLRole("r")
+			r, err := h.state().ACL().Role("r")
 			if err != nil || r == nil || len(r.Policies) != 2 || r.CreateIndex != 2 {
 				t.Fatalf("role = %+v, %v", r, err)
 			}
@@ -83,7 +83,7 @@ func aclApplyCases() map[structs.MessageType]func(t *testing.T, h *harness) {
 		structs.ACLRoleDeleteRequestType: func(t *testing.T, h *harness) {
 			h.mustApply(structs.ACLRoleUpsertRequestType, &structs.ACLRoleUpsertRequest{WriteMeta: h.meta("a"), Create: true, Role: &structs.ACLRole{Name: "r"}})
 			h.mustApply(structs.ACLRoleDeleteRequestType, &structs.ACLDeleteRequest{WriteMeta: h.meta("a"), Names: []string{"r"}})
-			if r, _ := h.state().ACLRole("r"); r != nil {
+			if r, _ := h.state().ACL().Role("r"); r != nil {
 				t.Fatal("role not deleted")
 			}
 		},
@@ -104,26 +104,26 @@ func aclApplyCases() map[structs.MessageType]func(t *testing.T, h *harness) {
 			upd := testToken("a1", "other", structs.ACLClientToken)
 			upd.Name, upd.Policies = "renamed", []string{"p"}
 			h.mustApply(structs.ACLTokenUpsertRequestType, &structs.ACLTokenUpsertRequest{WriteMeta: h.meta("a"), Token: upd})
-			got, err := h.state().ACLTokenBySecretHash(structs.HashSecret("secret-1"))
+			got, err := h.state().ACL().TokenBySecretHash(structs.HashSecret("secret-1"))
 			if err != nil || got == nil || got.Name != "renamed" || len(got.Policies) != 1 || !got.CreateTime.Equal(created) {
 				t.Fatalf("token by secret = %+v, %v", got, err)
 			}
-			if other, _ := h.state().ACLTokenBySecretHash(structs.HashSecret("other")); other != nil {
+			if other, _ := h.state().ACL().TokenBySecretHash(structs.HashSecret("other")); other != nil {
 				t.Fatal("an update changed the secret")
 			}
 		},
 		structs.ACLTokenDeleteRequestType: func(t *testing.T, h *harness) {
 			h.mustApply(structs.ACLTokenUpsertRequestType, &structs.ACLTokenUpsertRequest{WriteMeta: h.meta("a"), Create: true, Token: testToken("a1", "s", structs.ACLClientToken)})
 			h.mustApply(structs.ACLTokenDeleteRequestType, &structs.ACLDeleteRequest{WriteMeta: h.meta("nops"), Names: []string{"gone", "a1"}, IgnoreMissing: true})
-			if tok, _ := h.state().ACLToken("a1"); tok != nil {
+			if tok, _ := h.state().ACL().Token("a1"); tok != nil {
 				t.Fatal("token not deleted")
 			}
 			wantEvents(t, h.eventsSince(1), eventWant{Kind: EventKindACL, Object: "acl-token/a1", To: "deleted", Actor: "nops"})
 		},
 		structs.ACLTokenBootstrapRequestType: func(t *testing.T, h *harness) {
 			h.mustApply(structs.ACLTokenBootstrapRequestType, &structs.ACLTokenBootstrapRequest{WriteMeta: h.meta("anonymous"), Token: testToken("b1", "s1", structs.ACLManagementToken)})
-			if h.state().ACLBootstrapIndex() != 1 {
-				t.Fatalf("bootstrap index %d", h.state().ACLBootstrapIndex())
+			if h.state().ACL().BootstrapIndex() != 1 {
+				t.Fatalf("bootstrap index %d", h.state().ACL().BootstrapIndex())
 			}
 			// Once only: a second bootstrap is refused, with the reset index.
 			h.refused(structs.ErrConflict, []string{"already done", "reset index: 1"}, func() error {
@@ -138,8 +138,8 @@ func aclApplyCases() map[structs.MessageType]func(t *testing.T, h *harness) {
 			// The reset index of the last bootstrap allows one more.
 			h.mustApply(structs.ACLTokenBootstrapRequestType, &structs.ACLTokenBootstrapRequest{WriteMeta: h.meta("x"), ResetIndex: 1, Token: testToken("b2", "s2", structs.ACLManagementToken)})
 			idx := h.index
-			if h.state().ACLBootstrapIndex() != idx {
-				t.Fatalf("bootstrap index %d, want %d", h.state().ACLBootstrapIndex(), idx)
+			if h.state().ACL().BootstrapIndex() != idx {
+				t.Fatalf("bootstrap index %d, want %d", h.state().ACL().BootstrapIndex(), idx)
 			}
 			h.refused(structs.ErrConflict, []string{"already done"}, func() error {
 				return h.apply(structs.ACLTokenBootstrapRequestType, &structs.ACLTokenBootstrapRequest{WriteMeta: h.meta("x"), ResetIndex: 1, Token: testToken("b3", "s3", structs.ACLManagementToken)})
@@ -148,8 +148,8 @@ func aclApplyCases() map[structs.MessageType]func(t *testing.T, h *harness) {
 		structs.ACLAuthMethodUpsertRequestType: func(t *testing.T, h *harness) {
 			h.mustApply(structs.ACLAuthMethodUpsertRequestType, &structs.ACLAuthMethodUpsertRequest{WriteMeta: h.meta("a"), Method: testMethod("one")})
 			h.mustApply(structs.ACLAuthMethodUpsertRequestType, &structs.ACLAuthMethodUpsertRequest{WriteMeta: h.meta("a"), Method: testMethod("two")})
-			one, _ := h.state().ACLAuthMethod("one")
-			two, _ := h.state().ACLAuthMethod("two")
+			one, _ := h.state().ACL().AuthMethod("one")
+			two, _ := h.state().ACL().AuthMethod("two")
 			if one == nil || two == nil || one.Default || !two.Default {
 				t.Fatalf("one default method: one %+v two %+v", one, two)
 			}
@@ -165,7 +165,7 @@ func aclApplyCases() map[structs.MessageType]func(t *testing.T, h *harness) {
 			h.mustApply(structs.ACLBindingRuleUpsertRequestType, &structs.ACLBindingRuleUpsertRequest{WriteMeta: h.meta("a"), Create: true,
 				Rule: &structs.ACLBindingRule{ID: "r1", AuthMethod: "one", BindType: structs.ACLBindTypeManagement}})
 			h.mustApply(structs.ACLAuthMethodDeleteRequestType, &structs.ACLDeleteRequest{WriteMeta: h.meta("a"), Names: []string{"one"}})
-			if r, _ := h.state().ACLBindingRule("r1"); r != nil {
+			if r, _ := h.state().ACL().BindingRule("r1"); r != nil {
 				t.Fatal("the binding rules of a deleted method remain")
 			}
 		},
@@ -181,7 +181,7 @@ func aclApplyCases() map[structs.MessageType]func(t *testing.T, h *harness) {
 			})
 			h.mustApply(structs.ACLBindingRuleUpsertRequestType, &structs.ACLBindingRuleUpsertRequest{WriteMeta: h.meta("a"), Create: true,
 				Rule: &structs.ACLBindingRule{ID: "r1", AuthMethod: "one", BindType: structs.ACLBindTypeRole, BindName: "ops", Selector: "x"}})
-			if r, _ := h.state().ACLBindingRule("r1"); r == nil || r.BindName != "ops" {
+			if r, _ := h.state().ACL().BindingRule("r1"); r == nil || r.BindName != "ops" {
 				t.Fatalf("rule = %+v", r)
 			}
 		},
@@ -190,7 +190,7 @@ func aclApplyCases() map[structs.MessageType]func(t *testing.T, h *harness) {
 			h.mustApply(structs.ACLBindingRuleUpsertRequestType, &structs.ACLBindingRuleUpsertRequest{WriteMeta: h.meta("a"), Create: true,
 				Rule: &structs.ACLBindingRule{ID: "r1", AuthMethod: "one", BindType: structs.ACLBindTypeManagement}})
 			h.mustApply(structs.ACLBindingRuleDeleteRequestType, &structs.ACLDeleteRequest{WriteMeta: h.meta("a"), Names: []string{"r1"}})
-			if r, _ := h.state().ACLBindingRule("r1"); r != nil {
+			if r, _ := h.state().ACL().BindingRule("r1"); r != nil {
 				t.Fatal("rule not deleted")
 			}
 		},
@@ -204,10 +204,10 @@ func TestACL_SnapshotKeepsBootstrap(t *testing.T) {
 	populateACL(t, h)
 	f := restore(t, persist(t, h.fsm))
 	st := f.State()
-	if st.ACLBootstrapIndex() != 1 || st.ACLIndex() != h.index {
-		t.Fatalf("restored ACL counters: bootstrap %d index %d; want 1 and %d", st.ACLBootstrapIndex(), st.ACLIndex(), h.index)
+	if st.ACL().BootstrapIndex() != 1 || st.ACL().Index() != h.index {
+		t.Fatalf("restored ACL counters: bootstrap %d index %d; want 1 and %d", st.ACL().BootstrapIndex(), st.ACL().Index(), h.index)
 	}
-	tok, err := st.ACLTokenBySecretHash(structs.HashSecret("client-secret"))
+	tok, err := st.ACL().TokenBySecretHash(structs.HashSecret("client-secret"))
 	if err != nil || tok == nil || tok.AccessorID != "client" || !tok.Expired(h.now.Add(2*time.Hour)) || tok.Expired(h.now) {
 		t.Fatalf("restored token = %+v, %v", tok, err)
 	}

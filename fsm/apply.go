@@ -166,38 +166,13 @@ func (w *writer) put(table string, obj any) error {
 }
 
 func (w *writer) deploymentCreate(req *structs.DeploymentCreateRequest) error {
-	d := req.Deployment
-	if d == nil || d.ID == "" || d.Namespace == "" || d.JobID == "" {
-		return invalid("a deployment needs an ID, a namespace and a job ID")
+	if err := validCreate(req); err != nil {
+		return err
 	}
-	if d.State != structs.StateDetected {
-		return invalid("a deployment is created in state %s, not %q", structs.StateDetected, d.State)
+	if err := w.creatable(req.Deployment); err != nil {
+		return err
 	}
-	if req.Time.IsZero() {
-		return invalid("a deployment needs a creation time")
-	}
-	for _, h := range d.Hooks {
-		if err := validHookPhase(d.ID, h); err != nil {
-			return err
-		}
-	}
-	if _, err := w.deployment(d.ID); err == nil {
-		return conflict("deployment %s already exists", d.ID)
-	}
-	// The create index orders deployments and is unique: the requests of
-	// a batch entry share its index, so only one of them may create.
-	if raw, err := w.txn.First(TableDeployments, "create", w.index); err != nil {
-		return fmt.Errorf("create index lookup: %w", err)
-	} else if raw != nil {
-		return invalid("a log entry creates at most one deployment: %s was created at index %d", raw.(*structs.Deployment).ID, w.index)
-	}
-	if raw, err := w.txn.First(TableDeployments, "active", d.Key()); err != nil {
-		return fmt.Errorf("active deployment lookup: %w", err)
-	} else if raw != nil {
-		a := raw.(*structs.Deployment)
-		return conflict("job %s already has an active deployment %s (%s)", d.Key(), a.ID, a.State)
-	}
-	d = forWrite(d)
+	d := forWrite(req.Deployment)
 	d.CreateIndex, d.ModifyIndex = w.index, w.index
 	d.CreatedAt, d.UpdatedAt, d.StateEnteredAt = req.Time, req.Time, req.Time
 	msg := fmt.Sprintf("drift detected at commit %s", structs.ShortID(d.Commit))
@@ -205,32 +180,14 @@ func (w *writer) deploymentCreate(req *structs.DeploymentCreateRequest) error {
 		msg = fmt.Sprintf("retry of a job already in sync at commit %s: wait for health and run post-hooks", structs.ShortID(d.Commit))
 	}
 	if req.ConsumeLift {
-		raw, err := w.first(TableLifts, d.Namespace, d.JobID)
+		lifted, err := w.consumeLift(d)
 		if err != nil {
-			return fmt.Errorf("lift lookup: %w", err)
-		}
-		if raw != nil {
-			lift := raw.(*structs.WindowLift)
-			d.LiftedWindow, d.LiftedBy = true, lift.Actor
-			if err := w.delete(TableLifts, lift); err != nil {
-				return fmt.Errorf("consume deploy-now: %w", err)
-			}
-			msg += fmt.Sprintf("; deploy now by %s lifts the sync window", lift.Actor)
-		}
-	}
-	// A new deployment replaces the block of the job's last one.
-	block, err := first[structs.Block](w.reads, TableBlocks, d.Namespace, d.JobID)
-	if err != nil {
-		return err
-	}
-	if _, err := w.deleteAll(TableBlocks, "id", d.Namespace, d.JobID); err != nil {
-		return fmt.Errorf("clear block: %w", err)
-	}
-	if block != nil && !block.Retried {
-		// A retried block already said the job is unblocked.
-		if err := w.notifyUnblocked(req.WriteMeta, d); err != nil {
 			return err
 		}
+		msg += lifted
+	}
+	if err := w.replaceBlock(req.WriteMeta, d); err != nil {
+		return err
 	}
 	if err := w.put(TableDeployments, d); err != nil {
 		return err
@@ -250,6 +207,86 @@ func (w *writer) deploymentCreate(req *structs.DeploymentCreateRequest) error {
 	failed := forWrite(d)
 	failed.Error = req.FailWith
 	return w.move(req.WriteMeta, failed, structs.StateFailed, structs.TriggerSystem, req.FailWith)
+}
+
+// validCreate checks a deployment create request on its own: the
+// deployment's keys, its first state, its time and its hooks.
+func validCreate(req *structs.DeploymentCreateRequest) error {
+	d := req.Deployment
+	if d == nil || d.ID == "" || d.Namespace == "" || d.JobID == "" {
+		return invalid("a deployment needs an ID, a namespace and a job ID")
+	}
+	if d.State != structs.StateDetected {
+		return invalid("a deployment is created in state %s, not %q", structs.StateDetected, d.State)
+	}
+	if req.Time.IsZero() {
+		return invalid("a deployment needs a creation time")
+	}
+	for _, h := range d.Hooks {
+		if err := validHookPhase(d.ID, h); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// creatable checks that d may be created in this entry: it is new, the
+// entry creates no other deployment, and its job has no active one.
+func (w *writer) creatable(d *structs.Deployment) error {
+	if _, err := w.deployment(d.ID); err == nil {
+		return conflict("deployment %s already exists", d.ID)
+	}
+	// The create index orders deployments and is unique: the requests of
+	// a batch entry share its index, so only one of them may create.
+	if raw, err := w.txn.First(TableDeployments, "create", w.index); err != nil {
+		return fmt.Errorf("create index lookup: %w", err)
+	} else if raw != nil {
+		return invalid("a log entry creates at most one deployment: %s was created at index %d", raw.(*structs.Deployment).ID, w.index)
+	}
+	if raw, err := w.txn.First(TableDeployments, "active", d.Key()); err != nil {
+		return fmt.Errorf("active deployment lookup: %w", err)
+	} else if raw != nil {
+		a := raw.(*structs.Deployment)
+		return conflict("job %s already has an active deployment %s (%s)", d.Key(), a.ID, a.State)
+	}
+	return nil
+}
+
+// consumeLift takes the deploy-now lift of d's job, if there is one, into
+// d, and returns what the creation event says of it.
+func (w *writer) consumeLift(d *structs.Deployment) (string, error) {
+	raw, err := w.first(TableLifts, d.Namespace, d.JobID)
+	if err != nil {
+		return "", fmt.Errorf("lift lookup: %w", err)
+	}
+	if raw == nil {
+		return "", nil
+	}
+	lift := raw.(*structs.WindowLift)
+	d.LiftedWindow, d.LiftedBy = true, lift.Actor
+	if err := w.delete(TableLifts, lift); err != nil {
+		return "", fmt.Errorf("consume deploy-now: %w", err)
+	}
+	return fmt.Sprintf("; deploy now by %s lifts the sync window", lift.Actor), nil
+}
+
+// replaceBlock clears the block of the job's last deployment, which the
+// new deployment d replaces.
+func (w *writer) replaceBlock(m structs.WriteMeta, d *structs.Deployment) error {
+	block, err := first[structs.Block](w.reads, TableBlocks, d.Namespace, d.JobID)
+	if err != nil {
+		return err
+	}
+	if _, err := w.deleteAll(TableBlocks, "id", d.Namespace, d.JobID); err != nil {
+		return fmt.Errorf("clear block: %w", err)
+	}
+	if block != nil && !block.Retried {
+		// A retried block already said the job is unblocked.
+		if err := w.notifyUnblocked(m, d); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // move changes a deployment's state, checking the lifecycle table, and

@@ -36,8 +36,8 @@
 // that counts them, so that a snapshot cut short is refused rather than
 // restored as a smaller state. Deployments and events, most of a snapshot,
 // are msgpack arrays of their fields written and read by hand, without the
-// codec's reflection (fsm/snapcodec.go); the other kinds are msgpack maps
-// written by the codec. Equal states give equal bytes.
+// codec's reflection (package fsm/snapcodec); the other kinds are msgpack
+// maps written by the codec. Equal states give equal bytes.
 //
 // Snapshot takes a read transaction only; Persist encodes and compresses
 // while the FSM goes on applying. Restore decompresses and decodes the

@@ -268,6 +268,9 @@ func (f *FSM) dispatch(w *writer, l *raft.Log) error {
 	ignoreUnknown := t&structs.IgnoreUnknownTypeFlag != 0
 	t &^= structs.IgnoreUnknownTypeFlag
 	buf := l.Data[1:]
+	if ok, err := (aclWriter{w}).apply(t, buf); ok {
+		return err
+	}
 	switch t {
 	case structs.DeploymentCreateRequestType:
 		return applyMsg(buf, w.deploymentCreate)
@@ -299,28 +302,6 @@ func (f *FSM) dispatch(w *writer, l *raft.Log) error {
 		return applyMsg(buf, w.retry)
 	case structs.EventAppendRequestType:
 		return applyMsg(buf, w.eventAppend)
-	case structs.ACLPolicyUpsertRequestType:
-		return applyMsg(buf, w.aclPolicyUpsert)
-	case structs.ACLPolicyDeleteRequestType:
-		return applyMsg(buf, func(r *structs.ACLDeleteRequest) error { return w.aclDelete(r, TableACLPolicies, "policy") })
-	case structs.ACLRoleUpsertRequestType:
-		return applyMsg(buf, w.aclRoleUpsert)
-	case structs.ACLRoleDeleteRequestType:
-		return applyMsg(buf, func(r *structs.ACLDeleteRequest) error { return w.aclDelete(r, TableACLRoles, "role") })
-	case structs.ACLTokenUpsertRequestType:
-		return applyMsg(buf, w.aclTokenUpsert)
-	case structs.ACLTokenDeleteRequestType:
-		return applyMsg(buf, func(r *structs.ACLDeleteRequest) error { return w.aclDelete(r, TableACLTokens, "token") })
-	case structs.ACLTokenBootstrapRequestType:
-		return applyMsg(buf, w.aclTokenBootstrap)
-	case structs.ACLAuthMethodUpsertRequestType:
-		return applyMsg(buf, w.aclAuthMethodUpsert)
-	case structs.ACLAuthMethodDeleteRequestType:
-		return applyMsg(buf, func(r *structs.ACLDeleteRequest) error { return w.aclDelete(r, TableACLAuthMethods, "auth-method") })
-	case structs.ACLBindingRuleUpsertRequestType:
-		return applyMsg(buf, w.aclBindingRuleUpsert)
-	case structs.ACLBindingRuleDeleteRequestType:
-		return applyMsg(buf, func(r *structs.ACLDeleteRequest) error { return w.aclDelete(r, TableACLBindingRules, "binding-rule") })
 	case structs.NotificationResultRequestType:
 		return applyMsg(buf, w.notificationResult)
 	case structs.NotificationPruneRequestType:
@@ -330,9 +311,9 @@ func (f *FSM) dispatch(w *writer, l *raft.Log) error {
 	case structs.AutopilotSetConfigRequestType:
 		return applyMsg(buf, w.autopilotSetConfig)
 	case structs.GCRequestType:
-		return applyMsg(buf, w.gc)
+		return applyMsg(buf, gcWriter{w}.gc)
 	case structs.WebhookDeliveryRequestType:
-		return applyMsg(buf, w.webhookDelivery)
+		return applyMsg(buf, webhookWriter{w}.webhookDelivery)
 	case structs.BatchRequestType:
 		// A batch entry's requests are split from it before dispatch
 		// (expand): a batch inside one is not a request.

@@ -26,7 +26,10 @@ import (
 // server's apply for seconds.
 const maxGCPerEntry = 100_000
 
-func (w *writer) gc(req *structs.GCRequest) error {
+// gcWriter applies the retention requests through the entry's writer.
+type gcWriter struct{ *writer }
+
+func (w gcWriter) gc(req *structs.GCRequest) error {
 	if req.KeepPerJob < 1 {
 		return invalid("retention keeps at least the newest deployment of each job, not %d", req.KeepPerJob)
 	}
@@ -45,7 +48,7 @@ func (w *writer) gc(req *structs.GCRequest) error {
 	if err := w.gcEvents(req, res); err != nil {
 		return err
 	}
-	if err := w.gcWebhookDeliveries(req.WebhookDeliveriesBefore, res); err != nil {
+	if err := webhookWriter(w).gcWebhookDeliveries(req.WebhookDeliveriesBefore, res); err != nil {
 		return err
 	}
 	w.resp = res
@@ -54,12 +57,27 @@ func (w *writer) gc(req *structs.GCRequest) error {
 
 // gcDeployments drops specs and deletes deployments, job by job in the
 // order of the job index, newest first within a job.
-func (w *writer) gcDeployments(req *structs.GCRequest, res *structs.GCResult) error {
+func (w gcWriter) gcDeployments(req *structs.GCRequest, res *structs.GCResult) error {
 	if req.SpecBefore.IsZero() && req.DeploymentsBefore.IsZero() {
 		return nil
 	}
-	// Read first, whole jobs from FromJob on: the changes must not run
-	// under an iterator of the same transaction.
+	jobs, err := w.gcJobs(req, res)
+	if err != nil {
+		return err
+	}
+	budget := req.MaxDeployments
+	for _, deps := range jobs {
+		if stop, err := w.gcJob(req, res, deps, &budget); err != nil || stop {
+			return err
+		}
+	}
+	return nil
+}
+
+// gcJobs reads the deployments of whole jobs from FromJob on, up to
+// MaxScan of them, grouped by job. They are read first: the changes must
+// not run under an iterator of the same transaction.
+func (w gcWriter) gcJobs(req *structs.GCRequest, res *structs.GCResult) ([][]*structs.Deployment, error) {
 	var it memdb.ResultIterator
 	var err error
 	if req.FromJob == "" {
@@ -67,12 +85,12 @@ func (w *writer) gcDeployments(req *structs.GCRequest, res *structs.GCResult) er
 	} else {
 		ns, job, ok := splitKey(req.FromJob)
 		if !ok {
-			return invalid("retention: job key %q is not namespace/job", req.FromJob)
+			return nil, invalid("retention: job key %q is not namespace/job", req.FromJob)
 		}
 		it, err = w.txn.LowerBound(TableDeployments, "job", ns, job)
 	}
 	if err != nil {
-		return fmt.Errorf("list deployments: %w", err)
+		return nil, fmt.Errorf("list deployments: %w", err)
 	}
 	var jobs [][]*structs.Deployment
 	scanned := 0
@@ -88,59 +106,68 @@ func (w *writer) gcDeployments(req *structs.GCRequest, res *structs.GCResult) er
 		}
 		scanned++
 	}
-	budget := req.MaxDeployments
-	for _, deps := range jobs {
-		slices.SortFunc(deps, func(a, b *structs.Deployment) int {
-			// Newest first; CreateIndex is unique.
-			switch {
-			case a.CreateIndex > b.CreateIndex:
-				return -1
-			case a.CreateIndex < b.CreateIndex:
-				return 1
-			}
-			return 0
-		})
-		block, err := first[structs.Block](w.reads, TableBlocks, deps[0].Namespace, deps[0].JobID)
-		if err != nil {
-			return err
+	return jobs, nil
+}
+
+// gcJob drops the specs and deletes the deployments of one job that the
+// request lets go, newest first, within what is left of the budget. stop
+// says the budget ran out: the entry changes nothing more.
+func (w gcWriter) gcJob(req *structs.GCRequest, res *structs.GCResult, deps []*structs.Deployment, budget *int) (stop bool, err error) {
+	slices.SortFunc(deps, func(a, b *structs.Deployment) int {
+		// Newest first; CreateIndex is unique.
+		switch {
+		case a.CreateIndex > b.CreateIndex:
+			return -1
+		case a.CreateIndex < b.CreateIndex:
+			return 1
 		}
-		for rank, d := range deps {
-			if !d.State.Terminal() || (block != nil && block.DeploymentID == d.ID) {
-				continue
-			}
-			del := rank >= req.KeepPerJob && d.StateEnteredAt.Before(req.DeploymentsBefore)
-			drop := !del && d.StateEnteredAt.Before(req.SpecBefore) && hasSpec(d)
-			if !del && !drop {
-				continue
-			}
-			if budget == 0 {
-				// This job is read again by the next entry; what this
-				// one changed no longer qualifies, so it moves on.
-				res.More, res.NextJob = true, d.Key()
-				return nil
-			}
-			budget--
-			if del {
-				if err := w.delete(TableDeployments, d); err != nil {
-					return fmt.Errorf("delete deployment %s: %w", d.ID, err)
-				}
-				res.DeploymentsDeleted++
-				continue
-			}
-			c := forWrite(d)
-			c.Spec = nil
-			c.Hooks = slices.Clone(d.Hooks)
-			for i := range c.Hooks {
-				c.Hooks[i].Spec = nil
-			}
-			c.ModifyIndex = w.index
-			if err := w.put(TableDeployments, c); err != nil {
-				return err
-			}
-			res.SpecsDropped++
-		}
+		return 0
+	})
+	block, err := first[structs.Block](w.reads, TableBlocks, deps[0].Namespace, deps[0].JobID)
+	if err != nil {
+		return false, err
 	}
-	return nil
+	for rank, d := range deps {
+		if !d.State.Terminal() || (block != nil && block.DeploymentID == d.ID) {
+			continue
+		}
+		del := rank >= req.KeepPerJob && d.StateEnteredAt.Before(req.DeploymentsBefore)
+		drop := !del && d.StateEnteredAt.Before(req.SpecBefore) && hasSpec(d)
+		if !del && !drop {
+			continue
+		}
+		if *budget == 0 {
+			// This job is read again by the next entry; what this
+			// one changed no longer qualifies, so it moves on.
+			res.More, res.NextJob = true, d.Key()
+			return true, nil
+		}
+		*budget--
+		if del {
+			if err := w.delete(TableDeployments, d); err != nil {
+				return false, fmt.Errorf("delete deployment %s: %w", d.ID, err)
+			}
+			res.DeploymentsDeleted++
+			continue
+		}
+		if err := w.dropSpec(d); err != nil {
+			return false, err
+		}
+		res.SpecsDropped++
+	}
+	return false, nil
+}
+
+// dropSpec writes d without its job spec and its hooks' specs.
+func (w gcWriter) dropSpec(d *structs.Deployment) error {
+	c := forWrite(d)
+	c.Spec = nil
+	c.Hooks = slices.Clone(d.Hooks)
+	for i := range c.Hooks {
+		c.Hooks[i].Spec = nil
+	}
+	c.ModifyIndex = w.index
+	return w.put(TableDeployments, c)
 }
 
 func hasSpec(d *structs.Deployment) bool {
@@ -157,7 +184,7 @@ func hasSpec(d *structs.Deployment) bool {
 
 // gcEvents deletes the oldest events up to the first one at or after the
 // cut-off, and their sequence numbers from their objects' lists.
-func (w *writer) gcEvents(req *structs.GCRequest, res *structs.GCResult) error {
+func (w gcWriter) gcEvents(req *structs.GCRequest, res *structs.GCResult) error {
 	if req.EventsBefore.IsZero() {
 		return nil
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/hashicorp/raft"
 	"github.com/klauspost/compress/zstd"
 
+	"github.com/nops-dev/nops/fsm/snapcodec"
 	"github.com/nops-dev/nops/structs"
 )
 
@@ -194,76 +195,13 @@ func writeSnapshot(txn *memdb.Txn, w io.Writer) (err error) {
 		return err
 	}
 	defer putEncoder(zw)
-	// The encoder is set up once: Reset would clear its struct tag and
-	// flags, and records would then be written under the Go field names.
-	var body []byte
-	// Canonical sorts map keys (an auth method's claim mappings), so that
-	// equal states give equal bytes.
-	h := structs.NewMsgpackHandle()
-	h.Canonical = true
-	enc := codec.NewEncoderBytes(&body, h)
-	// Records are gathered in buf and handed to the compressor in large
-	// writes.
-	const flushAt = 256 << 10
-	buf := make([]byte, 0, 2*flushAt)
-	flush := func() error {
-		if _, err := zw.Write(buf); err != nil {
-			return fmt.Errorf("write snapshot: %w", err)
-		}
-		buf = buf[:0]
-		return nil
-	}
-	var count uint64
-	// record closes the record opened at start: its length goes in its
-	// header.
-	record := func(kind SnapshotType, start int) error {
-		n := len(buf) - start - 5
-		if n > maxSnapshotRecord {
-			return fmt.Errorf("snapshot record of type %d and %d bytes exceeds the limit of %d", kind, n, maxSnapshotRecord)
-		}
-		binary.BigEndian.PutUint32(buf[start+1:], uint32(n))
-		if len(buf) >= flushAt {
-			return flush()
-		}
-		return nil
-	}
+	rw := newRecordWriter(zw)
 	for _, t := range snapshotTables {
-		it, err := txn.Get(t.table, "id")
-		if err != nil {
-			return fmt.Errorf("snapshot %s: %w", t.table, err)
-		}
-		for raw := it.Next(); raw != nil; raw = it.Next() {
-			start := len(buf)
-			buf = append(buf, byte(t.kind), 0, 0, 0, 0)
-			switch o := raw.(type) {
-			case *structs.Deployment:
-				buf, err = appendDeployment(buf, o)
-			case *structs.Event:
-				buf, err = appendEvent(buf, o)
-			default:
-				body = body[:0]
-				enc.ResetBytes(&body)
-				err = enc.Encode(raw)
-				buf = append(buf, body...)
-			}
-			if err != nil {
-				return fmt.Errorf("snapshot %s: %w", t.table, err)
-			}
-			if err := record(t.kind, start); err != nil {
-				return err
-			}
-			count++
+		if err := rw.table(txn, t.table, t.kind); err != nil {
+			return err
 		}
 	}
-	// The end record carries the number of records before it, so that a
-	// snapshot cut short at a record boundary is refused, not restored as a
-	// smaller state.
-	start := len(buf)
-	buf = binary.BigEndian.AppendUint64(append(buf, byte(snapshotEnd), 0, 0, 0, 0), count)
-	if err := record(snapshotEnd, start); err != nil {
-		return err
-	}
-	if err := flush(); err != nil {
+	if err := rw.end(); err != nil {
 		return err
 	}
 	if err := zw.Close(); err != nil {
@@ -273,6 +211,98 @@ func writeSnapshot(txn *memdb.Txn, w io.Writer) (err error) {
 		return fmt.Errorf("write snapshot: %w", err)
 	}
 	return nil
+}
+
+// flushAt is how many bytes of records a recordWriter gathers before it
+// hands them to the compressor.
+const flushAt = 256 << 10
+
+// recordWriter writes the records of a snapshot: it gathers them in buf
+// and hands them to the compressor in large writes, and counts them.
+type recordWriter struct {
+	zw *zstd.Encoder
+	// enc writes the kinds that go through the codec into body. It is set
+	// up once: Reset would clear its struct tag and flags, and records
+	// would then be written under the Go field names.
+	enc   *codec.Encoder
+	body  []byte
+	buf   []byte
+	count uint64
+}
+
+func newRecordWriter(zw *zstd.Encoder) *recordWriter {
+	rw := &recordWriter{zw: zw, buf: make([]byte, 0, 2*flushAt)}
+	// Canonical sorts map keys (an auth method's claim mappings), so that
+	// equal states give equal bytes.
+	h := structs.NewMsgpackHandle()
+	h.Canonical = true
+	rw.enc = codec.NewEncoderBytes(&rw.body, h)
+	return rw
+}
+
+func (rw *recordWriter) flush() error {
+	if _, err := rw.zw.Write(rw.buf); err != nil {
+		return fmt.Errorf("write snapshot: %w", err)
+	}
+	rw.buf = rw.buf[:0]
+	return nil
+}
+
+// record closes the record opened at start: its length goes in its
+// header.
+func (rw *recordWriter) record(kind SnapshotType, start int) error {
+	n := len(rw.buf) - start - 5
+	if n > maxSnapshotRecord {
+		return fmt.Errorf("snapshot record of type %d and %d bytes exceeds the limit of %d", kind, n, maxSnapshotRecord)
+	}
+	binary.BigEndian.PutUint32(rw.buf[start+1:], uint32(n))
+	if len(rw.buf) >= flushAt {
+		return rw.flush()
+	}
+	return nil
+}
+
+// table writes a record of kind for each object of table.
+func (rw *recordWriter) table(txn *memdb.Txn, table string, kind SnapshotType) error {
+	it, err := txn.Get(table, "id")
+	if err != nil {
+		return fmt.Errorf("snapshot %s: %w", table, err)
+	}
+	for raw := it.Next(); raw != nil; raw = it.Next() {
+		start := len(rw.buf)
+		rw.buf = append(rw.buf, byte(kind), 0, 0, 0, 0)
+		switch o := raw.(type) {
+		case *structs.Deployment:
+			rw.buf, err = snapcodec.AppendDeployment(rw.buf, o)
+		case *structs.Event:
+			rw.buf, err = snapcodec.AppendEvent(rw.buf, o)
+		default:
+			rw.body = rw.body[:0]
+			rw.enc.ResetBytes(&rw.body)
+			err = rw.enc.Encode(raw)
+			rw.buf = append(rw.buf, rw.body...)
+		}
+		if err != nil {
+			return fmt.Errorf("snapshot %s: %w", table, err)
+		}
+		if err := rw.record(kind, start); err != nil {
+			return err
+		}
+		rw.count++
+	}
+	return nil
+}
+
+// end writes the end record, which carries the number of records before
+// it, so that a snapshot cut short at a record boundary is refused, not
+// restored as a smaller state; and hands the rest to the compressor.
+func (rw *recordWriter) end() error {
+	start := len(rw.buf)
+	rw.buf = binary.BigEndian.AppendUint64(append(rw.buf, byte(snapshotEnd), 0, 0, 0, 0), rw.count)
+	if err := rw.record(snapshotEnd, start); err != nil {
+		return err
+	}
+	return rw.flush()
 }
 
 // restoreInto reads a snapshot into an empty store, in one transaction. A
@@ -286,26 +316,12 @@ func writeSnapshot(txn *memdb.Txn, w io.Writer) (err error) {
 // on a second core the two overlap. The records are inserted in the order
 // they were written.
 func restoreInto(st *StateStore, r io.Reader, limit int64) (err error) {
-	br := bufio.NewReaderSize(r, 256<<10)
-	var magic [8]byte
-	if _, err := io.ReadFull(br, magic[:]); err != nil {
-		return fmt.Errorf("read snapshot header: %w", err)
+	src, zr, err := openSnapshot(bufio.NewReaderSize(r, 256<<10))
+	if err != nil {
+		return err
 	}
-	if !bytes.Equal(magic[:7], snapshotMagic[:7]) {
-		return fmt.Errorf("not a Nops state snapshot (header %q)", magic[:])
-	}
-	var src io.Reader = br
-	switch v := magic[7]; {
-	case v == snapshotVersion:
-		dec, err := getDecoder(br)
-		if err != nil {
-			return err
-		}
-		defer putDecoder(dec)
-		src = dec
-	case v < oldestSnapshotVersion || v > snapshotVersion:
-		return fmt.Errorf("not a Nops state snapshot this server can read: format version %d, and it reads versions %d to %d",
-			v, oldestSnapshotVersion, snapshotVersion)
+	if zr != nil {
+		defer putDecoder(zr)
 	}
 	if limit > 0 {
 		src = &stateLimit{r: src, n: limit, limit: limit}
@@ -317,18 +333,7 @@ func restoreInto(st *StateStore, r io.Reader, limit int64) (err error) {
 	halt := func() { stopOnce.Do(func() { close(stop) }) }
 	d := &recordDecoder{r: bufio.NewReaderSize(src, 1<<20), out: batches, stop: stop,
 		limit: limit, bytesLeft: limit, recordsLeft: limit / restoreRecordCost}
-	var decodeErr error
-	go func() {
-		defer close(batches)
-		// A record the decoder did not foresee refuses the snapshot; it
-		// never takes the server down.
-		defer func() {
-			if p := recover(); p != nil {
-				decodeErr = fmt.Errorf("%w: decode panicked: %v", ErrBadSnapshot, p)
-			}
-		}()
-		decodeErr = d.run()
-	}()
+	go d.decode()
 
 	// A record the checks did not foresee refuses the snapshot rather than
 	// take the server down: the decoder is told to stop and drained, so it
@@ -343,6 +348,56 @@ func restoreInto(st *StateStore, r io.Reader, limit int64) (err error) {
 	}()
 	txn := st.db.Txn(true)
 	defer txn.Abort()
+	counts, err := insertBatches(txn, batches, halt)
+	// The decoder has returned: batches is closed.
+	if err != nil {
+		return err
+	}
+	if d.err != nil {
+		return d.err
+	}
+	// The decoder checked that events come in strictly increasing order,
+	// so none is there twice, and built the lists of events by object.
+	delete(counts, TableEvents)
+	delete(counts, tableEventObjects)
+	if err := validateState(txn, counts, d.lastSeq); err != nil {
+		return err
+	}
+	latest := readMeta(txn).LatestIndex
+	txn.Commit()
+	st.committed(latest)
+	return nil
+}
+
+// openSnapshot reads the header and returns the reader of the records
+// that follow it, and the decompressor it reads through, to be given back
+// once they are read (nil for format 2, which is not compressed).
+func openSnapshot(br *bufio.Reader) (io.Reader, *zstd.Decoder, error) {
+	var magic [8]byte
+	if _, err := io.ReadFull(br, magic[:]); err != nil {
+		return nil, nil, fmt.Errorf("read snapshot header: %w", err)
+	}
+	if !bytes.Equal(magic[:7], snapshotMagic[:7]) {
+		return nil, nil, fmt.Errorf("not a Nops state snapshot (header %q)", magic[:])
+	}
+	switch v := magic[7]; {
+	case v == snapshotVersion:
+		dec, err := getDecoder(br)
+		if err != nil {
+			return nil, nil, err
+		}
+		return dec, dec, nil
+	case v < oldestSnapshotVersion || v > snapshotVersion:
+		return nil, nil, fmt.Errorf("not a Nops state snapshot this server can read: format version %d, and it reads versions %d to %d",
+			v, oldestSnapshotVersion, snapshotVersion)
+	}
+	return br, nil, nil
+}
+
+// insertBatches inserts the decoded objects into txn in the order they
+// come, until batches is closed, and counts them by table. After a failed
+// insert it halts the decoder and drains what it still sends.
+func insertBatches(txn *memdb.Txn, batches <-chan []restoredObject, halt func()) (map[string]int, error) {
 	counts := map[string]int{}
 	var insertErr error
 	for batch := range batches {
@@ -358,24 +413,7 @@ func restoreInto(st *StateStore, r io.Reader, limit int64) (err error) {
 			counts[o.table]++
 		}
 	}
-	// The decoder has returned: batches is closed.
-	if insertErr != nil {
-		return insertErr
-	}
-	if decodeErr != nil {
-		return decodeErr
-	}
-	// The decoder checked that events come in strictly increasing order,
-	// so none is there twice, and built the lists of events by object.
-	delete(counts, TableEvents)
-	delete(counts, tableEventObjects)
-	if err := validateState(txn, counts, d.lastSeq); err != nil {
-		return err
-	}
-	latest := readMeta(txn).LatestIndex
-	txn.Commit()
-	st.committed(latest)
-	return nil
+	return counts, insertErr
 }
 
 // stateLimit reads up to a limit, and reports going past it as an error.
@@ -417,6 +455,8 @@ type recordDecoder struct {
 	r    *bufio.Reader
 	out  chan<- []restoredObject
 	stop <-chan struct{}
+	// err is the error the decoder ended with, once out is closed.
+	err error
 
 	// lastSeq is the sequence number of the last event read.
 	lastSeq uint64
@@ -426,6 +466,29 @@ type recordDecoder struct {
 	// together, and their number at one per restoreRecordCost bytes;
 	// bytesLeft and recordsLeft are what is left of it.
 	limit, bytesLeft, recordsLeft int64
+
+	// What run reads with: the index of each kind in snapshotTables, the
+	// decoders, the lists of events by object it builds, the header of
+	// the record read and the buffer of a record too large to peek.
+	kinds   map[SnapshotType]int
+	dec     *codec.Decoder
+	mp      *snapcodec.Reader
+	objects map[string]*eventObjects
+	hdr     [5]byte
+	buf     []byte
+}
+
+// decode runs the decoder, and closes its output when it returns; d.err
+// is then its error. A record the decoder did not foresee refuses the
+// snapshot; it never takes the server down.
+func (d *recordDecoder) decode() {
+	defer close(d.out)
+	defer func() {
+		if p := recover(); p != nil {
+			d.err = fmt.Errorf("%w: decode panicked: %v", ErrBadSnapshot, p)
+		}
+	}()
+	d.err = d.run()
 }
 
 // charge counts record number count, of n bytes, against the whole
@@ -455,19 +518,15 @@ const restoreBatch = 512
 
 // run decodes until the end record, an error, or stop.
 func (d *recordDecoder) run() error {
-	kinds := map[SnapshotType]int{}
+	d.kinds = map[SnapshotType]int{}
 	for i, t := range snapshotTables {
-		kinds[t.kind] = i
+		d.kinds[t.kind] = i
 	}
-	dec := codec.NewDecoderBytes(nil, structs.NewMsgpackHandle())
-	mp := &mpReader{syms: newSymCache()}
-	objects := map[string]*eventObjects{}
-	var (
-		hdr   [5]byte
-		buf   []byte
-		count uint64
-		batch = make([]restoredObject, 0, restoreBatch)
-	)
+	d.dec = codec.NewDecoderBytes(nil, structs.NewMsgpackHandle())
+	d.mp = snapcodec.NewReader()
+	d.objects = map[string]*eventObjects{}
+	var count uint64
+	batch := make([]restoredObject, 0, restoreBatch)
 	send := func() bool {
 		select {
 		case d.out <- batch:
@@ -478,91 +537,121 @@ func (d *recordDecoder) run() error {
 		}
 	}
 	for {
-		if _, err := io.ReadFull(d.r, hdr[:]); err != nil {
-			if errors.Is(err, io.EOF) {
-				return fmt.Errorf("snapshot is truncated after %d records: no end record", count)
-			}
-			return fmt.Errorf("read snapshot record %d: %w", count+1, err)
-		}
-		kind, n := SnapshotType(hdr[0]), int(binary.BigEndian.Uint32(hdr[1:]))
-		if n > maxSnapshotRecord {
-			return fmt.Errorf("snapshot record %d (type %d) claims %d bytes, over the limit of %d", count+1, kind, n, maxSnapshotRecord)
-		}
-		if err := d.charge(count, kind, n); err != nil {
+		kind, rec, peeked, err := d.next(count)
+		if err != nil {
 			return err
 		}
-		// A record that fits the reader's buffer is decoded where it lies
-		// (whatever is kept of it is copied out); a larger one is read in
-		// steps.
-		var (
-			rec []byte
-			err error
-		)
-		peeked := n <= d.r.Size()
-		if peeked {
-			if rec, err = d.r.Peek(n); errors.Is(err, io.EOF) {
-				err = io.ErrUnexpectedEOF
-			}
-		} else {
-			buf, err = readRecord(d.r, buf, n)
-			rec = buf
-		}
-		if err != nil {
-			return fmt.Errorf("read snapshot record %d: %w", count+1, err)
-		}
 		if kind == snapshotEnd {
-			if n != 8 || binary.BigEndian.Uint64(rec) != count {
-				return fmt.Errorf("snapshot end record does not match the %d records read", count)
-			}
-			if peeked {
-				_, _ = d.r.Discard(n)
-			}
-			if err := d.atEnd(); err != nil {
-				return err
-			}
-			d.sendObjects(batch, objects)
-			return nil
+			return d.end(count, rec, peeked, batch)
 		}
-		i, ok := kinds[kind]
-		if !ok {
-			return fmt.Errorf("snapshot record %d is of unknown type %d", count+1, kind)
-		}
-		t := snapshotTables[i]
-		var obj any
-		switch kind {
-		case DeploymentSnapshot:
-			obj, err = decodeDeploymentRecord(mp, dec, rec)
-		case EventSnapshot:
-			obj, err = d.decodeEventRecord(mp, rec, objects)
-		default:
-			obj = t.new()
-			dec.ResetBytes(rec)
-			if err = dec.Decode(obj); err == nil {
-				if n := dec.NumBytesRead(); n != len(rec) {
-					err = fmt.Errorf("%d trailing bytes", len(rec)-n)
-				}
-			}
-			if err == nil {
-				if err := checkTimes(reflect.ValueOf(obj)); err != nil {
-					return fmt.Errorf("%w: %s record: %w", ErrBadSnapshot, t.table, err)
-				}
-			}
-		}
+		o, err := d.decodeRecord(count, kind, rec)
 		if err != nil {
-			if errors.Is(err, ErrBadSnapshot) {
-				return err
-			}
-			return fmt.Errorf("decode snapshot %s record: %w", t.table, err)
+			return err
 		}
 		if peeked {
-			_, _ = d.r.Discard(n)
+			_, _ = d.r.Discard(len(rec))
 		}
-		batch = append(batch, restoredObject{t.table, obj})
+		batch = append(batch, o)
 		count++
 		if len(batch) == restoreBatch && !send() {
 			return nil
 		}
 	}
+}
+
+// next reads the header and the body of record number count+1, once
+// charged against the limit. A record that fits the reader's buffer is
+// decoded where it lies (peeked: whatever is kept of it is copied out, and
+// the caller discards it once decoded); a larger one is read in steps.
+func (d *recordDecoder) next(count uint64) (kind SnapshotType, rec []byte, peeked bool, err error) {
+	if _, err := io.ReadFull(d.r, d.hdr[:]); err != nil {
+		if errors.Is(err, io.EOF) {
+			return 0, nil, false, fmt.Errorf("snapshot is truncated after %d records: no end record", count)
+		}
+		return 0, nil, false, fmt.Errorf("read snapshot record %d: %w", count+1, err)
+	}
+	kind, n := SnapshotType(d.hdr[0]), int(binary.BigEndian.Uint32(d.hdr[1:]))
+	if n > maxSnapshotRecord {
+		return 0, nil, false, fmt.Errorf("snapshot record %d (type %d) claims %d bytes, over the limit of %d", count+1, kind, n, maxSnapshotRecord)
+	}
+	if err := d.charge(count, kind, n); err != nil {
+		return 0, nil, false, err
+	}
+	peeked = n <= d.r.Size()
+	if peeked {
+		if rec, err = d.r.Peek(n); errors.Is(err, io.EOF) {
+			err = io.ErrUnexpectedEOF
+		}
+	} else {
+		d.buf, err = readRecord(d.r, d.buf, n)
+		rec = d.buf
+	}
+	if err != nil {
+		return 0, nil, false, fmt.Errorf("read snapshot record %d: %w", count+1, err)
+	}
+	return kind, rec, peeked, nil
+}
+
+// end checks the end record rec, which closes the count records read, and
+// that nothing follows it, and sends the last batch and the lists of
+// events by object.
+func (d *recordDecoder) end(count uint64, rec []byte, peeked bool, batch []restoredObject) error {
+	if len(rec) != 8 || binary.BigEndian.Uint64(rec) != count {
+		return fmt.Errorf("snapshot end record does not match the %d records read", count)
+	}
+	if peeked {
+		_, _ = d.r.Discard(len(rec))
+	}
+	if err := d.atEnd(); err != nil {
+		return err
+	}
+	d.sendObjects(batch, d.objects)
+	return nil
+}
+
+// decodeRecord decodes and checks record number count+1, of kind.
+func (d *recordDecoder) decodeRecord(count uint64, kind SnapshotType, rec []byte) (restoredObject, error) {
+	i, ok := d.kinds[kind]
+	if !ok {
+		return restoredObject{}, fmt.Errorf("snapshot record %d is of unknown type %d", count+1, kind)
+	}
+	t := snapshotTables[i]
+	var (
+		obj any
+		err error
+	)
+	switch kind {
+	case DeploymentSnapshot:
+		obj, err = decodeDeploymentRecord(d.mp, d.dec, rec)
+	case EventSnapshot:
+		obj, err = d.decodeEventRecord(d.mp, rec, d.objects)
+	default:
+		obj = t.new()
+		err = decodeCodecRecord(d.dec, rec, obj, t.table)
+	}
+	if err != nil {
+		if errors.Is(err, ErrBadSnapshot) {
+			return restoredObject{}, err
+		}
+		return restoredObject{}, fmt.Errorf("decode snapshot %s record: %w", t.table, err)
+	}
+	return restoredObject{t.table, obj}, nil
+}
+
+// decodeCodecRecord decodes a record the codec wrote into obj, and checks
+// its times.
+func decodeCodecRecord(dec *codec.Decoder, rec []byte, obj any, table string) error {
+	dec.ResetBytes(rec)
+	if err := dec.Decode(obj); err != nil {
+		return err
+	}
+	if n := dec.NumBytesRead(); n != len(rec) {
+		return fmt.Errorf("%d trailing bytes", len(rec)-n)
+	}
+	if err := checkTimes(reflect.ValueOf(obj)); err != nil {
+		return fmt.Errorf("%w: %s record: %w", ErrBadSnapshot, table, err)
+	}
+	return nil
 }
 
 // atEnd checks that the snapshot ends after its end record: no more data,
@@ -602,19 +691,19 @@ func (d *recordDecoder) sendObjects(batch []restoredObject, objects map[string]*
 }
 
 // decodeDeploymentRecord reads a deployment: an array of its fields, as
-// appendDeployment writes it, or a map of them, as the codec writes it (and
-// as snapshots of format 2 hold it).
-func decodeDeploymentRecord(mp *mpReader, dec *codec.Decoder, buf []byte) (*structs.Deployment, error) {
+// snapcodec.AppendDeployment writes it, or a map of them, as the codec
+// writes it (and as snapshots of format 2 hold it).
+func decodeDeploymentRecord(mp *snapcodec.Reader, dec *codec.Decoder, buf []byte) (*structs.Deployment, error) {
 	dep := new(structs.Deployment)
-	if len(buf) > 0 && isMsgpackArray(buf[0]) {
-		mp.reset(buf)
-		if err := decodeDeployment(mp, dep); err != nil {
+	if len(buf) > 0 && snapcodec.IsArray(buf[0]) {
+		mp.Reset(buf)
+		if err := snapcodec.DecodeDeployment(mp, dep); err != nil {
 			return nil, err
 		}
-		if mp.rest() != 0 {
-			return nil, fmt.Errorf("%d trailing bytes", mp.rest())
+		if mp.Rest() != 0 {
+			return nil, fmt.Errorf("%d trailing bytes", mp.Rest())
 		}
-		mp.done()
+		mp.Done()
 		if err := checkDeploymentTimes(dep); err != nil {
 			return nil, fmt.Errorf("%w: %s record: %w", ErrBadSnapshot, TableDeployments, err)
 		}
@@ -638,21 +727,21 @@ func decodeDeploymentRecord(mp *mpReader, dec *codec.Decoder, buf []byte) (*stru
 // above the last one's. (That it is not past the counters' is checked once
 // the counters are in: see validateState.) It adds the event to the list
 // of its object's.
-func (d *recordDecoder) decodeEventRecord(mp *mpReader, buf []byte, objects map[string]*eventObjects) (*structs.Event, error) {
+func (d *recordDecoder) decodeEventRecord(mp *snapcodec.Reader, buf []byte, objects map[string]*eventObjects) (*structs.Event, error) {
 	// Events are allocated in slabs: a million of them would otherwise
 	// be a million allocations.
 	if len(d.events) == 0 {
 		d.events = make([]structs.Event, eventSlab)
 	}
 	e := &d.events[0]
-	mp.reset(buf)
-	if err := decodeEventArray(mp, e); err != nil {
+	mp.Reset(buf)
+	if err := snapcodec.DecodeEvent(mp, e); err != nil {
 		return nil, err
 	}
-	if mp.rest() != 0 {
-		return nil, fmt.Errorf("%d trailing bytes", mp.rest())
+	if mp.Rest() != 0 {
+		return nil, fmt.Errorf("%d trailing bytes", mp.Rest())
 	}
-	mp.done()
+	mp.Done()
 	d.events = d.events[1:]
 	bad := func(err error) error { return fmt.Errorf("%w: %s: %w", ErrBadSnapshot, TableEvents, err) }
 	if err := checkTime(e.Time); err != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/hashicorp/go-msgpack/v2/codec"
 	"github.com/klauspost/compress/zstd"
 
+	"github.com/nops-dev/nops/fsm/snapcodec"
 	"github.com/nops-dev/nops/structs"
 )
 
@@ -572,7 +573,7 @@ func TestSnapshotReadsFormat2(t *testing.T) {
 			var body []byte
 			if e, ok := raw.(*structs.Event); ok {
 				// Format 2 wrote events as arrays, as this one does.
-				body, err = appendEvent(nil, e)
+				body, err = snapcodec.AppendEvent(nil, e)
 			} else {
 				err = codec.NewEncoderBytes(&body, hd).Encode(raw)
 			}
@@ -671,111 +672,6 @@ func TestDeterminism(t *testing.T) {
 	sa, sb, sc := persist(t, a.fsm), persist(t, b.fsm), persist(t, c)
 	if !bytes.Equal(sa, sb) || !bytes.Equal(sa, sc) {
 		t.Fatalf("FSMs diverged after more entries")
-	}
-}
-
-// TestEventRecordForwardCompatible checks that an event record with
-// fields this version does not know is read, and one with fewer fields
-// leaves the rest at zero.
-func TestEventRecordForwardCompatible(t *testing.T) {
-	at := time.Date(2025, 3, 1, 9, 0, 0, 0, time.UTC)
-	e := &structs.Event{Seq: 7, Time: at, Kind: "job", Object: "default/web", Namespace: "default", JobID: "web",
-		From: "a", To: "b", Actor: "alice", Message: "m", Index: 9}
-	h := structs.NewMsgpackHandle()
-	body, err := appendEvent(nil, e)
-	if err != nil {
-		t.Fatal(err)
-	}
-	longer := append([]byte{0x9d}, body[1:]...) // an array of 13
-	longer = append(longer, 0xa3, 'n', 'e', 'w', 0x2a)
-	var tb []byte
-	if err := codec.NewEncoderBytes(&tb, h).Encode(at); err != nil {
-		t.Fatal(err)
-	}
-	shorter := append([]byte{0x92, 0x07}, tb...) // [seq, time]
-
-	for _, tc := range []struct {
-		name string
-		body []byte
-		want structs.Event
-	}{
-		{"same", body, *e},
-		{"longer", longer, *e},
-		{"shorter", shorter, structs.Event{Seq: 7, Time: at}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			var got structs.Event
-			if err := decodeEventArray(&mpReader{b: tc.body}, &got); err != nil {
-				t.Fatal(err)
-			}
-			got.Time = got.Time.UTC()
-			if got != tc.want {
-				t.Fatalf("decoded %+v, want %+v", got, tc.want)
-			}
-		})
-	}
-	for name, b := range map[string][]byte{
-		"nil":        {0xc0},
-		"empty":      {},
-		"string seq": {0x92, 0xa1, 'x'},
-		"nil time":   {0x92, 0x07, 0xc0 + 0x04}, // a bool where the time goes
-	} {
-		if err := decodeEventArray(&mpReader{b: b}, &structs.Event{}); err == nil {
-			t.Errorf("%s: an event that does not decode was read", name)
-		}
-	}
-}
-
-// TestSnapshotCodecCoversEveryField fails when a field is added to a struct
-// that appendDeployment or appendEvent writes by hand: the field must be
-// added there, at the end, and to populate, which shows it round-trips.
-func TestSnapshotCodecCoversEveryField(t *testing.T) {
-	for _, c := range []struct {
-		v    any
-		want int
-	}{
-		{structs.Deployment{}, deploymentFields},
-		{structs.FrozenHook{}, frozenHookFields},
-		{structs.HookRun{}, hookRunFields},
-		{structs.Decision{}, decisionFields},
-		{structs.Event{}, eventFields},
-	} {
-		typ := reflect.TypeOf(c.v)
-		if n := typ.NumField(); n != c.want {
-			t.Errorf("%s has %d fields, and the snapshot writes %d: add the new ones to fsm/snapcodec.go", typ, n, c.want)
-		}
-	}
-	// Each array holds as many values as its struct has fields.
-	d := &structs.Deployment{Hooks: []structs.FrozenHook{{}}, HookRuns: []structs.HookRun{{}}, Decisions: []structs.Decision{{}}}
-	b, err := appendDeployment(nil, d)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := &mpReader{b: b}
-	if n, _ := r.arrayLen(); n != deploymentFields {
-		t.Errorf("deployment array of %d", n)
-	}
-	for i := 0; i < 16; i++ {
-		if err := r.skip(0); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, want := range []int{frozenHookFields, hookRunFields, decisionFields} {
-		if n, _ := r.arrayLen(); n != 1 {
-			t.Fatalf("list of %d", n)
-		}
-		if n, _ := r.arrayLen(); n != want {
-			t.Errorf("element array of %d, want %d", n, want)
-		}
-		for i := 0; i < want; i++ {
-			if err := r.skip(0); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	b, _ = appendEvent(nil, &structs.Event{})
-	if n, _ := (&mpReader{b: b}).arrayLen(); n != eventFields {
-		t.Errorf("event array of %d", n)
 	}
 }
 

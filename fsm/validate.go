@@ -239,3 +239,41 @@ func checkTimes(v reflect.Value) error {
 	}
 	return nil
 }
+
+// checkTime refuses a time that JSON cannot write, as checkTimes does,
+// without its reflection and, for a time that passes, without allocating.
+func checkTime(t time.Time) error {
+	if y := t.Year(); y >= 0 && y <= 9999 {
+		if _, off := t.Zone(); off > -24*3600 && off < 24*3600 {
+			return nil
+		}
+	}
+	var buf [64]byte
+	if _, err := t.AppendText(buf[:0]); err != nil {
+		return invalid("a time the API cannot write: %v", err)
+	}
+	return nil
+}
+
+// checkDeploymentTimes is checkTimes for a deployment.
+func checkDeploymentTimes(d *structs.Deployment) error {
+	for _, t := range []time.Time{d.RegisterStartedAt, d.HealthDeadline, d.CreatedAt, d.UpdatedAt, d.StateEnteredAt} {
+		if err := checkTime(t); err != nil {
+			return err
+		}
+	}
+	for i := range d.HookRuns {
+		if err := checkTime(d.HookRuns[i].StartedAt); err != nil {
+			return err
+		}
+		if err := checkTime(d.HookRuns[i].FinishedAt); err != nil {
+			return err
+		}
+	}
+	for i := range d.Decisions {
+		if err := checkTime(d.Decisions[i].Time); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/hashicorp/go-msgpack/v2/codec"
 
+	"github.com/nops-dev/nops/fsm/snapcodec"
 	"github.com/nops-dev/nops/structs"
 )
 
@@ -33,9 +34,9 @@ func craft(t testing.TB, records ...craftRecord) []byte {
 			var err error
 			switch o := r.obj.(type) {
 			case *structs.Event:
-				body, err = appendEvent(nil, o)
+				body, err = snapcodec.AppendEvent(nil, o)
 			case *structs.Deployment:
-				body, err = appendDeployment(nil, o)
+				body, err = snapcodec.AppendDeployment(nil, o)
 			default:
 				err = codec.NewEncoderBytes(&body, h).Encode(r.obj)
 			}
@@ -49,6 +50,11 @@ func craft(t testing.TB, records ...craftRecord) []byte {
 	binary.BigEndian.PutUint64(end[:], uint64(len(records)))
 	frame(snapshotEnd, end[:])
 	return pack(t, out)
+}
+
+// fixstr appends a msgpack string of under 32 bytes.
+func fixstr(b []byte, s string) []byte {
+	return append(append(b, 0xa0|byte(len(s))), s...)
 }
 
 type craftRecord struct {
@@ -108,7 +114,7 @@ func TestRestoreRefusesInvalidState(t *testing.T) {
 		// version writes it takes 9 bytes at least, and fields are only
 		// ever added, so the record cannot hold that many.
 		{"hooks of a byte each", []craftRecord{meta, {kind: DeploymentSnapshot, raw: append(append([]byte{0xdc, 0x00, 0x11}, bytes.Repeat([]byte{0xc0}, 16)...), append([]byte{0xdc, 0xea, 0x60}, bytes.Repeat([]byte{0x90}, 60000)...)...)}}, "list of 60000 elements of 9 bytes or more"},
-		{"deployment array with a nil time", []craftRecord{meta, {kind: DeploymentSnapshot, raw: append(append([]byte{0x9f}, mpString(mpString(mpString(nil, "d1"), "default"), "web")...), bytes.Repeat([]byte{0xc0}, 12)...)}}, "no creation time"},
+		{"deployment array with a nil time", []craftRecord{meta, {kind: DeploymentSnapshot, raw: append(append([]byte{0x9f}, fixstr(fixstr(fixstr(nil, "d1"), "default"), "web")...), bytes.Repeat([]byte{0xc0}, 12)...)}}, "no creation time"},
 		{"deployment array of a time out of range", []craftRecord{meta, func() craftRecord {
 			r := dep("d1", "web", structs.StateCompleted)
 			r.obj.(*structs.Deployment).UpdatedAt = time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)

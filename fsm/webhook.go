@@ -49,7 +49,11 @@ func validWebhookDelivery(d *structs.WebhookDelivery) error {
 	return nil
 }
 
-func (w *writer) webhookDelivery(req *structs.WebhookDeliveryRequest) error {
+// webhookWriter records the webhook deliveries handled, and forgets them,
+// through the entry's writer.
+type webhookWriter struct{ *writer }
+
+func (w webhookWriter) webhookDelivery(req *structs.WebhookDeliveryRequest) error {
 	d := &structs.WebhookDelivery{Provider: req.Provider, ID: req.ID, Time: req.Time}
 	if err := validWebhookDelivery(d); err != nil {
 		return err
@@ -69,7 +73,7 @@ func (w *writer) webhookDelivery(req *structs.WebhookDeliveryRequest) error {
 }
 
 // forgetOldestDelivery makes room for one delivery when the table is full.
-func (w *writer) forgetOldestDelivery() error {
+func (w webhookWriter) forgetOldestDelivery() error {
 	all, err := w.deliveries()
 	if err != nil || len(all) < structs.MaxWebhookDeliveries {
 		return err
@@ -83,7 +87,7 @@ func (w *writer) forgetOldestDelivery() error {
 	return w.delete(TableWebhookDeliveries, oldest)
 }
 
-func (w *writer) deliveries() ([]*structs.WebhookDelivery, error) {
+func (w webhookWriter) deliveries() ([]*structs.WebhookDelivery, error) {
 	it, err := w.txn.Get(TableWebhookDeliveries, "id")
 	if err != nil {
 		return nil, fmt.Errorf("list webhook deliveries: %w", err)
@@ -96,7 +100,7 @@ func (w *writer) deliveries() ([]*structs.WebhookDelivery, error) {
 }
 
 // gcWebhookDeliveries forgets the deliveries recorded before the cut-off.
-func (w *writer) gcWebhookDeliveries(before time.Time, res *structs.GCResult) error {
+func (w webhookWriter) gcWebhookDeliveries(before time.Time, res *structs.GCResult) error {
 	if before.IsZero() {
 		return nil
 	}

@@ -523,7 +523,7 @@ cluster { capabilities = ["read"] }`}, nil)
 	mustDo(t, follower, mgmt, "POST", "/v1/acl/binding-rule", map[string]any{
 		"auth_method": "corp", "selector": `"ops" in list.groups`, "bind_type": "policy", "bind_name": "operator-ui"}, nil)
 	testutil.WaitForResult(t, 10*time.Second, func() (bool, error) {
-		m, err := follower.State().ACLAuthMethod("corp")
+		m, err := follower.State().ACL().AuthMethod("corp")
 		return m != nil, err
 	})
 	p.SetExpectedAuthCode("code-" + gate.ID[:8])

@@ -1,4 +1,27 @@
-package fsm
+// Package snapcodec writes and reads the deployments and events of a
+// snapshot of the FSM's state: most of a snapshot, written by hand as
+// msgpack arrays of their fields in the order the fields are declared,
+// without the codec's reflection. The other kinds are few and go through
+// the codec (structs.NewMsgpackHandle) as maps; the framing of records,
+// the compression and the checks of the state are package fsm's.
+//
+// Guarantees:
+//
+//   - Equal values give equal bytes, and a value read back writes the same
+//     bytes again: a nil slice is written as nil and an empty one as an
+//     empty array. Times are written as the codec writes them: the bin of
+//     time.MarshalBinary.
+//   - The arrays follow the rules the event record set: a field is added at
+//     the end; a reader skips fields it does not know, and leaves the
+//     fields a shorter array lacks at zero. A nil reads as the zero value
+//     of any field.
+//   - A record that does not decode is refused with an error naming the
+//     field, and no panic: every length is checked against what the record
+//     holds before anything is allocated for it, and a list is refused
+//     when its record is too short for its elements written with all the
+//     fields this version knows (see decodeList), so that what a record
+//     makes a reader allocate stays within a small multiple of its size.
+package snapcodec
 
 import (
 	"encoding/binary"
@@ -11,20 +34,6 @@ import (
 	"github.com/nops-dev/nops/structs"
 )
 
-// Deployments and events are most of a snapshot: a snapshot writes and
-// reads them here, by hand, as msgpack arrays of their fields in the order
-// the fields are declared, without the codec's reflection. The other kinds
-// are few and go through the codec (structs.NewMsgpackHandle) as maps.
-//
-// The arrays follow the rules eventRecord set for events: a field is added
-// at the end; a reader skips fields it does not know, and leaves the fields
-// a shorter array lacks at zero. (A list is refused when its record is too
-// short for its elements written with all the fields this version knows:
-// see decodeList.) A nil reads as the zero value of any field.
-// A nil slice is written as nil and an empty one as an empty array, so that
-// a restored state writes the same bytes again. Times are written as the
-// codec writes them: the bin of time.MarshalBinary.
-//
 // deploymentFields and the other counts are the number of fields each
 // struct has; TestSnapshotCodecCoversEveryField fails when a field is added
 // to a struct and not here.
@@ -36,8 +45,8 @@ const (
 	eventFields      = 11
 )
 
-// appendDeployment appends the msgpack array of a deployment.
-func appendDeployment(b []byte, d *structs.Deployment) ([]byte, error) {
+// AppendDeployment appends the msgpack array of a deployment.
+func AppendDeployment(b []byte, d *structs.Deployment) ([]byte, error) {
 	var err error
 	b = mpArray(b, deploymentFields)
 	b = mpString(b, d.ID)
@@ -56,59 +65,12 @@ func appendDeployment(b []byte, d *structs.Deployment) ([]byte, error) {
 	b = mpBool(b, d.SkipRegister)
 	b = mpBool(b, d.LiftedWindow)
 	b = mpString(b, d.LiftedBy)
-	if d.Hooks == nil {
-		b = mpNil(b)
-	} else {
-		b = mpArray(b, len(d.Hooks))
-		for i := range d.Hooks {
-			h := &d.Hooks[i]
-			b = mpArray(b, frozenHookFields)
-			b = mpString(b, h.Name)
-			b = mpString(b, string(h.Phase))
-			b = mpInt(b, int64(h.Position))
-			b = mpString(b, h.RevisionJobID)
-			b = mpString(b, h.Hash)
-			b = mpBin(b, h.Spec)
-			b = mpInt(b, int64(h.Timeout))
-			b = mpStrings(b, h.MetaKeys)
-		}
+	b = appendHooks(b, d.Hooks)
+	if b, err = appendHookRuns(b, d.HookRuns); err != nil {
+		return b, err
 	}
-	if d.HookRuns == nil {
-		b = mpNil(b)
-	} else {
-		b = mpArray(b, len(d.HookRuns))
-		for i := range d.HookRuns {
-			r := &d.HookRuns[i]
-			b = mpArray(b, hookRunFields)
-			b = mpString(b, r.Hook)
-			b = mpString(b, string(r.Phase))
-			b = mpInt(b, int64(r.Position))
-			b = mpString(b, r.Token)
-			b = mpString(b, r.DispatchedJobID)
-			b = mpString(b, string(r.State))
-			b = mpString(b, r.Error)
-			if b, err = mpTime(b, r.StartedAt); err != nil {
-				return b, err
-			}
-			if b, err = mpTime(b, r.FinishedAt); err != nil {
-				return b, err
-			}
-		}
-	}
-	if d.Decisions == nil {
-		b = mpNil(b)
-	} else {
-		b = mpArray(b, len(d.Decisions))
-		for i := range d.Decisions {
-			c := &d.Decisions[i]
-			b = mpArray(b, decisionFields)
-			b = mpString(b, c.Kind)
-			b = mpString(b, c.Actor)
-			b = mpString(b, c.Comment)
-			if b, err = mpTime(b, c.Time); err != nil {
-				return b, err
-			}
-		}
+	if b, err = appendDecisions(b, d.Decisions); err != nil {
+		return b, err
 	}
 	if b, err = mpTime(b, d.RegisterStartedAt); err != nil {
 		return b, err
@@ -132,8 +94,77 @@ func appendDeployment(b []byte, d *structs.Deployment) ([]byte, error) {
 	return b, nil
 }
 
-// decodeDeployment reads a deployment written by appendDeployment.
-func decodeDeployment(r *mpReader, d *structs.Deployment) error {
+// appendHooks appends a deployment's frozen hooks.
+func appendHooks(b []byte, hooks []structs.FrozenHook) []byte {
+	if hooks == nil {
+		return mpNil(b)
+	}
+	b = mpArray(b, len(hooks))
+	for i := range hooks {
+		h := &hooks[i]
+		b = mpArray(b, frozenHookFields)
+		b = mpString(b, h.Name)
+		b = mpString(b, string(h.Phase))
+		b = mpInt(b, int64(h.Position))
+		b = mpString(b, h.RevisionJobID)
+		b = mpString(b, h.Hash)
+		b = mpBin(b, h.Spec)
+		b = mpInt(b, int64(h.Timeout))
+		b = mpStrings(b, h.MetaKeys)
+	}
+	return b
+}
+
+// appendHookRuns appends a deployment's hook runs.
+func appendHookRuns(b []byte, runs []structs.HookRun) ([]byte, error) {
+	if runs == nil {
+		return mpNil(b), nil
+	}
+	var err error
+	b = mpArray(b, len(runs))
+	for i := range runs {
+		r := &runs[i]
+		b = mpArray(b, hookRunFields)
+		b = mpString(b, r.Hook)
+		b = mpString(b, string(r.Phase))
+		b = mpInt(b, int64(r.Position))
+		b = mpString(b, r.Token)
+		b = mpString(b, r.DispatchedJobID)
+		b = mpString(b, string(r.State))
+		b = mpString(b, r.Error)
+		if b, err = mpTime(b, r.StartedAt); err != nil {
+			return b, err
+		}
+		if b, err = mpTime(b, r.FinishedAt); err != nil {
+			return b, err
+		}
+	}
+	return b, nil
+}
+
+// appendDecisions appends a deployment's decisions.
+func appendDecisions(b []byte, decisions []structs.Decision) ([]byte, error) {
+	if decisions == nil {
+		return mpNil(b), nil
+	}
+	var err error
+	b = mpArray(b, len(decisions))
+	for i := range decisions {
+		c := &decisions[i]
+		b = mpArray(b, decisionFields)
+		b = mpString(b, c.Kind)
+		b = mpString(b, c.Actor)
+		b = mpString(b, c.Comment)
+		if b, err = mpTime(b, c.Time); err != nil {
+			return b, err
+		}
+	}
+	return b, nil
+}
+
+// DecodeDeployment reads a deployment written by AppendDeployment. The
+// strings it reads are set by r.Done.
+func DecodeDeployment(r *Reader, d *structs.Deployment) error {
 	n, err := r.arrayLen()
 	if err != nil {
 		return fmt.Errorf("deployment: %w", err)
@@ -143,74 +174,7 @@ func decodeDeployment(r *mpReader, d *structs.Deployment) error {
 	}
 	i := 0
 	for ; i < n && err == nil; i++ {
-		switch i {
-		case 0:
-			err = r.strTo(&d.ID)
-		case 1:
-			err = r.symTo(&d.Namespace)
-		case 2:
-			err = r.strTo(&d.JobID)
-		case 3:
-			err = r.symTo(&d.Repository)
-		case 4:
-			err = r.symTo(&d.Commit)
-		case 5:
-			err = r.strTo(&d.File)
-		case 6:
-			err = r.symTo((*string)(&d.Policy))
-		case 7:
-			err = r.symTo((*string)(&d.State))
-		case 8:
-			err = r.strTo(&d.SpecHash)
-		case 9:
-			d.Spec, err = r.bytes()
-		case 10:
-			err = r.strTo(&d.Diff)
-		case 11:
-			err = r.strTo(&d.DiffHash)
-		case 12:
-			d.JobModifyIndex, err = r.uint()
-		case 13:
-			d.SkipRegister, err = r.bool()
-		case 14:
-			d.LiftedWindow, err = r.bool()
-		case 15:
-			err = r.symTo(&d.LiftedBy)
-		case 16:
-			d.Hooks, err = decodeList(r, 1+frozenHookFields, decodeFrozenHook)
-		case 17:
-			d.HookRuns, err = decodeList(r, 1+hookRunFields, decodeHookRun)
-		case 18:
-			d.Decisions, err = decodeList(r, 1+decisionFields, decodeDecision)
-		case 19:
-			d.RegisterStartedAt, err = r.time()
-		case 20:
-			d.Registered, err = r.bool()
-		case 21:
-			d.JobVersion, err = r.uint()
-		case 22:
-			err = r.strTo(&d.NomadEvalID)
-		case 23:
-			err = r.strTo(&d.NomadDeploymentID)
-		case 24:
-			d.HealthDeadline, err = r.time()
-		case 25:
-			err = r.durationTo(&d.ApplyTimeout)
-		case 26:
-			err = r.strTo(&d.Error)
-		case 27:
-			d.CreatedAt, err = r.time()
-		case 28:
-			d.UpdatedAt, err = r.time()
-		case 29:
-			d.StateEnteredAt, err = r.time()
-		case 30:
-			d.CreateIndex, err = r.uint()
-		case 31:
-			d.ModifyIndex, err = r.uint()
-		default:
-			err = r.skip(0)
-		}
+		err = decodeDeploymentField(r, d, i)
 	}
 	if err != nil {
 		return fmt.Errorf("deployment field %d: %w", i-1, err)
@@ -218,7 +182,81 @@ func decodeDeployment(r *mpReader, d *structs.Deployment) error {
 	return nil
 }
 
-func decodeFrozenHook(r *mpReader, h *structs.FrozenHook) error {
+// decodeDeploymentField reads field i of a deployment: a table of the
+// fields, in the order AppendDeployment writes them.
+func decodeDeploymentField(r *Reader, d *structs.Deployment, i int) (err error) {
+	switch i {
+	case 0:
+		err = r.strTo(&d.ID)
+	case 1:
+		err = r.symTo(&d.Namespace)
+	case 2:
+		err = r.strTo(&d.JobID)
+	case 3:
+		err = r.symTo(&d.Repository)
+	case 4:
+		err = r.symTo(&d.Commit)
+	case 5:
+		err = r.strTo(&d.File)
+	case 6:
+		err = r.symTo((*string)(&d.Policy))
+	case 7:
+		err = r.symTo((*string)(&d.State))
+	case 8:
+		err = r.strTo(&d.SpecHash)
+	case 9:
+		d.Spec, err = r.bytes()
+	case 10:
+		err = r.strTo(&d.Diff)
+	case 11:
+		err = r.strTo(&d.DiffHash)
+	case 12:
+		d.JobModifyIndex, err = r.uint()
+	case 13:
+		d.SkipRegister, err = r.bool()
+	case 14:
+		d.LiftedWindow, err = r.bool()
+	case 15:
+		err = r.symTo(&d.LiftedBy)
+	case 16:
+		d.Hooks, err = decodeList(r, 1+frozenHookFields, decodeFrozenHook)
+	case 17:
+		d.HookRuns, err = decodeList(r, 1+hookRunFields, decodeHookRun)
+	case 18:
+		d.Decisions, err = decodeList(r, 1+decisionFields, decodeDecision)
+	case 19:
+		d.RegisterStartedAt, err = r.time()
+	case 20:
+		d.Registered, err = r.bool()
+	case 21:
+		d.JobVersion, err = r.uint()
+	case 22:
+		err = r.strTo(&d.NomadEvalID)
+	case 23:
+		err = r.strTo(&d.NomadDeploymentID)
+	case 24:
+		d.HealthDeadline, err = r.time()
+	case 25:
+		err = r.durationTo(&d.ApplyTimeout)
+	case 26:
+		err = r.strTo(&d.Error)
+	case 27:
+		d.CreatedAt, err = r.time()
+	case 28:
+		d.UpdatedAt, err = r.time()
+	case 29:
+		d.StateEnteredAt, err = r.time()
+	case 30:
+		d.CreateIndex, err = r.uint()
+	case 31:
+		d.ModifyIndex, err = r.uint()
+	default:
+		err = r.skip(0)
+	}
+	return err
+}
+
+func decodeFrozenHook(r *Reader, h *structs.FrozenHook) error {
 	n, err := r.arrayLen()
 	if err != nil || n < 0 {
 		return orNil(err, "hook")
@@ -241,7 +279,7 @@ func decodeFrozenHook(r *mpReader, h *structs.FrozenHook) error {
 		case 6:
 			err = r.durationTo(&h.Timeout)
 		case 7:
-			h.MetaKeys, err = decodeList(r, 1, func(r *mpReader, s *string) error { return r.symTo(s) })
+			h.MetaKeys, err = decodeList(r, 1, func(r *Reader, s *string) error { return r.symTo(s) })
 		default:
 			err = r.skip(0)
 		}
@@ -252,7 +290,7 @@ func decodeFrozenHook(r *mpReader, h *structs.FrozenHook) error {
 	return nil
 }
 
-func decodeHookRun(r *mpReader, h *structs.HookRun) error {
+func decodeHookRun(r *Reader, h *structs.HookRun) error {
 	n, err := r.arrayLen()
 	if err != nil || n < 0 {
 		return orNil(err, "hook run")
@@ -288,7 +326,7 @@ func decodeHookRun(r *mpReader, h *structs.HookRun) error {
 	return nil
 }
 
-func decodeDecision(r *mpReader, c *structs.Decision) error {
+func decodeDecision(r *Reader, c *structs.Decision) error {
 	n, err := r.arrayLen()
 	if err != nil || n < 0 {
 		return orNil(err, "decision")
@@ -327,13 +365,13 @@ func orNil(err error, what string) error {
 // allocated at once (strTo keeps pointers to them), and a list that claims
 // more than the record can hold is refused before, so that what a record
 // makes the restore allocate stays within a small multiple of its size.
-func decodeList[T any](r *mpReader, minSize int, one func(*mpReader, *T) error) ([]T, error) {
+func decodeList[T any](r *Reader, minSize int, one func(*Reader, *T) error) ([]T, error) {
 	n, err := r.arrayLen()
 	if err != nil || n < 0 {
 		return nil, err
 	}
-	if n > r.rest()/minSize {
-		return nil, fmt.Errorf("list of %d elements of %d bytes or more in the %d bytes left of the record", n, minSize, r.rest())
+	if n > r.Rest()/minSize {
+		return nil, fmt.Errorf("list of %d elements of %d bytes or more in the %d bytes left of the record", n, minSize, r.Rest())
 	}
 	out := make([]T, n)
 	for i := range out {
@@ -344,9 +382,9 @@ func decodeList[T any](r *mpReader, minSize int, one func(*mpReader, *T) error) 
 	return out, nil
 }
 
-// appendEvent appends the msgpack array of an event, as eventRecord has
-// it.
-func appendEvent(b []byte, e *structs.Event) ([]byte, error) {
+// AppendEvent appends the msgpack array of an event, as the event
+// record has it.
+func AppendEvent(b []byte, e *structs.Event) ([]byte, error) {
 	var err error
 	b = mpArray(b, eventFields)
 	b = mpUint(b, e.Seq)
@@ -359,10 +397,10 @@ func appendEvent(b []byte, e *structs.Event) ([]byte, error) {
 	return mpUint(b, e.Index), nil
 }
 
-// decodeEventArray reads an event written by appendEvent, or by the codec
-// from an eventRecord. Anything but an array (a nil included) is an error.
-func decodeEventArray(r *mpReader, e *structs.Event) error {
-	if r.i >= len(r.b) || !isMsgpackArray(r.b[r.i]) {
+// DecodeEvent reads an event written by AppendEvent, or by the codec
+// from an event record. Anything but an array (a nil included) is an error.
+func DecodeEvent(r *Reader, e *structs.Event) error {
+	if r.i >= len(r.b) || !IsArray(r.b[r.i]) {
 		return errors.New("event is not an array")
 	}
 	n, err := r.arrayLen()
@@ -404,48 +442,10 @@ func decodeEventArray(r *mpReader, e *structs.Event) error {
 	return nil
 }
 
-// isMsgpackArray reports whether b opens a msgpack array (fixarray, array
+// IsArray reports whether b opens a msgpack array (fixarray, array
 // 16 or array 32).
-func isMsgpackArray(b byte) bool {
+func IsArray(b byte) bool {
 	return b&0xf0 == 0x90 || b == 0xdc || b == 0xdd
-}
-
-// checkTime refuses a time that JSON cannot write, as checkTimes does,
-// without its reflection and, for a time that passes, without allocating.
-func checkTime(t time.Time) error {
-	if y := t.Year(); y >= 0 && y <= 9999 {
-		if _, off := t.Zone(); off > -24*3600 && off < 24*3600 {
-			return nil
-		}
-	}
-	var buf [64]byte
-	if _, err := t.AppendText(buf[:0]); err != nil {
-		return invalid("a time the API cannot write: %v", err)
-	}
-	return nil
-}
-
-// checkDeploymentTimes is checkTimes for a deployment.
-func checkDeploymentTimes(d *structs.Deployment) error {
-	for _, t := range []time.Time{d.RegisterStartedAt, d.HealthDeadline, d.CreatedAt, d.UpdatedAt, d.StateEnteredAt} {
-		if err := checkTime(t); err != nil {
-			return err
-		}
-	}
-	for i := range d.HookRuns {
-		if err := checkTime(d.HookRuns[i].StartedAt); err != nil {
-			return err
-		}
-		if err := checkTime(d.HookRuns[i].FinishedAt); err != nil {
-			return err
-		}
-	}
-	for i := range d.Decisions {
-		if err := checkTime(d.Decisions[i].Time); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // The msgpack writers. They write the shortest form, as the codec does.
@@ -553,9 +553,10 @@ func mpTime(b []byte, t time.Time) ([]byte, error) {
 	return b, nil
 }
 
-// mpReader reads msgpack values from one record. Every length is checked
-// against what the record holds before anything is allocated for it.
-type mpReader struct {
+// Reader reads msgpack values from one record. Every length is checked
+// against what the record holds before anything is allocated for it. The
+// zero Reader reads without interning; NewReader makes one that interns.
+type Reader struct {
 	b []byte
 	i int
 	// syms caches the short strings read by symTo, which repeat from
@@ -565,7 +566,7 @@ type mpReader struct {
 	// does not intern.
 	syms *symCache
 	// The strings strTo reads are gathered in arena, and cut from one
-	// string when the record is done (see done): one allocation a record
+	// string when the record is done (see Done): one allocation a record
 	// instead of one a string.
 	arena   []byte
 	pending []pendingString
@@ -588,17 +589,22 @@ const maxSymLen = 64
 
 func newSymCache() *symCache { return &symCache{seed: maphash.MakeSeed()} }
 
+// NewReader returns a Reader that interns the short strings it reads, for
+// a reader of many records.
+func NewReader() *Reader { return &Reader{syms: newSymCache()} }
+
 var errShortRecord = errors.New("record ends inside a value")
 
-func (r *mpReader) reset(b []byte) {
+// Reset starts reading the record b.
+func (r *Reader) Reset(b []byte) {
 	r.b, r.i = b, 0
 	r.arena, r.pending = r.arena[:0], r.pending[:0]
 }
 
-// rest returns how many bytes are left unread.
-func (r *mpReader) rest() int { return len(r.b) - r.i }
+// Rest returns how many bytes are left unread.
+func (r *Reader) Rest() int { return len(r.b) - r.i }
 
-func (r *mpReader) next() (byte, error) {
+func (r *Reader) next() (byte, error) {
 	if r.i >= len(r.b) {
 		return 0, errShortRecord
 	}
@@ -607,7 +613,7 @@ func (r *mpReader) next() (byte, error) {
 	return c, nil
 }
 
-func (r *mpReader) take(n int) ([]byte, error) {
+func (r *Reader) take(n int) ([]byte, error) {
 	if n < 0 || n > len(r.b)-r.i {
 		return nil, errShortRecord
 	}
@@ -617,7 +623,7 @@ func (r *mpReader) take(n int) ([]byte, error) {
 }
 
 // be reads an n-byte big-endian number.
-func (r *mpReader) be(n int) (uint64, error) {
+func (r *Reader) be(n int) (uint64, error) {
 	p, err := r.take(n)
 	if err != nil {
 		return 0, err
@@ -630,7 +636,7 @@ func (r *mpReader) be(n int) (uint64, error) {
 }
 
 // arrayLen reads an array header and returns its length, or -1 for a nil.
-func (r *mpReader) arrayLen() (int, error) {
+func (r *Reader) arrayLen() (int, error) {
 	c, err := r.next()
 	if err != nil {
 		return 0, err
@@ -652,15 +658,15 @@ func (r *mpReader) arrayLen() (int, error) {
 		return 0, err
 	}
 	// Each element takes a byte at least.
-	if n > uint64(r.rest()) {
-		return 0, fmt.Errorf("array of %d elements in the %d bytes left of the record", n, r.rest())
+	if n > uint64(r.Rest()) {
+		return 0, fmt.Errorf("array of %d elements in the %d bytes left of the record", n, r.Rest())
 	}
 	return int(n), nil
 }
 
 // raw reads a str or a bin and returns its bytes, or nil and false for a
 // nil.
-func (r *mpReader) raw() ([]byte, bool, error) {
+func (r *Reader) raw() ([]byte, bool, error) {
 	c, err := r.next()
 	if err != nil {
 		return nil, false, err
@@ -688,7 +694,7 @@ func (r *mpReader) raw() ([]byte, bool, error) {
 }
 
 // symTo reads a string that is likely to repeat (see symCache).
-func (r *mpReader) symTo(s *string) error {
+func (r *Reader) symTo(s *string) error {
 	p, _, err := r.raw()
 	if err != nil {
 		return err
@@ -708,8 +714,8 @@ func (r *mpReader) symTo(s *string) error {
 	return nil
 }
 
-// strTo reads a string into *s, which is set by done.
-func (r *mpReader) strTo(s *string) error {
+// strTo reads a string into *s, which is set by Done.
+func (r *Reader) strTo(s *string) error {
 	p, _, err := r.raw()
 	if err != nil {
 		return err
@@ -724,8 +730,8 @@ func (r *mpReader) strTo(s *string) error {
 	return nil
 }
 
-// done sets the strings strTo read, from one allocation.
-func (r *mpReader) done() {
+// Done sets the strings strTo read, from one allocation.
+func (r *Reader) Done() {
 	if len(r.pending) == 0 {
 		return
 	}
@@ -738,7 +744,7 @@ func (r *mpReader) done() {
 
 // bytes reads a bin (or str) into a new slice: nil for a nil, empty for
 // an empty one.
-func (r *mpReader) bytes() ([]byte, error) {
+func (r *Reader) bytes() ([]byte, error) {
 	p, ok, err := r.raw()
 	if err != nil || !ok {
 		return nil, err
@@ -750,7 +756,7 @@ func (r *mpReader) bytes() ([]byte, error) {
 
 // number reads an integer of any width; neg says it is negative, and v is
 // then its two's complement.
-func (r *mpReader) number() (v uint64, neg bool, err error) {
+func (r *Reader) number() (v uint64, neg bool, err error) {
 	c, err := r.next()
 	if err != nil {
 		return 0, false, err
@@ -778,7 +784,7 @@ func (r *mpReader) number() (v uint64, neg bool, err error) {
 	return 0, false, fmt.Errorf("want an integer, found type byte 0x%02x", c)
 }
 
-func (r *mpReader) uint() (uint64, error) {
+func (r *Reader) uint() (uint64, error) {
 	v, neg, err := r.number()
 	if err == nil && neg {
 		err = fmt.Errorf("negative value %d for an unsigned field", int64(v))
@@ -786,7 +792,7 @@ func (r *mpReader) uint() (uint64, error) {
 	return v, err
 }
 
-func (r *mpReader) int64() (int64, error) {
+func (r *Reader) int64() (int64, error) {
 	v, neg, err := r.number()
 	if err == nil && !neg && v > math.MaxInt64 {
 		err = fmt.Errorf("value %d overflows a signed field", v)
@@ -794,7 +800,7 @@ func (r *mpReader) int64() (int64, error) {
 	return int64(v), err
 }
 
-func (r *mpReader) intTo(p *int) error {
+func (r *Reader) intTo(p *int) error {
 	v, err := r.int64()
 	if err == nil && (v > math.MaxInt || v < math.MinInt) {
 		return fmt.Errorf("value %d overflows an int", v)
@@ -803,13 +809,13 @@ func (r *mpReader) intTo(p *int) error {
 	return err
 }
 
-func (r *mpReader) durationTo(p *time.Duration) error {
+func (r *Reader) durationTo(p *time.Duration) error {
 	v, err := r.int64()
 	*p = time.Duration(v)
 	return err
 }
 
-func (r *mpReader) bool() (bool, error) {
+func (r *Reader) bool() (bool, error) {
 	c, err := r.next()
 	if err != nil {
 		return false, err
@@ -824,7 +830,7 @@ func (r *mpReader) bool() (bool, error) {
 }
 
 // time reads a time written by mpTime; a nil is the zero time.
-func (r *mpReader) time() (time.Time, error) {
+func (r *Reader) time() (time.Time, error) {
 	var t time.Time
 	p, ok, err := r.raw()
 	if err != nil || !ok {
@@ -841,7 +847,7 @@ const maxSkipDepth = 32
 
 // skip reads past one value of any type: a field this version does not
 // know.
-func (r *mpReader) skip(depth int) error {
+func (r *Reader) skip(depth int) error {
 	if depth > maxSkipDepth {
 		return errors.New("value nested too deep")
 	}
@@ -869,8 +875,8 @@ func (r *mpReader) skip(depth int) error {
 		if c&0xf0 == 0x80 || c == 0xde || c == 0xdf {
 			n *= 2
 		}
-		if n > uint64(r.rest()) {
-			return fmt.Errorf("collection of %d values in the %d bytes left of the record", n, r.rest())
+		if n > uint64(r.Rest()) {
+			return fmt.Errorf("collection of %d values in the %d bytes left of the record", n, r.Rest())
 		}
 		for range n {
 			if err := r.skip(depth + 1); err != nil {
@@ -907,7 +913,7 @@ func (r *mpReader) skip(depth int) error {
 	if err != nil {
 		return err
 	}
-	if n > uint64(r.rest()) {
+	if n > uint64(r.Rest()) {
 		return errShortRecord
 	}
 	r.i += int(n)
