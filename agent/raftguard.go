@@ -90,9 +90,6 @@ func checkRPC(cmd any) error {
 		return nil
 	}
 	from := string(a.Addr)
-	if from == "" {
-		from = string(a.Leader)
-	}
 	for i, e := range a.Entries {
 		want := a.PrevLogEntry + 1 + uint64(i)
 		if e == nil {

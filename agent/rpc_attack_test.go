@@ -57,7 +57,9 @@ func sendRaftRPC(t *testing.T, addr string, req *raft.AppendEntriesRequest) net.
 	t.Cleanup(func() { _ = conn.Close() })
 	var buf bytes.Buffer
 	buf.Write([]byte{muxRaftByte, raftAppendEntriesRPC})
-	enc := codec.NewEncoder(&buf, &codec.MsgpackHandle{BasicHandle: codec.BasicHandle{TimeNotBuiltin: true}})
+	h := &codec.MsgpackHandle{}
+	h.TimeNotBuiltin = true
+	enc := codec.NewEncoder(&buf, h)
 	if err := enc.Encode(req); err != nil {
 		t.Fatal(err)
 	}
