@@ -41,3 +41,23 @@ func (a *API) ServeForwarding(ln net.Listener) { a.fwd.serve(ln) }
 
 // ShutdownForwarding drains the forwarding connections (fwdServer.Shutdown).
 func (a *API) ShutdownForwarding(ctx context.Context) error { return a.fwd.Shutdown(ctx) }
+
+// The forwarding protocol's limits (forward.go), for the peers that
+// speak it.
+const (
+	// ForwardVersion is the byte the leader opens a connection with.
+	ForwardVersion = rpcForwardVersion
+	// ForwardMaxFrame bounds a request frame.
+	ForwardMaxFrame = fwdMaxFrame
+	// ForwardChunk bounds a chunk of a streamed body.
+	ForwardChunk = fwdChunk
+	// ForwardMaxInFlight bounds the requests of one connection run at once.
+	ForwardMaxInFlight = fwdMaxInFlight
+)
+
+// FramedForwards counts the requests this server forwarded with the
+// forwarding protocol and had an answer for.
+func (a *API) FramedForwards() uint64 { return a.api.fwd.framed.Load() }
+
+// ForwardPeak is the most forwarded requests this server ran at once.
+func (a *API) ForwardPeak() int64 { return a.fwd.peak.Load() }

@@ -296,7 +296,7 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 func writeError(w http.ResponseWriter, err error) {
 	var he *HTTPError
 	if !errors.As(err, &he) {
-		he = &HTTPError{Code: statusOf(err), Msg: err.Error()}
+		he = &HTTPError{Code: StatusOf(err), Msg: err.Error()}
 	}
 	body := map[string]any{"error": he.Msg}
 	if len(he.Problems) > 1 {
@@ -305,7 +305,8 @@ func writeError(w http.ResponseWriter, err error) {
 	writeJSON(w, he.Code, body)
 }
 
-func statusOf(err error) int {
+// StatusOf returns the HTTP status an error answers with.
+func StatusOf(err error) int {
 	var coded interface{ StatusCode() int }
 	if errors.As(err, &coded) {
 		return coded.StatusCode()

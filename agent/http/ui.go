@@ -114,7 +114,7 @@ func (a *httpAPI) wrapUI(rule routeRule, fn handlerFunc) http.Handler {
 		if a.s.Config().ACL.Enabled && rule.scope != scopePublic {
 			authorized, err := a.authorize(r, rule)
 			if err != nil {
-				code := statusOf(err)
+				code := StatusOf(err)
 				if he, ok := err.(*HTTPError); ok {
 					code = he.Code
 				}
