@@ -31,7 +31,7 @@ func TestVerifyPush(t *testing.T) {
 		t.Fatalf("a signed push: %v", err)
 	}
 	want := &structs.Push{URLs: []string{"https://git.example/o/r.git", "git@git.example:o/r.git"}, Branch: "main",
-		After: "0123abcd", Delivery: "d-1"}
+		After: "0123abcd", Provider: "github", Delivery: "d-1"}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("push %+v, want %+v", got, want)
 	}
