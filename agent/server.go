@@ -120,7 +120,7 @@ type Server struct {
 	manager    *reconcile.Manager
 	build      func(s *Server) (LeaderFunc, Reconciler, error)
 	kick       *reconcile.KickQueue
-	// webhookSecret verifies git pushes (webhook_verify.go); empty
+	// webhookSecret verifies git pushes (agent/http/webhook_verify.go); empty
 	// disables the webhook.
 	webhookSecret string
 
