@@ -40,7 +40,13 @@ func (a *API) Internal() http.Handler { return a.internal }
 func (a *API) ServeForwarding(ln net.Listener) { a.fwd.serve(ln) }
 
 // ShutdownForwarding drains the forwarding connections (fwdServer.Shutdown).
-func (a *API) ShutdownForwarding(ctx context.Context) error { return a.fwd.Shutdown(ctx) }
+// It is safe on a nil API: a server that failed before serving has none.
+func (a *API) ShutdownForwarding(ctx context.Context) error {
+	if a == nil {
+		return nil
+	}
+	return a.fwd.Shutdown(ctx)
+}
 
 // The forwarding protocol's limits (forward.go), for the peers that
 // speak it.
