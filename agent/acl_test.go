@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nops-dev/nops/agent"
 	"github.com/nops-dev/nops/agent/config"
+	agenthttp "github.com/nops-dev/nops/agent/http"
 	"github.com/nops-dev/nops/fsm"
 	"github.com/nops-dev/nops/structs"
 	"github.com/nops-dev/nops/testutil"
@@ -395,7 +395,7 @@ func TestACL_EveryRouteOnACluster(t *testing.T) {
 	// The reset file allows one more bootstrap.
 	for i := 0; i < c.Size(); i++ {
 		idx := leader.State().ACL().BootstrapIndex()
-		if err := os.WriteFile(filepath.Join(c.Config(i).DataDir, agent.ACLBootstrapResetFile), []byte(fmt.Sprintf("%d\n", idx)), 0o600); err != nil {
+		if err := os.WriteFile(filepath.Join(c.Config(i).DataDir, agenthttp.ACLBootstrapResetFile), []byte(fmt.Sprintf("%d\n", idx)), 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}

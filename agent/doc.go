@@ -1,6 +1,7 @@
 // Package agent runs one Nops server: Raft with its log and snapshots under
-// the data dir, serf gossip and Consul discovery, the leadership lifecycle,
-// the HTTP API (with forwarding of writes to the leader) and metrics.
+// the data dir, serf gossip and Consul discovery, the leadership lifecycle
+// and metrics. It mounts the HTTP API of package agenthttp (agent/http),
+// with forwarding of writes to the leader, on its ports.
 //
 // It wires; it holds no business rules. The rules live in the FSM (what a
 // change may do) and in the reconcilers (what the leader decides to do).
@@ -10,7 +11,7 @@
 //     lost while a quorum lives.
 //   - A write (or a consistent read, or a snapshot) sent to a follower is
 //     forwarded to the leader over the RPC port with the forwarding
-//     protocol (forward.go), before any middleware, and answered with the
+//     protocol (agent/http/forward.go), before any middleware, and answered with the
 //     leader's status, headers and body; it is retried only when it cannot
 //     have been applied (no connection, no byte of it sent, or the peer
 //     answered that it is not the leader). With no leader, it is held up to
@@ -34,10 +35,10 @@
 //     applies it. The actor recorded is the token's name, never a header
 //     the client chose. Servers that disagree on acl.enabled form no
 //     cluster.
-//   - Every route of the HTTP API is in one table (routes.go), the
+//   - Every route of the HTTP API is in one table (agent/http/routes.go), the
 //     reconcilers' too (reconcile_endpoints.go, which asks a Reconciler of
 //     typed methods): decoding, limits, tokens and status codes are the
-//     agent's alone. Every route declares its answer (answers.go), a type
+//     API's alone. Every route declares its answer (answers.go), a type
 //     of package structs that rpc/client decodes into too.
 //   - Shutdown always returns: it stops the leader loops, cuts every
 //     connection of the RPC port, ends requests still running and waits for
@@ -51,7 +52,7 @@
 //     servers too old.
 //   - A log monitor never blocks the server: a slow client loses lines.
 //     Monitors, debug items and the debug bundle redact the secrets the
-//     server knows (monitor.go, debug.go).
+//     server knows (agent/http/monitor.go, debug.go).
 //   - SIGHUP applies the reloadable settings (reload.go) and names the
 //     others; a setting that fails to reload keeps its old value.
 package agent

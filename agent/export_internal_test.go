@@ -1,5 +1,7 @@
 package agent
 
+import agenthttp "github.com/nops-dev/nops/agent/http"
+
 // SetEstablishHook makes each establishLeadership of s call fn first, and
 // fail with fn's error; nil removes the hook. Set
 // from an Options.Build, it is in place before the server first acts on its
@@ -25,19 +27,19 @@ func SetApplyHook(s *Server, fn func()) {
 
 // FramedForwards counts the requests s forwarded with the forwarding
 // protocol and had an answer for.
-func FramedForwards(s *Server) uint64 { return s.api.fwd.framed.Load() }
+func FramedForwards(s *Server) uint64 { return s.api.FramedForwards() }
 
 // ForwardPeak is the most forwarded requests s ran at once for one or more
 // forwarding connections.
-func ForwardPeak(s *Server) int64 { return s.fwd.peak.Load() }
+func ForwardPeak(s *Server) int64 { return s.api.ForwardPeak() }
 
 // Forwarding protocol constants for the attack tests.
 const (
 	RPCForwardByte     = rpcForward
-	ForwardMaxFrame    = fwdMaxFrame
-	ForwardChunk       = fwdChunk
-	ForwardMaxInFlight = fwdMaxInFlight
-	ForwardVersionByte = rpcForwardVersion
+	ForwardMaxFrame    = agenthttp.ForwardMaxFrame
+	ForwardChunk       = agenthttp.ForwardChunk
+	ForwardMaxInFlight = agenthttp.ForwardMaxInFlight
+	ForwardVersionByte = agenthttp.ForwardVersion
 	// ShutdownGrace bounds Server.Shutdown's drain.
 	ShutdownGrace = shutdownGrace
 )

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"sync"
 	"time"
 
@@ -144,13 +143,4 @@ func (s *Server) applyGC(req *structs.GCRequest) (*structs.GCResult, error) {
 		return resp, nil
 	}
 	return nil, fmt.Errorf("%w: %T", errGCAnswer, resp)
-}
-
-// operatorGC forces a retention pass.
-func (a *operatorAPI) operatorGC(_ http.ResponseWriter, r *http.Request) (any, error) {
-	res, err := a.s.GC(r.Context(), writeMeta(r).Actor)
-	if err != nil {
-		return nil, err
-	}
-	return &res, nil
 }

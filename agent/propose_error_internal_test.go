@@ -7,6 +7,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	agenthttp "github.com/nops-dev/nops/agent/http"
 	"github.com/nops-dev/nops/structs"
 )
 
@@ -30,7 +31,7 @@ func TestProposeError_OutcomeOfRaftRefusals(t *testing.T) {
 		{raft.ErrEnqueueTimeout, http.StatusInternalServerError, false, false},
 	} {
 		err := proposeError(structs.PauseRequestType, tc.raftErr)
-		if got := statusOf(err); got != tc.status {
+		if got := agenthttp.StatusOf(err); got != tc.status {
 			t.Errorf("%v: status %d, want %d (%v)", tc.raftErr, got, tc.status, err)
 		}
 		if got := errors.Is(err, structs.ErrNotLeader); got != tc.notLeader {

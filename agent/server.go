@@ -23,6 +23,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/nops-dev/nops/agent/config"
+	agenthttp "github.com/nops-dev/nops/agent/http"
 	"github.com/nops-dev/nops/fsm"
 	"github.com/nops-dev/nops/reconcile"
 	"github.com/nops-dev/nops/reconcile/notify"
@@ -40,8 +41,6 @@ const (
 	// raftLogCacheSize is how many of the newest log entries stay in
 	// memory.
 	raftLogCacheSize = 512
-	// leaderWait is how long a write waits for a leader before 503.
-	leaderWait = 5 * time.Second
 )
 
 // LeaderFunc runs the leader's loops until ctx is cancelled, and returns once
@@ -55,7 +54,6 @@ type Server struct {
 	// rootLogger is the logger the server was given; when it is an
 	// hclog.InterceptLogger, monitors register their sinks on it.
 	rootLogger hclog.Logger
-	monitors   atomic.Int32
 	// live is the configuration in use once a reload applied settings;
 	// reloadMu serializes reloads.
 	live     atomic.Pointer[config.Config]
@@ -80,10 +78,9 @@ type Server struct {
 	httpLn     net.Listener
 	httpServer *http.Server
 	rpcHTTP    *http.Server
-	// api serves both HTTP servers; fwd serves the requests followers
-	// forward with the forwarding protocol (forward.go).
-	api *httpAPI
-	fwd *fwdServer
+	// api serves both HTTP servers and the requests followers forward
+	// with the forwarding protocol (package agenthttp).
+	api *agenthttp.API
 	// requestCtx is the parent of every request's context; Shutdown
 	// cancels it, so long polls and forwards waiting for a leader end at
 	// once instead of holding the shutdown.
@@ -121,14 +118,12 @@ type Server struct {
 	manager    *reconcile.Manager
 	build      func(s *Server) (LeaderFunc, Reconciler, error)
 	kick       *reconcile.KickQueue
-	// webhookSecret verifies git pushes (webhook_verify.go); empty
+	// webhookSecret verifies git pushes (agent/http/webhook_verify.go); empty
 	// disables the webhook.
 	webhookSecret string
 
-	// notifier delivers the notification outbox while the server leads;
-	// eventStreams counts the open event streams.
-	notifier     *notify.Deliverer
-	eventStreams atomic.Int32
+	// notifier delivers the notification outbox while the server leads.
+	notifier *notify.Deliverer
 
 	tempDir string
 
@@ -261,21 +256,19 @@ func (s *Server) setup() error {
 	// TLS wraps the connection cap, so that the server sees a *tls.Conn
 	// and requests carry their TLS state (the Origin check's scheme, the
 	// session cookie's Secure flag).
-	httpLn = s.wrapHTTPListener(limitListener(cfg, httpLn))
-	api := newHTTPAPI(s)
+	httpLn = s.wrapHTTPListener(agenthttp.LimitListener(cfg, httpLn))
+	api := agenthttp.New(s, s.logger.Named("forward"))
 	s.requestCtx, s.requestCancel = context.WithCancel(context.Background())
 	base := func(net.Listener) context.Context { return s.requestCtx }
-	s.httpServer = newHTTPServer(cfg, api.handler(false))
+	s.httpServer = agenthttp.NewHTTPServer(cfg, api.Handler())
 	s.httpServer.BaseContext = base
 	s.httpServer.ErrorLog = httpErrorLog(s.logger)
-	internal := api.handler(true)
-	s.rpcHTTP = newHTTPServer(cfg, internal)
+	s.rpcHTTP = agenthttp.NewHTTPServer(cfg, api.Internal())
 	s.rpcHTTP.BaseContext = base
 	s.rpcHTTP.ErrorLog = httpErrorLog(s.logger)
 	s.wg.Add(3)
 	s.api = api
-	s.fwd = newFwdServer(api, internal, s.logger.Named("forward"))
-	go s.fwd.serve(newChanListener(s.mux, s.mux.fwdCh))
+	go api.ServeForwarding(newChanListener(s.mux, s.mux.fwdCh))
 	go func() {
 		defer s.wg.Done()
 		if err := s.httpServer.Serve(httpLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -575,7 +568,7 @@ func (s *Server) Shutdown() {
 		drain.Add(1)
 		go func() {
 			defer drain.Done()
-			_ = s.fwd.Shutdown(ctx)
+			_ = s.api.ShutdownForwarding(ctx)
 		}()
 		drain.Wait()
 		if s.raft != nil {

@@ -10,6 +10,7 @@ import (
 	"github.com/hashicorp/raft"
 	"github.com/hashicorp/serf/serf"
 
+	agenthttp "github.com/nops-dev/nops/agent/http"
 	"github.com/nops-dev/nops/structs"
 )
 
@@ -56,8 +57,8 @@ func TestServersMeetMinimumVersion(t *testing.T) {
 			if strings.Join(tooOld.Servers, ",") != strings.Join(tc.old, ",") {
 				t.Fatalf("too old: %v, want %v", tooOld.Servers, tc.old)
 			}
-			if statusOf(err) != http.StatusConflict || !strings.Contains(err.Error(), "AutopilotSetConfig needs every server at version 0.2.0") {
-				t.Fatalf("error %q (status %d)", err, statusOf(err))
+			if agenthttp.StatusOf(err) != http.StatusConflict || !strings.Contains(err.Error(), "AutopilotSetConfig needs every server at version 0.2.0") {
+				t.Fatalf("error %q (status %d)", err, agenthttp.StatusOf(err))
 			}
 		})
 	}

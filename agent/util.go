@@ -3,7 +3,6 @@ package agent
 import (
 	"context"
 	"encoding/base64"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -74,12 +73,4 @@ func (s *Server) rpcHTTPClient(rpcAddr string) *http.Client {
 			IdleConnTimeout:     90 * time.Second,
 		},
 	}
-}
-
-// isAbort reports whether a recovered panic value is http.ErrAbortHandler,
-// the panic net/http aborts a response with, which a handler's recover
-// must pass on.
-func isAbort(p any) bool {
-	err, ok := p.(error)
-	return ok && errors.Is(err, http.ErrAbortHandler)
 }

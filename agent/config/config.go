@@ -72,7 +72,7 @@ const (
 	DefaultRaftSnapshotInterval  = 2 * time.Minute
 	DefaultRegion                = "global"
 
-	// HTTP server limits (see agent/httpguard.go). Streams and long polls
+	// HTTP server limits (see agent/http/httpguard.go). Streams and long polls
 	// have no write timeout; snapshot save and restore get
 	// SnapshotTransferTimeout for both. A request is read within 30s and
 	// answered within 2m (an apply that waits on Raft and Nomad); idle

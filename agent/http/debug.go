@@ -1,4 +1,4 @@
-package agent
+package agenthttp
 
 import (
 	"encoding/json"
@@ -44,24 +44,24 @@ func (a *operatorAPI) agentDebug(w http.ResponseWriter, r *http.Request) (any, e
 	if done, err := a.toServer(w, r); done || err != nil {
 		return nil, err
 	}
-	red := a.s.redactor()
+	red := newRedactor(a.s.LiveConfig())
 	switch item := r.PathValue("item"); item {
 	case "self":
 		self, err := a.agentSelf(w, r)
 		if err != nil {
 			return nil, err
 		}
-		raw, err := json.MarshalIndent(&DebugSelf{Self: self.(*structs.AgentSelf), Config: redactedConfig(a.s.liveConfig())}, "", "  ")
+		raw, err := json.MarshalIndent(&DebugSelf{Self: self.(*structs.AgentSelf), Config: redactedConfig(a.s.LiveConfig())}, "", "  ")
 		if err != nil {
 			return nil, err
 		}
 		return rawBody{contentType: "application/json", body: red.bytes(raw)}, nil
 	case "metrics":
 		rec := httptest.NewRecorder()
-		promhttp.HandlerFor(a.s.metrics, promhttp.HandlerOpts{}).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+		promhttp.HandlerFor(a.s.Metrics(), promhttp.HandlerOpts{}).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
 		return rawBody{contentType: "text/plain; version=0.0.4", body: red.bytes(rec.Body.Bytes())}, nil
 	case "goroutine", "heap", "allocs", "block", "mutex", "threadcreate":
-		if !a.s.config.EnableDebug {
+		if !a.s.Config().EnableDebug {
 			return nil, ErrDebugDisabled
 		}
 		p := runtimepprof.Lookup(item)
@@ -93,7 +93,7 @@ func (a *operatorAPI) agentDebug(w http.ResponseWriter, r *http.Request) (any, e
 // debugPprof serves net/http/pprof under /debug/pprof/ when enable_debug
 // is set, and nothing otherwise.
 func (a *operatorAPI) debugPprof(w http.ResponseWriter, r *http.Request) (any, error) {
-	if !a.s.config.EnableDebug {
+	if !a.s.Config().EnableDebug {
 		return nil, ErrDebugDisabled
 	}
 	switch strings.TrimPrefix(r.URL.Path, "/debug/pprof/") {
@@ -151,10 +151,9 @@ func redactedConfig(c *config.Config) *config.Config {
 	return &out
 }
 
-// redactor returns a redactor of every secret this server knows: those
-// of its configuration and the gossip keys of its keyring file.
-func (s *Server) redactor() *redactor {
-	c := s.liveConfig()
+// newRedactor returns a redactor of every secret a server knows: those
+// of its configuration c and the gossip keys of its keyring file.
+func newRedactor(c *config.Config) *redactor {
 	var secrets []string
 	secrets = append(secrets, c.NomadToken, c.Encrypt)
 	if c.Consul != nil {

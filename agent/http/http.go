@@ -1,4 +1,4 @@
-package agent
+package agenthttp
 
 import (
 	"bytes"
@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -55,7 +56,7 @@ type handlerFunc func(w http.ResponseWriter, r *http.Request) (any, error)
 // caches of compiled ACLs and OIDC providers, and the checks that use them
 // (authorize, setMeta).
 type apiBase struct {
-	s      *Server
+	s      Server
 	logger hclog.Logger
 
 	// acls caches the compiled ACLs of tokens, providers the OIDC
@@ -67,6 +68,9 @@ type apiBase struct {
 	// restoring is held by the snapshot restore this server is reading,
 	// checking or forwarding: one at a time (snapshotRestoreSlot).
 	restoring sync.Mutex
+	// monitors counts the log monitors running, eventStreams the open
+	// event streams.
+	monitors, eventStreams atomic.Int32
 }
 
 // httpAPI serves the v1 API on the HTTP port and, for requests forwarded by
@@ -103,10 +107,10 @@ type (
 	ssoAPI struct{ *apiBase }
 )
 
-func newHTTPAPI(s *Server) *httpAPI {
-	b := &apiBase{s: s, logger: s.logger.Named("http")}
+func newHTTPAPI(s Server) *httpAPI {
+	b := &apiBase{s: s, logger: s.Logger().Named("http")}
 	return &httpAPI{
-		apiBase: b, fwd: newForwarder(s, s.logger.Named("forward")),
+		apiBase: b, fwd: newForwarder(b, s.Logger().Named("forward")),
 		cluster: &clusterAPI{b}, operator: &operatorAPI{b}, acl: &aclAPI{b}, sso: &ssoAPI{b},
 	}
 }
@@ -139,7 +143,7 @@ func (a *httpAPI) handler(internal bool) http.Handler {
 		mux.Handle(pattern, a.wrap(kind, rule, internal, fn))
 	}
 	a.routes(route)
-	mux.Handle("GET /metrics", promhttp.HandlerFor(a.s.metrics, promhttp.HandlerOpts{}))
+	mux.Handle("GET /metrics", promhttp.HandlerFor(a.s.Metrics(), promhttp.HandlerOpts{}))
 	if !internal {
 		mux.Handle("GET /{$}", http.RedirectHandler("/ui/", http.StatusFound))
 		mux.Handle("GET /ui", http.RedirectHandler("/ui/", http.StatusFound))
@@ -197,7 +201,7 @@ func (a *httpAPI) wrap(kind string, rule routeRule, internal bool, fn handlerFun
 				writeError(w, &HTTPError{Code: http.StatusInternalServerError, Msg: "internal error"})
 			}
 		}()
-		r.Body = http.MaxBytesReader(w, r.Body, bodyLimit(a.s.config, r))
+		r.Body = http.MaxBytesReader(w, r.Body, bodyLimit(a.s.Config(), r))
 		needLeader := kind == kindWrite || kind == kindLeaderRead || (kind == kindRead && r.URL.Query().Has("consistent"))
 		if needLeader {
 			if !a.s.IsLeader() {
@@ -208,7 +212,7 @@ func (a *httpAPI) wrap(kind string, rule routeRule, internal bool, fn handlerFun
 				return
 			}
 			if kind != kindWrite {
-				if err := a.s.raft.VerifyLeader().Error(); err != nil {
+				if err := a.s.Raft().VerifyLeader().Error(); err != nil {
 					writeError(w, &HTTPError{Code: http.StatusServiceUnavailable, Msg: "leadership lost: " + err.Error()})
 					return
 				}
@@ -274,7 +278,7 @@ func (a *apiBase) setMeta(w http.ResponseWriter) {
 	h.Set(headerKnownLeader, strconv.FormatBool(leader != ""))
 	contact := time.Duration(0)
 	if !a.s.IsLeader() {
-		if last := a.s.raft.LastContact(); !last.IsZero() {
+		if last := a.s.Raft().LastContact(); !last.IsZero() {
 			contact = time.Since(last)
 		}
 	}
@@ -292,7 +296,7 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 func writeError(w http.ResponseWriter, err error) {
 	var he *HTTPError
 	if !errors.As(err, &he) {
-		he = &HTTPError{Code: statusOf(err), Msg: err.Error()}
+		he = &HTTPError{Code: StatusOf(err), Msg: err.Error()}
 	}
 	body := map[string]any{"error": he.Msg}
 	if len(he.Problems) > 1 {
@@ -301,7 +305,8 @@ func writeError(w http.ResponseWriter, err error) {
 	writeJSON(w, he.Code, body)
 }
 
-func statusOf(err error) int {
+// StatusOf returns the HTTP status an error answers with.
+func StatusOf(err error) int {
 	var coded interface{ StatusCode() int }
 	if errors.As(err, &coded) {
 		return coded.StatusCode()

@@ -1,4 +1,4 @@
-package agent
+package agenthttp
 
 import (
 	"bytes"
@@ -28,10 +28,10 @@ const uiActor = "dashboard"
 // dashboard returns the server's dashboard, built once.
 func (a *httpAPI) dashboard() *web.UI {
 	a.uiOnce.Do(func() {
-		cfg := a.s.config
+		cfg := a.s.Config()
 		u, err := web.New(web.Config{
 			Logger: a.logger.Named("ui"), Backend: &uiBackend{a: a}, ACLs: cfg.ACL.Enabled, TLS: cfg.TLS.HTTP,
-			UIURL: cfg.UIURL, NomadUIURL: cfg.NomadUIURL, Node: a.s.nodeName(),
+			UIURL: cfg.UIURL, NomadUIURL: cfg.NomadUIURL, Node: a.s.NodeName(),
 		})
 		if err != nil {
 			// The templates are embedded: this is a build error, which
@@ -111,10 +111,10 @@ func (a *httpAPI) wrapUI(rule routeRule, fn handlerFunc) http.Handler {
 			r.Header.Set(headerToken, secret)
 		}
 		v := &web.Viewer{Name: uiActor, Token: secret, Anonymous: secret == "", HeaderAuth: header && secret != ""}
-		if a.s.config.ACL.Enabled && rule.scope != scopePublic {
+		if a.s.Config().ACL.Enabled && rule.scope != scopePublic {
 			authorized, err := a.authorize(r, rule)
 			if err != nil {
-				code := statusOf(err)
+				code := StatusOf(err)
 				if he, ok := err.(*HTTPError); ok {
 					code = he.Code
 				}
@@ -128,7 +128,7 @@ func (a *httpAPI) wrapUI(rule routeRule, fn handlerFunc) http.Handler {
 			pol := id.acl
 			v.CanCluster = func(c string) bool { return pol.AllowCluster(capabilityByName(c)) }
 			v.CanJob = func(ns, job, c string) bool { return pol.AllowJob(ns, job, capabilityByName(c)) }
-		} else if a.s.config.ACL.Enabled && secret != "" {
+		} else if a.s.Config().ACL.Enabled && secret != "" {
 			// A public page of a logged-in user: show the name.
 			if id, err := a.resolve(r); err == nil {
 				v.Name, v.Anonymous = id.name, id.token == nil
@@ -137,7 +137,7 @@ func (a *httpAPI) wrapUI(rule routeRule, fn handlerFunc) http.Handler {
 				v.CanJob = func(ns, job, c string) bool { return pol.AllowJob(ns, job, capabilityByName(c)) }
 			}
 		}
-		if a.s.config.ACL.Enabled && v.CanCluster == nil {
+		if a.s.Config().ACL.Enabled && v.CanCluster == nil {
 			v.CanCluster = func(string) bool { return false }
 			v.CanJob = func(string, string, string) bool { return false }
 		}
@@ -175,11 +175,11 @@ func (b *uiBackend) Do(ctx context.Context, v *web.Viewer, method, path string, 
 	if v != nil && v.Token != "" {
 		req.Header.Set(headerToken, v.Token)
 	}
-	if !b.a.s.config.ACL.Enabled {
+	if !b.a.s.Config().ACL.Enabled {
 		req.Header.Set(headerActor, uiActor)
 	}
 	rec := &recorder{header: http.Header{}}
-	b.a.s.httpServer.Handler.ServeHTTP(rec, req)
+	b.a.s.HTTPHandler().ServeHTTP(rec, req)
 	if rec.code == 0 {
 		rec.code = http.StatusOK
 	}
@@ -205,7 +205,7 @@ func (b *uiBackend) WaitChange(ctx context.Context, after uint64) uint64 {
 		case <-ch:
 		case <-ctx.Done():
 			return st.LatestIndex()
-		case <-b.a.s.shutdownCh:
+		case <-b.a.s.ShutdownCh():
 			return st.LatestIndex()
 		}
 	}
@@ -216,18 +216,18 @@ func (b *uiBackend) Index() uint64 { return b.a.s.State().LatestIndex() }
 // Cluster reads the Raft configuration and the serf members.
 func (b *uiBackend) Cluster() (*web.ClusterInfo, error) {
 	s := b.a.s
-	f := s.raft.GetConfiguration()
+	f := s.Raft().GetConfiguration()
 	if err := f.Error(); err != nil {
 		return nil, fmt.Errorf("raft configuration: %w", err)
 	}
 	leader, leaderID := s.Leader()
-	stats := s.raft.Stats()
+	stats := s.Raft().Stats()
 	lastIdx, _ := strconv.ParseUint(stats["last_log_index"], 10, 64)
 	applied, _ := strconv.ParseUint(stats["applied_index"], 10, 64)
-	c := &web.ClusterInfo{Node: s.nodeName(), Version: Version, RaftState: s.raft.State().String(), Leader: leader,
+	c := &web.ClusterInfo{Node: s.NodeName(), Version: s.Version(), RaftState: s.Raft().State().String(), Leader: leader,
 		LastIndex: lastIdx, AppliedIdx: applied}
 	if !s.IsLeader() {
-		if last := s.raft.LastContact(); !last.IsZero() {
+		if last := s.Raft().LastContact(); !last.IsZero() {
 			c.LastContact = time.Since(last).Round(time.Millisecond)
 		}
 	}
@@ -238,7 +238,7 @@ func (b *uiBackend) Cluster() (*web.ClusterInfo, error) {
 	}
 	sort.Slice(c.Members, func(i, j int) bool { return c.Members[i].Name < c.Members[j].Name })
 	for _, srv := range f.Configuration().Servers {
-		node := s.membership.peerName(srv.ID, srv.Address)
+		node := s.PeerName(srv.ID, srv.Address)
 		c.Peers = append(c.Peers, web.Peer{Node: node, ID: string(srv.ID), Address: string(srv.Address),
 			Leader: string(srv.ID) == leaderID, Voter: srv.Suffrage == raft.Voter, RaftProtocol: strconv.Itoa(raft.ProtocolVersionMax)})
 	}

@@ -1,4 +1,4 @@
-package agent
+package agenthttp
 
 import (
 	"bufio"
@@ -235,7 +235,7 @@ func readFrame(r *bufio.Reader, limit int) ([]byte, error) {
 // fwdServer serves the forwarding protocol on the leader (and answers
 // not-leader on any other server, as the handler does).
 type fwdServer struct {
-	s       *Server
+	s       Server
 	api     *httpAPI
 	handler http.Handler
 	logger  hclog.Logger
@@ -263,24 +263,24 @@ func newFwdServer(api *httpAPI, handler http.Handler, logger hclog.Logger) *fwdS
 	return &fwdServer{
 		s: s, api: api, handler: handler, logger: logger,
 		handle: structs.NewMsgpackHandle(),
-		idle:   orDefault(s.config.HTTPIdleTimeout, config.DefaultHTTPIdleTimeout),
-		read:   orDefault(s.config.HTTPReadTimeout, config.DefaultHTTPReadTimeout),
-		write:  orDefault(s.config.HTTPWriteTimeout, config.DefaultHTTPWriteTimeout),
+		idle:   orDefault(s.Config().HTTPIdleTimeout, config.DefaultHTTPIdleTimeout),
+		read:   orDefault(s.Config().HTTPReadTimeout, config.DefaultHTTPReadTimeout),
+		write:  orDefault(s.Config().HTTPWriteTimeout, config.DefaultHTTPWriteTimeout),
 		conns:  map[net.Conn]struct{}{},
 		quit:   make(chan struct{}),
 	}
 }
 
 // serve accepts the forwarding connections of the mux until it closes.
-// Every goroutine it starts is counted in s.wg.
+// Every goroutine it starts is counted in s.Goroutines().
 func (f *fwdServer) serve(ln net.Listener) {
-	defer f.s.wg.Done()
+	defer f.s.Goroutines().Done()
 	for {
 		conn, err := ln.Accept()
 		if err != nil {
 			return
 		}
-		f.s.wg.Add(1)
+		f.s.Goroutines().Add(1)
 		go f.serveConn(conn)
 	}
 }
@@ -364,7 +364,7 @@ type fwdConnState struct {
 // drain starts, it stops reading and closes the connection once its
 // requests are answered; when the peer goes, it cancels them.
 func (f *fwdServer) serveConn(conn net.Conn) {
-	defer f.s.wg.Done()
+	defer f.s.Goroutines().Done()
 	f.readers.Add(1)
 	readerDone := sync.OnceFunc(func() { f.readers.Add(-1) })
 	defer readerDone()
@@ -376,7 +376,7 @@ func (f *fwdServer) serveConn(conn net.Conn) {
 	}
 	f.conns[conn] = struct{}{}
 	f.mu.Unlock()
-	ctx, cancel := context.WithCancel(f.s.requestCtx)
+	ctx, cancel := context.WithCancel(f.s.RequestContext())
 	c := &fwdConnState{
 		conn: conn, remote: conn.RemoteAddr(), ctx: ctx,
 		out:       newFrameWriter(conn, f.handle),

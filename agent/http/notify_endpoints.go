@@ -1,21 +1,16 @@
-package agent
+package agenthttp
 
 import (
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
-	"os"
 	"strconv"
 	"strings"
 	"time"
 
-	nomadapi "github.com/hashicorp/nomad/api"
-
 	"github.com/nops-dev/nops/agent/acl"
-	"github.com/nops-dev/nops/agent/config"
 	"github.com/nops-dev/nops/fsm"
-	"github.com/nops-dev/nops/reconcile/nomadx"
 	"github.com/nops-dev/nops/reconcile/notify"
 	"github.com/nops-dev/nops/structs"
 )
@@ -27,43 +22,10 @@ const (
 	// streamBatch bounds the events one read of a stream sends, so a client
 	// far behind catches up in pieces instead of one huge state read.
 	streamBatch = 500
-	// notifyClientTimeout bounds one notification request when the caller
-	// gives no HTTP client: a receiver that takes longer is retried later.
-	notifyClientTimeout = 10 * time.Second
 	// streamKeepAlive is how often an idle stream sends a comment, so
 	// proxies and clients see it is alive.
 	streamKeepAlive = 15 * time.Second
 )
-
-// setupNotify builds the notification delivery loop from the notify
-// blocks. It runs only while the server leads.
-func (s *Server) setupNotify() error {
-	var nomad *nomadapi.Client
-	for _, n := range s.config.Notify {
-		if n.Kind != config.NotifyKindNomad || nomad != nil {
-			continue
-		}
-		// The same Nomad identity as the reconcilers': the token, or the
-		// token file (re-read on rotation; also the Task API's).
-		c, err := nomadx.New(nomadx.Config{
-			Address: s.config.NomadAddr, Token: s.config.NomadToken, TokenFile: s.config.NomadTokenFile,
-			Region: s.config.NomadRegion, RedactKeys: s.config.SecretKeyFragments(), Registerer: s.metrics,
-		}, s.logger.Named("notify.nomad"))
-		if err != nil {
-			return fmt.Errorf("nomad client for notifications: %w", err)
-		}
-		nomad = c.API()
-	}
-	targets, err := notifyTargets(s.config, os.LookupEnv, nil, nomad)
-	if err != nil {
-		return err
-	}
-	s.notifier = notify.New(s, notify.Config{
-		Targets: targets, UIURL: s.config.UIURL, Retention: s.config.NotifyRetention,
-		Leader: s.nodeName(), Registerer: s.metrics,
-	}, s.logger)
-	return nil
-}
 
 func (a *clusterAPI) notifyRoutes(route func(pattern, kind string, rule routeRule, fn handlerFunc)) {
 	route("GET /v1/notifications", kindRead, filtered(acl.Read), a.notificationList)
@@ -112,7 +74,7 @@ func (a *clusterAPI) notificationGet(_ http.ResponseWriter, r *http.Request) (an
 
 func (a *clusterAPI) notifyTargets(_ http.ResponseWriter, _ *http.Request) (any, error) {
 	out := []*structs.NotifyTarget{}
-	for _, n := range a.s.config.Notify {
+	for _, n := range a.s.Config().Notify {
 		out = append(out, &structs.NotifyTarget{Name: n.Name, Kind: n.Kind, Events: nonNilStrings(n.Events),
 			Namespaces: nonNilStrings(n.Namespaces), Jobs: nonNilStrings(n.Jobs)})
 	}
@@ -131,7 +93,7 @@ func (a *clusterAPI) notifyTest(_ http.ResponseWriter, r *http.Request) (any, er
 		return nil, err
 	}
 	name := r.PathValue("name")
-	n, err := a.s.notifier.Test(r.Context(), name, writeMeta(r).Actor)
+	n, err := a.s.Notifier().Test(r.Context(), name, writeMeta(r).Actor)
 	if errors.Is(err, notify.ErrUnknownTarget) {
 		return nil, fmt.Errorf("%w: notify target %q", structs.ErrNotFound, name)
 	}
@@ -164,12 +126,12 @@ func (a *clusterAPI) eventStream(w http.ResponseWriter, r *http.Request) (any, e
 	if !ok {
 		return nil, errors.New("streaming is not supported by this connection")
 	}
-	if n := a.s.eventStreams.Add(1); n > maxEventStreams {
-		a.s.eventStreams.Add(-1)
+	if n := a.eventStreams.Add(1); n > maxEventStreams {
+		a.eventStreams.Add(-1)
 		return nil, &HTTPError{Code: http.StatusTooManyRequests,
 			Msg: fmt.Sprintf("too many event streams on this server (limit %d): retry later", maxEventStreams)}
 	}
-	defer a.s.eventStreams.Add(-1)
+	defer a.eventStreams.Add(-1)
 
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
@@ -217,7 +179,7 @@ func (a *clusterAPI) eventStream(w http.ResponseWriter, r *http.Request) (any, e
 		select {
 		case <-r.Context().Done():
 			return nil, nil
-		case <-a.s.shutdownCh:
+		case <-a.s.ShutdownCh():
 			return nil, nil
 		case <-keepAlive.C:
 			if _, err := fmt.Fprint(w, ": keep-alive\n\n"); err != nil {
@@ -227,56 +189,4 @@ func (a *clusterAPI) eventStream(w http.ResponseWriter, r *http.Request) (any, e
 		case <-changed:
 		}
 	}
-}
-
-// notifyTargets builds the notify targets of a configuration. client sends the HTTP
-// requests (nil: a client with a notifyClientTimeout timeout); nomad is the client nomad
-// targets dispatch through.
-func notifyTargets(cfg *config.Config, lookupEnv func(string) (string, bool), client *http.Client, nomad *nomadapi.Client) ([]*notify.Target, error) {
-	if client == nil {
-		client = &http.Client{Timeout: notifyClientTimeout}
-	}
-	if lookupEnv == nil {
-		lookupEnv = os.LookupEnv
-	}
-	var out []*notify.Target
-	for _, nc := range cfg.Notify {
-		nc = nc.WithDefaults()
-		secret, err := nc.ResolveSecret(lookupEnv)
-		if err != nil {
-			return nil, err
-		}
-		var url string
-		if nc.URL != "" || nc.URLEnv != "" {
-			if url, err = nc.ResolveURL(lookupEnv); err != nil {
-				return nil, err
-			}
-		}
-		t := &notify.Target{
-			Name: nc.Name, Events: nc.Events, Namespaces: nc.Namespaces, Jobs: nc.Jobs,
-			GiveUpAfter: nc.GiveUpAfter, RetryInitial: nc.RetryInitial, RetryMax: nc.RetryMax,
-		}
-		switch nc.Kind {
-		case config.NotifyKindWebhook:
-			t.Sender = &notify.Webhook{URL: url, Secret: secret, Client: client}
-		case config.NotifyKindSlack:
-			t.Sender = &notify.Slack{WebhookURL: url, Token: secret, Channel: nc.Channel, Client: client}
-		case config.NotifyKindEmail:
-			t.Sender = &notify.Email{Addr: nc.SMTPAddr, From: nc.From, To: nc.To, Username: nc.Username, Password: secret,
-				RequireTLS: nc.RequireTLS}
-		case config.NotifyKindNomad:
-			if nomad == nil {
-				return nil, fmt.Errorf("notify %q: a nomad target needs the server's Nomad client", nc.Name)
-			}
-			ns := nc.NomadNamespace
-			if ns == "" {
-				ns = "default"
-			}
-			t.Sender = &notify.NomadDispatch{Client: nomad, Namespace: ns, JobID: nc.NomadJob}
-		default:
-			return nil, fmt.Errorf("notify %q: kind %q is not supported", nc.Name, nc.Kind)
-		}
-		out = append(out, t)
-	}
-	return out, nil
 }

@@ -1,11 +1,13 @@
-package agent
+package agenthttp_test
 
 import (
 	"testing"
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/nops-dev/nops/agent"
 	"github.com/nops-dev/nops/agent/config"
+	agenthttp "github.com/nops-dev/nops/agent/http"
 	"github.com/nops-dev/nops/reconcile"
 )
 
@@ -20,7 +22,7 @@ func TestRoute_AnswerTableNamesOnlyRealRoutes(t *testing.T) {
 	cfg.BootstrapExpect = 1
 	cfg.Dev = true
 	// A nil manager: its routes are in the table, and none is called.
-	s, err := New(cfg, hclog.NewNullLogger(), Options{Reconciler: (*reconcile.Manager)(nil)})
+	s, err := agent.New(cfg, hclog.NewNullLogger(), agent.Options{Reconciler: (*reconcile.Manager)(nil)})
 	if err != nil {
 		t.Fatalf("start server: %v", err)
 	}
@@ -29,7 +31,7 @@ func TestRoute_AnswerTableNamesOnlyRealRoutes(t *testing.T) {
 	for _, rt := range s.RouteTable() {
 		served[rt.Pattern] = true
 	}
-	for pattern := range routeAnswers() {
+	for _, pattern := range agenthttp.AnswerPatterns() {
 		if !served[pattern] {
 			t.Errorf("the answer table declares %s, which the server does not serve", pattern)
 		}

@@ -1,4 +1,4 @@
-package agent
+package agenthttp
 
 import (
 	"fmt"
@@ -54,9 +54,9 @@ const (
 // snapshotContentTypes are the types a snapshot restore may be sent as.
 var snapshotContentTypes = []string{"application/x-nops-snapshot", "application/octet-stream", "application/gzip"}
 
-// newHTTPServer returns an http.Server with the guard's limits.
+// NewHTTPServer returns an http.Server of h with the guard's limits.
 // A zero limit (a Config not built by config.Default) takes the default.
-func newHTTPServer(cfg *config.Config, h http.Handler) *http.Server {
+func NewHTTPServer(cfg *config.Config, h http.Handler) *http.Server {
 	read := orDefault(cfg.HTTPReadTimeout, config.DefaultHTTPReadTimeout)
 	return &http.Server{
 		Handler:           h,
@@ -76,8 +76,8 @@ func orDefault[T comparable](v, def T) T {
 	return v
 }
 
-// limitListener caps the connections served at once.
-func limitListener(cfg *config.Config, ln net.Listener) net.Listener {
+// LimitListener caps the connections ln serves at once.
+func LimitListener(cfg *config.Config, ln net.Listener) net.Listener {
 	return netutil.LimitListener(ln, orDefault(cfg.HTTPMaxConns, config.DefaultHTTPMaxConns))
 }
 
@@ -85,11 +85,11 @@ func limitListener(cfg *config.Config, ln net.Listener) net.Listener {
 // follower meets it once, on the leader.
 func (a *httpAPI) guard(mux *http.ServeMux, next http.Handler) http.Handler {
 	allowed := map[string]bool{}
-	for _, o := range a.s.config.HTTPAllowedOrigins {
+	for _, o := range a.s.Config().HTTPAllowedOrigins {
 		allowed[strings.TrimSuffix(strings.ToLower(o), "/")] = true
 	}
 	// The dashboard's public address is an origin of this server's own.
-	if u, err := url.Parse(a.s.config.UIURL); err == nil && u.Scheme != "" && u.Host != "" {
+	if u, err := url.Parse(a.s.Config().UIURL); err == nil && u.Scheme != "" && u.Host != "" {
 		allowed[strings.ToLower(u.Scheme+"://"+u.Host)] = true
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -116,7 +116,7 @@ func (a *httpAPI) guard(mux *http.ServeMux, next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		if limit := bodyLimit(a.s.config, r); r.ContentLength > limit {
+		if limit := bodyLimit(a.s.Config(), r); r.ContentLength > limit {
 			a.setMeta(w)
 			writeError(w, &HTTPError{Code: http.StatusRequestEntityTooLarge,
 				Msg: fmt.Sprintf("request body too large: the limit is %d bytes", limit)})

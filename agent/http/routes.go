@@ -1,4 +1,4 @@
-package agent
+package agenthttp
 
 import (
 	"context"
@@ -94,7 +94,7 @@ func (a *clusterAPI) statusLeader(_ http.ResponseWriter, _ *http.Request) (any, 
 }
 
 func (a *clusterAPI) statusPeers(_ http.ResponseWriter, _ *http.Request) (any, error) {
-	f := a.s.raft.GetConfiguration()
+	f := a.s.Raft().GetConfiguration()
 	if err := f.Error(); err != nil {
 		return nil, fmt.Errorf("raft configuration: %w", err)
 	}
@@ -106,23 +106,23 @@ func (a *clusterAPI) statusPeers(_ http.ResponseWriter, _ *http.Request) (any, e
 }
 
 func (a *clusterAPI) statusNode(_ http.ResponseWriter, _ *http.Request) (any, error) {
-	return &structs.NodeStatus{NodeID: a.s.nodeID, Name: a.s.nodeName()}, nil
+	return &structs.NodeStatus{NodeID: a.s.NodeID(), Name: a.s.NodeName()}, nil
 }
 
 func (a *apiBase) agentSelf(_ http.ResponseWriter, _ *http.Request) (any, error) {
 	s := a.s
 	leader, leaderID := s.Leader()
 	return &structs.AgentSelf{
-		NodeID: s.nodeID, Name: s.nodeName(), Version: Version, HTTPAddr: s.HTTPAddr(), RPCAddr: s.rpcAddr,
-		SerfAddr: s.SerfAddr(), RaftState: s.raft.State().String(), Leader: leader, LeaderID: leaderID,
-		IsLeader: s.IsLeader(), LoopsOn: s.LeaderLoopsRunning(), Stats: s.raft.Stats(), Dev: s.config.Dev,
-		Namespaces: s.config.Namespaces,
+		NodeID: s.NodeID(), Name: s.NodeName(), Version: s.Version(), HTTPAddr: s.HTTPAddr(), RPCAddr: s.RPCAddr(),
+		SerfAddr: s.SerfAddr(), RaftState: s.Raft().State().String(), Leader: leader, LeaderID: leaderID,
+		IsLeader: s.IsLeader(), LoopsOn: s.LeaderLoopsRunning(), Stats: s.Raft().Stats(), Dev: s.Config().Dev,
+		Namespaces: s.Config().Namespaces,
 	}, nil
 }
 
 func (a *clusterAPI) agentMembers(_ http.ResponseWriter, _ *http.Request) (any, error) {
 	out := []structs.Member{}
-	refused := a.s.membership.refusals()
+	refused := a.s.Refusals()
 	for _, m := range a.s.Members() {
 		out = append(out, structs.Member{Name: m.Name, Addr: m.Addr.String(), Port: m.Port, Status: m.Status.String(), Tags: m.Tags,
 			Refused: refused[m.Name]})
@@ -136,7 +136,7 @@ func (a *clusterAPI) health(w http.ResponseWriter, _ *http.Request) (any, error)
 	if leader == "" {
 		return nil, &HTTPError{Code: http.StatusServiceUnavailable, Msg: structs.ErrNoLeader.Error()}
 	}
-	return &structs.Health{Status: "ok", Leader: leader, Node: a.s.nodeName()}, nil
+	return &structs.Health{Status: "ok", Leader: leader, Node: a.s.NodeName()}, nil
 }
 
 func (a *clusterAPI) deploymentList(w http.ResponseWriter, r *http.Request) (any, error) {
@@ -421,14 +421,14 @@ func (a *clusterAPI) eventList(_ http.ResponseWriter, r *http.Request) (any, err
 }
 
 func (a *operatorAPI) raftConfiguration(_ http.ResponseWriter, _ *http.Request) (any, error) {
-	f := a.s.raft.GetConfiguration()
+	f := a.s.Raft().GetConfiguration()
 	if err := f.Error(); err != nil {
 		return nil, fmt.Errorf("raft configuration: %w", err)
 	}
 	_, leaderID := a.s.Leader()
 	out := &structs.RaftConfiguration{Index: f.Index(), Servers: []structs.RaftServer{}}
 	for _, srv := range f.Configuration().Servers {
-		node := a.s.membership.peerName(srv.ID, srv.Address)
+		node := a.s.PeerName(srv.ID, srv.Address)
 		out.Servers = append(out.Servers, structs.RaftServer{
 			Node: node, ID: string(srv.ID), Address: string(srv.Address), Leader: string(srv.ID) == leaderID,
 			Voter: srv.Suffrage == raft.Voter, RaftProtocol: strconv.Itoa(raft.ProtocolVersionMax),
@@ -442,7 +442,7 @@ func (a *operatorAPI) raftRemovePeer(_ http.ResponseWriter, r *http.Request) (an
 	if id == "" {
 		return nil, badRequest("id: the peer's ID is required")
 	}
-	f := a.s.raft.GetConfiguration()
+	f := a.s.Raft().GetConfiguration()
 	if err := f.Error(); err != nil {
 		return nil, err
 	}
@@ -455,7 +455,7 @@ func (a *operatorAPI) raftRemovePeer(_ http.ResponseWriter, r *http.Request) (an
 	if !found {
 		return nil, fmt.Errorf("%w: no raft peer with ID %q", structs.ErrNotFound, id)
 	}
-	if err := a.s.waitFuture(a.s.raft.RemoveServer(raft.ServerID(id), 0, 10*time.Second), 15*time.Second); err != nil {
+	if err := a.s.WaitFuture(a.s.Raft().RemoveServer(raft.ServerID(id), 0, 10*time.Second), 15*time.Second); err != nil {
 		return nil, fmt.Errorf("remove peer %s: %w", id, err)
 	}
 	return &structs.RaftPeerRemoved{Removed: id}, nil
@@ -465,10 +465,10 @@ func (a *operatorAPI) raftTransfer(_ http.ResponseWriter, r *http.Request) (any,
 	id := r.URL.Query().Get("id")
 	var f raft.Future
 	if id == "" {
-		f = a.s.raft.LeadershipTransfer()
+		f = a.s.Raft().LeadershipTransfer()
 	} else {
 		var addr raft.ServerAddress
-		cf := a.s.raft.GetConfiguration()
+		cf := a.s.Raft().GetConfiguration()
 		if err := cf.Error(); err != nil {
 			return nil, err
 		}
@@ -480,9 +480,9 @@ func (a *operatorAPI) raftTransfer(_ http.ResponseWriter, r *http.Request) (any,
 		if addr == "" {
 			return nil, fmt.Errorf("%w: no raft peer with ID %q", structs.ErrNotFound, id)
 		}
-		f = a.s.raft.LeadershipTransferToServer(raft.ServerID(id), addr)
+		f = a.s.Raft().LeadershipTransferToServer(raft.ServerID(id), addr)
 	}
-	if err := a.s.waitFuture(f, transferTimeout); err != nil {
+	if err := a.s.WaitFuture(f, transferTimeout); err != nil {
 		return nil, fmt.Errorf("%w: leadership transfer: %w", structs.ErrConflict, err)
 	}
 	addr, lid := a.s.Leader()
@@ -493,10 +493,10 @@ func (a *operatorAPI) snapshotSave(w http.ResponseWriter, _ *http.Request) (any,
 	// A barrier first: the snapshot then holds every committed entry, and
 	// Raft has a log entry past the last configuration change to cut it
 	// at (it refuses to snapshot while the newest entry is one).
-	if err := a.s.waitFuture(a.s.raft.Barrier(raftApplyTimeout), raftApplyTimeout); err != nil {
+	if err := a.s.WaitFuture(a.s.Raft().Barrier(raftApplyTimeout), raftApplyTimeout); err != nil {
 		return nil, fmt.Errorf("%w: barrier before snapshot: %w", structs.ErrNotLeader, err)
 	}
-	f := a.s.raft.Snapshot()
+	f := a.s.Raft().Snapshot()
 	if err := f.Error(); err != nil {
 		return nil, fmt.Errorf("take snapshot: %w", err)
 	}
@@ -533,8 +533,8 @@ func (a *operatorAPI) snapshotRestore(_ http.ResponseWriter, r *http.Request) (a
 	defer release()
 	// The state is kept in a file under the data dir while it is checked
 	// and restored, so an upload costs its size on disk, not in memory.
-	maxSize := int64(orDefault(a.s.config.SnapshotMaxSize, config.DefaultSnapshotMaxSize))
-	arc, err := snapshot.ReadLimited(r.Body, snapshot.Limits{MaxSize: maxSize, TempDir: a.s.config.DataDir})
+	maxSize := int64(orDefault(a.s.Config().SnapshotMaxSize, config.DefaultSnapshotMaxSize))
+	arc, err := snapshot.ReadLimited(r.Body, snapshot.Limits{MaxSize: maxSize, TempDir: a.s.Config().DataDir})
 	if err != nil {
 		if he := decodeError(err); isTooLarge(he) {
 			return nil, he
@@ -546,7 +546,7 @@ func (a *operatorAPI) snapshotRestore(_ http.ResponseWriter, r *http.Request) (a
 	if _, err := fsm.ReadOnlyLimited(arc.State(), maxSize); err != nil {
 		return nil, badRequest("snapshot state: " + err.Error())
 	}
-	if err := a.s.raft.Restore(arc.Meta, arc.State(), 0); err != nil {
+	if err := a.s.Raft().Restore(arc.Meta, arc.State(), 0); err != nil {
 		return nil, fmt.Errorf("restore snapshot: %w", err)
 	}
 	a.s.Kick(structs.Kick{All: true})

@@ -1,4 +1,4 @@
-package agent
+package agenthttp
 
 import (
 	"errors"
@@ -68,7 +68,7 @@ func (a *ssoAPI) ssoRoutes(route func(pattern, kind string, rule routeRule, fn h
 }
 
 func (a *apiBase) aclEnabled() error {
-	if !a.s.config.ACL.Enabled {
+	if !a.s.Config().ACL.Enabled {
 		return &HTTPError{Code: http.StatusBadRequest, Msg: ErrACLDisabled.Error()}
 	}
 	return nil
@@ -107,7 +107,7 @@ func (a *aclAPI) aclBootstrap(_ http.ResponseWriter, r *http.Request) (any, erro
 		return nil, err
 	}
 	var reset uint64
-	path := filepath.Join(a.s.config.DataDir, ACLBootstrapResetFile)
+	path := filepath.Join(a.s.Config().DataDir, ACLBootstrapResetFile)
 	if b, err := os.ReadFile(path); err == nil {
 		n, perr := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
 		if perr != nil {

@@ -1,4 +1,4 @@
-package agent
+package agenthttp_test
 
 import (
 	"fmt"
@@ -8,8 +8,10 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/nops-dev/nops/agent"
 	"github.com/nops-dev/nops/agent/acl"
 	"github.com/nops-dev/nops/agent/config"
+	agenthttp "github.com/nops-dev/nops/agent/http"
 	"github.com/nops-dev/nops/structs"
 )
 
@@ -26,7 +28,7 @@ func BenchmarkAuthorize_100Policies(b *testing.B) {
 	cfg.DisableGossipEncryption = true
 	cfg.InsecureRPC = true
 	cfg.ACL.Enabled = true
-	s, err := New(cfg, hclog.NewNullLogger(), Options{})
+	s, err := agent.New(cfg, hclog.NewNullLogger(), agent.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -52,20 +54,19 @@ func BenchmarkAuthorize_100Policies(b *testing.B) {
 	if _, err := s.Apply(structs.ACLTokenUpsertRequestType, &structs.ACLTokenUpsertRequest{WriteMeta: meta, Token: tok, Create: true}); err != nil {
 		b.Fatal(err)
 	}
-	a := newHTTPAPI(s)
-	rule := onJob(acl.Approve)
+	authorize := agenthttp.AuthorizeJob(s, acl.Approve)
 	req := httptest.NewRequest("POST", "/v1/job/team-99-eu/svc-99-api/retry", nil)
 	req.SetPathValue("ns", "team-99-eu")
 	req.SetPathValue("id", "svc-99-api")
-	req.Header.Set(headerToken, "secret")
-	if _, err := a.authorize(req, rule); err != nil {
+	req.Header.Set("X-Nops-Token", "secret")
+	if err := authorize(req); err != nil {
 		b.Fatal(err)
 	}
 	b.ReportAllocs()
 	b.ResetTimer()
 	start := time.Now()
 	for i := 0; i < b.N; i++ {
-		if _, err := a.authorize(req, rule); err != nil {
+		if err := authorize(req); err != nil {
 			b.Fatal(err)
 		}
 	}

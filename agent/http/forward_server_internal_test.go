@@ -1,4 +1,4 @@
-package agent
+package agenthttp
 
 import (
 	"bufio"
@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -30,7 +31,7 @@ func testFwdServer(t *testing.T, handler http.HandlerFunc) (*fwdServer, func() *
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &Server{config: &config.Config{}, requestCtx: ctx, requestCancel: cancel}
+	s := &bareServer{config: &config.Config{}, ctx: ctx}
 	f := newFwdServer(&httpAPI{apiBase: &apiBase{s: s}}, handler, hclog.NewNullLogger())
 	s.wg.Add(1)
 	go f.serve(ln)
@@ -57,6 +58,20 @@ func testFwdServer(t *testing.T, handler http.HandlerFunc) (*fwdServer, func() *
 		return p
 	}
 }
+
+// bareServer is a server that was never started: the configuration, the
+// request context and the goroutine count are all the forwarding server
+// reads of it.
+type bareServer struct {
+	Server
+	config *config.Config
+	ctx    context.Context
+	wg     sync.WaitGroup
+}
+
+func (s *bareServer) Config() *config.Config          { return s.config }
+func (s *bareServer) RequestContext() context.Context { return s.ctx }
+func (s *bareServer) Goroutines() *sync.WaitGroup     { return &s.wg }
 
 // testPeer is a follower's raw forwarding connection.
 type testPeer struct {

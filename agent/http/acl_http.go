@@ -1,4 +1,4 @@
-package agent
+package agenthttp
 
 import (
 	"context"
@@ -83,7 +83,7 @@ var scopeNames = map[scope]string{
 
 // RouteTable lists every API route the server serves, with its rule and
 // its answer.
-func (s *Server) RouteTable() []RouteInfo {
+func RouteTable(s Server) []RouteInfo {
 	var out []RouteInfo
 	answers := routeAnswers()
 	newHTTPAPI(s).routes(func(pattern, kind string, rule routeRule, _ handlerFunc) {
@@ -276,8 +276,8 @@ func requestIdentity(r *http.Request) *identity {
 // identity's name: the reconcilers read the actor there, and no client can
 // choose it while ACLs are on.
 func (a *apiBase) authorize(r *http.Request, rule routeRule) (*http.Request, error) {
-	if !a.s.config.ACL.Enabled || rule.scope == scopePublic {
-		if a.s.config.ACL.Enabled {
+	if !a.s.Config().ACL.Enabled || rule.scope == scopePublic {
+		if a.s.Config().ACL.Enabled {
 			r.Header.Set(headerActor, "anonymous")
 		}
 		return r, nil
@@ -376,7 +376,7 @@ func filterList(out any, id *identity, c acl.Capability) any {
 // token is deleted, expires or loses the capability. With ACLs off it
 // returns the identity the request started with.
 func (a *apiBase) reauthorize(r *http.Request, rule routeRule) (*identity, bool) {
-	if !a.s.config.ACL.Enabled {
+	if !a.s.Config().ACL.Enabled {
 		return requestIdentity(r), true
 	}
 	r2, err := a.authorize(r, rule)

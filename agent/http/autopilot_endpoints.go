@@ -1,4 +1,4 @@
-package agent
+package agenthttp
 
 import (
 	"fmt"
@@ -71,7 +71,7 @@ func (a *operatorAPI) autopilotSetConfig(_ http.ResponseWriter, r *http.Request)
 // autopilotHealth answers from the leader, where autopilot runs (a
 // kindLeaderRead route: a follower forwards it there).
 func (a *operatorAPI) autopilotHealth(w http.ResponseWriter, _ *http.Request) (any, error) {
-	st := a.s.autopilot.GetState()
+	st := a.s.AutopilotState()
 	if st == nil || len(st.Servers) == 0 {
 		return nil, &HTTPError{Code: http.StatusServiceUnavailable, Msg: "autopilot has not gathered the servers' health yet; retry in a few seconds"}
 	}
@@ -103,5 +103,14 @@ func (a *operatorAPI) autopilotHealth(w http.ResponseWriter, _ *http.Request) (a
 // agentRaftStats is a server's own Raft index, term and last contact, for
 // the leader's autopilot.
 func (a *clusterAPI) agentRaftStats(_ http.ResponseWriter, _ *http.Request) (any, error) {
-	return localRaftStats(a.s.raft), nil
+	return a.s.RaftStats(), nil
+}
+
+// operatorGC forces a retention pass.
+func (a *operatorAPI) operatorGC(_ http.ResponseWriter, r *http.Request) (any, error) {
+	res, err := a.s.GC(r.Context(), writeMeta(r).Actor)
+	if err != nil {
+		return nil, err
+	}
+	return &res, nil
 }

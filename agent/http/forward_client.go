@@ -1,4 +1,4 @@
-package agent
+package agenthttp
 
 import (
 	"bufio"
@@ -49,15 +49,15 @@ type fwdClient struct {
 	retired bool
 }
 
-func newFwdClient(s *Server, addr string, logger hclog.Logger) *fwdClient {
+func newFwdClient(s Server, addr string, logger hclog.Logger) *fwdClient {
 	return &fwdClient{
 		addr: addr,
 		dial: func(ctx context.Context) (net.Conn, error) {
-			return s.mux.dial(ctx, addr, rpcForward)
+			return s.DialForward(ctx, addr)
 		},
 		handle: structs.NewMsgpackHandle(),
 		logger: logger,
-		reuse:  orDefault(s.config.HTTPIdleTimeout, config.DefaultHTTPIdleTimeout) / 2,
+		reuse:  orDefault(s.Config().HTTPIdleTimeout, config.DefaultHTTPIdleTimeout) / 2,
 	}
 }
 
@@ -544,7 +544,8 @@ var errAborted = errors.New("the leader cut its answer short")
 // forwarding protocol and copies the answers back. Its guarantees are the
 // protocol's (forward.go).
 type forwarder struct {
-	s      *Server
+	s      Server
+	api    *apiBase
 	logger hclog.Logger
 
 	mu sync.Mutex
@@ -554,8 +555,8 @@ type forwarder struct {
 	framed atomic.Uint64
 }
 
-func newForwarder(s *Server, logger hclog.Logger) *forwarder {
-	return &forwarder{s: s, logger: logger}
+func newForwarder(api *apiBase, logger hclog.Logger) *forwarder {
+	return &forwarder{s: api.s, api: api, logger: logger}
 }
 
 // serveOnLeader runs a request that needs the leader: through here, once
@@ -566,7 +567,7 @@ func newForwarder(s *Server, logger hclog.Logger) *forwarder {
 func (f *forwarder) serveOnLeader(w http.ResponseWriter, r *http.Request, here http.Handler) {
 	req, err := f.outbound(w, r)
 	if err != nil {
-		f.s.api.setMeta(w)
+		f.api.setMeta(w)
 		writeError(w, err)
 		return
 	}
@@ -579,7 +580,7 @@ func (f *forwarder) serveOnLeader(w http.ResponseWriter, r *http.Request, here h
 			return
 		}
 		pause := 50 * time.Millisecond
-		if leader, _ := f.s.Leader(); leader != "" && leader != f.s.rpcAddr {
+		if leader, _ := f.s.Leader(); leader != "" && leader != f.s.RPCAddr() {
 			done, err := f.forwardTo(w, r, leader, req)
 			if done {
 				return
@@ -611,7 +612,7 @@ func orEmpty(r io.Reader) io.Reader {
 // left in req.rest, a blocked read of which req.interrupt ends.
 func (f *forwarder) outbound(w http.ResponseWriter, r *http.Request) (*fwdRequest, error) {
 	header := r.Header.Clone()
-	header.Set(headerForwarded, f.s.nodeID)
+	header.Set(headerForwarded, f.s.NodeID())
 	req := &fwdRequest{Method: r.Method, URI: r.URL.RequestURI(), Host: r.Host, Header: header, Stream: isSnapshotPath(r.URL.Path)}
 	if !req.Stream {
 		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
@@ -672,7 +673,7 @@ func (f *forwarder) forwardTo(w http.ResponseWriter, r *http.Request, leader str
 		return false, err
 	}
 	if err != nil {
-		f.s.api.setMeta(w)
+		f.api.setMeta(w)
 		writeError(w, &HTTPError{Code: http.StatusBadGateway,
 			Msg: fmt.Sprintf("lost the leader %s while forwarding; the request may or may not have been applied: %v", leader, err)})
 		return true, nil
@@ -704,7 +705,7 @@ func (f *forwarder) copyAnswer(w http.ResponseWriter, r *http.Request, resp *fwd
 
 // noLeader answers 503: no leader took the request, nothing was applied.
 func (f *forwarder) noLeader(w http.ResponseWriter, cause error) {
-	f.s.api.setMeta(w)
+	f.api.setMeta(w)
 	msg := structs.ErrNoLeader.Error()
 	if cause != nil {
 		msg += ": " + cause.Error()
@@ -717,7 +718,7 @@ func (f *forwarder) noLeader(w http.ResponseWriter, cause error) {
 // handler that returned without writing would have answered 200.
 func (f *forwarder) abandon(w http.ResponseWriter, r *http.Request) {
 	cause := errClosed
-	if !f.s.shuttingDown() {
+	if !f.s.ShuttingDown() {
 		cause = fmt.Errorf("request cancelled: %w", context.Cause(r.Context()))
 	}
 	f.noLeader(w, cause)

@@ -1,4 +1,4 @@
-package agent
+package agenthttp
 
 import (
 	"bytes"
@@ -72,23 +72,23 @@ func (m *monitor) Write(p []byte) (int, error) {
 
 // startMonitor registers a sink at level on the server's logger. The
 // returned stop removes it.
-func (s *Server) startMonitor(level hclog.Level, json bool) (*monitor, func(), error) {
-	il, ok := s.rootLogger.(hclog.InterceptLogger)
+func (a *apiBase) startMonitor(level hclog.Level, json bool) (*monitor, func(), error) {
+	il, ok := a.s.RootLogger().(hclog.InterceptLogger)
 	if !ok {
 		return nil, nil, ErrMonitorUnavailable
 	}
-	if n := s.monitors.Add(1); n > maxMonitors {
-		s.monitors.Add(-1)
+	if n := a.monitors.Add(1); n > maxMonitors {
+		a.monitors.Add(-1)
 		return nil, nil, &HTTPError{Code: http.StatusTooManyRequests, Msg: fmt.Sprintf("at most %d log monitors may run on one server at once", maxMonitors)}
 	}
-	m := &monitor{ch: make(chan []byte, monitorBuffer), redact: s.redactor()}
+	m := &monitor{ch: make(chan []byte, monitorBuffer), redact: newRedactor(a.s.LiveConfig())}
 	sink := hclog.NewSinkAdapter(&hclog.LoggerOptions{Level: level, Output: m, JSONFormat: json})
 	il.RegisterSink(sink)
 	var once sync.Once
 	stop := func() {
 		once.Do(func() {
 			il.DeregisterSink(sink)
-			s.monitors.Add(-1)
+			a.monitors.Add(-1)
 		})
 	}
 	return m, stop, nil
@@ -110,7 +110,7 @@ func (a *operatorAPI) agentMonitor(w http.ResponseWriter, r *http.Request) (any,
 	if level == hclog.NoLevel || level == hclog.Off {
 		return nil, badRequest(fmt.Sprintf("log_level: %q is not one of trace, debug, info, warn, error", levelName))
 	}
-	m, stop, err := a.s.startMonitor(level, q.Get("log_json") == "true")
+	m, stop, err := a.startMonitor(level, q.Get("log_json") == "true")
 	if err != nil {
 		return nil, err
 	}
@@ -118,7 +118,7 @@ func (a *operatorAPI) agentMonitor(w http.ResponseWriter, r *http.Request) (any,
 	flusher, _ := w.(http.Flusher)
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.WriteHeader(http.StatusOK)
-	fmt.Fprintf(w, "==> streaming the logs of %s at level %s\n", a.s.nodeName(), levelName)
+	fmt.Fprintf(w, "==> streaming the logs of %s at level %s\n", a.s.NodeName(), levelName)
 	if flusher != nil {
 		flusher.Flush()
 	}
@@ -164,20 +164,14 @@ func (a *operatorAPI) agentMonitor(w http.ResponseWriter, r *http.Request) (any,
 // server, or none, is left to the caller.
 func (a *operatorAPI) toServer(w http.ResponseWriter, r *http.Request) (bool, error) {
 	target := r.URL.Query().Get("server")
-	if target == "" || target == a.s.nodeName() || target == a.s.nodeID {
+	if target == "" || target == a.s.NodeName() || target == a.s.NodeID() {
 		return false, nil
 	}
 	if r.Header.Get(headerForwarded) != "" {
 		// A forwarded request is for this server only: never hop twice.
 		return false, &HTTPError{Code: http.StatusBadGateway, Msg: fmt.Sprintf("forwarded request names server %q, which is not this server", target)}
 	}
-	var addr string
-	for _, si := range a.s.membership.servers() {
-		if si.Name == target || si.ID == target {
-			addr = si.RPCAddr
-			break
-		}
-	}
+	addr := a.s.ServerRPCAddr(target)
 	if addr == "" {
 		return false, fmt.Errorf("%w: no server named %q (see nops operator raft list-peers or /v1/agent/members)", errNotFound, target)
 	}
@@ -192,8 +186,8 @@ func (a *operatorAPI) toServer(w http.ResponseWriter, r *http.Request) (bool, er
 		return false, err
 	}
 	req.Header = r.Header.Clone()
-	req.Header.Set(headerForwarded, a.s.nodeID)
-	client := a.s.rpcHTTPClient(addr)
+	req.Header.Set(headerForwarded, a.s.NodeID())
+	client := a.s.RPCHTTPClient(addr)
 	defer client.CloseIdleConnections()
 	resp, err := client.Do(req)
 	if err != nil {

@@ -1,4 +1,4 @@
-package agent
+package agenthttp
 
 import (
 	"context"
@@ -45,7 +45,7 @@ type Reconciler interface {
 // runs them: without a reconciler they do not exist (404, no such
 // endpoint), as on a server that predates them.
 func (a *httpAPI) reconcileRoutes(route func(pattern, kind string, rule routeRule, fn handlerFunc)) {
-	rec := a.s.reconciler
+	rec := a.s.Reconciler()
 	if rec == nil {
 		return
 	}
@@ -83,7 +83,7 @@ func (a *httpAPI) reconcileRoutes(route func(pattern, kind string, rule routeRul
 		if err != nil {
 			return nil, decodeError(err)
 		}
-		push, err := verifyPush(r.Header, body, a.s.webhookSecret)
+		push, err := verifyPush(r.Header, body, a.s.WebhookSecret())
 		if err != nil {
 			if errors.Is(err, structs.ErrUnauthorized) {
 				a.logger.Warn("webhook refused", "remote", r.RemoteAddr, "error", err)

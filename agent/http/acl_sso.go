@@ -1,4 +1,4 @@
-package agent
+package agenthttp
 
 import (
 	"context"
@@ -120,7 +120,7 @@ func (a *ssoAPI) oidcProvider(m *structs.ACLAuthMethod) (*oidc.Provider, error) 
 	c := &a.providers
 	c.once.Do(func() {
 		go func() {
-			<-a.s.shutdownCh
+			<-a.s.ShutdownCh()
 			c.mu.Lock()
 			defer c.mu.Unlock()
 			for _, cp := range c.m {
@@ -499,7 +499,7 @@ func (a *ssoAPI) loginToken(r *http.Request, m *structs.ACLAuthMethod, claims ma
 	if user == "" {
 		return nil, errUnauthorized(fmt.Sprintf("login refused: the claim %q that names the user is missing", userClaim))
 	}
-	ttl := a.s.config.ACL.TokenTTL
+	ttl := a.s.Config().ACL.TokenTTL
 	if m.TokenTTL != "" {
 		if d, err := time.ParseDuration(m.TokenTTL); err == nil && d > 0 {
 			ttl = d
