@@ -22,10 +22,11 @@ const (
 	aclGCMinWait = 10 * time.Millisecond
 )
 
-// aclTokenGC is a leader loop: it deletes expired tokens through Raft at
+// tokenLoop is a leader loop: it deletes expired tokens through Raft at
 // their expiry (an expired token is refused before then already), and stops
 // with the leadership.
-func (s *Server) aclTokenGC(ctx context.Context) {
+func (r *retention) tokenLoop(ctx context.Context) {
+	s := r.s
 	logger := s.logger.Named("acl.gc")
 	for {
 		st := s.State()

@@ -41,26 +41,29 @@ const (
 	maxRaftStatsAnswer = 64 << 10
 )
 
-func (s *Server) setupAutopilot() {
+// newAutopilot builds the server's autopilot, with its metrics; it runs
+// on the leader only (runAutopilot).
+func newAutopilot(s *Server) *autopilot.Autopilot {
 	d := &autopilotDelegate{s: s, clients: map[string]*http.Client{}}
-	s.autopilot = autopilot.New(s.raft, d,
+	ap := autopilot.New(s.raft, d,
 		autopilot.WithLogger(s.logger.Named("autopilot")),
 		autopilot.WithUpdateInterval(autopilotUpdateInterval),
 		autopilot.WithReconcileInterval(autopilotReconcileInterval),
 		autopilot.WithPromoter(&knownServerPromoter{StablePromoter: autopilot.StablePromoter{}}),
 	)
-	s.metrics.MustRegister(newAutopilotCollector(s))
+	s.metrics.MustRegister(newAutopilotCollector(s, ap))
+	return ap
 }
 
 // runAutopilot runs autopilot until ctx is cancelled, and returns once it
 // has stopped.
-func (s *Server) runAutopilot(ctx context.Context) {
-	if s.autopilot == nil {
+func runAutopilot(ctx context.Context, ap *autopilot.Autopilot) {
+	if ap == nil {
 		return
 	}
-	s.autopilot.Start(ctx)
+	ap.Start(ctx)
 	<-ctx.Done()
-	<-s.autopilot.Stop()
+	<-ap.Stop()
 }
 
 // AutopilotConfig returns the autopilot configuration in force: the one an
@@ -346,14 +349,16 @@ func localRaftStats(r *raft.Raft) *structs.RaftStats {
 // follower exports none, as only the leader runs autopilot.
 type autopilotCollector struct {
 	s                  *Server
+	ap                 *autopilot.Autopilot
 	healthy, tolerance *prometheus.Desc
 }
 
 var _ prometheus.Collector = (*autopilotCollector)(nil)
 
-func newAutopilotCollector(s *Server) *autopilotCollector {
+func newAutopilotCollector(s *Server, ap *autopilot.Autopilot) *autopilotCollector {
 	return &autopilotCollector{
 		s:         s,
+		ap:        ap,
 		healthy:   prometheus.NewDesc("nops_autopilot_healthy", "1 when autopilot sees every Raft server healthy (on the leader only).", nil, nil),
 		tolerance: prometheus.NewDesc("nops_autopilot_failure_tolerance", "How many more voters may fail before quorum is lost (on the leader only).", nil, nil),
 	}
@@ -365,10 +370,10 @@ func (c *autopilotCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c *autopilotCollector) Collect(ch chan<- prometheus.Metric) {
-	if !c.s.IsLeader() || c.s.autopilot == nil {
+	if !c.s.IsLeader() {
 		return
 	}
-	st := c.s.autopilot.GetState()
+	st := c.ap.GetState()
 	if st == nil || len(st.Servers) == 0 {
 		return
 	}

@@ -29,27 +29,8 @@ func (m *membership) setupConsul() error {
 		name = "nops"
 	}
 	s := m.s
-	httpPort := s.httpLn.Addr().(*net.TCPAddr).Port
-	serfPort := int(m.serf.Memberlist().LocalNode().Port)
-	_, rpcPort, _ := net.SplitHostPort(s.rpcAddr)
-	id := name + "-" + s.nodeID
-	reg := &consulapi.AgentServiceRegistration{
-		ID: id, Name: name, Address: s.config.Advertise, Port: httpPort,
-		Tags: []string{"nops-server"},
-		Meta: map[string]string{
-			"node_id": s.nodeID, "serf_port": strconv.Itoa(serfPort), "rpc_port": rpcPort,
-			"http_port": strconv.Itoa(httpPort), "version": Version,
-		},
-		// The check asks only whether the process answers, so a cluster
-		// without a leader still finds its servers. Every 10s is enough
-		// for discovery; a server down for three days is deregistered, as
-		// it will not come back under its node ID.
-		Check: &consulapi.AgentServiceCheck{
-			TCP:      net.JoinHostPort(s.config.Advertise, strconv.Itoa(serfPort)),
-			Interval: "10s", Timeout: "2s",
-			DeregisterCriticalServiceAfter: "72h",
-		},
-	}
+	reg := consulRegistration(s, name, int(m.serf.Memberlist().LocalNode().Port))
+	id := reg.ID
 	err = client.Agent().ServiceRegister(reg)
 	if err != nil {
 		// The agent may come up later; the join loop keeps trying.
@@ -85,20 +66,50 @@ func (m *membership) setupConsul() error {
 		if err != nil {
 			return nil, fmt.Errorf("consul catalog: %w", err)
 		}
-		var out []string
-		for _, e := range entries {
-			if e.ServiceMeta["node_id"] == s.nodeID {
-				continue
-			}
-			addr := e.ServiceAddress
-			if addr == "" {
-				addr = e.Address
-			}
-			if p := e.ServiceMeta["serf_port"]; p != "" {
-				out = append(out, net.JoinHostPort(addr, p))
-			}
-		}
-		return out, nil
+		return consulPeers(entries, s.nodeID), nil
 	})
 	return nil
+}
+
+// consulRegistration is the service a server registers in Consul: its
+// HTTP port as the service's, the serf and RPC ports in its meta.
+func consulRegistration(s *Server, name string, serfPort int) *consulapi.AgentServiceRegistration {
+	httpPort := s.httpLn.Addr().(*net.TCPAddr).Port
+	_, rpcPort, _ := net.SplitHostPort(s.rpcAddr)
+	return &consulapi.AgentServiceRegistration{
+		ID: name + "-" + s.nodeID, Name: name, Address: s.config.Advertise, Port: httpPort,
+		Tags: []string{"nops-server"},
+		Meta: map[string]string{
+			"node_id": s.nodeID, "serf_port": strconv.Itoa(serfPort), "rpc_port": rpcPort,
+			"http_port": strconv.Itoa(httpPort), "version": Version,
+		},
+		// The check asks only whether the process answers, so a cluster
+		// without a leader still finds its servers. Every 10s is enough
+		// for discovery; a server down for three days is deregistered, as
+		// it will not come back under its node ID.
+		Check: &consulapi.AgentServiceCheck{
+			TCP:      net.JoinHostPort(s.config.Advertise, strconv.Itoa(serfPort)),
+			Interval: "10s", Timeout: "2s",
+			DeregisterCriticalServiceAfter: "72h",
+		},
+	}
+}
+
+// consulPeers returns the serf addresses of the catalog's servers, this
+// one (selfID) left out.
+func consulPeers(entries []*consulapi.CatalogService, selfID string) []string {
+	var out []string
+	for _, e := range entries {
+		if e.ServiceMeta["node_id"] == selfID {
+			continue
+		}
+		addr := e.ServiceAddress
+		if addr == "" {
+			addr = e.Address
+		}
+		if p := e.ServiceMeta["serf_port"]; p != "" {
+			out = append(out, net.JoinHostPort(addr, p))
+		}
+	}
+	return out
 }

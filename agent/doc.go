@@ -21,7 +21,7 @@
 //     misses entries committed before it took over; and it stops counting
 //     as soon as Raft deposes it.
 //   - The leader loops run only between that barrier and the moment the
-//     leadership is lost; revokeLeadership waits for them to exit before
+//     leadership is lost; leadership.revoke waits for them to exit before
 //     the server does anything else.
 //   - A Raft leader that fails to establish its leadership hands it over;
 //     when no voter can take it, it tries again after a backoff (1s,

@@ -2,16 +2,16 @@ package agent
 
 import agenthttp "github.com/nops-dev/nops/agent/http"
 
-// SetEstablishHook makes each establishLeadership of s call fn first, and
+// SetEstablishHook makes each leadership.establish of s call fn first, and
 // fail with fn's error; nil removes the hook. Set
 // from an Options.Build, it is in place before the server first acts on its
 // leadership.
 func SetEstablishHook(s *Server, fn func() error) {
 	if fn == nil {
-		s.establishHook.Store(nil)
+		s.leader.establishHook.Store(nil)
 		return
 	}
-	s.establishHook.Store(&fn)
+	s.leader.establishHook.Store(&fn)
 }
 
 // SetApplyHook makes s call fn before Raft applies each batch of entries to

@@ -37,13 +37,15 @@ const (
 // retention holds the metrics of the passes this server ran as leader and
 // makes passes run one at a time.
 type retention struct {
+	s       *Server
 	mu      sync.Mutex
 	passes  prometheus.Counter
 	removed *prometheus.CounterVec
 }
 
-func newRetention(reg *prometheus.Registry) *retention {
+func newRetention(s *Server, reg *prometheus.Registry) *retention {
 	r := &retention{
+		s: s,
 		passes: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "nops_gc_passes_total", Help: "Retention passes this server ran as leader.",
 		}),
@@ -59,10 +61,11 @@ func newRetention(reg *prometheus.Registry) *retention {
 	return r
 }
 
-// retentionLoop is a leader loop: it runs a pass every interval of the
+// loop is a leader loop: it runs a pass every interval of the
 // live configuration, the first a little after leadership is won, and
 // stops with the leadership.
-func (s *Server) retentionLoop(ctx context.Context) {
+func (r *retention) loop(ctx context.Context) {
+	s := r.s
 	logger := s.logger.Named("gc")
 	wait := min(gcFirstDelay, s.liveConfig().Retention.Interval)
 	for {
@@ -73,7 +76,7 @@ func (s *Server) retentionLoop(ctx context.Context) {
 			return
 		case <-timer.C:
 		}
-		if _, err := s.GC(ctx, "nops"); err != nil && ctx.Err() == nil {
+		if _, err := r.pass(ctx, "nops"); err != nil && ctx.Err() == nil {
 			logger.Warn("retention pass failed", "error", err)
 		}
 		wait = s.liveConfig().Retention.Interval
@@ -83,7 +86,12 @@ func (s *Server) retentionLoop(ctx context.Context) {
 // GC runs one retention pass now, on the leader, and returns what it
 // removed.
 func (s *Server) GC(ctx context.Context, actor string) (structs.GCResult, error) {
-	r := s.retention
+	return s.retention.pass(ctx, actor)
+}
+
+// pass runs one retention pass: GC entries until nothing is left.
+func (r *retention) pass(ctx context.Context, actor string) (structs.GCResult, error) {
+	s := r.s
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	conf := s.liveConfig().Retention
@@ -93,7 +101,7 @@ func (s *Server) GC(ctx context.Context, actor string) (structs.GCResult, error)
 			return total, err
 		}
 		now := time.Now().UTC()
-		res, err := s.applyGC(&structs.GCRequest{
+		res, err := r.apply(&structs.GCRequest{
 			WriteMeta:         structs.WriteMeta{Time: now, Actor: actor},
 			SpecBefore:        now.Add(-conf.SpecAfter),
 			DeploymentsBefore: now.Add(-conf.DeploymentAge),
@@ -129,10 +137,10 @@ func (s *Server) GC(ctx context.Context, actor string) (structs.GCResult, error)
 // an error.
 var errGCAnswer = errors.New("unexpected answer to a retention pass")
 
-// applyGC applies one GC entry and returns its result (Apply keeps only
+// apply applies one GC entry and returns its result (Apply keeps only
 // an answer that is an error).
-func (s *Server) applyGC(req *structs.GCRequest) (*structs.GCResult, error) {
-	_, resp, err := s.raftApply(structs.GCRequestType, req)
+func (r *retention) apply(req *structs.GCRequest) (*structs.GCResult, error) {
+	_, resp, err := r.s.raftApply(structs.GCRequestType, req)
 	if err != nil {
 		return nil, err
 	}

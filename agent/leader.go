@@ -23,7 +23,28 @@ const (
 	transferTimeout = 10 * time.Second
 )
 
-// monitorLeadership follows Raft's leadership notifications: on gaining
+// leadership runs the leader loops while this server leads: it follows
+// Raft's notifications, establishes a won leadership (a barrier first) and
+// revokes a lost one, waiting for the loops to exit.
+type leadership struct {
+	s *Server
+	// notify carries Raft's leadership changes.
+	notify chan bool
+	// fn runs the leader loops the caller wired (Options.Leader).
+	fn LeaderFunc
+	// mu guards cancel and done, set while the loops run.
+	mu     sync.Mutex
+	cancel context.CancelFunc
+	done   chan struct{}
+	// ready is set once a new leader's barrier has passed, and cleared as
+	// soon as its leadership is revoked.
+	ready atomic.Bool
+	// establishHook is set by tests only (export_internal_test.go): it
+	// runs first in each establish, and an error it returns fails it.
+	establishHook atomic.Pointer[func() error]
+}
+
+// monitor follows Raft's leadership notifications: on gaining
 // leadership it issues a barrier, so that the state holds every committed
 // entry, then starts the leader loops; on losing it, it stops them and waits
 // for them to exit before anything else happens. It stops the loops too
@@ -34,9 +55,10 @@ const (
 // Raft leader, so it tries again after a backoff, handing over again on each
 // failure, until it leads, loses its leadership or shuts down: a leader that
 // gave up would answer every write with 503 for as long as it stayed one.
-func (s *Server) monitorLeadership() {
+func (l *leadership) monitor() {
+	s := l.s
 	defer s.wg.Done()
-	defer s.revokeLeadership()
+	defer l.revoke()
 	// retry fires when a failed establishment is due to be tried again;
 	// nil while none is.
 	var retry <-chan time.Time
@@ -51,7 +73,7 @@ func (s *Server) monitorLeadership() {
 	defer stopRetry()
 	lead := func() {
 		stopRetry()
-		if s.tryLeadership() {
+		if l.try() {
 			backoff.Reset()
 			return
 		}
@@ -64,11 +86,11 @@ func (s *Server) monitorLeadership() {
 		select {
 		case <-s.shutdownCh:
 			return
-		case isLeader := <-s.leaderNotify:
+		case isLeader := <-l.notify:
 			if !isLeader {
 				stopRetry()
 				backoff.Reset()
-				s.revokeLeadership()
+				l.revoke()
 				continue
 			}
 			backoff.Reset()
@@ -86,17 +108,18 @@ func (s *Server) monitorLeadership() {
 	}
 }
 
-// tryLeadership establishes the leadership of a server that Raft made the
+// try establishes the leadership of a server that Raft made the
 // leader. It reports false when the server is still the Raft leader
 // without its loops, neither established nor handed over, so that the
 // caller tries again; true otherwise (established, handed over, lost, or
 // shutting down).
-func (s *Server) tryLeadership() bool {
-	err := s.establishLeadership()
+func (l *leadership) try() bool {
+	s := l.s
+	err := l.establish()
 	if err == nil || s.shuttingDown() {
 		return true
 	}
-	s.revokeLeadership()
+	l.revoke()
 	if s.raft.State() != raft.Leader {
 		// Lost while establishing: the notification that says so is
 		// next in line.
@@ -121,12 +144,13 @@ const (
 	leaderRetryMax = 30 * time.Second
 )
 
-// establishLeadership issues a barrier, so that the state holds every entry
+// establish issues a barrier, so that the state holds every entry
 // committed by earlier leaders, then marks the server ready to lead and
 // starts the leader loops.
-func (s *Server) establishLeadership() error {
+func (l *leadership) establish() error {
+	s := l.s
 	s.logger.Info("cluster leadership acquired")
-	if hook := s.establishHook.Load(); hook != nil {
+	if hook := l.establishHook.Load(); hook != nil {
 		if err := (*hook)(); err != nil {
 			return fmt.Errorf("test hook: %w", err)
 		}
@@ -137,20 +161,20 @@ func (s *Server) establishLeadership() error {
 	if s.raft.State() != raft.Leader {
 		return nil
 	}
-	s.leaderMu.Lock()
-	defer s.leaderMu.Unlock()
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	if s.shuttingDown() {
 		// Shutdown has already revoked; it must not find loops running
 		// after it.
 		return errClosed
 	}
-	if s.leaderCancel != nil {
+	if l.cancel != nil {
 		return nil
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	s.leaderCancel, s.leaderDone = cancel, done
-	s.leaderReady.Store(true)
+	l.cancel, l.done = cancel, done
+	l.ready.Store(true)
 	var loops []func(context.Context)
 	if s.membership != nil {
 		loops = append(loops, s.membership.runLeader)
@@ -158,12 +182,12 @@ func (s *Server) establishLeadership() error {
 	if s.notifier != nil {
 		loops = append(loops, s.notifier.Run)
 	}
-	if s.leaderFn != nil {
-		loops = append(loops, func(ctx context.Context) { s.leaderFn(ctx, s) })
+	if l.fn != nil {
+		loops = append(loops, func(ctx context.Context) { l.fn(ctx, s) })
 	}
-	loops = append(loops, s.retentionLoop)
+	loops = append(loops, s.retention.loop)
 	if s.config.ACL.Enabled {
-		loops = append(loops, s.aclTokenGC)
+		loops = append(loops, s.retention.tokenLoop)
 	}
 	var wg sync.WaitGroup
 	for _, loop := range loops {
@@ -177,17 +201,18 @@ func (s *Server) establishLeadership() error {
 	return nil
 }
 
-// revokeLeadership cancels the leader loops and waits for them to exit, so
+// revoke cancels the leader loops and waits for them to exit, so
 // that no loop calls Nomad once this server is no longer the leader.
-func (s *Server) revokeLeadership() {
-	s.leaderMu.Lock()
-	s.leaderReady.Store(false)
-	cancel, done := s.leaderCancel, s.leaderDone
-	s.leaderCancel, s.leaderDone = nil, nil
-	s.leaderMu.Unlock()
+func (l *leadership) revoke() {
+	l.mu.Lock()
+	l.ready.Store(false)
+	cancel, done := l.cancel, l.done
+	l.cancel, l.done = nil, nil
+	l.mu.Unlock()
 	if cancel == nil {
 		return
 	}
+	s := l.s
 	s.logger.Info("cluster leadership lost; stopping leader loops")
 	cancel()
 	<-done
@@ -196,9 +221,9 @@ func (s *Server) revokeLeadership() {
 
 // LeaderLoopsRunning reports whether this server runs the leader loops.
 func (s *Server) LeaderLoopsRunning() bool {
-	s.leaderMu.Lock()
-	defer s.leaderMu.Unlock()
-	return s.leaderCancel != nil
+	s.leader.mu.Lock()
+	defer s.leader.mu.Unlock()
+	return s.leader.cancel != nil
 }
 
 func (s *Server) shuttingDown() bool {

@@ -218,7 +218,7 @@ func TestLeader_ShutdownStopsRetrying(t *testing.T) {
 // TestLeader_LoopsStartAfterTheLogIsApplied restarts a server on a log of
 // entries its state has not applied, and slows its applies: its leader
 // loops start only once the state holds every entry the log had when it
-// was elected (the barrier of establishLeadership), never on a state that
+// was elected (the barrier of leadership.establish), never on a state that
 // lags its log.
 func TestLeader_LoopsStartAfterTheLogIsApplied(t *testing.T) {
 	dir := t.TempDir()

@@ -120,8 +120,10 @@ type membership struct {
 	wg     sync.WaitGroup
 }
 
-func (s *Server) setupMembership() error {
-	cfg := s.config
+// startMembership starts serf, Consul discovery when configured, and the
+// loops that follow serf's events. The server has its membership as soon
+// as serf runs, so that an error after that leaves it for Shutdown to stop.
+func startMembership(s *Server) error {
 	m := &membership{
 		s: s, logger: s.logger.Named("serf"),
 		eventCh:     make(chan serf.Event, serfEventBuffer),
@@ -131,8 +133,39 @@ func (s *Server) setupMembership() error {
 		refused:     map[string]string{},
 		stopCh:      make(chan struct{}),
 	}
+	sc, err := m.serfConfig()
+	if err != nil {
+		return err
+	}
+	serfNode, err := serf.Create(sc)
+	if err != nil {
+		return fmt.Errorf("start serf: %w", err)
+	}
+	m.serf = serfNode
+	s.membership = m
+	s.gossip.Store(serfNode)
+	cfg := s.config
+	if cfg.Consul != nil {
+		if err := m.setupConsul(); err != nil {
+			return err
+		}
+	}
+	m.wg.Add(2)
+	go m.handleEvents()
+	go m.bindLoop()
+	if len(cfg.RetryJoin) > 0 || len(m.discover) > 0 {
+		m.wg.Add(1)
+		go m.retryJoin()
+	}
+	return nil
+}
+
+// serfConfig is the configuration of this server's serf: its tags, ports,
+// keyring and snapshot.
+func (m *membership) serfConfig() (*serf.Config, error) {
+	s, cfg := m.s, m.s.config
 	sc := serf.DefaultConfig()
-	sc.NodeName = s.nodeName()
+	sc.NodeName = s.name
 	sc.Tags = map[string]string{
 		tagRole: roleNops, tagID: s.nodeID, tagRPCAddr: s.rpcAddr,
 		tagHTTPAddr:        net.JoinHostPort(cfg.Advertise, strconv.Itoa(s.httpLn.Addr().(*net.TCPAddr).Port)),
@@ -155,7 +188,7 @@ func (s *Server) setupMembership() error {
 	if cfg.SerfPort == 0 {
 		port, err := freeUDPTCPPort(cfg.Bind)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		sc.MemberlistConfig.BindPort = port
 	}
@@ -172,36 +205,17 @@ func (s *Server) setupMembership() error {
 		// knew, even when its -retry-join targets are down.
 		dir := filepath.Join(cfg.DataDir, "serf")
 		if err := os.MkdirAll(dir, 0o700); err != nil {
-			return fmt.Errorf("create serf dir: %w", err)
+			return nil, fmt.Errorf("create serf dir: %w", err)
 		}
 		sc.SnapshotPath = filepath.Join(dir, "local.snapshot")
 		keyringPath = filepath.Join(dir, "keyring")
 	}
 	if err := m.setupKeyring(sc, keyringPath); err != nil {
-		return err
+		return nil, err
 	}
 	// A server that restarts with the same name replaces its old self.
 	sc.EnableNameConflictResolution = false
-	serfNode, err := serf.Create(sc)
-	if err != nil {
-		return fmt.Errorf("start serf: %w", err)
-	}
-	m.serf = serfNode
-	s.membership = m
-	s.gossip.Store(serfNode)
-	if cfg.Consul != nil {
-		if err := m.setupConsul(); err != nil {
-			return err
-		}
-	}
-	m.wg.Add(2)
-	go m.handleEvents()
-	go m.bindLoop()
-	if len(cfg.RetryJoin) > 0 || len(m.discover) > 0 {
-		m.wg.Add(1)
-		go m.retryJoin()
-	}
-	return nil
+	return sc, nil
 }
 
 // SerfAddr returns the gossip address of this server.
@@ -469,7 +483,7 @@ func (m *membership) runLeader(ctx context.Context) {
 	apDone := make(chan struct{})
 	go func() {
 		defer close(apDone)
-		m.s.runAutopilot(ctx)
+		runAutopilot(ctx, m.s.autopilot)
 	}()
 	defer func() { <-apDone }()
 	m.wakeBind()

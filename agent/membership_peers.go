@@ -70,7 +70,7 @@ func (m *membership) peerAddrs() (map[raft.ServerID]raft.ServerAddress, error) {
 // binding returns the binding of peer id at addr, if it is bound there.
 func (m *membership) binding(id raft.ServerID, addr raft.ServerAddress) (peerBinding, bool) {
 	if string(id) == m.s.nodeID {
-		return peerBinding{Name: m.s.nodeName(), Addr: raft.ServerAddress(m.s.rpcAddr)}, raft.ServerAddress(m.s.rpcAddr) == addr
+		return peerBinding{Name: m.s.name, Addr: raft.ServerAddress(m.s.rpcAddr)}, raft.ServerAddress(m.s.rpcAddr) == addr
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()

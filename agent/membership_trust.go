@@ -58,7 +58,7 @@ var _ serf.MergeDelegate = (*mergeDelegate)(nil)
 func (d *mergeDelegate) NotifyMerge(members []*serf.Member) error {
 	s := d.m.s
 	for _, mem := range members {
-		if mem.Name != s.nodeName() || mem.Tags[tagRole] != roleNops || mem.Status == serf.StatusLeft {
+		if mem.Name != s.name || mem.Tags[tagRole] != roleNops || mem.Status == serf.StatusLeft {
 			continue
 		}
 		if mem.Addr.Equal(d.addr) && mem.Port == d.port {

@@ -19,7 +19,9 @@ type stateCollector struct {
 	leader      *prometheus.Desc
 }
 
-func (s *Server) registerMetrics() {
+// registerMetrics registers the server's collectors, and makes its
+// retention with its counters.
+func registerMetrics(s *Server) {
 	c := &stateCollector{
 		s:           s,
 		deployments: prometheus.NewDesc("nops_deployments", "Deployments by state.", []string{"state"}, nil),
@@ -31,7 +33,7 @@ func (s *Server) registerMetrics() {
 	s.metrics.MustRegister(c, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	s.metrics.MustRegister(s.raftLogStore.collectors()...)
 	s.metrics.MustRegister(s.proposer.writes)
-	s.retention = newRetention(s.metrics)
+	s.retention = newRetention(s, s.metrics)
 }
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {

@@ -17,9 +17,9 @@ import (
 // gives no HTTP client: a receiver that takes longer is retried later.
 const notifyClientTimeout = 10 * time.Second
 
-// setupNotify builds the notification delivery loop from the notify
+// newNotifier builds the notification delivery loop from the notify
 // blocks. It runs only while the server leads.
-func (s *Server) setupNotify() error {
+func newNotifier(s *Server) (*notify.Deliverer, error) {
 	var nomad *nomadapi.Client
 	for _, n := range s.config.Notify {
 		if n.Kind != config.NotifyKindNomad || nomad != nil {
@@ -32,19 +32,18 @@ func (s *Server) setupNotify() error {
 			Region: s.config.NomadRegion, RedactKeys: s.config.SecretKeyFragments(), Registerer: s.metrics,
 		}, s.logger.Named("notify.nomad"))
 		if err != nil {
-			return fmt.Errorf("nomad client for notifications: %w", err)
+			return nil, fmt.Errorf("nomad client for notifications: %w", err)
 		}
 		nomad = c.API()
 	}
 	targets, err := notifyTargets(s.config, os.LookupEnv, nil, nomad)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	s.notifier = notify.New(s, notify.Config{
+	return notify.New(s, notify.Config{
 		Targets: targets, UIURL: s.config.UIURL, Retention: s.config.NotifyRetention,
-		Leader: s.nodeName(), Registerer: s.metrics,
-	}, s.logger)
-	return nil
+		Leader: s.name, Registerer: s.metrics,
+	}, s.logger), nil
 }
 
 // notifyTargets builds the notify targets of a configuration. client sends the HTTP

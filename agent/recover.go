@@ -64,7 +64,7 @@ func readPeersFile(raftDir string) (*raft.Configuration, error) {
 
 // recoverFromPeersFile applies peers.json, then renames it so that it is
 // applied once.
-func (s *Server) recoverFromPeersFile(rc *raft.Config, raftDir string, logs raft.LogStore, stable raft.StableStore,
+func recoverFromPeersFile(s *Server, rc *raft.Config, raftDir string, logs raft.LogStore, stable raft.StableStore,
 	snaps raft.SnapshotStore, trans raft.Transport) error {
 	cfg, err := readPeersFile(raftDir)
 	if err != nil || cfg == nil {

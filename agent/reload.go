@@ -35,15 +35,15 @@ type reloadable struct {
 // reloadables lists the settings a reload applies.
 func reloadables() []reloadable {
 	return []reloadable{
-		{name: "log-level", apply: (*Server).reloadLogLevel, keep: func(r, n *config.Config) { r.LogLevel = n.LogLevel }},
+		{name: "log-level", apply: reloadLogLevel, keep: func(r, n *config.Config) { r.LogLevel = n.LogLevel }},
 		{name: "tls", always: true, apply: func(s *Server, _ *config.Config) error { return s.ReloadTLS() },
 			keep: func(r, n *config.Config) {}},
-		{name: "repository", apply: (*Server).reloadRepositories,
+		{name: "repository", apply: reloadRepositories,
 			keep: func(r, n *config.Config) { r.Repositories = n.Repositories }},
-		{name: "default-policy", apply: (*Server).reloadDefaults, keep: func(r, n *config.Config) { r.DefaultPolicy = n.DefaultPolicy }},
-		{name: "apply-timeout", apply: (*Server).reloadDefaults, keep: func(r, n *config.Config) { r.ApplyTimeout = n.ApplyTimeout }},
-		{name: "hook-timeout", apply: (*Server).reloadDefaults, keep: func(r, n *config.Config) { r.HookTimeout = n.HookTimeout }},
-		{name: "nomad-replan-rate", apply: (*Server).reloadReplanRate,
+		{name: "default-policy", apply: reloadDefaults, keep: func(r, n *config.Config) { r.DefaultPolicy = n.DefaultPolicy }},
+		{name: "apply-timeout", apply: reloadDefaults, keep: func(r, n *config.Config) { r.ApplyTimeout = n.ApplyTimeout }},
+		{name: "hook-timeout", apply: reloadDefaults, keep: func(r, n *config.Config) { r.HookTimeout = n.HookTimeout }},
+		{name: "nomad-replan-rate", apply: reloadReplanRate,
 			keep: func(r, n *config.Config) { r.NomadReplanRate = n.NomadReplanRate }},
 		{name: "autopilot", apply: func(*Server, *config.Config) error { return nil },
 			keep: func(r, n *config.Config) { r.Autopilot = n.Autopilot }},
@@ -113,7 +113,7 @@ func (s *Server) liveConfig() *config.Config {
 	return s.config
 }
 
-func (s *Server) reloadLogLevel(next *config.Config) error {
+func reloadLogLevel(s *Server, next *config.Config) error {
 	level := hclog.LevelFromString(next.LogLevel)
 	if level == hclog.NoLevel {
 		return fmt.Errorf("%q is not a log level", next.LogLevel)
@@ -123,7 +123,7 @@ func (s *Server) reloadLogLevel(next *config.Config) error {
 	return nil
 }
 
-func (s *Server) reloadRepositories(next *config.Config) error {
+func reloadRepositories(s *Server, next *config.Config) error {
 	if s.manager == nil {
 		return errors.New("this server runs no reconcilers")
 	}
@@ -139,7 +139,7 @@ func (s *Server) reloadRepositories(next *config.Config) error {
 	return nil
 }
 
-func (s *Server) reloadDefaults(next *config.Config) error {
+func reloadDefaults(s *Server, next *config.Config) error {
 	if s.manager == nil {
 		return errors.New("this server runs no reconcilers")
 	}
@@ -151,7 +151,7 @@ func (s *Server) reloadDefaults(next *config.Config) error {
 	return nil
 }
 
-func (s *Server) reloadReplanRate(next *config.Config) error {
+func reloadReplanRate(s *Server, next *config.Config) error {
 	if s.manager == nil {
 		return errors.New("this server runs no reconcilers")
 	}

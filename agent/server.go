@@ -59,6 +59,8 @@ type Server struct {
 	live     atomic.Pointer[config.Config]
 	reloadMu sync.Mutex
 	nodeID   string
+	// name is the node name (nodeName), set with nodeID.
+	name string
 
 	fsm       *fsm.FSM
 	raft      *raft.Raft
@@ -98,18 +100,8 @@ type Server struct {
 	// autopilot runs on the leader.
 	autopilot *autopilot.Autopilot
 
-	leaderNotify chan bool
-	leaderFn     LeaderFunc
-	leaderMu     sync.Mutex
-	leaderCancel context.CancelFunc
-	leaderDone   chan struct{}
-	// leaderReady is set once a new leader's barrier has passed, and
-	// cleared as soon as its leadership is revoked.
-	leaderReady atomic.Bool
-	// establishHook is set by tests only (export_internal_test.go): it
-	// runs first in each establishLeadership, and an error it returns
-	// fails it.
-	establishHook atomic.Pointer[func() error]
+	// leader runs the leader loops while this server leads (leader.go).
+	leader leadership
 	// applyHook is set by tests only (export_internal_test.go): it runs
 	// before Raft hands the FSM a batch of entries to apply.
 	applyHook atomic.Pointer[func()]
@@ -157,7 +149,6 @@ func New(cfg *config.Config, logger hclog.Logger, opts Options) (*Server, error)
 		config:     cfg,
 		logger:     logger,
 		rootLogger: logger,
-		leaderFn:   opts.Leader,
 		reconciler: opts.Reconciler,
 		build:      opts.Build,
 		kick:       reconcile.NewKickQueue(),
@@ -165,6 +156,7 @@ func New(cfg *config.Config, logger hclog.Logger, opts Options) (*Server, error)
 		fatalCh:    make(chan error, 1),
 		metrics:    prometheus.NewRegistry(),
 	}
+	s.leader = leadership{s: s, fn: opts.Leader}
 	if cfg.Dev && cfg.DataDir == "" {
 		dir, err := os.MkdirTemp("", "nops-dev-")
 		if err != nil {
@@ -180,6 +172,10 @@ func New(cfg *config.Config, logger hclog.Logger, opts Options) (*Server, error)
 	return s, nil
 }
 
+// setup builds the server in order: its identity and state, the RPC
+// port, Raft and the proposer, the leader's parts, the HTTP API, then
+// membership and the leadership monitor. An error leaves what was built
+// for Shutdown to stop.
 func (s *Server) setup() error {
 	cfg := s.config
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
@@ -189,20 +185,70 @@ func (s *Server) setup() error {
 	if err != nil {
 		return err
 	}
-	s.nodeID = id
-	s.logger = s.logger.With("node", s.nodeName())
+	s.nodeID, s.name = id, nodeName(cfg, id)
+	s.logger = s.logger.With("node", s.name)
 
-	f, err := fsm.New(s.logger)
-	if err != nil {
+	if s.fsm, err = fsm.New(s.logger); err != nil {
 		return err
 	}
-	s.fsm = f
-
 	if s.tls, err = newTLSConfigurator(cfg.TLS, cfg.Region, s.logger.Named("tls")); err != nil {
 		return err
 	}
-	s.warnInsecure()
+	warnInsecure(cfg, s.logger)
+	if err := s.listenRPC(); err != nil {
+		return err
+	}
 
+	// The proposer outlives the HTTP servers' grace period and Raft: it
+	// stops once Raft has shut down, when every outcome Raft gives is
+	// given. It hears from the FSM, which Raft starts to run at once.
+	s.proposerStop = make(chan struct{})
+	s.proposer = newProposer(func(buf []byte, timeout time.Duration) raft.ApplyFuture { return s.raft.Apply(buf, timeout) },
+		s.proposerStop, errClosed)
+	s.proposer.canBatch = func() bool { return canBatch(s.gossip.Load(), s.raft, cfg.Region) }
+	s.fsm.SetOnApply(s.proposer.committed)
+	if err := s.setupRaft(); err != nil {
+		return err
+	}
+	s.wg.Add(1)
+	go s.proposer.run(&s.wg)
+	if s.notifier, err = newNotifier(s); err != nil {
+		return err
+	}
+	s.autopilot = newAutopilot(s)
+
+	if s.build != nil {
+		leader, rec, err := s.build(s)
+		if err != nil {
+			return err
+		}
+		if leader != nil {
+			s.leader.fn = leader
+		}
+		if rec != nil {
+			s.reconciler = rec
+		}
+	}
+	if err := s.serveHTTP(); err != nil {
+		return err
+	}
+	if err := startMembership(s); err != nil {
+		return err
+	}
+	registerMetrics(s)
+
+	s.wg.Add(1)
+	go s.leader.monitor()
+	s.logger.Info("server started", "http", s.HTTPAddr(), "rpc", s.rpcAddr, "data_dir", cfg.DataDir,
+		"bootstrap_expect", cfg.BootstrapExpect)
+	return nil
+}
+
+// listenRPC opens the RPC port and starts its mux, which hands each
+// connection to Raft, forwarding or the internal HTTP server by its first
+// byte.
+func (s *Server) listenRPC() error {
+	cfg := s.config
 	rpcLn, err := net.Listen("tcp", net.JoinHostPort(cfg.Bind, strconv.Itoa(cfg.RPCPort)))
 	if err != nil {
 		return fmt.Errorf("listen on rpc port: %w", err)
@@ -214,40 +260,15 @@ func (s *Server) setup() error {
 		return fmt.Errorf("advertise address %q is not an IP address", cfg.Advertise)
 	}
 	s.rpcAddr = advertise.String()
-	s.mux = newRPCMux(rpcLn, advertise, s.rpcTLS(), s.logger.Named("rpc"))
+	s.mux = newRPCMux(rpcLn, advertise, s.tls.forRPC(), s.logger.Named("rpc"))
 	go s.mux.serve()
+	return nil
+}
 
-	// The proposer outlives the HTTP servers' grace period and Raft: it
-	// stops once Raft has shut down, when every outcome Raft gives is
-	// given. It hears from the FSM, which Raft starts to run at once.
-	s.proposerStop = make(chan struct{})
-	s.proposer = newProposer(func(buf []byte, timeout time.Duration) raft.ApplyFuture { return s.raft.Apply(buf, timeout) },
-		s.proposerStop, errClosed)
-	s.proposer.canBatch = s.canBatch
-	s.fsm.SetOnApply(s.proposer.committed)
-	if err := s.setupRaft(); err != nil {
-		return err
-	}
-	s.wg.Add(1)
-	go s.proposer.run(&s.wg)
-	if err := s.setupNotify(); err != nil {
-		return err
-	}
-	s.setupAutopilot()
-
-	if s.build != nil {
-		leader, rec, err := s.build(s)
-		if err != nil {
-			return err
-		}
-		if leader != nil {
-			s.leaderFn = leader
-		}
-		if rec != nil {
-			s.reconciler = rec
-		}
-	}
-
+// serveHTTP opens the HTTP port and serves the API on it, on the RPC
+// port's internal HTTP server, and to forwarded requests.
+func (s *Server) serveHTTP() error {
+	cfg := s.config
 	httpLn, err := net.Listen("tcp", net.JoinHostPort(cfg.Bind, strconv.Itoa(cfg.HTTPPort)))
 	if err != nil {
 		return fmt.Errorf("listen on http port: %w", err)
@@ -256,8 +277,8 @@ func (s *Server) setup() error {
 	// TLS wraps the connection cap, so that the server sees a *tls.Conn
 	// and requests carry their TLS state (the Origin check's scheme, the
 	// session cookie's Secure flag).
-	httpLn = s.wrapHTTPListener(agenthttp.LimitListener(cfg, httpLn))
-	api := agenthttp.New(s, s.logger.Named("forward"))
+	httpLn = s.tls.wrapHTTPListener(agenthttp.LimitListener(cfg, httpLn))
+	api := agenthttp.New(HTTPBackend{s}, s.logger.Named("forward"))
 	s.requestCtx, s.requestCancel = context.WithCancel(context.Background())
 	base := func(net.Listener) context.Context { return s.requestCtx }
 	s.httpServer = agenthttp.NewHTTPServer(cfg, api.Handler())
@@ -282,24 +303,16 @@ func (s *Server) setup() error {
 			s.logger.Error("rpc http server stopped", "error", err)
 		}
 	}()
-
-	if err := s.setupMembership(); err != nil {
-		return err
-	}
-	s.registerMetrics()
-
-	s.wg.Add(1)
-	go s.monitorLeadership()
-	s.logger.Info("server started", "http", s.HTTPAddr(), "rpc", s.rpcAddr, "data_dir", cfg.DataDir,
-		"bootstrap_expect", cfg.BootstrapExpect)
 	return nil
 }
 
-func (s *Server) nodeName() string {
-	if s.config.NodeName != "" {
-		return s.config.NodeName
+// nodeName is the server's name: the configured one, else the short form
+// of its node ID.
+func nodeName(cfg *config.Config, nodeID string) string {
+	if cfg.NodeName != "" {
+		return cfg.NodeName
 	}
-	return structs.ShortID(s.nodeID)
+	return structs.ShortID(nodeID)
 }
 
 // loadNodeID reads the node ID persisted in the data dir, or creates it.
@@ -356,15 +369,15 @@ func (s *Server) setupRaft() error {
 	rc.BatchApplyCh = true
 	timings := cfg.RaftTimings()
 	rc.HeartbeatTimeout, rc.ElectionTimeout, rc.LeaderLeaseTimeout = timings.HeartbeatTimeout, timings.ElectionTimeout, timings.LeaderLeaseTimeout
-	s.leaderNotify = make(chan bool, 10)
-	rc.NotifyCh = s.leaderNotify
+	s.leader.notify = make(chan bool, 10)
+	rc.NotifyCh = s.leader.notify
 
 	// Raft panics on a log it cannot run on, at every start: such a log
 	// stops the start with an error that says how to recover instead.
 	if err := checkRaftLog(dir, store, store, snaps); err != nil {
 		return err
 	}
-	if err := s.recoverFromPeersFile(rc, dir, store, store, snaps, s.transport); err != nil {
+	if err := recoverFromPeersFile(s, rc, dir, store, store, snaps, s.transport); err != nil {
 		return err
 	}
 	existing, err := raft.HasExistingState(store, store, snaps)
@@ -430,7 +443,7 @@ func (s *Server) Metrics() *prometheus.Registry { return s.metrics }
 // is not the leader yet for writes and consistent reads: they wait (or are
 // forwarded) until it is.
 func (s *Server) IsLeader() bool {
-	return s.leaderReady.Load() && s.raft.State() == raft.Leader
+	return s.leader.ready.Load() && s.raft.State() == raft.Leader
 }
 
 // Leader returns the leader's RPC address and ID, empty when unknown.
@@ -465,7 +478,7 @@ func (s *Server) Apply(t structs.MessageType, req any) (uint64, error) {
 // commit) and returns its index and the FSM's answer once this server
 // applied it. Raft's not-leader errors become structs.ErrNotLeader.
 func (s *Server) raftApply(t structs.MessageType, req any) (uint64, any, error) {
-	if err := s.checkMinimumVersion(t); err != nil {
+	if err := checkMinimumVersion(t, s.gossip.Load(), s.config.Region); err != nil {
 		return 0, nil, err
 	}
 	buf, err := structs.Encode(t, req)
@@ -538,7 +551,7 @@ func (s *Server) Leave() {
 func (s *Server) Shutdown() {
 	s.shutdownOnce.Do(func() {
 		close(s.shutdownCh)
-		s.revokeLeadership()
+		s.leader.revoke()
 		if s.membership != nil {
 			s.membership.shutdown()
 		}

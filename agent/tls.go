@@ -205,11 +205,12 @@ func (c *tlsConfigurator) httpServerConfig() *tls.Config {
 }
 
 // wrapHTTPListener serves the HTTP API over TLS when tls.http is set.
-func (s *Server) wrapHTTPListener(ln net.Listener) net.Listener {
-	if s.tls == nil || !s.config.TLS.HTTP {
+// It is safe on a nil configurator.
+func (c *tlsConfigurator) wrapHTTPListener(ln net.Listener) net.Listener {
+	if c == nil || !c.cfg.HTTP {
 		return ln
 	}
-	return tls.NewListener(ln, s.tls.httpServerConfig())
+	return tls.NewListener(ln, c.httpServerConfig())
 }
 
 // httpErrorLog sends the errors of the HTTP server (failed TLS handshakes
@@ -220,13 +221,13 @@ func httpErrorLog(logger hclog.Logger) *log.Logger {
 	return logger.Named("http").StandardLogger(&hclog.StandardLoggerOptions{ForceLevel: hclog.Debug})
 }
 
-// rpcTLS returns the TLS configurator of the RPC port, nil when the RPC
-// port is plain TCP.
-func (s *Server) rpcTLS() *tlsConfigurator {
-	if s.tls == nil || !s.config.TLS.RPC {
+// forRPC returns the TLS configurator of the RPC port, nil when the RPC
+// port is plain TCP. It is safe on a nil configurator.
+func (c *tlsConfigurator) forRPC() *tlsConfigurator {
+	if c == nil || !c.cfg.RPC {
 		return nil
 	}
-	return s.tls
+	return c
 }
 
 // ReloadTLS reads the TLS certificate, key and CA files again; new
@@ -239,18 +240,17 @@ func (s *Server) ReloadTLS() error {
 }
 
 // warnInsecure logs, loudly, every way this server trusts its network.
-func (s *Server) warnInsecure() {
-	cfg := s.config
+func warnInsecure(cfg *config.Config, logger hclog.Logger) {
 	if cfg.Dev {
 		return
 	}
 	if !cfg.TLS.RPC {
-		s.logger.Warn("RPC TLS IS DISABLED (insecure_rpc): the RPC port is plain TCP without authentication, and anyone who can reach it controls the cluster (joins Raft, rewrites its log, uses the forwarding API); set tls { rpc = true } in production")
+		logger.Warn("RPC TLS IS DISABLED (insecure_rpc): the RPC port is plain TCP without authentication, and anyone who can reach it controls the cluster (joins Raft, rewrites its log, uses the forwarding API); set tls { rpc = true } in production")
 	}
 	if !cfg.TLS.HTTP {
-		s.logger.Warn("the HTTP API is served without TLS; set tls { http = true } in production")
+		logger.Warn("the HTTP API is served without TLS; set tls { http = true } in production")
 	}
 	if cfg.DisableGossipEncryption {
-		s.logger.Warn("GOSSIP ENCRYPTION IS DISABLED (disable_gossip_encryption): anyone who can reach the serf port can join the cluster's gossip; set encrypt in production")
+		logger.Warn("GOSSIP ENCRYPTION IS DISABLED (disable_gossip_encryption): anyone who can reach the serf port can join the cluster's gossip; set encrypt in production")
 	}
 }

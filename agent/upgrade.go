@@ -53,13 +53,12 @@ func (e *ServersTooOldError) Unwrap() error { return structs.ErrConflict }
 // checkMinimumVersion refuses a message type that some server of the
 // cluster, alive or failed (a failed server may come back), is too old to
 // apply. A server whose version does not parse counts as too old.
-func (s *Server) checkMinimumVersion(t structs.MessageType) error {
+func checkMinimumVersion(t structs.MessageType, g *serf.Serf, region string) error {
 	min, ok := minVersions[t&^structs.IgnoreUnknownTypeFlag]
-	g := s.gossip.Load()
 	if !ok || g == nil {
 		return nil
 	}
-	return serversMeetMinimumVersion(t, min, g.Members(), s.config.Region)
+	return serversMeetMinimumVersion(t, min, g.Members(), region)
 }
 
 func serversMeetMinimumVersion(t structs.MessageType, min *version.Version, members []serf.Member, region string) error {
@@ -91,17 +90,16 @@ func serversMeetMinimumVersion(t structs.MessageType, min *version.Version, memb
 // from theirs; so until gossip runs, and while one such server is a member,
 // each write goes as an entry of its own. It runs once per group of writes:
 // a copy of the members and of the configuration, no version parsing.
-func (s *Server) canBatch() bool {
-	g := s.gossip.Load()
-	if g == nil || s.raft == nil {
+func canBatch(g *serf.Serf, r *raft.Raft, region string) bool {
+	if g == nil || r == nil {
 		return false
 	}
-	f := s.raft.GetConfiguration()
+	f := r.GetConfiguration()
 	if f.Error() != nil {
 		return false
 	}
 	members := g.Members()
-	return allServersTagged(members, s.config.Region, tagBatch) && raftServersTagged(f.Configuration(), members, tagBatch)
+	return allServersTagged(members, region, tagBatch) && raftServersTagged(f.Configuration(), members, tagBatch)
 }
 
 // raftServersTagged reports whether every server of a Raft configuration

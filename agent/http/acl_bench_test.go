@@ -54,7 +54,7 @@ func BenchmarkAuthorize_100Policies(b *testing.B) {
 	if _, err := s.Apply(structs.ACLTokenUpsertRequestType, &structs.ACLTokenUpsertRequest{WriteMeta: meta, Token: tok, Create: true}); err != nil {
 		b.Fatal(err)
 	}
-	authorize := agenthttp.AuthorizeJob(s, acl.Approve)
+	authorize := agenthttp.AuthorizeJob(agent.HTTPBackend{Server: s}, acl.Approve)
 	req := httptest.NewRequest("POST", "/v1/job/team-99-eu/svc-99-api/retry", nil)
 	req.SetPathValue("ns", "team-99-eu")
 	req.SetPathValue("id", "svc-99-api")

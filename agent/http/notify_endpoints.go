@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -109,7 +110,9 @@ func (a *clusterAPI) notifyTest(_ http.ResponseWriter, r *http.Request) (any, er
 // or the Last-Event-ID header, then each new one as it is applied, until
 // the client goes away. Each event's id is its sequence number, so a
 // client resumes where it stopped.
-func (a *clusterAPI) eventStream(w http.ResponseWriter, r *http.Request) (any, error) {
+// streamStart is the sequence number a stream starts after: the larger
+// of ?index= and the Last-Event-ID of a client that reconnects.
+func streamStart(r *http.Request) (uint64, error) {
 	var after uint64
 	for _, v := range []string{r.URL.Query().Get("index"), strings.TrimSpace(r.Header.Get("Last-Event-ID"))} {
 		if v == "" {
@@ -117,9 +120,40 @@ func (a *clusterAPI) eventStream(w http.ResponseWriter, r *http.Request) (any, e
 		}
 		n, err := strconv.ParseUint(v, 10, 64)
 		if err != nil {
-			return nil, badRequest(fmt.Sprintf("index: %q is not an event sequence number", v))
+			return 0, badRequest(fmt.Sprintf("index: %q is not an event sequence number", v))
 		}
 		after = max(after, n)
+	}
+	return after, nil
+}
+
+// writeEvents writes the events of kind (any when empty) that the token
+// id may read as server-sent events, and returns the sequence number of
+// the last event looked at. An error is the connection's.
+func writeEvents(w io.Writer, events []*structs.Event, after uint64, kind string, id *identity) (uint64, error) {
+	for _, e := range events {
+		after = e.Seq
+		if kind != "" && e.Kind != kind {
+			continue
+		}
+		if !canRead(id, e.Namespace, e.JobID) {
+			continue
+		}
+		body, err := json.Marshal(e)
+		if err != nil {
+			return after, fmt.Errorf("encode event %d: %w", e.Seq, err)
+		}
+		if _, err := fmt.Fprintf(w, "id: %d\nevent: %s\ndata: %s\n\n", e.Seq, e.Kind, body); err != nil {
+			return after, err
+		}
+	}
+	return after, nil
+}
+
+func (a *clusterAPI) eventStream(w http.ResponseWriter, r *http.Request) (any, error) {
+	after, err := streamStart(r)
+	if err != nil {
+		return nil, err
 	}
 	kind := r.URL.Query().Get("kind")
 	flusher, ok := w.(http.Flusher)
@@ -154,21 +188,8 @@ func (a *clusterAPI) eventStream(w http.ResponseWriter, r *http.Request) (any, e
 		if err != nil {
 			return nil, nil
 		}
-		for _, e := range events {
-			after = e.Seq
-			if kind != "" && e.Kind != kind {
-				continue
-			}
-			if !canRead(id, e.Namespace, e.JobID) {
-				continue
-			}
-			body, err := json.Marshal(e)
-			if err != nil {
-				return nil, nil
-			}
-			if _, err := fmt.Fprintf(w, "id: %d\nevent: %s\ndata: %s\n\n", e.Seq, e.Kind, body); err != nil {
-				return nil, nil
-			}
+		if after, err = writeEvents(w, events, after, kind, id); err != nil {
+			return nil, nil
 		}
 		if len(events) > 0 {
 			flusher.Flush()
