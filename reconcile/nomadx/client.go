@@ -32,9 +32,9 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"runtime"
 	"time"
 
-	"github.com/hashicorp/go-cleanhttp"
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/nomad/api"
 	"github.com/prometheus/client_golang/prometheus"
@@ -187,7 +187,11 @@ func newTransport(address string) (*http.Transport, error) {
 	if err != nil {
 		return nil, fmt.Errorf("invalid Nomad address %q: %w", address, err)
 	}
-	transport := cleanhttp.DefaultPooledTransport()
+	// The standard transport (proxy from the environment, dial and idle
+	// timeouts), pooled: one idle connection a core and one more, as
+	// Nomad's own client keeps.
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	transport.MaxIdleConnsPerHost = runtime.GOMAXPROCS(0) + 1
 	transport.TLSHandshakeTimeout = 10 * time.Second
 	transport.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12}
 	transport.ForceAttemptHTTP2 = false
