@@ -1,10 +1,7 @@
 package agent_test
 
 import (
-	"bytes"
 	"fmt"
-	"io"
-	"net/http"
 	"testing"
 	"time"
 
@@ -32,33 +29,11 @@ func BenchmarkWrite_ThroughFollowerACL(b *testing.B) {
 			nopstest.WithConfig(func(cfg *config.Config) { cfg.ACL.Enabled = on }))
 		c.WaitForPeers(30*time.Second, c.NodeIDs()...)
 		follower := c.Followers()[0]
-		token := ""
+		w := newWriter(follower)
 		if on {
-			token = benchToken(b, c)
+			w.token = benchToken(b, c)
 		}
-		client := &http.Client{Timeout: 30 * time.Second}
-		t := &target{lat: make([]time.Duration, 0, b.N)}
-		t.put = func(name string) error {
-			req, err := http.NewRequest("PUT", follower.URL+"/v1/window/"+name,
-				bytes.NewReader([]byte(`{"kind":"deny","schedule":"0 22 * * *","duration":"8h"}`)))
-			if err != nil {
-				return err
-			}
-			req.Header.Set("Content-Type", "application/json")
-			if token != "" {
-				req.Header.Set("X-Nops-Token", token)
-			}
-			resp, err := client.Do(req)
-			if err != nil {
-				return err
-			}
-			defer resp.Body.Close()
-			raw, _ := io.ReadAll(resp.Body)
-			if resp.StatusCode != http.StatusOK {
-				return fmt.Errorf("PUT window %s: %d %s", name, resp.StatusCode, raw)
-			}
-			return nil
-		}
+		t := &target{put: w.put, lat: make([]time.Duration, 0, b.N)}
 		if err := t.put("warm"); err != nil {
 			b.Fatal(err)
 		}

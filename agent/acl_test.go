@@ -40,7 +40,7 @@ func aclCall(t testing.TB, s *nopstest.Server, token, method, path string, body 
 	if err != nil {
 		t.Fatal(err)
 	}
-	setContentType(req)
+	nopstest.SetContentType(req)
 	req.Header.Set("X-Nops-Actor", "mallory")
 	if token != "" {
 		req.Header.Set("X-Nops-Token", token)
@@ -67,17 +67,10 @@ func aclCall(t testing.TB, s *nopstest.Server, token, method, path string, body 
 // on running while the walk goes on.
 func aclDigest(t testing.TB, st *fsm.StateStore) string {
 	t.Helper()
-	var b strings.Builder
-	add := func(name string, v any, err error) {
-		if err != nil {
-			t.Fatalf("read %s: %v", name, err)
-		}
-		raw, _ := json.Marshal(v)
-		fmt.Fprintf(&b, "%s=%s\n", name, raw)
-	}
+	d := &digest{t: t}
 	deps, _, err := st.Deployments(fsm.DeploymentFilter{})
-	for _, d := range deps {
-		add("decisions of "+d.ID, d.Decisions, err)
+	for _, dep := range deps {
+		d.add("decisions of "+dep.ID, dep.Decisions, err)
 	}
 	events, err := st.Events(fsm.EventFilter{})
 	var personal []*structs.Event
@@ -86,28 +79,23 @@ func aclDigest(t testing.TB, st *fsm.StateStore) string {
 			personal = append(personal, e)
 		}
 	}
-	add("events", personal, err)
-	pauses, err := st.Pauses()
-	add("pauses", pauses, err)
-	windows, err := st.Windows()
-	add("windows", windows, err)
-	lifts, err := st.Lifts()
-	add("lifts", lifts, err)
+	d.add("events", personal, err)
+	d.addHolds(st)
 	blocks, err := st.Blocks()
 	for _, bl := range blocks {
-		add("retry of "+bl.Key(), []any{bl.Retried, bl.RetriedBy}, err)
+		d.add("retry of "+bl.Key(), []any{bl.Retried, bl.RetriedBy}, err)
 	}
 	pols, err := st.ACL().Policies()
-	add("policies", pols, err)
+	d.add("policies", pols, err)
 	roles, err := st.ACL().Roles()
-	add("roles", roles, err)
+	d.add("roles", roles, err)
 	toks, err := st.ACL().Tokens()
-	add("tokens", toks, err)
+	d.add("tokens", toks, err)
 	ms, err := st.ACL().AuthMethods()
-	add("methods", ms, err)
+	d.add("methods", ms, err)
 	rules, err := st.ACL().BindingRules()
-	add("rules", rules, err)
-	return b.String()
+	d.add("rules", rules, err)
+	return d.b.String()
 }
 
 // syncAll waits until every running server has applied what the leader

@@ -69,7 +69,7 @@ func do(t *testing.T, s *agent.Server, method, path, body string) (int, map[stri
 		t.Fatal(err)
 	}
 	req.Header.Set("X-Nops-Actor", "tester")
-	setContentType(req)
+	nopstest.SetContentType(req)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatalf("%s %s: %v", method, path, err)
@@ -327,14 +327,3 @@ func TestAPI_Decisions(t *testing.T) {
 	}
 }
 
-// setContentType sets the content type the server requires of a write: a
-// snapshot archive's on a restore, JSON on every other.
-func setContentType(req *http.Request) {
-	switch {
-	case req.Method == http.MethodGet || req.Method == http.MethodHead:
-	case req.URL.Path == "/v1/operator/snapshot":
-		req.Header.Set("Content-Type", "application/x-nops-snapshot")
-	default:
-		req.Header.Set("Content-Type", "application/json")
-	}
-}

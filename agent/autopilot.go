@@ -139,7 +139,7 @@ func (d *autopilotDelegate) KnownServers() map[raft.ServerID]*autopilot.Server {
 		id := raft.ServerID(si.ID)
 		srv := &autopilot.Server{
 			ID: id, Name: si.Name, Address: raft.ServerAddress(si.RPCAddr), NodeStatus: nodeStatus(si.Status),
-			Version: mem.Tags[tagVersion], Meta: map[string]string{tagHTTPAddr: si.HTTPAddr},
+			Version: mem.Tags[structs.MemberTagVersion], Meta: map[string]string{structs.MemberTagHTTPAddr: si.HTTPAddr},
 			RaftVersion: raft.ProtocolVersionMax, IsLeader: si.ID == leaderID,
 		}
 		switch kind, _ := s.membership.classify(si, peers); kind {

@@ -117,10 +117,12 @@ func waitForCycle(c *nopstest.Cluster, by string, since time.Time, timeout time.
 	return elected, finished, fmt.Errorf("no detection cycle after %s: %s", timeout, last)
 }
 
-// writer sends window writes to one server over a kept-alive connection.
+// writer sends window writes to one server over a kept-alive connection,
+// with token when it is set.
 type writer struct {
 	s      *nopstest.Server
 	client *http.Client
+	token  string
 }
 
 func newWriter(s *nopstest.Server) *writer {
@@ -138,6 +140,9 @@ func (w *writer) put(name string) error {
 		return err
 	}
 	req.Header.Set("Content-Type", "application/json")
+	if w.token != "" {
+		req.Header.Set("X-Nops-Token", w.token)
+	}
 	resp, err := w.client.Do(req)
 	if err != nil {
 		return err

@@ -49,7 +49,7 @@ func tryCall(s *nopstest.Server, method, path string, body []byte) (answer, erro
 		return answer{}, err
 	}
 	req.Header.Set("X-Nops-Actor", "tester")
-	setContentType(req)
+	nopstest.SetContentType(req)
 	client := *s.HTTPClient()
 	client.Timeout = 60 * time.Second
 	start := time.Now()
@@ -538,39 +538,54 @@ func TestCluster_Operator(t *testing.T) {
 	call(t, survivor, "POST", "/v1/pause", []byte(`{"reason":"after removal"}`)).ok(t, "write after removal", nil)
 }
 
+// digest renders objects of a state store, one line each, for
+// comparisons; a read that fails fails the test.
+type digest struct {
+	t testing.TB
+	b strings.Builder
+}
+
+func (d *digest) add(name string, v any, err error) {
+	d.t.Helper()
+	if err != nil {
+		d.t.Fatalf("read %s: %v", name, err)
+	}
+	raw, err := json.Marshal(v)
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	fmt.Fprintf(&d.b, "%s=%s\n", name, raw)
+}
+
+// addHolds adds the pauses, windows and lifts.
+func (d *digest) addHolds(st *fsm.StateStore) {
+	d.t.Helper()
+	pauses, err := st.Pauses()
+	d.add("pauses", pauses, err)
+	windows, err := st.Windows()
+	d.add("windows", windows, err)
+	lifts, err := st.Lifts()
+	d.add("lifts", lifts, err)
+}
+
 // stateDigest renders every object of a state store, for comparisons.
 func stateDigest(t testing.TB, st *fsm.StateStore) string {
 	t.Helper()
-	var b strings.Builder
-	add := func(name string, v any, err error) {
-		if err != nil {
-			t.Fatalf("read %s: %v", name, err)
-		}
-		raw, err := json.Marshal(v)
-		if err != nil {
-			t.Fatal(err)
-		}
-		fmt.Fprintf(&b, "%s=%s\n", name, raw)
-	}
+	d := &digest{t: t}
 	deps, _, err := st.Deployments(fsm.DeploymentFilter{})
-	add("deployments", deps, err)
+	d.add("deployments", deps, err)
 	events, err := st.Events(fsm.EventFilter{})
-	add("events", events, err)
-	pauses, err := st.Pauses()
-	add("pauses", pauses, err)
-	windows, err := st.Windows()
-	add("windows", windows, err)
-	lifts, err := st.Lifts()
-	add("lifts", lifts, err)
+	d.add("events", events, err)
+	d.addHolds(st)
 	blocks, err := st.Blocks()
-	add("blocks", blocks, err)
+	d.add("blocks", blocks, err)
 	statuses, err := st.JobStatuses()
-	add("job statuses", statuses, err)
+	d.add("job statuses", statuses, err)
 	repos, err := st.RepoStatuses()
-	add("repo statuses", repos, err)
+	d.add("repo statuses", repos, err)
 	cycle, err := st.DetectionCycle()
-	add("detection cycle", cycle, err)
-	return b.String()
+	d.add("detection cycle", cycle, err)
+	return d.b.String()
 }
 
 // TestCluster_SnapshotSaveRestore saves a snapshot of one cluster through a
@@ -796,7 +811,7 @@ func TestCluster_HeldWriteRefusedOnShutdown(t *testing.T) {
 			res <- result{err: err}
 			return
 		}
-		setContentType(req)
+		nopstest.SetContentType(req)
 		resp, err := (&http.Client{Timeout: 30 * time.Second}).Do(req)
 		if err != nil {
 			res <- result{err: err}

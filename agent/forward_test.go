@@ -267,7 +267,7 @@ func TestForward_Attacks(t *testing.T) {
 			t.Fatal(err)
 		}
 		req.Header.Set("X-Nops-Actor", "tester")
-		setContentType(req)
+		nopstest.SetContentType(req)
 		resp, err := fresh.Do(req)
 		if err != nil {
 			t.Fatalf("write through a follower: %v", err)

@@ -18,20 +18,8 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 	"github.com/hashicorp/serf/serf"
-)
 
-// Serf tags every Nops server carries.
-const (
-	tagRole            = "role"
-	tagID              = "id"
-	tagRPCAddr         = "rpc_addr"
-	tagHTTPAddr        = "http_addr"
-	tagBootstrapExpect = "bootstrap_expect"
-	tagVersion         = "version"
-	tagACL             = "acl"
-	// tagBatch says the server applies batch entries (upgrade.go).
-	tagBatch = "batch"
-	roleNops = "nops"
+	"github.com/nops-dev/nops/structs"
 )
 
 const (
@@ -78,13 +66,13 @@ type serverInfo struct {
 }
 
 func parseMember(m serf.Member) (serverInfo, bool) {
-	if m.Tags[tagRole] != roleNops {
+	if m.Tags[structs.MemberTagRole] != structs.MemberRoleNops {
 		return serverInfo{}, false
 	}
-	expect, _ := strconv.Atoi(m.Tags[tagBootstrapExpect])
+	expect, _ := strconv.Atoi(m.Tags[structs.MemberTagBootstrapExpect])
 	return serverInfo{
-		Name: m.Name, ID: m.Tags[tagID], RPCAddr: m.Tags[tagRPCAddr], HTTPAddr: m.Tags[tagHTTPAddr],
-		Region: m.Tags[tagRegion], BootstrapExpect: expect, ACL: m.Tags[tagACL], Status: m.Status,
+		Name: m.Name, ID: m.Tags[structs.MemberTagID], RPCAddr: m.Tags[structs.MemberTagRPCAddr], HTTPAddr: m.Tags[structs.MemberTagHTTPAddr],
+		Region: m.Tags[structs.MemberTagRegion], BootstrapExpect: expect, ACL: m.Tags[structs.MemberTagACL], Status: m.Status,
 	}, true
 }
 
@@ -167,13 +155,13 @@ func (m *membership) serfConfig() (*serf.Config, error) {
 	sc := serf.DefaultConfig()
 	sc.NodeName = s.name
 	sc.Tags = map[string]string{
-		tagRole: roleNops, tagID: s.nodeID, tagRPCAddr: s.rpcAddr,
-		tagHTTPAddr:        net.JoinHostPort(cfg.Advertise, strconv.Itoa(s.httpLn.Addr().(*net.TCPAddr).Port)),
-		tagBootstrapExpect: strconv.Itoa(cfg.BootstrapExpect),
-		tagVersion:         Version,
-		tagRegion:          cfg.Region,
-		tagACL:             strconv.FormatBool(cfg.ACL.Enabled),
-		tagBatch:           "1",
+		structs.MemberTagRole: structs.MemberRoleNops, structs.MemberTagID: s.nodeID, structs.MemberTagRPCAddr: s.rpcAddr,
+		structs.MemberTagHTTPAddr:        net.JoinHostPort(cfg.Advertise, strconv.Itoa(s.httpLn.Addr().(*net.TCPAddr).Port)),
+		structs.MemberTagBootstrapExpect: strconv.Itoa(cfg.BootstrapExpect),
+		structs.MemberTagVersion:         Version,
+		structs.MemberTagRegion:          cfg.Region,
+		structs.MemberTagACL:             strconv.FormatBool(cfg.ACL.Enabled),
+		structs.MemberTagBatch:           "1",
 	}
 	merge := &mergeDelegate{m: m, addr: net.ParseIP(cfg.Advertise)}
 	sc.Merge = merge

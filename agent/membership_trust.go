@@ -36,9 +36,6 @@ var (
 	ErrGossipUnencrypted = errors.New("gossip encryption is not enabled (start the servers with encrypt)")
 )
 
-// tagRegion is the serf tag of a server's region.
-const tagRegion = "region"
-
 // mergeDelegate refuses to merge gossip state in which another server
 // claims this server's node name. memberlist would otherwise keep one of
 // the two silently, and the servers would never form a cluster. A member
@@ -58,13 +55,13 @@ var _ serf.MergeDelegate = (*mergeDelegate)(nil)
 func (d *mergeDelegate) NotifyMerge(members []*serf.Member) error {
 	s := d.m.s
 	for _, mem := range members {
-		if mem.Name != s.name || mem.Tags[tagRole] != roleNops || mem.Status == serf.StatusLeft {
+		if mem.Name != s.name || mem.Tags[structs.MemberTagRole] != structs.MemberRoleNops || mem.Status == serf.StatusLeft {
 			continue
 		}
 		if mem.Addr.Equal(d.addr) && mem.Port == d.port {
 			continue
 		}
-		if id := mem.Tags[tagID]; id != s.nodeID {
+		if id := mem.Tags[structs.MemberTagID]; id != s.nodeID {
 			err := fmt.Errorf("%w: node name %s is already used by node ID %s at %s; give every server a unique -node name",
 				ErrNodeNameConflict, mem.Name, id, net.JoinHostPort(mem.Addr.String(), strconv.Itoa(int(mem.Port))))
 			d.m.setConflict(err)

@@ -68,9 +68,9 @@ func serversMeetMinimumVersion(t structs.MessageType, min *version.Version, memb
 		if !ok || si.Region != region || (si.Status != serf.StatusAlive && si.Status != serf.StatusFailed) {
 			continue
 		}
-		v, err := version.NewVersion(m.Tags[tagVersion])
+		v, err := version.NewVersion(m.Tags[structs.MemberTagVersion])
 		if err != nil || v.Core().LessThan(min.Core()) {
-			old = append(old, fmt.Sprintf("%s (%s)", si.Name, m.Tags[tagVersion]))
+			old = append(old, fmt.Sprintf("%s (%s)", si.Name, m.Tags[structs.MemberTagVersion]))
 		}
 	}
 	if len(old) == 0 {
@@ -82,7 +82,7 @@ func serversMeetMinimumVersion(t structs.MessageType, min *version.Version, memb
 
 // canBatch reports whether the proposer may pack writes into batch
 // entries: every server of the region, alive or failed (a failed server
-// may come back), says it applies them (tagBatch, which only builds that
+// may come back), says it applies them (structs.MemberTagBatch, which only builds that
 // apply them set), and so does every server of the Raft configuration,
 // which gossip may not have found yet (just after a restart) or may have
 // forgotten (a failed server reaped). A server that does not say so would
@@ -99,7 +99,7 @@ func canBatch(g *serf.Serf, r *raft.Raft, region string) bool {
 		return false
 	}
 	members := g.Members()
-	return allServersTagged(members, region, tagBatch) && raftServersTagged(f.Configuration(), members, tagBatch)
+	return allServersTagged(members, region, structs.MemberTagBatch) && raftServersTagged(f.Configuration(), members, structs.MemberTagBatch)
 }
 
 // raftServersTagged reports whether every server of a Raft configuration

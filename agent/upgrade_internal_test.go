@@ -16,7 +16,7 @@ import (
 
 func member(name, ver, region string, status serf.MemberStatus) serf.Member {
 	return serf.Member{Name: name, Status: status, Tags: map[string]string{
-		tagRole: roleNops, tagID: name + "-id", tagVersion: ver, tagRegion: region,
+		structs.MemberTagRole: structs.MemberRoleNops, structs.MemberTagID: name + "-id", structs.MemberTagVersion: ver, structs.MemberTagRegion: region,
 	}}
 }
 
@@ -37,7 +37,7 @@ func TestServersMeetMinimumVersion(t *testing.T) {
 		{"failed old", []serf.Member{member("a", "0.1.0", "global", serf.StatusFailed)}, []string{"a (0.1.0)"}},
 		{"left old", []serf.Member{member("a", "0.1.0", "global", serf.StatusLeft)}, nil},
 		{"other region", []serf.Member{member("a", "0.1.0", "eu", serf.StatusAlive)}, nil},
-		{"not a server", []serf.Member{{Name: "x", Status: serf.StatusAlive, Tags: map[string]string{tagVersion: "0.0.1"}}}, nil},
+		{"not a server", []serf.Member{{Name: "x", Status: serf.StatusAlive, Tags: map[string]string{structs.MemberTagVersion: "0.0.1"}}}, nil},
 		// A version that does not parse is too old.
 		{"garbage version", []serf.Member{member("a", "latest", "global", serf.StatusAlive), member("b", "", "global", serf.StatusAlive)},
 			[]string{"a (latest)", "b ()"}},
@@ -71,7 +71,7 @@ func TestServersMeetMinimumVersion(t *testing.T) {
 func TestAllServersTagged(t *testing.T) {
 	tagged := func(name string, status serf.MemberStatus) serf.Member {
 		m := member(name, "0.2.0-dev", "global", status)
-		m.Tags[tagBatch] = "1"
+		m.Tags[structs.MemberTagBatch] = "1"
 		return m
 	}
 	for _, tc := range []struct {
@@ -86,7 +86,7 @@ func TestAllServersTagged(t *testing.T) {
 		{"other region untagged", []serf.Member{tagged("a", serf.StatusAlive), member("b", "0.2.0-dev", "eu", serf.StatusAlive)}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := allServersTagged(tc.members, "global", tagBatch); got != tc.want {
+			if got := allServersTagged(tc.members, "global", structs.MemberTagBatch); got != tc.want {
 				t.Fatalf("allServersTagged = %v, want %v", got, tc.want)
 			}
 		})
@@ -110,7 +110,7 @@ func TestAllServersTagged(t *testing.T) {
 		{"a peer gossip does not know", cfg("a-id", "b-id", "d-id"), false},
 		{"a peer without the tag", cfg("a-id", "c-id"), false},
 	} {
-		if got := raftServersTagged(tc.cfg, members, tagBatch); got != tc.want {
+		if got := raftServersTagged(tc.cfg, members, structs.MemberTagBatch); got != tc.want {
 			t.Errorf("%s: raftServersTagged = %v, want %v", tc.name, got, tc.want)
 		}
 	}

@@ -60,6 +60,25 @@ type Member struct {
 	Refused string `json:"refused,omitempty"`
 }
 
+// The serf tags every Nops server carries, which GET /v1/agent/members
+// shows.
+const (
+	MemberTagRole            = "role"
+	MemberTagID              = "id"
+	MemberTagRPCAddr         = "rpc_addr"
+	MemberTagHTTPAddr        = "http_addr"
+	MemberTagBootstrapExpect = "bootstrap_expect"
+	MemberTagVersion         = "version"
+	MemberTagACL             = "acl"
+	// MemberTagRegion is the server's region: a member of another region
+	// is never a peer.
+	MemberTagRegion = "region"
+	// MemberTagBatch says the server applies batch entries.
+	MemberTagBatch = "batch"
+	// MemberRoleNops is the role tag of a Nops server.
+	MemberRoleNops = "nops"
+)
+
 // Health is the answer of GET /v1/health while the server knows a leader
 // (it answers 503 otherwise).
 type Health struct {

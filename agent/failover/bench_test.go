@@ -14,6 +14,28 @@ import (
 // kills: enough for a median (one in a smoke run).
 func killsPerIteration() int { return testutil.BenchSize(5, 1) }
 
+// startBenchCluster starts a 3-process cluster (with args) against a
+// Nomad agent, with one managed job in git, and waits until the job is
+// deployed. It returns the cluster and the node ID of each server.
+func startBenchCluster(b *testing.B, args ...string) (*nopstest.ProcessCluster, []string) {
+	b.Helper()
+	nomad := testutil.StartNomad(b)
+	repo := testutil.NewGitRepo(b)
+	repo.WriteFile("jobs/web.nomad.hcl", managedJob("web", structs.PolicyAuto))
+	repo.Commit("web")
+	c := nopstest.StartProcessCluster(b, 3, nomad.Addr, repo.URL()+"#main:jobs", args...)
+	c.Server(c.Leader()).WaitForDeployment(namespace, "web", deployTimeout, nopstest.InState(structs.StateCompleted))
+	nodeIDs := make([]string, c.Len())
+	for i := range c.Len() {
+		self, err := c.Server(i).Self()
+		if err != nil {
+			b.Fatal(err)
+		}
+		nodeIDs[i] = self.NodeID
+	}
+	return c, nodeIDs
+}
+
 // BenchmarkFailover_KillToFirstCycle measures the time from the SIGKILL of
 // the leader process to the end of the first detection cycle its successor
 // completes (the cycle's finished_at, as GET /v1/status/cycle on a survivor
@@ -27,22 +49,7 @@ func killsPerIteration() int { return testutil.BenchSize(5, 1) }
 // that saw the job in git ("full"): the two differ while a new leader can
 // complete a cycle before its first fetch of the repository.
 func BenchmarkFailover_KillToFirstCycle(b *testing.B) {
-	nomad := testutil.StartNomad(b)
-	repo := testutil.NewGitRepo(b)
-	repo.WriteFile("jobs/web.nomad.hcl", managedJob("web", structs.PolicyAuto))
-	repo.Commit("web")
-	c := nopstest.StartProcessCluster(b, 3, nomad.Addr, repo.URL()+"#main:jobs")
-	leader := c.Leader()
-	c.Server(leader).WaitForDeployment(namespace, "web", deployTimeout, nopstest.InState(structs.StateCompleted))
-
-	nodeIDs := make([]string, c.Len())
-	for i := range c.Len() {
-		self, err := c.Server(i).Self()
-		if err != nil {
-			b.Fatal(err)
-		}
-		nodeIDs[i] = self.NodeID
-	}
+	c, nodeIDs := startBenchCluster(b)
 
 	var firsts, fulls []time.Duration
 	b.ResetTimer()

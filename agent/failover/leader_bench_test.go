@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nops-dev/nops/structs"
 	"github.com/nops-dev/nops/testutil"
 	"github.com/nops-dev/nops/testutil/nopstest"
 )
@@ -26,21 +25,8 @@ func leaderKills() int { return testutil.BenchSize(20, 2) }
 // It reports the median and the worst of each, in seconds (targets: a
 // median of at most 1s and a worst of at most 1.5s to an agreed leader).
 func BenchmarkFailover_KillToLeader(b *testing.B) {
-	nomad := testutil.StartNomad(b)
-	repo := testutil.NewGitRepo(b)
-	repo.WriteFile("jobs/web.nomad.hcl", managedJob("web", structs.PolicyAuto))
-	repo.Commit("web")
 	// The production timings, not the test clusters' patient ones.
-	c := nopstest.StartProcessCluster(b, 3, nomad.Addr, repo.URL()+"#main:jobs", "-raft-multiplier", "1")
-	c.Server(c.Leader()).WaitForDeployment(namespace, "web", deployTimeout, nopstest.InState(structs.StateCompleted))
-	nodeIDs := make([]string, c.Len())
-	for i := range c.Len() {
-		self, err := c.Server(i).Self()
-		if err != nil {
-			b.Fatal(err)
-		}
-		nodeIDs[i] = self.NodeID
-	}
+	c, nodeIDs := startBenchCluster(b, "-raft-multiplier", "1")
 
 	var leaders, cycles []time.Duration
 	b.ResetTimer()

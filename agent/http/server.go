@@ -107,12 +107,6 @@ type Server interface {
 	Goroutines() *sync.WaitGroup
 }
 
-// Serf tags the servers set (agent's membership).
-const (
-	tagRole    = "role"
-	tagVersion = "version"
-)
-
 const (
 	// transferTimeout bounds a leadership transfer.
 	transferTimeout = 10 * time.Second

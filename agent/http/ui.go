@@ -15,6 +15,7 @@ import (
 
 	"github.com/nops-dev/nops/agent/acl"
 	"github.com/nops-dev/nops/agent/web"
+	"github.com/nops-dev/nops/structs"
 )
 
 // kindUI is the kind of a dashboard route: served on the HTTP port only,
@@ -232,9 +233,9 @@ func (b *uiBackend) Cluster() (*web.ClusterInfo, error) {
 		}
 	}
 	for _, m := range s.Members() {
-		role := m.Tags[tagRole]
+		role := m.Tags[structs.MemberTagRole]
 		c.Members = append(c.Members, web.Member{Name: m.Name, Addr: fmt.Sprintf("%s:%d", m.Addr, m.Port),
-			Status: m.Status.String(), Version: m.Tags[tagVersion], Role: role})
+			Status: m.Status.String(), Version: m.Tags[structs.MemberTagVersion], Role: role})
 	}
 	sort.Slice(c.Members, func(i, j int) bool { return c.Members[i].Name < c.Members[j].Name })
 	for _, srv := range f.Configuration().Servers {

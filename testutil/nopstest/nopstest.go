@@ -267,7 +267,7 @@ func (s *Server) Do(method, path string, body any, out any) (int, string) {
 		s.t.Fatal(err)
 	}
 	req.Header.Set("X-Nops-Actor", "tester")
-	setContentType(req)
+	SetContentType(req)
 	resp, err := s.client.Do(req)
 	if err != nil {
 		s.t.Fatalf("%s %s: %v", method, path, err)
@@ -395,10 +395,10 @@ func (s *Server) CreatePending(namespace, jobID string) *structs.Deployment {
 	return stored
 }
 
-// setContentType sets the content type a server requires of a write: a
+// SetContentType sets the content type a server requires of a write: a
 // snapshot archive's on a restore, JSON on every other (with or without a
 // body).
-func setContentType(req *http.Request) {
+func SetContentType(req *http.Request) {
 	switch {
 	case req.Method == http.MethodGet || req.Method == http.MethodHead:
 	case req.URL.Path == "/v1/operator/snapshot":

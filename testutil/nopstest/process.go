@@ -552,7 +552,7 @@ func (p *Process) Call(method, path string, body, out any) (int, []byte, error) 
 		return 0, nil, fmt.Errorf("%s %s on %s: %w", method, path, p.Name, err)
 	}
 	req.Header.Set("X-Nops-Actor", processActor)
-	setContentType(req)
+	SetContentType(req)
 	resp, err := p.cluster.client.Do(req)
 	if err != nil {
 		return 0, nil, fmt.Errorf("%s %s on %s: %w", method, path, p.Name, err)
