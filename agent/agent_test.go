@@ -326,4 +326,3 @@ func TestAPI_Decisions(t *testing.T) {
 		t.Fatalf("second page: %+v", page)
 	}
 }
-
