@@ -7,3 +7,10 @@ func (s *Server) ReconcilePeersNow() { s.membership.reconcilePeers() }
 // MaxPendingRPC is how many connections may be in their handshake on the
 // RPC port at once.
 const MaxPendingRPC = maxPendingRPC
+
+// BindPeersNow runs one round of the peer bindings, synchronously, and
+// returns how many identity probes of peers this server has made in all.
+func (s *Server) BindPeersNow() uint64 {
+	s.membership.learnPeers()
+	return s.membership.probes.Load()
+}

@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -88,6 +89,8 @@ type membership struct {
 	reconcileCh chan struct{}
 	// bindCh wakes bindLoop.
 	bindCh chan struct{}
+	// probes counts the identity probes of peers (for tests).
+	probes atomic.Uint64
 
 	mu           sync.Mutex
 	bootstrapped bool

@@ -156,6 +156,35 @@ func testImpostorsLeave(t *testing.T, opts ...nopstest.Option) {
 	waitRefused(t, leader, refused)
 }
 
+// TestMembership_SteadyClusterProbesOnlyContestedPeers: once every peer is
+// bound, a round of the bindings asks no peer again (before, every server
+// asked every peer every 10 s, each over a new connection); a member that
+// claims a follower's node ID under another name makes each round ask that
+// follower, and no other.
+func TestMembership_SteadyClusterProbesOnlyContestedPeers(t *testing.T) {
+	c := nopstest.StartCluster(t, 3, nopstest.WithoutReconcilers())
+	c.WaitForPeers(30*time.Second, c.NodeIDs()...)
+	leader := c.Leader()
+	for _, s := range c.Servers() {
+		waitBound(t, c, s)
+	}
+	before := leader.BindPeersNow()
+	for range 3 {
+		if n := leader.BindPeersNow(); n != before {
+			t.Fatalf("a round over bound, uncontested peers probed %d peers", n-before)
+		}
+	}
+	v := c.Followers()[0]
+	fakeMember(t, leader, "impostor", impostorTags(v))
+	waitRefused(t, leader, map[string]string{"impostor": v.Config().NodeName})
+	before = leader.BindPeersNow()
+	after := leader.BindPeersNow()
+	if after-before != 1 {
+		t.Fatalf("a round with one contested peer probed %d peers, want 1", after-before)
+	}
+	waitRefused(t, leader, map[string]string{"impostor": v.Config().NodeName})
+}
+
 // TestMembership_FailedAndReapedImpostorRemovesNothing: a member that
 // claims a follower's node ID and RPC address fails, then is reaped at
 // once (a second member forces it out with a pruning leave); neither

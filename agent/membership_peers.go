@@ -22,10 +22,12 @@ import (
 // configuration (the peer's ID and address, which every server agrees on)
 // and the name the server at that address answers with, over mutual TLS
 // with a server certificate of this region when RPC TLS is on. Every
-// server, leader or not, asks each peer it has not bound yet, on each
-// member event and every peerReconcileInterval, and all peers on the tick,
-// so a leader elected after a peer failed still knows who that peer was if
-// it saw the peer answer before. Replicating the name would add a log entry
+// server, leader or not, asks each peer it has not bound yet, and each
+// bound peer whose node ID a member claims under another name (a rename,
+// or an impostor), on each member event and every peerReconcileInterval;
+// a bound peer no member contests is not asked again, so a steady cluster
+// makes no probes. A leader elected after a peer failed still knows who
+// that peer was if it saw the peer answer before. Replicating the name would add a log entry
 // type and would let a record outlive a rename; the server itself is the
 // authority on its name, and asking it again follows a rename. A peer that
 // has not answered since this server started is unbound: no member's
@@ -125,22 +127,25 @@ func (m *membership) refusals() map[string]string {
 	return out
 }
 
-// learnPeers binds the Raft peers: each one not bound yet (every one when
-// all is set, to follow renames) is asked at its Raft address which server
-// it is. A peer that does not answer, or answers with another node ID,
-// keeps the binding it had. Bindings of servers no longer in the
-// configuration are dropped. It then logs the members newly refused.
-func (m *membership) learnPeers(all bool) {
+// learnPeers binds the Raft peers: each one not bound yet, or bound but
+// contested by a member that claims its node ID under another name, is
+// asked at its Raft address which server it is (a renamed server then
+// binds under its new name; an impostor stays refused). A peer that does
+// not answer, or answers with another node ID, keeps the binding it had.
+// Bindings of servers no longer in the configuration are dropped. It then
+// logs the members newly refused.
+func (m *membership) learnPeers() {
 	peers, err := m.peerAddrs()
 	if err != nil {
 		m.logger.Warn("cannot bind Raft peers", "error", err)
 		return
 	}
+	contested := m.contested(peers)
 	for id, addr := range peers {
 		if string(id) == m.s.nodeID {
 			continue
 		}
-		if _, bound := m.binding(id, addr); bound && !all {
+		if _, bound := m.binding(id, addr); bound && !contested[id] {
 			continue
 		}
 		st, err := m.probeNode(string(addr))
@@ -160,6 +165,19 @@ func (m *membership) learnPeers(all bool) {
 	m.logRefusals()
 }
 
+// contested returns the bound peers a member claims under another name
+// than the bound one.
+func (m *membership) contested(peers map[raft.ServerID]raft.ServerAddress) map[raft.ServerID]bool {
+	out := map[raft.ServerID]bool{}
+	for _, si := range m.servers() {
+		id := raft.ServerID(si.ID)
+		if b, bound := m.binding(id, peers[id]); bound && b.Name != si.Name {
+			out[id] = true
+		}
+	}
+	return out
+}
+
 // logRefusals logs each refused member once, when it is first refused or
 // its reason changes, not on every serf event.
 func (m *membership) logRefusals() {
@@ -174,21 +192,21 @@ func (m *membership) logRefusals() {
 	m.refused = now
 }
 
-// bindLoop keeps the peer bindings: quickly for unbound peers on member
-// events, fully on a tick.
+// bindLoop keeps the peer bindings: at once on member events, and on a
+// tick for a peer that did not answer before.
 func (m *membership) bindLoop() {
 	defer m.wg.Done()
 	tick := time.NewTicker(peerReconcileInterval)
 	defer tick.Stop()
-	m.learnPeers(true)
+	m.learnPeers()
 	for {
 		select {
 		case <-m.stopCh:
 			return
 		case <-m.bindCh:
-			m.learnPeers(false)
+			m.learnPeers()
 		case <-tick.C:
-			m.learnPeers(true)
+			m.learnPeers()
 		}
 	}
 }

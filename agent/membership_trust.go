@@ -229,6 +229,7 @@ func (m *membership) verifyMember(si serverInfo) error {
 // probeNode asks the server at an RPC address which server it is (over
 // mutual TLS when RPC TLS is on).
 func (m *membership) probeNode(rpcAddr string) (*structs.NodeStatus, error) {
+	m.probes.Add(1)
 	ctx, cancel := context.WithTimeout(context.Background(), peerCallTimeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+rpcAddr+"/v1/status/node", nil)

@@ -290,20 +290,18 @@ func (s *Server) serveHTTP() error {
 	s.wg.Add(3)
 	s.api = api
 	go api.ServeForwarding(newChanListener(s.mux, s.mux.fwdCh))
-	go func() {
-		defer s.wg.Done()
-		if err := s.httpServer.Serve(httpLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			s.logger.Error("http server stopped", "error", err)
-		}
-	}()
-	go func() {
-		defer s.wg.Done()
-		if err := s.rpcHTTP.Serve(newChanListener(s.mux, s.mux.httpCh)); err != nil &&
-			!errors.Is(err, http.ErrServerClosed) && !errors.Is(err, net.ErrClosed) {
-			s.logger.Error("rpc http server stopped", "error", err)
-		}
-	}()
+	go s.serve("http", s.httpServer, httpLn)
+	go s.serve("rpc http", s.rpcHTTP, newChanListener(s.mux, s.mux.httpCh))
 	return nil
+}
+
+// serve runs an HTTP server on ln until Shutdown closes it; any other end
+// is logged.
+func (s *Server) serve(name string, srv *http.Server, ln net.Listener) {
+	defer s.wg.Done()
+	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) && !errors.Is(err, net.ErrClosed) {
+		s.logger.Error(name+" server stopped", "error", err)
+	}
 }
 
 // nodeName is the server's name: the configured one, else the short form
