@@ -51,8 +51,9 @@ func newForwardServer(api *httpAPI, handler http.Handler, logger hclog.Logger) *
 // It retries only what the leader cannot have applied: a failed dial, a
 // frame of which no byte was written, or a not-leader answer (not for an
 // upload whose rest was sent: that is answered 503, not applied). A
-// connection lost after the frame went out answers 502, possibly applied.
-// With no leader, a request waits up to leaderWait, then answers 503.
+// connection lost after the frame went out, or on which the leader sent
+// nothing, not even a keepalive, for forward.SilenceLimit, answers 502,
+// possibly applied. With no leader, a request waits up to leaderWait, then answers 503.
 type forwarder struct {
 	s      Server
 	api    *apiBase

@@ -29,6 +29,11 @@ var errUnsupported = errors.New("the leader does not speak the forwarding protoc
 // ErrAborted is an answer the leader's handler cut short.
 var ErrAborted = errors.New("the leader cut its answer short")
 
+// errSilent is a connection on which calls waited while nothing arrived,
+// not even a keepalive, for the silence limit: the leader is gone or cut
+// off.
+var errSilent = errors.New("the leader sent nothing, not even a keepalive")
+
 // Client forwards requests to one leader over up to poolSize connections.
 // Calls share a connection: each waits for the answer of its ID, which the
 // connection's reader hands over.
@@ -42,6 +47,9 @@ type Client struct {
 	// from the last frame it read, so that it never closes for idleness a
 	// connection a frame is on its way to.
 	reuse time.Duration
+	// silence is how long a connection may send nothing while calls wait
+	// on it (SilenceLimit), check how often a reader looks.
+	silence, check time.Duration
 
 	mu      sync.Mutex
 	conns   [poolSize]*clientConn
@@ -60,6 +68,7 @@ func NewClient(addr string, dial func(ctx context.Context) (net.Conn, error), lo
 		addr: addr, dial: dial,
 		handle: structs.NewMsgpackHandle(),
 		logger: logger, reuse: reuse,
+		silence: SilenceLimit, check: SilenceLimit / 8,
 	}
 }
 
@@ -104,7 +113,8 @@ func (c *Client) CallStream(ctx context.Context, req *Request) (resp *Response, 
 	return fc.call(ctx, req)
 }
 
-// open dials the leader and reads its version byte, within DialTimeout.
+// open dials the leader, reads its version byte and asks it for
+// keepalives (a frame that starts no request), within DialTimeout.
 func (c *Client) open(ctx context.Context) (net.Conn, error) {
 	dctx, cancel := context.WithTimeout(ctx, DialTimeout)
 	defer cancel()
@@ -112,7 +122,12 @@ func (c *Client) open(ctx context.Context) (net.Conn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dial %s: %w", c.addr, err)
 	}
-	if err := readVersion(dctx, nc); err != nil {
+	err = readVersion(dctx, nc)
+	if err == nil {
+		deadline, _ := dctx.Deadline()
+		_, err = newFrameWriter(nc, c.handle).write(dctx, &Request{Keepalive: true}, MaxFrame, deadline)
+	}
+	if err != nil {
 		nc.Close()
 		return nil, fmt.Errorf("open forwarding to %s: %w", c.addr, err)
 	}
@@ -237,8 +252,9 @@ type clientConn struct {
 	pending  map[uint64]*waiter
 	err      error
 	retiring bool
-	// lastUsed is when the last request was sent.
-	lastUsed time.Time
+	// lastUsed is when the last request was sent; busySince when a call
+	// began to wait on a connection none waited on.
+	lastUsed, busySince time.Time
 
 	// broken is closed with the connection; err says why.
 	broken    chan struct{}
@@ -309,6 +325,9 @@ func (fc *clientConn) register() (uint64, *waiter, error) {
 	}
 	fc.nextID++
 	wt := &waiter{ch: make(chan result, 1)}
+	if len(fc.pending) == 0 {
+		fc.busySince = time.Now()
+	}
 	fc.pending[fc.nextID] = wt
 	fc.lastUsed = time.Now()
 	if fc.oneShot {
@@ -444,10 +463,12 @@ func (fc *clientConn) forget(id uint64) {
 }
 
 // readLoop hands each answer to the call of its ID. An answer for an ID no
-// call waits for (the call gave up, or the peer lies) is dropped; a frame
-// that is too large or does not decode breaks the connection.
+// call waits for (the call gave up, or the peer lies) is dropped, and so
+// is a keepalive; a frame that is too large or does not decode breaks the
+// connection, and so does a leader silent for the silence limit while
+// calls wait (liveReader).
 func (fc *clientConn) readLoop() {
-	br := bufio.NewReaderSize(fc.conn, 32<<10)
+	br := bufio.NewReaderSize(liveReader{fc}, 32<<10)
 	dec := codec.NewDecoderBytes(nil, fc.c.handle)
 	for {
 		// Each frame has its own buffer: the answer's body may point into
@@ -457,7 +478,9 @@ func (fc *clientConn) readLoop() {
 			resp := &Response{}
 			dec.ResetBytes(buf)
 			if err = dec.Decode(resp); err == nil {
-				fc.deliver(resp)
+				if !resp.Keepalive {
+					fc.deliver(resp)
+				}
 				continue
 			}
 			fc.c.logger.Warn("closed a forwarding connection: bad answer", "leader", fc.c.addr, "error", err)
@@ -465,6 +488,50 @@ func (fc *clientConn) readLoop() {
 		fc.fail(fmt.Errorf("connection to %s: %w", fc.c.addr, err))
 		return
 	}
+}
+
+// liveReader reads a connection's answers, and fails with errSilent once
+// calls waited on it for the silence limit while nothing arrived. The
+// silence counts from when this read began, or from when the first of the
+// calls waiting began to wait if that is later: time the reader spent
+// handing a streamed answer to a slow reader is not the leader's.
+type liveReader struct{ fc *clientConn }
+
+func (r liveReader) Read(p []byte) (int, error) {
+	fc := r.fc
+	begin := time.Now()
+	for {
+		// The deadline wakes the reader to look; a read that times out
+		// loses nothing, in TLS too.
+		_ = fc.conn.SetReadDeadline(time.Now().Add(fc.c.check))
+		n, err := fc.conn.Read(p)
+		if n > 0 || err == nil {
+			if isTimeout(err) {
+				err = nil
+			}
+			return n, err
+		}
+		if !isTimeout(err) {
+			return 0, err
+		}
+		if d := fc.silentFor(begin); d >= fc.c.silence {
+			return 0, fmt.Errorf("%w, for %s while calls waited", errSilent, d.Round(time.Millisecond))
+		}
+	}
+}
+
+// silentFor is how long calls have waited on the connection since begin;
+// zero when none waits.
+func (fc *clientConn) silentFor(begin time.Time) time.Duration {
+	fc.mu.Lock()
+	defer fc.mu.Unlock()
+	if len(fc.pending) == 0 {
+		return 0
+	}
+	if fc.busySince.After(begin) {
+		begin = fc.busySince
+	}
+	return time.Since(begin)
 }
 
 // deliver hands a frame to its call: the first frame of an answer to the

@@ -1,6 +1,7 @@
 package forward
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"net"
@@ -12,6 +13,9 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/go-msgpack/v2/codec"
+
+	"github.com/nops-dev/nops/structs"
 )
 
 // TestForwardClient_BlackholedLeader: a dial waiting for a leader that
@@ -195,5 +199,82 @@ func TestForwardClient_OlderLeader(t *testing.T) {
 	_, sent, err := c.CallStream(ctx, &Request{Method: "GET", URI: "/v1/operator/snapshot", Host: c.addr, Stream: true})
 	if !errors.Is(err, errUnsupported) || sent {
 		t.Fatalf("streamed call to an older leader: sent %v, err %v", sent, err)
+	}
+}
+
+// TestForwardClient_SilentLeader: a leader cut off after it accepted the
+// request (its packets dropped: the frame went out, nothing comes back,
+// not even a keepalive) fails the call as sent within the silence limit,
+// not at CallLimit; the connection is not used again.
+func TestForwardClient_SilentLeader(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan *Request, 4)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		var held []net.Conn
+		defer func() {
+			for _, conn := range held {
+				conn.Close()
+			}
+		}()
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			held = append(held, conn)
+			_, _ = conn.Write([]byte{Version})
+			br := bufio.NewReader(conn)
+			// The frame that asks for keepalives, then the request.
+			for range 2 {
+				buf, err := readFrame(br, MaxFrame)
+				if err != nil {
+					return
+				}
+				req := &Request{}
+				if err := codec.NewDecoderBytes(buf, structs.NewMsgpackHandle()).Decode(req); err != nil {
+					return
+				}
+				got <- req
+			}
+		}
+	}()
+	defer func() {
+		ln.Close()
+		<-done
+	}()
+	c := NewClient(ln.Addr().String(), func(ctx context.Context) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "tcp", ln.Addr().String())
+	}, hclog.NewNullLogger(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), CallLimit)
+	defer cancel()
+	begin := time.Now()
+	_, sent, err := c.Call(ctx, &Request{Method: "POST", URI: "/v1/pause", Host: c.addr})
+	took := time.Since(begin)
+	if !sent || !errors.Is(err, errSilent) {
+		t.Fatalf("call to a silent leader: sent %v, err %v; want sent, %v", sent, err, errSilent)
+	}
+	if took < SilenceLimit || took > SilenceLimit+2*time.Second {
+		t.Fatalf("the call failed after %s, want about %s", took, SilenceLimit)
+	}
+	for i, want := range []string{"", "/v1/pause"} {
+		select {
+		case req := <-got:
+			if req.Keepalive != (i == 0) || req.URI != want {
+				t.Fatalf("frame %d the leader read: %+v", i, req)
+			}
+		default:
+			t.Fatalf("the leader read %d frames, want 2", i)
+		}
+	}
+	for _, fc := range c.conns {
+		if fc != nil && fc.usable(time.Minute) {
+			t.Fatal("the silent connection stays in the pool")
+		}
 	}
 }

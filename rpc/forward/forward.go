@@ -34,6 +34,19 @@
 // other request's body is at most MaxBody and goes in one frame; its
 // answer at most MaxAnswer.
 //
+// A frame with Keepalive set asks the leader to show it is alive: from
+// then on, every KeepaliveInterval until the connection closes, the leader
+// sends a keepalive frame (a Response with Keepalive set and ID 0), however
+// long its requests run. The Client opens every connection with such a
+// frame (one with no method and ID 0, which starts no request), and counts
+// a connection on which calls wait and nothing arrived, not even a
+// keepalive, for SilenceLimit as dead: a leader cut off by a partition
+// whose packets are dropped fails the calls sent to it within seconds, not
+// at CallLimit. The servers of a cluster run one version (a leader that
+// predates keepalives would drop the opening frame as the chunk of no
+// body, and its silent connections would fail their calls); a peer that
+// never asks gets no keepalive.
+//
 // Guarantees:
 //   - A frame over its limit closes the connection before a byte of it is
 //     buffered; a frame that does not decode closes it too. The leader runs
@@ -51,8 +64,11 @@
 //   - The Client tells its caller whether the leader may have received a
 //     request: never after a failed dial, a frame of which no byte was
 //     written, or a connection that retired first; always once a byte of
-//     the frame went out. A connection lost after that fails its calls as
-//     sent: they may have been applied.
+//     the frame went out. A connection lost after that, or silent for
+//     SilenceLimit while calls wait on it, fails its calls as sent: they
+//     may have been applied. A long request (a handler that takes its
+//     time, a snapshot stream) is never cut for silence: its keepalives
+//     arrive.
 package forward
 
 import (
@@ -108,6 +124,13 @@ const (
 	cancelTimeout = 5 * time.Second
 	// DialTimeout bounds the dial and the leader's version byte.
 	DialTimeout = 10 * time.Second
+	// KeepaliveInterval is how often the leader sends a keepalive frame on
+	// a connection whose follower asked for them.
+	KeepaliveInterval = time.Second
+	// SilenceLimit is how long a follower waits on a connection from which
+	// nothing arrives, not even a keepalive, while calls wait on it, before
+	// it counts the connection as dead.
+	SilenceLimit = 4 * time.Second
 )
 
 // Request is a forwarded request: Header is the client's, with the
@@ -118,17 +141,19 @@ const (
 // running request of its ID (an ID that runs no request is ignored). A
 // frame with no Method is the next chunk of the body of the running
 // request of its ID, which had More to come (dropped when there is no such
-// body). Stream asks for the answer in chunks.
+// body). Stream asks for the answer in chunks; Keepalive (on any frame)
+// for keepalive frames on the connection from then on.
 type Request struct {
-	ID     uint64      `codec:"id"`
-	Cancel bool        `codec:"cancel,omitempty"`
-	Method string      `codec:"method"`
-	URI    string      `codec:"uri"`
-	Host   string      `codec:"host"`
-	Header http.Header `codec:"header"`
-	Body   []byte      `codec:"body"`
-	More   bool        `codec:"more,omitempty"`
-	Stream bool        `codec:"stream,omitempty"`
+	ID        uint64      `codec:"id"`
+	Cancel    bool        `codec:"cancel,omitempty"`
+	Method    string      `codec:"method"`
+	URI       string      `codec:"uri"`
+	Host      string      `codec:"host"`
+	Header    http.Header `codec:"header"`
+	Body      []byte      `codec:"body"`
+	More      bool        `codec:"more,omitempty"`
+	Stream    bool        `codec:"stream,omitempty"`
+	Keepalive bool        `codec:"keepalive,omitempty"`
 
 	// Rest is the body after this frame's, on the follower, and Interrupt
 	// ends a read of it that blocks. Neither is sent.
@@ -139,14 +164,16 @@ type Request struct {
 // Response is the leader's answer to the request of the same ID. Abort is
 // an answer the handler cut (http.ErrAbortHandler): the client sees a
 // broken answer. More says the body goes on in the next frames of the ID,
-// which carry only Body, More and Abort.
+// which carry only Body, More and Abort. A frame with Keepalive set (and
+// ID 0) is no answer: the leader shows it is alive.
 type Response struct {
-	ID     uint64      `codec:"id"`
-	Status int         `codec:"status"`
-	Header http.Header `codec:"header"`
-	Body   []byte      `codec:"body"`
-	Abort  bool        `codec:"abort"`
-	More   bool        `codec:"more,omitempty"`
+	ID        uint64      `codec:"id"`
+	Status    int         `codec:"status"`
+	Header    http.Header `codec:"header"`
+	Body      []byte      `codec:"body"`
+	Abort     bool        `codec:"abort"`
+	More      bool        `codec:"more,omitempty"`
+	Keepalive bool        `codec:"keepalive,omitempty"`
 
 	// BodyStream reads the whole body of a streamed answer, on the
 	// follower; it is not sent.

@@ -59,6 +59,8 @@ type Server struct {
 	// running counts the requests being answered, peak its high-water
 	// mark (for tests).
 	running, peak atomic.Int64
+	// keepalive is how often a keepalive frame goes out.
+	keepalive time.Duration
 
 	// mu guards conns, the connections being served, and quit, closed
 	// when Shutdown starts the drain; readers counts the read loops that
@@ -87,9 +89,10 @@ func NewServer(opts Options) *Server {
 	}
 	return &Server{
 		opts: opts, logger: logger,
-		handle: structs.NewMsgpackHandle(),
-		conns:  map[net.Conn]struct{}{},
-		quit:   make(chan struct{}),
+		handle:    structs.NewMsgpackHandle(),
+		keepalive: KeepaliveInterval,
+		conns:     map[net.Conn]struct{}{},
+		quit:      make(chan struct{}),
 	}
 }
 
@@ -181,6 +184,8 @@ type connState struct {
 	slots   chan struct{}
 	reqs    *inflight
 	running sync.WaitGroup
+	// watched is set once the peer asked for keepalives.
+	watched atomic.Bool
 	// readEnded is closed when the read loop returns: a body waiting for
 	// its next chunk ends with an error.
 	readEnded chan struct{}
@@ -213,6 +218,8 @@ func (f *Server) serveConn(conn net.Conn) {
 		reqs:      &inflight{entries: map[uint64]*entry{}},
 		readEnded: make(chan struct{}),
 	}
+	// The keepalives go on until the connection's last request answered.
+	answered := make(chan struct{})
 	drained := false
 	defer func() {
 		close(c.readEnded)
@@ -228,6 +235,7 @@ func (f *Server) serveConn(conn net.Conn) {
 			conn.Close()
 			c.running.Wait()
 		}
+		close(answered)
 		f.mu.Lock()
 		delete(f.conns, conn)
 		f.mu.Unlock()
@@ -236,7 +244,34 @@ func (f *Server) serveConn(conn net.Conn) {
 		f.logger.Debug("forwarding connection lost before its first frame", "remote", c.remote, "error", err)
 		return
 	}
+	f.opts.Goroutines.Add(1)
+	go f.sendKeepalives(c, answered)
 	drained = f.readLoop(c)
+}
+
+// sendKeepalives sends a keepalive frame every f.keepalive once the peer
+// asked for them, until done closes. A failed write cuts the connection,
+// as a failed answer does.
+func (f *Server) sendKeepalives(c *connState, done <-chan struct{}) {
+	defer f.opts.Goroutines.Done()
+	tick := time.NewTicker(f.keepalive)
+	defer tick.Stop()
+	for {
+		select {
+		case <-done:
+			return
+		case <-tick.C:
+		}
+		if !c.watched.Load() {
+			continue
+		}
+		_, err := c.out.write(context.Background(), &Response{Keepalive: true}, MaxAnswerFrame, time.Now().Add(f.opts.WriteTimeout))
+		if err != nil {
+			f.logger.Debug("closed a forwarding connection: keepalive not sent", "remote", c.remote, "error", err)
+			c.conn.Close()
+			return
+		}
+	}
 }
 
 // readLoop reads the frames of a connection and starts their requests
@@ -256,6 +291,9 @@ func (f *Server) readLoop(c *connState) (drained bool) {
 		req, err := f.nextFrame(c, br, dec)
 		if err != nil {
 			return f.draining()
+		}
+		if req.Keepalive {
+			c.watched.Store(true)
 		}
 		switch {
 		case req.Cancel:

@@ -290,3 +290,39 @@ func TestForwardServer_StreamedBodyAndAnswer(t *testing.T) {
 		t.Fatalf("request after the dropped chunks: answer of ID %d, %d bytes", resp.ID, len(resp.Body))
 	}
 }
+
+// TestForwardServer_KeepalivesHoldLongRequest: a request that runs longer
+// than the follower's silence limit is not cut: the leader sends the
+// keepalives the client asked for while it runs, and the answer arrives. A
+// peer that did not ask for keepalives gets none: its next frame is its
+// answer.
+func TestForwardServer_KeepalivesHoldLongRequest(t *testing.T) {
+	f, open := testServer(t, func(w http.ResponseWriter, r *http.Request) {
+		time.Sleep(time.Second)
+		w.WriteHeader(http.StatusCreated)
+	}, func(f *Server) { f.keepalive = 50 * time.Millisecond })
+	addr := open().conn.RemoteAddr().String()
+	c := NewClient(addr, func(ctx context.Context) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "tcp", addr)
+	}, hclog.NewNullLogger(), time.Minute)
+	defer c.Retire()
+	c.silence, c.check = 300*time.Millisecond, 50*time.Millisecond
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	begin := time.Now()
+	resp, sent, err := c.Call(ctx, &Request{Method: "POST", URI: "/v1/pause", Host: "leader"})
+	if err != nil || !sent || resp.Status != http.StatusCreated {
+		t.Fatalf("a request longer than the silence limit: %+v, %v, %v after %s", resp, sent, err, time.Since(begin))
+	}
+	if f.Peak() != 1 {
+		t.Fatalf("peak %d, want 1", f.Peak())
+	}
+
+	p := open()
+	p.send(&Request{ID: 5})
+	resp, err = p.receive()
+	if err != nil || resp.Keepalive || resp.ID != 5 || resp.Status != http.StatusCreated {
+		t.Fatalf("a peer that asked for no keepalive: %+v, %v", resp, err)
+	}
+}
