@@ -11,7 +11,7 @@
 //     lost while a quorum lives.
 //   - A write (or a consistent read, or a snapshot) sent to a follower is
 //     forwarded to the leader over the RPC port with the forwarding
-//     protocol (agent/http/forward.go), before any middleware, and answered with the
+//     protocol (rpc/forward), before any middleware, and answered with the
 //     leader's status, headers and body; it is retried only when it cannot
 //     have been applied (no connection, no byte of it sent, or the peer
 //     answered that it is not the leader). With no leader, it is held up to

@@ -21,7 +21,7 @@ const (
 	// on its own behalf (status, Raft stats, a monitor stream).
 	rpcHTTP byte = 0x02
 	// rpcForward is the forwarding protocol: every request a follower
-	// forwards to the leader (agent/http/forward.go).
+	// forwards to the leader (package rpc/forward).
 	rpcForward byte = 0x03
 )
 

@@ -6,6 +6,8 @@ import (
 	"net/http"
 
 	"github.com/hashicorp/go-hclog"
+
+	"github.com/nops-dev/nops/rpc/forward"
 )
 
 // API is the HTTP API of one server: the handler of its HTTP port, the
@@ -14,7 +16,7 @@ type API struct {
 	api      *httpAPI
 	external http.Handler
 	internal http.Handler
-	fwd      *fwdServer
+	fwd      *forward.Server
 }
 
 // New builds the API of s. logger names the forwarding server's lines.
@@ -23,7 +25,7 @@ func New(s Server, logger hclog.Logger) *API {
 	internal := api.handler(true)
 	return &API{
 		api: api, external: api.handler(false), internal: internal,
-		fwd: newFwdServer(api, internal, logger),
+		fwd: newForwardServer(api, internal, logger),
 	}
 }
 
@@ -37,9 +39,9 @@ func (a *API) Internal() http.Handler { return a.internal }
 
 // ServeForwarding answers the forwarding connections of ln until it
 // closes. The caller counts it in the server's Goroutines beforehand.
-func (a *API) ServeForwarding(ln net.Listener) { a.fwd.serve(ln) }
+func (a *API) ServeForwarding(ln net.Listener) { a.fwd.Serve(ln) }
 
-// ShutdownForwarding drains the forwarding connections (fwdServer.Shutdown).
+// ShutdownForwarding drains the forwarding connections (forward.Server.Shutdown).
 // It is safe on a nil API: a server that failed before serving has none.
 func (a *API) ShutdownForwarding(ctx context.Context) error {
 	if a == nil {
@@ -48,17 +50,17 @@ func (a *API) ShutdownForwarding(ctx context.Context) error {
 	return a.fwd.Shutdown(ctx)
 }
 
-// The forwarding protocol's limits (forward.go), for the peers that
-// speak it.
+// The forwarding protocol's limits (package rpc/forward), for the peers
+// that speak it.
 const (
 	// ForwardVersion is the byte the leader opens a connection with.
-	ForwardVersion = rpcForwardVersion
+	ForwardVersion = forward.Version
 	// ForwardMaxFrame bounds a request frame.
-	ForwardMaxFrame = fwdMaxFrame
+	ForwardMaxFrame = forward.MaxFrame
 	// ForwardChunk bounds a chunk of a streamed body.
-	ForwardChunk = fwdChunk
+	ForwardChunk = forward.Chunk
 	// ForwardMaxInFlight bounds the requests of one connection run at once.
-	ForwardMaxInFlight = fwdMaxInFlight
+	ForwardMaxInFlight = forward.MaxInFlight
 )
 
 // FramedForwards counts the requests this server forwarded with the
@@ -66,4 +68,4 @@ const (
 func (a *API) FramedForwards() uint64 { return a.api.fwd.framed.Load() }
 
 // ForwardPeak is the most forwarded requests this server ran at once.
-func (a *API) ForwardPeak() int64 { return a.fwd.peak.Load() }
+func (a *API) ForwardPeak() int64 { return a.fwd.Peak() }

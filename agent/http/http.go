@@ -80,7 +80,7 @@ type apiBase struct {
 type httpAPI struct {
 	*apiBase
 
-	// fwd forwards the requests that need the leader (forward.go).
+	// fwd forwards the requests that need the leader (forwarder.go).
 	fwd *forwarder
 
 	cluster  *clusterAPI

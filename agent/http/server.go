@@ -1,7 +1,8 @@
 // Package agenthttp is the HTTP API of a Nops server: the route table with
 // each route's ACL rule and answer, the handlers, the middleware that
-// guards them, the dashboard's in-process calls, and the forwarding
-// protocol that carries a follower's writes to the leader. It is named
+// guards them, the dashboard's in-process calls, and the forwarder that
+// carries a follower's writes to the leader over the forwarding protocol
+// (package rpc/forward). It is named
 // agenthttp, not http, so that it never shadows net/http in the files that
 // use both.
 //
@@ -20,7 +21,7 @@
 //   - A write (or a consistent read, or a snapshot) sent to a follower is
 //     forwarded to the leader before any middleware and answered with the
 //     leader's status, headers and body; it is retried only when it cannot
-//     have been applied (forward.go).
+//     have been applied (forwarder.go).
 //   - No panic of a handler reaches a client: it answers 500.
 package agenthttp
 
@@ -115,10 +116,8 @@ const (
 	// leaderWait is how long a request that needs the leader waits for
 	// one.
 	leaderWait = 5 * time.Second
-	// rpcHandshakeTimeout bounds the dial and handshake of a forwarding
-	// connection.
-	rpcHandshakeTimeout = 10 * time.Second
 )
 
-// errClosed ends the forwarding connections of a server shutting down.
+// errClosed is why a request waiting for a leader ends when the server
+// shuts down.
 var errClosed = errors.New("server is shutting down")

@@ -1,4 +1,4 @@
-package agenthttp
+package forward
 
 import (
 	"bufio"
@@ -22,7 +22,7 @@ import (
 // fakeLeader accepts forwarding connections and answers each request
 // with what answer returns: frames to send (any value), or nil to cut the
 // connection.
-func fakeLeader(t *testing.T, answer func(req *fwdRequest) []any) *fwdClient {
+func fakeLeader(t *testing.T, answer func(req *Request) []any) *Client {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -38,17 +38,22 @@ func fakeLeader(t *testing.T, answer func(req *fwdRequest) []any) *fwdClient {
 			}
 			go func() {
 				defer conn.Close()
-				_, _ = conn.Write([]byte{rpcForwardVersion})
+				_, _ = conn.Write([]byte{Version})
 				br := bufio.NewReader(conn)
 				out := newFrameWriter(conn, h)
 				for {
-					buf, err := readFrame(br, fwdMaxFrame)
+					buf, err := readFrame(br, MaxFrame)
 					if err != nil {
 						return
 					}
-					req := &fwdRequest{}
+					req := &Request{}
 					if err := codec.NewDecoderBytes(buf, h).Decode(req); err != nil {
 						return
+					}
+					if req.Keepalive && req.Method == "" {
+						// The frame that asks for keepalives starts no
+						// request; this leader sends none.
+						continue
 					}
 					frames := answer(req)
 					if frames == nil {
@@ -59,7 +64,7 @@ func fakeLeader(t *testing.T, answer func(req *fwdRequest) []any) *fwdClient {
 							_, _ = conn.Write(raw)
 							continue
 						}
-						if _, err := out.write(context.Background(), f, fwdMaxAnswerFrame, time.Time{}); err != nil {
+						if _, err := out.write(context.Background(), f, MaxAnswerFrame, time.Time{}); err != nil {
 							return
 						}
 					}
@@ -68,21 +73,17 @@ func fakeLeader(t *testing.T, answer func(req *fwdRequest) []any) *fwdClient {
 		}
 	}()
 	addr := ln.Addr().String()
-	return &fwdClient{
-		addr: addr,
-		dial: func(ctx context.Context) (net.Conn, error) {
-			var d net.Dialer
-			return d.DialContext(ctx, "tcp", addr)
-		},
-		handle: h, logger: hclog.NewNullLogger(), reuse: time.Minute,
-	}
+	return NewClient(addr, func(ctx context.Context) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "tcp", addr)
+	}, hclog.NewNullLogger(), time.Minute)
 }
 
-func testCall(t *testing.T, c *fwdClient) (*fwdResponse, bool, error) {
+func testCall(t *testing.T, c *Client) (*Response, bool, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	return c.call(ctx, &fwdRequest{Method: "POST", URI: "/v1/pause", Host: c.addr, Header: http.Header{}, Body: []byte("{}")})
+	return c.Call(ctx, &Request{Method: "POST", URI: "/v1/pause", Host: c.addr, Header: http.Header{}, Body: []byte("{}")})
 }
 
 // TestForwardClient_LyingLeader: answers for IDs no call waits for are
@@ -91,14 +92,14 @@ func testCall(t *testing.T, c *fwdClient) (*fwdResponse, bool, error) {
 // call dials again.
 func TestForwardClient_LyingLeader(t *testing.T) {
 	var calls atomic.Int32
-	c := fakeLeader(t, func(req *fwdRequest) []any {
+	c := fakeLeader(t, func(req *Request) []any {
 		switch calls.Add(1) {
 		case 1:
 			return []any{
-				&fwdResponse{ID: req.ID + 1000, Status: 500},
-				&fwdResponse{ID: 0, Status: 500},
-				&fwdResponse{ID: req.ID, Status: 201, Body: []byte("mine")},
-				&fwdResponse{ID: req.ID, Status: 500},
+				&Response{ID: req.ID + 1000, Status: 500},
+				&Response{ID: 0, Status: 500},
+				&Response{ID: req.ID, Status: 201, Body: []byte("mine")},
+				&Response{ID: req.ID, Status: 500},
 			}
 		case 2:
 			return []any{[]byte{0, 0, 0, 3, 0xc1, 0xc1, 0xc1}}
@@ -107,7 +108,7 @@ func TestForwardClient_LyingLeader(t *testing.T) {
 		case 4:
 			return nil
 		}
-		return []any{&fwdResponse{ID: req.ID, Status: 202}}
+		return []any{&Response{ID: req.ID, Status: 202}}
 	})
 	resp, sent, err := testCall(t, c)
 	if err != nil || !sent || resp.Status != 201 || string(resp.Body) != "mine" {
@@ -132,7 +133,7 @@ func TestForwardClient_AbandonedAndFailedDial(t *testing.T) {
 	release := make(chan struct{})
 	cancels := make(chan uint64, 8)
 	var slowID atomic.Uint64
-	c := fakeLeader(t, func(req *fwdRequest) []any {
+	c := fakeLeader(t, func(req *Request) []any {
 		if req.Cancel {
 			cancels <- req.ID
 			return []any{}
@@ -141,10 +142,10 @@ func TestForwardClient_AbandonedAndFailedDial(t *testing.T) {
 			slowID.Store(req.ID)
 			<-release
 		}
-		return []any{&fwdResponse{ID: req.ID, Status: 200, Body: []byte(req.Header.Get("Slow") + req.Header.Get("Fast"))}}
+		return []any{&Response{ID: req.ID, Status: 200, Body: []byte(req.Header.Get("Slow") + req.Header.Get("Fast"))}}
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
-	_, sent, err := c.call(ctx, &fwdRequest{Method: "POST", URI: "/", Host: c.addr, Header: http.Header{"Slow": {"slow"}}})
+	_, sent, err := c.Call(ctx, &Request{Method: "POST", URI: "/", Host: c.addr, Header: http.Header{"Slow": {"slow"}}})
 	cancel()
 	if err == nil || !sent || !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("abandoned call: %v, %v", sent, err)
@@ -161,18 +162,17 @@ func TestForwardClient_AbandonedAndFailedDial(t *testing.T) {
 	}
 	for i := 0; i < 4; i++ {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		resp, _, err := c.call(ctx, &fwdRequest{Method: "POST", URI: "/", Host: c.addr, Header: http.Header{"Fast": {"fast"}}})
+		resp, _, err := c.Call(ctx, &Request{Method: "POST", URI: "/", Host: c.addr, Header: http.Header{"Fast": {"fast"}}})
 		cancel()
 		if err != nil || string(resp.Body) != "fast" {
 			t.Fatalf("call after an abandoned one: %+v, %v", resp, err)
 		}
 	}
 
-	dead := &fwdClient{addr: "127.0.0.1:1", handle: structs.NewMsgpackHandle(), logger: hclog.NewNullLogger(),
-		dial: func(ctx context.Context) (net.Conn, error) {
-			var d net.Dialer
-			return d.DialContext(ctx, "tcp", "127.0.0.1:1")
-		}}
+	dead := NewClient("127.0.0.1:1", func(ctx context.Context) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "tcp", "127.0.0.1:1")
+	}, hclog.NewNullLogger(), 0)
 	if _, sent, err := testCall(t, dead); err == nil || sent {
 		t.Fatalf("failed dial: %v, %v", sent, err)
 	}
@@ -184,13 +184,13 @@ func TestForwardClient_AbandonedAndFailedDial(t *testing.T) {
 func TestReadChunk_CutBodyIsNoEnd(t *testing.T) {
 	buf := make([]byte, 8)
 	cut := io.MultiReader(strings.NewReader("abc"), iotest.ErrReader(io.ErrUnexpectedEOF))
-	if n, end, err := readChunk(cut, buf); !errors.Is(err, io.ErrUnexpectedEOF) || end || n != 3 {
+	if n, end, err := ReadChunk(cut, buf); !errors.Is(err, io.ErrUnexpectedEOF) || end || n != 3 {
 		t.Fatalf("cut body: %d bytes, end %v, %v", n, end, err)
 	}
-	if n, end, err := readChunk(strings.NewReader("abc"), buf); err != nil || !end || n != 3 {
+	if n, end, err := ReadChunk(strings.NewReader("abc"), buf); err != nil || !end || n != 3 {
 		t.Fatalf("short body: %d bytes, end %v, %v", n, end, err)
 	}
-	if n, end, err := readChunk(strings.NewReader("0123456789"), buf); err != nil || end || n != 8 {
+	if n, end, err := ReadChunk(strings.NewReader("0123456789"), buf); err != nil || end || n != 8 {
 		t.Fatalf("long body: %d bytes, end %v, %v", n, end, err)
 	}
 }

@@ -1,6 +1,7 @@
-package agenthttp
+package forward
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"net"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/go-msgpack/v2/codec"
 
 	"github.com/nops-dev/nops/structs"
 )
@@ -47,21 +49,20 @@ func TestForwardClient_BlackholedLeader(t *testing.T) {
 		ln.Close()
 		<-accepted
 	}()
-	c := &fwdClient{addr: ln.Addr().String(), handle: structs.NewMsgpackHandle(), logger: hclog.NewNullLogger(), reuse: time.Minute,
-		dial: func(ctx context.Context) (net.Conn, error) {
-			var d net.Dialer
-			return d.DialContext(ctx, "tcp", ln.Addr().String())
-		}}
+	c := NewClient(ln.Addr().String(), func(ctx context.Context) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "tcp", ln.Addr().String())
+	}, hclog.NewNullLogger(), time.Minute)
 	called := make(chan struct{})
 	go func() {
 		defer close(called)
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 		defer cancel()
-		_, _, _ = c.call(ctx, &fwdRequest{Method: "POST", URI: "/", Host: c.addr})
+		_, _, _ = c.Call(ctx, &Request{Method: "POST", URI: "/", Host: c.addr})
 	}()
 	time.Sleep(200 * time.Millisecond)
 	begin := time.Now()
-	c.retire()
+	c.Retire()
 	if d := time.Since(begin); d > 500*time.Millisecond {
 		t.Fatalf("retire waited %s for a dial", d)
 	}
@@ -91,9 +92,9 @@ func (c *fakeConn) Write(p []byte) (int, error) {
 func (c *fakeConn) Close() error                     { c.once.Do(func() { close(c.closed) }); return c.Conn.Close() }
 func (c *fakeConn) SetWriteDeadline(time.Time) error { return nil }
 
-func fakeFwdConn(nc net.Conn) *fwdConn {
-	c := &fwdClient{addr: "leader:4647", handle: structs.NewMsgpackHandle(), logger: hclog.NewNullLogger(), reuse: time.Minute}
-	return newFwdConn(c, nc)
+func fakeFwdConn(nc net.Conn) *clientConn {
+	c := NewClient("leader:4647", nil, hclog.NewNullLogger(), time.Minute)
+	return newClientConn(c, nc)
 }
 
 // TestForwardConn_WriteFailureBreaks: a write error, even with no byte
@@ -104,7 +105,7 @@ func TestForwardConn_WriteFailureBreaks(t *testing.T) {
 	fc := fakeFwdConn(nc)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	_, sent, err := fc.call(ctx, &fwdRequest{Method: "POST", URI: "/", Host: "leader:4647"})
+	_, sent, err := fc.call(ctx, &Request{Method: "POST", URI: "/", Host: "leader:4647"})
 	if sent || !errors.Is(err, os.ErrDeadlineExceeded) || !strings.Contains(err.Error(), "forward to leader:4647") {
 		t.Fatalf("failed write: %v, %v", sent, err)
 	}
@@ -130,7 +131,7 @@ func TestForwardConn_DeadlineBeforeWrite(t *testing.T) {
 		time.Sleep(200 * time.Millisecond)
 		fc.out.mu.Unlock()
 	}()
-	_, sent, err := fc.call(ctx, &fwdRequest{Method: "POST", URI: "/", Host: "leader:4647"})
+	_, sent, err := fc.call(ctx, &Request{Method: "POST", URI: "/", Host: "leader:4647"})
 	if sent || !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "forward to leader:4647") {
 		t.Fatalf("call past its deadline: %v, %v", sent, err)
 	}
@@ -152,7 +153,7 @@ func TestForwardConn_RetiringRefuses(t *testing.T) {
 	fc.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
-	_, sent, err := fc.call(ctx, &fwdRequest{Method: "POST", URI: "/", Host: "leader:4647"})
+	_, sent, err := fc.call(ctx, &Request{Method: "POST", URI: "/", Host: "leader:4647"})
 	if sent || !errors.Is(err, errConnRetiring) || nc.wrote.Load() != 0 {
 		t.Fatalf("call on a retiring connection: %v, %v, %d bytes", sent, err, nc.wrote.Load())
 	}
@@ -160,7 +161,7 @@ func TestForwardConn_RetiringRefuses(t *testing.T) {
 
 // TestForwardClient_OlderLeader: a peer that does not know the protocol
 // byte closes the connection (the mux's answer to an unknown byte) before
-// a frame is sent. The call fails as not sent with errFwdUnsupported, as a
+// a frame is sent. The call fails as not sent with errUnsupported, as a
 // failed dial does, so that the follower retries it until its deadline;
 // each try dials again.
 func TestForwardClient_OlderLeader(t *testing.T) {
@@ -180,24 +181,100 @@ func TestForwardClient_OlderLeader(t *testing.T) {
 			conn.Close()
 		}
 	}()
-	c := &fwdClient{addr: ln.Addr().String(), handle: structs.NewMsgpackHandle(), logger: hclog.NewNullLogger(), reuse: time.Minute,
-		dial: func(ctx context.Context) (net.Conn, error) {
-			var d net.Dialer
-			return d.DialContext(ctx, "tcp", ln.Addr().String())
-		}}
+	c := NewClient(ln.Addr().String(), func(ctx context.Context) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "tcp", ln.Addr().String())
+	}, hclog.NewNullLogger(), time.Minute)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	for i := 1; i <= 2; i++ {
-		_, sent, err := c.call(ctx, &fwdRequest{Method: "POST", URI: "/v1/pause", Host: c.addr})
-		if !errors.Is(err, errFwdUnsupported) || sent {
-			t.Fatalf("call %d to an older leader: sent %v, err %v; want not sent, %v", i, sent, err, errFwdUnsupported)
+		_, sent, err := c.Call(ctx, &Request{Method: "POST", URI: "/v1/pause", Host: c.addr})
+		if !errors.Is(err, errUnsupported) || sent {
+			t.Fatalf("call %d to an older leader: sent %v, err %v; want not sent, %v", i, sent, err, errUnsupported)
 		}
 		if n := dials.Load(); n != int32(i) {
 			t.Fatalf("%d dials after %d calls", n, i)
 		}
 	}
-	_, sent, err := c.callStream(ctx, &fwdRequest{Method: "GET", URI: "/v1/operator/snapshot", Host: c.addr, Stream: true})
-	if !errors.Is(err, errFwdUnsupported) || sent {
+	_, sent, err := c.CallStream(ctx, &Request{Method: "GET", URI: "/v1/operator/snapshot", Host: c.addr, Stream: true})
+	if !errors.Is(err, errUnsupported) || sent {
 		t.Fatalf("streamed call to an older leader: sent %v, err %v", sent, err)
+	}
+}
+
+// TestForwardClient_SilentLeader: a leader cut off after it accepted the
+// request (its packets dropped: the frame went out, nothing comes back,
+// not even a keepalive) fails the call as sent within the silence limit,
+// not at CallLimit; the connection is not used again.
+func TestForwardClient_SilentLeader(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan *Request, 4)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		var held []net.Conn
+		defer func() {
+			for _, conn := range held {
+				conn.Close()
+			}
+		}()
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			held = append(held, conn)
+			_, _ = conn.Write([]byte{Version})
+			br := bufio.NewReader(conn)
+			// The frame that asks for keepalives, then the request.
+			for range 2 {
+				buf, err := readFrame(br, MaxFrame)
+				if err != nil {
+					return
+				}
+				req := &Request{}
+				if err := codec.NewDecoderBytes(buf, structs.NewMsgpackHandle()).Decode(req); err != nil {
+					return
+				}
+				got <- req
+			}
+		}
+	}()
+	defer func() {
+		ln.Close()
+		<-done
+	}()
+	c := NewClient(ln.Addr().String(), func(ctx context.Context) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "tcp", ln.Addr().String())
+	}, hclog.NewNullLogger(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), CallLimit)
+	defer cancel()
+	begin := time.Now()
+	_, sent, err := c.Call(ctx, &Request{Method: "POST", URI: "/v1/pause", Host: c.addr})
+	took := time.Since(begin)
+	if !sent || !errors.Is(err, errSilent) {
+		t.Fatalf("call to a silent leader: sent %v, err %v; want sent, %v", sent, err, errSilent)
+	}
+	if took < SilenceLimit || took > SilenceLimit+2*time.Second {
+		t.Fatalf("the call failed after %s, want about %s", took, SilenceLimit)
+	}
+	for i, want := range []string{"", "/v1/pause"} {
+		select {
+		case req := <-got:
+			if req.Keepalive != (i == 0) || req.URI != want {
+				t.Fatalf("frame %d the leader read: %+v", i, req)
+			}
+		default:
+			t.Fatalf("the leader read %d frames, want 2", i)
+		}
+	}
+	for _, fc := range c.conns {
+		if fc != nil && fc.usable(time.Minute) {
+			t.Fatal("the silent connection stays in the pool")
+		}
 	}
 }
