@@ -10,6 +10,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/nops-dev/nops/agent/config"
 	"github.com/nops-dev/nops/fsm"
 	"github.com/nops-dev/nops/structs"
 )
@@ -18,9 +19,6 @@ const (
 	// barrierTimeout bounds the barrier a new leader issues before it acts:
 	// it waits for the whole uncommitted tail of the log to apply.
 	barrierTimeout = 30 * time.Second
-	// transferTimeout bounds a wait for a leadership transfer, which takes
-	// one election (about a second, times the Raft multiplier).
-	transferTimeout = 10 * time.Second
 )
 
 // leadership runs the leader loops while this server leads: it follows
@@ -127,7 +125,7 @@ func (l *leadership) try() bool {
 		return true
 	}
 	s.logger.Error("failed to establish leadership; handing it over", "error", err)
-	if err := s.waitFuture(s.raft.LeadershipTransfer(), transferTimeout); err != nil {
+	if err := s.waitFuture(s.raft.LeadershipTransfer(), config.LeadershipTransferTimeout); err != nil {
 		if s.shuttingDown() {
 			return true
 		}
@@ -166,7 +164,7 @@ func (l *leadership) establish() error {
 	if s.shuttingDown() {
 		// Shutdown has already revoked; it must not find loops running
 		// after it.
-		return errClosed
+		return structs.ErrShuttingDown
 	}
 	if l.cancel != nil {
 		return nil
@@ -258,7 +256,7 @@ func (s *Server) waitFuture(f raft.Future, timeout time.Duration) error {
 		case err := <-errCh:
 			return err
 		case <-time.After(time.Second):
-			return errClosed
+			return structs.ErrShuttingDown
 		}
 	}
 }

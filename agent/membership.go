@@ -20,6 +20,7 @@ import (
 	"github.com/hashicorp/raft"
 	"github.com/hashicorp/serf/serf"
 
+	"github.com/nops-dev/nops/agent/config"
 	"github.com/nops-dev/nops/structs"
 )
 
@@ -548,7 +549,7 @@ func (m *membership) leave() {
 	}
 	if m.s.raft.State() == raft.Leader {
 		// Hand over leadership before leaving, so the cluster keeps going.
-		if err := m.s.waitFuture(m.s.raft.LeadershipTransfer(), transferTimeout); err != nil {
+		if err := m.s.waitFuture(m.s.raft.LeadershipTransfer(), config.LeadershipTransferTimeout); err != nil {
 			m.logger.Warn("leadership transfer before leave", "error", err)
 		}
 	}

@@ -277,5 +277,3 @@ func (l *raftLayer) Dial(address raft.ServerAddress, timeout time.Duration) (net
 	defer cancel()
 	return l.m.dial(ctx, string(address), rpcRaft)
 }
-
-var errClosed = errors.New("server is shutting down")

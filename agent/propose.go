@@ -10,6 +10,7 @@ import (
 	"github.com/hashicorp/raft"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/nops-dev/nops/agent/config"
 	"github.com/nops-dev/nops/structs"
 )
 
@@ -135,7 +136,7 @@ func (p *proposer) run(wg *sync.WaitGroup) {
 			for _, g := range e.props {
 				g.sent.Store(true)
 			}
-			futures[i] = p.apply(e.buf, raftApplyTimeout)
+			futures[i] = p.apply(e.buf, config.RaftApplyTimeout)
 		}
 		p.writes.Add(float64(len(group)))
 		done := make(chan struct{})

@@ -71,7 +71,7 @@ func (r *fakeRaft) apply(buf []byte, _ time.Duration) raft.ApplyFuture {
 func runProposer(t *testing.T, fr *fakeRaft, wait time.Duration) (p *proposer, stop func()) {
 	t.Helper()
 	shutdown := make(chan struct{})
-	p = newProposer(fr.apply, shutdown, errClosed)
+	p = newProposer(fr.apply, shutdown, structs.ErrShuttingDown)
 	if wait > 0 {
 		p.groupWait = wait
 	}
@@ -178,8 +178,8 @@ func TestProposer_Shutdown(t *testing.T) {
 	fr := &fakeRaft{calls: make(chan *fakeFuture, 1)}
 	p, stop := runProposer(t, fr, 0)
 	stop()
-	if r := p.propose([]byte("late")); !errors.Is(r.err, errClosed) {
-		t.Fatalf("propose after shutdown: %v, want %v", r.err, errClosed)
+	if r := p.propose([]byte("late")); !errors.Is(r.err, structs.ErrShuttingDown) {
+		t.Fatalf("propose after shutdown: %v, want %v", r.err, structs.ErrShuttingDown)
 	}
 }
 
@@ -236,8 +236,8 @@ func TestProposer_ShutdownWithAnUnansweredFuture(t *testing.T) {
 	if r := <-taken; !errors.Is(r.err, errOutcomeUnknown) {
 		t.Fatalf("a proposal Raft took: %v, want %v", r.err, errOutcomeUnknown)
 	}
-	if r := <-queued; !errors.Is(r.err, errClosed) {
-		t.Fatalf("a proposal Raft never took: %v, want %v", r.err, errClosed)
+	if r := <-queued; !errors.Is(r.err, structs.ErrShuttingDown) {
+		t.Fatalf("a proposal Raft never took: %v, want %v", r.err, structs.ErrShuttingDown)
 	}
 }
 

@@ -34,10 +34,6 @@ import (
 var Version = "0.2.0-dev"
 
 const (
-	// raftApplyTimeout bounds the wait for an entry to be taken and
-	// committed: long enough for a loaded cluster, short enough that a
-	// client hears of a stuck one.
-	raftApplyTimeout = 10 * time.Second
 	// raftLogCacheSize is how many of the newest log entries stay in
 	// memory.
 	raftLogCacheSize = 512
@@ -204,7 +200,7 @@ func (s *Server) setup() error {
 	// given. It hears from the FSM, which Raft starts to run at once.
 	s.proposerStop = make(chan struct{})
 	s.proposer = newProposer(func(buf []byte, timeout time.Duration) raft.ApplyFuture { return s.raft.Apply(buf, timeout) },
-		s.proposerStop, errClosed)
+		s.proposerStop, structs.ErrShuttingDown)
 	s.proposer.canBatch = func() bool { return canBatch(s.gossip.Load(), s.raft, cfg.Region) }
 	s.fsm.SetOnApply(s.proposer.committed)
 	if err := s.setupRaft(); err != nil {
@@ -529,7 +525,7 @@ func (s *Server) WaitForLeader(ctx context.Context, timeout time.Duration) (stri
 		case <-ctx.Done():
 			return "", ctx.Err()
 		case <-s.shutdownCh:
-			return "", errClosed
+			return "", structs.ErrShuttingDown
 		case <-deadline.C:
 			return "", structs.ErrNoLeader
 		case <-tick.C:

@@ -16,6 +16,9 @@ var (
 	// ErrNotLeader: this server is not the leader; the write must be
 	// forwarded.
 	ErrNotLeader = errors.New("not the cluster leader")
+	// ErrShuttingDown: the server is shutting down; a request waiting on
+	// it ends (503).
+	ErrShuttingDown = errors.New("server is shutting down")
 	// ErrNoLeader: the cluster has no leader (503).
 	ErrNoLeader = errors.New("no cluster leader")
 	// ErrLeadershipLost: the leader lost its leadership after it sent the

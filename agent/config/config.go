@@ -100,6 +100,19 @@ const (
 	DevAddress = "127.0.0.1"
 )
 
+// Timings of Raft operations that are not settings: the server and its
+// API wait this long at most.
+const (
+	// RaftApplyTimeout bounds the wait for an entry (or a barrier) to be
+	// taken and committed: long enough for a loaded cluster, short enough
+	// that a client hears of a stuck one.
+	RaftApplyTimeout = 10 * time.Second
+	// LeadershipTransferTimeout bounds a wait for a leadership transfer,
+	// which takes one election (about a second, times the Raft
+	// multiplier).
+	LeadershipTransferTimeout = 10 * time.Second
+)
+
 // Deployment policies of jobs (meta nops_policy and -default-policy).
 const (
 	PolicyAuto     = "auto"

@@ -228,7 +228,7 @@ func (f *forwarder) noLeader(w http.ResponseWriter, cause error) {
 // server shuts down, or the client went away. Nothing was applied; a
 // handler that returned without writing would have answered 200.
 func (f *forwarder) abandon(w http.ResponseWriter, r *http.Request) {
-	cause := errClosed
+	cause := structs.ErrShuttingDown
 	if !f.s.ShuttingDown() {
 		cause = fmt.Errorf("request cancelled: %w", context.Cause(r.Context()))
 	}

@@ -1,8 +1,9 @@
 package agenthttp
 
 import (
-	"github.com/nops-dev/nops/structs"
 	"net/http"
+
+	"github.com/nops-dev/nops/structs"
 )
 
 // keyringList answers GET /v1/operator/keyring: the gossip keys every

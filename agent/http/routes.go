@@ -482,7 +482,7 @@ func (a *operatorAPI) raftTransfer(_ http.ResponseWriter, r *http.Request) (any,
 		}
 		f = a.s.Raft().LeadershipTransferToServer(raft.ServerID(id), addr)
 	}
-	if err := a.s.WaitFuture(f, transferTimeout); err != nil {
+	if err := a.s.WaitFuture(f, config.LeadershipTransferTimeout); err != nil {
 		return nil, fmt.Errorf("%w: leadership transfer: %w", structs.ErrConflict, err)
 	}
 	addr, lid := a.s.Leader()
@@ -493,7 +493,7 @@ func (a *operatorAPI) snapshotSave(w http.ResponseWriter, _ *http.Request) (any,
 	// A barrier first: the snapshot then holds every committed entry, and
 	// Raft has a log entry past the last configuration change to cut it
 	// at (it refuses to snapshot while the newest entry is one).
-	if err := a.s.WaitFuture(a.s.Raft().Barrier(raftApplyTimeout), raftApplyTimeout); err != nil {
+	if err := a.s.WaitFuture(a.s.Raft().Barrier(config.RaftApplyTimeout), config.RaftApplyTimeout); err != nil {
 		return nil, fmt.Errorf("%w: barrier before snapshot: %w", structs.ErrNotLeader, err)
 	}
 	f := a.s.Raft().Snapshot()

@@ -27,7 +27,6 @@ package agenthttp
 
 import (
 	"context"
-	"errors"
 	"net"
 	"net/http"
 	"sync"
@@ -108,16 +107,5 @@ type Server interface {
 	Goroutines() *sync.WaitGroup
 }
 
-const (
-	// transferTimeout bounds a leadership transfer.
-	transferTimeout = 10 * time.Second
-	// raftApplyTimeout bounds a Raft barrier.
-	raftApplyTimeout = 10 * time.Second
-	// leaderWait is how long a request that needs the leader waits for
-	// one.
-	leaderWait = 5 * time.Second
-)
-
-// errClosed is why a request waiting for a leader ends when the server
-// shuts down.
-var errClosed = errors.New("server is shutting down")
+// leaderWait is how long a request that needs the leader waits for one.
+const leaderWait = 5 * time.Second
