@@ -125,9 +125,17 @@ func (m *Manager) recordDelivery(provider, id string) (duplicate bool, err error
 	if len(id) > structs.MaxWebhookDeliveryID {
 		return false, fmt.Errorf("%w: webhook delivery ID of %d characters: at most %d", structs.ErrInvalid, len(id), structs.MaxWebhookDeliveryID)
 	}
-	_, err = m.srv.Apply(structs.WebhookDeliveryRequestType, &structs.WebhookDeliveryRequest{
-		WriteMeta: structs.WriteMeta{Time: m.now(), Actor: "webhook"}, Provider: provider, ID: id})
-	if errors.Is(err, structs.ErrDuplicate) {
+	// A replay this server's state already holds costs no log entry; one
+	// that races the first delivery is refused by the FSM.
+	seen, err := m.srv.State().WebhookDelivery(provider, id)
+	if err != nil {
+		return false, fmt.Errorf("read webhook deliveries: %w", err)
+	}
+	if seen == nil {
+		_, err = m.srv.Apply(structs.WebhookDeliveryRequestType, &structs.WebhookDeliveryRequest{
+			WriteMeta: structs.WriteMeta{Time: m.now(), Actor: "webhook"}, Provider: provider, ID: id})
+	}
+	if seen != nil || errors.Is(err, structs.ErrDuplicate) {
 		m.logger.Info("webhook delivery already handled", "provider", provider, "delivery", id)
 		return true, nil
 	}

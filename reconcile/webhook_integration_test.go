@@ -184,7 +184,7 @@ func TestWebhook_SignedPushDeploys(t *testing.T) {
 
 // TestWebhook_ReplayedDeliveryChangesNothing: a signed push is handled
 // once by its delivery ID; the same delivery again answers 200 with
-// "duplicate": true and fetches nothing, while a new delivery of the same
+// "duplicate": true, fetches nothing and writes no log entry, while a new delivery of the same
 // push is handled. Not parallel: it sets an environment variable.
 func TestWebhook_ReplayedDeliveryChangesNothing(t *testing.T) {
 	const secret = "push-hook-secret"
@@ -220,8 +220,12 @@ func TestWebhook_ReplayedDeliveryChangesNothing(t *testing.T) {
 	fetched := e.repoStatus().LastFetch
 	events := len(e.s.Events(""))
 
+	index := e.s.State().LatestIndex()
 	if matched, dup := push("delivery-1"); !dup || len(matched) != 0 {
 		t.Fatalf("replayed delivery: matched %v, duplicate %v; want a duplicate that matches nothing", matched, dup)
+	}
+	if now := e.s.State().LatestIndex(); now != index {
+		t.Fatalf("a replayed delivery wrote to the log: index %d, was %d", now, index)
 	}
 	e.settle()
 	if r := e.repoStatus(); !r.LastFetch.Equal(fetched) {
