@@ -10,9 +10,16 @@
 # rotate it, write a new token to the variable: the file changes and Nops
 # uses the new token without a restart. See docs/nomad-acl.md.
 #
+# The servers' secrets come from the same variable: the gossip key and the
+# mutual-TLS material of the RPC port (a server refuses to start without
+# both outside -dev), rendered into the secrets directory with a config
+# file that names them.
+#
 #   nomad acl policy apply -description "Nops" nops docs/nomad-policy.hcl
 #   nomad acl token create -name nops -policy nops            # note the Secret ID
-#   nomad var put nomad/jobs/nops token=<secret id>
+#   nops tls ca create && nops tls cert create -server        # nops-agent-ca*.pem, global-server-nops*.pem
+#   nomad var put nomad/jobs/nops token=<secret id> encrypt=$(nops operator gossip keygen) \
+#     ca=@nops-agent-ca.pem cert=@global-server-nops.pem key=@global-server-nops-key.pem
 #   nomad job run -var 'repository=https://git.example.com/ops/jobs.git#main:nomad' docs/nops.nomad.hcl
 #
 # On a Nomad whose Task API accepts the workload identity for job parse and
@@ -71,6 +78,7 @@ job "nops" {
           "-nomad-token-file", "$${NOMAD_SECRETS_DIR}/nops_nomad_token",
           "-repo", var.repository,
           "-http-port", "$${NOMAD_PORT_http}",
+          "-config", "$${NOMAD_SECRETS_DIR}/nops.hcl",
         ], var.serve_args)
       }
 
@@ -82,6 +90,38 @@ job "nops" {
         destination = "secrets/nops_nomad_token"
         perms       = "600"
         change_mode = "noop"
+      }
+
+      # The gossip key and the RPC port's mutual TLS, from the same
+      # variable. A change restarts the task: a server reads them at start.
+      template {
+        data        = <<-EOT
+          {{ with nomadVar "nomad/jobs/nops" }}encrypt = "{{ .encrypt }}"{{ end }}
+          tls {
+            rpc                    = true
+            ca_file                = "{{ env "NOMAD_SECRETS_DIR" }}/ca.pem"
+            cert_file              = "{{ env "NOMAD_SECRETS_DIR" }}/server.pem"
+            key_file               = "{{ env "NOMAD_SECRETS_DIR" }}/server-key.pem"
+            verify_server_hostname = true
+          }
+        EOT
+        destination = "secrets/nops.hcl"
+        perms       = "600"
+      }
+      template {
+        data        = "{{ with nomadVar \"nomad/jobs/nops\" }}{{ .ca }}{{ end }}"
+        destination = "secrets/ca.pem"
+        perms       = "600"
+      }
+      template {
+        data        = "{{ with nomadVar \"nomad/jobs/nops\" }}{{ .cert }}{{ end }}"
+        destination = "secrets/server.pem"
+        perms       = "600"
+      }
+      template {
+        data        = "{{ with nomadVar \"nomad/jobs/nops\" }}{{ .key }}{{ end }}"
+        destination = "secrets/server-key.pem"
+        perms       = "600"
       }
 
       resources {

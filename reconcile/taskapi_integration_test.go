@@ -13,6 +13,7 @@ import (
 
 	"github.com/nops-dev/nops/structs"
 	"github.com/nops-dev/nops/testutil"
+	"github.com/nops-dev/nops/testutil/nopstest"
 )
 
 // TestTaskAPI_NopsRunsAsANomadJob runs the built nops binary as a Nomad job
@@ -52,15 +53,27 @@ repository  = %q
 nops_binary = %q
 driver      = "raw_exec"
 http_port   = %d
-serve_args  = ["-dev", "-rpc-port", "%d", "-serf-port", "%d", "-log-level", "debug", "-drift-interval", "1h"]
+serve_args  = ["-data-dir", "$${NOMAD_ALLOC_DIR}/data", "-bootstrap-expect", "1", "-bind", "127.0.0.1", "-advertise", "127.0.0.1",
+               "-rpc-port", "%d", "-serf-port", "%d", "-log-level", "debug", "-drift-interval", "1h"]
 `, repo.URL()+"#main:"+jobsDir, bin, ports[0], ports[1], ports[2])
 	job, err := nomad.Client.Jobs().ParseHCLOpts(&nomadapi.JobsParseRequest{JobHCL: string(jobHCL), Variables: vars, Canonicalize: true})
 	if err != nil {
 		t.Fatalf("parse docs/nops.nomad.hcl: %v", err)
 	}
+	// The variable holds what the job renders: the Nomad token, and the
+	// gossip key and RPC TLS material a server needs outside -dev.
+	pki := nopstest.NewTLS(t, "")
+	items := nomadapi.VariableItems{"encrypt": nopstest.GossipKey}
+	for name, file := range map[string]string{"ca": pki.CAFile, "cert": pki.ServerCertFile, "key": pki.ServerKeyFile} {
+		pem, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		items[name] = string(pem)
+	}
 	setToken := func(name string) {
-		token := nomad.ACLToken(t, name, nomadPolicy(t), "")
-		v := &nomadapi.Variable{Path: "nomad/jobs/nops", Items: nomadapi.VariableItems{"token": token}}
+		items["token"] = nomad.ACLToken(t, name, nomadPolicy(t), "")
+		v := &nomadapi.Variable{Path: "nomad/jobs/nops", Items: items}
 		if _, _, err := nomad.Client.Variables().Update(v, nil); err != nil {
 			t.Fatalf("write the token variable: %v", err)
 		}
@@ -132,6 +145,11 @@ serve_args  = ["-dev", "-rpc-port", "%d", "-serf-port", "%d", "-log-level", "deb
 	}
 	if ts := a.TaskStates["nops"]; a.ClientStatus != nomadapi.AllocClientStatusRunning || ts == nil || ts.Restarts != 0 {
 		t.Fatalf("the nops task restarted or stopped: %s %+v", a.ClientStatus, ts)
+	}
+	// It ran as a production server: gossip encrypted, RPC over mutual TLS.
+	var self structs.AgentSelf
+	if err := getJSON(base+"/v1/agent/self", &self); err != nil || self.Dev {
+		t.Fatalf("agent self: %+v %v", self, err)
 	}
 }
 
