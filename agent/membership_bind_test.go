@@ -111,7 +111,7 @@ func waitBound(t *testing.T, c *nopstest.Cluster, s *nopstest.Server) {
 // impostorTags are the tags of a member that claims server v: its node ID
 // and its real RPC address, where v answers the identity probe itself.
 func impostorTags(v *nopstest.Server) map[string]string {
-	return memberTags(v.NodeID(), v.RPCAddr(), "global")
+	return nopstest.MemberTags(v.NodeID(), v.RPCAddr(), "global")
 }
 
 // TestMembership_ImpostorsLeaveWithoutRemovingPeers: members that claim the
@@ -136,7 +136,7 @@ func testImpostorsLeave(t *testing.T, opts ...nopstest.Option) {
 	var impostors []*serf.Serf
 	for i, v := range c.Followers() {
 		name := fmt.Sprintf("impostor-%d", i)
-		impostors = append(impostors, fakeMember(t, leader, name, impostorTags(v)))
+		impostors = append(impostors, nopstest.FakeMember(t, leader, name, impostorTags(v)))
 		refused[name] = v.Config().NodeName
 	}
 	for _, s := range c.Servers() {
@@ -175,7 +175,7 @@ func TestMembership_SteadyClusterProbesOnlyContestedPeers(t *testing.T) {
 		}
 	}
 	v := c.Followers()[0]
-	fakeMember(t, leader, "impostor", impostorTags(v))
+	nopstest.FakeMember(t, leader, "impostor", impostorTags(v))
 	waitRefused(t, leader, map[string]string{"impostor": v.Config().NodeName})
 	before = leader.BindPeersNow()
 	after := leader.BindPeersNow()
@@ -194,13 +194,13 @@ func TestMembership_FailedAndReapedImpostorRemovesNothing(t *testing.T) {
 	c.WaitForPeers(30*time.Second, c.NodeIDs()...)
 	leader := c.Leader()
 	victim := c.Followers()[0]
-	imp := fakeMember(t, leader, "impostor", impostorTags(victim))
+	imp := nopstest.FakeMember(t, leader, "impostor", impostorTags(victim))
 	waitRefused(t, leader, map[string]string{"impostor": victim.Config().NodeName})
 	if err := imp.Shutdown(); err != nil {
 		t.Fatal(err)
 	}
 	waitStatus(t, leader, "impostor", serf.StatusFailed)
-	pruner := fakeMember(t, leader, "pruner", map[string]string{"role": "pruner"})
+	pruner := nopstest.FakeMember(t, leader, "pruner", map[string]string{"role": "pruner"})
 	if err := pruner.RemoveFailedNodePrune("impostor"); err != nil {
 		t.Fatal(err)
 	}
@@ -218,7 +218,7 @@ func TestMembership_ForcedReapOfLiveServerRemovesNothing(t *testing.T) {
 	leader := c.Leader()
 	victim := c.Followers()[0]
 	waitBound(t, c, leader)
-	pruner := fakeMember(t, leader, "pruner", map[string]string{"role": "pruner"})
+	pruner := nopstest.FakeMember(t, leader, "pruner", map[string]string{"role": "pruner"})
 	if err := pruner.RemoveFailedNodePrune(victim.Config().NodeName); err != nil {
 		t.Fatal(err)
 	}

@@ -3,7 +3,6 @@ package agent_test
 import (
 	"bufio"
 	"crypto/tls"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -18,7 +17,6 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/hashicorp/go-hclog"
-	"github.com/hashicorp/memberlist"
 	"github.com/hashicorp/raft"
 	"github.com/hashicorp/serf/serf"
 
@@ -392,46 +390,6 @@ func writeFile(t *testing.T, path string, data []byte) {
 	}
 }
 
-// fakeMember joins a serf member with the given tags to s's gossip, as an
-// attacker with the gossip key would, and returns it.
-func fakeMember(t *testing.T, s *nopstest.Server, name string, tags map[string]string) *serf.Serf {
-	t.Helper()
-	sc := serf.DefaultConfig()
-	sc.NodeName = name
-	sc.Tags = tags
-	sc.MemberlistConfig = memberlist.DefaultLocalConfig()
-	sc.MemberlistConfig.BindAddr = "127.0.0.1"
-	sc.MemberlistConfig.BindPort = 0
-	sc.MemberlistConfig.Name = name
-	key, err := decodeKey(s.Config().Encrypt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sc.MemberlistConfig.SecretKey = key
-	sc.LogOutput = io.Discard
-	sc.MemberlistConfig.LogOutput = io.Discard
-	sc.SnapshotPath = ""
-	fake, err := serf.Create(sc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = fake.Shutdown() })
-	if _, err := fake.Join([]string{s.SerfAddr()}, true); err != nil {
-		t.Fatal(err)
-	}
-	testutil.WaitForResult(t, 10*time.Second, func() (bool, error) {
-		for _, m := range s.Members() {
-			if m.Name == name && m.Status == serf.StatusAlive {
-				return true, nil
-			}
-		}
-		return false, fmt.Errorf("the server does not see member %s", name)
-	})
-	return fake
-}
-
-func decodeKey(s string) ([]byte, error) { return base64.StdEncoding.DecodeString(s) }
-
 // configIndex returns the Raft index of s's latest configuration: any
 // change of the peers, even one undone later, moves it.
 func configIndex(s *nopstest.Server) string { return s.Raft().Stats()["latest_configuration_index"] }
@@ -452,11 +410,6 @@ func onlyPeer(t *testing.T, s *nopstest.Server, before string) {
 	}
 }
 
-func memberTags(id, rpcAddr, region string) map[string]string {
-	return map[string]string{"role": "nops", "id": id, "rpc_addr": rpcAddr, "http_addr": "127.0.0.1:1",
-		"bootstrap_expect": "1", "version": agent.Version, "region": region}
-}
-
 // TestTrust_UntrustedMembersAreNotVoters: a serf member with a bogus RPC
 // address, one of another region, and one claiming an existing peer's ID
 // from another address are not made voters, and do not move the peer.
@@ -465,13 +418,13 @@ func TestTrust_UntrustedMembersAreNotVoters(t *testing.T) {
 	other := nopstest.Start(t, "", nopstest.WithoutReconcilers())
 	before := configIndex(s)
 
-	fakeMember(t, s, "bogus-addr", memberTags(uuid.NewString(), "127.0.0.1:1", "global"))
-	fakeMember(t, s, "foreign", memberTags(other.NodeID(), other.RPCAddr(), "elsewhere"))
-	fakeMember(t, s, "impostor", memberTags(s.NodeID(), "127.0.0.1:2", "global"))
+	nopstest.FakeMember(t, s, "bogus-addr", nopstest.MemberTags(uuid.NewString(), "127.0.0.1:1", "global"))
+	nopstest.FakeMember(t, s, "foreign", nopstest.MemberTags(other.NodeID(), other.RPCAddr(), "elsewhere"))
+	nopstest.FakeMember(t, s, "impostor", nopstest.MemberTags(s.NodeID(), "127.0.0.1:2", "global"))
 	// A lying peer: its RPC address answers with the node ID of the
 	// existing peer it claims to be.
-	fakeMember(t, s, "mover", memberTags(s.NodeID(), lyingRPC(t, s.NodeID()), "global"))
-	fakeMember(t, s, "liar", memberTags(uuid.NewString(), other.RPCAddr(), "global"))
+	nopstest.FakeMember(t, s, "mover", nopstest.MemberTags(s.NodeID(), lyingRPC(t, s.NodeID()), "global"))
+	nopstest.FakeMember(t, s, "liar", nopstest.MemberTags(uuid.NewString(), other.RPCAddr(), "global"))
 	s.ReconcilePeersNow()
 	onlyPeer(t, s, before)
 	if !s.IsLeader() {
@@ -521,7 +474,7 @@ func TestTrust_MemberWithoutServerCertificateIsNotVoter(t *testing.T) {
 	// A real server without TLS: it answers /v1/status/node with its ID.
 	plain := nopstest.Start(t, "", nopstest.WithoutReconcilers())
 	before := configIndex(s)
-	fakeMember(t, s, "no-cert", memberTags(plain.NodeID(), plain.RPCAddr(), "global"))
+	nopstest.FakeMember(t, s, "no-cert", nopstest.MemberTags(plain.NodeID(), plain.RPCAddr(), "global"))
 	s.ReconcilePeersNow()
 	onlyPeer(t, s, before)
 }

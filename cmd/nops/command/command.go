@@ -151,6 +151,8 @@ func (m *runner) commandTable() map[string]command {
 		"operator autopilot health":         &autopilotHealthCommand{m: m},
 		"operator debug":                    &operatorDebugCommand{m: m},
 		"monitor":                           &monitorCommand{m: m},
+		"server":                            nil,
+		"server members":                    &serverMembersCommand{m: m},
 
 		"tls":             nil,
 		"tls ca":          nil,
@@ -209,6 +211,7 @@ func groupSynopses() map[string]string {
 		"operator raft":     "List and change the Raft peers",
 		"operator snapshot": "Save, restore and inspect snapshots of the state",
 		"operator gossip":   "Manage the gossip encryption keys",
+		"server":            "List the servers of the cluster's gossip",
 		"tls":               "Create a CA and certificates for TLS",
 		"tls ca":            "Create a certificate authority",
 		"tls cert":          "Create certificates signed by the CA",
