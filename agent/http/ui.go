@@ -232,10 +232,11 @@ func (b *uiBackend) Cluster() (*web.ClusterInfo, error) {
 			c.LastContact = time.Since(last).Round(time.Millisecond)
 		}
 	}
+	refused := s.Refusals()
 	for _, m := range s.Members() {
 		role := m.Tags[structs.MemberTagRole]
 		c.Members = append(c.Members, web.Member{Name: m.Name, Addr: fmt.Sprintf("%s:%d", m.Addr, m.Port),
-			Status: m.Status.String(), Version: m.Tags[structs.MemberTagVersion], Role: role})
+			Status: m.Status.String(), Version: m.Tags[structs.MemberTagVersion], Role: role, Refused: refused[m.Name]})
 	}
 	sort.Slice(c.Members, func(i, j int) bool { return c.Members[i].Name < c.Members[j].Name })
 	for _, srv := range f.Configuration().Servers {

@@ -34,9 +34,11 @@ type Peer struct {
 	RaftProtocol      string
 }
 
-// Member is one serf member.
+// Member is one serf member; Refused says why every membership decision
+// ignores it (it claims the node ID of a Raft peer it is not).
 type Member struct {
 	Name, Addr, Status, Version, Role string
+	Refused                           string
 }
 
 // activeStates are the states of a running deployment.

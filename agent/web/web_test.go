@@ -283,3 +283,24 @@ func TestDashboard_LiveStreamsAreBounded(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+// TestDashboard_ClusterShowsRefusedMembers: a member that claims the
+// server's node ID under another name is listed on the Cluster page with
+// the reason every membership decision ignores it; the server itself is
+// not refused.
+func TestDashboard_ClusterShowsRefusedMembers(t *testing.T) {
+	s := nopstest.Start(t, "", nopstest.WithoutReconcilers())
+	nopstest.FakeMember(t, s, "impostor", nopstest.MemberTags(s.NodeID(), s.RPCAddr(), "global"))
+	c := newClient(t, s.URL)
+	code, _, page := c.do("GET", "/ui/cluster", nil, nil)
+	if code != http.StatusOK {
+		t.Fatalf("cluster page: %d", code)
+	}
+	row := regexp.MustCompile(`<tr class="refused"><td>impostor</td>.*?</tr>`).FindString(page)
+	if row == "" || !strings.Contains(row, "claims the node ID "+s.NodeID()) {
+		t.Fatalf("the impostor is not shown as refused, with its reason:\n%.3000s", page)
+	}
+	if strings.Contains(page, `<tr class="refused"><td>`+s.Config().NodeName+`</td>`) {
+		t.Fatal("the server itself is shown as refused")
+	}
+}
