@@ -2,6 +2,7 @@ package structs
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -71,6 +72,19 @@ func TestShortID_FirstEight(t *testing.T) {
 	for id, want := range map[string]string{"": "", "abc": "abc", "12345678": "12345678", "123456789abc": "12345678"} {
 		if got := ShortID(id); got != want {
 			t.Errorf("ShortID(%q) = %q, want %q", id, got, want)
+		}
+	}
+}
+
+func TestSplitList_TrimsAndDropsEmptyItems(t *testing.T) {
+	for in, want := range map[string][]string{
+		"":                nil,
+		" , ,":            nil,
+		"web":             {"web"},
+		" web , api,,db ": {"web", "api", "db"},
+	} {
+		if got := SplitList(in); !slices.Equal(got, want) {
+			t.Errorf("SplitList(%q) = %q, want %q", in, got, want)
 		}
 	}
 }

@@ -11,6 +11,8 @@ import (
 	"github.com/zclconf/go-cty/cty"
 	"github.com/zclconf/go-cty/cty/convert"
 	"github.com/zclconf/go-cty/cty/gocty"
+
+	"github.com/nops-dev/nops/structs"
 )
 
 // value is one typed setting bound to a field of a configuration struct. Text
@@ -229,7 +231,7 @@ func durationValue(p *time.Duration) value {
 func listValue(p *[]string, normalize func([]string) []string, validate func([]string) error) value {
 	return &typed[[]string]{
 		p:        p,
-		fromText: func(s string) ([]string, error) { return splitList(s), nil },
+		fromText: func(s string) ([]string, error) { return structs.SplitList(s), nil },
 		fromCty: func(v cty.Value) ([]string, error) {
 			var l []string
 			err := gocty.FromCtyValue(v, &l)
@@ -240,18 +242,6 @@ func listValue(p *[]string, normalize func([]string) []string, validate func([]s
 		validate:  validate,
 		format:    func(l []string) string { return strings.Join(l, ",") },
 	}
-}
-
-// splitList splits a comma-separated list, trimming blanks and dropping
-// empty items.
-func splitList(s string) []string {
-	var out []string
-	for _, item := range strings.Split(s, ",") {
-		if item = strings.TrimSpace(item); item != "" {
-			out = append(out, item)
-		}
-	}
-	return out
 }
 
 func checkPositiveDuration(d time.Duration) error {
