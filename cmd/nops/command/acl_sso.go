@@ -54,14 +54,7 @@ Options:
 // (update).
 type aclAuthMethodWriteCommand struct {
 	m      *runner
-	create bool
-}
-
-func (c *aclAuthMethodWriteCommand) verb() string {
-	if c.create {
-		return "create"
-	}
-	return "update"
+	create writeMode
 }
 
 func (c *aclAuthMethodWriteCommand) Synopsis() string {
@@ -72,17 +65,13 @@ func (c *aclAuthMethodWriteCommand) Synopsis() string {
 }
 
 func (c *aclAuthMethodWriteCommand) Help() string {
-	does := "Replaces"
-	if c.create {
-		does = "Creates"
-	}
-	return fmt.Sprintf("Usage: nops acl auth-method %s [options] <name>\n\n  %s an SSO auth method (OIDC or JWT).\n", c.verb(), does) +
+	return fmt.Sprintf("Usage: nops acl auth-method %s [options] <name>\n\n  %s an SSO auth method (OIDC or JWT).\n", c.create.verb(), c.create.does()) +
 		authMethodFlagsHelp + apiFlagsHelp
 }
 
 func (c *aclAuthMethodWriteCommand) Run(ctx context.Context, args []string) int {
 	var f authMethodFlags
-	spec := apiArgs{name: "acl auth-method " + c.verb(), min: 1, max: 1, desc: "an auth method name", flags: f.register,
+	spec := apiArgs{name: "acl auth-method " + c.create.verb(), min: 1, max: 1, desc: "an auth method name", flags: f.register,
 		check: func([]string) error {
 			if f.config == "" {
 				return errors.New("-config is required")
@@ -95,45 +84,26 @@ func (c *aclAuthMethodWriteCommand) Run(ctx context.Context, args []string) int 
 			return nil, nil, fmt.Errorf("-config: %w", err)
 		}
 		_, err := api.ACL().AuthMethod(ctx, pos[0])
-		switch {
-		case c.create && err == nil:
-			return nil, nil, fmt.Errorf("auth method %q already exists: use nops acl auth-method update", pos[0])
-		case !c.create && err != nil:
-			return nil, nil, fmt.Errorf("auth method %q: %w", pos[0], err)
+		if err := c.create.check(err, "auth method", pos[0], "acl auth-method"); err != nil {
+			return nil, nil, err
 		}
 		am, err := api.ACL().PutAuthMethod(ctx, &structs.ACLAuthMethodSpec{Name: pos[0], Type: f.typ, DisplayName: f.display,
 			TokenTTL: f.ttl, Default: f.isDefault, Config: cfg})
 		if err != nil {
-			return nil, nil, fmt.Errorf("%s auth method %q: %w", c.verb(), pos[0], err)
+			return nil, nil, fmt.Errorf("%s auth method %q: %w", c.create.verb(), pos[0], err)
 		}
-		return am, func() { fmt.Fprintf(c.m.stdout, "Auth method %q %sd\n", am.Name, c.verb()) }, nil
+		return am, func() { fmt.Fprintf(c.m.stdout, "Auth method %q %sd\n", am.Name, c.create.verb()) }, nil
 	})
 }
 
-// aclAuthMethodListCommand lists the SSO auth methods.
-type aclAuthMethodListCommand struct {
-	m *runner
-}
-
-func (c *aclAuthMethodListCommand) Synopsis() string { return "List the SSO auth methods" }
-
-func (c *aclAuthMethodListCommand) Help() string {
-	return "Usage: nops acl auth-method list [options]\n\n  Lists the SSO auth methods.\n" + apiFlagsHelp
-}
-
-func (c *aclAuthMethodListCommand) Run(ctx context.Context, args []string) int {
-	return c.m.runACL(c, args, apiArgs{name: "acl auth-method list"}, func(api *client.Client, _ []string) (any, func(), error) {
-		list, err := api.ACL().AuthMethods(ctx)
-		if list == nil {
-			list = []*structs.ACLAuthMethod{}
-		}
-		return list, func() {
-			table[*structs.ACLAuthMethod]{header: "Name\tType\tDefault\tToken TTL", empty: "No auth methods",
-				row: func(a *structs.ACLAuthMethod) string {
-					return a.Name + "\t" + a.Type + "\t" + yesNo(a.Default) + "\t" + orDash(a.TokenTTL)
-				}}.print(c.m, list)
-		}, err
-	})
+// aclAuthMethodList lists the SSO auth methods.
+func (m *runner) aclAuthMethodList() command {
+	return &aclListCommand[*structs.ACLAuthMethod]{m: m, name: "acl auth-method list", synopsis: "List the SSO auth methods",
+		does: "Lists the SSO auth methods.", list: (*client.ACL).AuthMethods,
+		table: table[*structs.ACLAuthMethod]{header: "Name\tType\tDefault\tToken TTL", empty: "No auth methods",
+			row: func(a *structs.ACLAuthMethod) string {
+				return a.Name + "\t" + a.Type + "\t" + yesNo(a.Default) + "\t" + orDash(a.TokenTTL)
+			}}}
 }
 
 // aclAuthMethodInfoCommand shows an SSO auth method.
@@ -238,30 +208,14 @@ func (c *aclBindingRuleUpdateCommand) Run(ctx context.Context, args []string) in
 	})
 }
 
-// aclBindingRuleListCommand lists the binding rules.
-type aclBindingRuleListCommand struct {
-	m *runner
-}
-
-func (c *aclBindingRuleListCommand) Synopsis() string { return "List the binding rules" }
-
-func (c *aclBindingRuleListCommand) Help() string {
-	return "Usage: nops acl binding-rule list [options]\n\n  Lists the binding rules.\n" + apiFlagsHelp
-}
-
-func (c *aclBindingRuleListCommand) Run(ctx context.Context, args []string) int {
-	return c.m.runACL(c, args, apiArgs{name: "acl binding-rule list"}, func(api *client.Client, _ []string) (any, func(), error) {
-		list, err := api.ACL().BindingRules(ctx)
-		if list == nil {
-			list = []*structs.ACLBindingRule{}
-		}
-		return list, func() {
-			table[*structs.ACLBindingRule]{header: "ID\tAuth Method\tBind\tSelector", empty: "No binding rules",
-				row: func(r *structs.ACLBindingRule) string {
-					return r.ID + "\t" + r.AuthMethod + "\t" + r.BindType + ":" + r.BindName + "\t" + orDash(r.Selector)
-				}}.print(c.m, list)
-		}, err
-	})
+// aclBindingRuleList lists the binding rules.
+func (m *runner) aclBindingRuleList() command {
+	return &aclListCommand[*structs.ACLBindingRule]{m: m, name: "acl binding-rule list", synopsis: "List the binding rules",
+		does: "Lists the binding rules.", list: (*client.ACL).BindingRules,
+		table: table[*structs.ACLBindingRule]{header: "ID\tAuth Method\tBind\tSelector", empty: "No binding rules",
+			row: func(r *structs.ACLBindingRule) string {
+				return r.ID + "\t" + r.AuthMethod + "\t" + r.BindType + ":" + r.BindName + "\t" + orDash(r.Selector)
+			}}}
 }
 
 // aclBindingRuleInfoCommand shows a binding rule.
