@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nops-dev/nops/agent"
-	"github.com/nops-dev/nops/agent/config"
 	"github.com/nops-dev/nops/structs"
 	"github.com/nops-dev/nops/testutil"
 	"github.com/nops-dev/nops/testutil/nopstest"
@@ -17,23 +15,6 @@ import (
 // syncBuffer is the buffer of the commands' output and of the recorded
 // calls, safe for concurrent writers and readers.
 type syncBuffer = testutil.SyncBuffer
-
-// devMode makes a test server a dev server, as `nops serve -dev` runs.
-func devMode(cfg *config.Config) { cfg.Dev = true }
-
-// startTestServer starts a real single-server dev cluster on free ports,
-// whose leader runs no loops, with opts, and waits for its leader.
-func startTestServer(t *testing.T, opts ...nopstest.Option) *nopstest.Server {
-	t.Helper()
-	return nopstest.Start(t, "", append([]nopstest.Option{nopstest.WithoutReconcilers(), nopstest.WithConfig(devMode)}, opts...)...)
-}
-
-// startWithReconciler is startTestServer with rec answering the
-// reconcilers' routes.
-func startWithReconciler(t *testing.T, rec agent.Reconciler) *nopstest.Server {
-	t.Helper()
-	return startTestServer(t, nopstest.WithReconciler(rec))
-}
 
 // cli runs nops commands in-process with a controlled environment.
 type cli struct {
@@ -114,13 +95,6 @@ func mustContain(t *testing.T, what, s string, subs ...string) {
 			t.Errorf("%s does not contain %q:\n%s", what, sub, s)
 		}
 	}
-}
-
-// createPending creates a deployment of a job of the default namespace
-// through Raft and moves it to pending_approval.
-func createPending(t *testing.T, s *nopstest.Server, jobID string) *structs.Deployment {
-	t.Helper()
-	return s.CreatePending("default", jobID)
 }
 
 var observedAt = time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
