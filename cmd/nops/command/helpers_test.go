@@ -3,6 +3,8 @@ package command
 import (
 	"context"
 	"encoding/json"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -129,4 +131,23 @@ func fakeReconciler() *nopstest.FakeReconciler {
 		f.JobList = append(f.JobList, &structs.JobSummary{JobStatus: j})
 	}
 	return f
+}
+
+// startServe starts `nops serve -dev` (the built binary) as node, with a
+// Nomad address where nothing listens, the log in dir/nops.log and args
+// after the other flags, on a free HTTP port; it returns the process and
+// the port. The process stops when the test ends.
+func startServe(t *testing.T, dir, node string, args ...string) (*testutil.Process, int) {
+	t.Helper()
+	port := testutil.FreePorts(t, 1)[0]
+	p, err := testutil.StartProcess(testutil.ProcessConfig{
+		Name: "nops serve", Bin: testutil.NopsBinary(t), LogPath: filepath.Join(dir, "nops.log"),
+		Args: append([]string{"serve", "-dev", "-node", node, "-http-port", strconv.Itoa(port), "-rpc-port", "0", "-serf-port", "0",
+			"-nomad-addr", testutil.ClosedAddress(t)}, args...),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Stop)
+	return p, port
 }
