@@ -149,29 +149,14 @@ func (m *runner) aclPolicyList() command {
 			row: func(p *structs.ACLPolicy) string { return p.Name + "\t" + orDash(p.Description) }}}
 }
 
-// aclPolicyInfoCommand shows a policy and its rules.
-type aclPolicyInfoCommand struct {
-	m *runner
-}
-
-func (c *aclPolicyInfoCommand) Synopsis() string { return "Show an ACL policy and its rules" }
-
-func (c *aclPolicyInfoCommand) Help() string {
-	return "Usage: nops acl policy info [options] <name>\n\n  Shows a policy and its rules.\n" + apiFlagsHelp
-}
-
-func (c *aclPolicyInfoCommand) Run(ctx context.Context, args []string) int {
-	spec := apiArgs{name: "acl policy info", min: 1, max: 1, desc: "a policy name"}
-	return c.m.runACL(c, args, spec, func(api *client.Client, pos []string) (any, func(), error) {
-		p, err := api.ACL().Policy(ctx, pos[0])
-		if err != nil {
-			return nil, nil, fmt.Errorf("policy %q: %w", pos[0], err)
-		}
-		return p, func() {
-			c.m.kv("Name", p.Name, "Description", orDash(p.Description), "Create Index", fmt.Sprint(p.CreateIndex), "Modify Index", fmt.Sprint(p.ModifyIndex))
-			fmt.Fprintf(c.m.stdout, "\nRules\n\n%s\n", strings.TrimRight(p.Rules, "\n"))
-		}, nil
-	})
+// aclPolicyInfo shows a policy and its rules.
+func (m *runner) aclPolicyInfo() command {
+	return &aclInfoCommand[*structs.ACLPolicy]{m: m, name: "acl policy info", synopsis: "Show an ACL policy and its rules",
+		does: "Shows a policy and its rules.", arg: "name", desc: "a policy name", get: (*client.ACL).Policy, fail: "policy %q",
+		show: func(m *runner, p *structs.ACLPolicy) {
+			m.kv("Name", p.Name, "Description", orDash(p.Description), "Create Index", fmt.Sprint(p.CreateIndex), "Modify Index", fmt.Sprint(p.ModifyIndex))
+			fmt.Fprintf(m.stdout, "\nRules\n\n%s\n", strings.TrimRight(p.Rules, "\n"))
+		}}
 }
 
 // writeMode is whether a create-or-update command creates (true) or
@@ -261,28 +246,13 @@ func (m *runner) aclRoleList() command {
 			}}}
 }
 
-// aclRoleInfoCommand shows a role.
-type aclRoleInfoCommand struct {
-	m *runner
-}
-
-func (c *aclRoleInfoCommand) Synopsis() string { return "Show an ACL role" }
-
-func (c *aclRoleInfoCommand) Help() string {
-	return "Usage: nops acl role info [options] <name>\n\n  Shows a role.\n" + apiFlagsHelp
-}
-
-func (c *aclRoleInfoCommand) Run(ctx context.Context, args []string) int {
-	spec := apiArgs{name: "acl role info", min: 1, max: 1, desc: "a role name"}
-	return c.m.runACL(c, args, spec, func(api *client.Client, pos []string) (any, func(), error) {
-		r, err := api.ACL().Role(ctx, pos[0])
-		if err != nil {
-			return nil, nil, fmt.Errorf("role %q: %w", pos[0], err)
-		}
-		return r, func() {
-			c.m.kv("Name", r.Name, "Description", orDash(r.Description), "Policies", strings.Join(r.Policies, ","))
-		}, nil
-	})
+// aclRoleInfo shows a role.
+func (m *runner) aclRoleInfo() command {
+	return &aclInfoCommand[*structs.ACLRole]{m: m, name: "acl role info", synopsis: "Show an ACL role",
+		does: "Shows a role.", arg: "name", desc: "a role name", get: (*client.ACL).Role, fail: "role %q",
+		show: func(m *runner, r *structs.ACLRole) {
+			m.kv("Name", r.Name, "Description", orDash(r.Description), "Policies", strings.Join(r.Policies, ","))
+		}}
 }
 
 // tokenFlags are the flags of acl token create and update.
@@ -387,26 +357,11 @@ func tokenRow(t *structs.ACLTokenView) string {
 		orDash(strings.Join(t.Roles, ",")), exp}, "\t")
 }
 
-// aclTokenInfoCommand shows a token, never its secret.
-type aclTokenInfoCommand struct {
-	m *runner
-}
-
-func (c *aclTokenInfoCommand) Synopsis() string { return "Show an ACL token" }
-
-func (c *aclTokenInfoCommand) Help() string {
-	return "Usage: nops acl token info [options] <accessor_id>\n\n  Shows a token (never its secret).\n" + apiFlagsHelp
-}
-
-func (c *aclTokenInfoCommand) Run(ctx context.Context, args []string) int {
-	spec := apiArgs{name: "acl token info", min: 1, max: 1, desc: "an accessor ID"}
-	return c.m.runACL(c, args, spec, func(api *client.Client, pos []string) (any, func(), error) {
-		t, err := api.ACL().Token(ctx, pos[0])
-		if err != nil {
-			return nil, nil, fmt.Errorf("token %s: %w", pos[0], err)
-		}
-		return c.m.printTokenCall(t)
-	})
+// aclTokenInfo shows a token, never its secret.
+func (m *runner) aclTokenInfo() command {
+	return &aclInfoCommand[*structs.ACLTokenView]{m: m, name: "acl token info", synopsis: "Show an ACL token",
+		does: "Shows a token (never its secret).", arg: "accessor_id", desc: "an accessor ID", get: (*client.ACL).Token,
+		fail: "token %s", show: (*runner).printToken}
 }
 
 // aclTokenSelfCommand shows the token the command sends.
@@ -427,6 +382,36 @@ func (c *aclTokenSelfCommand) Run(ctx context.Context, args []string) int {
 			return nil, nil, fmt.Errorf("token self: %w", err)
 		}
 		return c.m.printTokenCall(t)
+	})
+}
+
+// aclInfoCommand shows one ACL object.
+type aclInfoCommand[T any] struct {
+	m *runner
+	// name is the command's name; does is the sentence of its help; arg
+	// names its argument in the usage, desc in errors ("a policy name").
+	name, synopsis, does, arg, desc string
+	// get is the method of the API client that reads the object; fail is
+	// the format, with the argument, of its error.
+	get  func(acl *client.ACL, ctx context.Context, id string) (T, error)
+	fail string
+	show func(m *runner, v T)
+}
+
+func (c *aclInfoCommand[T]) Synopsis() string { return c.synopsis }
+
+func (c *aclInfoCommand[T]) Help() string {
+	return "Usage: nops " + c.name + " [options] <" + c.arg + ">\n\n  " + c.does + "\n" + apiFlagsHelp
+}
+
+func (c *aclInfoCommand[T]) Run(ctx context.Context, args []string) int {
+	spec := apiArgs{name: c.name, min: 1, max: 1, desc: c.desc}
+	return c.m.runACL(c, args, spec, func(api *client.Client, pos []string) (any, func(), error) {
+		v, err := c.get(api.ACL(), ctx, pos[0])
+		if err != nil {
+			return nil, nil, fmt.Errorf(c.fail+": %w", pos[0], err)
+		}
+		return v, func() { c.show(c.m, v) }, nil
 	})
 }
 

@@ -106,29 +106,15 @@ func (m *runner) aclAuthMethodList() command {
 			}}}
 }
 
-// aclAuthMethodInfoCommand shows an SSO auth method.
-type aclAuthMethodInfoCommand struct {
-	m *runner
-}
-
-func (c *aclAuthMethodInfoCommand) Synopsis() string { return "Show an SSO auth method" }
-
-func (c *aclAuthMethodInfoCommand) Help() string {
-	return "Usage: nops acl auth-method info [options] <name>\n\n  Shows an auth method (its client secret redacted).\n" + apiFlagsHelp
-}
-
-func (c *aclAuthMethodInfoCommand) Run(ctx context.Context, args []string) int {
-	spec := apiArgs{name: "acl auth-method info", min: 1, max: 1, desc: "an auth method name"}
-	return c.m.runACL(c, args, spec, func(api *client.Client, pos []string) (any, func(), error) {
-		a, err := api.ACL().AuthMethod(ctx, pos[0])
-		if err != nil {
-			return nil, nil, fmt.Errorf("auth method %q: %w", pos[0], err)
-		}
-		return a, func() {
-			c.m.kv("Name", a.Name, "Type", a.Type, "Display Name", orDash(a.DisplayName), "Default", yesNo(a.Default), "Token TTL", orDash(a.TokenTTL))
-			_ = c.m.printJSON(a.Config)
-		}, nil
-	})
+// aclAuthMethodInfo shows an SSO auth method.
+func (m *runner) aclAuthMethodInfo() command {
+	return &aclInfoCommand[*structs.ACLAuthMethod]{m: m, name: "acl auth-method info", synopsis: "Show an SSO auth method",
+		does: "Shows an auth method (its client secret redacted).", arg: "name", desc: "an auth method name",
+		get: (*client.ACL).AuthMethod, fail: "auth method %q",
+		show: func(m *runner, a *structs.ACLAuthMethod) {
+			m.kv("Name", a.Name, "Type", a.Type, "Display Name", orDash(a.DisplayName), "Default", yesNo(a.Default), "Token TTL", orDash(a.TokenTTL))
+			_ = m.printJSON(a.Config)
+		}}
 }
 
 // bindingRuleFlags registers the flags of acl binding-rule create and
@@ -218,29 +204,14 @@ func (m *runner) aclBindingRuleList() command {
 			}}}
 }
 
-// aclBindingRuleInfoCommand shows a binding rule.
-type aclBindingRuleInfoCommand struct {
-	m *runner
-}
-
-func (c *aclBindingRuleInfoCommand) Synopsis() string { return "Show a binding rule" }
-
-func (c *aclBindingRuleInfoCommand) Help() string {
-	return "Usage: nops acl binding-rule info [options] <id>\n\n  Shows a binding rule.\n" + apiFlagsHelp
-}
-
-func (c *aclBindingRuleInfoCommand) Run(ctx context.Context, args []string) int {
-	spec := apiArgs{name: "acl binding-rule info", min: 1, max: 1, desc: "a rule ID"}
-	return c.m.runACL(c, args, spec, func(api *client.Client, pos []string) (any, func(), error) {
-		r, err := api.ACL().BindingRule(ctx, pos[0])
-		if err != nil {
-			return nil, nil, fmt.Errorf("binding rule %s: %w", pos[0], err)
-		}
-		return r, func() {
-			c.m.kv("ID", r.ID, "Auth Method", r.AuthMethod, "Selector", orDash(r.Selector), "Bind Type", r.BindType,
+// aclBindingRuleInfo shows a binding rule.
+func (m *runner) aclBindingRuleInfo() command {
+	return &aclInfoCommand[*structs.ACLBindingRule]{m: m, name: "acl binding-rule info", synopsis: "Show a binding rule",
+		does: "Shows a binding rule.", arg: "id", desc: "a rule ID", get: (*client.ACL).BindingRule, fail: "binding rule %s",
+		show: func(m *runner, r *structs.ACLBindingRule) {
+			m.kv("ID", r.ID, "Auth Method", r.AuthMethod, "Selector", orDash(r.Selector), "Bind Type", r.BindType,
 				"Bind Name", orDash(r.BindName), "Description", orDash(r.Description))
-		}, nil
-	})
+		}}
 }
 
 // loginCommand logs in with an SSO auth method.
