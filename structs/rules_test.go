@@ -1,6 +1,7 @@
 package structs
 
 import (
+	"context"
 	"errors"
 	"slices"
 	"strings"
@@ -86,6 +87,21 @@ func TestSplitList_TrimsAndDropsEmptyItems(t *testing.T) {
 		if got := SplitList(in); !slices.Equal(got, want) {
 			t.Errorf("SplitList(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+func TestSleep_WaitsOrStopsWithItsContext(t *testing.T) {
+	if !Sleep(context.Background(), time.Millisecond) {
+		t.Fatal("a wait that ran its course reports false")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	start := time.Now()
+	if Sleep(ctx, time.Hour) {
+		t.Fatal("a wait on a done context reports true")
+	}
+	if d := time.Since(start); d > time.Minute {
+		t.Fatalf("a wait on a done context took %s", d)
 	}
 }
 
