@@ -24,7 +24,7 @@ func TestApply_FailedAfterRegisterStaysBlocked(t *testing.T) {
 	})
 	pending := e.s.WaitForDeployment("default", "web", structs.StatePendingApproval, lcWait)
 	e.post("/v1/deployment/"+pending.ID+"/approve", nil)
-	failed := e.waitDeploymentState(pending.ID, structs.StateFailed)
+	failed := e.waitDeployment(pending.ID, structs.StateFailed)
 	if !failed.Registered || !strings.Contains(failed.Error, "not healthy") || failed.NomadDeploymentID == "" {
 		t.Fatalf("failed deployment: registered=%v error=%q nomad deployment=%q", failed.Registered, failed.Error, failed.NomadDeploymentID)
 	}
@@ -134,7 +134,7 @@ func TestApply_JobChangedBeforeRegisterFails(t *testing.T) {
 	v1 := e.nomad.RegisterJobHCL(t, testutil.ServiceJobHCL("web", testutil.WithCount(3)))
 	before := e.nomadVersions("web")
 	e.post("/v1/deployment/"+pending.ID+"/approve", map[string]string{"comment": "go"})
-	failed := e.waitDeploymentState(pending.ID, structs.StateFailed)
+	failed := e.waitDeployment(pending.ID, structs.StateFailed)
 	if failed.Registered || !strings.Contains(failed.Error, "the job changed since detection") ||
 		!strings.Contains(failed.Error, "nothing registered") {
 		t.Fatalf("failed deployment: registered=%v error=%q", failed.Registered, failed.Error)
@@ -200,7 +200,7 @@ func TestApply_CanariesPauseTheApplyTimeout(t *testing.T) {
 	}
 
 	e.post("/v1/deployment/"+d.ID+"/promote", nil)
-	d = e.waitDeploymentState(d.ID, structs.StateCompleted)
+	d = e.waitDeployment(d.ID, structs.StateCompleted)
 	e.wantEvents(d.ID,
 		ev{"applying", "applying", "registered job version 1"},
 		ev{"applying", "applying", "canaries wait for promotion: the apply timeout is paused"},

@@ -78,7 +78,7 @@ func TestAutoscale_ScalesDoNotSupersedeOrFail(t *testing.T) {
 	// A scale that only the register sees (no cycle in between).
 	idx2 := e.scaleTo(3)
 	e.post("/v1/deployment/"+pending.ID+"/approve", map[string]string{"comment": "go"})
-	done := e.waitDeploymentState(pending.ID, structs.StateCompleted)
+	done := e.waitDeployment(pending.ID, structs.StateCompleted)
 	if !done.Registered || done.JobModifyIndex != idx2 {
 		t.Fatalf("completed deployment: registered=%v modify index %d, want %d", done.Registered, done.JobModifyIndex, idx2)
 	}
@@ -105,7 +105,7 @@ func TestAutoscale_OtherLiveChangesStillCount(t *testing.T) {
 	e.scaleTo(2)
 	hand := e.nomad.RegisterJobHCL(t, scaledWeb("1", testutil.WithCount(2), testutil.WithMeta("hand", "a")))
 	e.cycle()
-	e.waitDeploymentState(pending.ID, structs.StateSuperseded)
+	e.waitDeployment(pending.ID, structs.StateSuperseded)
 	e.wantEvents(pending.ID, ev{"pending_approval", "superseded", "the live job changed since detection"})
 	next := e.s.WaitForDeployment("default", "web", structs.StatePendingApproval, lcWait)
 	if next.ID == pending.ID || next.JobModifyIndex != hand.JobModifyIndex {
@@ -115,7 +115,7 @@ func TestAutoscale_OtherLiveChangesStillCount(t *testing.T) {
 	// The same kind of change that only the register sees.
 	again := e.nomad.RegisterJobHCL(t, scaledWeb("1", testutil.WithCount(2), testutil.WithMeta("hand", "b")))
 	e.post("/v1/deployment/"+next.ID+"/approve", nil)
-	failed := e.waitDeploymentState(next.ID, structs.StateFailed)
+	failed := e.waitDeployment(next.ID, structs.StateFailed)
 	if failed.Registered || !strings.Contains(failed.Error, "the job changed since detection") {
 		t.Fatalf("failed deployment: registered=%v error=%q", failed.Registered, failed.Error)
 	}

@@ -186,15 +186,9 @@ func startScaleWorld(tb testing.TB, p scaleParams) *scaleWorld {
 	progress(tb, "server at %s (profiles under /debug/pprof)", w.s.URL)
 	shown := time.Now()
 	testutil.WaitForResult(tb, 30*time.Minute, func() (bool, error) {
-		list, err := w.s.State().JobStatuses()
+		in, err := jobsInSync(w.s)
 		if err != nil {
 			return false, err
-		}
-		in := 0
-		for _, st := range list {
-			if st.Sync == structs.SyncInSync {
-				in++
-			}
 		}
 		if in != p.jobs {
 			if time.Since(shown) > 30*time.Second {

@@ -92,15 +92,9 @@ func startBenchWorld(b *testing.B, n int) *benchWorld {
 		}))
 	w.m = w.s.Manager()
 	testutil.WaitForResult(b, 10*time.Minute, func() (bool, error) {
-		list, err := w.s.State().JobStatuses()
+		in, err := jobsInSync(w.s)
 		if err != nil {
 			return false, err
-		}
-		in := 0
-		for _, st := range list {
-			if st.Sync == structs.SyncInSync {
-				in++
-			}
 		}
 		if in != len(hcl) {
 			return false, fmt.Errorf("%d of %d jobs in sync", in, len(hcl))
@@ -109,6 +103,21 @@ func startBenchWorld(b *testing.B, n int) *benchWorld {
 	})
 	b.Logf("first detection over %d jobs done in %s", len(hcl), time.Since(start).Round(time.Millisecond))
 	return w
+}
+
+// jobsInSync counts the jobs whose observed status is in sync.
+func jobsInSync(s *nopstest.Server) (int, error) {
+	list, err := s.State().JobStatuses()
+	if err != nil {
+		return 0, err
+	}
+	in := 0
+	for _, st := range list {
+		if st.Sync == structs.SyncInSync {
+			in++
+		}
+	}
+	return in, nil
 }
 
 // cycleAfter waits until a detection cycle that started after t has been

@@ -72,7 +72,7 @@ func TestDetect_ApprovalApproveCompletes(t *testing.T) {
 	e.waitStatus("web", func(s *structs.JobStatus) bool { return s.Sync == structs.SyncDrift })
 
 	e.post("/v1/deployment/"+pending.ID+"/approve", map[string]string{"comment": "ship it"})
-	d := e.waitDeploymentState(pending.ID, structs.StateCompleted)
+	d := e.waitDeployment(pending.ID, structs.StateCompleted)
 	if len(d.Decisions) != 1 || d.Decisions[0].Kind != structs.DecisionApprove || d.Decisions[0].Actor != "tester" ||
 		d.Decisions[0].Comment != "ship it" {
 		t.Fatalf("decisions: %+v", d.Decisions)
@@ -105,7 +105,7 @@ func TestDetect_RejectBlocksUntilSpecChanges(t *testing.T) {
 	})
 	pending := e.s.WaitForDeployment("default", "web", structs.StatePendingApproval, lcWait)
 	e.post("/v1/deployment/"+pending.ID+"/reject", map[string]string{"reason": "not today"})
-	d := e.waitDeploymentState(pending.ID, structs.StateRejected)
+	d := e.waitDeployment(pending.ID, structs.StateRejected)
 	if len(d.Decisions) != 1 || d.Decisions[0].Kind != structs.DecisionReject || d.Decisions[0].Comment != "not today" {
 		t.Fatalf("decisions: %+v", d.Decisions)
 	}
@@ -196,7 +196,7 @@ func TestDetect_NewCommitSupersedesOnlyOnSpecChange(t *testing.T) {
 	c = e.commit("three replicas", map[string]string{
 		jobFile("web"): testutil.ServiceJobHCL("web", managed(structs.PolicyApproval, testutil.WithCount(3))...),
 	})
-	old := e.waitDeploymentState(first.ID, structs.StateSuperseded)
+	old := e.waitDeployment(first.ID, structs.StateSuperseded)
 	e.wantEvents(old.ID, ev{"pending_approval", "superseded", "a newer spec in git replaces it"})
 	next := e.s.WaitForDeployment("default", "web", structs.StatePendingApproval, lcWait)
 	if next.ID == first.ID || next.Commit != c || next.SpecHash == first.SpecHash {
@@ -222,7 +222,7 @@ func TestDetect_LiveChangeSupersedesWaiting(t *testing.T) {
 	// Someone runs another version of the job by hand.
 	reg := e.nomad.RegisterJobHCL(t, testutil.ServiceJobHCL("web", testutil.WithCount(3)))
 	e.s.Trigger()
-	old := e.waitDeploymentState(first.ID, structs.StateSuperseded)
+	old := e.waitDeployment(first.ID, structs.StateSuperseded)
 	e.wantEvents(old.ID, ev{"pending_approval", "superseded", "the live job changed since detection"})
 	next := e.s.WaitForDeployment("default", "web", structs.StatePendingApproval, lcWait)
 	if next.ID == first.ID || next.JobModifyIndex != reg.JobModifyIndex || next.SpecHash != first.SpecHash {
@@ -244,7 +244,7 @@ func TestDetect_WaitingCompletesWhenSyncedByHand(t *testing.T) {
 
 	e.nomad.RegisterJobHCL(t, hcl)
 	e.s.Trigger()
-	d := e.waitDeploymentState(pending.ID, structs.StateCompleted)
+	d := e.waitDeployment(pending.ID, structs.StateCompleted)
 	if d.Registered {
 		t.Fatalf("Nops registered a job someone else synced: %+v", d)
 	}

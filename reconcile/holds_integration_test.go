@@ -34,6 +34,23 @@ func both(a, b map[string]string) map[string]string {
 	return out
 }
 
+// hkStartWebAPI starts a world with web and api at release 1, with opts,
+// and waits until web is deployed and api waits for approval.
+func hkStartWebAPI(t *testing.T, opts ...nopstest.Option) (e *hkEnv, web, api *structs.Deployment) {
+	t.Helper()
+	e = hkStart(t, both(webV("1"), apiV("1")), opts...)
+	web = e.s.WaitForDeployment("default", "web", structs.StateCompleted, hkWait)
+	api = e.s.WaitForDeployment("default", "api", structs.StatePendingApproval, hkWait)
+	return e, web, api
+}
+
+// windowClock returns the day of the sync window scenarios, and a clock at
+// 10:00 that day.
+func windowClock() (time.Time, *nopstest.Clock) {
+	day := time.Date(2030, time.March, 4, 0, 0, 0, 0, time.UTC)
+	return day, nopstest.NewClock(day.Add(10 * time.Hour))
+}
+
 // approve approves a deployment and returns the status code and body.
 func (e *hkEnv) approve(id string) (int, string) {
 	e.t.Helper()
@@ -58,9 +75,7 @@ func (e *hkEnv) held(job, want string, n int) {
 // and refuse approvals; a resume lets detection create again.
 func TestHolds_PausesBlockCreationAndApproval(t *testing.T) {
 	t.Parallel()
-	e := hkStart(t, both(webV("1"), apiV("1")))
-	web := e.s.WaitForDeployment("default", "web", structs.StateCompleted, hkWait)
-	api := e.s.WaitForDeployment("default", "api", structs.StatePendingApproval, hkWait)
+	e, web, api := hkStartWebAPI(t)
 
 	// A job pause: api's waiting deployment goes, and cannot be approved.
 	e.post("/v1/job/default/api/pause", map[string]string{"reason": "db maintenance"})
@@ -194,11 +209,8 @@ func (e *hkEnv) at(clock *nopstest.Clock, when time.Time) {
 // the deployment.
 func TestHolds_SyncWindows(t *testing.T) {
 	t.Parallel()
-	day := time.Date(2030, time.March, 4, 0, 0, 0, 0, time.UTC)
-	clock := nopstest.NewClock(day.Add(10 * time.Hour))
-	e := hkStart(t, both(webV("1"), apiV("1")), nopstest.WithClock(clock))
-	web := e.s.WaitForDeployment("default", "web", structs.StateCompleted, hkWait)
-	api := e.s.WaitForDeployment("default", "api", structs.StatePendingApproval, hkWait)
+	day, clock := windowClock()
+	e, web, api := hkStartWebAPI(t, nopstest.WithClock(clock))
 
 	// A deny window at lunch, for every job; at 10:00 it is not active.
 	e.putWindow("lunch", map[string]any{"kind": "deny", "schedule": "0 12 * * *", "duration": "1h"})
@@ -260,11 +272,8 @@ func TestHolds_SyncWindows(t *testing.T) {
 // window.
 func TestHolds_DeployNow(t *testing.T) {
 	t.Parallel()
-	day := time.Date(2030, time.March, 4, 0, 0, 0, 0, time.UTC)
-	clock := nopstest.NewClock(day.Add(10 * time.Hour))
-	e := hkStart(t, both(webV("1"), apiV("1")), nopstest.WithClock(clock))
-	web := e.s.WaitForDeployment("default", "web", structs.StateCompleted, hkWait)
-	api := e.s.WaitForDeployment("default", "api", structs.StatePendingApproval, hkWait)
+	day, clock := windowClock()
+	e, web, api := hkStartWebAPI(t, nopstest.WithClock(clock))
 	e.approve(api.ID)
 	api = e.waitDeployment(api.ID, structs.StateCompleted)
 
@@ -335,8 +344,7 @@ func TestHolds_DeployNow(t *testing.T) {
 // deny window closes runs to its end.
 func TestHolds_RunningDeploymentFinishes(t *testing.T) {
 	t.Parallel()
-	day := time.Date(2030, time.March, 4, 0, 0, 0, 0, time.UTC)
-	clock := nopstest.NewClock(day.Add(10 * time.Hour))
+	_, clock := windowClock()
 	e := hkStart(t, map[string]string{
 		"web.nomad.hcl":    testutil.ServiceJobHCL("web", hkManaged(structs.PolicyAuto, testutil.WithMeta("nops_pre_hooks", "backup"))...),
 		"backup.nomad.hcl": testutil.HookJobHCL("backup", testutil.WithRunFor(3*time.Second)),

@@ -85,7 +85,7 @@ func TestHooks_PreAndPostRunInOrderAroundTheApply(t *testing.T) {
 
 	// The API's deployment, which `nops deployment status` shows, carries
 	// the runs with their child jobs.
-	got := getDeployment(t, e.s, d.ID)
+	got := e.deployment(d.ID)
 	if len(got.HookRuns) != 3 {
 		t.Fatalf("GET /v1/deployment/%s: hook runs %+v, want 3", d.ID, got.HookRuns)
 	}

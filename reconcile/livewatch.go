@@ -110,7 +110,7 @@ func (m *Manager) watchLive(ctx context.Context, ns string) {
 			wait := backoff.Next()
 			logger.Warn("cannot subscribe to Nomad's job events; detecting every drift interval", "error", err, "retry_in", wait)
 			m.setStreaming(ns, false)
-			if !sleepCtx(ctx, wait) {
+			if !structs.Sleep(ctx, wait) {
 				return
 			}
 			continue
@@ -160,7 +160,7 @@ func (m *Manager) watchLive(ctx context.Context, ns string) {
 		if time.Since(connected) > streamBackoffMax {
 			backoff.Reset()
 		}
-		if !sleepCtx(ctx, backoff.Next()) {
+		if !structs.Sleep(ctx, backoff.Next()) {
 			return
 		}
 	}
@@ -192,17 +192,6 @@ func (m *Manager) liveChangeOfManaged(index uint64, changes []nomadx.JobChange) 
 		}
 	}
 	return ""
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
 }
 
 // WatchingEvents reports whether the leader's watch of Nomad's job event

@@ -61,7 +61,7 @@ func TestLiveDrift_HandChangeSeenAtOnce(t *testing.T) {
 	// Nops's own register does not keep the stream busy: once the job is
 	// back in sync, the leader is idle again.
 	e.post("/v1/deployment/"+d.ID+"/approve", nil)
-	e.waitDeploymentState(d.ID, structs.StateCompleted)
+	e.waitDeployment(d.ID, structs.StateCompleted)
 	e.waitStatus("web", func(s *structs.JobStatus) bool { return s.Sync == structs.SyncInSync })
 	e.settle()
 	before = m.Nomad().Stats()
@@ -83,7 +83,7 @@ func TestLiveDrift_StreamBreaksFallsBackAndResumes(t *testing.T) {
 	nomad := testutil.StartNomad(t, testutil.WithACL())
 	policy := nomadPolicy(t)
 	hcl := testutil.ServiceJobHCL("web", managed(structs.PolicyNone)...)
-	e := &lcEnv{t: t, nomad: nomad, repo: testutil.NewGitRepo(t)}
+	e := &lcEnv{world{t: t, nomad: nomad, repo: testutil.NewGitRepo(t)}}
 	commitFiles(e.repo, "jobs", map[string]string{jobFile("web"): hcl})
 	nomad.RegisterJobHCL(t, hcl)
 	tokenFile := filepath.Join(t.TempDir(), "nomad-token")
@@ -203,7 +203,7 @@ func TestLiveDrift_EveryManagedNamespace(t *testing.T) {
 	}
 	web := testutil.ServiceJobHCL("web", managed(structs.PolicyNone)...)
 	api := testutil.ServiceJobHCL("api", managed(structs.PolicyNone, testutil.WithNamespace("team"))...)
-	e := &lcEnv{t: t, nomad: nomad, repo: testutil.NewGitRepo(t)}
+	e := &lcEnv{world{t: t, nomad: nomad, repo: testutil.NewGitRepo(t)}}
 	commitFiles(e.repo, "jobs", map[string]string{jobFile("web"): web, jobFile("api"): api})
 	nomad.RegisterJobHCL(t, web)
 	nomad.RegisterJobHCL(t, api)

@@ -42,7 +42,7 @@ func without(t *testing.T, policy, capability string) string {
 // carries exactly policy, watching a repository that holds files.
 func aclEnv(t *testing.T, nomad *testutil.NomadAgent, name, policy string, files map[string]string) *lcEnv {
 	t.Helper()
-	e := &lcEnv{t: t, nomad: nomad, repo: testutil.NewGitRepo(t)}
+	e := &lcEnv{world{t: t, nomad: nomad, repo: testutil.NewGitRepo(t)}}
 	commitFiles(e.repo, "jobs", files)
 	token := nomad.ACLToken(t, name, policy, "")
 	e.serve(e.repo.URL(), nopstest.WithConfig(func(c *config.Config) { c.NomadToken = token }))
@@ -90,7 +90,7 @@ func TestNomadACL_ShippedPolicyIsEnough(t *testing.T) {
 	e.waitFor(func() (bool, string) { return m.WatchingEvents(), "the event stream is not up" })
 	e.nomad.RegisterJobHCL(t, web(testutil.WithMeta("by", "hand")))
 	second := e.waitNewDeployment("web", first.ID)
-	e.waitDeploymentState(second.ID, structs.StateCompleted)
+	e.waitDeployment(second.ID, structs.StateCompleted)
 	if j := e.nomadJob("web"); j.Meta["by"] != "" {
 		t.Fatalf("the hand change is still live: %v", j.Meta)
 	}

@@ -167,7 +167,7 @@ func seedMeta() structs.WriteMeta { return structs.WriteMeta{Time: time.Now().UT
 // that has moved to state.
 func seed(t *testing.T, state structs.DeploymentState, withHook bool) *seeded {
 	t.Helper()
-	e := &hkEnv{t: t, nomad: testutil.StartNomad(t), dir: t.TempDir()}
+	e := &hkEnv{world: world{t: t, nomad: testutil.StartNomad(t)}, dir: t.TempDir()}
 	e.opts = []nopstest.Option{nopstest.WithNomad(e.nomad.Addr)}
 	sd := &seeded{e: e, s: nopstest.Start(t, e.dir, nopstest.WithoutReconcilers())}
 	sd.job = e.nomad.ParseJob(t, testutil.ServiceJobHCL("web", hkManaged(structs.PolicyAuto)...))

@@ -23,8 +23,8 @@ import (
 //
 // Two worlds serve them: lcEnv for detection and the deployment lifecycle,
 // hkEnv for hooks, holds and recovery (its server's data dir outlives the
-// server, so that a scenario can restart it). The helpers both use are
-// defined once, first.
+// server, so that a scenario can restart it). Both embed world; the helpers
+// both use are defined once, first.
 
 const (
 	// scenarioWait bounds a wait for a deployment state, a job status or
@@ -80,42 +80,6 @@ func commitFiles(repo *testutil.GitRepo, msg string, files map[string]string, re
 	return repo.Commit(msg)
 }
 
-// getDeployment returns one deployment by ID through the API.
-func getDeployment(t *testing.T, s *nopstest.Server, id string) *structs.Deployment {
-	t.Helper()
-	var d structs.Deployment
-	if code, body := s.Do("GET", "/v1/deployment/"+id, nil, &d); code != 200 {
-		t.Fatalf("GET /v1/deployment/%s: %d %s", id, code, body)
-	}
-	return &d
-}
-
-// waitDeploymentIn waits until deployment id is in state. It fails the test
-// at once when the deployment ends in another state.
-func waitDeploymentIn(t *testing.T, s *nopstest.Server, id string, state structs.DeploymentState) *structs.Deployment {
-	t.Helper()
-	var d *structs.Deployment
-	testutil.WaitForResult(t, scenarioWait, func() (bool, error) {
-		d = getDeployment(t, s, id)
-		if d.State != state {
-			if d.State.Terminal() {
-				t.Fatalf("deployment %s of %s ended %s (%s), want %s", id, d.JobID, d.State, d.Error, state)
-			}
-			return false, fmt.Errorf("deployment %s of %s is %s (%s), want %s", id, d.JobID, d.State, d.Error, state)
-		}
-		return true, nil
-	})
-	return d
-}
-
-// postOK sends a write and fails the test unless it answers 200.
-func postOK(t *testing.T, s *nopstest.Server, path string, body any) {
-	t.Helper()
-	if code, raw := s.Do("POST", path, body, nil); code != 200 {
-		t.Fatalf("POST %s: %d %s", path, code, raw)
-	}
-}
-
 // lookupNomadJob returns a job from Nomad, or nil when Nomad has none.
 func lookupNomadJob(t *testing.T, nomad *testutil.NomadAgent, id string) *nomadapi.Job {
 	t.Helper()
@@ -127,16 +91,6 @@ func lookupNomadJob(t *testing.T, nomad *testutil.NomadAgent, id string) *nomada
 		t.Fatalf("read job %s from Nomad: %v", id, err)
 	}
 	return j
-}
-
-// nomadVersionsOf returns the versions Nomad keeps of a job, newest first.
-func nomadVersionsOf(t *testing.T, nomad *testutil.NomadAgent, id string) []*nomadapi.Job {
-	t.Helper()
-	v, _, _, err := nomad.Client.Jobs().Versions(id, false, nil)
-	if err != nil {
-		t.Fatalf("read versions of job %s from Nomad: %v", id, err)
-	}
-	return v
 }
 
 // matchInOrder returns how many of want events match in order, other
@@ -151,14 +105,66 @@ func matchInOrder[W any](events []*structs.Event, want []W, match func(*structs.
 	return i
 }
 
-// lcEnv is the world of one detection or lifecycle scenario: a Nomad agent,
-// a git repository and a Nops server that watches the repository's jobs
-// folder.
-type lcEnv struct {
+// world is what the two worlds have alike: a Nomad agent, a git
+// repository and a Nops server, and the helpers that read them.
+type world struct {
 	t     *testing.T
 	nomad *testutil.NomadAgent
 	repo  *testutil.GitRepo
 	s     *nopstest.Server
+}
+
+// deployment returns one deployment by ID through the API.
+func (w *world) deployment(id string) *structs.Deployment {
+	w.t.Helper()
+	var d structs.Deployment
+	if code, body := w.s.Do("GET", "/v1/deployment/"+id, nil, &d); code != 200 {
+		w.t.Fatalf("GET /v1/deployment/%s: %d %s", id, code, body)
+	}
+	return &d
+}
+
+// waitDeployment waits until deployment id is in state. It fails the test
+// at once when the deployment ends in another state.
+func (w *world) waitDeployment(id string, state structs.DeploymentState) *structs.Deployment {
+	w.t.Helper()
+	var d *structs.Deployment
+	testutil.WaitForResult(w.t, scenarioWait, func() (bool, error) {
+		d = w.deployment(id)
+		if d.State != state {
+			if d.State.Terminal() {
+				w.t.Fatalf("deployment %s of %s ended %s (%s), want %s", id, d.JobID, d.State, d.Error, state)
+			}
+			return false, fmt.Errorf("deployment %s of %s is %s (%s), want %s", id, d.JobID, d.State, d.Error, state)
+		}
+		return true, nil
+	})
+	return d
+}
+
+// post sends a write and fails the test unless it answers 200.
+func (w *world) post(path string, body any) {
+	w.t.Helper()
+	if code, raw := w.s.Do("POST", path, body, nil); code != 200 {
+		w.t.Fatalf("POST %s: %d %s", path, code, raw)
+	}
+}
+
+// nomadVersions returns the versions Nomad keeps of a job, newest first.
+func (w *world) nomadVersions(id string) []*nomadapi.Job {
+	w.t.Helper()
+	v, _, _, err := w.nomad.Client.Jobs().Versions(id, false, nil)
+	if err != nil {
+		w.t.Fatalf("read versions of job %s from Nomad: %v", id, err)
+	}
+	return v
+}
+
+// lcEnv is the world of one detection or lifecycle scenario: a Nomad agent,
+// a git repository and a Nops server that watches the repository's jobs
+// folder.
+type lcEnv struct {
+	world
 }
 
 // lcStart starts Nomad, commits files (path → content) to a new repository
@@ -173,7 +179,7 @@ func lcStart(t *testing.T, files map[string]string, opts ...nopstest.Option) *lc
 // lcWorld starts Nomad and commits files, but starts no Nops server.
 func lcWorld(t *testing.T, files map[string]string) *lcEnv {
 	t.Helper()
-	e := &lcEnv{t: t}
+	e := &lcEnv{world{t: t}}
 	e.nomad, e.repo = startWorld(t, files)
 	return e
 }
@@ -247,24 +253,6 @@ func (e *lcEnv) settle() {
 	e.cycle()
 }
 
-// deployment returns one deployment by ID through the API.
-func (e *lcEnv) deployment(id string) *structs.Deployment {
-	e.t.Helper()
-	return getDeployment(e.t, e.s, id)
-}
-
-// waitDeploymentState waits until deployment id is in state.
-func (e *lcEnv) waitDeploymentState(id string, state structs.DeploymentState) *structs.Deployment {
-	e.t.Helper()
-	return waitDeploymentIn(e.t, e.s, id, state)
-}
-
-// post sends a write and fails the test unless it answers 200.
-func (e *lcEnv) post(path string, body any) {
-	e.t.Helper()
-	postOK(e.t, e.s, path, body)
-}
-
 // nomadJob returns the live job.
 func (e *lcEnv) nomadJob(id string) *nomadapi.Job {
 	e.t.Helper()
@@ -273,12 +261,6 @@ func (e *lcEnv) nomadJob(id string) *nomadapi.Job {
 		e.t.Fatalf("Nomad has no job %s", id)
 	}
 	return j
-}
-
-// nomadVersions returns the versions Nomad keeps of a job, newest first.
-func (e *lcEnv) nomadVersions(id string) []*nomadapi.Job {
-	e.t.Helper()
-	return nomadVersionsOf(e.t, e.nomad, id)
 }
 
 // nomadHasNoJob fails the test if Nomad has the job.
@@ -383,19 +365,16 @@ var revisionRE = regexp.MustCompile(`^[a-z0-9-]+-[0-9a-f]{8}$`)
 // a git repository and a Nops server on a data dir that outlives the
 // server, so that a scenario can restart it.
 type hkEnv struct {
-	t     *testing.T
-	nomad *testutil.NomadAgent
-	repo  *testutil.GitRepo
-	dir   string
-	opts  []nopstest.Option
-	s     *nopstest.Server
+	world
+	dir  string
+	opts []nopstest.Option
 }
 
 // hkWorld starts Nomad and commits files (name in the jobs folder →
 // content), but starts no Nops server.
 func hkWorld(t *testing.T, files map[string]string) *hkEnv {
 	t.Helper()
-	e := &hkEnv{t: t, dir: t.TempDir()}
+	e := &hkEnv{world: world{t: t}, dir: t.TempDir()}
 	e.nomad, e.repo = startWorld(t, inJobsDir(files))
 	return e
 }
@@ -467,19 +446,6 @@ func (e *hkEnv) cycleIndex() uint64 {
 	return c.Index
 }
 
-// deployment reads one deployment through the API.
-func (e *hkEnv) deployment(id string) *structs.Deployment {
-	e.t.Helper()
-	return getDeployment(e.t, e.s, id)
-}
-
-// waitDeployment waits until a deployment is in state, and fails the test
-// at once when it ends in another.
-func (e *hkEnv) waitDeployment(id string, state structs.DeploymentState) *structs.Deployment {
-	e.t.Helper()
-	return waitDeploymentIn(e.t, e.s, id, state)
-}
-
 // waitNew waits for a deployment of job that is not one of the known IDs
 // and returns it.
 func (e *hkEnv) waitNew(job string, known ...*structs.Deployment) *structs.Deployment {
@@ -517,12 +483,6 @@ func (e *hkEnv) status(job string) *structs.JobStatus {
 	return st
 }
 
-// post sends a write and wants 200.
-func (e *hkEnv) post(path string, body any) {
-	e.t.Helper()
-	postOK(e.t, e.s, path, body)
-}
-
 // wantEvents checks that a deployment's events contain messages with each
 // of the fragments, in order.
 func (e *hkEnv) wantEvents(id string, fragments ...string) []*structs.Event {
@@ -548,12 +508,6 @@ func (e *hkEnv) wantEvents(id string, fragments ...string) []*structs.Event {
 func (e *hkEnv) nomadJob(id string) *nomadapi.Job {
 	e.t.Helper()
 	return lookupNomadJob(e.t, e.nomad, id)
-}
-
-// nomadVersions returns the versions Nomad holds of a job.
-func (e *hkEnv) nomadVersions(id string) []*nomadapi.Job {
-	e.t.Helper()
-	return nomadVersionsOf(e.t, e.nomad, id)
 }
 
 // registrations returns the versions Nomad holds of a job that were

@@ -7,20 +7,16 @@ import (
 
 	"github.com/nops-dev/nops/structs"
 	"github.com/nops-dev/nops/testutil"
-	"github.com/nops-dev/nops/testutil/nopstest"
 )
 
 // TestSmoke_AutoAndApproval drives one auto job to completed and one
 // approval job through approve, with a pre-hook, against a real Nomad.
 func TestSmoke_AutoAndApproval(t *testing.T) {
-	nomad := testutil.StartNomad(t)
-	repo := testutil.NewGitRepo(t)
-	repo.WriteFile("jobs/web.nomad.hcl", testutil.ServiceJobHCL("web", testutil.WithMeta("nops_managed", "true")))
-	repo.WriteFile("jobs/api.nomad.hcl", testutil.ServiceJobHCL("api", testutil.WithMeta("nops_managed", "true"),
-		testutil.WithMeta("nops_policy", "approval"), testutil.WithMeta("nops_pre_hooks", "backup")))
-	repo.WriteFile("jobs/backup.nomad.hcl", testutil.HookJobHCL("backup"))
-	repo.Commit("jobs")
-	s := nopstest.Start(t, "", nopstest.WithNomad(nomad.Addr), nopstest.WithRepo("main", repo.URL(), "main", "jobs"))
+	s := lcStart(t, map[string]string{
+		jobFile("web"):    testutil.ServiceJobHCL("web", testutil.WithMeta("nops_managed", "true")),
+		jobFile("api"):    testutil.ServiceJobHCL("api", managed(structs.PolicyApproval, testutil.WithMeta("nops_pre_hooks", "backup"))...),
+		jobFile("backup"): testutil.HookJobHCL("backup"),
+	}).s
 
 	web := s.WaitForDeployment("default", "web", structs.StateCompleted, 60*time.Second)
 	if !web.Registered || web.JobVersion != 0 {

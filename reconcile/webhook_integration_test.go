@@ -75,11 +75,12 @@ func webhookOnly() nopstest.Option {
 	})
 }
 
-// TestWebhook_SignedPushDeploys: a push with a bad signature is refused and
-// fetches nothing; the same push signed with the secret fetches the new
-// commit and deploys it. Not parallel: it sets an environment variable.
-func TestWebhook_SignedPushDeploys(t *testing.T) {
-	const secret = "push-hook-secret"
+// webhookWorld sets the webhook secret and starts a world whose server
+// fetches its repository, served over HTTP, at start and then only on a
+// webhook; the repository's one job, web (policy auto), is deployed. It
+// returns the world and the repository's URL.
+func webhookWorld(t *testing.T, secret string) (*lcEnv, string) {
+	t.Helper()
 	t.Setenv(webhookSecretEnv, secret)
 	e := lcWorld(t, map[string]string{
 		jobFile("web"): testutil.ServiceJobHCL("web", managed(structs.PolicyAuto)...),
@@ -87,6 +88,15 @@ func TestWebhook_SignedPushDeploys(t *testing.T) {
 	url := e.repo.ServeHTTP(t)
 	e.serve(url, webhookOnly())
 	e.s.WaitForDeployment("default", "web", structs.StateCompleted, lcWait)
+	return e, url
+}
+
+// TestWebhook_SignedPushDeploys: a push with a bad signature is refused and
+// fetches nothing; the same push signed with the secret fetches the new
+// commit and deploys it. Not parallel: it sets an environment variable.
+func TestWebhook_SignedPushDeploys(t *testing.T) {
+	const secret = "push-hook-secret"
+	e, url := webhookWorld(t, secret)
 	head0 := e.repo.Head()
 	e.waitHead(head0)
 
@@ -188,13 +198,7 @@ func TestWebhook_SignedPushDeploys(t *testing.T) {
 // push is handled. Not parallel: it sets an environment variable.
 func TestWebhook_ReplayedDeliveryChangesNothing(t *testing.T) {
 	const secret = "push-hook-secret"
-	t.Setenv(webhookSecretEnv, secret)
-	e := lcWorld(t, map[string]string{
-		jobFile("web"): testutil.ServiceJobHCL("web", managed(structs.PolicyAuto)...),
-	})
-	url := e.repo.ServeHTTP(t)
-	e.serve(url, webhookOnly())
-	e.s.WaitForDeployment("default", "web", structs.StateCompleted, lcWait)
+	e, url := webhookWorld(t, secret)
 	c := e.commit("two replicas", map[string]string{
 		jobFile("web"): testutil.ServiceJobHCL("web", managed(structs.PolicyAuto, testutil.WithCount(2))...),
 	})

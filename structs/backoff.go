@@ -1,6 +1,7 @@
 package structs
 
 import (
+	"context"
 	"math/rand/v2"
 	"time"
 )
@@ -39,4 +40,17 @@ func (b *Backoff) Delay(n int) time.Duration {
 		d += time.Duration((2*rand.Float64() - 1) * b.Jitter * float64(d))
 	}
 	return d
+}
+
+// Sleep waits d, as between the attempts of a Backoff, and reports true;
+// it reports false as soon as ctx is done.
+func Sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
 }

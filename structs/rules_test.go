@@ -1,7 +1,9 @@
 package structs
 
 import (
+	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -72,6 +74,34 @@ func TestShortID_FirstEight(t *testing.T) {
 		if got := ShortID(id); got != want {
 			t.Errorf("ShortID(%q) = %q, want %q", id, got, want)
 		}
+	}
+}
+
+func TestSplitList_TrimsAndDropsEmptyItems(t *testing.T) {
+	for in, want := range map[string][]string{
+		"":                nil,
+		" , ,":            nil,
+		"web":             {"web"},
+		" web , api,,db ": {"web", "api", "db"},
+	} {
+		if got := SplitList(in); !slices.Equal(got, want) {
+			t.Errorf("SplitList(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestSleep_WaitsOrStopsWithItsContext(t *testing.T) {
+	if !Sleep(context.Background(), time.Millisecond) {
+		t.Fatal("a wait that ran its course reports false")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	start := time.Now()
+	if Sleep(ctx, time.Hour) {
+		t.Fatal("a wait on a done context reports true")
+	}
+	if d := time.Since(start); d > time.Minute {
+		t.Fatalf("a wait on a done context took %s", d)
 	}
 }
 

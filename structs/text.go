@@ -1,6 +1,9 @@
 package structs
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+)
 
 // MaxTextLen bounds, in bytes, the free text a person writes into the
 // state: a decision's comment, a pause's reason. The FSM refuses longer
@@ -27,4 +30,17 @@ func ShortID(id string) string {
 		return id[:shortIDLen]
 	}
 	return id
+}
+
+// SplitList splits a comma-separated list as a person types it (a flag, an
+// environment variable, a dashboard field): items are trimmed of blanks and
+// empty ones dropped.
+func SplitList(s string) []string {
+	var out []string
+	for _, item := range strings.Split(s, ",") {
+		if item = strings.TrimSpace(item); item != "" {
+			out = append(out, item)
+		}
+	}
+	return out
 }

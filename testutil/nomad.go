@@ -253,20 +253,29 @@ func (a *NomadAgent) RegisterJobHCL(t testing.TB, hcl string) *RegisteredJob {
 // terminal status, and after WaitTimeout otherwise.
 func (a *NomadAgent) WaitForDeployment(t testing.TB, job *RegisteredJob, want string) *nomadapi.Deployment {
 	t.Helper()
+	return a.waitDeployment(t, job, func(d *nomadapi.Deployment) (bool, error) {
+		if d.Status == want {
+			return true, nil
+		}
+		err := fmt.Errorf("deployment %s of job %q is %q (%s), want %q", d.ID, job.ID, d.Status, d.StatusDescription, want)
+		if isTerminalDeploymentStatus(d.Status) {
+			return false, stopPolling(err)
+		}
+		return false, err
+	})
+}
+
+// waitDeployment polls the Nomad deployment created by the register of job
+// until ok accepts it (or stops the polling), and returns it.
+func (a *NomadAgent) waitDeployment(t testing.TB, job *RegisteredJob, ok func(*nomadapi.Deployment) (bool, error)) *nomadapi.Deployment {
+	t.Helper()
 	var d *nomadapi.Deployment
 	a.wait(t, func() (bool, error) {
 		var err error
 		if d, err = a.deploymentOf(job); err != nil {
 			return false, err
 		}
-		if d.Status == want {
-			return true, nil
-		}
-		err = fmt.Errorf("deployment %s of job %q is %q (%s), want %q", d.ID, job.ID, d.Status, d.StatusDescription, want)
-		if isTerminalDeploymentStatus(d.Status) {
-			return false, stopPolling(err)
-		}
-		return false, err
+		return ok(d)
 	})
 	return d
 }
@@ -277,12 +286,7 @@ func (a *NomadAgent) WaitForDeployment(t testing.TB, job *RegisteredJob, want st
 // the deployment.
 func (a *NomadAgent) WaitForCanariesHealthy(t testing.TB, job *RegisteredJob) *nomadapi.Deployment {
 	t.Helper()
-	var d *nomadapi.Deployment
-	a.wait(t, func() (bool, error) {
-		var err error
-		if d, err = a.deploymentOf(job); err != nil {
-			return false, err
-		}
+	return a.waitDeployment(t, job, func(d *nomadapi.Deployment) (bool, error) {
 		if isTerminalDeploymentStatus(d.Status) {
 			return false, stopPolling(fmt.Errorf("deployment %s of job %q is %q (%s) while waiting for canaries", d.ID, job.ID, d.Status, d.StatusDescription))
 		}
@@ -304,7 +308,6 @@ func (a *NomadAgent) WaitForCanariesHealthy(t testing.TB, job *RegisteredJob) *n
 		}
 		return true, nil
 	})
-	return d
 }
 
 // deploymentOf returns the Nomad deployment that the register of job

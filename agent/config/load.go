@@ -8,6 +8,8 @@ import (
 	"net"
 	"strconv"
 	"strings"
+
+	"github.com/nops-dev/nops/structs"
 )
 
 // Environment variables read as defaults, below config files, so that a
@@ -173,7 +175,7 @@ func (l *loader) configPaths(flags map[string]*recorder) []string {
 		return out
 	}
 	if s, ok := l.lookupEnv(envName(flagConfig)); ok {
-		return splitList(s)
+		return structs.SplitList(s)
 	}
 	return nil
 }
@@ -225,7 +227,7 @@ func (l *loader) applyRepoFlags(flags map[string]*recorder) {
 	specs, source := flags[flagRepo].values, "flag -"+flagRepo
 	if len(specs) == 0 {
 		s, _ := l.lookupEnv(envName(flagRepo))
-		specs, source = splitList(s), "env "+envName(flagRepo)
+		specs, source = structs.SplitList(s), "env "+envName(flagRepo)
 	}
 	for i, spec := range specs {
 		name := flagRepo

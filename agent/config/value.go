@@ -11,6 +11,8 @@ import (
 	"github.com/zclconf/go-cty/cty"
 	"github.com/zclconf/go-cty/cty/convert"
 	"github.com/zclconf/go-cty/cty/gocty"
+
+	"github.com/nops-dev/nops/structs"
 )
 
 // value is one typed setting bound to a field of a configuration struct. Text
@@ -131,50 +133,39 @@ func stringValue(p *string, validate func(string) error) value {
 	}
 }
 
-func intValue(p *int, validate func(int) error) value {
-	return &typed[int]{
+// wholeValue binds a whole number: parse reads its text form, format
+// writes it, and what says, in the errors, what a valid one is.
+func wholeValue[T int | uint64](p *T, validate func(T) error, parse func(string) (T, error), format func(T) string, what string) value {
+	return &typed[T]{
 		p: p,
-		fromText: func(s string) (int, error) {
-			n, err := strconv.Atoi(strings.TrimSpace(s))
+		fromText: func(s string) (T, error) {
+			n, err := parse(strings.TrimSpace(s))
 			if err != nil {
-				return 0, fmt.Errorf("invalid value %q: not a whole number", s)
+				return 0, fmt.Errorf("invalid value %q: %s", s, what)
 			}
 			return n, nil
 		},
-		fromCty: func(v cty.Value) (int, error) {
-			var n int
+		fromCty: func(v cty.Value) (T, error) {
+			var n T
 			if err := gocty.FromCtyValue(v, &n); err != nil {
-				return 0, fmt.Errorf("invalid value %s: not a whole number", v.AsBigFloat().Text('f', -1))
+				return 0, fmt.Errorf("invalid value %s: %s", v.AsBigFloat().Text('f', -1), what)
 			}
 			return n, nil
 		},
 		ctyType:  cty.Number,
 		validate: validate,
-		format:   strconv.Itoa,
+		format:   format,
 	}
 }
 
+func intValue(p *int, validate func(int) error) value {
+	return wholeValue(p, validate, strconv.Atoi, strconv.Itoa, "not a whole number")
+}
+
 func uint64Value(p *uint64, validate func(uint64) error) value {
-	return &typed[uint64]{
-		p: p,
-		fromText: func(s string) (uint64, error) {
-			n, err := strconv.ParseUint(strings.TrimSpace(s), 10, 64)
-			if err != nil {
-				return 0, fmt.Errorf("invalid value %q: not a whole number of at least 0", s)
-			}
-			return n, nil
-		},
-		fromCty: func(v cty.Value) (uint64, error) {
-			var n uint64
-			if err := gocty.FromCtyValue(v, &n); err != nil {
-				return 0, fmt.Errorf("invalid value %s: not a whole number of at least 0", v.AsBigFloat().Text('f', -1))
-			}
-			return n, nil
-		},
-		ctyType:  cty.Number,
-		validate: validate,
-		format:   func(n uint64) string { return strconv.FormatUint(n, 10) },
-	}
+	parse := func(s string) (uint64, error) { return strconv.ParseUint(s, 10, 64) }
+	format := func(n uint64) string { return strconv.FormatUint(n, 10) }
+	return wholeValue(p, validate, parse, format, "not a whole number of at least 0")
 }
 
 func boolValue(p *bool) value {
@@ -229,7 +220,7 @@ func durationValue(p *time.Duration) value {
 func listValue(p *[]string, normalize func([]string) []string, validate func([]string) error) value {
 	return &typed[[]string]{
 		p:        p,
-		fromText: func(s string) ([]string, error) { return splitList(s), nil },
+		fromText: func(s string) ([]string, error) { return structs.SplitList(s), nil },
 		fromCty: func(v cty.Value) ([]string, error) {
 			var l []string
 			err := gocty.FromCtyValue(v, &l)
@@ -240,18 +231,6 @@ func listValue(p *[]string, normalize func([]string) []string, validate func([]s
 		validate:  validate,
 		format:    func(l []string) string { return strings.Join(l, ",") },
 	}
-}
-
-// splitList splits a comma-separated list, trimming blanks and dropping
-// empty items.
-func splitList(s string) []string {
-	var out []string
-	for _, item := range strings.Split(s, ",") {
-		if item = strings.TrimSpace(item); item != "" {
-			out = append(out, item)
-		}
-	}
-	return out
 }
 
 func checkPositiveDuration(d time.Duration) error {

@@ -60,47 +60,24 @@ type CAOptions struct {
 
 // NewCA creates a self-signed CA.
 func NewCA(opts CAOptions) (*CA, error) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, fmt.Errorf("generate CA key: %w", err)
-	}
-	serial, err := newSerial()
+	k, err := newKey("CA key")
 	if err != nil {
 		return nil, err
-	}
-	days := opts.Days
-	if days <= 0 {
-		days = DefaultCADays
 	}
 	cn := opts.CommonName
 	if cn == "" {
-		cn = fmt.Sprintf("Nops Agent CA %d", serial)
+		cn = fmt.Sprintf("Nops Agent CA %d", k.serial)
 	}
-	ski, err := keyID(&key.PublicKey)
+	tmpl := k.template(cn, opts.Days, DefaultCADays)
+	tmpl.KeyUsage = x509.KeyUsageCertSign | x509.KeyUsageCRLSign | x509.KeyUsageDigitalSignature
+	tmpl.BasicConstraintsValid = true
+	tmpl.IsCA = true
+	tmpl.AuthorityKeyId = k.ski
+	certPEM, keyPEM, err := k.sign("CA certificate", tmpl, tmpl, k.key)
 	if err != nil {
 		return nil, err
 	}
-	now := time.Now()
-	tmpl := &x509.Certificate{
-		SerialNumber:          serial,
-		Subject:               pkix.Name{CommonName: cn},
-		NotBefore:             now.Add(-time.Minute),
-		NotAfter:              now.AddDate(0, 0, days),
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign | x509.KeyUsageDigitalSignature,
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-		SubjectKeyId:          ski,
-		AuthorityKeyId:        ski,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		return nil, fmt.Errorf("create CA certificate: %w", err)
-	}
-	keyPEM, err := encodeKey(key)
-	if err != nil {
-		return nil, err
-	}
-	return &CA{CertPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), KeyPEM: keyPEM}, nil
+	return &CA{CertPEM: certPEM, KeyPEM: keyPEM}, nil
 }
 
 // CertOptions configures a new certificate.
@@ -155,44 +132,21 @@ func (ca *CA) NewCert(opts CertOptions) (*Cert, error) {
 	default:
 		return nil, fmt.Errorf("unknown certificate kind %q: must be %s, %s or %s", opts.Kind, KindServer, KindClient, KindCLI)
 	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, fmt.Errorf("generate key: %w", err)
-	}
-	serial, err := newSerial()
+	k, err := newKey("key")
 	if err != nil {
 		return nil, err
 	}
-	days := opts.Days
-	if days <= 0 {
-		days = DefaultCertDays
-	}
-	ski, err := keyID(&key.PublicKey)
+	tmpl := k.template(name, opts.Days, DefaultCertDays)
+	tmpl.KeyUsage = x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment
+	tmpl.ExtKeyUsage = usage
+	tmpl.DNSNames = dns
+	tmpl.IPAddresses = ips
+	tmpl.AuthorityKeyId = caCert.SubjectKeyId
+	certPEM, keyPEM, err := k.sign("certificate", tmpl, caCert, caKey)
 	if err != nil {
 		return nil, err
 	}
-	now := time.Now()
-	tmpl := &x509.Certificate{
-		SerialNumber:   serial,
-		Subject:        pkix.Name{CommonName: name},
-		NotBefore:      now.Add(-time.Minute),
-		NotAfter:       now.AddDate(0, 0, days),
-		KeyUsage:       x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
-		ExtKeyUsage:    usage,
-		DNSNames:       dns,
-		IPAddresses:    ips,
-		SubjectKeyId:   ski,
-		AuthorityKeyId: caCert.SubjectKeyId,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, caCert, &key.PublicKey, caKey)
-	if err != nil {
-		return nil, fmt.Errorf("create certificate: %w", err)
-	}
-	keyPEM, err := encodeKey(key)
-	if err != nil {
-		return nil, err
-	}
-	return &Cert{CertPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), KeyPEM: keyPEM, Name: name}, nil
+	return &Cert{CertPEM: certPEM, KeyPEM: keyPEM, Name: name}, nil
 }
 
 // LoadCA decodes a CA from its PEM certificate and key.
@@ -229,6 +183,62 @@ func (ca *CA) parse() (*x509.Certificate, *ecdsa.PrivateKey, error) {
 		return nil, nil, fmt.Errorf("%w: the key does not match the certificate", ErrBadCA)
 	}
 	return cert, key, nil
+}
+
+// certKey is a new key, with the serial number and subject key ID of the
+// certificate to be made for it.
+type certKey struct {
+	key    *ecdsa.PrivateKey
+	serial *big.Int
+	ski    []byte
+}
+
+// newKey generates a key; what names it in the error.
+func newKey(what string) (*certKey, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, fmt.Errorf("generate %s: %w", what, err)
+	}
+	serial, err := newSerial()
+	if err != nil {
+		return nil, err
+	}
+	ski, err := keyID(&key.PublicKey)
+	if err != nil {
+		return nil, err
+	}
+	return &certKey{key: key, serial: serial, ski: ski}, nil
+}
+
+// template returns the certificate of k for the common name cn, valid from
+// a minute ago (clock skew) for days, or defDays when days is not positive.
+func (k *certKey) template(cn string, days, defDays int) *x509.Certificate {
+	if days <= 0 {
+		days = defDays
+	}
+	now := time.Now()
+	return &x509.Certificate{
+		SerialNumber: k.serial,
+		Subject:      pkix.Name{CommonName: cn},
+		NotBefore:    now.Add(-time.Minute),
+		NotAfter:     now.AddDate(0, 0, days),
+		SubjectKeyId: k.ski,
+	}
+}
+
+// sign has parentKey sign tmpl, issued by parent, and returns the
+// certificate and k's key, PEM encoded; what names the certificate in the
+// error.
+func (k *certKey) sign(what string, tmpl, parent *x509.Certificate, parentKey *ecdsa.PrivateKey) (certPEM, keyPEM []byte, err error) {
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, &k.key.PublicKey, parentKey)
+	if err != nil {
+		return nil, nil, fmt.Errorf("create %s: %w", what, err)
+	}
+	keyPEM, err = encodeKey(k.key)
+	if err != nil {
+		return nil, nil, err
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), keyPEM, nil
 }
 
 func encodeKey(key *ecdsa.PrivateKey) ([]byte, error) {

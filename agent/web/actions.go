@@ -79,22 +79,25 @@ func jobPath(r *http.Request) (api, page string) {
 	return "/v1/job/" + p, "/ui/job/" + p
 }
 
-func (u actions) approve(w http.ResponseWriter, r *http.Request) {
-	c, ok := u.comment(w, r, "comment")
+// actCommented is act for a write that carries the person's text: the
+// form field name, checked as comment checks it, is sent under the same
+// name.
+func (u actions) actCommented(w http.ResponseWriter, r *http.Request, name, path, back, done string) {
+	c, ok := u.comment(w, r, name)
 	if !ok {
 		return
 	}
+	u.act(w, r, http.MethodPost, path, map[string]string{name: c}, back, done)
+}
+
+func (u actions) approve(w http.ResponseWriter, r *http.Request) {
 	api, page := deploymentPath(r)
-	u.act(w, r, http.MethodPost, api+"/approve", map[string]string{"comment": c}, page, "approve")
+	u.actCommented(w, r, "comment", api+"/approve", page, "approve")
 }
 
 func (u actions) reject(w http.ResponseWriter, r *http.Request) {
-	c, ok := u.comment(w, r, "reason")
-	if !ok {
-		return
-	}
 	api, page := deploymentPath(r)
-	u.act(w, r, http.MethodPost, api+"/reject", map[string]string{"reason": c}, page, "reject")
+	u.actCommented(w, r, "reason", api+"/reject", page, "reject")
 }
 
 func (u actions) promote(w http.ResponseWriter, r *http.Request) {
@@ -103,21 +106,13 @@ func (u actions) promote(w http.ResponseWriter, r *http.Request) {
 }
 
 func (u actions) jobPause(w http.ResponseWriter, r *http.Request) {
-	c, ok := u.comment(w, r, "reason")
-	if !ok {
-		return
-	}
 	api, page := jobPath(r)
-	u.act(w, r, http.MethodPost, api+"/pause", map[string]string{"reason": c}, page, "pause")
+	u.actCommented(w, r, "reason", api+"/pause", page, "pause")
 }
 
 func (u actions) jobResume(w http.ResponseWriter, r *http.Request) {
-	c, ok := u.comment(w, r, "reason")
-	if !ok {
-		return
-	}
 	api, page := jobPath(r)
-	u.act(w, r, http.MethodPost, api+"/resume", map[string]string{"reason": c}, page, "resume")
+	u.actCommented(w, r, "reason", api+"/resume", page, "resume")
 }
 
 func (u actions) jobRetry(w http.ResponseWriter, r *http.Request) {
@@ -131,19 +126,11 @@ func (u actions) jobDeployNow(w http.ResponseWriter, r *http.Request) {
 }
 
 func (u actions) pauseAll(w http.ResponseWriter, r *http.Request) {
-	c, ok := u.comment(w, r, "reason")
-	if !ok {
-		return
-	}
-	u.act(w, r, http.MethodPost, "/v1/pause", map[string]string{"reason": c}, "/ui/pauses", "pause")
+	u.actCommented(w, r, "reason", "/v1/pause", "/ui/pauses", "pause")
 }
 
 func (u actions) resumeAll(w http.ResponseWriter, r *http.Request) {
-	c, ok := u.comment(w, r, "reason")
-	if !ok {
-		return
-	}
-	u.act(w, r, http.MethodPost, "/v1/resume", map[string]string{"reason": c}, "/ui/pauses", "resume")
+	u.actCommented(w, r, "reason", "/v1/resume", "/ui/pauses", "resume")
 }
 
 func (u actions) repoRefresh(w http.ResponseWriter, r *http.Request) {
@@ -152,17 +139,6 @@ func (u actions) repoRefresh(w http.ResponseWriter, r *http.Request) {
 
 func (u actions) windowDelete(w http.ResponseWriter, r *http.Request) {
 	u.act(w, r, http.MethodDelete, "/v1/window/"+url.PathEscape(r.PathValue("name")), nil, "/ui/windows", "window-delete")
-}
-
-// splitList splits a comma-separated form field.
-func splitList(s string) []string {
-	var out []string
-	for _, p := range strings.Split(s, ",") {
-		if p = strings.TrimSpace(p); p != "" {
-			out = append(out, p)
-		}
-	}
-	return out
 }
 
 // windowCreate validates the form as the API does and shows each problem
@@ -186,7 +162,7 @@ func (u actions) windowCreate(w http.ResponseWriter, r *http.Request) {
 		tz = "UTC"
 	}
 	win := &structs.SyncWindow{Name: f.Name, Kind: structs.WindowKind(f.Kind), Schedule: f.Schedule, Duration: f.Duration,
-		Timezone: tz, Namespaces: splitList(f.Namespaces), Jobs: splitList(f.Jobs)}
+		Timezone: tz, Namespaces: structs.SplitList(f.Namespaces), Jobs: structs.SplitList(f.Jobs)}
 	problems := holds.Validate(win)
 	if len(problems) == 0 {
 		resp, err := u.cfg.Backend.Do(r.Context(), viewerOf(r), http.MethodPut, "/v1/window/"+url.PathEscape(f.Name), map[string]any{

@@ -165,19 +165,21 @@ func appendDecisions(b []byte, decisions []structs.Decision) ([]byte, error) {
 // DecodeDeployment reads a deployment written by AppendDeployment. The
 // strings it reads are set by r.Done.
 func DecodeDeployment(r *Reader, d *structs.Deployment) error {
+	return decodeFields(r, "deployment", d, decodeDeploymentField)
+}
+
+// decodeFields reads the array of the fields of v, a what, each with
+// field, which skips a field this version does not know; nil is an error.
+// An error names the field.
+func decodeFields[T any](r *Reader, what string, v *T, field func(r *Reader, v *T, i int) error) error {
 	n, err := r.arrayLen()
-	if err != nil {
-		return fmt.Errorf("deployment: %w", err)
+	if err != nil || n < 0 {
+		return orNil(err, what)
 	}
-	if n < 0 {
-		return errors.New("deployment is nil")
-	}
-	i := 0
-	for ; i < n && err == nil; i++ {
-		err = decodeDeploymentField(r, d, i)
-	}
-	if err != nil {
-		return fmt.Errorf("deployment field %d: %w", i-1, err)
+	for i := 0; i < n; i++ {
+		if err := field(r, v, i); err != nil {
+			return fmt.Errorf("%s field %d: %w", what, i, err)
+		}
 	}
 	return nil
 }
@@ -257,99 +259,81 @@ func decodeDeploymentField(r *Reader, d *structs.Deployment, i int) (err error) 
 }
 
 func decodeFrozenHook(r *Reader, h *structs.FrozenHook) error {
-	n, err := r.arrayLen()
-	if err != nil || n < 0 {
-		return orNil(err, "hook")
+	return decodeFields(r, "hook", h, decodeFrozenHookField)
+}
+
+func decodeFrozenHookField(r *Reader, h *structs.FrozenHook, i int) (err error) {
+	switch i {
+	case 0:
+		err = r.symTo(&h.Name)
+	case 1:
+		err = r.symTo((*string)(&h.Phase))
+	case 2:
+		err = r.intTo(&h.Position)
+	case 3:
+		err = r.symTo(&h.RevisionJobID)
+	case 4:
+		err = r.symTo(&h.Hash)
+	case 5:
+		h.Spec, err = r.bytes()
+	case 6:
+		err = r.durationTo(&h.Timeout)
+	case 7:
+		h.MetaKeys, err = decodeList(r, 1, func(r *Reader, s *string) error { return r.symTo(s) })
+	default:
+		err = r.skip(0)
 	}
-	i := 0
-	for ; i < n && err == nil; i++ {
-		switch i {
-		case 0:
-			err = r.symTo(&h.Name)
-		case 1:
-			err = r.symTo((*string)(&h.Phase))
-		case 2:
-			err = r.intTo(&h.Position)
-		case 3:
-			err = r.symTo(&h.RevisionJobID)
-		case 4:
-			err = r.symTo(&h.Hash)
-		case 5:
-			h.Spec, err = r.bytes()
-		case 6:
-			err = r.durationTo(&h.Timeout)
-		case 7:
-			h.MetaKeys, err = decodeList(r, 1, func(r *Reader, s *string) error { return r.symTo(s) })
-		default:
-			err = r.skip(0)
-		}
-	}
-	if err != nil {
-		return fmt.Errorf("hook field %d: %w", i-1, err)
-	}
-	return nil
+	return err
 }
 
 func decodeHookRun(r *Reader, h *structs.HookRun) error {
-	n, err := r.arrayLen()
-	if err != nil || n < 0 {
-		return orNil(err, "hook run")
+	return decodeFields(r, "hook run", h, decodeHookRunField)
+}
+
+func decodeHookRunField(r *Reader, h *structs.HookRun, i int) (err error) {
+	switch i {
+	case 0:
+		err = r.symTo(&h.Hook)
+	case 1:
+		err = r.symTo((*string)(&h.Phase))
+	case 2:
+		err = r.intTo(&h.Position)
+	case 3:
+		err = r.strTo(&h.Token)
+	case 4:
+		err = r.strTo(&h.DispatchedJobID)
+	case 5:
+		err = r.symTo((*string)(&h.State))
+	case 6:
+		err = r.strTo(&h.Error)
+	case 7:
+		h.StartedAt, err = r.time()
+	case 8:
+		h.FinishedAt, err = r.time()
+	default:
+		err = r.skip(0)
 	}
-	i := 0
-	for ; i < n && err == nil; i++ {
-		switch i {
-		case 0:
-			err = r.symTo(&h.Hook)
-		case 1:
-			err = r.symTo((*string)(&h.Phase))
-		case 2:
-			err = r.intTo(&h.Position)
-		case 3:
-			err = r.strTo(&h.Token)
-		case 4:
-			err = r.strTo(&h.DispatchedJobID)
-		case 5:
-			err = r.symTo((*string)(&h.State))
-		case 6:
-			err = r.strTo(&h.Error)
-		case 7:
-			h.StartedAt, err = r.time()
-		case 8:
-			h.FinishedAt, err = r.time()
-		default:
-			err = r.skip(0)
-		}
-	}
-	if err != nil {
-		return fmt.Errorf("hook run field %d: %w", i-1, err)
-	}
-	return nil
+	return err
 }
 
 func decodeDecision(r *Reader, c *structs.Decision) error {
-	n, err := r.arrayLen()
-	if err != nil || n < 0 {
-		return orNil(err, "decision")
+	return decodeFields(r, "decision", c, decodeDecisionField)
+}
+
+func decodeDecisionField(r *Reader, c *structs.Decision, i int) (err error) {
+	switch i {
+	case 0:
+		err = r.symTo(&c.Kind)
+	case 1:
+		err = r.symTo(&c.Actor)
+	case 2:
+		err = r.strTo(&c.Comment)
+	case 3:
+		c.Time, err = r.time()
+	default:
+		err = r.skip(0)
 	}
-	i := 0
-	for ; i < n && err == nil; i++ {
-		switch i {
-		case 0:
-			err = r.symTo(&c.Kind)
-		case 1:
-			err = r.symTo(&c.Actor)
-		case 2:
-			err = r.strTo(&c.Comment)
-		case 3:
-			c.Time, err = r.time()
-		default:
-			err = r.skip(0)
-		}
-	}
-	if err != nil {
-		return fmt.Errorf("decision field %d: %w", i-1, err)
-	}
-	return nil
+	return err
 }
 
 // orNil returns err, or an error saying a nil stands where a what must be.
@@ -403,43 +387,37 @@ func DecodeEvent(r *Reader, e *structs.Event) error {
 	if r.i >= len(r.b) || !IsArray(r.b[r.i]) {
 		return errors.New("event is not an array")
 	}
-	n, err := r.arrayLen()
-	if err != nil {
-		return fmt.Errorf("event: %w", err)
+	return decodeFields(r, "event", e, decodeEventField)
+}
+
+func decodeEventField(r *Reader, e *structs.Event, i int) (err error) {
+	switch i {
+	case 0:
+		e.Seq, err = r.uint()
+	case 1:
+		e.Time, err = r.time()
+	case 2:
+		err = r.symTo(&e.Kind)
+	case 3:
+		err = r.symTo(&e.Object)
+	case 4:
+		err = r.symTo(&e.Namespace)
+	case 5:
+		err = r.symTo(&e.JobID)
+	case 6:
+		err = r.symTo(&e.From)
+	case 7:
+		err = r.symTo(&e.To)
+	case 8:
+		err = r.symTo(&e.Actor)
+	case 9:
+		err = r.symTo(&e.Message)
+	case 10:
+		e.Index, err = r.uint()
+	default:
+		err = r.skip(0)
 	}
-	i := 0
-	for ; i < n && err == nil; i++ {
-		switch i {
-		case 0:
-			e.Seq, err = r.uint()
-		case 1:
-			e.Time, err = r.time()
-		case 2:
-			err = r.symTo(&e.Kind)
-		case 3:
-			err = r.symTo(&e.Object)
-		case 4:
-			err = r.symTo(&e.Namespace)
-		case 5:
-			err = r.symTo(&e.JobID)
-		case 6:
-			err = r.symTo(&e.From)
-		case 7:
-			err = r.symTo(&e.To)
-		case 8:
-			err = r.symTo(&e.Actor)
-		case 9:
-			err = r.symTo(&e.Message)
-		case 10:
-			e.Index, err = r.uint()
-		default:
-			err = r.skip(0)
-		}
-	}
-	if err != nil {
-		return fmt.Errorf("event field %d: %w", i-1, err)
-	}
-	return nil
+	return err
 }
 
 // IsArray reports whether b opens a msgpack array (fixarray, array

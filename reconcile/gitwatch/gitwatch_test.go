@@ -40,6 +40,30 @@ func newWatcher(t *testing.T, cfgs ...RepoConfig) *Watcher {
 	return w
 }
 
+// runWatcher runs w until stop is called or the test ends; stop returns
+// once Run has.
+func runWatcher(t *testing.T, w *Watcher) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		w.Run(ctx)
+	}()
+	stop = func() {
+		cancel()
+		<-done
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+// waitFor waits until cond holds, and fails the test naming what after
+// 30 seconds.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	testutil.WaitForResult(t, 30*time.Second, func() (bool, error) { return cond(), errors.New(what) })
+}
+
 func ctxFor(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	t.Cleanup(cancel)
@@ -153,24 +177,8 @@ func TestWatcher_RunPicksUpCommits(t *testing.T) {
 		RepoConfig{Name: "refreshed", URL: repo.URL(), PollInterval: time.Hour},
 		RepoConfig{Name: "polled", URL: polled.URL(), PollInterval: 100 * time.Millisecond},
 	)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		w.Run(ctx)
-	}()
-	defer func() {
-		cancel()
-		<-done
-	}()
-
-	waitFor := func(what string, cond func() bool) {
-		t.Helper()
-		testutil.WaitForResult(t, 30*time.Second, func() (bool, error) {
-			return cond(), errors.New(what)
-		})
-	}
-	waitFor("first snapshots", func() bool { return len(w.Snapshots()) == 2 })
+	stop := runWatcher(t, w)
+	waitFor(t, "first snapshots", func() bool { return len(w.Snapshots()) == 2 })
 	<-w.Notify()
 
 	// A push followed by a refresh (the webhook path).
@@ -183,7 +191,7 @@ func TestWatcher_RunPicksUpCommits(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("no notification after a refresh")
 	}
-	waitFor("refreshed snapshot", func() bool { return w.Snapshot("refreshed").Commit == head })
+	waitFor(t, "refreshed snapshot", func() bool { return w.Snapshot("refreshed").Commit == head })
 	if got := w.Snapshot("refreshed").Files[0].Content; got != `job "web" { v = 2 }` {
 		t.Errorf("content after the new commit = %q", got)
 	}
@@ -192,7 +200,7 @@ func TestWatcher_RunPicksUpCommits(t *testing.T) {
 	polled.Remove("a.nomad")
 	polled.WriteFile("b.nomad", `job "b" {}`)
 	head = polled.Commit("a becomes b")
-	waitFor("polled snapshot", func() bool { return w.Snapshot("polled").Commit == head })
+	waitFor(t, "polled snapshot", func() bool { return w.Snapshot("polled").Commit == head })
 	if files := w.Snapshot("polled").Files; len(files) != 1 || files[0].Path != "b.nomad" {
 		t.Errorf("files after the rename = %+v", files)
 	}
@@ -203,8 +211,7 @@ func TestWatcher_RunPicksUpCommits(t *testing.T) {
 	w.RefreshAll()
 
 	// Stopping is not a fetch failure.
-	cancel()
-	<-done
+	stop()
 	for _, st := range w.Status() {
 		if st.LastError != "" {
 			t.Errorf("%s: error after stopping: %s", st.Name, st.LastError)

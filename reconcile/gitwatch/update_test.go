@@ -1,8 +1,6 @@
 package gitwatch
 
 import (
-	"context"
-	"errors"
 	"reflect"
 	"testing"
 	"time"
@@ -25,21 +23,8 @@ func TestWatcher_UpdateWhileRunning(t *testing.T) {
 	nextHead := b.Commit("next")
 
 	w := newWatcher(t, RepoConfig{Name: "a", URL: a.URL(), PollInterval: time.Hour})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		w.Run(ctx)
-	}()
-	defer func() {
-		cancel()
-		<-done
-	}()
-	waitFor := func(what string, cond func() bool) {
-		t.Helper()
-		testutil.WaitForResult(t, 30*time.Second, func() (bool, error) { return cond(), errors.New(what) })
-	}
-	waitFor("first snapshot of a", func() bool { return w.Snapshot("a") != nil })
+	runWatcher(t, w)
+	waitFor(t, "first snapshot of a", func() bool { return w.Snapshot("a") != nil })
 	snapA := w.Snapshot("a")
 
 	added, changed, removed, err := w.Update([]RepoConfig{
@@ -49,7 +34,7 @@ func TestWatcher_UpdateWhileRunning(t *testing.T) {
 	if err != nil || !reflect.DeepEqual(added, []string{"b"}) || changed != nil || removed != nil {
 		t.Fatalf("Update = %v %v %v %v", added, changed, removed, err)
 	}
-	waitFor("first snapshot of b", func() bool { return w.Snapshot("b") != nil })
+	waitFor(t, "first snapshot of b", func() bool { return w.Snapshot("b") != nil })
 	if w.Snapshot("a") != snapA {
 		t.Errorf("the unchanged repository a was fetched again")
 	}
@@ -59,7 +44,7 @@ func TestWatcher_UpdateWhileRunning(t *testing.T) {
 	if err != nil || added != nil || !reflect.DeepEqual(changed, []string{"b"}) || !reflect.DeepEqual(removed, []string{"a"}) {
 		t.Fatalf("Update = %v %v %v %v", added, changed, removed, err)
 	}
-	waitFor("b on branch next", func() bool { s := w.Snapshot("b"); return s != nil && s.Commit == nextHead })
+	waitFor(t, "b on branch next", func() bool { s := w.Snapshot("b"); return s != nil && s.Commit == nextHead })
 	if w.Has("a") || len(w.Status()) != 1 {
 		t.Errorf("repository a is still watched: %+v", w.Status())
 	}

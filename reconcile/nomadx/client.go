@@ -267,6 +267,15 @@ func isNotFound(err error) bool {
 	return err != nil && statusCode(err) == http.StatusNotFound
 }
 
+// notFoundAs returns notFound (ErrJobNotFound, ErrDeploymentNotFound) for
+// Nomad's 404, and err otherwise.
+func notFoundAs(err, notFound error) error {
+	if isNotFound(err) {
+		return notFound
+	}
+	return err
+}
+
 func namespaceOrDefault(ns string) string {
 	if ns == "" {
 		return api.DefaultNamespace

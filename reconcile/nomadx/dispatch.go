@@ -24,10 +24,7 @@ func (c *Client) Dispatch(ctx context.Context, ns, jobID string, meta map[string
 	w.IdempotencyToken = idempotencyToken
 	resp, _, err := c.api.Jobs().Dispatch(jobID, meta, nil, "", w)
 	if err != nil {
-		if isNotFound(err) {
-			return "", "", fmt.Errorf("dispatch job %q in namespace %q: %w", jobID, ns, ErrJobNotFound)
-		}
-		return "", "", fmt.Errorf("dispatch job %q in namespace %q: %w", jobID, ns, err)
+		return "", "", fmt.Errorf("dispatch job %q in namespace %q: %w", jobID, ns, notFoundAs(err, ErrJobNotFound))
 	}
 	return resp.DispatchedJobID, resp.EvalID, nil
 }

@@ -18,10 +18,7 @@ func (c *Client) LatestDeployment(ctx context.Context, ns, jobID string) (*api.D
 	ns = namespaceOrDefault(ns)
 	d, _, err := c.api.Jobs().LatestDeployment(jobID, c.queryOpts(ctx, "job.deployment", ns))
 	if err != nil {
-		if isNotFound(err) {
-			return nil, fmt.Errorf("read latest deployment of job %q in namespace %q: %w", jobID, ns, ErrJobNotFound)
-		}
-		return nil, fmt.Errorf("read latest deployment of job %q in namespace %q: %w", jobID, ns, err)
+		return nil, fmt.Errorf("read latest deployment of job %q in namespace %q: %w", jobID, ns, notFoundAs(err, ErrJobNotFound))
 	}
 	return d, nil
 }
@@ -33,10 +30,7 @@ func (c *Client) Deployment(ctx context.Context, id string) (*api.Deployment, er
 	}
 	d, _, err := c.api.Deployments().Info(id, c.queryOpts(ctx, "deployment.info", ""))
 	if err != nil {
-		if isNotFound(err) {
-			return nil, fmt.Errorf("read deployment %q: %w", id, ErrDeploymentNotFound)
-		}
-		return nil, fmt.Errorf("read deployment %q: %w", id, err)
+		return nil, fmt.Errorf("read deployment %q: %w", id, notFoundAs(err, ErrDeploymentNotFound))
 	}
 	if d == nil {
 		return nil, fmt.Errorf("read deployment %q: %w", id, ErrDeploymentNotFound)
@@ -64,10 +58,7 @@ func (c *Client) JobAllocations(ctx context.Context, ns, jobID string) ([]*api.A
 	ns = namespaceOrDefault(ns)
 	allocs, _, err := c.api.Jobs().Allocations(jobID, false, c.queryOpts(ctx, "job.allocations", ns))
 	if err != nil {
-		if isNotFound(err) {
-			return nil, fmt.Errorf("list allocations of job %q in namespace %q: %w", jobID, ns, ErrJobNotFound)
-		}
-		return nil, fmt.Errorf("list allocations of job %q in namespace %q: %w", jobID, ns, err)
+		return nil, fmt.Errorf("list allocations of job %q in namespace %q: %w", jobID, ns, notFoundAs(err, ErrJobNotFound))
 	}
 	sort.Slice(allocs, func(i, j int) bool { return allocs[i].CreateIndex < allocs[j].CreateIndex })
 	return allocs, nil

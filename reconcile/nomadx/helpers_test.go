@@ -36,35 +36,9 @@ job %q {
     healthy_deadline  = "30s"
     %s
   }
-
-  group "app" {
-    count = %d
-
-    restart {
-      attempts = 0
-      mode     = "fail"
-    }
-
-    reschedule {
-      attempts  = 0
-      unlimited = false
-    }
-
-    task "app" {
-      driver = "mock_driver"
-
-      config {
-        %s
-      }
-
-      resources {
-        cpu    = 10
-        memory = 16
-      }
-    }
-  }
+%s
 }
-`, id, update, count, taskConfig)
+`, id, update, groupHCL("app", fmt.Sprintf("count = %d", count), taskConfig))
 }
 
 // batchHCL is a mock_driver batch job; extra goes at the job level (for
@@ -76,8 +50,19 @@ job %q {
   type        = "batch"
 
   %s
+%s
+}
+`, id, extra, groupHCL("run", "", taskConfig))
+}
 
-  group "run" {
+// groupHCL is a group of one mock_driver task, both named name, whose
+// failure is final (no restart, no reschedule); settings go first in the
+// group, taskConfig into the task's config block.
+func groupHCL(name, settings, taskConfig string) string {
+	return fmt.Sprintf(`
+  group %q {
+    %s
+
     restart {
       attempts = 0
       mode     = "fail"
@@ -88,7 +73,7 @@ job %q {
       unlimited = false
     }
 
-    task "run" {
+    task %q {
       driver = "mock_driver"
 
       config {
@@ -100,9 +85,7 @@ job %q {
         memory = 16
       }
     }
-  }
-}
-`, id, extra, taskConfig)
+  }`, name, settings, name, taskConfig)
 }
 
 func newTestClient(t *testing.T, agent *testutil.NomadAgent) *Client {

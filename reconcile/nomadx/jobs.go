@@ -45,10 +45,7 @@ func (c *Client) Job(ctx context.Context, ns, id string) (*api.Job, error) {
 	ns = namespaceOrDefault(ns)
 	job, _, err := c.api.Jobs().Info(id, c.queryOpts(ctx, "job.info", ns))
 	if err != nil {
-		if isNotFound(err) {
-			return nil, fmt.Errorf("read job %q in namespace %q: %w", id, ns, ErrJobNotFound)
-		}
-		return nil, fmt.Errorf("read job %q in namespace %q: %w", id, ns, err)
+		return nil, fmt.Errorf("read job %q in namespace %q: %w", id, ns, notFoundAs(err, ErrJobNotFound))
 	}
 	return job, nil
 }
@@ -101,10 +98,7 @@ func (c *Client) JobVersions(ctx context.Context, ns, id string) ([]*api.Job, er
 	ns = namespaceOrDefault(ns)
 	versions, _, _, err := c.api.Jobs().Versions(id, false, c.queryOpts(ctx, "job.versions", ns))
 	if err != nil {
-		if isNotFound(err) {
-			return nil, fmt.Errorf("read versions of job %q in namespace %q: %w", id, ns, ErrJobNotFound)
-		}
-		return nil, fmt.Errorf("read versions of job %q in namespace %q: %w", id, ns, err)
+		return nil, fmt.Errorf("read versions of job %q in namespace %q: %w", id, ns, notFoundAs(err, ErrJobNotFound))
 	}
 	return versions, nil
 }
@@ -272,10 +266,7 @@ func (c *Client) Deregister(ctx context.Context, ns, jobID string, purge bool) (
 	ns = namespaceOrDefault(ns)
 	evalID, _, err := c.api.Jobs().Deregister(jobID, purge, c.writeOpts(ctx, "job.deregister", ns))
 	if err != nil {
-		if isNotFound(err) {
-			return "", fmt.Errorf("stop job %q in namespace %q: %w", jobID, ns, ErrJobNotFound)
-		}
-		return "", fmt.Errorf("stop job %q in namespace %q: %w", jobID, ns, err)
+		return "", fmt.Errorf("stop job %q in namespace %q: %w", jobID, ns, notFoundAs(err, ErrJobNotFound))
 	}
 	return evalID, nil
 }

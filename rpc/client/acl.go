@@ -20,28 +20,22 @@ func (c *Client) ACL() *ACL { return &ACL{c: c} }
 // Bootstrap creates the first management token. Its secret is in the
 // answer only.
 func (a *ACL) Bootstrap(ctx context.Context) (*structs.ACLTokenView, error) {
-	var out structs.ACLTokenView
-	return &out, a.c.write(ctx, http.MethodPost, "/v1/acl/bootstrap", nil, nil, &out)
+	return aclWrite[structs.ACLTokenView](ctx, a, http.MethodPost, "/v1/acl/bootstrap", nil)
 }
 
 // Policies lists the ACL policies.
 func (a *ACL) Policies(ctx context.Context) ([]*structs.ACLPolicy, error) {
-	var out []*structs.ACLPolicy
-	_, err := a.c.get(ctx, "/v1/acl/policies", nil, nil, &out)
-	return out, err
+	return aclList[*structs.ACLPolicy](ctx, a, "/v1/acl/policies")
 }
 
 // Policy returns one policy.
 func (a *ACL) Policy(ctx context.Context, name string) (*structs.ACLPolicy, error) {
-	var out structs.ACLPolicy
-	_, err := a.c.get(ctx, "/v1/acl/policy/"+seg(name), nil, nil, &out)
-	return &out, err
+	return aclGet[structs.ACLPolicy](ctx, a, "/v1/acl/policy/"+seg(name))
 }
 
 // PutPolicy creates or replaces a policy.
 func (a *ACL) PutPolicy(ctx context.Context, spec *structs.ACLPolicySpec) (*structs.ACLPolicy, error) {
-	var out structs.ACLPolicy
-	return &out, a.c.write(ctx, http.MethodPut, "/v1/acl/policy/"+seg(spec.Name), nil, spec, &out)
+	return aclWrite[structs.ACLPolicy](ctx, a, http.MethodPut, "/v1/acl/policy/"+seg(spec.Name), spec)
 }
 
 // DeletePolicy deletes a policy.
@@ -51,22 +45,17 @@ func (a *ACL) DeletePolicy(ctx context.Context, name string) error {
 
 // Roles lists the ACL roles.
 func (a *ACL) Roles(ctx context.Context) ([]*structs.ACLRole, error) {
-	var out []*structs.ACLRole
-	_, err := a.c.get(ctx, "/v1/acl/roles", nil, nil, &out)
-	return out, err
+	return aclList[*structs.ACLRole](ctx, a, "/v1/acl/roles")
 }
 
 // Role returns one role.
 func (a *ACL) Role(ctx context.Context, name string) (*structs.ACLRole, error) {
-	var out structs.ACLRole
-	_, err := a.c.get(ctx, "/v1/acl/role/"+seg(name), nil, nil, &out)
-	return &out, err
+	return aclGet[structs.ACLRole](ctx, a, "/v1/acl/role/"+seg(name))
 }
 
 // PutRole creates or replaces a role.
 func (a *ACL) PutRole(ctx context.Context, spec *structs.ACLRoleSpec) (*structs.ACLRole, error) {
-	var out structs.ACLRole
-	return &out, a.c.write(ctx, http.MethodPut, "/v1/acl/role/"+seg(spec.Name), nil, spec, &out)
+	return aclWrite[structs.ACLRole](ctx, a, http.MethodPut, "/v1/acl/role/"+seg(spec.Name), spec)
 }
 
 // DeleteRole deletes a role.
@@ -76,35 +65,27 @@ func (a *ACL) DeleteRole(ctx context.Context, name string) error {
 
 // Tokens lists the tokens, without their secrets.
 func (a *ACL) Tokens(ctx context.Context) ([]*structs.ACLTokenView, error) {
-	var out []*structs.ACLTokenView
-	_, err := a.c.get(ctx, "/v1/acl/tokens", nil, nil, &out)
-	return out, err
+	return aclList[*structs.ACLTokenView](ctx, a, "/v1/acl/tokens")
 }
 
 // Token returns one token by accessor ID.
 func (a *ACL) Token(ctx context.Context, accessorID string) (*structs.ACLTokenView, error) {
-	var out structs.ACLTokenView
-	_, err := a.c.get(ctx, "/v1/acl/token/"+seg(accessorID), nil, nil, &out)
-	return &out, err
+	return aclGet[structs.ACLTokenView](ctx, a, "/v1/acl/token/"+seg(accessorID))
 }
 
 // TokenSelf returns the client's own token.
 func (a *ACL) TokenSelf(ctx context.Context) (*structs.ACLTokenView, error) {
-	var out structs.ACLTokenView
-	_, err := a.c.get(ctx, "/v1/acl/token/self", nil, nil, &out)
-	return &out, err
+	return aclGet[structs.ACLTokenView](ctx, a, "/v1/acl/token/self")
 }
 
 // CreateToken creates a token; its secret is in the answer only.
 func (a *ACL) CreateToken(ctx context.Context, spec *structs.ACLTokenSpec) (*structs.ACLTokenView, error) {
-	var out structs.ACLTokenView
-	return &out, a.c.write(ctx, http.MethodPost, "/v1/acl/token", nil, spec, &out)
+	return aclWrite[structs.ACLTokenView](ctx, a, http.MethodPost, "/v1/acl/token", spec)
 }
 
 // UpdateToken changes a token's name, type, policies and roles.
 func (a *ACL) UpdateToken(ctx context.Context, accessorID string, spec *structs.ACLTokenSpec) (*structs.ACLTokenView, error) {
-	var out structs.ACLTokenView
-	return &out, a.c.write(ctx, http.MethodPost, "/v1/acl/token/"+seg(accessorID), nil, spec, &out)
+	return aclWrite[structs.ACLTokenView](ctx, a, http.MethodPost, "/v1/acl/token/"+seg(accessorID), spec)
 }
 
 // DeleteToken deletes a token.
@@ -114,22 +95,17 @@ func (a *ACL) DeleteToken(ctx context.Context, accessorID string) error {
 
 // AuthMethods lists the auth methods (client secrets redacted).
 func (a *ACL) AuthMethods(ctx context.Context) ([]*structs.ACLAuthMethod, error) {
-	var out []*structs.ACLAuthMethod
-	_, err := a.c.get(ctx, "/v1/acl/auth-methods", nil, nil, &out)
-	return out, err
+	return aclList[*structs.ACLAuthMethod](ctx, a, "/v1/acl/auth-methods")
 }
 
 // AuthMethod returns one auth method.
 func (a *ACL) AuthMethod(ctx context.Context, name string) (*structs.ACLAuthMethod, error) {
-	var out structs.ACLAuthMethod
-	_, err := a.c.get(ctx, "/v1/acl/auth-method/"+seg(name), nil, nil, &out)
-	return &out, err
+	return aclGet[structs.ACLAuthMethod](ctx, a, "/v1/acl/auth-method/"+seg(name))
 }
 
 // PutAuthMethod creates or replaces an auth method.
 func (a *ACL) PutAuthMethod(ctx context.Context, spec *structs.ACLAuthMethodSpec) (*structs.ACLAuthMethod, error) {
-	var out structs.ACLAuthMethod
-	return &out, a.c.write(ctx, http.MethodPut, "/v1/acl/auth-method/"+seg(spec.Name), nil, spec, &out)
+	return aclWrite[structs.ACLAuthMethod](ctx, a, http.MethodPut, "/v1/acl/auth-method/"+seg(spec.Name), spec)
 }
 
 // DeleteAuthMethod deletes an auth method and its binding rules.
@@ -139,28 +115,22 @@ func (a *ACL) DeleteAuthMethod(ctx context.Context, name string) error {
 
 // BindingRules lists the binding rules.
 func (a *ACL) BindingRules(ctx context.Context) ([]*structs.ACLBindingRule, error) {
-	var out []*structs.ACLBindingRule
-	_, err := a.c.get(ctx, "/v1/acl/binding-rules", nil, nil, &out)
-	return out, err
+	return aclList[*structs.ACLBindingRule](ctx, a, "/v1/acl/binding-rules")
 }
 
 // BindingRule returns one binding rule.
 func (a *ACL) BindingRule(ctx context.Context, id string) (*structs.ACLBindingRule, error) {
-	var out structs.ACLBindingRule
-	_, err := a.c.get(ctx, "/v1/acl/binding-rule/"+seg(id), nil, nil, &out)
-	return &out, err
+	return aclGet[structs.ACLBindingRule](ctx, a, "/v1/acl/binding-rule/"+seg(id))
 }
 
 // CreateBindingRule creates a binding rule; the server names it.
 func (a *ACL) CreateBindingRule(ctx context.Context, spec *structs.ACLBindingRuleSpec) (*structs.ACLBindingRule, error) {
-	var out structs.ACLBindingRule
-	return &out, a.c.write(ctx, http.MethodPost, "/v1/acl/binding-rule", nil, spec, &out)
+	return aclWrite[structs.ACLBindingRule](ctx, a, http.MethodPost, "/v1/acl/binding-rule", spec)
 }
 
 // UpdateBindingRule replaces a binding rule.
 func (a *ACL) UpdateBindingRule(ctx context.Context, id string, spec *structs.ACLBindingRuleSpec) (*structs.ACLBindingRule, error) {
-	var out structs.ACLBindingRule
-	return &out, a.c.write(ctx, http.MethodPut, "/v1/acl/binding-rule/"+seg(id), nil, spec, &out)
+	return aclWrite[structs.ACLBindingRule](ctx, a, http.MethodPut, "/v1/acl/binding-rule/"+seg(id), spec)
 }
 
 // DeleteBindingRule deletes a binding rule.
@@ -170,19 +140,37 @@ func (a *ACL) DeleteBindingRule(ctx context.Context, id string) error {
 
 // OIDCAuthURL starts an OIDC login.
 func (a *ACL) OIDCAuthURL(ctx context.Context, req *structs.ACLOIDCAuthURLRequest) (*structs.ACLOIDCAuthURLResponse, error) {
-	var out structs.ACLOIDCAuthURLResponse
-	return &out, a.c.write(ctx, http.MethodPost, "/v1/acl/oidc/auth-url", nil, req, &out)
+	return aclWrite[structs.ACLOIDCAuthURLResponse](ctx, a, http.MethodPost, "/v1/acl/oidc/auth-url", req)
 }
 
 // OIDCCompleteAuth ends an OIDC login and returns the new token.
 func (a *ACL) OIDCCompleteAuth(ctx context.Context, req *structs.ACLOIDCCompleteAuthRequest) (*structs.ACLTokenView, error) {
-	var out structs.ACLTokenView
-	return &out, a.c.write(ctx, http.MethodPost, "/v1/acl/oidc/complete-auth", nil, req, &out)
+	return aclWrite[structs.ACLTokenView](ctx, a, http.MethodPost, "/v1/acl/oidc/complete-auth", req)
 }
 
 // JWTLogin exchanges a JWT for a token with a JWT auth method.
 func (a *ACL) JWTLogin(ctx context.Context, method, jwt string) (*structs.ACLTokenView, error) {
-	var out structs.ACLTokenView
 	body := &structs.ACLLoginRequest{AuthMethod: method, LoginToken: jwt}
-	return &out, a.c.write(ctx, http.MethodPost, "/v1/acl/login", nil, body, &out)
+	return aclWrite[structs.ACLTokenView](ctx, a, http.MethodPost, "/v1/acl/login", body)
+}
+
+// aclList reads the list at path.
+func aclList[T any](ctx context.Context, a *ACL, path string) ([]T, error) {
+	var out []T
+	_, err := a.c.get(ctx, path, nil, nil, &out)
+	return out, err
+}
+
+// aclGet reads the object at path. Like every method of ACL, it returns
+// the object, zero, with an error.
+func aclGet[T any](ctx context.Context, a *ACL, path string) (*T, error) {
+	out := new(T)
+	_, err := a.c.get(ctx, path, nil, nil, out)
+	return out, err
+}
+
+// aclWrite sends body to path with method and reads the object answered.
+func aclWrite[T any](ctx context.Context, a *ACL, method, path string, body any) (*T, error) {
+	out := new(T)
+	return out, a.c.write(ctx, method, path, nil, body, out)
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/nops-dev/nops/fsm"
 	"github.com/nops-dev/nops/rpc/client"
 	"github.com/nops-dev/nops/structs"
+	"github.com/nops-dev/nops/testutil/nopstest"
 )
 
 func TestNew_Address(t *testing.T) {
@@ -60,7 +61,7 @@ func TestNew_Address(t *testing.T) {
 }
 
 func TestClient_StatusSelfAndMeta(t *testing.T) {
-	s := startServer(t)
+	s := nopstest.StartDev(t)
 	c := newClient(t, s, "tester@ci")
 	ctx := context.Background()
 
@@ -117,12 +118,12 @@ func TestClient_StatusSelfAndMeta(t *testing.T) {
 }
 
 func TestClient_DecisionsRecordTheActor(t *testing.T) {
-	s := startServer(t)
+	s := nopstest.StartDev(t)
 	c := newClient(t, s, "alice@laptop")
 	ctx := context.Background()
 
-	a := createPending(t, s, "web")
-	b := createPending(t, s, "api")
+	a := s.CreatePending("default", "web")
+	b := s.CreatePending("default", "api")
 
 	got, err := c.Deployments().Approve(ctx, a.ID[:8], "looks good")
 	if err != nil {
@@ -167,7 +168,7 @@ func TestClient_DecisionsRecordTheActor(t *testing.T) {
 }
 
 func TestClient_Errors(t *testing.T) {
-	s := startServer(t)
+	s := nopstest.StartDev(t)
 	c := newClient(t, s, "tester@ci")
 	ctx := context.Background()
 
@@ -216,12 +217,12 @@ func TestClient_Unreachable(t *testing.T) {
 }
 
 func TestClient_Pagination(t *testing.T) {
-	s := startServer(t)
+	s := nopstest.StartDev(t)
 	c := newClient(t, s, "tester@ci")
 	ctx := context.Background()
 	var ids []string
 	for _, job := range []string{"a", "b", "c"} {
-		ids = append(ids, createPending(t, s, job).ID)
+		ids = append(ids, s.CreatePending("default", job).ID)
 	}
 	page1, meta, err := c.Deployments().List(ctx, client.DeploymentFilter{}, &client.QueryOptions{Limit: 2})
 	if err != nil {
@@ -252,7 +253,7 @@ func TestClient_Pagination(t *testing.T) {
 }
 
 func TestClient_EventsLongPoll(t *testing.T) {
-	s := startServer(t)
+	s := nopstest.StartDev(t)
 	c := newClient(t, s, "poller@ci")
 	ctx := context.Background()
 	if _, err := c.Jobs().PauseAll(ctx, "first"); err != nil {
@@ -311,7 +312,7 @@ func TestClient_EventsLongPoll(t *testing.T) {
 func itoa(n uint64) string { return strconv.FormatUint(n, 10) }
 
 func TestClient_WindowsAndPauses(t *testing.T) {
-	s := startServer(t)
+	s := nopstest.StartDev(t)
 	c := newClient(t, s, "ops@ci")
 	ctx := context.Background()
 	spec := &structs.WindowSpec{Name: "night", Kind: "deny", Schedule: "0 22 * * *", Duration: "8h", Namespaces: []string{"default"}}
@@ -358,7 +359,7 @@ func TestClient_WindowsAndPauses(t *testing.T) {
 }
 
 func TestClient_RaftOperator(t *testing.T) {
-	s := startServer(t)
+	s := nopstest.StartDev(t)
 	c := newClient(t, s, "ops@ci")
 	ctx := context.Background()
 	conf, _, err := c.Operator().RaftConfiguration(ctx, nil)
@@ -379,7 +380,7 @@ func TestClient_RaftOperator(t *testing.T) {
 }
 
 func TestClient_SnapshotRoundTrip(t *testing.T) {
-	s := startServer(t)
+	s := nopstest.StartDev(t)
 	c := newClient(t, s, "ops@ci")
 	ctx := context.Background()
 	if _, err := c.Windows().Put(ctx, &structs.WindowSpec{Name: "keep", Kind: "allow", Schedule: "0 9 * * 1-5", Duration: "9h"}); err != nil {
@@ -441,7 +442,7 @@ func TestClient_SnapshotRoundTrip(t *testing.T) {
 // reconcile.
 func TestClient_ReconcilerRoutes(t *testing.T) {
 	fake := fakeReconciler()
-	s := startWithReconciler(t, fake)
+	s := nopstest.StartDev(t, nopstest.WithReconciler(fake))
 	c := newClient(t, s, "ops@ci")
 	ctx := context.Background()
 
@@ -515,7 +516,7 @@ func dump(v any) string {
 // The token and the actor travel in their headers: a reverse proxy in front
 // of the real server records them.
 func TestClient_SendsTokenAndActor(t *testing.T) {
-	s := startServer(t)
+	s := nopstest.StartDev(t)
 	target, _ := url.Parse("http://" + s.HTTPAddr())
 	var mu sync.Mutex
 	var seen []http.Header

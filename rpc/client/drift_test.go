@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/nops-dev/nops/rpc/client"
+	"github.com/nops-dev/nops/testutil/nopstest"
 )
 
 // TestClient_MethodsDecodeTheDeclaredAnswer walks the server's route table
@@ -112,7 +113,7 @@ func TestClient_MethodsDecodeTheDeclaredAnswer(t *testing.T) {
 		"GET /debug/pprof/":    "go tool pprof reads it",
 	}
 
-	s := startWithReconciler(t, fakeReconciler())
+	s := nopstest.StartDev(t, nopstest.WithReconciler(fakeReconciler()))
 	errType := reflect.TypeFor[error]()
 	readCloser := reflect.TypeFor[io.ReadCloser]()
 	seen := map[string]bool{}

@@ -5,29 +5,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nops-dev/nops/agent"
-	"github.com/nops-dev/nops/agent/config"
 	"github.com/nops-dev/nops/rpc/client"
 	"github.com/nops-dev/nops/structs"
 	"github.com/nops-dev/nops/testutil/nopstest"
 )
-
-// devMode makes a test server a dev server, as `nops serve -dev` runs.
-func devMode(cfg *config.Config) { cfg.Dev = true }
-
-// startServer starts a real single-server dev cluster on free ports, whose
-// leader runs no loops, with opts, and waits for its leader.
-func startServer(t *testing.T, opts ...nopstest.Option) *nopstest.Server {
-	t.Helper()
-	return nopstest.Start(t, "", append([]nopstest.Option{nopstest.WithoutReconcilers(), nopstest.WithConfig(devMode)}, opts...)...)
-}
-
-// startWithReconciler is startServer with rec answering the reconcilers'
-// routes.
-func startWithReconciler(t *testing.T, rec agent.Reconciler) *nopstest.Server {
-	t.Helper()
-	return startServer(t, nopstest.WithReconciler(rec))
-}
 
 // newClient returns a client of s with a fixed actor.
 func newClient(t *testing.T, s *nopstest.Server, actor string) *client.Client {
@@ -37,13 +18,6 @@ func newClient(t *testing.T, s *nopstest.Server, actor string) *client.Client {
 		t.Fatalf("new client: %v", err)
 	}
 	return c
-}
-
-// createPending creates a deployment of a job of the default namespace
-// through Raft and moves it to pending_approval.
-func createPending(t *testing.T, s *nopstest.Server, jobID string) *structs.Deployment {
-	t.Helper()
-	return s.CreatePending("default", jobID)
 }
 
 var observedAt = time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)

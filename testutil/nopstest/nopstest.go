@@ -195,6 +195,16 @@ func Start(t testing.TB, dataDir string, opts ...Option) *Server {
 	return StartWith(t, cfg, opts...)
 }
 
+// StartDev starts a single dev server (as `nops serve -dev` runs) on a
+// temporary data dir, whose leader runs no loops, with opts, and waits
+// until it leads: the server of the tests of the API client and the CLI,
+// which have the reconcilers' routes answered WithReconciler.
+func StartDev(t testing.TB, opts ...Option) *Server {
+	t.Helper()
+	dev := func(c *config.Config) { c.Dev = true }
+	return Start(t, "", append([]Option{WithoutReconcilers(), WithConfig(dev)}, opts...)...)
+}
+
 // StartWith starts a server from a configuration and waits for a leader.
 func StartWith(t testing.TB, cfg *config.Config, opts ...Option) *Server {
 	t.Helper()

@@ -141,66 +141,60 @@ func readRules(path string) ([]byte, error) {
 	return os.ReadFile(path)
 }
 
-// aclPolicyListCommand lists the policies.
-type aclPolicyListCommand struct {
-	m *runner
+// aclPolicyList lists the policies.
+func (m *runner) aclPolicyList() command {
+	return &aclListCommand[*structs.ACLPolicy]{m: m, name: "acl policy list", synopsis: "List the ACL policies",
+		does: "Lists the ACL policies.", list: (*client.ACL).Policies,
+		table: table[*structs.ACLPolicy]{header: "Name\tDescription", empty: "No policies",
+			row: func(p *structs.ACLPolicy) string { return p.Name + "\t" + orDash(p.Description) }}}
 }
 
-func (c *aclPolicyListCommand) Synopsis() string { return "List the ACL policies" }
-
-func (c *aclPolicyListCommand) Help() string {
-	return "Usage: nops acl policy list [options]\n\n  Lists the ACL policies.\n" + apiFlagsHelp
+// aclPolicyInfo shows a policy and its rules.
+func (m *runner) aclPolicyInfo() command {
+	return &aclInfoCommand[*structs.ACLPolicy]{m: m, name: "acl policy info", synopsis: "Show an ACL policy and its rules",
+		does: "Shows a policy and its rules.", arg: "name", desc: "a policy name", get: (*client.ACL).Policy, fail: "policy %q",
+		show: func(m *runner, p *structs.ACLPolicy) {
+			m.kv("Name", p.Name, "Description", orDash(p.Description), "Create Index", fmt.Sprint(p.CreateIndex), "Modify Index", fmt.Sprint(p.ModifyIndex))
+			fmt.Fprintf(m.stdout, "\nRules\n\n%s\n", strings.TrimRight(p.Rules, "\n"))
+		}}
 }
 
-func (c *aclPolicyListCommand) Run(ctx context.Context, args []string) int {
-	return c.m.runACL(c, args, apiArgs{name: "acl policy list"}, func(api *client.Client, _ []string) (any, func(), error) {
-		list, err := api.ACL().Policies(ctx)
-		if list == nil {
-			list = []*structs.ACLPolicy{}
-		}
-		return list, func() {
-			table[*structs.ACLPolicy]{header: "Name\tDescription", empty: "No policies",
-				row: func(p *structs.ACLPolicy) string { return p.Name + "\t" + orDash(p.Description) }}.print(c.m, list)
-		}, err
-	})
+// writeMode is whether a create-or-update command creates (true) or
+// replaces an existing object (false).
+type writeMode bool
+
+func (w writeMode) verb() string {
+	if w {
+		return "create"
+	}
+	return "update"
 }
 
-// aclPolicyInfoCommand shows a policy and its rules.
-type aclPolicyInfoCommand struct {
-	m *runner
+// does is the verb of the command's help.
+func (w writeMode) does() string {
+	if w {
+		return "Creates"
+	}
+	return "Replaces"
 }
 
-func (c *aclPolicyInfoCommand) Synopsis() string { return "Show an ACL policy and its rules" }
-
-func (c *aclPolicyInfoCommand) Help() string {
-	return "Usage: nops acl policy info [options] <name>\n\n  Shows a policy and its rules.\n" + apiFlagsHelp
-}
-
-func (c *aclPolicyInfoCommand) Run(ctx context.Context, args []string) int {
-	spec := apiArgs{name: "acl policy info", min: 1, max: 1, desc: "a policy name"}
-	return c.m.runACL(c, args, spec, func(api *client.Client, pos []string) (any, func(), error) {
-		p, err := api.ACL().Policy(ctx, pos[0])
-		if err != nil {
-			return nil, nil, fmt.Errorf("policy %q: %w", pos[0], err)
-		}
-		return p, func() {
-			c.m.kv("Name", p.Name, "Description", orDash(p.Description), "Create Index", fmt.Sprint(p.CreateIndex), "Modify Index", fmt.Sprint(p.ModifyIndex))
-			fmt.Fprintf(c.m.stdout, "\nRules\n\n%s\n", strings.TrimRight(p.Rules, "\n"))
-		}, nil
-	})
+// check refuses to create what exists, and to update what does not: getErr
+// is the error of reading the object, what and name name it, group is the
+// commands' group ("acl role").
+func (w writeMode) check(getErr error, what, name, group string) error {
+	switch create := bool(w); {
+	case create && getErr == nil:
+		return fmt.Errorf("%s %q already exists: use nops %s update", what, name, group)
+	case !create && getErr != nil:
+		return fmt.Errorf("%s %q: %w", what, name, getErr)
+	}
+	return nil
 }
 
 // aclRoleWriteCommand creates a role, or replaces one (update).
 type aclRoleWriteCommand struct {
 	m      *runner
-	create bool
-}
-
-func (c *aclRoleWriteCommand) verb() string {
-	if c.create {
-		return "create"
-	}
-	return "update"
+	create writeMode
 }
 
 func (c *aclRoleWriteCommand) Synopsis() string {
@@ -211,11 +205,7 @@ func (c *aclRoleWriteCommand) Synopsis() string {
 }
 
 func (c *aclRoleWriteCommand) Help() string {
-	does := "Replaces"
-	if c.create {
-		does = "Creates"
-	}
-	return fmt.Sprintf("Usage: nops acl role %s [options] <name>\n\n  %s an ACL role: a named set of policies that tokens and binding rules use.\n", c.verb(), does) + `
+	return fmt.Sprintf("Usage: nops acl role %s [options] <name>\n\n  %s an ACL role: a named set of policies that tokens and binding rules use.\n", c.create.verb(), c.create.does()) + `
 Options:
 
   -policy=<name>
@@ -229,74 +219,40 @@ Options:
 func (c *aclRoleWriteCommand) Run(ctx context.Context, args []string) int {
 	var desc string
 	var pols stringList
-	spec := apiArgs{name: "acl role " + c.verb(), min: 1, max: 1, desc: "a role name", flags: func(fs *flag.FlagSet) {
+	spec := apiArgs{name: "acl role " + c.create.verb(), min: 1, max: 1, desc: "a role name", flags: func(fs *flag.FlagSet) {
 		fs.StringVar(&desc, "description", "", "")
 		fs.Var(&pols, "policy", "")
 	}}
 	return c.m.runACL(c, args, spec, func(api *client.Client, pos []string) (any, func(), error) {
 		_, err := api.ACL().Role(ctx, pos[0])
-		switch {
-		case c.create && err == nil:
-			return nil, nil, fmt.Errorf("role %q already exists: use nops acl role update", pos[0])
-		case !c.create && err != nil:
-			return nil, nil, fmt.Errorf("role %q: %w", pos[0], err)
+		if err := c.create.check(err, "role", pos[0], "acl role"); err != nil {
+			return nil, nil, err
 		}
 		r, err := api.ACL().PutRole(ctx, &structs.ACLRoleSpec{Name: pos[0], Description: desc, Policies: pols})
 		if err != nil {
-			return nil, nil, fmt.Errorf("%s role %q: %w", c.verb(), pos[0], err)
+			return nil, nil, fmt.Errorf("%s role %q: %w", c.create.verb(), pos[0], err)
 		}
-		return r, func() { fmt.Fprintf(c.m.stdout, "Role %q %sd\n", r.Name, c.verb()) }, nil
+		return r, func() { fmt.Fprintf(c.m.stdout, "Role %q %sd\n", r.Name, c.create.verb()) }, nil
 	})
 }
 
-// aclRoleListCommand lists the roles.
-type aclRoleListCommand struct {
-	m *runner
+// aclRoleList lists the roles.
+func (m *runner) aclRoleList() command {
+	return &aclListCommand[*structs.ACLRole]{m: m, name: "acl role list", synopsis: "List the ACL roles",
+		does: "Lists the ACL roles.", list: (*client.ACL).Roles,
+		table: table[*structs.ACLRole]{header: "Name\tPolicies\tDescription", empty: "No roles",
+			row: func(r *structs.ACLRole) string {
+				return r.Name + "\t" + strings.Join(r.Policies, ",") + "\t" + orDash(r.Description)
+			}}}
 }
 
-func (c *aclRoleListCommand) Synopsis() string { return "List the ACL roles" }
-
-func (c *aclRoleListCommand) Help() string {
-	return "Usage: nops acl role list [options]\n\n  Lists the ACL roles.\n" + apiFlagsHelp
-}
-
-func (c *aclRoleListCommand) Run(ctx context.Context, args []string) int {
-	return c.m.runACL(c, args, apiArgs{name: "acl role list"}, func(api *client.Client, _ []string) (any, func(), error) {
-		list, err := api.ACL().Roles(ctx)
-		if list == nil {
-			list = []*structs.ACLRole{}
-		}
-		return list, func() {
-			table[*structs.ACLRole]{header: "Name\tPolicies\tDescription", empty: "No roles",
-				row: func(r *structs.ACLRole) string {
-					return r.Name + "\t" + strings.Join(r.Policies, ",") + "\t" + orDash(r.Description)
-				}}.print(c.m, list)
-		}, err
-	})
-}
-
-// aclRoleInfoCommand shows a role.
-type aclRoleInfoCommand struct {
-	m *runner
-}
-
-func (c *aclRoleInfoCommand) Synopsis() string { return "Show an ACL role" }
-
-func (c *aclRoleInfoCommand) Help() string {
-	return "Usage: nops acl role info [options] <name>\n\n  Shows a role.\n" + apiFlagsHelp
-}
-
-func (c *aclRoleInfoCommand) Run(ctx context.Context, args []string) int {
-	spec := apiArgs{name: "acl role info", min: 1, max: 1, desc: "a role name"}
-	return c.m.runACL(c, args, spec, func(api *client.Client, pos []string) (any, func(), error) {
-		r, err := api.ACL().Role(ctx, pos[0])
-		if err != nil {
-			return nil, nil, fmt.Errorf("role %q: %w", pos[0], err)
-		}
-		return r, func() {
-			c.m.kv("Name", r.Name, "Description", orDash(r.Description), "Policies", strings.Join(r.Policies, ","))
-		}, nil
-	})
+// aclRoleInfo shows a role.
+func (m *runner) aclRoleInfo() command {
+	return &aclInfoCommand[*structs.ACLRole]{m: m, name: "acl role info", synopsis: "Show an ACL role",
+		does: "Shows a role.", arg: "name", desc: "a role name", get: (*client.ACL).Role, fail: "role %q",
+		show: func(m *runner, r *structs.ACLRole) {
+			m.kv("Name", r.Name, "Description", orDash(r.Description), "Policies", strings.Join(r.Policies, ","))
+		}}
 }
 
 // tokenFlags are the flags of acl token create and update.
@@ -384,28 +340,12 @@ func (c *aclTokenUpdateCommand) Run(ctx context.Context, args []string) int {
 	})
 }
 
-// aclTokenListCommand lists the tokens, never their secrets.
-type aclTokenListCommand struct {
-	m *runner
-}
-
-func (c *aclTokenListCommand) Synopsis() string { return "List the ACL tokens" }
-
-func (c *aclTokenListCommand) Help() string {
-	return "Usage: nops acl token list [options]\n\n  Lists the tokens (never their secrets).\n" + apiFlagsHelp
-}
-
-func (c *aclTokenListCommand) Run(ctx context.Context, args []string) int {
-	return c.m.runACL(c, args, apiArgs{name: "acl token list"}, func(api *client.Client, _ []string) (any, func(), error) {
-		list, err := api.ACL().Tokens(ctx)
-		if list == nil {
-			list = []*structs.ACLTokenView{}
-		}
-		return list, func() {
-			table[*structs.ACLTokenView]{header: "Accessor ID\tName\tType\tPolicies\tRoles\tExpires", empty: "No tokens",
-				row: tokenRow}.print(c.m, list)
-		}, err
-	})
+// aclTokenList lists the tokens, never their secrets.
+func (m *runner) aclTokenList() command {
+	return &aclListCommand[*structs.ACLTokenView]{m: m, name: "acl token list", synopsis: "List the ACL tokens",
+		does: "Lists the tokens (never their secrets).", list: (*client.ACL).Tokens,
+		table: table[*structs.ACLTokenView]{header: "Accessor ID\tName\tType\tPolicies\tRoles\tExpires", empty: "No tokens",
+			row: tokenRow}}
 }
 
 func tokenRow(t *structs.ACLTokenView) string {
@@ -417,26 +357,11 @@ func tokenRow(t *structs.ACLTokenView) string {
 		orDash(strings.Join(t.Roles, ",")), exp}, "\t")
 }
 
-// aclTokenInfoCommand shows a token, never its secret.
-type aclTokenInfoCommand struct {
-	m *runner
-}
-
-func (c *aclTokenInfoCommand) Synopsis() string { return "Show an ACL token" }
-
-func (c *aclTokenInfoCommand) Help() string {
-	return "Usage: nops acl token info [options] <accessor_id>\n\n  Shows a token (never its secret).\n" + apiFlagsHelp
-}
-
-func (c *aclTokenInfoCommand) Run(ctx context.Context, args []string) int {
-	spec := apiArgs{name: "acl token info", min: 1, max: 1, desc: "an accessor ID"}
-	return c.m.runACL(c, args, spec, func(api *client.Client, pos []string) (any, func(), error) {
-		t, err := api.ACL().Token(ctx, pos[0])
-		if err != nil {
-			return nil, nil, fmt.Errorf("token %s: %w", pos[0], err)
-		}
-		return c.m.printTokenCall(t)
-	})
+// aclTokenInfo shows a token, never its secret.
+func (m *runner) aclTokenInfo() command {
+	return &aclInfoCommand[*structs.ACLTokenView]{m: m, name: "acl token info", synopsis: "Show an ACL token",
+		does: "Shows a token (never its secret).", arg: "accessor_id", desc: "an accessor ID", get: (*client.ACL).Token,
+		fail: "token %s", show: (*runner).printToken}
 }
 
 // aclTokenSelfCommand shows the token the command sends.
@@ -457,6 +382,36 @@ func (c *aclTokenSelfCommand) Run(ctx context.Context, args []string) int {
 			return nil, nil, fmt.Errorf("token self: %w", err)
 		}
 		return c.m.printTokenCall(t)
+	})
+}
+
+// aclInfoCommand shows one ACL object.
+type aclInfoCommand[T any] struct {
+	m *runner
+	// name is the command's name; does is the sentence of its help; arg
+	// names its argument in the usage, desc in errors ("a policy name").
+	name, synopsis, does, arg, desc string
+	// get is the method of the API client that reads the object; fail is
+	// the format, with the argument, of its error.
+	get  func(acl *client.ACL, ctx context.Context, id string) (T, error)
+	fail string
+	show func(m *runner, v T)
+}
+
+func (c *aclInfoCommand[T]) Synopsis() string { return c.synopsis }
+
+func (c *aclInfoCommand[T]) Help() string {
+	return "Usage: nops " + c.name + " [options] <" + c.arg + ">\n\n  " + c.does + "\n" + apiFlagsHelp
+}
+
+func (c *aclInfoCommand[T]) Run(ctx context.Context, args []string) int {
+	spec := apiArgs{name: c.name, min: 1, max: 1, desc: c.desc}
+	return c.m.runACL(c, args, spec, func(api *client.Client, pos []string) (any, func(), error) {
+		v, err := c.get(api.ACL(), ctx, pos[0])
+		if err != nil {
+			return nil, nil, fmt.Errorf(c.fail+": %w", pos[0], err)
+		}
+		return v, func() { c.show(c.m, v) }, nil
 	})
 }
 
@@ -483,6 +438,32 @@ func (c *aclDeleteCommand) Run(ctx context.Context, args []string) int {
 			return nil, nil, fmt.Errorf("delete %s %q: %w", withoutArticle(c.what), pos[0], err)
 		}
 		return map[string]string{"deleted": pos[0]}, func() { fmt.Fprintf(c.m.stdout, "Deleted %q\n", pos[0]) }, nil
+	})
+}
+
+// aclListCommand lists the ACL objects of one kind as a table.
+type aclListCommand[T any] struct {
+	m *runner
+	// name is the command's name; does is the sentence of its help.
+	name, synopsis, does string
+	// list is the method of the API client that lists the objects.
+	list  func(acl *client.ACL, ctx context.Context) ([]T, error)
+	table table[T]
+}
+
+func (c *aclListCommand[T]) Synopsis() string { return c.synopsis }
+
+func (c *aclListCommand[T]) Help() string {
+	return "Usage: nops " + c.name + " [options]\n\n  " + c.does + "\n" + apiFlagsHelp
+}
+
+func (c *aclListCommand[T]) Run(ctx context.Context, args []string) int {
+	return c.m.runACL(c, args, apiArgs{name: c.name}, func(api *client.Client, _ []string) (any, func(), error) {
+		list, err := c.list(api.ACL(), ctx)
+		if list == nil {
+			list = []T{}
+		}
+		return list, func() { c.table.print(c.m, list) }, err
 	})
 }
 

@@ -54,14 +54,7 @@ Options:
 // (update).
 type aclAuthMethodWriteCommand struct {
 	m      *runner
-	create bool
-}
-
-func (c *aclAuthMethodWriteCommand) verb() string {
-	if c.create {
-		return "create"
-	}
-	return "update"
+	create writeMode
 }
 
 func (c *aclAuthMethodWriteCommand) Synopsis() string {
@@ -72,17 +65,13 @@ func (c *aclAuthMethodWriteCommand) Synopsis() string {
 }
 
 func (c *aclAuthMethodWriteCommand) Help() string {
-	does := "Replaces"
-	if c.create {
-		does = "Creates"
-	}
-	return fmt.Sprintf("Usage: nops acl auth-method %s [options] <name>\n\n  %s an SSO auth method (OIDC or JWT).\n", c.verb(), does) +
+	return fmt.Sprintf("Usage: nops acl auth-method %s [options] <name>\n\n  %s an SSO auth method (OIDC or JWT).\n", c.create.verb(), c.create.does()) +
 		authMethodFlagsHelp + apiFlagsHelp
 }
 
 func (c *aclAuthMethodWriteCommand) Run(ctx context.Context, args []string) int {
 	var f authMethodFlags
-	spec := apiArgs{name: "acl auth-method " + c.verb(), min: 1, max: 1, desc: "an auth method name", flags: f.register,
+	spec := apiArgs{name: "acl auth-method " + c.create.verb(), min: 1, max: 1, desc: "an auth method name", flags: f.register,
 		check: func([]string) error {
 			if f.config == "" {
 				return errors.New("-config is required")
@@ -95,70 +84,37 @@ func (c *aclAuthMethodWriteCommand) Run(ctx context.Context, args []string) int 
 			return nil, nil, fmt.Errorf("-config: %w", err)
 		}
 		_, err := api.ACL().AuthMethod(ctx, pos[0])
-		switch {
-		case c.create && err == nil:
-			return nil, nil, fmt.Errorf("auth method %q already exists: use nops acl auth-method update", pos[0])
-		case !c.create && err != nil:
-			return nil, nil, fmt.Errorf("auth method %q: %w", pos[0], err)
+		if err := c.create.check(err, "auth method", pos[0], "acl auth-method"); err != nil {
+			return nil, nil, err
 		}
 		am, err := api.ACL().PutAuthMethod(ctx, &structs.ACLAuthMethodSpec{Name: pos[0], Type: f.typ, DisplayName: f.display,
 			TokenTTL: f.ttl, Default: f.isDefault, Config: cfg})
 		if err != nil {
-			return nil, nil, fmt.Errorf("%s auth method %q: %w", c.verb(), pos[0], err)
+			return nil, nil, fmt.Errorf("%s auth method %q: %w", c.create.verb(), pos[0], err)
 		}
-		return am, func() { fmt.Fprintf(c.m.stdout, "Auth method %q %sd\n", am.Name, c.verb()) }, nil
+		return am, func() { fmt.Fprintf(c.m.stdout, "Auth method %q %sd\n", am.Name, c.create.verb()) }, nil
 	})
 }
 
-// aclAuthMethodListCommand lists the SSO auth methods.
-type aclAuthMethodListCommand struct {
-	m *runner
+// aclAuthMethodList lists the SSO auth methods.
+func (m *runner) aclAuthMethodList() command {
+	return &aclListCommand[*structs.ACLAuthMethod]{m: m, name: "acl auth-method list", synopsis: "List the SSO auth methods",
+		does: "Lists the SSO auth methods.", list: (*client.ACL).AuthMethods,
+		table: table[*structs.ACLAuthMethod]{header: "Name\tType\tDefault\tToken TTL", empty: "No auth methods",
+			row: func(a *structs.ACLAuthMethod) string {
+				return a.Name + "\t" + a.Type + "\t" + yesNo(a.Default) + "\t" + orDash(a.TokenTTL)
+			}}}
 }
 
-func (c *aclAuthMethodListCommand) Synopsis() string { return "List the SSO auth methods" }
-
-func (c *aclAuthMethodListCommand) Help() string {
-	return "Usage: nops acl auth-method list [options]\n\n  Lists the SSO auth methods.\n" + apiFlagsHelp
-}
-
-func (c *aclAuthMethodListCommand) Run(ctx context.Context, args []string) int {
-	return c.m.runACL(c, args, apiArgs{name: "acl auth-method list"}, func(api *client.Client, _ []string) (any, func(), error) {
-		list, err := api.ACL().AuthMethods(ctx)
-		if list == nil {
-			list = []*structs.ACLAuthMethod{}
-		}
-		return list, func() {
-			table[*structs.ACLAuthMethod]{header: "Name\tType\tDefault\tToken TTL", empty: "No auth methods",
-				row: func(a *structs.ACLAuthMethod) string {
-					return a.Name + "\t" + a.Type + "\t" + yesNo(a.Default) + "\t" + orDash(a.TokenTTL)
-				}}.print(c.m, list)
-		}, err
-	})
-}
-
-// aclAuthMethodInfoCommand shows an SSO auth method.
-type aclAuthMethodInfoCommand struct {
-	m *runner
-}
-
-func (c *aclAuthMethodInfoCommand) Synopsis() string { return "Show an SSO auth method" }
-
-func (c *aclAuthMethodInfoCommand) Help() string {
-	return "Usage: nops acl auth-method info [options] <name>\n\n  Shows an auth method (its client secret redacted).\n" + apiFlagsHelp
-}
-
-func (c *aclAuthMethodInfoCommand) Run(ctx context.Context, args []string) int {
-	spec := apiArgs{name: "acl auth-method info", min: 1, max: 1, desc: "an auth method name"}
-	return c.m.runACL(c, args, spec, func(api *client.Client, pos []string) (any, func(), error) {
-		a, err := api.ACL().AuthMethod(ctx, pos[0])
-		if err != nil {
-			return nil, nil, fmt.Errorf("auth method %q: %w", pos[0], err)
-		}
-		return a, func() {
-			c.m.kv("Name", a.Name, "Type", a.Type, "Display Name", orDash(a.DisplayName), "Default", yesNo(a.Default), "Token TTL", orDash(a.TokenTTL))
-			_ = c.m.printJSON(a.Config)
-		}, nil
-	})
+// aclAuthMethodInfo shows an SSO auth method.
+func (m *runner) aclAuthMethodInfo() command {
+	return &aclInfoCommand[*structs.ACLAuthMethod]{m: m, name: "acl auth-method info", synopsis: "Show an SSO auth method",
+		does: "Shows an auth method (its client secret redacted).", arg: "name", desc: "an auth method name",
+		get: (*client.ACL).AuthMethod, fail: "auth method %q",
+		show: func(m *runner, a *structs.ACLAuthMethod) {
+			m.kv("Name", a.Name, "Type", a.Type, "Display Name", orDash(a.DisplayName), "Default", yesNo(a.Default), "Token TTL", orDash(a.TokenTTL))
+			_ = m.printJSON(a.Config)
+		}}
 }
 
 // bindingRuleFlags registers the flags of acl binding-rule create and
@@ -238,55 +194,24 @@ func (c *aclBindingRuleUpdateCommand) Run(ctx context.Context, args []string) in
 	})
 }
 
-// aclBindingRuleListCommand lists the binding rules.
-type aclBindingRuleListCommand struct {
-	m *runner
+// aclBindingRuleList lists the binding rules.
+func (m *runner) aclBindingRuleList() command {
+	return &aclListCommand[*structs.ACLBindingRule]{m: m, name: "acl binding-rule list", synopsis: "List the binding rules",
+		does: "Lists the binding rules.", list: (*client.ACL).BindingRules,
+		table: table[*structs.ACLBindingRule]{header: "ID\tAuth Method\tBind\tSelector", empty: "No binding rules",
+			row: func(r *structs.ACLBindingRule) string {
+				return r.ID + "\t" + r.AuthMethod + "\t" + r.BindType + ":" + r.BindName + "\t" + orDash(r.Selector)
+			}}}
 }
 
-func (c *aclBindingRuleListCommand) Synopsis() string { return "List the binding rules" }
-
-func (c *aclBindingRuleListCommand) Help() string {
-	return "Usage: nops acl binding-rule list [options]\n\n  Lists the binding rules.\n" + apiFlagsHelp
-}
-
-func (c *aclBindingRuleListCommand) Run(ctx context.Context, args []string) int {
-	return c.m.runACL(c, args, apiArgs{name: "acl binding-rule list"}, func(api *client.Client, _ []string) (any, func(), error) {
-		list, err := api.ACL().BindingRules(ctx)
-		if list == nil {
-			list = []*structs.ACLBindingRule{}
-		}
-		return list, func() {
-			table[*structs.ACLBindingRule]{header: "ID\tAuth Method\tBind\tSelector", empty: "No binding rules",
-				row: func(r *structs.ACLBindingRule) string {
-					return r.ID + "\t" + r.AuthMethod + "\t" + r.BindType + ":" + r.BindName + "\t" + orDash(r.Selector)
-				}}.print(c.m, list)
-		}, err
-	})
-}
-
-// aclBindingRuleInfoCommand shows a binding rule.
-type aclBindingRuleInfoCommand struct {
-	m *runner
-}
-
-func (c *aclBindingRuleInfoCommand) Synopsis() string { return "Show a binding rule" }
-
-func (c *aclBindingRuleInfoCommand) Help() string {
-	return "Usage: nops acl binding-rule info [options] <id>\n\n  Shows a binding rule.\n" + apiFlagsHelp
-}
-
-func (c *aclBindingRuleInfoCommand) Run(ctx context.Context, args []string) int {
-	spec := apiArgs{name: "acl binding-rule info", min: 1, max: 1, desc: "a rule ID"}
-	return c.m.runACL(c, args, spec, func(api *client.Client, pos []string) (any, func(), error) {
-		r, err := api.ACL().BindingRule(ctx, pos[0])
-		if err != nil {
-			return nil, nil, fmt.Errorf("binding rule %s: %w", pos[0], err)
-		}
-		return r, func() {
-			c.m.kv("ID", r.ID, "Auth Method", r.AuthMethod, "Selector", orDash(r.Selector), "Bind Type", r.BindType,
+// aclBindingRuleInfo shows a binding rule.
+func (m *runner) aclBindingRuleInfo() command {
+	return &aclInfoCommand[*structs.ACLBindingRule]{m: m, name: "acl binding-rule info", synopsis: "Show a binding rule",
+		does: "Shows a binding rule.", arg: "id", desc: "a rule ID", get: (*client.ACL).BindingRule, fail: "binding rule %s",
+		show: func(m *runner, r *structs.ACLBindingRule) {
+			m.kv("ID", r.ID, "Auth Method", r.AuthMethod, "Selector", orDash(r.Selector), "Bind Type", r.BindType,
 				"Bind Name", orDash(r.BindName), "Description", orDash(r.Description))
-		}, nil
-	})
+		}}
 }
 
 // loginCommand logs in with an SSO auth method.

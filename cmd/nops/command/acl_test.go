@@ -27,7 +27,7 @@ import (
 
 func startACLServer(t *testing.T) *nopstest.Server {
 	t.Helper()
-	return startTestServer(t, nopstest.WithConfig(func(c *config.Config) { c.ACL.Enabled = true }))
+	return nopstest.StartDev(t, nopstest.WithConfig(func(c *config.Config) { c.ACL.Enabled = true }))
 }
 
 // TestACLCommands_BootstrapPoliciesRolesTokens drives the ACL commands

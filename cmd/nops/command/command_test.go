@@ -13,6 +13,7 @@ import (
 	"github.com/nops-dev/nops/rpc/client"
 	"github.com/nops-dev/nops/structs"
 	"github.com/nops-dev/nops/testutil"
+	"github.com/nops-dev/nops/testutil/nopstest"
 )
 
 // Help goes to stdout with 0; usage errors go to stderr with 2, before any
@@ -98,7 +99,7 @@ func TestUnreachableServer(t *testing.T) {
 }
 
 func TestCLI_ClusterStatus(t *testing.T) {
-	s := startTestServer(t)
+	s := nopstest.StartDev(t)
 	c := newCLI(t, s)
 	self := s.Config().NodeName
 
@@ -134,7 +135,7 @@ func TestCLI_ClusterStatus(t *testing.T) {
 }
 
 func TestCLI_Deployments(t *testing.T) {
-	s := startTestServer(t)
+	s := nopstest.StartDev(t)
 	c := newCLI(t, s)
 	c.env[EnvToken] = "unused-token"
 
@@ -145,8 +146,8 @@ func TestCLI_Deployments(t *testing.T) {
 		t.Errorf("empty list -json: %v", empty)
 	}
 
-	web := createPending(t, s, "web")
-	api := createPending(t, s, "api")
+	web := s.CreatePending("default", "web")
+	api := s.CreatePending("default", "api")
 	out := c.ok("deployment", "list")
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	if len(lines) != 3 || !strings.HasPrefix(lines[1], api.ID[:8]) || !strings.HasPrefix(lines[2], web.ID[:8]) {
@@ -192,7 +193,7 @@ func TestCLI_Deployments(t *testing.T) {
 }
 
 func TestCLI_PausesAndWindows(t *testing.T) {
-	s := startTestServer(t)
+	s := nopstest.StartDev(t)
 	c := newCLI(t, s)
 
 	out := c.ok("pause", "-reason", "maintenance")
@@ -292,7 +293,7 @@ window "z" {
 }
 
 func TestCLI_EventsFollow(t *testing.T) {
-	s := startTestServer(t)
+	s := nopstest.StartDev(t)
 	c := newCLI(t, s)
 	c.ok("pause", "-reason", "before follow")
 
@@ -327,9 +328,9 @@ func TestCLI_EventsFollow(t *testing.T) {
 }
 
 func TestCLI_SnapshotSaveInspectRestore(t *testing.T) {
-	s := startTestServer(t)
+	s := nopstest.StartDev(t)
 	c := newCLI(t, s)
-	createPending(t, s, "web")
+	s.CreatePending("default", "web")
 	c.ok("pause", "-reason", "snapshot test")
 	dir := t.TempDir()
 	file := filepath.Join(dir, "state.snap")
@@ -388,7 +389,7 @@ func TestCLI_SnapshotSaveInspectRestore(t *testing.T) {
 
 func TestCLI_ReconcilerRoutes(t *testing.T) {
 	fake := fakeReconciler()
-	s := startWithReconciler(t, fake)
+	s := nopstest.StartDev(t, nopstest.WithReconciler(fake))
 	c := newCLI(t, s)
 
 	out := c.ok("status")
@@ -406,7 +407,7 @@ func TestCLI_ReconcilerRoutes(t *testing.T) {
 	mustContain(t, "repo refresh", c.ok("repo", "refresh", "ops"), `Repository "ops" fetched: head cccccccccccc, 4 job files`)
 	mustContain(t, "orphans", c.ok("orphans"), "legacy", "jobs/legacy.nomad.hcl")
 
-	d := createPending(t, s, "web")
+	d := s.CreatePending("default", "web")
 	mustContain(t, "promote", c.ok("deployment", "promote", d.ID), "canaries promoted")
 
 	// The CLI's actor is the client's default, user@host.

@@ -163,12 +163,5 @@ func (c *eventsCommand) follow(ctx context.Context, api *client.Client, cursor, 
 // reports whether to try again.
 func (m *runner) retryAfter(ctx context.Context, err error, wait time.Duration) bool {
 	fmt.Fprintf(m.stderr, "Warning: %v; retrying in %s\n", err, wait)
-	t := time.NewTimer(wait)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
+	return structs.Sleep(ctx, wait)
 }

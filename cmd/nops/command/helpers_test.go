@@ -3,12 +3,12 @@ package command
 import (
 	"context"
 	"encoding/json"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/nops-dev/nops/agent"
-	"github.com/nops-dev/nops/agent/config"
 	"github.com/nops-dev/nops/structs"
 	"github.com/nops-dev/nops/testutil"
 	"github.com/nops-dev/nops/testutil/nopstest"
@@ -17,23 +17,6 @@ import (
 // syncBuffer is the buffer of the commands' output and of the recorded
 // calls, safe for concurrent writers and readers.
 type syncBuffer = testutil.SyncBuffer
-
-// devMode makes a test server a dev server, as `nops serve -dev` runs.
-func devMode(cfg *config.Config) { cfg.Dev = true }
-
-// startTestServer starts a real single-server dev cluster on free ports,
-// whose leader runs no loops, with opts, and waits for its leader.
-func startTestServer(t *testing.T, opts ...nopstest.Option) *nopstest.Server {
-	t.Helper()
-	return nopstest.Start(t, "", append([]nopstest.Option{nopstest.WithoutReconcilers(), nopstest.WithConfig(devMode)}, opts...)...)
-}
-
-// startWithReconciler is startTestServer with rec answering the
-// reconcilers' routes.
-func startWithReconciler(t *testing.T, rec agent.Reconciler) *nopstest.Server {
-	t.Helper()
-	return startTestServer(t, nopstest.WithReconciler(rec))
-}
 
 // cli runs nops commands in-process with a controlled environment.
 type cli struct {
@@ -116,13 +99,6 @@ func mustContain(t *testing.T, what, s string, subs ...string) {
 	}
 }
 
-// createPending creates a deployment of a job of the default namespace
-// through Raft and moves it to pending_approval.
-func createPending(t *testing.T, s *nopstest.Server, jobID string) *structs.Deployment {
-	t.Helper()
-	return s.CreatePending("default", jobID)
-}
-
 var observedAt = time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
 
 // fakeReconciler answers the reconcilers' routes with fixed values: three
@@ -155,4 +131,23 @@ func fakeReconciler() *nopstest.FakeReconciler {
 		f.JobList = append(f.JobList, &structs.JobSummary{JobStatus: j})
 	}
 	return f
+}
+
+// startServe starts `nops serve -dev` (the built binary) as node, with a
+// Nomad address where nothing listens, the log in dir/nops.log and args
+// after the other flags, on a free HTTP port; it returns the process and
+// the port. The process stops when the test ends.
+func startServe(t *testing.T, dir, node string, args ...string) (*testutil.Process, int) {
+	t.Helper()
+	port := testutil.FreePorts(t, 1)[0]
+	p, err := testutil.StartProcess(testutil.ProcessConfig{
+		Name: "nops serve", Bin: testutil.NopsBinary(t), LogPath: filepath.Join(dir, "nops.log"),
+		Args: append([]string{"serve", "-dev", "-node", node, "-http-port", strconv.Itoa(port), "-rpc-port", "0", "-serf-port", "0",
+			"-nomad-addr", testutil.ClosedAddress(t)}, args...),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Stop)
+	return p, port
 }

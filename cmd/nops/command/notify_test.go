@@ -24,7 +24,7 @@ func TestCLI_Notify(t *testing.T) {
 		w.WriteHeader(http.StatusOK)
 	}))
 	t.Cleanup(rcv.Close)
-	s := startTestServer(t, nopstest.WithConfig(func(c *config.Config) {
+	s := nopstest.StartDev(t, nopstest.WithConfig(func(c *config.Config) {
 		c.Notify = []config.NotifyConfig{{Name: "ops", Kind: config.NotifyKindWebhook, URL: rcv.URL,
 			Events: []string{structs.NotifyPaused}, Jobs: []string{"web"}}}
 	}))

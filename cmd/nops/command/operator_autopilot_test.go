@@ -4,10 +4,12 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nops-dev/nops/testutil/nopstest"
 )
 
 func TestOperatorAutopilot_Commands(t *testing.T) {
-	s := startTestServer(t)
+	s := nopstest.StartDev(t)
 	c := newCLI(t, s)
 
 	res := c.run("operator", "autopilot", "get-config")

@@ -6,12 +6,13 @@ import (
 
 	"github.com/nops-dev/nops/fsm"
 	"github.com/nops-dev/nops/structs"
+	"github.com/nops-dev/nops/testutil/nopstest"
 )
 
 // TestCLI_OperatorGC forces a retention pass: the events older than a year
 // go, the rest stay, and the command says what it removed.
 func TestCLI_OperatorGC(t *testing.T) {
-	s := startTestServer(t)
+	s := nopstest.StartDev(t)
 	c := newCLI(t, s)
 	old := time.Now().UTC().Add(-400 * 24 * time.Hour)
 	if _, err := s.Apply(structs.EventAppendRequestType, &structs.EventAppendRequest{

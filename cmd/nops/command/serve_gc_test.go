@@ -23,7 +23,6 @@ func TestServe_GCMinHeapRaisesGOGC(t *testing.T) {
 		// The server inherits it; CI sets none.
 		t.Skipf("GOGC=%s is set: this test needs the runtime's default", v)
 	}
-	bin := testutil.NopsBinary(t)
 	for _, c := range []struct {
 		name  string
 		extra []string
@@ -34,16 +33,7 @@ func TestServe_GCMinHeapRaisesGOGC(t *testing.T) {
 		{"off", []string{"-gc-min-heap", "0"}, func(p int) bool { return p == 100 }, "100"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			port := testutil.FreePorts(t, 1)[0]
-			args := append([]string{"serve", "-dev", "-node", "gc", "-http-port", strconv.Itoa(port), "-rpc-port", "0",
-				"-serf-port", "0", "-nomad-addr", testutil.ClosedAddress(t)}, c.extra...)
-			p, err := testutil.StartProcess(testutil.ProcessConfig{
-				Name: "nops serve", Bin: bin, LogPath: t.TempDir() + "/nops.log", Args: args,
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(p.Stop)
+			_, port := startServe(t, t.TempDir(), "gc", c.extra...)
 			url := "http://127.0.0.1:" + strconv.Itoa(port) + "/metrics"
 			gauge := regexp.MustCompile(`(?m)^go_gc_gogc_percent (\d+)$`)
 			var last string

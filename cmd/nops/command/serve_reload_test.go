@@ -3,6 +3,7 @@
 package command
 
 import (
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -15,14 +16,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nops-dev/nops/agent/tlsutil"
 	"github.com/nops-dev/nops/testutil"
+	"github.com/nops-dev/nops/testutil/nopstest"
 )
 
 // SIGHUP reloads the log level and the repositories of a running nops
 // serve, without a restart, and names in the log the changed settings only
 // a restart applies.
 func TestServe_SIGHUPReloadsLogLevelAndRepositories(t *testing.T) {
-	bin := testutil.NopsBinary(t)
 	first := testutil.NewGitRepo(t)
 	first.WriteFile("a.nomad.hcl", `job "a" {}`)
 	first.Commit("a")
@@ -35,16 +37,7 @@ func TestServe_SIGHUPReloadsLogLevelAndRepositories(t *testing.T) {
 	logPath := filepath.Join(dir, "nops.log")
 	base := fmt.Sprintf("drift_interval = \"500ms\"\nrepository \"first\" {\n  url = %q\n}\n", first.URL())
 	writeFile(t, cfgFile, base+"log_level = \"info\"\n")
-	port := testutil.FreePorts(t, 1)[0]
-	p, err := testutil.StartProcess(testutil.ProcessConfig{
-		Name: "nops serve", Bin: bin, LogPath: logPath,
-		Args: []string{"serve", "-dev", "-node", "reload", "-http-port", strconv.Itoa(port), "-rpc-port", "0", "-serf-port", "0",
-			"-config", cfgFile, "-nomad-addr", testutil.ClosedAddress(t)},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(p.Stop)
+	p, port := startServe(t, dir, "reload", "-config", cfgFile)
 	addr := "http://127.0.0.1:" + strconv.Itoa(port)
 	refresh := func(name string) (int, string) {
 		resp, err := http.Post(addr+"/v1/repo/"+name+"/refresh", "application/json", nil)
@@ -105,5 +98,55 @@ func TestServe_SIGHUPReloadsLogLevelAndRepositories(t *testing.T) {
 	// The first repository is still watched, under the same process.
 	if code, body := refresh("first"); code != http.StatusOK {
 		t.Errorf("refresh first after the reload: %d %s", code, body)
+	}
+}
+
+// SIGHUP no longer kills nops serve: it reloads the TLS certificate, and
+// new connections get the new one.
+func TestServe_SIGHUPReloadsTLS(t *testing.T) {
+	files := nopstest.NewTLS(t, "")
+	dir := t.TempDir()
+	cfgFile := filepath.Join(dir, "tls.hcl")
+	writeFile(t, cfgFile, fmt.Sprintf("tls {\n  http = true\n  cert_file = %q\n  key_file = %q\n}\n", files.ServerCertFile, files.ServerKeyFile))
+	p, port := startServe(t, dir, "hup", "-config", cfgFile)
+	addr := "127.0.0.1:" + strconv.Itoa(port)
+	serial := func() (string, error) {
+		conn, err := tls.Dial("tcp", addr, files.ClientConfig(t))
+		if err != nil {
+			return "", err
+		}
+		defer conn.Close()
+		return conn.ConnectionState().PeerCertificates[0].SerialNumber.String(), nil
+	}
+	var first string
+	testutil.WaitForResult(t, 30*time.Second, func() (bool, error) {
+		var err error
+		first, err = serial()
+		return err == nil, err
+	})
+
+	cert, err := files.CA.NewCert(tlsutil.CertOptions{Kind: tlsutil.KindServer})
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, files.ServerCertFile, string(cert.CertPEM))
+	writeFile(t, files.ServerKeyFile, string(cert.KeyPEM))
+	if err := syscall.Kill(p.Pid(), syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitForResult(t, 20*time.Second, func() (bool, error) {
+		if exited, _ := p.Exited(); exited {
+			raw, _ := os.ReadFile(filepath.Join(dir, "nops.log"))
+			t.Fatalf("SIGHUP stopped the server:\n%s", raw)
+		}
+		got, err := serial()
+		if err != nil {
+			return false, err
+		}
+		return got != first, fmt.Errorf("the server still presents certificate %s", got)
+	})
+	raw, _ := os.ReadFile(filepath.Join(dir, "nops.log"))
+	if !strings.Contains(string(raw), "reloaded TLS certificates") {
+		t.Errorf("the log does not say the certificates were reloaded:\n%s", raw)
 	}
 }

@@ -80,7 +80,7 @@ func TestTLS_Create(t *testing.T) {
 // checked.
 func TestCLI_TLS(t *testing.T) {
 	files := nopstest.NewTLS(t, "")
-	s := startTestServer(t, nopstest.WithTLS(files, true))
+	s := nopstest.StartDev(t, nopstest.WithTLS(files, true))
 	c := newCLI(t, nil)
 	c.env[EnvAddress] = s.URL
 
@@ -103,7 +103,7 @@ func TestCLI_TLS(t *testing.T) {
 // The gossip keyring rotates through the API: install, use, remove; keys
 // are shown by fingerprint only.
 func TestCLI_GossipKeyring(t *testing.T) {
-	s := startTestServer(t)
+	s := nopstest.StartDev(t)
 	c := newCLI(t, s)
 
 	oldFP := "sha256:" // the fingerprint of nopstest.GossipKey, checked below

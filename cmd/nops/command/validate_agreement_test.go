@@ -71,20 +71,10 @@ type verdicts struct {
 
 func (v verdicts) String() string {
 	var b strings.Builder
-	keys := make([]string, 0, len(v.jobs))
-	for k := range v.jobs {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(v.jobs)) {
 		fmt.Fprintf(&b, "  job %s: %q\n", k, v.jobs[k])
 	}
-	files := make([]string, 0, len(v.parseErrors))
-	for f := range v.parseErrors {
-		files = append(files, f)
-	}
-	sort.Strings(files)
-	for _, f := range files {
+	for _, f := range slices.Sorted(maps.Keys(v.parseErrors)) {
 		fmt.Fprintf(&b, "  file %s: %s\n", f, v.parseErrors[f])
 	}
 	return b.String()
