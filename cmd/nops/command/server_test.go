@@ -13,7 +13,7 @@ import (
 // a member that claims its node ID under another name with the reason it
 // is refused, in the table and in JSON.
 func TestCLI_ServerMembers(t *testing.T) {
-	s := startTestServer(t)
+	s := nopstest.StartDev(t)
 	nopstest.FakeMember(t, s, "impostor", nopstest.MemberTags(s.NodeID(), s.RPCAddr(), "global"))
 	c := newCLI(t, s)
 
