@@ -7,6 +7,7 @@ import (
 
 	"github.com/nops-dev/nops/agent/config"
 	"github.com/nops-dev/nops/structs"
+	"github.com/nops-dev/nops/testutil"
 	"github.com/nops-dev/nops/testutil/nopstest"
 )
 
@@ -50,7 +51,7 @@ func BenchmarkWrite_ThroughFollowerACL(b *testing.B) {
 		}
 	}
 	b.StopTimer()
-	off, on := percentile(targets[0].lat, 0.5), percentile(targets[1].lat, 0.5)
+	off, on := testutil.Percentile(targets[0].lat, 0.5), testutil.Percentile(targets[1].lat, 0.5)
 	b.ReportMetric(float64(off.Microseconds())/1000, "ms-p50-acl-off")
 	b.ReportMetric(float64(on.Microseconds())/1000, "ms-p50-acl-on")
 	b.ReportMetric(100*(float64(on)-float64(off))/float64(off), "%-p50-change")

@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -25,17 +24,6 @@ import (
 // above 1 uses them). Each reports the median of its runs as a metric:
 //
 //	go test ./agent/ -run '^$' -bench . -benchtime 5x
-
-// percentile returns the p-th percentile (0 < p <= 1) of durations.
-func percentile(d []time.Duration, p float64) time.Duration {
-	if len(d) == 0 {
-		return 0
-	}
-	s := slices.Clone(d)
-	slices.Sort(s)
-	i := int(float64(len(s))*p+0.5) - 1
-	return s[min(max(i, 0), len(s)-1)]
-}
 
 // BenchmarkFailover_KillLeaderToFirstCycle measures, per run, the time from
 // the kill of the leader (no leave) to the end of the first detection cycle
@@ -82,9 +70,9 @@ func BenchmarkFailover_KillLeaderToFirstCycle(b *testing.B) {
 		b.StartTimer()
 	}
 	b.StopTimer()
-	b.ReportMetric(percentile(toLeader, 0.5).Seconds(), "s-to-leader-p50")
-	b.ReportMetric(percentile(toCycle, 0.5).Seconds(), "s-to-first-cycle-p50")
-	b.ReportMetric(percentile(toCycle, 1).Seconds(), "s-to-first-cycle-max")
+	b.ReportMetric(testutil.Percentile(toLeader, 0.5).Seconds(), "s-to-leader-p50")
+	b.ReportMetric(testutil.Percentile(toCycle, 0.5).Seconds(), "s-to-first-cycle-p50")
+	b.ReportMetric(testutil.Percentile(toCycle, 1).Seconds(), "s-to-first-cycle-max")
 }
 
 // waitForCycle polls the running servers every few milliseconds until one
@@ -264,8 +252,8 @@ func benchWriteThroughFollower(b *testing.B, opts ...nopstest.Option) {
 		lat = append(lat, time.Since(start))
 	}
 	b.StopTimer()
-	b.ReportMetric(float64(percentile(lat, 0.5).Microseconds())/1000, "ms-p50")
-	b.ReportMetric(float64(percentile(lat, 0.99).Microseconds())/1000, "ms-p99")
+	b.ReportMetric(float64(testutil.Percentile(lat, 0.5).Microseconds())/1000, "ms-p50")
+	b.ReportMetric(float64(testutil.Percentile(lat, 0.99).Microseconds())/1000, "ms-p99")
 }
 
 // BenchmarkWrite_Throughput measures the writes per second a three-server

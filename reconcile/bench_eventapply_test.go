@@ -42,7 +42,7 @@ func BenchmarkEventApply(b *testing.B) {
 					time.Sleep(time.Until(start.Add(gap)))
 				}
 			}
-			b.ReportMetric(ms(median(lat)), "p50-ms")
+			b.ReportMetric(ms(testutil.Median(lat)), "p50-ms")
 			b.ReportMetric(ms(slices.Max(lat)), "max-ms")
 		})
 	}
@@ -56,9 +56,9 @@ func BenchmarkEventApply(b *testing.B) {
 				toCompleted, hookToNext = append(toCompleted, c), append(hookToNext, h)
 			}
 		}
-		b.ReportMetric(ms(median(toCompleted)), "successful-to-completed-p50-ms")
+		b.ReportMetric(ms(testutil.Median(toCompleted)), "successful-to-completed-p50-ms")
 		b.ReportMetric(ms(slices.Max(toCompleted)), "successful-to-completed-max-ms")
-		b.ReportMetric(ms(median(hookToNext)), "hook-done-to-next-step-p50-ms")
+		b.ReportMetric(ms(testutil.Median(hookToNext)), "hook-done-to-next-step-p50-ms")
 		b.ReportMetric(ms(slices.Max(hookToNext)), "hook-done-to-next-step-max-ms")
 	})
 

@@ -43,7 +43,7 @@ func BenchmarkLiveDrift(b *testing.B) {
 				lat = append(lat, w.handChange(b, job, rev))
 			}
 		}
-		b.ReportMetric(ms(median(lat)), "p50-ms")
+		b.ReportMetric(ms(testutil.Median(lat)), "p50-ms")
 		b.ReportMetric(ms(slices.Max(lat)), "max-ms")
 		b.ReportMetric(float64(w.n+1), "jobs")
 	})

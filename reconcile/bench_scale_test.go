@@ -69,7 +69,7 @@ func BenchmarkScale10k(b *testing.B) {
 	for b.Loop() {
 		r := w.measure(b, p)
 		b.ReportMetric(r.idlePerMin, "nomad-req/idle-min")
-		b.ReportMetric(ms(median(r.idleLatency)), "commit-to-register-p50-ms")
+		b.ReportMetric(ms(testutil.Median(r.idleLatency)), "commit-to-register-p50-ms")
 		b.ReportMetric(ms(slices.Max(r.idleLatency)), "commit-to-register-max-ms")
 		b.ReportMetric(r.rssMB, "rss-mb")
 		b.ReportMetric(r.rssAfterGCMB, "rss-after-gc-mb")
@@ -78,7 +78,7 @@ func BenchmarkScale10k(b *testing.B) {
 		b.ReportMetric(float64(r.peak), "replan-peak-req/s")
 		b.ReportMetric(r.mean, "replan-mean-req/s")
 		b.ReportMetric(float64(r.plans), "replan-plans")
-		b.ReportMetric(ms(median(r.replanLatency)), "commit-to-register-replanning-p50-ms")
+		b.ReportMetric(ms(testutil.Median(r.replanLatency)), "commit-to-register-replanning-p50-ms")
 		b.ReportMetric(ms(slices.Max(r.replanLatency)), "commit-to-register-replanning-max-ms")
 		b.ReportMetric(float64(r.peakPlans), "replan-peak-plans/s")
 		b.ReportMetric(float64(r.ownPeak), "replan-own-peak-plans/s")

@@ -138,15 +138,6 @@ func (w *benchWorld) cycleAfter(b *testing.B, t time.Time) *structs.DetectionCyc
 	return c
 }
 
-func median[T int64 | uint64 | time.Duration](v []T) T {
-	if len(v) == 0 {
-		return 0
-	}
-	s := slices.Clone(v)
-	slices.Sort(s)
-	return s[len(s)/2]
-}
-
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 // BenchmarkDetection measures detection over many managed jobs in sync: a
@@ -174,8 +165,8 @@ func BenchmarkDetection(b *testing.B) {
 				b.Fatalf("a quiet cycle over %d jobs made %d Nomad requests: %s", w.n, d.Requests, d)
 			}
 		}
-		b.ReportMetric(ms(median(durs)), "cycle-ms")
-		b.ReportMetric(float64(median(reqs)), "nomad-req/cycle")
+		b.ReportMetric(ms(testutil.Median(durs)), "cycle-ms")
+		b.ReportMetric(float64(testutil.Median(reqs)), "nomad-req/cycle")
 		b.ReportMetric(float64(w.n+1), "jobs")
 	})
 
@@ -203,8 +194,8 @@ func BenchmarkDetection(b *testing.B) {
 				b.Fatalf("a cycle with one changed job made %d Nomad requests: %s", d.Requests, d)
 			}
 		}
-		b.ReportMetric(ms(median(durs)), "cycle-ms")
-		b.ReportMetric(float64(median(reqs)), "nomad-req/cycle")
+		b.ReportMetric(ms(testutil.Median(durs)), "cycle-ms")
+		b.ReportMetric(float64(testutil.Median(reqs)), "nomad-req/cycle")
 	})
 
 	b.Run("webhook_push_to_register", func(b *testing.B) {
@@ -215,7 +206,7 @@ func BenchmarkDetection(b *testing.B) {
 				lat = append(lat, w.pushOnce(b, &rev))
 			}
 		}
-		b.ReportMetric(ms(median(lat)), "push-to-register-ms")
+		b.ReportMetric(ms(testutil.Median(lat)), "push-to-register-ms")
 		b.ReportMetric(ms(slices.Max(lat)), "max-ms")
 	})
 }

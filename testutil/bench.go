@@ -1,6 +1,11 @@
 package testutil
 
-import "os"
+import (
+	"cmp"
+	"math"
+	"os"
+	"slices"
+)
 
 // BenchSmokeEnv names the environment variable that, set to 1, makes the
 // benchmarks a smoke test. `make bench-smoke`, which `make test` runs,
@@ -21,3 +26,19 @@ func BenchSize[T any](full, smoke T) T {
 	}
 	return full
 }
+
+// Percentile returns the p-th percentile (0 < p <= 1) of v by nearest
+// rank, the one definition every benchmark reports with; 0 for no
+// samples. v is not changed.
+func Percentile[T cmp.Ordered](v []T, p float64) T {
+	var zero T
+	if len(v) == 0 {
+		return zero
+	}
+	s := slices.Sorted(slices.Values(v))
+	k := int(math.Ceil(p * float64(len(s))))
+	return s[min(max(k, 1), len(s))-1]
+}
+
+// Median is the 50th percentile of v (the lower middle of an even count).
+func Median[T cmp.Ordered](v []T) T { return Percentile(v, 0.5) }

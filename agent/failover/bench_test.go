@@ -72,19 +72,11 @@ func BenchmarkFailover_KillToFirstCycle(b *testing.B) {
 	}
 	b.StopTimer()
 
-	b.ReportMetric(median(firsts).Seconds(), "median-s")
+	b.ReportMetric(testutil.Median(firsts).Seconds(), "median-s")
 	b.ReportMetric(slices.Max(firsts).Seconds(), "max-s")
-	b.ReportMetric(median(fulls).Seconds(), "median-full-s")
+	b.ReportMetric(testutil.Median(fulls).Seconds(), "median-full-s")
 	b.Logf("kill to first cycle of the new leader over %d kills: %v (median %s); to its first cycle over every job: %v (median %s)",
-		len(firsts), firsts, median(firsts).Round(time.Millisecond), fulls, median(fulls).Round(time.Millisecond))
-}
-
-func median(samples []time.Duration) time.Duration {
-	s := slices.Sorted(slices.Values(samples))
-	if len(s)%2 == 0 {
-		return (s[len(s)/2-1] + s[len(s)/2]) / 2
-	}
-	return s[len(s)/2]
+		len(firsts), firsts, testutil.Median(firsts).Round(time.Millisecond), fulls, testutil.Median(fulls).Round(time.Millisecond))
 }
 
 // seenCycle is a detection cycle seen on a survivor, with the time of the

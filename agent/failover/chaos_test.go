@@ -94,7 +94,7 @@ func TestPartition_Chaos(t *testing.T) {
 	ok, unknown, failed := h.counts()
 	t.Logf("chaos: rounds %d, operations %d ok, %d indeterminate, %d failed (not applied)", rounds, ok, unknown, failed)
 	t.Logf("chaos: acknowledged writes lost %d, double registers %d", lost, double)
-	t.Logf("chaos: time to converge after heal (restart included) p50 %s, max %s", percentile(converge, 50).Round(time.Millisecond), percentile(converge, 100).Round(time.Millisecond))
+	t.Logf("chaos: time to converge after heal (restart included) p50 %s, max %s", testutil.Median(converge).Round(time.Millisecond), testutil.Percentile(converge, 1).Round(time.Millisecond))
 	if lost != 0 {
 		t.Errorf("%d acknowledged writes lost", lost)
 	}
@@ -230,17 +230,6 @@ func (f *partitionFixture) injectFault(t *testing.T, rng *rand.Rand) chaosFault 
 		c.Kill(a)
 		return chaosFault{"kill " + c.Server(a).Name, func() { c.Restart(a) }}
 	}
-}
-
-// percentile returns the p-th percentile of ds (nearest rank).
-func percentile(ds []time.Duration, p int) time.Duration {
-	if len(ds) == 0 {
-		return 0
-	}
-	s := slices.Clone(ds)
-	slices.Sort(s)
-	k := (p*len(s) + 99) / 100
-	return s[max(k, 1)-1]
 }
 
 // lostWrites counts the acknowledged writes that the converged cluster

@@ -45,14 +45,14 @@ func BenchmarkFailover_KillToLeader(b *testing.B) {
 		}
 	}
 	b.StopTimer()
-	b.ReportMetric(median(leaders).Seconds(), "leader-p50-s")
+	b.ReportMetric(testutil.Median(leaders).Seconds(), "leader-p50-s")
 	b.ReportMetric(slices.Max(leaders).Seconds(), "leader-max-s")
-	b.ReportMetric(median(cycles).Seconds(), "first-cycle-p50-s")
+	b.ReportMetric(testutil.Median(cycles).Seconds(), "first-cycle-p50-s")
 	b.ReportMetric(slices.Max(cycles).Seconds(), "first-cycle-max-s")
 	b.ReportMetric(float64(len(leaders)), "kills")
 	b.Logf("kill to agreed leader over %d kills: %v (median %s, max %s); to first detection cycle: median %s, max %s",
-		len(leaders), leaders, median(leaders).Round(time.Millisecond), slices.Max(leaders).Round(time.Millisecond),
-		median(cycles).Round(time.Millisecond), slices.Max(cycles).Round(time.Millisecond))
+		len(leaders), leaders, testutil.Median(leaders).Round(time.Millisecond), slices.Max(leaders).Round(time.Millisecond),
+		testutil.Median(cycles).Round(time.Millisecond), slices.Max(cycles).Round(time.Millisecond))
 }
 
 // killToLeader kills the leader and polls the survivors until they agree on

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -158,19 +157,9 @@ func BenchmarkDashboard_Pages(b *testing.B) {
 				times = append(times, get())
 			}
 			b.StopTimer()
-			b.ReportMetric(float64(percentile(times, 0.5).Microseconds())/1000, "ms-p50")
-			b.ReportMetric(float64(percentile(times, 0.9).Microseconds())/1000, "ms-p90")
+			b.ReportMetric(float64(testutil.Percentile(times, 0.5).Microseconds())/1000, "ms-p50")
+			b.ReportMetric(float64(testutil.Percentile(times, 0.9).Microseconds())/1000, "ms-p90")
 			b.ReportMetric(float64(size)/1024, "KiB")
 		})
 	}
-}
-
-func percentile(d []time.Duration, p float64) time.Duration {
-	if len(d) == 0 {
-		return 0
-	}
-	s := slices.Clone(d)
-	slices.Sort(s)
-	i := int(float64(len(s))*p+0.5) - 1
-	return s[min(max(i, 0), len(s)-1)]
 }

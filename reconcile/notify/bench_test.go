@@ -88,12 +88,6 @@ func pause(b *testing.B, s *nopstest.Server, job string, resume bool) {
 	}
 }
 
-func percentile(d []time.Duration, p float64) time.Duration {
-	s := slices.Clone(d)
-	slices.Sort(s)
-	return s[int(float64(len(s)-1)*p)]
-}
-
 // BenchmarkDeliveryLatency measures the time from a state change committed
 // through Raft (a pause) to its notification's arrival at a webhook
 // receiver, one change at a time. It reports the median and the 99th
@@ -114,8 +108,8 @@ func BenchmarkDeliveryLatency(b *testing.B) {
 		lat = append(lat, time.Since(start))
 	}
 	b.StopTimer()
-	b.ReportMetric(float64(percentile(lat, 0.5).Microseconds())/1000, "p50-ms")
-	b.ReportMetric(float64(percentile(lat, 0.99).Microseconds())/1000, "p99-ms")
+	b.ReportMetric(float64(testutil.Percentile(lat, 0.5).Microseconds())/1000, "p50-ms")
+	b.ReportMetric(float64(testutil.Percentile(lat, 0.99).Microseconds())/1000, "p99-ms")
 }
 
 // BenchmarkThroughput1000 queues 1,000 notifications (pauses of 1,000
