@@ -185,6 +185,32 @@ func TestMembership_SteadyClusterProbesOnlyContestedPeers(t *testing.T) {
 	waitRefused(t, leader, map[string]string{"impostor": v.Config().NodeName})
 }
 
+// TestMembership_CutOffServerRemovesNoPeer: a server that reaches no other
+// voter must not remove a failed one (it may be the one cut off, and the
+// removal would leave the others short of a quorum of the configuration
+// they receive); with one peer dead and the other answering, the dead one
+// may go.
+func TestMembership_CutOffServerRemovesNoPeer(t *testing.T) {
+	c := nopstest.StartCluster(t, 3, nopstest.WithoutReconcilers())
+	c.WaitForPeers(30*time.Second, c.NodeIDs()...)
+	leader := c.Leader()
+	for _, s := range c.Servers() {
+		waitBound(t, c, s)
+	}
+	followers := c.Followers()
+	dead, alive := followers[0], followers[1]
+	deadID, deadName := dead.NodeID(), dead.Config().NodeName
+	dead.Shutdown()
+	if err := leader.CheckFailedPeer(deadID, deadName); err != nil {
+		t.Fatalf("one dead peer, the other answering: %v; want it removable", err)
+	}
+	alive.Shutdown()
+	err := leader.CheckFailedPeer(deadID, deadName)
+	if err == nil || !strings.Contains(err.Error(), "may be the one cut off") {
+		t.Fatalf("no other voter answering: %v; want a refusal", err)
+	}
+}
+
 // TestMembership_FailedAndReapedImpostorRemovesNothing: a member that
 // claims a follower's node ID and RPC address fails, then is reaped at
 // once (a second member forces it out with a pruning leave); neither

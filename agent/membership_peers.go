@@ -2,6 +2,7 @@ package agent
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -247,6 +248,36 @@ func (m *membership) checkFailedPeer(id raft.ServerID, name string) error {
 	}
 	if m.peerAnswers(id, addr) {
 		return fmt.Errorf("the peer still answers at %s", addr)
+	}
+	return m.reachesQuorumWithout(id)
+}
+
+// reachesQuorumWithout says why this server must not remove peer id, or
+// nil: it must reach, over the RPC port, a majority of the voters that
+// remain. A leader cut off from the others sees every peer fail at once;
+// removing one of them would leave the servers that can still elect a
+// leader short of a quorum of the configuration they receive.
+func (m *membership) reachesQuorumWithout(id raft.ServerID) error {
+	f := m.s.raft.GetConfiguration()
+	if err := f.Error(); err != nil {
+		return fmt.Errorf("read raft configuration: %w", err)
+	}
+	voters, reached := 0, 0
+	var silent []string
+	for _, srv := range f.Configuration().Servers {
+		if srv.ID == id || srv.Suffrage != raft.Voter {
+			continue
+		}
+		voters++
+		switch {
+		case string(srv.ID) == m.s.nodeID, m.peerAnswers(srv.ID, srv.Address):
+			reached++
+		default:
+			silent = append(silent, string(srv.Address))
+		}
+	}
+	if reached < voters/2+1 {
+		return fmt.Errorf("this server reaches %d of the %d voters that would remain (%s do not answer): it may be the one cut off", reached, voters, strings.Join(silent, ", "))
 	}
 	return nil
 }
