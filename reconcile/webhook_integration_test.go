@@ -220,6 +220,17 @@ func TestWebhook_ReplayedDeliveryChangesNothing(t *testing.T) {
 		t.Fatalf("first delivery: matched %v, duplicate %v", matched, dup)
 	}
 	e.waitHead(c)
+	// The deployment writes events until it ends; count after that.
+	e.waitFor(func() (bool, string) {
+		list := e.deploymentsOf("web")
+		if len(list) == 0 || list[0].Commit != c {
+			return false, fmt.Sprintf("web has no deployment of %s yet", c)
+		}
+		if st := list[0].State; !st.Terminal() {
+			return false, fmt.Sprintf("web's deployment of %s is %s, want one that ended", c, st)
+		}
+		return true, ""
+	})
 	e.settle()
 	fetched := e.repoStatus().LastFetch
 	events := len(e.s.Events(""))
