@@ -14,8 +14,9 @@ import (
 //   - the value of every attribute whose key looks secret is replaced by
 //     "(redacted)", on one line (`DB_PASSWORD = "pw"`, `"api_token": "t"`,
 //     several on a line) or over several (a heredoc, an object or a list);
-//   - everything inside a block whose type or label looks secret (`auth {`,
-//     `variable "db_password" {`) is replaced, but its closing brackets;
+//   - everything inside a block whose type or label looks secret (`auth {`)
+//     is replaced, but its closing brackets; in a variable block whose
+//     name looks secret (`variable "db_password" {`), its default;
 //   - a template's text (`data`, or EmbeddedTmpl in JSON) is replaced
 //     whatever its key, as Diff replaces it;
 //   - in every other value, the user info of a URL, the value of a flag
@@ -46,7 +47,13 @@ type sourceState struct {
 	// flagOpen says the last list element was a secret flag on its own:
 	// the next element is its value.
 	flagOpen bool
+	// varDepth counts the brackets open in a variable block whose name
+	// looks secret: its default is replaced.
+	varDepth int
 }
+
+// variableBlock is the block that declares a variable of a job file.
+const variableBlock = "variable"
 
 var (
 	// attrLine is a line that starts with an attribute: indent, key
@@ -74,13 +81,26 @@ func (s *sourceState) line(line string) string {
 		return s.inSecret(line)
 	}
 	if m := blockLine.FindStringSubmatch(line); m != nil && s.secretBlock(m[1], m[2]) {
+		if m[1] == variableBlock && s.varDepth == 0 && !s.r.matches(m[1]) {
+			// A variable's type and description say nothing secret:
+			// only its default is.
+			s.varDepth = 1
+			return line
+		}
 		s.depth = 1
 		return line
 	}
 	if m := attrLine.FindStringSubmatch(line); m != nil {
-		if out, ok := s.attribute(m[1], m[2], m[3], m[4]); ok {
+		secretDefault := s.varDepth > 0 && m[2] == "default"
+		if out, ok := s.attribute(m[1], m[2], m[3], m[4], secretDefault); ok {
+			if s.varDepth > 0 && !secretDefault {
+				s.varDepth = max(s.varDepth+brackets(line), 0)
+			}
 			return out
 		}
+	}
+	if s.varDepth > 0 {
+		s.varDepth = max(s.varDepth+brackets(line), 0)
 	}
 	return s.values(line)
 }
@@ -102,9 +122,9 @@ func (s *sourceState) secretBlock(typ, labels string) bool {
 // attribute redacts a line that starts with an attribute whose value is
 // secret, or opens a heredoc or a multi-line value. It reports false for
 // a line the inline rules (values) redact.
-func (s *sourceState) attribute(indent, key, sep, value string) (string, bool) {
+func (s *sourceState) attribute(indent, key, sep, value string, force bool) (string, bool) {
 	k := strings.Trim(key, `"`)
-	secret := s.r.matches(k) || isTemplateKey(k)
+	secret := force || s.r.matches(k) || isTemplateKey(k)
 	if m := heredocStart.FindStringSubmatch(value); m != nil {
 		s.heredoc, s.heredocSecret = m[1], secret
 		return indent + key + sep + value, true

@@ -76,10 +76,14 @@ func TestSource_RedactsSecretsOfAJobFile(t *testing.T) {
 			secrets: []string{"bot", "pa55"},
 		},
 		{
-			name:    "secret variable block",
-			in:      "variable \"db_password\" {\n  default = \"hunter2\"\n}\nvariable \"image\" {\n  default = \"web:2\"\n}",
-			want:    "variable \"db_password\" {\n  default = \"(redacted)\"\n}\nvariable \"image\" {\n  default = \"web:2\"\n}",
-			secrets: []string{"hunter2"},
+			name: "secret variable block",
+			in: "variable \"db_password\" {\n  type = string\n  default = \"hunter2\"\n}\nvariable \"image\" {\n  default = \"web:2\"\n}\n" +
+				"variable \"api_token\" {\n  description = \"a token\"\n  default = {\n    a = \"s6\"\n  }\n  validation {\n    condition = true\n  }\n}\nafter = \"x\"\n" +
+				"variable \"tokens\" {\n  default = <<EOF\ns7\nEOF\n}\ndefault = \"shown\"",
+			want: "variable \"db_password\" {\n  type = string\n  default = \"(redacted)\"\n}\nvariable \"image\" {\n  default = \"web:2\"\n}\n" +
+				"variable \"api_token\" {\n  description = \"a token\"\n  default = {\n    a = \"(redacted)\"\n  }\n  validation {\n    condition = true\n  }\n}\nafter = \"x\"\n" +
+				"variable \"tokens\" {\n  default = <<EOF\n(redacted)\nEOF\n}\ndefault = \"shown\"",
+			secrets: []string{"hunter2", "s6", "s7"},
 		},
 		{
 			name:    "secret object and list over lines",
