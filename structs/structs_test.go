@@ -432,3 +432,23 @@ func TestCapFileDiff_CutsWholeLinesWithAMarker(t *testing.T) {
 		t.Errorf("an over-limit diff: %v; want ErrInvalid", err)
 	}
 }
+
+func TestParseFileDiff_KindsFollowTheHunkCounts(t *testing.T) {
+	diff := "# a note\n--- a/x\n+++ b/x\n@@ -1,3 +1,3 @@\n keep\n--- removed, reads like a header\n+++ added, reads like a header\n keep\n" +
+		"@@ -9 +9,0 @@\n-gone\n\\ No newline at end of file\n--- /dev/null\n+++ b/y\n@@ -0,0 +1 @@\n+new\n"
+	var kinds []string
+	for _, l := range ParseFileDiff(diff) {
+		kinds = append(kinds, l.Kind)
+	}
+	want := []string{DiffLineNote, DiffLineFile, DiffLineFile, DiffLineHunk, DiffLineContext, DiffLineRemoved, DiffLineAdded, DiffLineContext,
+		DiffLineHunk, DiffLineRemoved, DiffLineContext, DiffLineFile, DiffLineFile, DiffLineHunk, DiffLineAdded}
+	if !slices.Equal(kinds, want) {
+		t.Fatalf("kinds %v\nwant  %v", kinds, want)
+	}
+	if a, r := FileDiffCounts(diff); a != 2 || r != 2 {
+		t.Fatalf("counts +%d -%d, want +2 -2", a, r)
+	}
+	if ParseFileDiff("") != nil {
+		t.Fatal("an empty diff has lines")
+	}
+}
