@@ -77,7 +77,8 @@ func (s *Server) Manager() *reconcile.Manager { return s.manager }
 func gitRepoConfigs(cfg *config.Config) ([]gitwatch.RepoConfig, error) {
 	var repos []gitwatch.RepoConfig
 	for _, r := range cfg.Repositories {
-		rc := gitwatch.RepoConfig{Name: r.Name, URL: r.URL, Branch: r.Branch, Path: r.Path, PollInterval: r.PollInterval}
+		rc := gitwatch.RepoConfig{Name: r.Name, URL: r.URL, Branch: r.Branch, Path: r.Path, PollInterval: r.PollInterval,
+			WebURL: r.WebURL}
 		if r.Auth != nil {
 			a, err := r.Auth.Resolve(os.LookupEnv)
 			if err != nil {

@@ -227,7 +227,7 @@ func validCreate(req *structs.DeploymentCreateRequest) error {
 			return err
 		}
 	}
-	return nil
+	return validCommitContext(d)
 }
 
 // creatable checks that d may be created in this entry: it is new, the

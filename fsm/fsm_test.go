@@ -1114,6 +1114,27 @@ func TestDeployments_FiltersAndPagination(t *testing.T) {
 	if last, err := h.state().LastDeployment("default", "nope"); last != nil || err != nil {
 		t.Fatalf("last deployment of an unknown job = %v, %v", last, err)
 	}
+	// The last completed deployment of each job is the newest of its
+	// completed ones, whatever came after.
+	for _, ns := range []string{"default", "prod"} {
+		for j := 0; j < 5; j++ {
+			job := fmt.Sprintf("j%d", j)
+			var want string
+			for _, d := range all {
+				if d.Namespace == ns && d.JobID == job && d.State == structs.StateCompleted {
+					want = d.ID
+					break
+				}
+			}
+			got, err := h.state().LastCompletedDeployment(ns, job)
+			if err != nil || want == "" || got == nil || got.ID != want {
+				t.Fatalf("last completed deployment of %s/%s = %v, %v; want %s", ns, job, got, err, want)
+			}
+		}
+	}
+	if last, err := h.state().LastCompletedDeployment("default", "nope"); last != nil || err != nil {
+		t.Fatalf("last completed deployment of an unknown job = %v, %v", last, err)
+	}
 	if d, err := h.state().Deployment("nope"); d != nil || err != nil {
 		t.Fatalf("unknown deployment = %v, %v", d, err)
 	}

@@ -96,6 +96,7 @@ func (w *writer) notifyEvent(e *structs.Event) error {
 			dep = &structs.NotificationDeployment{
 				ID: d.ID, Repository: d.Repository, Commit: d.Commit, File: d.File, Policy: d.Policy,
 				State: string(d.State), DiffSummary: structs.DiffSummary(d.Diff), Error: d.Error,
+				CommitMessage: d.CommitMessage, CommitAuthor: d.CommitAuthor, CommitTime: d.CommitTime, CommitURL: d.CommitURL,
 			}
 		}
 	}

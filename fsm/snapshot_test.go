@@ -27,6 +27,9 @@ func populate(t testing.TB, h *harness) {
 	h.mustApply(structs.WindowLiftRequestType, &structs.WindowLiftRequest{WriteMeta: h.meta("alice"), Namespace: "default", JobID: "web"})
 	full := testDeployment("full", "default", "web", 2, 1)
 	full.Policy = structs.PolicyApproval
+	full.CommitMessage, full.CommitAuthor = "Bump web to v2\n\nThe new image.", "Ops <ops@example.com>"
+	full.CommitTime, full.CommitURL = h.now.Add(-time.Hour), "https://git.example.com/ops/jobs/commit/"+full.Commit
+	full.FileDiff = "--- a/jobs/web.nomad.hcl\n+++ b/jobs/web.nomad.hcl\n@@ -1 +1 @@\n-image = \"web:1\"\n+image = \"web:2\"\n"
 	h.mustApply(structs.DeploymentCreateRequestType, &structs.DeploymentCreateRequest{WriteMeta: h.meta("detector"), Deployment: full, ConsumeLift: true})
 	h.mustTransition("full", structs.StatePendingApproval, nil)
 	h.mustApply(structs.DeploymentDecisionRequestType, &structs.DeploymentDecisionRequest{WriteMeta: h.meta("bob"), ID: "full", Decision: "approve", Comment: "after the backup"})

@@ -187,6 +187,23 @@ func (s *StateStore) LastDeployment(namespace, jobID string) (*structs.Deploymen
 	return last.Copy(), nil
 }
 
+// LastCompletedDeployment returns the job's most recent completed
+// deployment, or nil: what a new deployment's file diff starts from.
+func (s *StateStore) LastCompletedDeployment(namespace, jobID string) (*structs.Deployment, error) {
+	it, err := s.db.Txn(false).Get(TableDeployments, "job", namespace, jobID)
+	if err != nil {
+		return nil, fmt.Errorf("job deployments: %w", err)
+	}
+	var last *structs.Deployment
+	for raw := it.Next(); raw != nil; raw = it.Next() {
+		d := raw.(*structs.Deployment)
+		if d.State == structs.StateCompleted && (last == nil || d.CreateIndex > last.CreateIndex) {
+			last = d
+		}
+	}
+	return last.Copy(), nil
+}
+
 // EventFilter selects events; empty fields match all.
 type EventFilter struct {
 	// AfterSeq returns events with a greater sequence number.

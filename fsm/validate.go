@@ -140,7 +140,21 @@ func validDeployment(d *structs.Deployment) error {
 			return err
 		}
 	}
-	return nil
+	return validCommitContext(d)
+}
+
+// validCommitContext checks the bounds of a deployment's commit context,
+// as deploymentCreate does: the texts read from git are cut to them at
+// detection, and nothing longer is stored.
+func validCommitContext(d *structs.Deployment) error {
+	for _, f := range []struct{ name, value string }{
+		{"commit_message", d.CommitMessage}, {"commit_author", d.CommitAuthor}, {"commit_url", d.CommitURL},
+	} {
+		if err := structs.CheckText("deployment "+d.ID+": "+f.name, f.value); err != nil {
+			return err
+		}
+	}
+	return structs.CheckFileDiff("deployment "+d.ID+": file_diff", d.FileDiff)
 }
 
 // validHookPhase checks a frozen hook's phase, as deploymentCreate does.

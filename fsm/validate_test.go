@@ -96,6 +96,16 @@ func TestRestoreRefusesInvalidState(t *testing.T) {
 			r.obj.(*structs.Deployment).Decisions = []structs.Decision{{Kind: structs.DecisionReject, Actor: "bob", Comment: strings.Repeat("x", structs.MaxTextLen+1), Time: at}}
 			return r
 		}()}, "comment: at most 4096 characters"},
+		{"file diff over the limit", []craftRecord{meta, func() craftRecord {
+			r := dep("d1", "web", structs.StateCompleted)
+			r.obj.(*structs.Deployment).FileDiff = strings.Repeat("+x\n", structs.MaxFileDiffLen/3+1)
+			return r
+		}()}, "file_diff: at most 65536 bytes"},
+		{"commit message over the limit", []craftRecord{meta, func() craftRecord {
+			r := dep("d1", "web", structs.StateCompleted)
+			r.obj.(*structs.Deployment).CommitMessage = strings.Repeat("x", structs.MaxTextLen+1)
+			return r
+		}()}, "commit_message: at most 4096 characters"},
 		{"events out of order", []craftRecord{meta, ev(2), ev(1)}, "strictly increasing"},
 		{"event twice", []craftRecord{meta, ev(1), ev(1)}, "strictly increasing"},
 		{"event past the counters", []craftRecord{meta, ev(1), ev(3)}, "outside 1..2"},

@@ -45,6 +45,10 @@ type declared struct {
 	meta               *meta.Job
 	// specHash is the job's spec hash without hooks.
 	specHash string
+	// src is the job file with its variables file, info what the commit
+	// says of itself: a new deployment's commit context (detect_commit.go).
+	src  gitwatch.JobFile
+	info gitwatch.CommitInfo
 }
 
 func (d *declared) key() string { return structs.JobKey(ns(d.job), id(d.job)) }
@@ -179,7 +183,8 @@ func (m *Detector) parseSnapshots(ctx context.Context, snaps []*gitwatch.Snapsho
 				parseErrs[snap.Repo] = append(parseErrs[snap.Repo], fmt.Sprintf("%s: %v", f.Path, r.err))
 				continue
 			}
-			files = append(files, declaredFile{repo: snap.Repo, commit: snap.Commit, file: f.Path, job: r.job, specHash: r.specHash})
+			files = append(files, declaredFile{repo: snap.Repo, commit: snap.Commit, file: f.Path, job: r.job, specHash: r.specHash,
+				src: f, info: snap.Info})
 		}
 	}
 	m.pruneParsed(used)
@@ -252,6 +257,8 @@ type declaredFile struct {
 	repo, commit, file string
 	job                *api.Job
 	specHash           string
+	src                gitwatch.JobFile
+	info               gitwatch.CommitInfo
 }
 
 // freshSnapshots returns the snapshots of the repositories fetched since
@@ -343,7 +350,8 @@ func (m *Detector) classify(files []declaredFile) (map[string]*declared, map[str
 		if !m.managesNamespace(ns(f.job)) {
 			continue
 		}
-		d := &declared{repo: f.repo, commit: f.commit, file: f.file, job: f.job, meta: jm, specHash: f.specHash}
+		d := &declared{repo: f.repo, commit: f.commit, file: f.file, job: f.job, meta: jm, specHash: f.specHash,
+			src: f.src, info: f.info}
 		byKey[d.key()] = append(byKey[d.key()], d)
 	}
 	managed := map[string]*declared{}

@@ -280,12 +280,16 @@ func (m *Detector) newDeployment(ctx context.Context, d *declared, frozen []stru
 		// The cached in-sync answer has no plan; a retry needs none.
 		plan = &nomadx.PlanResult{Type: nomadx.DiffTypeNone}
 	}
-	return &structs.Deployment{
+	dep := &structs.Deployment{
 		ID: uuid.NewString(), Namespace: ns(job), JobID: id(job), Repository: d.repo, Commit: d.commit, File: d.file,
 		Policy: d.meta.Policy, State: structs.StateDetected, SpecHash: specHash, Spec: spec,
 		Diff: plan.Text, DiffHash: nomadx.DiffHash(plan.Diff), JobModifyIndex: liveMod,
 		SkipRegister: skipRegister, Hooks: frozen, ApplyTimeout: d.meta.ApplyTimeout,
-	}, nil
+	}
+	if err := m.commitContext(ctx, d, dep); err != nil {
+		return nil, err
+	}
+	return dep, nil
 }
 
 func summarize(plan *nomadx.PlanResult) string {

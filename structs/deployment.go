@@ -263,7 +263,23 @@ type Deployment struct {
 	StateEnteredAt time.Time     `json:"state_entered_at"`
 	CreateIndex    uint64        `json:"create_index"`
 	ModifyIndex    uint64        `json:"modify_index"`
+
+	// The commit context (SPEC section 15), read from git at detection:
+	// what an approver reads beside the plan diff. CommitMessage is the
+	// subject and body, at most MaxTextLen bytes; CommitAuthor is
+	// "Name <email>"; CommitURL links the commit in the repository's web
+	// UI, or is empty. FileDiff is the redacted unified diff of the job
+	// file and its variables file since the job's last completed
+	// deployment, at most MaxFileDiffLen bytes (CapFileDiff).
+	CommitMessage string    `json:"commit_message,omitempty"`
+	CommitAuthor  string    `json:"commit_author,omitempty"`
+	CommitTime    time.Time `json:"commit_time,omitzero"`
+	CommitURL     string    `json:"commit_url,omitempty"`
+	FileDiff      string    `json:"file_diff,omitempty"`
 }
+
+// CommitSubject returns the first line of the commit message.
+func (d *Deployment) CommitSubject() string { return CommitSubject(d.CommitMessage) }
 
 // JobKey is the namespace/job-ID identity of a job.
 func JobKey(namespace, jobID string) string { return namespace + "/" + jobID }

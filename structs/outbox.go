@@ -107,7 +107,18 @@ type NotificationDeployment struct {
 	// DiffSummary is a short summary of the redacted plan diff.
 	DiffSummary string `json:"diff_summary,omitempty"`
 	Error       string `json:"error,omitempty"`
+	// The commit context of the deployment (SPEC section 15): its
+	// commit's message, author, time and link. The file diff is left to
+	// the deployment (the API and the dashboard): the outbox keeps many
+	// notifications of one deployment.
+	CommitMessage string    `json:"commit_message,omitempty"`
+	CommitAuthor  string    `json:"commit_author,omitempty"`
+	CommitTime    time.Time `json:"commit_time,omitzero"`
+	CommitURL     string    `json:"commit_url,omitempty"`
 }
+
+// CommitSubject returns the first line of the commit message.
+func (d *NotificationDeployment) CommitSubject() string { return CommitSubject(d.CommitMessage) }
 
 // TargetState is where the delivery to one notifier is.
 type TargetState string

@@ -373,3 +373,82 @@ func MessageTypes() []MessageType {
 	slices.Sort(out)
 	return out
 }
+
+func TestTruncateText_CutsAtACharacterBoundary(t *testing.T) {
+	for _, tc := range []struct {
+		in    string
+		limit int
+		want  string
+	}{
+		{"short", 10, "short"},
+		{"exactly", 7, "exactly"},
+		{"abcdef", 3, "abc"},
+		{"héllo", 2, "h"}, // é is two bytes: not cut in half
+		{"héllo", 3, "hé"},
+		{"日本", 4, "日"},
+		{"abc", 0, ""},
+	} {
+		got := TruncateText(tc.in, tc.limit)
+		if got != tc.want || len(got) > tc.limit {
+			t.Errorf("TruncateText(%q, %d) = %q, want %q", tc.in, tc.limit, got, tc.want)
+		}
+	}
+	if err := CheckText("commit_message", TruncateText(strings.Repeat("é", MaxTextLen), MaxTextLen)); err != nil {
+		t.Errorf("a truncated text is refused: %v", err)
+	}
+}
+
+func TestCommitSubject_IsTheFirstLine(t *testing.T) {
+	for in, want := range map[string]string{
+		"Bump web to v2\n\nThe body.\n": "Bump web to v2",
+		"  one line  ":                  "one line",
+		"\nsubject after a blank\nbody": "subject after a blank",
+		"":                              "",
+	} {
+		if got := CommitSubject(in); got != want {
+			t.Errorf("CommitSubject(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestCapFileDiff_CutsWholeLinesWithAMarker(t *testing.T) {
+	small := "--- a/x\n+++ b/x\n@@ -1 +1 @@\n-a\n+b\n"
+	if got := CapFileDiff(small); got != small {
+		t.Errorf("a small diff changed: %q", got)
+	}
+	line := "+" + strings.Repeat("x", 99) + "\n"
+	big := strings.Repeat(line, MaxFileDiffLen/len(line)+10)
+	got := CapFileDiff(big)
+	if len(got) > MaxFileDiffLen || !strings.HasSuffix(got, FileDiffCut) {
+		t.Fatalf("capped diff: %d bytes, ends %q", len(got), got[max(0, len(got)-80):])
+	}
+	if body := strings.TrimSuffix(got, FileDiffCut); !strings.HasPrefix(big, body) || len(body)%len(line) != 0 {
+		t.Errorf("the capped diff does not keep whole lines of the original")
+	}
+	if err := CheckFileDiff("file_diff", got); err != nil {
+		t.Errorf("a capped diff is refused: %v", err)
+	}
+	if err := CheckFileDiff("file_diff", big); !errors.Is(err, ErrInvalid) {
+		t.Errorf("an over-limit diff: %v; want ErrInvalid", err)
+	}
+}
+
+func TestParseFileDiff_KindsFollowTheHunkCounts(t *testing.T) {
+	diff := "# a note\n--- a/x\n+++ b/x\n@@ -1,3 +1,3 @@\n keep\n--- removed, reads like a header\n+++ added, reads like a header\n keep\n" +
+		"@@ -9 +9,0 @@\n-gone\n\\ No newline at end of file\n--- /dev/null\n+++ b/y\n@@ -0,0 +1 @@\n+new\n"
+	var kinds []string
+	for _, l := range ParseFileDiff(diff) {
+		kinds = append(kinds, l.Kind)
+	}
+	want := []string{DiffLineNote, DiffLineFile, DiffLineFile, DiffLineHunk, DiffLineContext, DiffLineRemoved, DiffLineAdded, DiffLineContext,
+		DiffLineHunk, DiffLineRemoved, DiffLineContext, DiffLineFile, DiffLineFile, DiffLineHunk, DiffLineAdded}
+	if !slices.Equal(kinds, want) {
+		t.Fatalf("kinds %v\nwant  %v", kinds, want)
+	}
+	if a, r := FileDiffCounts(diff); a != 2 || r != 2 {
+		t.Fatalf("counts +%d -%d, want +2 -2", a, r)
+	}
+	if ParseFileDiff("") != nil {
+		t.Fatal("an empty diff has lines")
+	}
+}

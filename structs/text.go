@@ -3,6 +3,7 @@ package structs
 import (
 	"fmt"
 	"strings"
+	"unicode/utf8"
 )
 
 // MaxTextLen bounds, in bytes, the free text a person writes into the
@@ -43,4 +44,56 @@ func SplitList(s string) []string {
 		}
 	}
 	return out
+}
+
+// TruncateText returns s cut to at most limit bytes, at a UTF-8 character
+// boundary, so that text read from outside (a commit message) fits a
+// field CheckText bounds.
+func TruncateText(s string, limit int) string {
+	if len(s) <= limit {
+		return s
+	}
+	limit = max(limit, 0)
+	for limit > 0 && !utf8.RuneStart(s[limit]) {
+		limit--
+	}
+	return s[:limit]
+}
+
+// CommitSubject returns the first line of a commit message, trimmed.
+func CommitSubject(message string) string {
+	first, _, _ := strings.Cut(strings.TrimSpace(message), "\n")
+	return strings.TrimSpace(first)
+}
+
+// MaxFileDiffLen bounds, in bytes, a deployment's file diff: a job file
+// and its variables file rewritten whole still fit; what goes past it is
+// cut by CapFileDiff and refused by the FSM (CheckFileDiff).
+const MaxFileDiffLen = 64 << 10
+
+// FileDiffCut is the line CapFileDiff ends a cut file diff with.
+const FileDiffCut = "... (file diff cut: it is longer than 64 KiB)\n"
+
+// CapFileDiff returns a file diff that fits MaxFileDiffLen: a longer one
+// is cut after its last whole line that fits and ends with FileDiffCut.
+func CapFileDiff(diff string) string {
+	if len(diff) <= MaxFileDiffLen {
+		return diff
+	}
+	keep := diff[:MaxFileDiffLen-len(FileDiffCut)]
+	if i := strings.LastIndexByte(keep, '\n'); i >= 0 {
+		keep = keep[:i+1]
+	} else {
+		keep = ""
+	}
+	return keep + FileDiffCut
+}
+
+// CheckFileDiff returns an error wrapping ErrInvalid, naming field, when a
+// file diff is longer than MaxFileDiffLen.
+func CheckFileDiff(field, diff string) error {
+	if len(diff) > MaxFileDiffLen {
+		return fmt.Errorf("%w: %s: at most %d bytes", ErrInvalid, field, MaxFileDiffLen)
+	}
+	return nil
 }

@@ -108,6 +108,15 @@ func (r *GitRepo) Commit(msg string) string {
 	return r.Head()
 }
 
+// CommitAs is Commit with another author, given as "Name <email>" (the
+// committer stays the repository's user).
+func (r *GitRepo) CommitAs(author, msg string) string {
+	r.t.Helper()
+	r.Git("add", "--all")
+	r.Git("commit", "--quiet", "--allow-empty", "--no-verify", "--author", author, "-m", msg)
+	return r.Head()
+}
+
 // Head returns the full hash of the commit HEAD points to.
 func (r *GitRepo) Head() string {
 	r.t.Helper()

@@ -59,6 +59,16 @@ func TestGitRepo_CommitsAndURL(t *testing.T) {
 	}
 }
 
+func TestGitRepo_CommitAs(t *testing.T) {
+	t.Parallel()
+	repo := NewGitRepo(t)
+	repo.WriteFile("a.nomad.hcl", "job")
+	repo.CommitAs("Ada Lovelace <ada@example.com>", "Bump web to v2")
+	if got := repo.Git("log", "-1", "--format=%an <%ae>|%cn|%s"); got != "Ada Lovelace <ada@example.com>|Nops Test|Bump web to v2" {
+		t.Fatalf("author, committer and subject: %q", got)
+	}
+}
+
 func TestGitRepo_RejectsPathsOutside(t *testing.T) {
 	t.Parallel()
 	repo := NewGitRepo(t)

@@ -29,6 +29,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nops-dev/nops/reconcile/gitwatch"
 	"github.com/nops-dev/nops/structs"
 	"github.com/nops-dev/nops/structs/meta"
 )
@@ -280,6 +281,10 @@ type Config struct {
 type Repository struct {
 	Name, URL, Branch, Path string
 	PollInterval            time.Duration
+	// WebURL is the repository's web UI, the base of the commit links
+	// of deployments (<web_url>/commit/<sha>); empty derives it from an
+	// https:// URL of GitHub, GitLab, Gitea/Forgejo and Bitbucket.
+	WebURL string
 	// Auth is nil when the repository needs no credentials.
 	Auth *RepoAuth
 }
@@ -602,6 +607,9 @@ func (c *Config) validateRepositories() []error {
 		}
 		if err := checkRepoPath(r.Path); err != nil {
 			add("path: %v", err)
+		}
+		if err := gitwatch.CheckWebURL(r.WebURL); err != nil {
+			add("web_url: %v", err)
 		}
 		if err := checkPositiveDuration(r.PollInterval); err != nil {
 			add("poll_interval: %v", err)

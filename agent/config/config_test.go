@@ -281,7 +281,7 @@ func TestLoad_Files(t *testing.T) {
 		{"redact keys lower-cased", c.RedactKeys, []string{"vault", "dsn"}},
 		{"repositories merged by name", c.Repositories, []Repository{
 			{Name: "platform", URL: "https://git.example.com/platform.git", Branch: "main", Path: "jobs", PollInterval: time.Minute,
-				Auth: &RepoAuth{Username: "nops", TokenEnv: "GIT_TOKEN"}},
+				WebURL: "https://git.example.com/platform", Auth: &RepoAuth{Username: "nops", TokenEnv: "GIT_TOKEN"}},
 			{Name: "apps", URL: "git@git.example.com:apps.git", Branch: "main", Path: ".", PollInterval: 30 * time.Second,
 				Auth: &RepoAuth{SSHKeyFile: "/etc/nops/id_ed25519", SSHKnownHostsFile: "/etc/nops/known_hosts"}},
 			{Name: "extra", URL: "https://git.example.com/extra.git", Branch: "main", Path: ".", PollInterval: 30 * time.Second},
@@ -600,6 +600,23 @@ func TestLoad_RetryJoin(t *testing.T) {
 	}
 }
 
+// TestLoad_WebURL: a repository's web_url that is no http(s) URL, or
+// carries credentials, fails the start with an error naming it and not
+// quoting it.
+func TestLoad_WebURL(t *testing.T) {
+	for value, want := range map[string]string{
+		"git.example.com/ops/jobs":                "must be an http:// or https:// URL",
+		"https://ops:hunter2@git.example.com/ops": "must not carry credentials",
+	} {
+		p := writeFile(t, "w.hcl", "data_dir = \"/d\"\nbootstrap_expect = 1\nrepository \"r\" {\n  url = \"https://x.example.com/r.git\"\n  web_url = \""+value+"\"\n}\n")
+		_, err := Load(args("-config", p), nil)
+		mustContainAll(t, err, "web_url", want)
+		if err != nil && strings.Contains(err.Error(), "hunter2") {
+			t.Errorf("the error quotes the credentials: %v", err)
+		}
+	}
+}
+
 func TestLoad_SecretEnv(t *testing.T) {
 	p := writeFile(t, "s.hcl", `
 repository "r" {
@@ -696,11 +713,12 @@ func TestValidate_NamesEachInvalidSetting(t *testing.T) {
 			`repository "bad name": url: required`, "repository #4: name: must not be empty"}},
 		{"repository fields", func(c *Config) {
 			r := repo("r", "https://x/r.git")
-			r.Branch, r.Path, r.PollInterval = "", "/abs", 0
+			r.Branch, r.Path, r.PollInterval, r.WebURL = "", "/abs", 0, "https://git.example.com/r?tab=1"
 			r.Auth = &RepoAuth{Token: "t", TokenEnv: "T", Password: "p"}
 			c.Repositories = []Repository{r}
 		}, []string{`repository "r": branch: must not be empty`, `repository "r": path: invalid path "/abs"`,
-			`repository "r": poll_interval:`, "set token or token_env, not both", "set a password or a token, not both"}},
+			`repository "r": poll_interval:`, "set token or token_env, not both", "set a password or a token, not both",
+			`repository "r": web_url: must not have a query or a fragment`}},
 		{"consul", func(c *Config) { c.Consul = &ConsulConfig{ServiceName: "no spaces"} }, []string{"consul: address must not be empty", "consul: service_name:"}},
 		{"tls", func(c *Config) { c.TLS = TLSConfig{HTTP: true, CertFile: "c.pem", VerifyIncoming: true} },
 			[]string{"tls: http and rpc need cert_file and key_file", "tls: verify_incoming needs ca_file"}},

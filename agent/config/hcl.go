@@ -10,6 +10,8 @@ import (
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclparse"
+
+	"github.com/nops-dev/nops/reconcile/gitwatch"
 )
 
 // Block types of config files.
@@ -159,6 +161,7 @@ func (l *loader) decodeRepository(b *hcl.Block) {
 		{name: "branch", v: stringValue(&r.Branch, checkBranch)},
 		{name: "path", v: stringValue(&r.Path, checkRepoPath)},
 		{name: "poll_interval", v: durationValue(&r.PollInterval)},
+		{name: "web_url", v: stringValue(&r.WebURL, gitwatch.CheckWebURL)},
 	}, []hcl.BlockHeaderSchema{{Type: blockAuth}})
 	if content == nil {
 		return

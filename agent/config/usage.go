@@ -54,7 +54,7 @@ Options:
 	}
 	b.WriteString(`Config file blocks:
 
-  repository "name" { url, branch, path, poll_interval,
+  repository "name" { url, branch, path, poll_interval, web_url,
                       auth { username, password, password_env, token, token_env,
                              ssh_key_file, ssh_key_passphrase, ssh_key_passphrase_env,
                              ssh_known_hosts_file } }

@@ -363,6 +363,12 @@ cluster { capabilities = ["read"] }`}, nil)
 	if h := b.html("deployment"); !strings.Contains(h, "DB_PASSWORD") && !strings.Contains(h, "id=\"diff\"") {
 		t.Errorf("deployment page shows no diff")
 	}
+	// The commit, and the file diff coloured by line: the whole file is
+	// added by the first deployment, its secret redacted.
+	b.waitJS("commit and file diff", `document.querySelector("#dep-commit .commit-subject").textContent === "jobs" &&
+		document.querySelectorAll("#dep-filediff .fd-added").length > 10 &&
+		getComputedStyle(document.querySelector("#dep-filediff .fd-added")).backgroundColor !== "rgba(0, 0, 0, 0)" &&
+		[...document.querySelectorAll("#dep-filediff .fd-added")].some(e => e.textContent.includes('"DB_PASSWORD" = "(redacted)"'))`, 10*time.Second)
 
 	// Approve through the follower, then watch it complete live: the
 	// marker set on the page survives, so the page was never reloaded.

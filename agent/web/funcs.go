@@ -55,6 +55,18 @@ func (u *UI) funcs() template.FuncMap {
 		},
 		"queryEscape": url.QueryEscape,
 		"dur":         func(d time.Duration) string { return d.String() },
+		// commitBody is a commit message without its subject line.
+		"commitBody": func(message string) string {
+			_, body, _ := strings.Cut(strings.TrimSpace(message), "\n")
+			return strings.TrimSpace(body)
+		},
+		// fileDiffLines splits a file diff into lines with their kind,
+		// for the classes that colour them.
+		"fileDiffLines": structs.ParseFileDiff,
+		"fileDiffCounts": func(diff string) string {
+			a, r := structs.FileDiffCounts(diff)
+			return fmt.Sprintf("+%d −%d", a, r)
+		},
 	}
 }
 

@@ -38,7 +38,7 @@ import (
 // struct has; TestSnapshotCodecCoversEveryField fails when a field is added
 // to a struct and not here.
 const (
-	deploymentFields = 32
+	deploymentFields = 37
 	frozenHookFields = 8
 	hookRunFields    = 9
 	decisionFields   = 4
@@ -91,6 +91,13 @@ func AppendDeployment(b []byte, d *structs.Deployment) ([]byte, error) {
 	}
 	b = mpUint(b, d.CreateIndex)
 	b = mpUint(b, d.ModifyIndex)
+	b = mpString(b, d.CommitMessage)
+	b = mpString(b, d.CommitAuthor)
+	if b, err = mpTime(b, d.CommitTime); err != nil {
+		return b, err
+	}
+	b = mpString(b, d.CommitURL)
+	b = mpString(b, d.FileDiff)
 	return b, nil
 }
 
@@ -252,6 +259,16 @@ func decodeDeploymentField(r *Reader, d *structs.Deployment, i int) (err error) 
 		d.CreateIndex, err = r.uint()
 	case 31:
 		d.ModifyIndex, err = r.uint()
+	case 32:
+		err = r.strTo(&d.CommitMessage)
+	case 33:
+		err = r.symTo(&d.CommitAuthor)
+	case 34:
+		d.CommitTime, err = r.time()
+	case 35:
+		err = r.symTo(&d.CommitURL)
+	case 36:
+		err = r.strTo(&d.FileDiff)
 	default:
 		err = r.skip(0)
 	}

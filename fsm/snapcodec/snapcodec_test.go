@@ -114,3 +114,55 @@ func TestSnapshotCodecCoversEveryField(t *testing.T) {
 		t.Errorf("event array of %d", n)
 	}
 }
+
+// TestDeploymentRecordWithoutCommitContext reads a deployment written
+// before the commit context was recorded (an array of the 32 fields it
+// had then): it restores with the new fields empty. Written again, it
+// round-trips with them.
+func TestDeploymentRecordWithoutCommitContext(t *testing.T) {
+	at := time.Date(2025, 3, 1, 9, 0, 0, 0, time.UTC)
+	d := &structs.Deployment{ID: "d1", Namespace: "default", JobID: "web", Commit: "abc", State: structs.StateCompleted,
+		CreatedAt: at, UpdatedAt: at, StateEnteredAt: at, CreateIndex: 3, ModifyIndex: 4,
+		CommitMessage: "Bump web to v2\n\nbody", CommitAuthor: "Ops <ops@example.com>", CommitTime: at.Add(-time.Hour),
+		CommitURL: "https://git.example.com/ops/jobs/commit/abc", FileDiff: "@@ -1 +1 @@\n-a\n+b\n"}
+	full, err := AppendDeployment(nil, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := func(b []byte) structs.Deployment {
+		t.Helper()
+		var got structs.Deployment
+		r := NewReader()
+		r.Reset(b)
+		if err := DecodeDeployment(r, &got); err != nil {
+			t.Fatal(err)
+		}
+		r.Done()
+		return got
+	}
+	got := read(full)
+	if got.CommitMessage != d.CommitMessage || got.CommitAuthor != d.CommitAuthor || !got.CommitTime.Equal(d.CommitTime) ||
+		got.CommitURL != d.CommitURL || got.FileDiff != d.FileDiff {
+		t.Fatalf("round trip: %+v", got)
+	}
+	// The same record as the version before wrote it: the first 32
+	// fields, in an array of 32.
+	r := &Reader{b: full}
+	if _, err := r.arrayLen(); err != nil {
+		t.Fatal(err)
+	}
+	start := r.i
+	for i := 0; i < 32; i++ {
+		if err := r.skip(0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	old := append([]byte{0xdc, 0x00, 32}, full[start:r.i]...)
+	got = read(old)
+	if got.CommitMessage != "" || got.CommitAuthor != "" || !got.CommitTime.IsZero() || got.CommitURL != "" || got.FileDiff != "" {
+		t.Fatalf("an old record has a commit context: %+v", got)
+	}
+	if got.ID != "d1" || got.ModifyIndex != 4 || !got.CreatedAt.Equal(at) {
+		t.Fatalf("an old record lost its fields: %+v", got)
+	}
+}

@@ -33,6 +33,9 @@ type RepoConfig struct {
 	Path string
 	// PollInterval between two fetches; 0 means DefaultPollInterval.
 	PollInterval time.Duration
+	// WebURL is the repository's web UI, the base of commit links
+	// (CommitURL); empty derives it from URL for known hosts.
+	WebURL string
 	// Auth holds credentials, if any.
 	Auth Auth
 }
@@ -66,6 +69,9 @@ func (c RepoConfig) Validate() error {
 		errs = append(errs, errors.New("url is required"))
 	} else if _, err := transport.NewEndpoint(c.URL); err != nil {
 		errs = append(errs, fmt.Errorf("url %q is invalid: %w", SafeURL(c.URL), err))
+	}
+	if err := CheckWebURL(c.WebURL); err != nil {
+		errs = append(errs, fmt.Errorf("web_url: %w", err))
 	}
 	if c.PollInterval < 0 {
 		errs = append(errs, fmt.Errorf("poll_interval %s is negative", c.PollInterval))

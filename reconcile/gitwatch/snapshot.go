@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/go-git/go-git/v5/plumbing/filemode"
 	"github.com/go-git/go-git/v5/plumbing/object"
@@ -23,6 +24,27 @@ type Snapshot struct {
 	Branch string
 	// Files are the job files under the configured path, sorted by path.
 	Files []JobFile
+	// Info is what the commit says of itself, and its link.
+	Info CommitInfo
+}
+
+// CommitInfo is what a commit says of itself: its message, its author
+// ("Name <email>") and when they wrote it, and its link in the
+// repository's web UI (CommitURL), or "".
+type CommitInfo struct {
+	Message string
+	Author  string
+	Time    time.Time
+	URL     string
+}
+
+// commitInfo reads a commit's message, author and time.
+func commitInfo(c *object.Commit) CommitInfo {
+	author := c.Author.Name
+	if c.Author.Email != "" {
+		author = strings.TrimSpace(author + " <" + c.Author.Email + ">")
+	}
+	return CommitInfo{Message: c.Message, Author: author, Time: c.Author.When.UTC()}
 }
 
 // JobFile is one job file and its optional variables file.

@@ -5,10 +5,13 @@
 // poll asks the remote for the head of the branch (one ls-remote round trip)
 // and, only when the head moved, makes a shallow, single-branch clone of that
 // commit into memory, reads every job file under the configured path with its
-// variables file, and publishes the result as a new Snapshot. Nothing touches
-// the local disk, and the clone is dropped once read, so memory holds one
-// snapshot per repository however long the Watcher runs (a long-lived
-// repository that fetched every new commit into it would only grow).
+// variables file, and publishes the result as a new Snapshot, with what the
+// commit says of itself (CommitInfo: message, author, time, link). Nothing
+// touches the local disk, and the clone is dropped once read, so memory
+// holds one snapshot per repository however long the Watcher runs (a
+// long-lived repository that fetched every new commit into it would only
+// grow). FilesAt reads files at an older commit, for a deployment's file
+// diff, fetching that commit when memory lacks it.
 //
 // Guarantees:
 //
@@ -99,6 +102,12 @@ type repo struct {
 	local       *git.Repository
 	localBranch string
 	fetches     int
+
+	// history holds the older commits FilesAt fetched, histFetches
+	// counts them; guarded by histMu.
+	histMu      sync.Mutex
+	history     *git.Repository
+	histFetches int
 }
 
 // maxIncrementalFetches bounds the fetches into one clone: each adds the
@@ -562,11 +571,14 @@ func (r *repo) snapshotOf(repo *git.Repository, hash plumbing.Hash, branch strin
 	if err != nil {
 		return nil, fmt.Errorf("read job files of commit %s: %w", hash, err)
 	}
+	info := commitInfo(commit)
+	info.URL = CommitURL(r.cfg.URL, r.cfg.WebURL, hash.String())
 	return &Snapshot{
 		Repo:   r.cfg.Name,
 		Commit: hash.String(),
 		Branch: branch,
 		Files:  files,
+		Info:   info,
 	}, nil
 }
 

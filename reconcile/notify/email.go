@@ -133,6 +133,15 @@ func (e *Email) mail(m *Message) []byte {
 	if d := n.Deployment; d != nil {
 		line("Deployment: %s (%s)", d.ID, d.State)
 		line("Commit:     %s", d.Commit)
+		if s := d.CommitSubject(); s != "" {
+			line("Subject:    %s", s)
+		}
+		if d.CommitAuthor != "" {
+			line("Author:     %s", d.CommitAuthor)
+		}
+		if d.CommitURL != "" {
+			line("Link:       %s", d.CommitURL)
+		}
 		line("File:       %s:%s", d.Repository, d.File)
 		if d.Error != "" {
 			line("Error:      %s", d.Error)

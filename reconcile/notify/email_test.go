@@ -172,7 +172,8 @@ func TestEmailStartTLSAndAuth(t *testing.T) {
 		t.Errorf("mail envelope %+v", g)
 	}
 	for _, want := range []string{"Message-ID: " + notify.MessageID(m.IdempotencyKey), "Subject: [nops] Deployment of default/web waits for approval",
-		"Commit:     0123456789abcdef", "Diff:       +/- Job", m.Link, "X-Nops-Event: pending_approval"} {
+		"Commit:     0123456789abcdef", "Subject:    Bump web to <v2>\r\n", "Author:     Ada Lovelace <ada@example.com>\r\n",
+		"Link:       https://git.example.com/ops/jobs/commit/0123456789abcdef\r\n", "Diff:       +/- Job", m.Link, "X-Nops-Event: pending_approval"} {
 		if !strings.Contains(g.data, want) {
 			t.Errorf("mail lacks %q:\n%s", want, g.data)
 		}

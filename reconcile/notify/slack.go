@@ -97,7 +97,10 @@ func SlackPayload(m *Message) *SlackMessage {
 		field("Job", "`"+escape(k)+"`")
 	}
 	if d := n.Deployment; d != nil {
-		field("Commit", "`"+escape(structs.ShortID(d.Commit))+"`")
+		field("Commit", commitField(d))
+		if d.CommitAuthor != "" {
+			field("Author", escape(d.CommitAuthor))
+		}
 		field("File", escape(d.Repository+":"+d.File))
 		field("State", escape(d.State))
 		if d.Error != "" {
@@ -173,6 +176,19 @@ func (s *Slack) Send(ctx context.Context, m *Message) error {
 		return fmt.Errorf("slack refused the message: %s", answer.Error)
 	}
 	return nil
+}
+
+// commitField shows a deployment's commit: its short hash, linked to the
+// commit when there is a link, and its subject.
+func commitField(d *structs.NotificationDeployment) string {
+	short := "`" + escape(structs.ShortID(d.Commit)) + "`"
+	if d.CommitURL != "" && !strings.ContainsAny(d.CommitURL, "|<> ") {
+		short = "<" + d.CommitURL + "|" + short + ">"
+	}
+	if s := d.CommitSubject(); s != "" {
+		return short + " " + escape(cut(s, slackFieldText/2))
+	}
+	return short
 }
 
 // escape escapes the three characters mrkdwn reserves.

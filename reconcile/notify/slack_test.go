@@ -121,7 +121,9 @@ func pendingNotification() *structs.Notification {
 		ID: structs.NotificationID(42, 0), Kind: structs.NotifyPendingApproval, Time: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC),
 		Object: "d-1", Namespace: "default", JobID: "web", Actor: "nops", Message: "waits for <approval> & review",
 		Deployment: &structs.NotificationDeployment{ID: "d-1", Repository: "infra", Commit: "0123456789abcdef", File: "jobs/web.nomad.hcl",
-			State: "pending_approval", DiffSummary: "+/- Job: \"web\"; +/- Count: \"1\" => \"2\""},
+			State: "pending_approval", DiffSummary: "+/- Job: \"web\"; +/- Count: \"1\" => \"2\"",
+			CommitMessage: "Bump web to <v2>\n\nThe body.", CommitAuthor: "Ada Lovelace <ada@example.com>",
+			CommitTime: time.Date(2026, 1, 2, 3, 0, 0, 0, time.UTC), CommitURL: "https://git.example.com/ops/jobs/commit/0123456789abcdef"},
 	}
 }
 
@@ -136,7 +138,8 @@ func TestSlackBlockKitShape(t *testing.T) {
 	if len(urls) != 1 || urls[0] != m.Link {
 		t.Errorf("button URLs %v", urls)
 	}
-	for _, want := range []string{"`default/web`", "`01234567`", "waits for &lt;approval&gt; &amp; review", "Review and approve", "Count"} {
+	for _, want := range []string{"`default/web`", "<https://git.example.com/ops/jobs/commit/0123456789abcdef|`01234567`> Bump web to &lt;v2&gt;",
+		"*Author*\\nAda Lovelace &lt;ada@example.com&gt;", "waits for &lt;approval&gt; &amp; review", "Review and approve", "Count"} {
 		if !strings.Contains(strings.NewReplacer(`\u0026`, "&", `\u003c`, "<", `\u003e`, ">").Replace(string(raw)), want) {
 			t.Errorf("message lacks %q: %s", want, raw)
 		}
@@ -149,6 +152,29 @@ func TestSlackBlockKitShape(t *testing.T) {
 	raw, _ = json.Marshal(notify.SlackPayload(&notify.Message{Notification: n}))
 	if urls := checkBlockKit(t, raw); len(urls) != 0 {
 		t.Errorf("buttons without a link: %v", urls)
+	}
+}
+
+// TestWebhookPayloadCarriesTheCommit: a webhook body tells the
+// deployment's commit: message, author, time and link.
+func TestWebhookPayloadCarriesTheCommit(t *testing.T) {
+	raw, err := json.Marshal(notify.Payload(&notify.Message{Notification: pendingNotification(), Target: "hook"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var body struct {
+		Deployment map[string]any `json:"deployment"`
+	}
+	if err := json.Unmarshal(raw, &body); err != nil {
+		t.Fatal(err)
+	}
+	for k, want := range map[string]string{
+		"commit_message": "Bump web to <v2>\n\nThe body.", "commit_author": "Ada Lovelace <ada@example.com>",
+		"commit_time": "2026-01-02T03:00:00Z", "commit_url": "https://git.example.com/ops/jobs/commit/0123456789abcdef",
+	} {
+		if got, _ := body.Deployment[k].(string); got != want {
+			t.Errorf("deployment.%s = %q, want %q", k, got, want)
+		}
 	}
 }
 

@@ -1,5 +1,6 @@
-// Package redact removes secrets from Nomad job plan diffs before a diff is
-// stored, shown, logged or sent anywhere.
+// Package redact removes secrets from Nomad job plan diffs, and from the
+// text of job files and variables files (Source, for a deployment's file
+// diff), before a diff is stored, shown, logged or sent anywhere.
 //
 // A plan diff from Nomad carries the old and new value of every changed field
 // of a job, so it would otherwise carry whatever secrets an operator put into

@@ -16,6 +16,7 @@ repository "platform" {
   branch        = "prod"
   path          = "jobs"
   poll_interval = "1m"
+  web_url       = "https://git.example.com/platform"
 
   auth {
     username  = "nops"

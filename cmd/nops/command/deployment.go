@@ -96,24 +96,31 @@ func (c *deploymentStatusCommand) Synopsis() string {
 func (c *deploymentStatusCommand) Help() string {
 	return `Usage: nops deployment status [options] <id>
 
-  Shows one deployment: its state, hooks and hook runs, decisions, the
-  (redacted) plan diff seen at detection, and its events. The ID may be a
-  unique prefix of at least 4 characters. With -json, prints the deployment
-  as the API returns it.
+  Shows one deployment: its commit (subject, author, link), state, hooks
+  and hook runs, decisions, the (redacted) plan diff seen at detection, and
+  its events. The ID may be a unique prefix of at least 4 characters. With
+  -json, prints the deployment as the API returns it.
 
 Options:
 
+  -diff
+    Also show the file diff: the (redacted) unified diff of the job file
+    and its variables file since the job's last completed deployment.
+
   -verbose
-    Show full IDs.
+    Show full IDs, the whole commit message, and the file diff.
 ` + apiFlagsHelp
 }
 
 func (c *deploymentStatusCommand) Run(ctx context.Context, args []string) int {
 	m := c.m
-	var verbose bool
+	var verbose, fileDiff bool
 	spec := apiArgs{
 		name: "deployment status", min: 1, max: 1, desc: "a deployment ID",
-		flags: func(fs *flag.FlagSet) { fs.BoolVar(&verbose, "verbose", false, "") },
+		flags: func(fs *flag.FlagSet) {
+			fs.BoolVar(&verbose, "verbose", false, "")
+			fs.BoolVar(&fileDiff, "diff", false, "")
+		},
 	}
 	return m.runAPI(c, args, spec, func(api *client.Client, pos []string, asJSON bool) int {
 		d, _, err := api.Deployments().Info(ctx, pos[0], nil)
@@ -127,13 +134,13 @@ func (c *deploymentStatusCommand) Run(ctx context.Context, args []string) int {
 		if err != nil {
 			return m.fail(err)
 		}
-		m.printDeployment(d, verbose)
+		m.printDeployment(d, verbose, fileDiff || verbose)
 		m.printEvents("Events", events, false)
 		return exitOK
 	})
 }
 
-func (m *runner) printDeployment(d *structs.Deployment, verbose bool) {
+func (m *runner) printDeployment(d *structs.Deployment, verbose, fileDiff bool) {
 	state := fmt.Sprintf("%s since %s", d.State, m.timeAgo(d.StateEnteredAt))
 	pairs := []string{
 		"ID", d.ID,
@@ -141,12 +148,22 @@ func (m *runner) printDeployment(d *structs.Deployment, verbose bool) {
 		"Repository", orDash(d.Repository),
 		"File", orDash(d.File),
 		"Commit", orDash(d.Commit),
+		"Subject", orDash(d.CommitSubject()),
+		"Author", orDash(d.CommitAuthor),
+	}
+	if !d.CommitTime.IsZero() {
+		pairs = append(pairs, "Committed", m.timeAgo(d.CommitTime))
+	}
+	if d.CommitURL != "" {
+		pairs = append(pairs, "Link", d.CommitURL)
+	}
+	pairs = append(pairs,
 		"Policy", orDash(string(d.Policy)),
 		"State", state,
 		"Spec hash", orDash(d.SpecHash),
 		"Created", m.timeAgo(d.CreatedAt),
 		"Updated", m.timeAgo(d.UpdatedAt),
-	}
+	)
 	if d.LiftedWindow {
 		pairs = append(pairs, "Deploy now", "lifts a closed sync window, by "+orDash(d.LiftedBy))
 	}
@@ -192,14 +209,44 @@ func (m *runner) printDeployment(d *structs.Deployment, verbose bool) {
 			return fmt.Sprintf("%s\t%s\t%s\t%s", formatTime(dec.Time), dec.Kind, dec.Actor, orDash(oneLine(dec.Comment)))
 		},
 	}.section(m, "Decisions", d.Decisions)
+	if body := commitBody(d.CommitMessage); verbose && body != "" {
+		fmt.Fprintln(m.stdout, "\nCommit message")
+		m.indented(body)
+	}
 	fmt.Fprintln(m.stdout, "\nDiff (redacted)")
 	if strings.TrimSpace(d.Diff) == "" {
 		fmt.Fprintln(m.stdout, "  (none recorded)")
 	} else {
-		for _, line := range strings.Split(strings.TrimRight(d.Diff, "\n"), "\n") {
-			fmt.Fprintln(m.stdout, "  "+line)
-		}
+		m.indented(d.Diff)
 	}
+	switch {
+	case fileDiff:
+		fmt.Fprintln(m.stdout, "\nFile diff (redacted)")
+		switch {
+		case d.FileDiff == "" && d.CommitMessage == "":
+			fmt.Fprintln(m.stdout, "  (none recorded)")
+		case d.FileDiff == "":
+			fmt.Fprintln(m.stdout, "  (no change of the job's files since its last completed deployment)")
+		default:
+			m.indented(d.FileDiff)
+		}
+	case d.FileDiff != "":
+		added, removed := structs.FileDiffCounts(d.FileDiff)
+		fmt.Fprintf(m.stdout, "\nFile diff: +%d -%d lines (show it with -diff)\n", added, removed)
+	}
+}
+
+// indented prints a text's lines indented by two spaces.
+func (m *runner) indented(text string) {
+	for _, line := range strings.Split(strings.TrimRight(text, "\n"), "\n") {
+		fmt.Fprintln(m.stdout, "  "+line)
+	}
+}
+
+// commitBody returns a commit message without its subject line, trimmed.
+func commitBody(message string) string {
+	_, body, _ := strings.Cut(strings.TrimSpace(message), "\n")
+	return strings.TrimSpace(body)
 }
 
 // printEvents prints a titled table of events; an empty title prints the
