@@ -87,6 +87,12 @@ func invalid(format string, args ...any) error {
 
 // event appends one audit event, numbered after the last one.
 func (w *writer) event(m structs.WriteMeta, e structs.Event) error {
+	return w.eventWith(m, e)
+}
+
+// eventWith appends one audit event that causes, besides the notifications
+// eventNotifyKinds gives it, those of the extra kinds.
+func (w *writer) eventWith(m structs.WriteMeta, e structs.Event, extra ...string) error {
 	c := w.meta
 	e.Seq = c.EventSeq + 1
 	e.Index = w.index
@@ -115,7 +121,7 @@ func (w *writer) event(m structs.WriteMeta, e structs.Event) error {
 	} else {
 		c.EventSkew = max(c.EventSkew, c.EventMaxTime-t)
 	}
-	return w.notifyEvent(&e)
+	return w.notifyEvent(&e, extra...)
 }
 
 // indexEvent adds an event to the list of its object's events.
@@ -280,8 +286,9 @@ func (w *writer) replaceBlock(m structs.WriteMeta, d *structs.Deployment) error 
 	if _, err := w.deleteAll(TableBlocks, "id", d.Namespace, d.JobID); err != nil {
 		return fmt.Errorf("clear block: %w", err)
 	}
-	if block != nil && !block.Retried {
-		// A retried block already said the job is unblocked.
+	if block != nil && !block.Retried && !block.Expired {
+		// A retried block already said the job is unblocked; an expired
+		// approval never said it was blocked.
 		if err := w.notifyUnblocked(m, d); err != nil {
 			return err
 		}
@@ -290,7 +297,7 @@ func (w *writer) replaceBlock(m structs.WriteMeta, d *structs.Deployment) error 
 }
 
 // move changes a deployment's state, checking the lifecycle table, and
-// writes the block a failure or a rejection leaves behind.
+// writes the block a failure, a rejection or an expiry leaves behind.
 func (w *writer) move(m structs.WriteMeta, d *structs.Deployment, to structs.DeploymentState, by structs.Trigger, msg string) error {
 	from := d.State
 	if from.Terminal() {
@@ -305,10 +312,11 @@ func (w *writer) move(m structs.WriteMeta, d *structs.Deployment, to structs.Dep
 	if err := w.put(TableDeployments, d); err != nil {
 		return err
 	}
-	if to == structs.StateFailed || to == structs.StateRejected {
+	if to == structs.StateFailed || to == structs.StateRejected || to == structs.StateExpired {
 		b := &structs.Block{
 			Namespace: d.Namespace, JobID: d.JobID, DeploymentID: d.ID, SpecHash: d.SpecHash,
 			AfterRegister: d.Registered, JobModifyIndex: d.JobModifyIndex, CreateIndex: w.index,
+			Expired: to == structs.StateExpired,
 		}
 		if err := w.put(TableBlocks, b); err != nil {
 			return err
@@ -328,6 +336,12 @@ func (w *writer) deploymentTransition(req *structs.DeploymentTransitionRequest) 
 	if req.From != "" && d.State != req.From {
 		return conflict("deployment %s is %s, not %s", d.ID, d.State, req.From)
 	}
+	if req.To == structs.StateExpired && d.State == structs.StatePendingApproval {
+		// Any other state is refused by the lifecycle (move).
+		if err := expirable(d, req.Time); err != nil {
+			return err
+		}
+	}
 	if err := w.patch(d, req.Update); err != nil {
 		return err
 	}
@@ -339,6 +353,22 @@ func (w *writer) deploymentTransition(req *structs.DeploymentTransitionRequest) 
 		msg = req.Error
 	}
 	return w.move(req.WriteMeta, d, req.To, structs.TriggerSystem, msg)
+}
+
+// expirable checks, against the leader's stamped time of the entry, that
+// d's approval TTL has run out: the leader proposes an expiry when its
+// clock says so, and the FSM refuses one that comes early, on every server
+// alike.
+func expirable(d *structs.Deployment, now time.Time) error {
+	at := d.ApprovalExpiresAt()
+	switch {
+	case at.IsZero():
+		return conflict("deployment %s has no approval TTL (nops_approval_ttl): it does not expire", d.ID)
+	case now.Before(at):
+		return conflict("deployment %s expires at %s, not at %s: its approval TTL (%s) has not run out",
+			d.ID, at.Format(time.RFC3339), now.Format(time.RFC3339), d.ApprovalTTL)
+	}
+	return nil
 }
 
 func (w *writer) deploymentUpdate(req *structs.DeploymentUpdateRequest) error {
@@ -438,6 +468,11 @@ func upsertHookRun(d *structs.Deployment, r structs.HookRun) error {
 	return nil
 }
 
+// deploymentDecision records a person's approve or reject (SPEC sections
+// 3 and 20). One rejection rejects. An approval counts once per identity:
+// a second one by the same identity is refused, so that a replayed or
+// forwarded request is never counted twice; the deployment moves on with
+// the last approval it needs, and waits, recorded, until then.
 func (w *writer) deploymentDecision(req *structs.DeploymentDecisionRequest) error {
 	if req.Decision != structs.DecisionApprove && req.Decision != structs.DecisionReject {
 		return invalid("decision must be approve or reject, not %q", req.Decision)
@@ -452,6 +487,14 @@ func (w *writer) deploymentDecision(req *structs.DeploymentDecisionRequest) erro
 	if d.State != structs.StatePendingApproval {
 		return conflict("deployment %s is %s, not pending approval: cannot %s it", d.ID, d.State, req.Decision)
 	}
+	if req.Decision == structs.DecisionApprove {
+		if err := w.mayApprove(req, d); err != nil {
+			return err
+		}
+	}
+	d.Decisions = append(d.Decisions, structs.Decision{
+		Kind: req.Decision, Actor: req.Actor, Comment: req.Comment, Time: req.Time,
+	})
 	var (
 		to  structs.DeploymentState
 		by  structs.Trigger
@@ -459,30 +502,63 @@ func (w *writer) deploymentDecision(req *structs.DeploymentDecisionRequest) erro
 	)
 	switch req.Decision {
 	case structs.DecisionApprove:
-		// A pause blocks approvals; a sync window does not (SPEC
-		// section 6).
-		pause, err := pausedTxn(w.reads, d.Namespace, d.JobID)
-		if err != nil {
-			return err
-		}
-		if pause != nil {
-			what := "job " + d.Key()
-			if pause.Global {
-				what = "every job"
-			}
-			return conflict("%s is paused by %s (%s): resume before approving", what, pause.Actor, pause.Reason)
+		given, need := len(d.ApprovalsGiven()), d.RequiredApprovals()
+		if given < need {
+			return w.approvalRecorded(req, d, given, need)
 		}
 		to, by, msg = d.StartState(), structs.TriggerApprove, "approved"
+		if need > 1 {
+			msg = fmt.Sprintf("approved: %d of %d approvals", given, need)
+		}
 	case structs.DecisionReject:
 		to, by, msg = structs.StateRejected, structs.TriggerReject, "rejected"
 	}
-	d.Decisions = append(d.Decisions, structs.Decision{
-		Kind: req.Decision, Actor: req.Actor, Comment: req.Comment, Time: req.Time,
-	})
 	if req.Comment != "" {
 		msg += ": " + req.Comment
 	}
 	return w.move(req.WriteMeta, d, to, by, msg)
+}
+
+// mayApprove checks that the request's identity may approve d now: its
+// approval TTL has not run out by the entry's stamped time (whether or not
+// the leader has proposed its expiry yet), the job is not paused (a sync
+// window does not block an approval, SPEC section 6), and the identity has
+// not approved d already.
+func (w *writer) mayApprove(req *structs.DeploymentDecisionRequest, d *structs.Deployment) error {
+	if at := d.ApprovalExpiresAt(); !at.IsZero() && !req.Time.Before(at) {
+		return conflict("deployment %s expired at %s: its approval TTL (nops_approval_ttl %s) ran out; a commit, a live change or a retry creates a new one",
+			d.ID, at.Format(time.RFC3339), d.ApprovalTTL)
+	}
+	pause, err := pausedTxn(w.reads, d.Namespace, d.JobID)
+	if err != nil {
+		return err
+	}
+	if pause != nil {
+		what := "job " + d.Key()
+		if pause.Global {
+			what = "every job"
+		}
+		return conflict("%s is paused by %s (%s): resume before approving", what, pause.Actor, pause.Reason)
+	}
+	return d.ApprovalRefusal(req.Actor)
+}
+
+// approvalRecorded records an approval of d that leaves it waiting for
+// more, with its event and its notification.
+func (w *writer) approvalRecorded(req *structs.DeploymentDecisionRequest, d *structs.Deployment, given, need int) error {
+	d.UpdatedAt = req.Time
+	d.ModifyIndex = w.index
+	if err := w.put(TableDeployments, d); err != nil {
+		return err
+	}
+	msg := fmt.Sprintf("approved by %s: %d of %d approvals", req.Actor, given, need)
+	if req.Comment != "" {
+		msg += ": " + req.Comment
+	}
+	return w.eventWith(req.WriteMeta, structs.Event{
+		Kind: structs.EventKindDeployment, Object: d.ID, Namespace: d.Namespace, JobID: d.JobID,
+		From: string(d.State), To: string(d.State), Message: msg,
+	}, structs.NotifyApproval)
 }
 
 func (w *writer) pause(req *structs.PauseRequest) error {

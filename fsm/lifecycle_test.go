@@ -12,12 +12,18 @@ import (
 
 var triggers = []structs.Trigger{structs.TriggerSystem, structs.TriggerApprove, structs.TriggerReject}
 
+// testApprovalTTL is the approval TTL of the deployments driveTo makes:
+// long enough for every request of a test, so that only a test that moves
+// the clock past it sees one expire.
+const testApprovalTTL = time.Hour
+
 // driveTo creates a deployment with one pre- and one post-hook for its own
 // job and brings it to state s through allowed moves only.
 func driveTo(h *harness, id string, s structs.DeploymentState) *structs.Deployment {
 	h.t.Helper()
 	d := testDeployment(id, "default", "job-"+id, 1, 1)
 	d.Policy = structs.PolicyApproval
+	d.ApprovalTTL = testApprovalTTL
 	h.create(d)
 	switch s {
 	case structs.StateDetected:
@@ -32,6 +38,10 @@ func driveTo(h *harness, id string, s structs.DeploymentState) *structs.Deployme
 		if err := h.decide(id, structs.DecisionReject, "alice"); err != nil {
 			h.t.Fatalf("reject %s: %v", id, err)
 		}
+	case structs.StateExpired:
+		h.mustTransition(id, structs.StatePendingApproval, nil)
+		h.now = h.now.Add(testApprovalTTL)
+		h.mustTransition(id, structs.StateExpired, nil)
 	default:
 		h.t.Fatalf("no path to state %s", s)
 	}
@@ -90,6 +100,9 @@ func TestAllowedTransitions(t *testing.T) {
 		t.Run(fmt.Sprintf("%s to %s", tr.From, tr.To), func(t *testing.T) {
 			h := newHarness(t)
 			driveTo(h, "d1", tr.From)
+			if tr.To == structs.StateExpired {
+				h.now = h.now.Add(testApprovalTTL)
+			}
 			n := len(h.events())
 			if err := h.apply(structs.DeploymentTransitionRequestType, &structs.DeploymentTransitionRequest{
 				WriteMeta: h.meta("engine"), ID: "d1", From: tr.From, To: tr.To, Message: "step",

@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	memdb "github.com/hashicorp/go-memdb"
@@ -79,9 +80,10 @@ func (w *writer) notify(n *structs.Notification) error {
 	return nil
 }
 
-// notifyEvent writes the notifications an audit event causes, if any.
-func (w *writer) notifyEvent(e *structs.Event) error {
-	kinds := eventNotifyKinds(e)
+// notifyEvent writes the notifications an audit event causes, if any, and
+// those of the extra kinds.
+func (w *writer) notifyEvent(e *structs.Event, extra ...string) error {
+	kinds := append(eventNotifyKinds(e), extra...)
 	if len(kinds) == 0 {
 		return nil
 	}
@@ -98,6 +100,12 @@ func (w *writer) notifyEvent(e *structs.Event) error {
 				State: string(d.State), DiffSummary: structs.DiffSummary(d.Diff), Error: d.Error,
 				CommitMessage: d.CommitMessage, CommitAuthor: d.CommitAuthor, CommitTime: d.CommitTime, CommitURL: d.CommitURL,
 			}
+			for _, a := range d.ApprovalsGiven() {
+				dep.Approvals = append(dep.Approvals, a.Actor)
+			}
+			if d.Policy == structs.PolicyApproval {
+				dep.ApprovalsRequired = d.RequiredApprovals()
+			}
 		}
 	}
 	for _, k := range kinds {
@@ -107,6 +115,7 @@ func (w *writer) notifyEvent(e *structs.Event) error {
 		}
 		if dep != nil {
 			d := *dep
+			d.Approvals = slices.Clone(dep.Approvals)
 			n.Deployment = &d
 		}
 		if err := w.notify(n); err != nil {
@@ -117,7 +126,8 @@ func (w *writer) notifyEvent(e *structs.Event) error {
 }
 
 // eventNotifyKinds maps an audit event to the kinds of notification it
-// causes. A deployment that fails or is rejected also blocks its job.
+// causes. A deployment that fails or is rejected also blocks its job; one
+// that expires does not.
 func eventNotifyKinds(e *structs.Event) []string {
 	switch e.Kind {
 	case structs.EventKindDeployment:
@@ -147,6 +157,8 @@ func eventNotifyKinds(e *structs.Event) []string {
 			return []string{structs.NotifyRejected, structs.NotifyBlocked}
 		case structs.StateSuperseded:
 			return []string{structs.NotifySuperseded}
+		case structs.StateExpired:
+			return []string{structs.NotifyExpired}
 		}
 	case structs.EventKindJob:
 		if e.To == "retry" {

@@ -30,9 +30,11 @@ func populate(t testing.TB, h *harness) {
 	full.CommitMessage, full.CommitAuthor = "Bump web to v2\n\nThe new image.", "Ops <ops@example.com>"
 	full.CommitTime, full.CommitURL = h.now.Add(-time.Hour), "https://git.example.com/ops/jobs/commit/"+full.Commit
 	full.FileDiff = "--- a/jobs/web.nomad.hcl\n+++ b/jobs/web.nomad.hcl\n@@ -1 +1 @@\n-image = \"web:1\"\n+image = \"web:2\"\n"
+	full.ApprovalsRequired, full.ApprovalTTL = 2, 72*time.Hour
 	h.mustApply(structs.DeploymentCreateRequestType, &structs.DeploymentCreateRequest{WriteMeta: h.meta("detector"), Deployment: full, ConsumeLift: true})
 	h.mustTransition("full", structs.StatePendingApproval, nil)
 	h.mustApply(structs.DeploymentDecisionRequestType, &structs.DeploymentDecisionRequest{WriteMeta: h.meta("bob"), ID: "full", Decision: "approve", Comment: "after the backup"})
+	h.mustApply(structs.DeploymentDecisionRequestType, &structs.DeploymentDecisionRequest{WriteMeta: h.meta("erin"), ID: "full", Decision: "approve"})
 	d := h.deployment("full")
 	for pos := 0; pos < 2; pos++ {
 		for _, s := range []structs.HookRunState{structs.HookRunDispatching, structs.HookRunRunning, structs.HookRunSucceeded} {
@@ -63,6 +65,13 @@ func populate(t testing.TB, h *harness) {
 	skip := testDeployment("skip", "prod", "api", 0, 1)
 	skip.SkipRegister = true
 	h.create(skip)
+	// An approval that expired, which leaves its kind of block.
+	expired := testDeployment("expired", "prod", "cron", 0, 0)
+	expired.Policy, expired.ApprovalTTL = structs.PolicyApproval, time.Hour
+	h.create(expired)
+	h.mustTransition("expired", structs.StatePendingApproval, nil)
+	h.now = h.now.Add(time.Hour)
+	h.mustTransition("expired", structs.StateExpired, nil)
 	// Some more history.
 	for i := 0; i < 5; i++ {
 		id := fmt.Sprintf("old-%d", i)
@@ -138,7 +147,8 @@ func fieldPaths(t reflect.Type, prefix string, out map[string]bool) {
 		}
 		for i := 0; i < t.NumField(); i++ {
 			f := t.Field(i)
-			if !f.IsExported() {
+			if !f.IsExported() || f.Tag.Get("codec") == "-" {
+				// A field the codec never writes is never stored.
 				continue
 			}
 			p := prefix + "." + f.Name
@@ -279,18 +289,19 @@ func TestSnapshotRoundTrip(t *testing.T) {
 	if !reflect.DeepEqual(wantCounts, gotCounts) {
 		t.Errorf("counts %v, want %v", gotCounts, wantCounts)
 	}
-	if wantCounts[TableDeployments] != 7 || wantCounts[TableEvents] < 30 {
+	if wantCounts[TableDeployments] != 8 || wantCounts[TableEvents] < 30 {
 		t.Errorf("counts %v", wantCounts)
 	}
 	d := restored.State().Deployments
-	if all, _, _ := d(DeploymentFilter{}); len(all) != 7 || all[0].ID != "old-4" {
+	if all, _, _ := d(DeploymentFilter{}); len(all) != 8 || all[0].ID != "old-4" {
 		t.Errorf("restored deployments, newest first: %v", all)
 	}
 	if active, _ := restored.State().ActiveDeployments(); len(active) != 1 || active[0].ID != "skip" {
 		t.Errorf("restored active deployments: %v", active)
 	}
 	full, _ := restored.State().Deployment("full")
-	if full == nil || len(full.HookRuns) != 3 || len(full.Decisions) != 1 || !full.LiftedWindow || !full.Registered {
+	if full == nil || len(full.HookRuns) != 3 || len(full.Decisions) != 2 || !full.LiftedWindow || !full.Registered ||
+		full.ApprovalsRequired != 2 || full.ApprovalTTL != 72*time.Hour {
 		t.Errorf("restored deployment: %+v", full)
 	}
 

@@ -3,6 +3,7 @@ package structs
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -19,12 +20,15 @@ const (
 	StateFailed          DeploymentState = "failed"
 	StateRejected        DeploymentState = "rejected"
 	StateSuperseded      DeploymentState = "superseded"
+	// StateExpired ends a deployment that waited for approval longer than
+	// its approval TTL (SPEC section 20).
+	StateExpired DeploymentState = "expired"
 )
 
 // AllStates lists every state, in lifecycle order.
 var AllStates = []DeploymentState{
 	StateDetected, StatePendingApproval, StatePreHook, StateApplying, StatePostHook,
-	StateCompleted, StateFailed, StateRejected, StateSuperseded,
+	StateCompleted, StateFailed, StateRejected, StateSuperseded, StateExpired,
 }
 
 // Trigger says who moves a deployment: the reconcilers (system), or a
@@ -48,8 +52,9 @@ type Transition struct {
 //
 // detected may complete (the job was put in sync by hand) or fail (a hook it
 // declares is missing). Only approve and reject start or end a deployment
-// waiting in pending_approval; the system may only supersede it or complete
-// it when the job is already in sync.
+// waiting in pending_approval; the system may only supersede it, complete
+// it when the job is already in sync, or expire it once its approval TTL
+// has run out.
 var Transitions = []Transition{
 	{StateDetected, StatePendingApproval, TriggerSystem},
 	{StateDetected, StatePreHook, TriggerSystem},
@@ -62,6 +67,7 @@ var Transitions = []Transition{
 	{StatePendingApproval, StateRejected, TriggerReject},
 	{StatePendingApproval, StateSuperseded, TriggerSystem},
 	{StatePendingApproval, StateCompleted, TriggerSystem},
+	{StatePendingApproval, StateExpired, TriggerSystem},
 	{StatePreHook, StateApplying, TriggerSystem},
 	{StatePreHook, StateFailed, TriggerSystem},
 	{StateApplying, StatePostHook, TriggerSystem},
@@ -245,6 +251,10 @@ type Deployment struct {
 	Hooks        []FrozenHook `json:"hooks"`
 	HookRuns     []HookRun    `json:"hook_runs"`
 	Decisions    []Decision   `json:"decisions"`
+	// Approvals are the approve decisions, for the readers of the API:
+	// Public fills it from Decisions, the one record. It is never stored:
+	// the codec tag keeps it out of the log and of snapshots.
+	Approvals []Decision `codec:"-" json:"approvals,omitempty"`
 	// RegisterStartedAt is recorded before the register: the intent. A
 	// deployment in applying with it set may have been registered.
 	RegisterStartedAt time.Time `json:"register_started_at,omitzero"`
@@ -276,6 +286,15 @@ type Deployment struct {
 	CommitTime    time.Time `json:"commit_time,omitzero"`
 	CommitURL     string    `json:"commit_url,omitempty"`
 	FileDiff      string    `json:"file_diff,omitempty"`
+	// ApprovalsRequired is how many approvals, each from a distinct
+	// identity, the deployment needs to leave pending_approval: its job's
+	// nops_approvals at detection (SPEC section 20). 0, as on a
+	// deployment recorded before the rule, counts as 1.
+	ApprovalsRequired int `json:"approvals_required"`
+	// ApprovalTTL is how long the deployment may wait in pending_approval
+	// before it expires: its job's nops_approval_ttl, else the server's
+	// approval { ttl }, at detection. 0 never expires.
+	ApprovalTTL time.Duration `json:"approval_ttl,omitempty"`
 }
 
 // CommitSubject returns the first line of the commit message.
@@ -301,18 +320,69 @@ func (d *Deployment) Copy() *Deployment {
 	}
 	c.HookRuns = slices.Clone(d.HookRuns)
 	c.Decisions = slices.Clone(d.Decisions)
+	c.Approvals = slices.Clone(d.Approvals)
 	return &c
 }
 
 // Public returns a copy fit for the API: without the job spec and the hook
-// specs.
+// specs, with its approvals listed.
 func (d *Deployment) Public() *Deployment {
 	c := d.Copy()
 	c.Spec = nil
 	for i := range c.Hooks {
 		c.Hooks[i].Spec = nil
 	}
+	c.Approvals = d.ApprovalsGiven()
 	return c
+}
+
+// RequiredApprovals is how many approvals from distinct identities d
+// needs: ApprovalsRequired, at least one.
+func (d *Deployment) RequiredApprovals() int { return max(1, d.ApprovalsRequired) }
+
+// ApprovalsGiven returns d's approve decisions, oldest first, or nil.
+func (d *Deployment) ApprovalsGiven() []Decision {
+	var out []Decision
+	for _, c := range d.Decisions {
+		if c.Kind == DecisionApprove {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// ApprovedBy reports whether actor already approved d. Identities are
+// compared without regard to case, so that one person is not counted
+// twice for the spelling of a name.
+func (d *Deployment) ApprovedBy(actor string) bool {
+	for _, c := range d.Decisions {
+		if c.Kind == DecisionApprove && strings.EqualFold(c.Actor, actor) {
+			return true
+		}
+	}
+	return false
+}
+
+// ApprovalExpiresAt returns when d, waiting for approval, expires: its
+// approval TTL after it entered pending_approval. It is zero when d is not
+// pending approval or has no TTL.
+func (d *Deployment) ApprovalExpiresAt() time.Time {
+	if d.State != StatePendingApproval || d.ApprovalTTL <= 0 {
+		return time.Time{}
+	}
+	return d.StateEnteredAt.Add(d.ApprovalTTL)
+}
+
+// ApprovalRefusal returns why actor may not approve d, or nil: actor
+// already approved it (ErrConflict). The FSM refuses an approval with it,
+// and the dashboard shows it in place of the Approve button, so both say
+// the same.
+func (d *Deployment) ApprovalRefusal(actor string) error {
+	if d.ApprovedBy(actor) {
+		return fmt.Errorf("%w: nops_approvals: %s already approved deployment %s; it needs %d approvals from distinct identities, and one identity counts once",
+			ErrConflict, actor, d.ID, d.RequiredApprovals())
+	}
+	return nil
 }
 
 // HooksOf returns the frozen hooks of one phase, in order.

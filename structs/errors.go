@@ -39,6 +39,10 @@ var (
 	// ErrUnauthorized: the request does not prove who sent it, as a
 	// webhook with a bad signature (401).
 	ErrUnauthorized = errors.New("unauthorized")
+	// ErrForbidden: who sent the request may not do it, by a rule of the
+	// object rather than an ACL, as the author of a commit approving its
+	// deployment under approval { forbid_self } (403).
+	ErrForbidden = errors.New("forbidden")
 	// ErrUpstream: a service the answer needs, such as Nomad, could not
 	// be read (502).
 	ErrUpstream = errors.New("upstream unavailable")

@@ -84,8 +84,9 @@ type WindowLift struct {
 func (l *WindowLift) Key() string { return JobKey(l.Namespace, l.JobID) }
 
 // Block keeps detection from creating the same deployment again after one
-// failed or was rejected (SPEC section 4). The FSM writes it when a
-// deployment ends failed or rejected; a retry or a newer deployment removes it.
+// failed, was rejected or expired (SPEC sections 4 and 20). The FSM writes
+// it when a deployment ends failed, rejected or expired; a retry or a newer
+// deployment removes it.
 type Block struct {
 	Namespace    string `json:"namespace"`
 	JobID        string `json:"job_id"`
@@ -102,18 +103,31 @@ type Block struct {
 	Retried     bool   `json:"retried"`
 	RetriedBy   string `json:"retried_by,omitempty"`
 	CreateIndex uint64 `json:"create_index"`
+	// Expired is set when the deployment's approval expired. Such a block
+	// is no failure: the job does not show as blocked and nothing
+	// notifies it, but the same spec on the same live job is not proposed
+	// again until a commit, a live change or a retry.
+	Expired bool `json:"expired,omitempty"`
 }
 
 // Key returns the block's job key.
 func (b *Block) Key() string { return JobKey(b.Namespace, b.JobID) }
 
 // Blocks reports whether the block still holds for a job whose git spec hash
-// and live modify index are the ones given.
+// and live modify index are the ones given: no deployment of them is
+// created.
 func (b *Block) Blocks(specHash string, liveModifyIndex uint64) bool {
 	if b == nil || b.Retried || b.SpecHash != specHash {
 		return false
 	}
 	return b.AfterRegister || b.JobModifyIndex == liveModifyIndex
+}
+
+// Failure reports whether the block, holding for the given spec hash and
+// live modify index, shows the job as blocked: a failure or a rejection
+// does, an expired approval does not.
+func (b *Block) Failure(specHash string, liveModifyIndex uint64) bool {
+	return b.Blocks(specHash, liveModifyIndex) && !b.Expired
 }
 
 // SyncState is a managed job's observed sync.

@@ -2,6 +2,7 @@ package structs
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 )
@@ -12,20 +13,25 @@ const (
 	NotifyCreated         = "created"
 	NotifyPendingApproval = "pending_approval"
 	NotifyApproved        = "approved"
-	NotifyRejected        = "rejected"
-	NotifyApplying        = "applying"
-	NotifyCompleted       = "completed"
-	NotifyFailed          = "failed"
-	NotifySuperseded      = "superseded"
-	NotifyBlocked         = "blocked"
-	NotifyUnblocked       = "unblocked"
-	NotifyPaused          = "paused"
-	NotifyResumed         = "resumed"
-	NotifyWindowOpened    = "window_opened"
-	NotifyWindowClosed    = "window_closed"
-	NotifyRepoFailing     = "repo_failing"
-	NotifyRepoRecovered   = "repo_recovered"
-	NotifyLeaderChanged   = "leader_changed"
+	// NotifyApproval is one approval of a deployment that needs more
+	// (nops_approvals); the last one needed notifies approved.
+	NotifyApproval = "approval"
+	// NotifyExpired is a deployment whose approval TTL ran out.
+	NotifyExpired       = "expired"
+	NotifyRejected      = "rejected"
+	NotifyApplying      = "applying"
+	NotifyCompleted     = "completed"
+	NotifyFailed        = "failed"
+	NotifySuperseded    = "superseded"
+	NotifyBlocked       = "blocked"
+	NotifyUnblocked     = "unblocked"
+	NotifyPaused        = "paused"
+	NotifyResumed       = "resumed"
+	NotifyWindowOpened  = "window_opened"
+	NotifyWindowClosed  = "window_closed"
+	NotifyRepoFailing   = "repo_failing"
+	NotifyRepoRecovered = "repo_recovered"
+	NotifyLeaderChanged = "leader_changed"
 	// NotifyTest is the kind of the message `nops notify test` sends; it
 	// never goes through the outbox.
 	NotifyTest = "test"
@@ -33,7 +39,7 @@ const (
 
 // NotifyKinds lists every kind a notifier can subscribe to.
 func NotifyKinds() []string {
-	return []string{NotifyCreated, NotifyPendingApproval, NotifyApproved, NotifyRejected, NotifyApplying,
+	return []string{NotifyCreated, NotifyPendingApproval, NotifyApproval, NotifyApproved, NotifyRejected, NotifyExpired, NotifyApplying,
 		NotifyCompleted, NotifyFailed, NotifySuperseded, NotifyBlocked, NotifyUnblocked, NotifyPaused,
 		NotifyResumed, NotifyWindowOpened, NotifyWindowClosed, NotifyRepoFailing, NotifyRepoRecovered,
 		NotifyLeaderChanged}
@@ -115,6 +121,10 @@ type NotificationDeployment struct {
 	CommitAuthor  string    `json:"commit_author,omitempty"`
 	CommitTime    time.Time `json:"commit_time,omitzero"`
 	CommitURL     string    `json:"commit_url,omitempty"`
+	// Approvals are the identities that approved it, oldest first, and
+	// ApprovalsRequired how many it needs (nops_approvals).
+	Approvals         []string `json:"approvals,omitempty"`
+	ApprovalsRequired int      `json:"approvals_required,omitempty"`
 }
 
 // CommitSubject returns the first line of the commit message.
@@ -174,6 +184,7 @@ func (n *Notification) Copy() *Notification {
 	c.Targets = append([]NotificationTarget(nil), n.Targets...)
 	if n.Deployment != nil {
 		d := *n.Deployment
+		d.Approvals = slices.Clone(n.Deployment.Approvals)
 		c.Deployment = &d
 	}
 	return &c

@@ -25,6 +25,7 @@ func TestDeploymentState_ValidTerminalActiveWaiting(t *testing.T) {
 		{StateFailed, true, true, false, false},
 		{StateRejected, true, true, false, false},
 		{StateSuperseded, true, true, false, false},
+		{StateExpired, true, true, false, false},
 		{"", false, false, false, false},
 		{"paused", false, false, false, false},
 	} {
@@ -43,13 +44,13 @@ func TestDeploymentState_ValidTerminalActiveWaiting(t *testing.T) {
 			}
 		})
 	}
-	if len(AllStates) != 9 {
+	if len(AllStates) != 10 {
 		t.Fatalf("%d states", len(AllStates))
 	}
 }
 
-// TestTransitions_MatchSpecLifecycle pins the lifecycle of SPEC section 3:
-// the table below is written from the spec, independently of Transitions.
+// TestTransitions_MatchSpecLifecycle pins the lifecycle of SPEC section 3
+// (and the expiry of section 20): the table below is written from the spec, independently of Transitions.
 func TestTransitions_MatchSpecLifecycle(t *testing.T) {
 	type move struct {
 		from, to DeploymentState
@@ -67,6 +68,7 @@ func TestTransitions_MatchSpecLifecycle(t *testing.T) {
 		{StatePendingApproval, StateRejected, TriggerReject}:   true,
 		{StatePendingApproval, StateSuperseded, TriggerSystem}: true,
 		{StatePendingApproval, StateCompleted, TriggerSystem}:  true,
+		{StatePendingApproval, StateExpired, TriggerSystem}:    true,
 		{StatePreHook, StateApplying, TriggerSystem}:           true,
 		{StatePreHook, StateFailed, TriggerSystem}:             true,
 		{StateApplying, StatePostHook, TriggerSystem}:          true,
@@ -96,11 +98,12 @@ func TestTransitions_MatchSpecLifecycle(t *testing.T) {
 }
 
 // TestBlock_BlocksUntilSpecOrLiveJobChanges covers the rules of SPEC section
-// 4 on blocks.
+// 4 on blocks, and the block an expired approval leaves (section 20).
 func TestBlock_BlocksUntilSpecOrLiveJobChanges(t *testing.T) {
 	before := &Block{Namespace: "default", JobID: "web", SpecHash: "h1", JobModifyIndex: 10}
 	after := &Block{Namespace: "default", JobID: "web", SpecHash: "h1", JobModifyIndex: 10, AfterRegister: true}
 	retried := &Block{SpecHash: "h1", JobModifyIndex: 10, AfterRegister: true, Retried: true, RetriedBy: "alice"}
+	expired := &Block{SpecHash: "h1", JobModifyIndex: 10, Expired: true}
 	for _, tc := range []struct {
 		name      string
 		b         *Block
@@ -119,10 +122,18 @@ func TestBlock_BlocksUntilSpecOrLiveJobChanges(t *testing.T) {
 		{"retried", retried, "h1", 10, false},
 		{"retried, live job changed", retried, "h1", 11, false},
 		{"new job, nothing changed", &Block{SpecHash: "h1"}, "h1", 0, true},
+		{"expired, nothing changed", expired, "h1", 10, true},
+		{"expired, spec changed", expired, "h2", 10, false},
+		{"expired, live job changed", expired, "h1", 11, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := tc.b.Blocks(tc.specHash, tc.liveIndex); got != tc.want {
 				t.Fatalf("Blocks(%q, %d) = %v, want %v", tc.specHash, tc.liveIndex, got, tc.want)
+			}
+			// Only a failure or a rejection shows the job as blocked.
+			failure := tc.want && (tc.b == nil || !tc.b.Expired)
+			if got := tc.b.Failure(tc.specHash, tc.liveIndex); got != failure {
+				t.Fatalf("Failure(%q, %d) = %v, want %v", tc.specHash, tc.liveIndex, got, failure)
 			}
 		})
 	}
@@ -450,5 +461,68 @@ func TestParseFileDiff_KindsFollowTheHunkCounts(t *testing.T) {
 	}
 	if ParseFileDiff("") != nil {
 		t.Fatal("an empty diff has lines")
+	}
+}
+
+// TestDeployment_Approvals covers what a deployment says of its approvals
+// (SPEC section 20): the count it needs, who approved, the refusal of a
+// second approval by one identity, and when it expires.
+func TestDeployment_Approvals(t *testing.T) {
+	at := time.Date(2025, 5, 1, 9, 0, 0, 0, time.UTC)
+	d := &Deployment{ID: "d1", State: StatePendingApproval, StateEnteredAt: at, ApprovalsRequired: 2, Decisions: []Decision{
+		{Kind: DecisionApprove, Actor: "alice", Time: at.Add(time.Minute)},
+		{Kind: DecisionReject, Actor: "bob", Time: at.Add(2 * time.Minute)},
+	}}
+	if got := (&Deployment{}).RequiredApprovals(); got != 1 {
+		t.Fatalf("a deployment recorded before the rule needs %d approvals, want 1", got)
+	}
+	if got := d.ApprovalsGiven(); len(got) != 1 || got[0].Actor != "alice" {
+		t.Fatalf("approvals %+v, want alice's alone", got)
+	}
+	if !d.ApprovedBy("Alice") || d.ApprovedBy("bob") {
+		t.Fatal("ApprovedBy must match approvals only, without regard to case")
+	}
+	err := d.ApprovalRefusal("ALICE")
+	if !errors.Is(err, ErrConflict) || !strings.Contains(err.Error(), "nops_approvals") {
+		t.Fatalf("a second approval by alice: %v, want a conflict naming nops_approvals", err)
+	}
+	if err := d.ApprovalRefusal("carol"); err != nil {
+		t.Fatalf("carol may approve: %v", err)
+	}
+	if !d.ApprovalExpiresAt().IsZero() {
+		t.Fatal("a deployment without a TTL never expires")
+	}
+	d.ApprovalTTL = time.Hour
+	if got := d.ApprovalExpiresAt(); !got.Equal(at.Add(time.Hour)) {
+		t.Fatalf("expires at %s, want an hour after it entered pending_approval", got)
+	}
+	running := *d
+	running.State = StateApplying
+	if !running.ApprovalExpiresAt().IsZero() {
+		t.Fatal("only a deployment pending approval expires")
+	}
+
+	// The API lists the approvals; the log and snapshots never hold the
+	// list, which Decisions already records.
+	pub := d.Public()
+	if len(pub.Approvals) != 1 || pub.Approvals[0].Actor != "alice" {
+		t.Fatalf("Public approvals %+v", pub.Approvals)
+	}
+	b, err := json.Marshal(pub)
+	if err != nil || !strings.Contains(string(b), `"approvals":[{"kind":"approve","actor":"alice"`) ||
+		!strings.Contains(string(b), `"approvals_required":2`) {
+		t.Fatalf("API JSON %s (%v) lacks approvals", b, err)
+	}
+	enc, err := Encode(DeploymentCreateRequestType, &DeploymentCreateRequest{Deployment: pub})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back DeploymentCreateRequest
+	if err := Decode(enc[1:], &back); err != nil {
+		t.Fatal(err)
+	}
+	if back.Deployment.Approvals != nil || len(back.Deployment.Decisions) != 2 || back.Deployment.ApprovalsRequired != 2 {
+		t.Fatalf("the log holds approvals %+v, decisions %d, required %d", back.Deployment.Approvals,
+			len(back.Deployment.Decisions), back.Deployment.ApprovalsRequired)
 	}
 }

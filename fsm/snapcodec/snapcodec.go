@@ -35,10 +35,11 @@ import (
 )
 
 // deploymentFields and the other counts are the number of fields each
-// struct has; TestSnapshotCodecCoversEveryField fails when a field is added
-// to a struct and not here.
+// struct has (but those the codec never writes, tagged codec:"-");
+// TestSnapshotCodecCoversEveryField fails when a field is added to a
+// struct and not here.
 const (
-	deploymentFields = 37
+	deploymentFields = 39
 	frozenHookFields = 8
 	hookRunFields    = 9
 	decisionFields   = 4
@@ -98,6 +99,8 @@ func AppendDeployment(b []byte, d *structs.Deployment) ([]byte, error) {
 	}
 	b = mpString(b, d.CommitURL)
 	b = mpString(b, d.FileDiff)
+	b = mpInt(b, int64(d.ApprovalsRequired))
+	b = mpInt(b, int64(d.ApprovalTTL))
 	return b, nil
 }
 
@@ -269,6 +272,10 @@ func decodeDeploymentField(r *Reader, d *structs.Deployment, i int) (err error) 
 		err = r.symTo(&d.CommitURL)
 	case 36:
 		err = r.strTo(&d.FileDiff)
+	case 37:
+		err = r.intTo(&d.ApprovalsRequired)
+	case 38:
+		err = r.durationTo(&d.ApprovalTTL)
 	default:
 		err = r.skip(0)
 	}

@@ -64,7 +64,9 @@ func TestEventRecordForwardCompatible(t *testing.T) {
 
 // TestSnapshotCodecCoversEveryField fails when a field is added to a struct
 // that AppendDeployment or AppendEvent writes by hand: the field must be
-// added there, at the end, and to populate, which shows it round-trips.
+// added there, at the end, and to populate, which shows it round-trips. A
+// field the codec never writes (codec:"-", a view for the API) is not
+// stored, so not counted.
 func TestSnapshotCodecCoversEveryField(t *testing.T) {
 	for _, c := range []struct {
 		v    any
@@ -77,7 +79,13 @@ func TestSnapshotCodecCoversEveryField(t *testing.T) {
 		{structs.Event{}, eventFields},
 	} {
 		typ := reflect.TypeOf(c.v)
-		if n := typ.NumField(); n != c.want {
+		n := 0
+		for i := range typ.NumField() {
+			if typ.Field(i).Tag.Get("codec") != "-" {
+				n++
+			}
+		}
+		if n != c.want {
 			t.Errorf("%s has %d fields, and the snapshot writes %d: add the new ones to fsm/snapcodec/snapcodec.go", typ, n, c.want)
 		}
 	}

@@ -1,5 +1,5 @@
 // Package meta reads and validates the nops_* meta keys of a parsed job
-// (SPEC section 2), and owns the rules built on them that detection and
+// (SPEC sections 2 and 20), and owns the rules built on them that detection and
 // `nops validate` share: what a hook must be (ValidateHook), how a managed
 // job's hook names resolve (HookProblem), which jobs count (Considered) and
 // how a duplicate declaration is worded (DuplicateProblem). It is pure: the
@@ -11,6 +11,7 @@ package meta
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -28,7 +29,13 @@ const (
 	KeyPostHooks    = "nops_post_hooks"
 	KeyApplyTimeout = "nops_apply_timeout"
 	KeyHookTimeout  = "nops_hook_timeout"
+	KeyApprovals    = "nops_approvals"
+	KeyApprovalTTL  = "nops_approval_ttl"
 )
+
+// MaxApprovals bounds nops_approvals: past it, a deployment waits for more
+// distinct approvers than a team has.
+const MaxApprovals = 100
 
 // Kind says what a parsed job is to Nops.
 type Kind int
@@ -49,10 +56,13 @@ const (
 )
 
 // Defaults are the server-wide values for jobs that do not set a key.
+// ApprovalTTL is approval { ttl }, 0 for none; nops_approvals defaults to
+// 1 everywhere.
 type Defaults struct {
 	Policy       structs.Policy
 	ApplyTimeout time.Duration
 	HookTimeout  time.Duration
+	ApprovalTTL  time.Duration
 }
 
 // Job is what the meta keys say of one job.
@@ -63,6 +73,11 @@ type Job struct {
 	PostHooks    []string
 	ApplyTimeout time.Duration
 	HookTimeout  time.Duration
+	// Approvals is how many distinct identities must approve a deployment
+	// of the job (nops_approvals, 1 by default), and ApprovalTTL how long
+	// one may wait for them (nops_approval_ttl, 0 for no limit).
+	Approvals   int
+	ApprovalTTL time.Duration
 	// Problems are validation errors, each naming file, key and value.
 	Problems []string
 }
@@ -83,7 +98,8 @@ func Identity(job *api.Job) (namespace, jobID string) {
 // Read reads the meta keys of a job parsed from file.
 func Read(file string, job *api.Job, d Defaults) *Job {
 	m := job.Meta
-	out := &Job{Policy: d.Policy, ApplyTimeout: d.ApplyTimeout, HookTimeout: d.HookTimeout}
+	out := &Job{Policy: d.Policy, ApplyTimeout: d.ApplyTimeout, HookTimeout: d.HookTimeout,
+		Approvals: 1, ApprovalTTL: d.ApprovalTTL}
 	bad := func(key, value, why string) {
 		out.Problems = append(out.Problems, fmt.Sprintf("%s: meta %s = %q: %s", file, key, value, why))
 	}
@@ -119,8 +135,14 @@ func Read(file string, job *api.Job, d Defaults) *Job {
 	if v, ok := m[KeyHookTimeout]; ok {
 		out.HookTimeout = duration(KeyHookTimeout, v, bad, out.HookTimeout)
 	}
+	if v, ok := m[KeyApprovals]; ok {
+		out.Approvals = approvals(v, bad)
+	}
+	if v, ok := m[KeyApprovalTTL]; ok {
+		out.ApprovalTTL = duration(KeyApprovalTTL, v, bad, out.ApprovalTTL)
+	}
 	if out.Kind == Hook {
-		for _, k := range []string{KeyPolicy, KeyPreHooks, KeyPostHooks, KeyApplyTimeout} {
+		for _, k := range []string{KeyPolicy, KeyPreHooks, KeyPostHooks, KeyApplyTimeout, KeyApprovals, KeyApprovalTTL} {
 			if v, ok := m[k]; ok {
 				bad(k, v, "only a managed job takes this key, not a hook")
 			}
@@ -155,6 +177,16 @@ func hookList(m map[string]string, key string, bad func(string, string, string))
 		out = append(out, name)
 	}
 	return out
+}
+
+// approvals reads nops_approvals: a whole number from 1 to MaxApprovals.
+func approvals(v string, bad func(string, string, string)) int {
+	n, err := strconv.Atoi(strings.TrimSpace(v))
+	if err != nil || n < 1 || n > MaxApprovals {
+		bad(KeyApprovals, v, fmt.Sprintf("must be a whole number from 1 to %d: the distinct identities that must approve", MaxApprovals))
+		return 1
+	}
+	return n
 }
 
 func duration(key, v string, bad func(string, string, string), def time.Duration) time.Duration {

@@ -85,3 +85,51 @@ func TestRead_KindPolicyHooksAndTimeoutsFromMeta(t *testing.T) {
 		})
 	}
 }
+
+// TestRead_ApprovalKeys covers the approval rules' keys (SPEC section 20):
+// nops_approvals defaults to 1, nops_approval_ttl to the server's TTL, and
+// a bad value is a problem that names file, key and value, as detection
+// and nops validate both report it.
+func TestRead_ApprovalKeys(t *testing.T) {
+	withTTL := Defaults{Policy: structs.PolicyApproval, ApplyTimeout: time.Minute, HookTimeout: time.Minute, ApprovalTTL: 72 * time.Hour}
+	cases := []struct {
+		name      string
+		meta      map[string]string
+		defaults  Defaults
+		approvals int
+		ttl       time.Duration
+		problem   string
+	}{
+		{name: "defaults: one approval, no TTL", meta: map[string]string{KeyManaged: "true"}, defaults: defaults, approvals: 1},
+		{name: "the server's TTL", meta: map[string]string{KeyManaged: "true"}, defaults: withTTL, approvals: 1, ttl: 72 * time.Hour},
+		{name: "two approvals and a TTL of a day", meta: map[string]string{KeyManaged: "true", KeyApprovals: "2", KeyApprovalTTL: "24h"},
+			defaults: withTTL, approvals: 2, ttl: 24 * time.Hour},
+		{name: "zero approvals", meta: map[string]string{KeyManaged: "true", KeyApprovals: "0"}, defaults: defaults, approvals: 1,
+			problem: `meta nops_approvals = "0": must be a whole number from 1 to 100`},
+		{name: "not a number", meta: map[string]string{KeyManaged: "true", KeyApprovals: "two"}, defaults: defaults, approvals: 1,
+			problem: `meta nops_approvals = "two": must be a whole number`},
+		{name: "too many", meta: map[string]string{KeyManaged: "true", KeyApprovals: "101"}, defaults: defaults, approvals: 1,
+			problem: `meta nops_approvals = "101": must be a whole number from 1 to 100`},
+		{name: "a TTL that is no duration", meta: map[string]string{KeyManaged: "true", KeyApprovalTTL: "3 days"}, defaults: withTTL,
+			approvals: 1, ttl: 72 * time.Hour, problem: `meta nops_approval_ttl = "3 days": is not a Go duration`},
+		{name: "a negative TTL", meta: map[string]string{KeyManaged: "true", KeyApprovalTTL: "-1h"}, defaults: defaults,
+			approvals: 1, problem: `meta nops_approval_ttl = "-1h": must be more than zero`},
+		{name: "a hook takes neither key", meta: map[string]string{KeyRole: "hook", KeyApprovals: "2"}, defaults: defaults,
+			approvals: 2, problem: `meta nops_approvals = "2": only a managed job takes this key`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got := Read("jobs/web.nomad.hcl", job("service", tc.meta), tc.defaults)
+			if got.Approvals != tc.approvals || got.ApprovalTTL != tc.ttl {
+				t.Fatalf("approvals %d TTL %s, want %d and %s", got.Approvals, got.ApprovalTTL, tc.approvals, tc.ttl)
+			}
+			switch {
+			case tc.problem == "" && len(got.Problems) > 0:
+				t.Fatalf("problems %q, want none", got.Problems)
+			case tc.problem != "" && (len(got.Problems) != 1 || !strings.Contains(got.Problems[0], tc.problem) ||
+				!strings.HasPrefix(got.Problems[0], "jobs/web.nomad.hcl: ")):
+				t.Fatalf("problems %q, want one naming the file and %q", got.Problems, tc.problem)
+			}
+		})
+	}
+}
