@@ -228,6 +228,9 @@ func validCreate(req *structs.DeploymentCreateRequest) error {
 	if req.Time.IsZero() {
 		return invalid("a deployment needs a creation time")
 	}
+	if err := validApprovalRules(d); err != nil {
+		return err
+	}
 	for _, h := range d.Hooks {
 		if err := validHookPhase(d.ID, h); err != nil {
 			return err

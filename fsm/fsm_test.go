@@ -370,6 +370,9 @@ func TestOneActiveDeploymentPerJob(t *testing.T) {
 	h.refused(structs.ErrInvalid, []string{"needs an ID"}, create(noID))
 	h.refused(structs.ErrInvalid, []string{"namespace"}, create(noNS))
 	h.refused(structs.ErrInvalid, []string{"needs an ID"}, create(nil))
+	negative := testDeployment("d9", "default", "api", 0, 0)
+	negative.ApprovalsRequired = -1
+	h.refused(structs.ErrInvalid, []string{"needs -1 approvals", "may be negative"}, create(negative))
 }
 
 // TestApprove_RefusedWhilePausedStartsAfterResume checks that a pause of the

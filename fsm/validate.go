@@ -125,6 +125,9 @@ func validDeployment(d *structs.Deployment) error {
 	if !d.State.Valid() {
 		return invalid("deployment %s is in state %q, which is not a deployment state", d.ID, d.State)
 	}
+	if err := validApprovalRules(d); err != nil {
+		return err
+	}
 	for _, h := range d.Hooks {
 		if err := validHookPhase(d.ID, h); err != nil {
 			return err
@@ -155,6 +158,15 @@ func validCommitContext(d *structs.Deployment) error {
 		}
 	}
 	return structs.CheckFileDiff("deployment "+d.ID+": file_diff", d.FileDiff)
+}
+
+// validApprovalRules checks the approval rules a deployment was detected
+// with, as deploymentCreate does.
+func validApprovalRules(d *structs.Deployment) error {
+	if d.ApprovalsRequired < 0 || d.ApprovalTTL < 0 {
+		return invalid("deployment %s needs %d approvals within %s: neither may be negative", d.ID, d.ApprovalsRequired, d.ApprovalTTL)
+	}
+	return nil
 }
 
 // validHookPhase checks a frozen hook's phase, as deploymentCreate does.

@@ -106,6 +106,11 @@ func TestRestoreRefusesInvalidState(t *testing.T) {
 			r.obj.(*structs.Deployment).CommitMessage = strings.Repeat("x", structs.MaxTextLen+1)
 			return r
 		}()}, "commit_message: at most 4096 characters"},
+		{"deployment with a negative approval TTL", []craftRecord{meta, func() craftRecord {
+			r := dep("d1", "web", structs.StatePendingApproval)
+			r.obj.(*structs.Deployment).ApprovalTTL = -time.Hour
+			return r
+		}()}, "may be negative"},
 		{"events out of order", []craftRecord{meta, ev(2), ev(1)}, "strictly increasing"},
 		{"event twice", []craftRecord{meta, ev(1), ev(1)}, "strictly increasing"},
 		{"event past the counters", []craftRecord{meta, ev(1), ev(3)}, "outside 1..2"},

@@ -1,6 +1,7 @@
 package reconcile
 
 import (
+	"fmt"
 	"strings"
 	"time"
 
@@ -86,9 +87,10 @@ type decision struct {
 	// lookAgainAt is when detection must look at the job again even if
 	// nothing else triggers it (the controller's requeue-after): the next
 	// boundary of a sync window that matches it, where its hold, and so
-	// its status and its waiting deployment, may change; v.now when the
-	// waiting deployment moved on but still waits. Zero: only the usual
-	// triggers (commits, Nomad's events, state changes, the drift interval).
+	// its status and its waiting deployment, may change; when the
+	// waiting deployment's approval TTL runs out; v.now when the waiting
+	// deployment moved on but still waits. Zero: only the usual triggers
+	// (commits, Nomad's events, state changes, the drift interval).
 	lookAgainAt time.Time
 }
 
@@ -101,13 +103,45 @@ func decide(v *jobView) decision {
 	active := v.active
 	if active != nil && active.State.Waiting() {
 		dec.rebase, dec.settle, dec.reason = revalidate(v, h)
-		if dec.settle != "" {
+		switch {
+		case dec.settle == structs.StateExpired:
+			// It leaves a block on its spec and live job, which
+			// are the job's now: nothing is created for them.
+			return dec
+		case dec.settle != "":
 			// Settled, it is no longer active.
 			active = nil
+		default:
+			dec.lookAgainAt = earliest(dec.lookAgainAt, expiryCheck(v))
 		}
 	}
 	dec.createRule(v, h, active)
 	return dec
+}
+
+// expiryCheck is when detection must look again at the waiting deployment
+// for its approval TTL: when it runs out, once it waits for approval; a
+// TTL after now while it is detected under the approval policy, since it
+// enters pending_approval no sooner. Zero without a TTL.
+func expiryCheck(v *jobView) time.Time {
+	a := v.active
+	switch {
+	case a.ApprovalTTL <= 0:
+		return time.Time{}
+	case a.State == structs.StatePendingApproval:
+		return a.ApprovalExpiresAt()
+	case a.Policy == structs.PolicyApproval:
+		return v.now.Add(a.ApprovalTTL)
+	}
+	return time.Time{}
+}
+
+// earliest returns the earlier of two times, a zero one counting as none.
+func earliest(a, b time.Time) time.Time {
+	if a.IsZero() || (!b.IsZero() && b.Before(a)) {
+		return b
+	}
+	return a
 }
 
 // settleConflict decides creation again when the waiting deployment moved
@@ -177,9 +211,10 @@ func (v *jobView) needsAutoscaleCheck() bool {
 
 // revalidate decides about the waiting deployment (step 7): supersede it
 // if the policy became none, the spec hash changed, the live job changed
-// or the job is now held; complete it if the job is already in sync. A
-// deployment that consumed a deploy now is not held by the window it
-// lifted; a pause holds it.
+// or the job is now held; complete it if the job is already in sync;
+// expire it once it waited for approval past its approval TTL (SPEC
+// section 20; the FSM checks the time again). A deployment that consumed
+// a deploy now is not held by the window it lifted; a pause holds it.
 func revalidate(v *jobView, h holds.Hold) (rebase bool, to structs.DeploymentState, reason string) {
 	a := v.active
 	liveChanged := a.JobModifyIndex != v.liveMod
@@ -198,8 +233,17 @@ func revalidate(v *jobView, h holds.Hold) (rebase bool, to structs.DeploymentSta
 		return rebase, structs.StateSuperseded, "the live job changed since detection"
 	case held.Held():
 		return rebase, structs.StateSuperseded, "the job is held: " + held.Reason()
+	case expired(a, v.now):
+		return rebase, structs.StateExpired, fmt.Sprintf("no decision within its approval TTL (%s): a commit, a live change or a retry creates a new deployment", a.ApprovalTTL)
 	}
 	return rebase, "", ""
+}
+
+// expired reports whether a, waiting for approval, has run out its
+// approval TTL at now.
+func expired(a *structs.Deployment, now time.Time) bool {
+	at := a.ApprovalExpiresAt()
+	return !at.IsZero() && !now.Before(at)
 }
 
 // createRule decides whether to create a deployment (step 8) when active
@@ -207,11 +251,13 @@ func revalidate(v *jobView, h holds.Hold) (rebase bool, to structs.DeploymentSta
 // is drift (or a person's retry), unless the policy is none, the job is
 // blocked, the job is held or an active deployment exists. It also sets
 // the status's blocked flag: a deployment that fails at once for its
-// hooks blocks the job again.
+// hooks blocks the job again. An expired approval keeps the same spec from
+// being proposed again as a block does, but is no failure: the job does
+// not show as blocked.
 func (dec *decision) createRule(v *jobView, h holds.Hold, active *structs.Deployment) {
 	blocked := v.block.Blocks(v.specHash, v.liveMod)
 	retried := v.block != nil && v.block.Retried
-	dec.status.Blocked = blocked
+	dec.status.Blocked = v.block.Failure(v.specHash, v.liveMod)
 	dec.create, dec.skipRegister, dec.consumeLift, dec.failWith = false, false, false, ""
 	wantDeploy := !v.inSync || retried
 	if !wantDeploy || v.policy == structs.PolicyNone || blocked || h.Held() || active != nil {

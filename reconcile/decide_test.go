@@ -59,6 +59,17 @@ func waiting(state structs.DeploymentState, spec string, index uint64) *structs.
 	return &structs.Deployment{ID: "d1", Namespace: "default", JobID: "web", State: state, SpecHash: spec, JobModifyIndex: index}
 }
 
+// pendingFor returns a deployment of the job's current spec and live
+// index that has waited for approval for d, with an approval TTL of an
+// hour.
+func pendingFor(d time.Duration) *structs.Deployment {
+	a := waiting(structs.StatePendingApproval, gitSpec, liveIdx)
+	a.Policy, a.ApprovalTTL, a.StateEnteredAt = structs.PolicyApproval, time.Hour, decideNow.Add(-d)
+	return a
+}
+
+const expiredReason = "no decision within its approval TTL (1h0m0s): a commit, a live change or a retry creates a new deployment"
+
 func with(v *jobView, change func(*jobView)) *jobView {
 	change(v)
 	return v
@@ -270,6 +281,42 @@ func TestDecide(t *testing.T) {
 		{"a retry of a drifting job registers",
 			with(drifted(), func(v *jobView) { v.block = &structs.Block{SpecHash: gitSpec, Retried: true} }), created},
 
+		// SPEC section 20: the approval TTL.
+		{"pending approval past its TTL: expired, and nothing created for the same spec",
+			with(drifted(), func(v *jobView) { v.active = pendingFor(2 * time.Hour) }),
+			quiet.and(func(o *outcome) { o.settle, o.reason = structs.StateExpired, expiredReason })},
+		{"pending approval within its TTL waits",
+			with(drifted(), func(v *jobView) { v.active = pendingFor(30 * time.Minute) }), quiet},
+		{"pending approval without a TTL never expires",
+			with(drifted(), func(v *jobView) {
+				v.active = pendingFor(1000 * time.Hour)
+				v.active.ApprovalTTL = 0
+			}), quiet},
+		{"past its TTL, a new spec supersedes it rather than expire it, and replaces it",
+			with(drifted(), func(v *jobView) {
+				v.active = pendingFor(2 * time.Hour)
+				v.active.SpecHash = oldSpec
+			}),
+			created.and(func(o *outcome) { o.settle, o.reason = structs.StateSuperseded, "a newer spec in git replaces it" })},
+		{"a detected deployment does not expire: its TTL counts from pending_approval",
+			with(drifted(), func(v *jobView) {
+				v.active = pendingFor(2 * time.Hour)
+				v.active.State = structs.StateDetected
+			}), quiet},
+		{"an expired approval is no failure: the job is not blocked, and the same spec is not proposed again",
+			with(drifted(), func(v *jobView) { v.block = &structs.Block{SpecHash: gitSpec, JobModifyIndex: liveIdx, Expired: true} }),
+			quiet},
+		{"after an expired approval, the next commit creates a deployment",
+			with(drifted(), func(v *jobView) { v.block = &structs.Block{SpecHash: oldSpec, JobModifyIndex: liveIdx, Expired: true} }),
+			created},
+		{"after an expired approval, a live change creates a deployment",
+			with(drifted(), func(v *jobView) { v.block = &structs.Block{SpecHash: gitSpec, JobModifyIndex: oldIdx, Expired: true} }),
+			created},
+		{"after an expired approval, a retry creates a deployment",
+			with(drifted(), func(v *jobView) {
+				v.block = &structs.Block{SpecHash: gitSpec, JobModifyIndex: liveIdx, Expired: true, Retried: true}
+			}), created},
+
 		// Step 6: hooks.
 		{"a missing or invalid hook creates the deployment failed with the reason, and blocks",
 			with(drifted(), func(v *jobView) { v.hookProblems = []string{hookProblem} }),
@@ -437,4 +484,47 @@ func TestDecide_LookAgain(t *testing.T) {
 			t.Fatalf("lookAgainAt = %v, want zero", dec.lookAgainAt)
 		}
 	})
+}
+
+// TestDecide_LookAgainAtApprovalExpiry checks that detection looks at a
+// deployment waiting for approval again when its TTL runs out, so that it
+// expires then and not at the next periodic cycle.
+func TestDecide_LookAgainAtApprovalExpiry(t *testing.T) {
+	soon := &structs.SyncWindow{Name: "soon", Kind: structs.WindowDeny, Schedule: "30 12 * * *", Duration: "1m"}
+	cases := []struct {
+		rule    string
+		active  *structs.Deployment
+		windows []*structs.SyncWindow
+		want    time.Time
+	}{
+		{"pending approval: when its TTL runs out", pendingFor(15 * time.Minute), nil, decideNow.Add(45 * time.Minute)},
+		{"a window boundary before it comes first", pendingFor(0), []*structs.SyncWindow{soon},
+			time.Date(2024, time.June, 3, 12, 30, 0, 0, time.UTC)},
+		{"detected under the approval policy: a TTL from now at the latest", func() *structs.Deployment {
+			a := pendingFor(0)
+			a.State = structs.StateDetected
+			return a
+		}(), nil, decideNow.Add(time.Hour)},
+		{"no TTL: only the usual triggers", func() *structs.Deployment {
+			a := pendingFor(0)
+			a.ApprovalTTL = 0
+			return a
+		}(), nil, time.Time{}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.rule, func(t *testing.T) {
+			v := with(drifted(), func(v *jobView) {
+				v.active = tc.active
+				v.windows = tc.windows
+				v.schedule = holds.At(tc.windows, v.now)
+			})
+			dec := decide(v)
+			if dec.settle != "" {
+				t.Fatalf("setup: decide settles %s (%s)", dec.settle, dec.reason)
+			}
+			if !dec.lookAgainAt.Equal(tc.want) {
+				t.Fatalf("lookAgainAt = %v, want %v", dec.lookAgainAt, tc.want)
+			}
+		})
+	}
 }

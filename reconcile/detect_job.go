@@ -285,6 +285,7 @@ func (m *Detector) newDeployment(ctx context.Context, d *declared, frozen []stru
 		Policy: d.meta.Policy, State: structs.StateDetected, SpecHash: specHash, Spec: spec,
 		Diff: plan.Text, DiffHash: nomadx.DiffHash(plan.Diff), JobModifyIndex: liveMod,
 		SkipRegister: skipRegister, Hooks: frozen, ApplyTimeout: d.meta.ApplyTimeout,
+		ApprovalsRequired: d.meta.Approvals, ApprovalTTL: d.meta.ApprovalTTL,
 	}
 	if err := m.commitContext(ctx, d, dep); err != nil {
 		return nil, err

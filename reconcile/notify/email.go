@@ -143,6 +143,9 @@ func (e *Email) mail(m *Message) []byte {
 			line("Link:       %s", d.CommitURL)
 		}
 		line("File:       %s:%s", d.Repository, d.File)
+		if a := Approvals(d); a != "" {
+			line("Approvals:  %s", a)
+		}
 		if d.Error != "" {
 			line("Error:      %s", d.Error)
 		}

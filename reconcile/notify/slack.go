@@ -103,6 +103,9 @@ func SlackPayload(m *Message) *SlackMessage {
 		}
 		field("File", escape(d.Repository+":"+d.File))
 		field("State", escape(d.State))
+		if a := Approvals(d); a != "" {
+			field("Approvals", escape(a))
+		}
 		if d.Error != "" {
 			field("Error", escape(d.Error))
 		}

@@ -276,3 +276,36 @@ func TestSlackThroughServer(t *testing.T) {
 		t.Errorf("button URLs %v", urls)
 	}
 }
+
+// TestApprovalNotifications checks what the notifications of SPEC section
+// 20 say: one approval of several counts them and names who approved,
+// in the title, the Slack fields and the webhook JSON; an expiry says so.
+func TestApprovalNotifications(t *testing.T) {
+	n := pendingNotification()
+	n.Kind, n.Actor, n.Message = structs.NotifyApproval, "alice", "approved by alice: 1 of 2 approvals"
+	n.Deployment.Approvals, n.Deployment.ApprovalsRequired = []string{"alice"}, 2
+	if got := notify.Title(n); got != "Deployment of default/web approved by alice: 1 of 2 approvals" {
+		t.Errorf("title %q", got)
+	}
+	raw, err := json.Marshal(notify.SlackPayload(&notify.Message{Notification: n}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkBlockKit(t, raw)
+	if !strings.Contains(string(raw), `*Approvals*\n1 of 2: alice`) {
+		t.Errorf("Slack message lacks the approvals: %s", raw)
+	}
+	hook, err := json.Marshal(notify.Payload(&notify.Message{Notification: n}))
+	if err != nil || !strings.Contains(string(hook), `"approvals":["alice"],"approvals_required":2`) {
+		t.Errorf("webhook JSON lacks the approvals (%v): %s", err, hook)
+	}
+	n.Kind = structs.NotifyExpired
+	if got := notify.Title(n); got != "Deployment of default/web expired waiting for approval" {
+		t.Errorf("title %q", got)
+	}
+	// A deployment that needs no approval says nothing of approvals.
+	n.Deployment.ApprovalsRequired, n.Deployment.Approvals = 0, nil
+	if got := notify.Approvals(n.Deployment); got != "" {
+		t.Errorf("approvals of a deployment without the approval policy: %q", got)
+	}
+}

@@ -3,6 +3,7 @@ package notify
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -92,8 +93,12 @@ func Title(n *structs.Notification) string {
 		return "Deployment created for " + what
 	case structs.NotifyPendingApproval:
 		return "Deployment of " + what + " waits for approval"
+	case structs.NotifyApproval:
+		return "Deployment of " + what + " approved by " + n.Actor + ": " + approvalCount(n.Deployment) + " approvals"
 	case structs.NotifyApproved:
 		return "Deployment of " + what + " approved by " + n.Actor
+	case structs.NotifyExpired:
+		return "Deployment of " + what + " expired waiting for approval"
 	case structs.NotifyRejected:
 		return "Deployment of " + what + " rejected by " + n.Actor
 	case structs.NotifyApplying:
@@ -132,4 +137,26 @@ func Title(n *structs.Notification) string {
 		return "Test notification from Nops"
 	}
 	return n.Kind + " " + what
+}
+
+// approvalCount is "1 of 2": the approvals a deployment has of those it
+// needs; "" for a notification that carries no deployment.
+func approvalCount(d *structs.NotificationDeployment) string {
+	if d == nil {
+		return ""
+	}
+	return fmt.Sprintf("%d of %d", len(d.Approvals), max(1, d.ApprovalsRequired))
+}
+
+// Approvals is what a notification says of a deployment's approvals:
+// "1 of 2: alice"; "" unless it waits for approval or was approved.
+func Approvals(d *structs.NotificationDeployment) string {
+	if d == nil || d.ApprovalsRequired == 0 {
+		return ""
+	}
+	s := approvalCount(d)
+	if len(d.Approvals) > 0 {
+		s += ": " + strings.Join(d.Approvals, ", ")
+	}
+	return s
 }

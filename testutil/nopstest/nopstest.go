@@ -384,10 +384,20 @@ func (s *Server) Trigger() {
 // holds it then.
 func (s *Server) CreatePending(namespace, jobID string) *structs.Deployment {
 	s.t.Helper()
+	return s.CreatePendingWith(namespace, jobID, nil)
+}
+
+// CreatePendingWith is CreatePending with change applied to the
+// deployment before it is created (its approval rules, its commit).
+func (s *Server) CreatePendingWith(namespace, jobID string, change func(*structs.Deployment)) *structs.Deployment {
+	s.t.Helper()
 	d := &structs.Deployment{
 		ID: uuid.NewString(), Namespace: namespace, JobID: jobID, Repository: "ops", Commit: strings.Repeat("ab", 20),
 		File: "jobs/" + jobID + ".nomad.hcl", Policy: structs.PolicyApproval, State: structs.StateDetected,
 		SpecHash: "spec-" + jobID, Diff: fmt.Sprintf("+/- Job: %q\n+/- Task Group: \"app\" (1 create/destroy update)\n", jobID),
+	}
+	if change != nil {
+		change(d)
 	}
 	meta := structs.WriteMeta{Time: time.Now().UTC(), Actor: "nops"}
 	if _, err := s.Apply(structs.DeploymentCreateRequestType, &structs.DeploymentCreateRequest{WriteMeta: meta, Deployment: d}); err != nil {

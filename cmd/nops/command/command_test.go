@@ -184,6 +184,14 @@ func TestCLI_Deployments(t *testing.T) {
 	c.ok("resume", "-reason", "release done")
 
 	mustContain(t, "reject", c.ok("deployment", "reject", api.ID, "-reason", "wrong image"), "rejected: now rejected")
+
+	// Two approvals from distinct identities (SPEC section 20): the CLI's
+	// one identity approves once, and is refused the second time.
+	db := s.CreatePendingWith("default", "db", func(d *structs.Deployment) { d.ApprovalsRequired, d.ApprovalTTL = 2, 72*time.Hour })
+	mustContain(t, "first of two", c.ok("deployment", "approve", db.ID), "now pending_approval, with 1 of 2 approvals")
+	out = c.ok("deployment", "status", db.ID)
+	mustContain(t, "status of one of two", out, "Approvals", "1 of 2 (", "@", " at ", "Expires", "approved by ", "1 of 2 approvals")
+	mustContain(t, "second approval by one identity", c.fails(1, "deployment", "approve", db.ID), "409", "nops_approvals", "already approved")
 	out = c.ok("deployment", "list", "-state", "rejected")
 	mustContain(t, "rejected list", out, api.ID[:8])
 	if strings.Contains(out, web.ID[:8]) {

@@ -164,6 +164,12 @@ func (m *runner) printDeployment(d *structs.Deployment, verbose, fileDiff bool) 
 		"Created", m.timeAgo(d.CreatedAt),
 		"Updated", m.timeAgo(d.UpdatedAt),
 	)
+	if d.Policy == structs.PolicyApproval {
+		pairs = append(pairs, "Approvals", m.approvals(d))
+	}
+	if at := d.ApprovalExpiresAt(); !at.IsZero() {
+		pairs = append(pairs, "Expires", m.timeAgo(at))
+	}
 	if d.LiftedWindow {
 		pairs = append(pairs, "Deploy now", "lifts a closed sync window, by "+orDash(d.LiftedBy))
 	}
@@ -249,6 +255,22 @@ func commitBody(message string) string {
 	return strings.TrimSpace(body)
 }
 
+// approvals says how many approvals a deployment has of those it needs,
+// and who gave them when: "1 of 2 (alice at 2025-05-01 09:00:00 UTC (5m
+// ago))".
+func (m *runner) approvals(d *structs.Deployment) string {
+	given := d.ApprovalsGiven()
+	text := fmt.Sprintf("%d of %d", len(given), d.RequiredApprovals())
+	var who []string
+	for _, a := range given {
+		who = append(who, a.Actor+" at "+m.timeAgo(a.Time))
+	}
+	if len(who) > 0 {
+		text += " (" + strings.Join(who, ", ") + ")"
+	}
+	return text
+}
+
 // printEvents prints a titled table of events; an empty title prints the
 // table alone.
 func (m *runner) printEvents(title string, events []*structs.Event, withObject bool) {
@@ -308,8 +330,12 @@ func (c *deploymentDecideCommand) Help() string {
 		return `Usage: nops deployment approve [options] <id>
 
   Approves a deployment in pending_approval: it goes on to its pre-hooks or
-  its register. The server refuses (409) when the deployment is not pending
-  or its job is paused. Your user and host are recorded as the actor.
+  its register once it has the approvals its job's nops_approvals asks for,
+  each from a distinct identity; until then it waits, with yours recorded.
+  The server refuses (409) when the deployment is not pending, its job is
+  paused, its approval TTL ran out or you already approved it, and (403)
+  under approval { forbid_self } when you wrote its commit. Your user and
+  host are recorded as the actor.
 
 Options:
 
@@ -355,7 +381,11 @@ func (c *deploymentDecideCommand) Run(ctx context.Context, args []string) int {
 		if err != nil {
 			return nil, "", fmt.Errorf("%s deployment %s: %w", c.verb(), pos[0], err)
 		}
-		return d, fmt.Sprintf("Deployment %s of %s %s: now %s", shortID(d.ID, false), structs.JobKey(d.Namespace, d.JobID), done, d.State), nil
+		msg := fmt.Sprintf("Deployment %s of %s %s: now %s", shortID(d.ID, false), structs.JobKey(d.Namespace, d.JobID), done, d.State)
+		if c.approve && d.State == structs.StatePendingApproval {
+			msg += fmt.Sprintf(", with %d of %d approvals", len(d.ApprovalsGiven()), d.RequiredApprovals())
+		}
+		return d, msg, nil
 	})
 }
 

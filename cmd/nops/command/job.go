@@ -85,6 +85,9 @@ func (c *jobStatusCommand) print(key string, job *structs.JobDetail) {
 		text := fmt.Sprintf("after deployment %s", shortID(b.DeploymentID, false))
 		if b.Retried {
 			text += fmt.Sprintf(" (retried by %s: no longer holds)", orDash(b.RetriedBy))
+		} else if b.Expired {
+			text = fmt.Sprintf("no: the approval of deployment %s expired; the next commit, a live change or a retry creates a new one",
+				shortID(b.DeploymentID, false))
 		} else if b.AfterRegister {
 			text += " failed after its register: until the spec changes or a retry"
 		} else {
@@ -144,7 +147,7 @@ type jobActionCommand struct {
 func (c *jobActionCommand) Synopsis() string {
 	switch c.action {
 	case jobRetry:
-		return "Lift the block of a job after a failed or rejected deployment"
+		return "Lift the block of a job after a failed, rejected or expired deployment"
 	case jobPause:
 		return "Pause a job: no new deployment starts for it"
 	case jobResume:
@@ -157,8 +160,8 @@ func (c *jobActionCommand) Help() string {
 	var desc, opts string
 	switch c.action {
 	case jobRetry:
-		desc = `  Lifts the block a failed or rejected deployment left on the job, so the
-  next detection cycle creates a deployment again. When the live job already
+		desc = `  Lifts the block a failed or rejected deployment, or an expired approval,
+  left on the job, so the next detection cycle creates a deployment again. When the live job already
   matches git, that deployment skips the register, waits for health and runs
   the post-hooks again.`
 	case jobPause:

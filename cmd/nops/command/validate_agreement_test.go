@@ -52,6 +52,10 @@ var corpusCases = map[string]corpusWant{
 		"default/web": `web.nomad.hcl: meta nops_policy = "sometimes": must be auto, approval or none`}},
 	"invalid-apply-timeout": {jobs: map[string]string{
 		"default/web": `web.nomad.hcl: meta nops_apply_timeout = "soon": is not a Go duration (like 10m)`}},
+	// Both keys of the approval rules are wrong; both sides must give
+	// both problems, in the same words.
+	"invalid-approvals": {jobs: map[string]string{
+		"default/web": `web.nomad.hcl: meta nops_approvals = "two": must be a whole number from 1 to 100: the distinct identities that must approve`}},
 	"managed-and-hook": {jobs: map[string]string{
 		"default/both": `both.nomad.hcl: meta nops_role = "hook": a job cannot be both managed (nops_managed) and a hook`}},
 	"duplicate": {jobs: map[string]string{
