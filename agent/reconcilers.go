@@ -64,8 +64,9 @@ func NewManager(s *Server, cfg *config.Config, logger hclog.Logger, clock func()
 	return reconcile.New(reconcile.Config{
 		Namespaces: cfg.Namespaces, DriftInterval: cfg.DriftInterval, EngineInterval: cfg.EngineInterval,
 		ReplanRate: cfg.NomadReplanRate,
-		Defaults:   meta.Defaults{Policy: policy, ApplyTimeout: cfg.ApplyTimeout, HookTimeout: cfg.HookTimeout},
-		Clock:      clock, Registerer: s.metrics, DisableEventStream: !cfg.NomadEventStream,
+		Defaults: meta.Defaults{Policy: policy, ApplyTimeout: cfg.ApplyTimeout, HookTimeout: cfg.HookTimeout,
+			ApprovalTTL: cfg.Approval.TTL},
+		Clock: clock, Registerer: s.metrics, DisableEventStream: !cfg.NomadEventStream,
 	}, s, nomad, git, s.logger), nil
 }
 

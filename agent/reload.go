@@ -47,6 +47,9 @@ func reloadables() []reloadable {
 			keep: func(r, n *config.Config) { r.NomadReplanRate = n.NomadReplanRate }},
 		{name: "autopilot", apply: func(*Server, *config.Config) error { return nil },
 			keep: func(r, n *config.Config) { r.Autopilot = n.Autopilot }},
+		// The approval TTL is a job default; the API reads forbid_self
+		// from the live configuration at each approval.
+		{name: "approval", apply: reloadDefaults, keep: func(r, n *config.Config) { r.Approval = n.Approval }},
 		// The retention loop reads the live configuration at each pass.
 		{name: "retention", apply: func(*Server, *config.Config) error { return nil },
 			keep: func(r, n *config.Config) { r.Retention = n.Retention }},
@@ -147,7 +150,8 @@ func reloadDefaults(s *Server, next *config.Config) error {
 	if err != nil {
 		return err
 	}
-	s.manager.SetDefaults(meta.Defaults{Policy: policy, ApplyTimeout: next.ApplyTimeout, HookTimeout: next.HookTimeout})
+	s.manager.SetDefaults(meta.Defaults{Policy: policy, ApplyTimeout: next.ApplyTimeout, HookTimeout: next.HookTimeout,
+		ApprovalTTL: next.Approval.TTL})
 	return nil
 }
 

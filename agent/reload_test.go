@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nops-dev/nops/agent"
 	"github.com/nops-dev/nops/agent/config"
 	"github.com/nops-dev/nops/testutil/nopstest"
 )
@@ -20,6 +21,7 @@ func TestReload_AppliesWhatItCanAndNamesTheRest(t *testing.T) {
 	next.Namespaces = []string{"default", "other"}
 	next.Autopilot.MinQuorum = 3
 	next.NomadReplanRate = 7
+	next.Approval.TTL = 72 * time.Hour
 	// A repository whose token comes from an unset variable cannot be
 	// loaded: the repository setting fails, the others apply.
 	next.Repositories = []config.Repository{{Name: "r", URL: "https://git.example.invalid/r.git", Branch: "main", Path: ".",
@@ -28,7 +30,7 @@ func TestReload_AppliesWhatItCanAndNamesTheRest(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "repository") {
 		t.Fatalf("reload error = %v, want the repository's", err)
 	}
-	if want := []string{"log-level", "default-policy", "nomad-replan-rate", "autopilot"}; !reflect.DeepEqual(res.Applied, want) {
+	if want := []string{"log-level", "default-policy", "nomad-replan-rate", "autopilot", "approval"}; !reflect.DeepEqual(res.Applied, want) {
 		t.Errorf("applied %v, want %v", res.Applied, want)
 	}
 	if want := []string{"namespaces"}; !reflect.DeepEqual(res.RestartOnly, want) {
@@ -42,6 +44,9 @@ func TestReload_AppliesWhatItCanAndNamesTheRest(t *testing.T) {
 	}
 	if got := s.AutopilotConfig().MinQuorum; got != 3 {
 		t.Errorf("autopilot min_quorum after reload = %d", got)
+	}
+	if got := (agent.HTTPBackend{Server: s.Server}).LiveConfig().Approval.TTL; got != 72*time.Hour {
+		t.Errorf("approval ttl after reload = %s", got)
 	}
 	// The failed repository setting is still pending: a second reload
 	// tries it again, and reports nothing else.

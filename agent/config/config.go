@@ -237,6 +237,8 @@ type Config struct {
 	Autopilot AutopilotConfig
 	// Retention bounds the deployments and events the state keeps.
 	Retention RetentionConfig
+	// Approval holds the server's approval rules (approval block).
+	Approval ApprovalConfig
 
 	// EnableDebug serves /debug/pprof on the HTTP API.
 	EnableDebug bool
@@ -662,6 +664,7 @@ func (c *Config) validateBlocks() []error {
 		add(blockAutopilot, "min_quorum: must not be negative, got %d", c.Autopilot.MinQuorum)
 	}
 	c.Retention.validate(add)
+	c.Approval.validate(c.ACL.Enabled, add)
 
 	seen := make(map[string]bool)
 	for i, n := range c.Notify {
@@ -1067,6 +1070,7 @@ func (c *Config) Changed(other *Config) []string {
 		{blockWebhook, c.Webhook, other.Webhook},
 		{blockAutopilot, c.Autopilot, other.Autopilot},
 		{blockRetention, c.Retention, other.Retention},
+		{blockApproval, c.Approval, other.Approval},
 	} {
 		if !reflect.DeepEqual(b.a, b.b) {
 			out = append(out, b.name)

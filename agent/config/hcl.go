@@ -81,6 +81,7 @@ func (l *loader) loadFile(p string) {
 		{Type: blockWebhook},
 		{Type: blockAutopilot},
 		{Type: blockRetention},
+		{Type: blockApproval},
 	})
 	for key, attr := range set {
 		l.origin[key] = fmt.Sprintf("%s:%d", attr.Range.Filename, attr.Range.Start.Line)
@@ -138,6 +139,8 @@ func (l *loader) decodeBlock(b *hcl.Block) {
 		l.decodeBody(b.Body, autopilotFields(&c.Autopilot), nil)
 	case blockRetention:
 		l.decodeRetention(b)
+	case blockApproval:
+		l.decodeApproval(b)
 	case blockWebhook:
 		l.decodeBody(b.Body, []attrField{
 			{name: "secret_env", v: stringValue(&c.Webhook.SecretEnv, nil)},
