@@ -525,8 +525,9 @@ func (w *writer) deploymentDecision(req *structs.DeploymentDecisionRequest) erro
 // mayApprove checks that the request's identity may approve d now: its
 // approval TTL has not run out by the entry's stamped time (whether or not
 // the leader has proposed its expiry yet), the job is not paused (a sync
-// window does not block an approval, SPEC section 6), and the identity has
-// not approved d already.
+// window does not block an approval, SPEC section 6), under forbid_self the
+// identity is not the author of d's commit, and it has not approved d
+// already.
 func (w *writer) mayApprove(req *structs.DeploymentDecisionRequest, d *structs.Deployment) error {
 	if at := d.ApprovalExpiresAt(); !at.IsZero() && !req.Time.Before(at) {
 		return conflict("deployment %s expired at %s: its approval TTL (nops_approval_ttl %s) ran out; a commit, a live change or a retry creates a new one",
@@ -543,7 +544,7 @@ func (w *writer) mayApprove(req *structs.DeploymentDecisionRequest, d *structs.D
 		}
 		return conflict("%s is paused by %s (%s): resume before approving", what, pause.Actor, pause.Reason)
 	}
-	return d.ApprovalRefusal(req.Actor)
+	return d.ApprovalRefusal(req.Actor, req.ForbidSelf)
 }
 
 // approvalRecorded records an approval of d that leaves it waiting for

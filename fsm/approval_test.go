@@ -20,7 +20,9 @@ import (
 type approvalStep struct {
 	kind  string // structs.DecisionApprove, structs.DecisionReject or "expire"
 	actor string
-	wait  time.Duration
+	// forbidSelf is the leader's approval { forbid_self } in the request.
+	forbidSelf bool
+	wait       time.Duration
 	// refused is the sentinel of a refusal and names what its error
 	// must say; nil means accepted.
 	refused error
@@ -42,6 +44,11 @@ func (s approvalStep) refusedWith(err error, names ...string) approvalStep {
 }
 
 func expire() approvalStep { return approvalStep{kind: "expire", actor: "nops"} }
+
+func (s approvalStep) forbiddingSelf() approvalStep { s.forbidSelf = true; return s }
+
+// author is the author of the commit of every row's deployment.
+const author = "Ada Lovelace <ada@example.com>"
 
 func TestApprovalRules(t *testing.T) {
 	cases := []struct {
@@ -86,6 +93,21 @@ func TestApprovalRules(t *testing.T) {
 				reject("carol").refusedWith(structs.ErrConflict, "not pending approval")},
 			state: structs.StateApplying, approvers: "alice,bob", notified: "approval,approved,applying"},
 
+		// approval { forbid_self }: the commit's author, by name or
+		// email, may not approve; the setting comes with the request.
+		{rule: "forbid_self refuses the commit's author by name (403)",
+			steps: []approvalStep{approve("Ada Lovelace").forbiddingSelf().refusedWith(structs.ErrForbidden, "approval forbid_self", "Ada Lovelace wrote commit")},
+			state: structs.StatePendingApproval},
+		{rule: "forbid_self refuses the commit's author by email, then another identity approves",
+			steps: []approvalStep{approve("ADA@example.com").forbiddingSelf().refusedWith(structs.ErrForbidden, "approval forbid_self"),
+				approve("grace").forbiddingSelf()},
+			state: structs.StateApplying, approvers: "grace", notified: "approved,applying"},
+		{rule: "without forbid_self the author may approve", steps: []approvalStep{approve("Ada Lovelace")},
+			state: structs.StateApplying, approvers: "Ada Lovelace", notified: "approved,applying"},
+		{rule: "forbid_self does not stop the author rejecting",
+			steps: []approvalStep{{kind: structs.DecisionReject, actor: "ada@example.com", forbidSelf: true}},
+			state: structs.StateRejected, block: "failure", notified: "rejected,blocked"},
+
 		// The approval TTL.
 		{rule: "an expiry before the TTL ran out is refused", ttl: time.Hour,
 			steps: []approvalStep{expire().after(time.Hour-2*time.Second).refusedWith(structs.ErrConflict, "approval TTL (1h0m0s) has not run out")},
@@ -114,6 +136,7 @@ func TestApprovalRules(t *testing.T) {
 			h := newHarness(t)
 			d := testDeployment("d1", "default", "web", 0, 0)
 			d.Policy, d.ApprovalsRequired, d.ApprovalTTL = structs.PolicyApproval, tc.required, tc.ttl
+			d.CommitAuthor = author
 			h.create(d)
 			h.mustTransition("d1", structs.StatePendingApproval, nil)
 			before := len(h.outbox())
@@ -125,7 +148,9 @@ func TestApprovalRules(t *testing.T) {
 							WriteMeta: h.meta(s.actor), ID: "d1", To: structs.StateExpired, Message: "approval expired",
 						})
 					}
-					return h.decide("d1", s.kind, s.actor)
+					return h.apply(structs.DeploymentDecisionRequestType, &structs.DeploymentDecisionRequest{
+						WriteMeta: h.meta(s.actor), ID: "d1", Decision: s.kind, ForbidSelf: s.forbidSelf,
+					})
 				}
 				if s.refused != nil {
 					h.refused(s.refused, s.names, do)

@@ -373,16 +373,44 @@ func (d *Deployment) ApprovalExpiresAt() time.Time {
 	return d.StateEnteredAt.Add(d.ApprovalTTL)
 }
 
-// ApprovalRefusal returns why actor may not approve d, or nil: actor
-// already approved it (ErrConflict). The FSM refuses an approval with it,
-// and the dashboard shows it in place of the Approve button, so both say
-// the same.
-func (d *Deployment) ApprovalRefusal(actor string) error {
+// ApprovalRefusal returns why actor may not approve d, or nil: with
+// forbidSelf (approval { forbid_self }), actor is the author of d's commit
+// (ErrForbidden); actor already approved d (ErrConflict). The FSM refuses
+// an approval with it, and the dashboard shows it in place of the Approve
+// button, so both say the same.
+func (d *Deployment) ApprovalRefusal(actor string, forbidSelf bool) error {
+	if forbidSelf && d.AuthoredBy(actor) {
+		return fmt.Errorf("%w: approval forbid_self: %s wrote commit %s (author %s) and may not approve its deployment %s; another identity must",
+			ErrForbidden, actor, ShortID(d.Commit), d.CommitAuthor, d.ID)
+	}
 	if d.ApprovedBy(actor) {
 		return fmt.Errorf("%w: nops_approvals: %s already approved deployment %s; it needs %d approvals from distinct identities, and one identity counts once",
 			ErrConflict, actor, d.ID, d.RequiredApprovals())
 	}
 	return nil
+}
+
+// AuthoredBy reports whether identity is the author of d's commit: its
+// name is the author's name or email, without regard to case. An empty
+// identity, or a deployment whose author is not known, matches nothing.
+func (d *Deployment) AuthoredBy(identity string) bool {
+	identity = strings.TrimSpace(identity)
+	if identity == "" {
+		return false
+	}
+	name, email := SplitAuthor(d.CommitAuthor)
+	return (name != "" && strings.EqualFold(identity, name)) || (email != "" && strings.EqualFold(identity, email))
+}
+
+// SplitAuthor splits a git identity, "Name <email>", into its name and
+// email; a string without an email is all name.
+func SplitAuthor(author string) (name, email string) {
+	author = strings.TrimSpace(author)
+	open, end := strings.LastIndexByte(author, '<'), strings.LastIndexByte(author, '>')
+	if open < 0 || end < open {
+		return author, ""
+	}
+	return strings.TrimSpace(author[:open]), strings.TrimSpace(author[open+1 : end])
 }
 
 // HooksOf returns the frozen hooks of one phase, in order.

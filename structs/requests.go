@@ -70,6 +70,11 @@ type DeploymentDecisionRequest struct {
 	ID       string `json:"id"`
 	Decision string `json:"decision"`
 	Comment  string `json:"comment,omitempty"`
+	// ForbidSelf is the leader's approval { forbid_self } when it
+	// proposed the request: the FSM then refuses an approval by the
+	// author of the deployment's commit. The setting travels in the entry
+	// so that every server decides alike, whatever its own configuration.
+	ForbidSelf bool `json:"forbid_self,omitempty"`
 }
 
 // PauseRequest pauses one job, or every job when Global is set.

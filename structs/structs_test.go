@@ -482,12 +482,42 @@ func TestDeployment_Approvals(t *testing.T) {
 	if !d.ApprovedBy("Alice") || d.ApprovedBy("bob") {
 		t.Fatal("ApprovedBy must match approvals only, without regard to case")
 	}
-	err := d.ApprovalRefusal("ALICE")
+	err := d.ApprovalRefusal("ALICE", false)
 	if !errors.Is(err, ErrConflict) || !strings.Contains(err.Error(), "nops_approvals") {
 		t.Fatalf("a second approval by alice: %v, want a conflict naming nops_approvals", err)
 	}
-	if err := d.ApprovalRefusal("carol"); err != nil {
+	if err := d.ApprovalRefusal("carol", true); err != nil {
 		t.Fatalf("carol may approve: %v", err)
+	}
+
+	// approval { forbid_self }: the commit's author, by name or email.
+	d.CommitAuthor = "Ada Lovelace <ada@example.com>"
+	for _, who := range []string{"Ada Lovelace", "ada@example.com", " ADA@example.COM "} {
+		err := d.ApprovalRefusal(who, true)
+		if !errors.Is(err, ErrForbidden) || !strings.Contains(err.Error(), "approval forbid_self") {
+			t.Fatalf("%q, the author, may approve under forbid_self: %v", who, err)
+		}
+		if err := d.ApprovalRefusal(who, false); err != nil {
+			t.Fatalf("%q is refused without forbid_self: %v", who, err)
+		}
+	}
+	for _, who := range []string{"ada", "Lovelace", "example.com", ""} {
+		if d.AuthoredBy(who) {
+			t.Fatalf("%q counts as the author %q", who, d.CommitAuthor)
+		}
+	}
+	if (&Deployment{}).AuthoredBy("anonymous") {
+		t.Fatal("a deployment of an unknown author has one")
+	}
+	for author, want := range map[string][2]string{
+		"Ada Lovelace <ada@example.com>": {"Ada Lovelace", "ada@example.com"},
+		"<bot@example.com>":              {"", "bot@example.com"},
+		"just a name":                    {"just a name", ""},
+		"":                               {"", ""},
+	} {
+		if name, email := SplitAuthor(author); name != want[0] || email != want[1] {
+			t.Errorf("SplitAuthor(%q) = %q, %q", author, name, email)
+		}
 	}
 	if !d.ApprovalExpiresAt().IsZero() {
 		t.Fatal("a deployment without a TTL never expires")

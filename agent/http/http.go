@@ -320,6 +320,8 @@ func StatusOf(err error) int {
 		return http.StatusConflict
 	case errors.Is(err, structs.ErrUnauthorized):
 		return http.StatusUnauthorized
+	case errors.Is(err, structs.ErrForbidden):
+		return http.StatusForbidden
 	case errors.Is(err, structs.ErrUpstream), errors.Is(err, structs.ErrLeadershipLost):
 		return http.StatusBadGateway
 	case errors.Is(err, structs.ErrNoLeader), errors.Is(err, structs.ErrNotLeader), errors.Is(err, raft.ErrNotLeader):

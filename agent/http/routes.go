@@ -235,6 +235,13 @@ func (a *clusterAPI) decide(r *http.Request, decision, comment string) (any, err
 		return nil, err
 	}
 	req := &structs.DeploymentDecisionRequest{WriteMeta: writeMeta(r), ID: d.ID, Decision: decision, Comment: comment}
+	if decision == structs.DecisionApprove {
+		// The FSM decides approval { forbid_self } with what the entry
+		// carries: the approver (the actor the ACL check set), the
+		// deployment's recorded author, and this setting of the leader,
+		// which runs this handler (a follower forwards the request).
+		req.ForbidSelf = a.s.LiveConfig().Approval.ForbidSelf
+	}
 	if _, err := a.s.Apply(structs.DeploymentDecisionRequestType, req); err != nil {
 		return nil, err
 	}
