@@ -33,6 +33,7 @@ func (a *httpAPI) dashboard() *web.UI {
 		u, err := web.New(web.Config{
 			Logger: a.logger.Named("ui"), Backend: &uiBackend{a: a}, ACLs: cfg.ACL.Enabled, TLS: cfg.TLS.HTTP,
 			UIURL: cfg.UIURL, NomadUIURL: cfg.NomadUIURL, Node: a.s.NodeName(),
+			ForbidSelf: func() bool { return a.s.LiveConfig().Approval.ForbidSelf },
 		})
 		if err != nil {
 			// The templates are embedded: this is a build error, which

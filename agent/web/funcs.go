@@ -53,8 +53,9 @@ func (u *UI) funcs() template.FuncMap {
 			c.Set("page", strconv.Itoa(page))
 			return template.URL(c.Encode())
 		},
-		"queryEscape": url.QueryEscape,
-		"dur":         func(d time.Duration) string { return d.String() },
+		"queryEscape":     url.QueryEscape,
+		"dur":             func(d time.Duration) string { return d.String() },
+		"approvalRefusal": u.approvalRefusal,
 		// commitBody is a commit message without its subject line.
 		"commitBody": func(message string) string {
 			_, body, _ := strings.Cut(strings.TrimSpace(message), "\n")
@@ -68,6 +69,22 @@ func (u *UI) funcs() template.FuncMap {
 			return fmt.Sprintf("+%d −%d", a, r)
 		},
 	}
+}
+
+// approvalRefusal says why the viewer's approval of d would be refused
+// (they already approved it, or wrote its commit under forbid_self), in
+// the FSM's words (structs.Deployment.ApprovalRefusal), or "".
+func (u *UI) approvalRefusal(d *structs.Deployment, v *Viewer) string {
+	forbidSelf := u.cfg.ForbidSelf != nil && u.cfg.ForbidSelf()
+	err := d.ApprovalRefusal(v.Name, forbidSelf)
+	if err == nil {
+		return ""
+	}
+	msg := err.Error()
+	for _, sentinel := range []error{structs.ErrConflict, structs.ErrForbidden} {
+		msg = strings.TrimPrefix(msg, sentinel.Error()+": ")
+	}
+	return msg
 }
 
 func toString(v any) string { return fmt.Sprint(v) }

@@ -427,7 +427,7 @@ func stateClass(s string) string {
 		return "bad"
 	case string(structs.StatePendingApproval), string(structs.SyncDrift):
 		return "warn"
-	case string(structs.StateSuperseded):
+	case string(structs.StateSuperseded), string(structs.StateExpired):
 		return "muted"
 	}
 	return "info"

@@ -192,6 +192,9 @@ type Config struct {
 	MaxStreams int
 	// Now is the clock (time.Now by default).
 	Now func() time.Time
+	// ForbidSelf answers the server's approval { forbid_self } now, so
+	// that a page says why an Approve would be refused; nil means off.
+	ForbidSelf func() bool
 }
 
 // UI is the dashboard of one server.
