@@ -541,6 +541,12 @@ func (p *Process) stop() {
 // for a status of 300 or more. It never fails the test, so it fits
 // polling.
 func (p *Process) Call(method, path string, body, out any) (int, []byte, error) {
+	return p.CallAs(processActor, method, path, body, out)
+}
+
+// CallAs is Call with actor as the request's X-Nops-Actor: the identity a
+// server without ACLs records, as two approvers of one deployment need.
+func (p *Process) CallAs(actor, method, path string, body, out any) (int, []byte, error) {
 	rd, err := requestBody(body)
 	if err != nil {
 		return 0, nil, fmt.Errorf("%s %s: %w", method, path, err)
@@ -551,7 +557,7 @@ func (p *Process) Call(method, path string, body, out any) (int, []byte, error) 
 	if err != nil {
 		return 0, nil, fmt.Errorf("%s %s on %s: %w", method, path, p.Name, err)
 	}
-	req.Header.Set("X-Nops-Actor", processActor)
+	req.Header.Set("X-Nops-Actor", actor)
 	SetContentType(req)
 	resp, err := p.cluster.client.Do(req)
 	if err != nil {
