@@ -236,7 +236,8 @@ func (b *uiBackend) Cluster() (*web.ClusterInfo, error) {
 	for _, m := range s.Members() {
 		role := m.Tags[structs.MemberTagRole]
 		c.Members = append(c.Members, web.Member{Name: m.Name, Addr: fmt.Sprintf("%s:%d", m.Addr, m.Port),
-			Status: m.Status.String(), Version: m.Tags[structs.MemberTagVersion], Role: role, Refused: refused[m.Name]})
+			Status: m.Status.String(), Version: m.Tags[structs.MemberTagVersion], Role: role, Refused: refused[m.Name],
+			ID: m.Tags[structs.MemberTagID], HTTPAddr: m.Tags[structs.MemberTagHTTPAddr]})
 	}
 	sort.Slice(c.Members, func(i, j int) bool { return c.Members[i].Name < c.Members[j].Name })
 	for _, srv := range f.Configuration().Servers {

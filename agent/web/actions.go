@@ -13,8 +13,10 @@ import (
 )
 
 // act runs one API write as the viewer after the CSRF check, then sends
-// the browser to back (Post/Redirect/Get) with a done= code, or shows the
-// API's refusal.
+// the browser to back (Post/Redirect/Get) with a done= code. A refusal
+// (a conflict, a bad request, a leader that cannot be reached) is shown on
+// that same page, so that the reader sees why next to what changed; only
+// a session that ended is answered with the login form.
 func (u actions) act(w http.ResponseWriter, r *http.Request, method, path string, body any, back, done string) {
 	if err := u.checkCSRF(r); err != nil {
 		u.fail(w, r, err)
@@ -26,7 +28,11 @@ func (u actions) act(w http.ResponseWriter, r *http.Request, method, path string
 		return
 	}
 	if !resp.OK() {
-		u.fail(w, r, resp.Err())
+		if resp.Code == http.StatusUnauthorized {
+			u.fail(w, r, resp.Err())
+			return
+		}
+		u.refuse(w, r, back, "Refused: "+strings.TrimPrefix(resp.Err().Error(), "conflict: "))
 		return
 	}
 	u.catchUp(r, resp)
@@ -36,6 +42,14 @@ func (u actions) act(w http.ResponseWriter, r *http.Request, method, path string
 		sep = "&"
 	}
 	http.Redirect(w, r, back+sep+"done="+done, http.StatusSeeOther)
+}
+
+// refuse sends the browser back to a page that shows why its action was
+// refused.
+func (u *UI) refuse(w http.ResponseWriter, r *http.Request, back, msg string) {
+	u.setFlash(w, msg)
+	SetHeaders(w.Header())
+	http.Redirect(w, r, back, http.StatusSeeOther)
 }
 
 // catchUpWait bounds the wait for this server to apply a write.

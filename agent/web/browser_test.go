@@ -373,13 +373,13 @@ cluster { capabilities = ["read"] }`}, nil)
 		t.Fatal(err)
 	}
 	b.waitJS("live completion", `document.querySelector("#dep-state-badge").dataset.state === "completed"`, 120*time.Second)
+	// The health of the Nomad deployment the register created, read from
+	// Nomad by the follower, appears live: the panel was absent when the
+	// page was rendered.
+	b.waitJS("nomad health, live", `!!document.querySelector("#nomad-status") && document.querySelector("#nomad-status").textContent === "successful"`, 20*time.Second)
 	if m, err := eval[string](b, `document.body.dataset.marker || ""`); err != nil || m != "kept" {
 		t.Fatalf("the page was reloaded while the deployment completed (marker %q, %v)", m, err)
 	}
-	// Reloaded, the page shows the health of the Nomad deployment the
-	// register created, read from Nomad by the follower.
-	b.open(base + "/ui/deployment/" + web.ID)
-	b.waitJS("nomad health", `!!document.querySelector("#nomad-status") && document.querySelector("#nomad-status").textContent === "successful"`, 20*time.Second)
 	b.screenshot("deployment-completed")
 	d, _ := leader.State().Deployment(web.ID)
 	if d == nil || len(d.Decisions) == 0 || d.Decisions[0].Actor != "ada" || d.Decisions[0].Comment != "ship it" {

@@ -39,6 +39,9 @@ type Peer struct {
 type Member struct {
 	Name, Addr, Status, Version, Role string
 	Refused                           string
+	// ID is the node ID the member gossips; HTTPAddr its HTTP address
+	// (host:port): where its dashboard is.
+	ID, HTTPAddr string
 }
 
 // activeStates are the states of a running deployment.
@@ -54,6 +57,9 @@ type windowView struct {
 	*structs.SyncWindow
 	Open bool
 	Next time.Time
+	// NextLocal is Next in the window's own time zone, as its schedule
+	// reads.
+	NextLocal string
 }
 
 func (u views) windowViews(list []*structs.SyncWindow) []windowView {
@@ -61,9 +67,27 @@ func (u views) windowViews(list []*structs.SyncWindow) []windowView {
 	out := make([]windowView, 0, len(list))
 	for _, w := range list {
 		active, _ := holds.Active(w, now)
-		out = append(out, windowView{SyncWindow: w, Open: active, Next: holds.NextBoundary([]*structs.SyncWindow{w}, now)})
+		v := windowView{SyncWindow: w, Open: active, Next: holds.NextBoundary([]*structs.SyncWindow{w}, now)}
+		if !v.Next.IsZero() {
+			v.NextLocal = inZone(v.Next, w.Timezone)
+		}
+		out = append(out, v)
 	}
 	return out
+}
+
+// inZone writes a time in an IANA time zone (UTC when empty or unknown),
+// with the zone's abbreviation and name.
+func inZone(t time.Time, zone string) string {
+	loc, err := time.LoadLocation(zone)
+	if err != nil || zone == "" {
+		loc, zone = time.UTC, "UTC"
+	}
+	s := t.In(loc).Format("Mon 2 Jan 2006 15:04 MST")
+	if abbr, _ := t.In(loc).Zone(); abbr != zone {
+		s += " (" + zone + ")"
+	}
+	return s
 }
 
 type overviewData struct {
@@ -81,6 +105,10 @@ type overviewData struct {
 	// Servers is each server's health as autopilot sees it on the
 	// leader, for a viewer with the operator capability.
 	Servers []structs.AutopilotServerHealth
+	// Unsettled is set while a server is unhealthy or a member is not
+	// alive: autopilot's view then changes without a write, and the
+	// page looks again every few seconds.
+	Unsettled bool
 }
 
 func (u views) overview(w http.ResponseWriter, r *http.Request) {
@@ -105,6 +133,14 @@ func (u views) overview(w http.ResponseWriter, r *http.Request) {
 		var health structs.AutopilotHealth
 		if err := u.get(r, "/v1/operator/autopilot/health", &health); err == nil {
 			d.Servers = health.Servers
+		}
+		for _, s := range d.Servers {
+			d.Unsettled = d.Unsettled || !s.Healthy
+		}
+	}
+	if d.Cluster != nil {
+		for _, m := range d.Cluster.Members {
+			d.Unsettled = d.Unsettled || (m.Status != "alive" && m.Refused == "")
 		}
 	}
 	var jobs []*structs.JobSummary
@@ -240,6 +276,16 @@ type deploymentData struct {
 	// could not be read.
 	Health    *structs.NomadHealth
 	HealthErr string
+	// SupersededBy is the job's deployment that replaced a superseded
+	// one, when the viewer may see it.
+	SupersededBy *structs.Deployment
+}
+
+func (d *deploymentData) errorLink() *link {
+	if n := d.SupersededBy; n != nil {
+		return &link{Href: "/ui/deployment/" + n.ID, Text: "See deployment " + structs.ShortID(n.ID) + " (" + string(n.State) + "), which superseded it."}
+	}
+	return nil
 }
 
 func (u views) deployment(w http.ResponseWriter, r *http.Request) {
@@ -253,6 +299,9 @@ func (u views) deployment(w http.ResponseWriter, r *http.Request) {
 		u.fail(w, r, err)
 		return
 	}
+	if d.D.State == structs.StateSuperseded {
+		d.SupersededBy = u.successor(r, d.D)
+	}
 	d.NomadURL = u.nomadJob(d.D.Namespace, d.D.JobID)
 	d.CanaryWait = d.D.State == structs.StateApplying && d.D.Registered && d.D.HealthDeadline.IsZero()
 	if d.D.NomadDeploymentID != "" {
@@ -264,6 +313,22 @@ func (u views) deployment(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	u.render(w, r, http.StatusOK, "deployment", "Deployment "+structs.ShortID(d.D.ID), d)
+}
+
+// successor returns the oldest deployment of the same job created after
+// d: the one that superseded it, or nil.
+func (u views) successor(r *http.Request, d *structs.Deployment) *structs.Deployment {
+	list, err := u.deployments(r, url.Values{"namespace": {d.Namespace}, "job": {d.JobID}, "limit": {strconv.Itoa(historyShown)}})
+	if err != nil {
+		return nil
+	}
+	var next *structs.Deployment
+	for _, x := range list {
+		if x.CreateIndex > d.CreateIndex && (next == nil || x.CreateIndex < next.CreateIndex) {
+			next = x
+		}
+	}
+	return next
 }
 
 func (u views) approvals(w http.ResponseWriter, r *http.Request) {

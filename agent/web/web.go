@@ -35,6 +35,9 @@ const (
 	cookieToken = "nops_token"
 	cookieCSRF  = "nops_csrf"
 	cookieOIDC  = "nops_oidc"
+	// cookieFlash carries the reason an action was refused to the page
+	// the browser is sent back to, once.
+	cookieFlash = "nops_flash"
 	// fieldCSRF is the form field of the CSRF token.
 	fieldCSRF = "csrf"
 )
@@ -53,8 +56,8 @@ type Backend interface {
 	// Do serves one in-process request to the v1 API as the viewer:
 	// with the viewer's token, forwarded to the leader when it writes.
 	Do(ctx context.Context, v *Viewer, method, path string, body any) (*Response, error)
-	// WaitChange blocks until the state's index passes after, or ctx
-	// ends, and returns the index.
+	// WaitChange blocks until the state's index passes after, ctx ends
+	// or the server shuts down, and returns the index.
 	WaitChange(ctx context.Context, after uint64) uint64
 	// Index is the state's current Raft index.
 	Index() uint64
@@ -355,9 +358,30 @@ type page struct {
 	Node   string
 	CSRF   string
 	Index  uint64
-	Flash  string
-	Error  string
+	// Now is the server's clock at render, from which the page's script
+	// counts relative times.
+	Now   time.Time
+	Flash string
+	// Error is why the action the browser comes back from was refused;
+	// ErrorLink, when set, leads on (to the deployment that superseded
+	// the one acted on).
+	Error     string
+	ErrorLink *link
+	// Others are the other servers' dashboards, which the page offers
+	// when this server stops answering.
+	Others []link
 	Data   any
+}
+
+// link is a link a page shows.
+type link struct {
+	Href, Text string
+}
+
+// errorLinker is page data that knows where a refused action's reader
+// should go next.
+type errorLinker interface {
+	errorLink() *link
 }
 
 func (u *UI) render(w http.ResponseWriter, r *http.Request, code int, name, title string, data any) {
@@ -366,8 +390,19 @@ func (u *UI) render(w http.ResponseWriter, r *http.Request, code int, name, titl
 		http.Error(w, "no such page", http.StatusInternalServerError)
 		return
 	}
-	p := &page{Title: title, Nav: name, Viewer: viewerOf(r), ACLs: u.cfg.ACLs, Node: u.cfg.Node,
-		CSRF: u.csrfToken(w, r), Index: u.cfg.Backend.Index(), Flash: flash(r.URL.Query().Get("done")), Data: data}
+	v := viewerOf(r)
+	p := &page{Title: title, Nav: name, Viewer: v, ACLs: u.cfg.ACLs, Node: u.cfg.Node,
+		CSRF: u.csrfToken(w, r), Index: u.cfg.Backend.Index(), Now: u.cfg.Now().UTC(), Flash: flash(r.URL.Query().Get("done")), Data: data}
+	// A live update's fetch leaves the refusal to the page that shows it.
+	if r.Header.Get(headerLive) == "" {
+		p.Error = u.takeFlash(w, r)
+	}
+	if l, ok := data.(errorLinker); ok && p.Error != "" {
+		p.ErrorLink = l.errorLink()
+	}
+	if name != "login" && (!u.cfg.ACLs || !v.Anonymous) {
+		p.Others = u.otherServers()
+	}
 	var buf bytes.Buffer
 	if err := t.ExecuteTemplate(&buf, "layout.html", p); err != nil {
 		u.logger.Error("render page", "page", name, "error", err)
@@ -380,6 +415,67 @@ func (u *UI) render(w http.ResponseWriter, r *http.Request, code int, name, titl
 	h.Set("Cache-Control", "no-store")
 	w.WriteHeader(code)
 	_, _ = w.Write(buf.Bytes())
+}
+
+// headerLive marks the page fetches of the live updates.
+const headerLive = "X-Nops-Live"
+
+// otherServers links the dashboards of this server's Raft peers, by the
+// HTTP address each one gossips; a member that claims a peer's identity
+// under another name, or that gossip refuses, is not linked.
+func (u *UI) otherServers() []link {
+	c, err := u.cfg.Backend.Cluster()
+	if err != nil {
+		return nil
+	}
+	self := ""
+	peers := map[string]bool{}
+	for _, p := range c.Peers {
+		peers[p.ID] = true
+	}
+	for _, m := range c.Members {
+		if m.Name == c.Node {
+			self = m.ID
+		}
+	}
+	var out []link
+	for _, m := range c.Members {
+		if m.Name == c.Node || m.ID == self || !peers[m.ID] || m.Refused != "" || m.HTTPAddr == "" {
+			continue
+		}
+		out = append(out, link{Href: "//" + m.HTTPAddr + "/ui/", Text: m.Name})
+	}
+	return out
+}
+
+// maxFlash bounds a refusal carried in the flash cookie: an API error is
+// one sentence, and a cookie holds at most 4 KiB.
+const maxFlash = 1024
+
+// setFlash keeps why an action was refused for the next page the browser
+// asks for.
+func (u *UI) setFlash(w http.ResponseWriter, msg string) {
+	if len(msg) > maxFlash {
+		msg = msg[:maxFlash]
+	}
+	http.SetCookie(w, u.cookie(cookieFlash, base64.RawURLEncoding.EncodeToString([]byte(msg)), flashMaxAge, http.SameSiteStrictMode))
+}
+
+// flashMaxAge (seconds) outlives the redirect that follows an action.
+const flashMaxAge = 60
+
+// takeFlash returns the refusal kept for this page, and clears it.
+func (u *UI) takeFlash(w http.ResponseWriter, r *http.Request) string {
+	c, err := r.Cookie(cookieFlash)
+	if err != nil {
+		return ""
+	}
+	http.SetCookie(w, u.cookie(cookieFlash, "", -1, http.SameSiteStrictMode))
+	raw, err := base64.RawURLEncoding.DecodeString(c.Value)
+	if err != nil || len(raw) > maxFlash {
+		return ""
+	}
+	return strings.ToValidUTF8(string(raw), "")
 }
 
 // flash turns a done= code into the message shown after an action.
