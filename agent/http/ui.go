@@ -214,6 +214,22 @@ func (b *uiBackend) WaitChange(ctx context.Context, after uint64) uint64 {
 
 func (b *uiBackend) Index() uint64 { return b.a.s.State().LatestIndex() }
 
+// LoginMethods lists the OIDC auth methods, from the replicated state.
+func (b *uiBackend) LoginMethods() []web.LoginMethod {
+	list, err := b.a.s.State().ACL().AuthMethods()
+	if err != nil {
+		return nil
+	}
+	var out []web.LoginMethod
+	for _, m := range list {
+		if m.Type != structs.ACLAuthMethodOIDC {
+			continue
+		}
+		out = append(out, web.LoginMethod{Name: m.Name, DisplayName: m.DisplayName, Default: m.Default})
+	}
+	return out
+}
+
 // Cluster reads the Raft configuration and the serf members.
 func (b *uiBackend) Cluster() (*web.ClusterInfo, error) {
 	s := b.a.s

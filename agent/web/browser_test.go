@@ -386,10 +386,16 @@ cluster { capabilities = ["read"] }`}, nil)
 		t.Fatalf("the approval recorded %+v; want ada's, with the comment", d)
 	}
 
-	// Reject with a comment.
+	// Reject with a reason, confirmed on a page of its own.
 	b.open(base + "/ui/deployment/" + api.ID)
 	b.typeInto("#reject-reason", "not on a Friday")
 	b.click("#reject")
+	b.waitJS("reject confirmation", `!!document.querySelector("#confirm-reject") && document.querySelector("#confirm-reason").value === "not on a Friday"`, 20*time.Second)
+	if d, _ := leader.State().Deployment(api.ID); d == nil || d.State != structs.StatePendingApproval {
+		t.Fatalf("the deployment was rejected before the confirmation: %+v", d)
+	}
+	b.screenshot("reject-confirm")
+	b.click("#confirm-reject")
 	b.waitJS("rejected", `document.querySelector("#dep-state-badge") && document.querySelector("#dep-state-badge").dataset.state === "rejected"`, 30*time.Second)
 	if h := b.html("rejected"); !strings.Contains(h, "not on a Friday") {
 		t.Errorf("the rejected deployment does not show its reason")
@@ -503,9 +509,13 @@ cluster { capabilities = ["read"] }`}, nil)
 		t.Fatalf("a reader's forged approve changed the deployment: %+v", d)
 	}
 
-	// SSO: log out, then log in through the OIDC provider.
+	// SSO: log out, then log in through the OIDC provider. The login page
+	// offers SSO only once an auth method exists.
 	b.click(".who form button")
 	b.waitJS("logged out", `!!document.querySelector("#token")`, 20*time.Second)
+	if n, _ := eval[int](b, `document.querySelectorAll("#sso").length`); n != 0 {
+		t.Fatalf("the login page offers SSO without an auth method")
+	}
 	p := oidc.StartTestProvider(t)
 	defer p.Stop()
 	redirect := base + "/ui/oidc/callback"
@@ -535,6 +545,7 @@ cluster { capabilities = ["read"] }`}, nil)
 	// (it does not know the verifier yet) and shows the error; after the
 	// test reads the cookie and tells the provider, the same callback
 	// succeeds.
+	b.open(base + "/ui/login")
 	b.click("#sso")
 	b.waitJS("first callback", `location.pathname === "/ui/oidc/callback" && !!document.querySelector("#token-error")`, 30*time.Second)
 	raw, err := base64.RawURLEncoding.DecodeString(b.cookie("nops_oidc"))

@@ -27,6 +27,7 @@
 //     dashboards.
 //   - An action the API refuses sends the browser back to the page it
 //     came from, which shows why (carried once in a cookie of its own).
-//   - Assets are embedded; pages work without JavaScript for reading and
-//     acting.
+//   - Assets are embedded and linked by the hash of their content, so an
+//     upgrade never serves an old script from a cache; pages work without
+//     JavaScript for reading and acting.
 package web

@@ -30,7 +30,10 @@ func (u *UI) funcs() template.FuncMap {
 			}
 			return t.UTC().Format(time.RFC3339)
 		},
-		"iso": func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
+		"iso":           func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
+		"asset":         u.asset,
+		"deployNowHint": deployNowHint,
+		"deployNowCase": deployNowCase,
 
 		"short":      structs.ShortID,
 		"stateClass": func(v any) string { return stateClass(fmt.Sprint(v)) },

@@ -84,10 +84,12 @@ func (b *browser) timezone(zone string) {
 // one, keeps the text and its focus, and no longer offers Approve; an
 // approval that loses the race is refused on the deployment's page with
 // that link, not on a bare error page; on the job page the drift panel
-// appears and goes away live while a pause reason is being typed;
-// relative times count in the page, with the exact time in the viewer's
-// zone on hover; a window in Europe/Paris shows its next change in that
-// zone.
+// appears and goes away live, and the guard of the pause form being typed
+// in leaves the rest of its region live (the Deploy now hint follows the
+// job's state); the approvals count follows in the navigation and the
+// title; relative times count in the page, with the exact time in the
+// viewer's zone on hover; a window in Europe/Paris shows its next change
+// in that zone; the jobs search filters as one types.
 func TestDashboard_LiveUpdates(t *testing.T) {
 	t.Parallel()
 	b := newBrowser(t)
@@ -137,10 +139,13 @@ func TestDashboard_LiveUpdates(t *testing.T) {
 		t.Errorf("the refusal is shown again")
 	}
 
+	// The approvals count, in the navigation and the title, live.
+	b.open(s.URL + "/ui/approvals")
+	b.waitJS("one waits", `document.title.startsWith("(1) ") && document.querySelector("#nav-approvals .count").textContent.startsWith("1")`, 10*time.Second)
+	other := s.CreatePending("default", "api")
+	b.waitJS("two wait, live", `document.title.startsWith("(2) ") && document.querySelector("#nav-approvals .count").textContent.startsWith("2")`, 20*time.Second)
 	// Relative times move with no write, and show the exact time in the
 	// viewer's zone on hover.
-	other := s.CreatePending("default", "api")
-	b.open(s.URL + "/ui/approvals")
 	first, _ := eval[string](b, `document.querySelector("#approvals time[data-rel]").textContent`)
 	b.waitJS("a relative time that counts", `document.querySelector("#approvals time[data-rel]").textContent !== `+jsString(first), 5*time.Second)
 	if title, _ := eval[string](b, `document.querySelector("#approvals time[data-rel]").title`); !strings.Contains(title, "EST") && !strings.Contains(title, "EDT") {
@@ -161,6 +166,8 @@ func TestDashboard_LiveUpdates(t *testing.T) {
 	b.typeInto("#pause-reason", "maintenance window")
 	setStatus(t, s, "api", structs.SyncDrift)
 	b.waitJS("the sync badge follows the drift", `document.querySelector("#job-sync").textContent === "drift"`, 20*time.Second)
+	// The Deploy now hint, in the pause form's region, follows too.
+	b.waitJS("the deploy-now hint follows the drift", `document.querySelector("#deploy-now-hint").textContent.includes("differs from git")`, 20*time.Second)
 	pending := s.CreatePending("default", "api")
 	b.waitJS("the drift panel appears", `!!document.querySelector("#job-drift:not([hidden]) pre.diff")`, 20*time.Second)
 	settle(t, s, pending, structs.StateSuperseded)
@@ -183,6 +190,17 @@ func TestDashboard_LiveUpdates(t *testing.T) {
 	}
 	if title, _ := eval[string](b, `document.querySelector("#window-paris-nights .next-change time").title`); !strings.Contains(title, "EST") && !strings.Contains(title, "EDT") {
 		t.Errorf("the next change's title %q is not in the viewer's zone", title)
+	}
+
+	// The jobs search filters as one types, and as a GET without script.
+	b.open(s.URL + "/ui/jobs")
+	b.typeInto("#f-q", "ap")
+	if v, _ := eval[string](b, `Array.from(document.querySelectorAll("#jobs-table tbody tr")).filter(r => !r.hidden).map(r => r.querySelector("a").textContent).join(",")`); v != "default/api" {
+		t.Errorf("the search shows %q; want default/api", v)
+	}
+	b.open(s.URL + "/ui/jobs?q=WE")
+	if v, _ := eval[string](b, `Array.from(document.querySelectorAll("#jobs-table tbody tr")).map(r => r.querySelector("a").textContent).join(",")`); v != "default/web" {
+		t.Errorf("?q=WE lists %q; want default/web", v)
 	}
 }
 

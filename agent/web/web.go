@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/subtle"
 	"embed"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -63,6 +65,15 @@ type Backend interface {
 	Index() uint64
 	// Cluster describes the Raft peers, serf members and this server.
 	Cluster() (*ClusterInfo, error)
+	// LoginMethods lists the auth methods a browser can log in with
+	// (OIDC), for the login page; their names are not secret.
+	LoginMethods() []LoginMethod
+}
+
+// LoginMethod is an auth method the login page offers.
+type LoginMethod struct {
+	Name, DisplayName string
+	Default           bool
 }
 
 // Response is the answer of an in-process API request.
@@ -199,10 +210,13 @@ type Config struct {
 
 // UI is the dashboard of one server.
 type UI struct {
-	cfg     Config
-	logger  hclog.Logger
-	pages   map[string]*template.Template
-	static  http.Handler
+	cfg    Config
+	logger hclog.Logger
+	pages  map[string]*template.Template
+	static http.Handler
+	// assets maps each static file to the hash of its content, the
+	// version in its URL.
+	assets  map[string]string
 	streams atomic.Int64
 }
 
@@ -234,7 +248,21 @@ func New(cfg Config) (*UI, error) {
 	}
 	cfg.UIURL = strings.TrimRight(cfg.UIURL, "/")
 	cfg.NomadUIURL = strings.TrimRight(cfg.NomadUIURL, "/")
-	u := &UI{cfg: cfg, logger: cfg.Logger, pages: map[string]*template.Template{}}
+	u := &UI{cfg: cfg, logger: cfg.Logger, pages: map[string]*template.Template{}, assets: map[string]string{}}
+	if err := fs.WalkDir(staticFS, "static", func(p string, e fs.DirEntry, err error) error {
+		if err != nil || e.IsDir() {
+			return err
+		}
+		raw, err := staticFS.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		sum := sha256.Sum256(raw)
+		u.assets[strings.TrimPrefix(p, "static/")] = hex.EncodeToString(sum[:8])
+		return nil
+	}); err != nil {
+		return nil, fmt.Errorf("web: hash assets: %w", err)
+	}
 	base, err := template.New("layout.html").Funcs(u.funcs()).ParseFS(templateFS, "templates/layout.html")
 	if err != nil {
 		return nil, fmt.Errorf("web: parse layout: %w", err)
@@ -367,6 +395,9 @@ type page struct {
 	// the one acted on).
 	Error     string
 	ErrorLink *link
+	// Pending counts the deployments waiting for approval the viewer may
+	// see, for the navigation and the title.
+	Pending int
 	// Others are the other servers' dashboards, which the page offers
 	// when this server stops answering.
 	Others []link
@@ -401,6 +432,7 @@ func (u *UI) render(w http.ResponseWriter, r *http.Request, code int, name, titl
 		p.ErrorLink = l.errorLink()
 	}
 	if name != "login" && (!u.cfg.ACLs || !v.Anonymous) {
+		p.Pending = u.pendingCount(r)
 		p.Others = u.otherServers()
 	}
 	var buf bytes.Buffer
@@ -419,6 +451,16 @@ func (u *UI) render(w http.ResponseWriter, r *http.Request, code int, name, titl
 
 // headerLive marks the page fetches of the live updates.
 const headerLive = "X-Nops-Live"
+
+// pendingCount counts the deployments waiting for approval, as the viewer
+// may list them; 0 when the list cannot be read.
+func (u *UI) pendingCount(r *http.Request) int {
+	var list []*structs.Deployment
+	if err := u.get(r, "/v1/deployments?state="+string(structs.StatePendingApproval), &list); err != nil {
+		return 0
+	}
+	return len(list)
+}
 
 // otherServers links the dashboards of this server's Raft peers, by the
 // HTTP address each one gossips; a member that claims a peer's identity
@@ -494,7 +536,11 @@ func flash(done string) string {
 	case "retry":
 		return "Retry requested."
 	case "deploy-now":
+		return "Deploy now requested: the job is checked at once, and its next deployment may run in a closed window."
+	case "deploy-now-window":
 		return "The closed window is lifted for the next deployment."
+	case "deploy-now-paused":
+		return "Deploy now requested, but the job stays paused: resume it to deploy."
 	case "window":
 		return "Window saved."
 	case "window-delete":
@@ -514,7 +560,7 @@ func (u *UI) Fail(w http.ResponseWriter, r *http.Request, code int, msg string) 
 		if r.Method == http.MethodGet {
 			next = safeNext(r.URL.RequestURI())
 		}
-		d := &loginData{Next: next, Expired: SessionToken(r) != "", SSO: u.cfg.ACLs}
+		d := &loginData{Next: next, Expired: SessionToken(r) != "", SSO: u.ssoMethods()}
 		if !d.Expired {
 			d.Error = msg
 		}
@@ -548,13 +594,23 @@ func (u *UI) get(r *http.Request, path string, out any) error {
 	return resp.Decode(out)
 }
 
-// Static serves the embedded assets.
+// Static serves the embedded assets. Pages link them with the hash of
+// their content in the URL (?v=), so that an upgrade changes the URL: an
+// answer to the current version is cached for a year, any other (an old
+// page's, or none) must be checked again each time.
 func (u *UI) Static(w http.ResponseWriter, r *http.Request) {
 	SetHeaders(w.Header())
-	// An hour: the assets change only with a new release, and a browser
-	// that has them cached checks again soon after an upgrade.
-	w.Header().Set("Cache-Control", "public, max-age=3600")
+	if v, ok := u.assets[r.PathValue("file")]; ok && r.URL.Query().Get("v") == v {
+		w.Header().Set("Cache-Control", "public, max-age=31536000, immutable")
+	} else {
+		w.Header().Set("Cache-Control", "no-cache")
+	}
 	u.static.ServeHTTP(w, r)
+}
+
+// asset is the versioned URL of a static file.
+func (u *UI) asset(name string) string {
+	return "/ui/static/" + name + "?v=" + u.assets[name]
 }
 
 // field reads at most n bytes of a form field.

@@ -1,5 +1,5 @@
 // The dashboard's script. Without it the pages work as they are (reload to
-// refresh, the server's relative times).
+// refresh, the server's relative times, search by submitting the form).
 //
 // Live updates: one server-sent-event stream per tab; on a change the page
 // is fetched again and each [data-live] region that differs is swapped. A
@@ -50,6 +50,23 @@
       }
     }
   }
+
+  // --- search boxes that filter rows as one types
+  function filters() {
+    var boxes = document.querySelectorAll("input[data-filter]");
+    for (var i = 0; i < boxes.length; i++) {
+      var q = boxes[i].value.trim().toLowerCase();
+      var rows = document.querySelectorAll(boxes[i].getAttribute("data-filter"));
+      for (var j = 0; j < rows.length; j++) {
+        var a = rows[j].querySelector("a");
+        if (!a) continue;
+        rows[j].hidden = q !== "" && a.textContent.toLowerCase().indexOf(q) < 0;
+      }
+    }
+  }
+  document.addEventListener("input", function (e) {
+    if (e.target && e.target.hasAttribute && e.target.hasAttribute("data-filter")) filters();
+  });
 
   // Each live region remembers the server's HTML it was last rendered
   // from: the script changes its times, so its HTML is not the server's.
@@ -181,6 +198,10 @@
     }
     var idx = doc.getElementById("index"), cur = document.getElementById("index");
     if (idx && cur) cur.textContent = idx.textContent;
+    var nav = doc.getElementById("nav-approvals"), curNav = document.getElementById("nav-approvals");
+    if (nav && curNav && curNav.innerHTML !== nav.innerHTML) curNav.innerHTML = nav.innerHTML;
+    if (doc.title && document.title !== doc.title) document.title = doc.title;
+    filters();
   }
   // poll: a region that shows what changes without a write (a Nomad
   // deployment's progress, a server's health) asks to be looked at again.
