@@ -2,6 +2,7 @@ package web_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -273,4 +274,95 @@ func TestDashboard_LiveCluster(t *testing.T) {
 		t.Errorf("the banner links the dead server itself: %q", links)
 	}
 	b.screenshot("live-server-unreachable")
+}
+
+// brokenWords lists the words of table cells that wrap inside: a word,
+// split at spaces and after hyphens, whose text spans two lines.
+const brokenWords = `(() => {
+	const bad = [];
+	for (const cell of document.querySelectorAll("td, th")) {
+		const walk = document.createTreeWalker(cell, NodeFilter.SHOW_TEXT);
+		for (let n = walk.nextNode(); n; n = walk.nextNode()) {
+			const re = /[^\s-]+-?/g;
+			for (let m = re.exec(n.data); m; m = re.exec(n.data)) {
+				const r = document.createRange();
+				r.setStart(n, m.index); r.setEnd(n, m.index + m[0].length);
+				const tops = Array.from(r.getClientRects()).filter(x => x.width > 0).map(x => x.top);
+				if (tops.length > 1 && Math.max(...tops) - Math.min(...tops) > 4) bad.push(m[0]);
+			}
+		}
+	}
+	return bad.slice(0, 10).join(" ");
+})()`
+
+// lines counts the lines an element's text takes.
+func lines(b *browser, sel string) (int, error) {
+	return eval[int](b, `(() => { const r = document.createRange(); r.selectNodeContents(document.querySelector(`+jsString(sel)+`));
+		const tops = Array.from(r.getClientRects()).filter(x => x.width > 0).map(x => Math.round(x.top)).sort((a, b) => a - b);
+		let n = 0, last = -100; for (const t of tops) { if (t - last > 4) n++; last = t; } return n; })()`)
+}
+
+// checkLayout fails when the page scrolls sideways as a whole (a wide
+// table scrolls in its panel) or a table cell breaks a word.
+func (b *browser) checkLayout(name string) {
+	b.t.Helper()
+	if w, _ := eval[int](b, `document.documentElement.scrollWidth - window.innerWidth`); w > 0 {
+		b.t.Errorf("%s: the page scrolls sideways by %d pixels", name, w)
+	}
+	if words, _ := eval[string](b, brokenWords); words != "" {
+		b.t.Errorf("%s: table cells break words inside: %s", name, words)
+	}
+}
+
+// TestDashboard_EventsLayout: the Events page with about fifty events, on
+// a 390-pixel-wide phone, stays a sane height, breaks no word inside a
+// cell, keeps each long token (an ACL token's object) on one line, and
+// scrolls its table sideways with a hint rather than the page.
+func TestDashboard_EventsLayout(t *testing.T) {
+	t.Parallel()
+	b := newBrowser(t)
+	s, mgmt := startACL(t)
+	mustDo(t, s, mgmt, "PUT", "/v1/acl/policy/bots", map[string]string{"rules": `namespace "*" { capabilities = ["read"] }`}, nil)
+	for i := range 18 {
+		mustDo(t, s, mgmt, "POST", "/v1/acl/token", map[string]any{"name": fmt.Sprintf("bot-%d", i), "policies": []string{"bots"}}, nil)
+	}
+	for i := range 15 {
+		s.CreatePending("default", fmt.Sprintf("service-%02d", i))
+	}
+	b.open(s.URL + "/ui/login")
+	b.typeInto("#token", mgmt)
+	b.click("#login-form button[type=submit]")
+	b.waitJS("logged in", `!!document.querySelector("#user")`, 20*time.Second)
+
+	b.do("phone", chromedp.EmulateViewport(390, 844))
+	b.open(s.URL + "/ui/events")
+	if n, _ := eval[int](b, `document.querySelectorAll("#events tbody tr").length`); n < 50 {
+		t.Fatalf("the events page lists %d events; want about fifty", n)
+	}
+	height, _ := eval[int](b, `document.documentElement.scrollHeight`)
+	t.Logf("the events page is %d pixels tall at 390 pixels wide", height)
+	if height > 4000 {
+		t.Errorf("the events page is %d pixels tall at 390 pixels wide; want under 4000", height)
+	}
+	b.checkLayout("events at 390")
+	tokens, _ := eval[int](b, `document.querySelectorAll("#events td.nowrap").length`)
+	for i := range tokens {
+		sel := fmt.Sprintf("#events tbody tr:nth-child(%d) td.nowrap", i+1)
+		if text, _ := eval[string](b, `document.querySelector(`+jsString(sel)+`).textContent`); strings.HasPrefix(text, "acl-token/") {
+			if n, err := lines(b, sel); err != nil || n != 1 {
+				t.Errorf("the object %q takes %d lines (%v); want one", text, n, err)
+			}
+		}
+	}
+	if hint, _ := eval[bool](b, `!!document.querySelector("#events .scroll-hint:not([hidden])")`); !hint {
+		t.Errorf("the events table is wider than the phone and no hint says it scrolls")
+	}
+	b.screenshot("events-390")
+	b.do("desktop", chromedp.EmulateViewport(1400, 900))
+	b.open(s.URL + "/ui/events")
+	b.checkLayout("events at 1400")
+	if hint, _ := eval[bool](b, `!!document.querySelector("#events .scroll-hint:not([hidden])")`); hint {
+		t.Errorf("the events table scrolls at 1400 pixels")
+	}
+	b.screenshot("events-1400")
 }

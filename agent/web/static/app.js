@@ -51,6 +51,34 @@
     }
   }
 
+  // --- tables wider than their panel: a hint above them
+  function hints(root) {
+    var boxes = Array.prototype.slice.call((root || document).querySelectorAll(".panel, .scroll"));
+    if (root && root.matches && root.matches(".panel, .scroll")) boxes.push(root);
+    for (var i = 0; i < boxes.length; i++) {
+      var p = boxes[i], over = p.scrollWidth > p.clientWidth + 1;
+      var hint = null;
+      for (var c = p.firstElementChild; c; c = c.nextElementSibling) {
+        if (c.classList.contains("scroll-hint")) { hint = c; break; }
+      }
+      if (!hint && p.previousElementSibling && p.previousElementSibling.classList.contains("scroll-hint")) hint = p.previousElementSibling;
+      if (over && !hint) {
+        hint = document.createElement("p");
+        hint.className = "scroll-hint";
+        hint.textContent = "Scroll sideways for more columns →";
+        if (p.classList.contains("scroll")) {
+          p.before(hint);
+        } else {
+          var table = p.querySelector("table");
+          var at = table && table.parentElement === p ? table : p.firstElementChild;
+          p.insertBefore(hint, at);
+        }
+      } else if (hint) {
+        hint.hidden = !over;
+      }
+    }
+  }
+
   // --- search boxes that filter rows as one types
   function filters() {
     var boxes = document.querySelectorAll("input[data-filter]");
@@ -74,9 +102,10 @@
   var initial = regions(document);
   for (var i = 0; i < initial.length; i++) initial[i].nopsSource = initial[i].outerHTML;
 
-  function decorate(root) { times(root); }
+  function decorate(root) { times(root); hints(root); }
   decorate();
   setInterval(function () { times(); }, 1000);
+  window.addEventListener("resize", function () { hints(); });
 
   if (page === "login" || page === "error") return;
   if (!window.EventSource || !window.fetch || !window.DOMParser) return;
