@@ -215,6 +215,22 @@ func (b *uiBackend) WaitChange(ctx context.Context, after uint64) uint64 {
 
 func (b *uiBackend) Index() uint64 { return b.a.s.State().LatestIndex() }
 
+// LoginMethods lists the OIDC auth methods, from the replicated state.
+func (b *uiBackend) LoginMethods() []web.LoginMethod {
+	list, err := b.a.s.State().ACL().AuthMethods()
+	if err != nil {
+		return nil
+	}
+	var out []web.LoginMethod
+	for _, m := range list {
+		if m.Type != structs.ACLAuthMethodOIDC {
+			continue
+		}
+		out = append(out, web.LoginMethod{Name: m.Name, DisplayName: m.DisplayName, Default: m.Default})
+	}
+	return out
+}
+
 // Cluster reads the Raft configuration and the serf members.
 func (b *uiBackend) Cluster() (*web.ClusterInfo, error) {
 	s := b.a.s
@@ -237,7 +253,8 @@ func (b *uiBackend) Cluster() (*web.ClusterInfo, error) {
 	for _, m := range s.Members() {
 		role := m.Tags[structs.MemberTagRole]
 		c.Members = append(c.Members, web.Member{Name: m.Name, Addr: fmt.Sprintf("%s:%d", m.Addr, m.Port),
-			Status: m.Status.String(), Version: m.Tags[structs.MemberTagVersion], Role: role, Refused: refused[m.Name]})
+			Status: m.Status.String(), Version: m.Tags[structs.MemberTagVersion], Role: role, Refused: refused[m.Name],
+			ID: m.Tags[structs.MemberTagID], HTTPAddr: m.Tags[structs.MemberTagHTTPAddr]})
 	}
 	sort.Slice(c.Members, func(i, j int) bool { return c.Members[i].Name < c.Members[j].Name })
 	for _, srv := range f.Configuration().Servers {

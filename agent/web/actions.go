@@ -13,8 +13,10 @@ import (
 )
 
 // act runs one API write as the viewer after the CSRF check, then sends
-// the browser to back (Post/Redirect/Get) with a done= code, or shows the
-// API's refusal.
+// the browser to back (Post/Redirect/Get) with a done= code. A refusal
+// (a conflict, a bad request, a leader that cannot be reached) is shown on
+// that same page, so that the reader sees why next to what changed; only
+// a session that ended is answered with the login form.
 func (u actions) act(w http.ResponseWriter, r *http.Request, method, path string, body any, back, done string) {
 	if err := u.checkCSRF(r); err != nil {
 		u.fail(w, r, err)
@@ -26,7 +28,11 @@ func (u actions) act(w http.ResponseWriter, r *http.Request, method, path string
 		return
 	}
 	if !resp.OK() {
-		u.fail(w, r, resp.Err())
+		if resp.Code == http.StatusUnauthorized {
+			u.fail(w, r, resp.Err())
+			return
+		}
+		u.refuse(w, r, back, "Refused: "+strings.TrimPrefix(resp.Err().Error(), "conflict: "))
 		return
 	}
 	u.catchUp(r, resp)
@@ -36,6 +42,14 @@ func (u actions) act(w http.ResponseWriter, r *http.Request, method, path string
 		sep = "&"
 	}
 	http.Redirect(w, r, back+sep+"done="+done, http.StatusSeeOther)
+}
+
+// refuse sends the browser back to a page that shows why its action was
+// refused.
+func (u *UI) refuse(w http.ResponseWriter, r *http.Request, back, msg string) {
+	u.setFlash(w, msg)
+	SetHeaders(w.Header())
+	http.Redirect(w, r, back, http.StatusSeeOther)
 }
 
 // catchUpWait bounds the wait for this server to apply a write.
@@ -95,9 +109,24 @@ func (u actions) approve(w http.ResponseWriter, r *http.Request) {
 	u.actCommented(w, r, "comment", api+"/approve", page, "approve")
 }
 
+// reject asks first: a post without confirm=yes (the deployment page's
+// form) answers a page that shows the deployment and the reason, and asks
+// to confirm; a reason is required.
 func (u actions) reject(w http.ResponseWriter, r *http.Request) {
 	api, page := deploymentPath(r)
-	u.actCommented(w, r, "reason", api+"/reject", page, "reject")
+	c, ok := u.comment(w, r, "reason")
+	if !ok {
+		return
+	}
+	if c == "" || r.PostFormValue("confirm") != "yes" {
+		if err := u.checkCSRF(r); err != nil {
+			u.fail(w, r, err)
+			return
+		}
+		views(u).confirmReject(w, r, c)
+		return
+	}
+	u.act(w, r, http.MethodPost, api+"/reject", map[string]string{"reason": c}, page, "reject")
 }
 
 func (u actions) promote(w http.ResponseWriter, r *http.Request) {
@@ -120,9 +149,22 @@ func (u actions) jobRetry(w http.ResponseWriter, r *http.Request) {
 	u.act(w, r, http.MethodPost, api+"/retry", nil, page, "retry")
 }
 
+// jobDeployNow requests a deployment now; the message after it says what
+// that does for the job as it stood: lift its closed window, nothing
+// while it is paused, or a check at once.
 func (u actions) jobDeployNow(w http.ResponseWriter, r *http.Request) {
 	api, page := jobPath(r)
-	u.act(w, r, http.MethodPost, api+"/deploy-now", nil, page, "deploy-now")
+	done := "deploy-now"
+	var d structs.JobDetail
+	if err := u.get(r, api, &d); err == nil {
+		switch deployNowCase(&d) {
+		case "paused":
+			done = "deploy-now-paused"
+		case "window":
+			done = "deploy-now-window"
+		}
+	}
+	u.act(w, r, http.MethodPost, api+"/deploy-now", nil, page, done)
 }
 
 func (u actions) pauseAll(w http.ResponseWriter, r *http.Request) {

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"html"
 	"net/http"
+	"sort"
 	"strings"
 
 	"github.com/nops-dev/nops/structs"
@@ -24,13 +25,26 @@ type loginData struct {
 	Next    string
 	Error   string
 	Expired bool
-	SSO     bool
+	// SSO lists the auth methods to log in with; the login page offers
+	// none when there is none.
+	SSO []LoginMethod
+}
+
+// ssoMethods lists the auth methods the login page offers, the default
+// one first.
+func (u *UI) ssoMethods() []LoginMethod {
+	if !u.cfg.ACLs {
+		return nil
+	}
+	list := u.cfg.Backend.LoginMethods()
+	sort.SliceStable(list, func(i, j int) bool { return list[i].Default && !list[j].Default })
+	return list
 }
 
 func (u sessions) loginPage(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	u.render(w, r, http.StatusOK, "login", "Log in", &loginData{
-		Next: safeNext(q.Get("next")), Expired: q.Get("expired") != "", Error: q.Get("error"), SSO: u.cfg.ACLs,
+		Next: safeNext(q.Get("next")), Expired: q.Get("expired") != "", Error: q.Get("error"), SSO: u.ssoMethods(),
 	})
 }
 
@@ -46,7 +60,7 @@ func (u sessions) login(w http.ResponseWriter, r *http.Request) {
 	// One byte over the bound, so that a secret too long is refused, not cut.
 	secret := field(r, "token", structs.MaxSecretLen+1)
 	fail := func(code int, msg string) {
-		u.render(w, r, code, "login", "Log in", &loginData{Next: next, Error: msg, SSO: u.cfg.ACLs})
+		u.render(w, r, code, "login", "Log in", &loginData{Next: next, Error: msg, SSO: u.ssoMethods()})
 	}
 	if !u.cfg.ACLs {
 		fail(http.StatusBadRequest, "ACLs are disabled on this cluster: the dashboard needs no login.")
@@ -96,7 +110,7 @@ func (u sessions) startSession(w http.ResponseWriter, r *http.Request, secret, n
 	w.Header().Set("Refresh", "0; url="+next)
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write([]byte(`<!doctype html><html lang="en"><head><meta charset="utf-8"><title>Logged in</title>` +
-		`<link rel="stylesheet" href="/ui/static/app.css"></head><body><main><p>Logged in. <a id="continue" href="` +
+		`<link rel="stylesheet" href="` + u.asset("app.css") + `"></head><body><main><p>Logged in. <a id="continue" href="` +
 		html.EscapeString(next) + `">Continue</a></p></main></body></html>`))
 }
 
@@ -169,7 +183,7 @@ func (u sessions) ssoStart(w http.ResponseWriter, r *http.Request) {
 }
 
 func (u sessions) loginError(w http.ResponseWriter, r *http.Request, msg string) {
-	u.render(w, r, http.StatusBadRequest, "login", "Log in", &loginData{Next: "/ui/", Error: "SSO: " + msg, SSO: u.cfg.ACLs})
+	u.render(w, r, http.StatusBadRequest, "login", "Log in", &loginData{Next: "/ui/", Error: "SSO: " + msg, SSO: u.ssoMethods()})
 }
 
 // ssoCallback completes the OIDC flow: it checks the state against the

@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -176,6 +177,46 @@ func (b *browser) screenshot(name string) {
 	b.t.Logf("screenshot %s: %dx%d, %d colours", path, bounds.Dx(), bounds.Dy(), len(colours))
 }
 
+// sweepWidths are the widths of the screenshots of every page: a desktop
+// and a phone.
+var sweepWidths = []int64{1400, 390}
+
+// sweep opens each page at each width of sweepWidths, checks its layout
+// and saves its screenshot as name-width.png, then gives the window its
+// size back.
+func (b *browser) sweep(base string, pages map[string]string) {
+	b.t.Helper()
+	names := make([]string, 0, len(pages))
+	for n := range pages {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, w := range sweepWidths {
+		b.do(fmt.Sprintf("%d pixels wide", w), chromedp.EmulateViewport(w, 900))
+		for _, n := range names {
+			b.open(base + pages[n])
+			name := fmt.Sprintf("%s-%d", n, w)
+			b.checkLayout(name)
+			b.screenshot(name)
+		}
+	}
+	b.do("window size", chromedp.EmulateViewport(1280, 900))
+}
+
+// screenshots checks the layout of the page shown (one a URL cannot reopen,
+// such as the answer to a form) and saves its screenshot at each width of
+// sweepWidths, then gives the window its size back.
+func (b *browser) screenshots(name string) {
+	b.t.Helper()
+	for _, w := range sweepWidths {
+		b.do(fmt.Sprintf("%d pixels wide", w), chromedp.EmulateViewport(w, 900))
+		n := fmt.Sprintf("%s-%d", name, w)
+		b.checkLayout(n)
+		b.screenshot(n)
+	}
+	b.do("window size", chromedp.EmulateViewport(1280, 900))
+}
+
 // typeInto sets a field's value as typing would, in the current document
 // (a DevTools node query can hold on to the document before a navigation).
 func (b *browser) typeInto(sel, text string) {
@@ -336,9 +377,9 @@ cluster { capabilities = ["read"] }`}, nil)
 	base := follower.URL
 
 	// Without a login the dashboard shows the login form, in place.
+	b.sweep(base, map[string]string{"login": "/ui/login"})
 	b.open(base + "/ui/")
 	b.waitJS("login form", `!!document.querySelector("#token")`, 10*time.Second)
-	b.screenshot("login")
 	b.typeInto("#token", "not-a-token")
 	b.click("#login-form button[type=submit]")
 	b.waitJS("login refusal", `!!document.querySelector("#token-error")`, 10*time.Second)
@@ -346,20 +387,15 @@ cluster { capabilities = ["read"] }`}, nil)
 	b.click("#login-form button[type=submit]")
 	b.waitJS("logged in", `!!document.querySelector("#user") && document.querySelector("#user").textContent.includes("ada")`, 20*time.Second)
 	b.open(base + "/ui/")
-	b.screenshot("overview")
 	if h := b.html("overview"); !strings.Contains(h, web.ID[:8]) {
 		t.Errorf("overview lists no pending deployment of web")
 	} else if i := strings.Index(h, `id="ov-servers"`); i < 0 || strings.Count(h[i:], "badge ok\">healthy") < 3 {
 		t.Errorf("overview does not show the three servers healthy with their last contact (operator viewer)")
 	}
 
-	b.open(base + "/ui/approvals")
-	b.screenshot("approvals")
-
 	// The deployment page: the redacted diff, never the secret.
 	b.open(base + "/ui/deployment/" + web.ID)
 	b.waitJS("approve button", `!!document.querySelector("#approve")`, 10*time.Second)
-	b.screenshot("deployment-pending")
 	if h := b.html("deployment"); !strings.Contains(h, "DB_PASSWORD") && !strings.Contains(h, "id=\"diff\"") {
 		t.Errorf("deployment page shows no diff")
 	}
@@ -379,23 +415,28 @@ cluster { capabilities = ["read"] }`}, nil)
 		t.Fatal(err)
 	}
 	b.waitJS("live completion", `document.querySelector("#dep-state-badge").dataset.state === "completed"`, 120*time.Second)
+	// The health of the Nomad deployment the register created, read from
+	// Nomad by the follower, appears live: the panel was absent when the
+	// page was rendered.
+	b.waitJS("nomad health, live", `!!document.querySelector("#nomad-status") && document.querySelector("#nomad-status").textContent === "successful"`, 20*time.Second)
 	if m, err := eval[string](b, `document.body.dataset.marker || ""`); err != nil || m != "kept" {
 		t.Fatalf("the page was reloaded while the deployment completed (marker %q, %v)", m, err)
 	}
-	// Reloaded, the page shows the health of the Nomad deployment the
-	// register created, read from Nomad by the follower.
-	b.open(base + "/ui/deployment/" + web.ID)
-	b.waitJS("nomad health", `!!document.querySelector("#nomad-status") && document.querySelector("#nomad-status").textContent === "successful"`, 20*time.Second)
-	b.screenshot("deployment-completed")
 	d, _ := leader.State().Deployment(web.ID)
 	if d == nil || len(d.Decisions) == 0 || d.Decisions[0].Actor != "ada" || d.Decisions[0].Comment != "ship it" {
 		t.Fatalf("the approval recorded %+v; want ada's, with the comment", d)
 	}
 
-	// Reject with a comment.
+	// Reject with a reason, confirmed on a page of its own.
 	b.open(base + "/ui/deployment/" + api.ID)
 	b.typeInto("#reject-reason", "not on a Friday")
 	b.click("#reject")
+	b.waitJS("reject confirmation", `!!document.querySelector("#confirm-reject") && document.querySelector("#confirm-reason").value === "not on a Friday"`, 20*time.Second)
+	if d, _ := leader.State().Deployment(api.ID); d == nil || d.State != structs.StatePendingApproval {
+		t.Fatalf("the deployment was rejected before the confirmation: %+v", d)
+	}
+	b.screenshots("reject-confirm")
+	b.click("#confirm-reject")
 	b.waitJS("rejected", `document.querySelector("#dep-state-badge") && document.querySelector("#dep-state-badge").dataset.state === "rejected"`, 30*time.Second)
 	if h := b.html("rejected"); !strings.Contains(h, "not on a Friday") {
 		t.Errorf("the rejected deployment does not show its reason")
@@ -412,8 +453,6 @@ cluster { capabilities = ["read"] }`}, nil)
 	b.screenshot("job-paused")
 	b.click("#resume")
 	b.waitJS("resumed", `location.search.includes("done=resume") && document.querySelector("#job-pause").textContent.includes("not paused")`, 30*time.Second)
-	b.open(base + "/ui/jobs")
-	b.screenshot("jobs")
 
 	// A window: errors next to the fields, then a valid one.
 	b.open(base + "/ui/windows")
@@ -438,20 +477,23 @@ cluster { capabilities = ["read"] }`}, nil)
 	b.typeInto("#w-duration", "8h")
 	b.click("#window-submit")
 	b.waitJS("window row", `!!document.querySelector("#window-nightly")`, 20*time.Second)
-	b.screenshot("windows")
 	if w, _ := leader.State().Window("nightly"); w == nil || w.Duration != "8h" {
 		t.Fatalf("window on the leader: %+v", w)
 	}
 
-	for _, p := range []string{"pauses", "orphans", "events", "cluster"} {
-		b.open(base + "/ui/" + p)
-		b.screenshot(p)
-	}
+	// Every page, on a desktop and on a phone: none scrolls sideways as a
+	// whole, no table cell breaks a word, and each screenshot decodes.
+	b.sweep(base, map[string]string{
+		"overview": "/ui/", "jobs": "/ui/jobs", "job": "/ui/job/default/web", "job-drift": "/ui/job/default/gate",
+		"deployment-completed": "/ui/deployment/" + web.ID, "deployment-pending": "/ui/deployment/" + gate.ID,
+		"deployment-rejected": "/ui/deployment/" + api.ID, "approvals": "/ui/approvals", "pauses": "/ui/pauses",
+		"windows": "/ui/windows", "orphans": "/ui/orphans", "events": "/ui/events", "cluster": "/ui/cluster",
+		"not-found": "/ui/no/such/page",
+	})
+	b.open(base + "/ui/cluster")
 	if n, _ := eval[int](b, `document.querySelectorAll("#cluster-peers tbody tr").length`); n != 3 {
 		t.Errorf("the cluster page lists %d raft peers, want 3", n)
 	}
-	b.open(base + "/ui/job/default/web")
-	b.screenshot("job")
 
 	// Cross-site posts are refused: from another site (no cookie is sent)
 	// and from another origin of the same site (a foreign Origin and no
@@ -509,9 +551,13 @@ cluster { capabilities = ["read"] }`}, nil)
 		t.Fatalf("a reader's forged approve changed the deployment: %+v", d)
 	}
 
-	// SSO: log out, then log in through the OIDC provider.
+	// SSO: log out, then log in through the OIDC provider. The login page
+	// offers SSO only once an auth method exists.
 	b.click(".who form button")
 	b.waitJS("logged out", `!!document.querySelector("#token")`, 20*time.Second)
+	if n, _ := eval[int](b, `document.querySelectorAll("#sso").length`); n != 0 {
+		t.Fatalf("the login page offers SSO without an auth method")
+	}
 	p := oidc.StartTestProvider(t)
 	defer p.Stop()
 	redirect := base + "/ui/oidc/callback"
@@ -541,6 +587,7 @@ cluster { capabilities = ["read"] }`}, nil)
 	// (it does not know the verifier yet) and shows the error; after the
 	// test reads the cookie and tells the provider, the same callback
 	// succeeds.
+	b.open(base + "/ui/login")
 	b.click("#sso")
 	b.waitJS("first callback", `location.pathname === "/ui/oidc/callback" && !!document.querySelector("#token-error")`, 30*time.Second)
 	raw, err := base64.RawURLEncoding.DecodeString(b.cookie("nops_oidc"))

@@ -18,8 +18,16 @@
 //   - Every answer carries a strict Content-Security-Policy (no inline
 //     script or style), X-Frame-Options DENY and nosniff.
 //   - Live updates come from one server-sent-event stream per tab that
-//     blocks on the state index (Backend.WaitChange); the number of open
-//     streams is bounded.
-//   - Assets are embedded; pages work without JavaScript for reading and
-//     acting.
+//     blocks on the state index (Backend.WaitChange) and watches the
+//     cluster's membership; the number of open streams is bounded, and a
+//     stream ends when its server shuts down. The page's script swaps the
+//     regions that changed, adds and removes whole regions, and leaves a
+//     form being typed in as it is; when the server stops answering it
+//     says so, disables the actions and links the other servers'
+//     dashboards.
+//   - An action the API refuses sends the browser back to the page it
+//     came from, which shows why (carried once in a cookie of its own).
+//   - Assets are embedded and linked by the hash of their content, so an
+//     upgrade never serves an old script from a cache; pages work without
+//     JavaScript for reading and acting.
 package web

@@ -13,13 +13,28 @@ import (
 
 func (u *UI) funcs() template.FuncMap {
 	return template.FuncMap{
-		"since": func(t time.Time) string { return since(u.cfg.Now(), t) },
+		// since is a relative time the page's script keeps counting,
+		// with the exact time on hover (in the viewer's zone once the
+		// script ran; in UTC without it).
+		"since": func(t time.Time) template.HTML {
+			if t.IsZero() {
+				return "never"
+			}
+			iso := t.UTC().Format(time.RFC3339)
+			return template.HTML(`<time datetime="` + iso + `" data-rel title="` + t.UTC().Format(exactFormat) + `">` +
+				template.HTMLEscapeString(since(u.cfg.Now(), t)) + `</time>`)
+		},
 		"ts": func(t time.Time) string {
 			if t.IsZero() {
 				return "—"
 			}
 			return t.UTC().Format(time.RFC3339)
 		},
+		"iso":           func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
+		"asset":         u.asset,
+		"deployNowHint": deployNowHint,
+		"deployNowCase": deployNowCase,
+
 		"short":      structs.ShortID,
 		"stateClass": func(v any) string { return stateClass(fmt.Sprint(v)) },
 		"str":        func(v any) string { return toString(v) },
@@ -88,3 +103,6 @@ func (u *UI) approvalRefusal(d *structs.Deployment, v *Viewer) string {
 }
 
 func toString(v any) string { return fmt.Sprint(v) }
+
+// exactFormat writes an exact time in UTC.
+const exactFormat = "2006-01-02 15:04:05 MST"

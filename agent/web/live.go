@@ -17,14 +17,18 @@ const (
 	keepAlive = 25 * time.Second
 	// coalesce groups the changes of a burst into one message.
 	coalesce = 200 * time.Millisecond
+	// clusterPoll is how often a stream looks at the cluster's
+	// membership, which changes without a write to the state.
+	clusterPoll = 2 * time.Second
 )
 
 // live is the live-update stream of one tab: server-sent events that carry
-// the state's index each time it changes. The page's script then fetches
-// the page again and swaps the parts that changed. It carries no data, so
-// it shows nothing a token could not read; the pages it triggers are
-// checked as usual. The stream could equally be fed by the API's
-// /v1/events/stream: only this handler knows where the changes come from.
+// the state's index each time it changes, or the cluster's membership
+// does (a server that fails, leaves or joins, a new leader: no write to
+// the state says so). The page's script then fetches the page again and
+// swaps the parts that changed. It carries no data, so it shows nothing a
+// token could not read; the pages it triggers are checked as usual. The
+// stream ends when the server shuts down, so that the page sees it go.
 func (u *UI) live(w http.ResponseWriter, r *http.Request) {
 	if !strings.Contains(r.Header.Get("Accept"), "text/event-stream") {
 		SetHeaders(w.Header())
@@ -65,14 +69,29 @@ func (u *UI) live(w http.ResponseWriter, r *http.Request) {
 	if after == 0 {
 		after = u.cfg.Backend.Index()
 	}
+	members := u.clusterDigest()
+	idle := time.Now()
 	for {
-		wctx, wcancel := context.WithTimeout(ctx, keepAlive)
+		wctx, wcancel := context.WithTimeout(ctx, clusterPoll)
 		idx := u.cfg.Backend.WaitChange(wctx, after)
+		early := wctx.Err() == nil
 		wcancel()
 		if ctx.Err() != nil {
 			return
 		}
-		if idx <= after {
+		changed := idx > after
+		if !changed && early {
+			// Neither a change nor the timeout: the server shuts down.
+			return
+		}
+		if m := u.clusterDigest(); m != members {
+			members, changed = m, true
+		}
+		if !changed {
+			if time.Since(idle) < keepAlive {
+				continue
+			}
+			idle = time.Now()
 			if _, err := fmt.Fprintf(w, ": keep-alive\n\n"); err != nil {
 				return
 			}
@@ -84,11 +103,32 @@ func (u *UI) live(w http.ResponseWriter, r *http.Request) {
 		case <-ctx.Done():
 			return
 		}
-		idx = max(idx, u.cfg.Backend.Index())
+		idx = max(idx, u.cfg.Backend.Index(), after)
 		after = idx
+		idle = time.Now()
 		if _, err := fmt.Fprintf(w, "id: %d\nevent: change\ndata: %d\n\n", idx, idx); err != nil {
 			return
 		}
 		flusher.Flush()
 	}
+}
+
+// clusterDigest sums up what the pages show of the cluster's membership:
+// the leader, each Raft peer and each member's status. Indexes and last
+// contacts, which move all the time, are left out.
+func (u *UI) clusterDigest() string {
+	c, err := u.cfg.Backend.Cluster()
+	if err != nil {
+		return "error: " + err.Error()
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s|%s|", c.Leader, c.RaftState)
+	for _, p := range c.Peers {
+		fmt.Fprintf(&b, "%s,%s,%s,%t,%t;", p.ID, p.Node, p.Address, p.Voter, p.Leader)
+	}
+	b.WriteByte('|')
+	for _, m := range c.Members {
+		fmt.Fprintf(&b, "%s,%s,%s,%s,%s;", m.Name, m.Addr, m.Status, m.HTTPAddr, m.Refused)
+	}
+	return b.String()
 }

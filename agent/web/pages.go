@@ -2,12 +2,16 @@ package web
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
+	"github.com/nops-dev/nops/fsm"
 	"github.com/nops-dev/nops/structs"
 	"github.com/nops-dev/nops/structs/holds"
 )
@@ -39,6 +43,9 @@ type Peer struct {
 type Member struct {
 	Name, Addr, Status, Version, Role string
 	Refused                           string
+	// ID is the node ID the member gossips; HTTPAddr its HTTP address
+	// (host:port): where its dashboard is.
+	ID, HTTPAddr string
 }
 
 // activeStates are the states of a running deployment.
@@ -54,6 +61,9 @@ type windowView struct {
 	*structs.SyncWindow
 	Open bool
 	Next time.Time
+	// NextLocal is Next in the window's own time zone, as its schedule
+	// reads.
+	NextLocal string
 }
 
 func (u views) windowViews(list []*structs.SyncWindow) []windowView {
@@ -61,9 +71,27 @@ func (u views) windowViews(list []*structs.SyncWindow) []windowView {
 	out := make([]windowView, 0, len(list))
 	for _, w := range list {
 		active, _ := holds.Active(w, now)
-		out = append(out, windowView{SyncWindow: w, Open: active, Next: holds.NextBoundary([]*structs.SyncWindow{w}, now)})
+		v := windowView{SyncWindow: w, Open: active, Next: holds.NextBoundary([]*structs.SyncWindow{w}, now)}
+		if !v.Next.IsZero() {
+			v.NextLocal = inZone(v.Next, w.Timezone)
+		}
+		out = append(out, v)
 	}
 	return out
+}
+
+// inZone writes a time in an IANA time zone (UTC when empty or unknown),
+// with the zone's abbreviation and name.
+func inZone(t time.Time, zone string) string {
+	loc, err := time.LoadLocation(zone)
+	if err != nil || zone == "" {
+		loc, zone = time.UTC, "UTC"
+	}
+	s := t.In(loc).Format("Mon 2 Jan 2006 15:04 MST")
+	if abbr, _ := t.In(loc).Zone(); abbr != zone {
+		s += " (" + zone + ")"
+	}
+	return s
 }
 
 type overviewData struct {
@@ -81,6 +109,10 @@ type overviewData struct {
 	// Servers is each server's health as autopilot sees it on the
 	// leader, for a viewer with the operator capability.
 	Servers []structs.AutopilotServerHealth
+	// Unsettled is set while a server is unhealthy or a member is not
+	// alive: autopilot's view then changes without a write, and the
+	// page looks again every few seconds.
+	Unsettled bool
 }
 
 func (u views) overview(w http.ResponseWriter, r *http.Request) {
@@ -105,6 +137,14 @@ func (u views) overview(w http.ResponseWriter, r *http.Request) {
 		var health structs.AutopilotHealth
 		if err := u.get(r, "/v1/operator/autopilot/health", &health); err == nil {
 			d.Servers = health.Servers
+		}
+		for _, s := range d.Servers {
+			d.Unsettled = d.Unsettled || !s.Healthy
+		}
+	}
+	if d.Cluster != nil {
+		for _, m := range d.Cluster.Members {
+			d.Unsettled = d.Unsettled || (m.Status != "alive" && m.Refused == "")
 		}
 	}
 	var jobs []*structs.JobSummary
@@ -146,11 +186,16 @@ const activePerState = 50
 // enough to see a pattern of failures; older ones are in the API.
 const historyShown = 25
 
+// maxSearch bounds the jobs page's search, past any namespace/job key.
+const maxSearch = 256
+
 // jobsPerPage bounds the rows of the jobs page: a page stays small on a
 // phone whatever the number of jobs.
 const jobsPerPage = 100
 
 type jobsData struct {
+	// Q is the search: a part of namespace/job, any case.
+	Q          string
 	Jobs       []*structs.JobSummary
 	Total      int
 	Matched    int
@@ -167,7 +212,11 @@ type jobsData struct {
 
 func (u views) jobs(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	d := &jobsData{Namespace: q.Get("namespace"), Sync: q.Get("sync"), Policy: q.Get("policy"), Held: q.Get("held"), Blocked: q.Get("blocked")}
+	d := &jobsData{Q: strings.TrimSpace(q.Get("q")), Namespace: q.Get("namespace"), Sync: q.Get("sync"), Policy: q.Get("policy"), Held: q.Get("held"), Blocked: q.Get("blocked")}
+	if len(d.Q) > maxSearch {
+		d.Q = d.Q[:maxSearch]
+	}
+	search := strings.ToLower(d.Q)
 	var all []*structs.JobSummary
 	if err := u.get(r, "/v1/jobs", &all); err != nil {
 		u.fail(w, r, err)
@@ -182,7 +231,8 @@ func (u views) jobs(w http.ResponseWriter, r *http.Request) {
 		}
 		if (d.Namespace != "" && j.Namespace != d.Namespace) || (d.Sync != "" && string(j.Sync) != d.Sync) ||
 			(d.Policy != "" && string(j.Policy) != d.Policy) || (d.Held == "yes" && j.Hold == "") ||
-			(d.Held == "no" && j.Hold != "") || (d.Blocked == "yes" && !j.Blocked) || (d.Blocked == "no" && j.Blocked) {
+			(d.Held == "no" && j.Hold != "") || (d.Blocked == "yes" && !j.Blocked) || (d.Blocked == "no" && j.Blocked) ||
+			(search != "" && !strings.Contains(strings.ToLower(j.Key()), search)) {
 			continue
 		}
 		d.Jobs = append(d.Jobs, j)
@@ -195,7 +245,7 @@ func (u views) jobs(w http.ResponseWriter, r *http.Request) {
 	d.Page = min(max(d.Page, 1), d.Pages)
 	d.Jobs = d.Jobs[(d.Page-1)*jobsPerPage : min(d.Page*jobsPerPage, d.Matched)]
 	d.Query = url.Values{}
-	for _, k := range []string{"namespace", "sync", "policy", "held", "blocked"} {
+	for _, k := range []string{"q", "namespace", "sync", "policy", "held", "blocked"} {
 		if v := q.Get(k); v != "" {
 			d.Query.Set(k, v)
 		}
@@ -208,6 +258,44 @@ type jobData struct {
 	History  []*structs.Deployment
 	Diff     string
 	NomadURL string
+}
+
+// deployNowCase says what deploy now does for a job as it stands:
+// "paused" (nothing until it is resumed), "lifted" (already requested),
+// "window" (it lifts the closed window), "drift", "error" or "in_sync"
+// (a check at once).
+func deployNowCase(d *structs.JobDetail) string {
+	s := d.Status
+	switch {
+	case d.Pause != nil || (s != nil && strings.HasPrefix(s.Hold, "paused")):
+		return "paused"
+	case s == nil:
+		return "in_sync"
+	case strings.HasPrefix(s.Hold, "sync window:") && strings.HasSuffix(s.Hold, "(deploy now requested)"):
+		return "lifted"
+	case strings.HasPrefix(s.Hold, "sync window:"):
+		return "window"
+	}
+	return string(s.Sync)
+}
+
+// deployNowHint explains the Deploy now button for a job as it stands.
+func deployNowHint(d *structs.JobDetail) string {
+	switch deployNowCase(d) {
+	case "paused":
+		return "The job is paused: deploy now does not lift a pause. Resume the job to deploy it."
+	case "lifted":
+		return "Deploy now is already requested: the next deployment runs despite the closed sync window."
+	case "window":
+		return "A closed sync window holds this job (" + strings.TrimPrefix(d.Status.Hold, "sync window: ") +
+			"). Deploy now lifts it for the next deployment, which then follows the job's policy."
+	case string(structs.SyncDrift):
+		return "The job differs from git. Deploy now checks it at once instead of at the next cycle; the deployment follows the job's policy."
+	case string(structs.SyncError):
+		return "The job's last check failed. Deploy now checks it again at once."
+	}
+	return "The job is in sync with git: there is nothing to deploy. Deploy now checks git and Nomad at once, " +
+		"and lets the job's next change deploy even while a sync window is closed."
 }
 
 func (u views) job(w http.ResponseWriter, r *http.Request) {
@@ -240,6 +328,16 @@ type deploymentData struct {
 	// could not be read.
 	Health    *structs.NomadHealth
 	HealthErr string
+	// SupersededBy is the job's deployment that replaced a superseded
+	// one, when the viewer may see it.
+	SupersededBy *structs.Deployment
+}
+
+func (d *deploymentData) errorLink() *link {
+	if n := d.SupersededBy; n != nil {
+		return &link{Href: "/ui/deployment/" + n.ID, Text: "See deployment " + structs.ShortID(n.ID) + " (" + string(n.State) + "), which superseded it."}
+	}
+	return nil
 }
 
 func (u views) deployment(w http.ResponseWriter, r *http.Request) {
@@ -253,6 +351,9 @@ func (u views) deployment(w http.ResponseWriter, r *http.Request) {
 		u.fail(w, r, err)
 		return
 	}
+	if d.D.State == structs.StateSuperseded {
+		d.SupersededBy = u.successor(r, d.D)
+	}
 	d.NomadURL = u.nomadJob(d.D.Namespace, d.D.JobID)
 	d.CanaryWait = d.D.State == structs.StateApplying && d.D.Registered && d.D.HealthDeadline.IsZero()
 	if d.D.NomadDeploymentID != "" {
@@ -264,6 +365,52 @@ func (u views) deployment(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	u.render(w, r, http.StatusOK, "deployment", "Deployment "+structs.ShortID(d.D.ID), d)
+}
+
+// successor returns the oldest deployment of the same job created after
+// d: the one that superseded it, or nil.
+func (u views) successor(r *http.Request, d *structs.Deployment) *structs.Deployment {
+	list, err := u.deployments(r, url.Values{"namespace": {d.Namespace}, "job": {d.JobID}, "limit": {strconv.Itoa(historyShown)}})
+	if err != nil {
+		return nil
+	}
+	var next *structs.Deployment
+	for _, x := range list {
+		if x.CreateIndex > d.CreateIndex && (next == nil || x.CreateIndex < next.CreateIndex) {
+			next = x
+		}
+	}
+	return next
+}
+
+type confirmData struct {
+	D      *structs.Deployment
+	Reason string
+	// Error is the reason field's problem.
+	Error string
+}
+
+// confirmReject asks to confirm a rejection, with its reason, which is
+// required.
+func (u views) confirmReject(w http.ResponseWriter, r *http.Request, reason string) {
+	d := &structs.Deployment{}
+	if err := u.get(r, "/v1/deployment/"+url.PathEscape(r.PathValue("id")), d); err != nil {
+		// A token may approve without reading the job: it confirms the
+		// deployment by its ID alone.
+		var ae *APIError
+		if !errors.As(err, &ae) || ae.Code != http.StatusForbidden {
+			u.fail(w, r, err)
+			return
+		}
+		d = &structs.Deployment{ID: r.PathValue("id")}
+	}
+	c := &confirmData{D: d, Reason: reason}
+	code := http.StatusOK
+	if reason == "" {
+		c.Error = "Give a reason: it is recorded with the rejection and sent with its notifications."
+		code = http.StatusBadRequest
+	}
+	u.render(w, r, code, "confirm", "Reject deployment "+structs.ShortID(d.ID)+"?", c)
 }
 
 func (u views) approvals(w http.ResponseWriter, r *http.Request) {
@@ -332,41 +479,115 @@ func (u views) orphans(w http.ResponseWriter, r *http.Request) {
 // maxEventsShown bounds the events page.
 const maxEventsShown = 200
 
+// eventKinds are the kinds of the audit log, for the events filter.
+var eventKinds = []string{fsm.EventKindACL, structs.EventKindDeployment, structs.EventKindJob,
+	structs.EventKindOperator, structs.EventKindPause, structs.EventKindWindow}
+
 type eventsData struct {
 	Events []*structs.Event
-	Kind   string
-	Object string
-	Since  string
+	Kinds  []string
+	// The filter: Kind is one of Kinds; Namespace a prefix of the
+	// namespace; Job a part of the job ID; Object a prefix of the object
+	// (a deployment ID, namespace/job, a window); Since a time, an
+	// event sequence number or how long ago (1h, 30m, 7d).
+	Kind, Namespace, Job, Object, Since string
+	// Errors is each field's problem.
+	Errors map[string]string
 	More   bool
 }
 
+// filterLen bounds each field of the events filter.
+const filterLen = 256
+
 func (u views) events(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	d := &eventsData{Kind: q.Get("kind"), Object: q.Get("object"), Since: q.Get("since")}
+	get := func(k string) string {
+		v := strings.TrimSpace(q.Get(k))
+		if len(v) > filterLen {
+			v = v[:filterLen]
+		}
+		return v
+	}
+	d := &eventsData{Kinds: eventKinds, Kind: get("kind"), Namespace: get("namespace"), Job: get("job"),
+		Object: get("object"), Since: get("since"), Errors: map[string]string{}}
 	api := url.Values{}
 	if d.Kind != "" {
+		if !slices.Contains(eventKinds, d.Kind) {
+			d.Errors["kind"] = fmt.Sprintf("%q is not a kind of event: pick one of the list", d.Kind)
+		}
 		api.Set("kind", d.Kind)
 	}
-	if d.Object != "" {
-		api.Set("object", d.Object)
-	}
-	since := d.Since
-	if since == "" {
-		since = u.cfg.Now().Add(-24 * time.Hour).UTC().Format(time.RFC3339)
+	since, err := parseSince(d.Since, u.cfg.Now())
+	if err != nil {
+		d.Errors["since"] = err.Error()
 	}
 	api.Set("since", since)
-	if err := u.get(r, "/v1/events?"+api.Encode(), &d.Events); err != nil {
-		u.fail(w, r, err)
+	if len(d.Errors) > 0 {
+		u.render(w, r, http.StatusBadRequest, "events", "Events", d)
 		return
 	}
-	// Newest first, bounded.
-	for i, j := 0, len(d.Events)-1; i < j; i, j = i+1, j-1 {
-		d.Events[i], d.Events[j] = d.Events[j], d.Events[i]
+	var all []*structs.Event
+	if err := u.get(r, "/v1/events?"+api.Encode(), &all); err != nil {
+		var ae *APIError
+		if !errors.As(err, &ae) || ae.Code != http.StatusBadRequest {
+			u.fail(w, r, err)
+			return
+		}
+		for _, p := range ae.Problems {
+			name, msg, ok := strings.Cut(p, ": ")
+			if ok && (name == "kind" || name == "since") {
+				d.Errors[name] = msg
+			} else {
+				d.Errors["since"] = p
+			}
+		}
+		u.render(w, r, http.StatusBadRequest, "events", "Events", d)
+		return
 	}
-	if len(d.Events) > maxEventsShown {
-		d.Events, d.More = d.Events[:maxEventsShown], true
+	// Newest first, filtered, bounded.
+	for i := len(all) - 1; i >= 0; i-- {
+		e := all[i]
+		if (d.Namespace != "" && (e.JobID == "" || !strings.HasPrefix(e.Namespace, d.Namespace))) ||
+			(d.Job != "" && !strings.Contains(strings.ToLower(e.JobID), strings.ToLower(d.Job))) ||
+			(d.Object != "" && !strings.HasPrefix(e.Object, d.Object)) {
+			continue
+		}
+		if len(d.Events) == maxEventsShown {
+			d.More = true
+			break
+		}
+		d.Events = append(d.Events, e)
 	}
 	u.render(w, r, http.StatusOK, "events", "Events", d)
+}
+
+// parseSince turns the events filter's since into the API's: empty is the
+// last 24 hours; a duration (1h, 30m, 7d) is that long before now; an RFC
+// 3339 time, a date or a sequence number is passed on.
+func parseSince(s string, now time.Time) (string, error) {
+	switch {
+	case s == "":
+		return now.Add(-24 * time.Hour).UTC().Format(time.RFC3339), nil
+	case strings.Trim(s, "0123456789") == "":
+		return s, nil
+	}
+	if t, err := time.Parse(time.RFC3339, s); err == nil {
+		return t.UTC().Format(time.RFC3339), nil
+	}
+	if t, err := time.Parse(time.DateOnly, s); err == nil {
+		return t.UTC().Format(time.RFC3339), nil
+	}
+	d, err := time.ParseDuration(s)
+	if n, ok := strings.CutSuffix(s, "d"); ok && err != nil {
+		var days int
+		if days, err = strconv.Atoi(n); err == nil {
+			d = time.Duration(days) * 24 * time.Hour
+		}
+	}
+	if err != nil || d <= 0 {
+		return "", fmt.Errorf("%q is not a time: give how long ago (1h, 30m, 7d), a date (2006-01-02), an RFC 3339 time or an event sequence number", s)
+	}
+	return now.Add(-d).UTC().Format(time.RFC3339), nil
 }
 
 func (u views) cluster(w http.ResponseWriter, r *http.Request) {
@@ -376,6 +597,12 @@ func (u views) cluster(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	u.render(w, r, http.StatusOK, "cluster", "Cluster", c)
+}
+
+// missing answers a dashboard address that names no page.
+func (u views) missing(w http.ResponseWriter, r *http.Request) {
+	u.render(w, r, http.StatusNotFound, "error", "Page not found", map[string]any{"Code": http.StatusNotFound,
+		"Message": "There is no page at " + r.URL.Path + "."})
 }
 
 // nomadJob links a job to the Nomad UI, or "".

@@ -49,6 +49,8 @@ func (u *UI) Routes(add func(pattern string, rule Rule, h http.HandlerFunc)) {
 	add("GET /ui/events", read(), v.events)
 	add("GET /ui/cluster", onCluster("read"), v.cluster)
 	add("GET /ui/live", read(), u.live)
+	// Any other address under /ui/: the layout, a message, a link home.
+	add("GET /ui/{path...}", public(), v.missing)
 
 	add("POST /ui/deployment/{id}/approve", onDeployment("approve"), a.approve)
 	add("POST /ui/deployment/{id}/reject", onDeployment("approve"), a.reject)

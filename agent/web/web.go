@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/subtle"
 	"embed"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -35,6 +37,9 @@ const (
 	cookieToken = "nops_token"
 	cookieCSRF  = "nops_csrf"
 	cookieOIDC  = "nops_oidc"
+	// cookieFlash carries the reason an action was refused to the page
+	// the browser is sent back to, once.
+	cookieFlash = "nops_flash"
 	// fieldCSRF is the form field of the CSRF token.
 	fieldCSRF = "csrf"
 )
@@ -53,13 +58,22 @@ type Backend interface {
 	// Do serves one in-process request to the v1 API as the viewer:
 	// with the viewer's token, forwarded to the leader when it writes.
 	Do(ctx context.Context, v *Viewer, method, path string, body any) (*Response, error)
-	// WaitChange blocks until the state's index passes after, or ctx
-	// ends, and returns the index.
+	// WaitChange blocks until the state's index passes after, ctx ends
+	// or the server shuts down, and returns the index.
 	WaitChange(ctx context.Context, after uint64) uint64
 	// Index is the state's current Raft index.
 	Index() uint64
 	// Cluster describes the Raft peers, serf members and this server.
 	Cluster() (*ClusterInfo, error)
+	// LoginMethods lists the auth methods a browser can log in with
+	// (OIDC), for the login page; their names are not secret.
+	LoginMethods() []LoginMethod
+}
+
+// LoginMethod is an auth method the login page offers.
+type LoginMethod struct {
+	Name, DisplayName string
+	Default           bool
 }
 
 // Response is the answer of an in-process API request.
@@ -199,10 +213,13 @@ type Config struct {
 
 // UI is the dashboard of one server.
 type UI struct {
-	cfg     Config
-	logger  hclog.Logger
-	pages   map[string]*template.Template
-	static  http.Handler
+	cfg    Config
+	logger hclog.Logger
+	pages  map[string]*template.Template
+	static http.Handler
+	// assets maps each static file to the hash of its content, the
+	// version in its URL.
+	assets  map[string]string
 	streams atomic.Int64
 }
 
@@ -234,7 +251,21 @@ func New(cfg Config) (*UI, error) {
 	}
 	cfg.UIURL = strings.TrimRight(cfg.UIURL, "/")
 	cfg.NomadUIURL = strings.TrimRight(cfg.NomadUIURL, "/")
-	u := &UI{cfg: cfg, logger: cfg.Logger, pages: map[string]*template.Template{}}
+	u := &UI{cfg: cfg, logger: cfg.Logger, pages: map[string]*template.Template{}, assets: map[string]string{}}
+	if err := fs.WalkDir(staticFS, "static", func(p string, e fs.DirEntry, err error) error {
+		if err != nil || e.IsDir() {
+			return err
+		}
+		raw, err := staticFS.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		sum := sha256.Sum256(raw)
+		u.assets[strings.TrimPrefix(p, "static/")] = hex.EncodeToString(sum[:8])
+		return nil
+	}); err != nil {
+		return nil, fmt.Errorf("web: hash assets: %w", err)
+	}
 	base, err := template.New("layout.html").Funcs(u.funcs()).ParseFS(templateFS, "templates/layout.html")
 	if err != nil {
 		return nil, fmt.Errorf("web: parse layout: %w", err)
@@ -358,9 +389,33 @@ type page struct {
 	Node   string
 	CSRF   string
 	Index  uint64
-	Flash  string
-	Error  string
+	// Now is the server's clock at render, from which the page's script
+	// counts relative times.
+	Now   time.Time
+	Flash string
+	// Error is why the action the browser comes back from was refused;
+	// ErrorLink, when set, leads on (to the deployment that superseded
+	// the one acted on).
+	Error     string
+	ErrorLink *link
+	// Pending counts the deployments waiting for approval the viewer may
+	// see, for the navigation and the title.
+	Pending int
+	// Others are the other servers' dashboards, which the page offers
+	// when this server stops answering.
+	Others []link
 	Data   any
+}
+
+// link is a link a page shows.
+type link struct {
+	Href, Text string
+}
+
+// errorLinker is page data that knows where a refused action's reader
+// should go next.
+type errorLinker interface {
+	errorLink() *link
 }
 
 func (u *UI) render(w http.ResponseWriter, r *http.Request, code int, name, title string, data any) {
@@ -369,8 +424,20 @@ func (u *UI) render(w http.ResponseWriter, r *http.Request, code int, name, titl
 		http.Error(w, "no such page", http.StatusInternalServerError)
 		return
 	}
-	p := &page{Title: title, Nav: name, Viewer: viewerOf(r), ACLs: u.cfg.ACLs, Node: u.cfg.Node,
-		CSRF: u.csrfToken(w, r), Index: u.cfg.Backend.Index(), Flash: flash(r.URL.Query().Get("done")), Data: data}
+	v := viewerOf(r)
+	p := &page{Title: title, Nav: name, Viewer: v, ACLs: u.cfg.ACLs, Node: u.cfg.Node,
+		CSRF: u.csrfToken(w, r), Index: u.cfg.Backend.Index(), Now: u.cfg.Now().UTC(), Flash: flash(r.URL.Query().Get("done")), Data: data}
+	// A live update's fetch leaves the refusal to the page that shows it.
+	if r.Header.Get(headerLive) == "" {
+		p.Error = u.takeFlash(w, r)
+	}
+	if l, ok := data.(errorLinker); ok && p.Error != "" {
+		p.ErrorLink = l.errorLink()
+	}
+	if name != "login" && (!u.cfg.ACLs || !v.Anonymous) {
+		p.Pending = u.pendingCount(r)
+		p.Others = u.otherServers()
+	}
 	var buf bytes.Buffer
 	if err := t.ExecuteTemplate(&buf, "layout.html", p); err != nil {
 		u.logger.Error("render page", "page", name, "error", err)
@@ -383,6 +450,77 @@ func (u *UI) render(w http.ResponseWriter, r *http.Request, code int, name, titl
 	h.Set("Cache-Control", "no-store")
 	w.WriteHeader(code)
 	_, _ = w.Write(buf.Bytes())
+}
+
+// headerLive marks the page fetches of the live updates.
+const headerLive = "X-Nops-Live"
+
+// pendingCount counts the deployments waiting for approval, as the viewer
+// may list them; 0 when the list cannot be read.
+func (u *UI) pendingCount(r *http.Request) int {
+	var list []*structs.Deployment
+	if err := u.get(r, "/v1/deployments?state="+string(structs.StatePendingApproval), &list); err != nil {
+		return 0
+	}
+	return len(list)
+}
+
+// otherServers links the dashboards of this server's Raft peers, by the
+// HTTP address each one gossips; a member that claims a peer's identity
+// under another name, or that gossip refuses, is not linked.
+func (u *UI) otherServers() []link {
+	c, err := u.cfg.Backend.Cluster()
+	if err != nil {
+		return nil
+	}
+	self := ""
+	peers := map[string]bool{}
+	for _, p := range c.Peers {
+		peers[p.ID] = true
+	}
+	for _, m := range c.Members {
+		if m.Name == c.Node {
+			self = m.ID
+		}
+	}
+	var out []link
+	for _, m := range c.Members {
+		if m.Name == c.Node || m.ID == self || !peers[m.ID] || m.Refused != "" || m.HTTPAddr == "" {
+			continue
+		}
+		out = append(out, link{Href: "//" + m.HTTPAddr + "/ui/", Text: m.Name})
+	}
+	return out
+}
+
+// maxFlash bounds a refusal carried in the flash cookie: an API error is
+// one sentence, and a cookie holds at most 4 KiB.
+const maxFlash = 1024
+
+// setFlash keeps why an action was refused for the next page the browser
+// asks for.
+func (u *UI) setFlash(w http.ResponseWriter, msg string) {
+	if len(msg) > maxFlash {
+		msg = msg[:maxFlash]
+	}
+	http.SetCookie(w, u.cookie(cookieFlash, base64.RawURLEncoding.EncodeToString([]byte(msg)), flashMaxAge, http.SameSiteStrictMode))
+}
+
+// flashMaxAge (seconds) outlives the redirect that follows an action.
+const flashMaxAge = 60
+
+// takeFlash returns the refusal kept for this page, and clears it.
+func (u *UI) takeFlash(w http.ResponseWriter, r *http.Request) string {
+	c, err := r.Cookie(cookieFlash)
+	if err != nil {
+		return ""
+	}
+	http.SetCookie(w, u.cookie(cookieFlash, "", -1, http.SameSiteStrictMode))
+	raw, err := base64.RawURLEncoding.DecodeString(c.Value)
+	if err != nil || len(raw) > maxFlash {
+		return ""
+	}
+	return strings.ToValidUTF8(string(raw), "")
 }
 
 // flash turns a done= code into the message shown after an action.
@@ -401,7 +539,11 @@ func flash(done string) string {
 	case "retry":
 		return "Retry requested."
 	case "deploy-now":
+		return "Deploy now requested: the job is checked at once, and its next deployment may run in a closed window."
+	case "deploy-now-window":
 		return "The closed window is lifted for the next deployment."
+	case "deploy-now-paused":
+		return "Deploy now requested, but the job stays paused: resume it to deploy."
 	case "window":
 		return "Window saved."
 	case "window-delete":
@@ -421,7 +563,7 @@ func (u *UI) Fail(w http.ResponseWriter, r *http.Request, code int, msg string) 
 		if r.Method == http.MethodGet {
 			next = safeNext(r.URL.RequestURI())
 		}
-		d := &loginData{Next: next, Expired: SessionToken(r) != "", SSO: u.cfg.ACLs}
+		d := &loginData{Next: next, Expired: SessionToken(r) != "", SSO: u.ssoMethods()}
 		if !d.Expired {
 			d.Error = msg
 		}
@@ -455,13 +597,23 @@ func (u *UI) get(r *http.Request, path string, out any) error {
 	return resp.Decode(out)
 }
 
-// Static serves the embedded assets.
+// Static serves the embedded assets. Pages link them with the hash of
+// their content in the URL (?v=), so that an upgrade changes the URL: an
+// answer to the current version is cached for a year, any other (an old
+// page's, or none) must be checked again each time.
 func (u *UI) Static(w http.ResponseWriter, r *http.Request) {
 	SetHeaders(w.Header())
-	// An hour: the assets change only with a new release, and a browser
-	// that has them cached checks again soon after an upgrade.
-	w.Header().Set("Cache-Control", "public, max-age=3600")
+	if v, ok := u.assets[r.PathValue("file")]; ok && r.URL.Query().Get("v") == v {
+		w.Header().Set("Cache-Control", "public, max-age=31536000, immutable")
+	} else {
+		w.Header().Set("Cache-Control", "no-cache")
+	}
 	u.static.ServeHTTP(w, r)
+}
+
+// asset is the versioned URL of a static file.
+func (u *UI) asset(name string) string {
+	return "/ui/static/" + name + "?v=" + u.assets[name]
 }
 
 // field reads at most n bytes of a form field.

@@ -1,6 +1,8 @@
 package web_test
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
@@ -11,6 +13,7 @@ import (
 	"time"
 
 	"github.com/nops-dev/nops/agent/config"
+	"github.com/nops-dev/nops/structs"
 	"github.com/nops-dev/nops/testutil/nopstest"
 )
 
@@ -302,5 +305,91 @@ func TestDashboard_ClusterShowsRefusedMembers(t *testing.T) {
 	}
 	if strings.Contains(page, `<tr class="refused"><td>`+s.Config().NodeName+`</td>`) {
 		t.Fatal("the server itself is shown as refused")
+	}
+}
+
+// TestDashboard_PagesAndForms checks, without a browser, what a page
+// answers without script: an unknown address is an HTML 404 page with the
+// layout and a link home; static assets are linked by the hash of their
+// content, cached for a year at that version and checked again at any
+// other; the login page offers SSO only once an auth method exists; the
+// events filter takes a relative since and shows each field's problem in
+// the form; Deploy now explains itself by the job's state; the jobs
+// search works as a GET.
+func TestDashboard_PagesAndForms(t *testing.T) {
+	t.Parallel()
+	s := startManaged(t)
+	setStatus(t, s, "web", structs.SyncInSync)
+	setStatus(t, s, "api", structs.SyncInSync)
+	c := newClient(t, s.URL)
+
+	code, h, page := c.do("GET", "/ui/no/such/page", nil, nil)
+	if code != http.StatusNotFound || !strings.Contains(h.Get("Content-Type"), "text/html") ||
+		!strings.Contains(page, `id="home"`) || !strings.Contains(page, `<nav aria-label="Main">`) {
+		t.Errorf("an unknown /ui/ address: %d %s\n%.600s", code, h.Get("Content-Type"), page)
+	}
+
+	// Versioned assets.
+	_, _, page = c.do("GET", "/ui/", nil, nil)
+	m := regexp.MustCompile(`<script src="/ui/static/app\.js\?v=([0-9a-f]{16})">`).FindStringSubmatch(page)
+	if m == nil {
+		t.Fatalf("the page links no versioned script:\n%.3000s", page)
+	}
+	_, _, js := c.do("GET", "/ui/static/app.js", nil, nil)
+	sum := sha256.Sum256([]byte(js))
+	if m[1] != hex.EncodeToString(sum[:8]) {
+		t.Errorf("the script's version %s is not the hash of its content", m[1])
+	}
+	if _, h, _ := c.do("GET", "/ui/static/app.js?v="+m[1], nil, nil); !strings.Contains(h.Get("Cache-Control"), "immutable") {
+		t.Errorf("the current version is cached as %q; want a year, immutable", h.Get("Cache-Control"))
+	}
+	for _, old := range []string{"/ui/static/app.js?v=0123456789abcdef", "/ui/static/app.js"} {
+		if _, h, _ := c.do("GET", old, nil, nil); h.Get("Cache-Control") != "no-cache" {
+			t.Errorf("%s is cached as %q; want no-cache", old, h.Get("Cache-Control"))
+		}
+	}
+
+	// Events: a relative since; field errors in the form.
+	if code, _, page := c.do("GET", "/ui/events?since=1h&kind=job", nil, nil); code != http.StatusOK || !strings.Contains(page, `<option selected>job</option>`) {
+		t.Errorf("events since 1h of kind job: %d\n%.2000s", code, page)
+	}
+	code, _, page = c.do("GET", "/ui/events?since=yesterday&kind=bogus", nil, nil)
+	if code != http.StatusBadRequest || !strings.Contains(page, `id="e-since-error"`) || !strings.Contains(page, `id="e-kind-error"`) ||
+		!strings.Contains(page, `id="events-filter"`) {
+		t.Errorf("events with a bad since and kind: %d; want the form with both fields' errors\n%.3000s", code, page)
+	}
+
+	// Deploy now, on an in-sync job with no window.
+	_, _, page = c.do("GET", "/ui/job/default/web", nil, nil)
+	hint := regexp.MustCompile(`id="deploy-now-hint">([^<]*)<`).FindStringSubmatch(page)
+	if hint == nil || strings.Contains(hint[1], "lifted") || !strings.Contains(hint[1], "in sync") {
+		t.Errorf("the Deploy now hint of an in-sync job reads %q", hint)
+	}
+	code, hdr, _ := c.do("POST", "/ui/job/default/web/deploy-now", url.Values{"csrf": {csrfOf(t, page)}}, nil)
+	if code != http.StatusSeeOther {
+		t.Fatalf("deploy now: %d", code)
+	}
+	_, _, page = c.do("GET", hdr.Get("Location"), nil, nil)
+	if strings.Contains(page, "closed window is lifted") || !strings.Contains(page, `class="flash"`) {
+		t.Errorf("after deploy now on an in-sync job the page says:\n%.3000s", page)
+	}
+
+	// The jobs search, without script.
+	_, _, page = c.do("GET", "/ui/jobs?q=AP", nil, nil)
+	if !strings.Contains(page, ">default/api</a>") || strings.Contains(page, ">default/web</a>") || !strings.Contains(page, `value="AP"`) {
+		t.Errorf("the jobs search for AP:\n%.3000s", page)
+	}
+
+	// SSO only with an auth method.
+	acl, mgmt := startACL(t)
+	anon := newClient(t, acl.URL)
+	if _, _, page := anon.do("GET", "/ui/login", nil, nil); strings.Contains(page, "/ui/login/sso") {
+		t.Errorf("the login page offers SSO with no auth method")
+	}
+	mustDo(t, acl, mgmt, "PUT", "/v1/acl/auth-method/corp", map[string]any{"type": "oidc", "default": true, "display_name": "Corp SSO",
+		"config": map[string]any{"oidc_discovery_url": "https://sso.example", "oidc_client_id": "nops", "oidc_client_secret": "s",
+			"allowed_redirect_uris": []string{acl.URL + "/ui/oidc/callback"}, "bound_audiences": []string{"nops"}, "user_claim": "sub"}}, nil)
+	if _, _, page := anon.do("GET", "/ui/login", nil, nil); !strings.Contains(page, `id="sso"`) || !strings.Contains(page, "Log in with Corp SSO") {
+		t.Errorf("the login page does not offer the auth method:\n%.3000s", page)
 	}
 }
