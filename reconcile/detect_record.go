@@ -167,7 +167,7 @@ func (m *Detector) recordStatuses(ctx context.Context, statuses map[string]*stru
 			if live[key] != nil && deployed {
 				if !o.Orphan {
 					c := *o
-					c.Orphan, c.Sync, c.Blocked, c.Hold, c.DriftSummary = true, "", false, "", ""
+					c.Orphan, c.Sync, c.Blocked, c.Hold, c.DriftSummary, c.Drift = true, "", false, "", "", nil
 					c.Errors = nil
 					c.ObservedAt = now
 					upserts = append(upserts, &c)

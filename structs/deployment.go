@@ -263,6 +263,10 @@ type Deployment struct {
 	StateEnteredAt time.Time     `json:"state_entered_at"`
 	CreateIndex    uint64        `json:"create_index"`
 	ModifyIndex    uint64        `json:"modify_index"`
+	// PlanDiff is the redacted plan diff seen at detection as a tree, for
+	// the dashboard (Diff is its text, for the CLI); nil for a deployment
+	// recorded before it was kept.
+	PlanDiff *PlanDiff `json:"plan_diff,omitempty"`
 }
 
 // JobKey is the namespace/job-ID identity of a job.
@@ -285,6 +289,7 @@ func (d *Deployment) Copy() *Deployment {
 	}
 	c.HookRuns = slices.Clone(d.HookRuns)
 	c.Decisions = slices.Clone(d.Decisions)
+	c.PlanDiff = d.PlanDiff.Copy()
 	return &c
 }
 

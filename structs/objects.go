@@ -148,6 +148,12 @@ type JobStatus struct {
 	ObservedAt      time.Time `json:"observed_at"`
 	CreateIndex     uint64    `json:"create_index"`
 	ModifyIndex     uint64    `json:"modify_index"`
+
+	// Drift is the redacted plan diff of the drift as a tree, while the
+	// job drifts: shown whatever holds the job (a pause, a window, a
+	// block), with or without a deployment. The list of jobs leaves it
+	// out.
+	Drift *PlanDiff `json:"drift,omitempty"`
 }
 
 // Key returns the status's job key.
