@@ -3,6 +3,7 @@ package web
 import (
 	"fmt"
 	"html/template"
+	"maps"
 	"net/url"
 	"strconv"
 	"strings"
@@ -12,7 +13,7 @@ import (
 )
 
 func (u *UI) funcs() template.FuncMap {
-	return template.FuncMap{
+	m := template.FuncMap{
 		"since": func(t time.Time) string { return since(u.cfg.Now(), t) },
 		"ts": func(t time.Time) string {
 			if t.IsZero() {
@@ -56,6 +57,9 @@ func (u *UI) funcs() template.FuncMap {
 		"queryEscape": url.QueryEscape,
 		"dur":         func(d time.Duration) string { return d.String() },
 	}
+	maps.Copy(m, diffFuncs())
+	maps.Copy(m, u.nomadFuncs())
+	return m
 }
 
 func toString(v any) string { return fmt.Sprint(v) }

@@ -24,7 +24,7 @@ import (
 	"github.com/nops-dev/nops/structs"
 )
 
-//go:embed templates/*.html
+//go:embed templates/*.html templates/partials/*.html
 var templateFS embed.FS
 
 //go:embed static
@@ -232,7 +232,8 @@ func New(cfg Config) (*UI, error) {
 	cfg.UIURL = strings.TrimRight(cfg.UIURL, "/")
 	cfg.NomadUIURL = strings.TrimRight(cfg.NomadUIURL, "/")
 	u := &UI{cfg: cfg, logger: cfg.Logger, pages: map[string]*template.Template{}}
-	base, err := template.New("layout.html").Funcs(u.funcs()).ParseFS(templateFS, "templates/layout.html")
+	// The partials (templates/partials) are shared by every page.
+	base, err := template.New("layout.html").Funcs(u.funcs()).ParseFS(templateFS, "templates/layout.html", "templates/partials/*.html")
 	if err != nil {
 		return nil, fmt.Errorf("web: parse layout: %w", err)
 	}
