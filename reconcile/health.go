@@ -38,8 +38,16 @@ type allocBook struct {
 	// not replaced, by ID.
 	allocs map[string]nomadx.AllocState
 	// listed is, by stream namespace, the index of the last list: an
-	// event about an allocation at or before it tells nothing new.
+	// event about an allocation at or before it tells nothing new. A job
+	// is counted from the book only once its namespace was listed.
 	listed map[string]uint64
+}
+
+// covers reports whether the allocations of namespace ns were listed.
+func (b *allocBook) covers(ns string) bool {
+	_, all := b.listed["*"]
+	_, one := b.listed[ns]
+	return all || one
 }
 
 // put keeps a newer state of an allocation, or forgets one Nomad no
@@ -240,10 +248,18 @@ func (m *Detector) recordHealth(ctx context.Context) error {
 	} else {
 		keys = append(keys, reads...)
 	}
+	read := make(map[string]bool, len(reads))
+	for _, k := range reads {
+		read[k] = true
+	}
 	m.mu.Lock()
 	allocs := make([]nomadx.AllocState, 0, len(m.book.allocs))
 	for _, a := range m.book.allocs {
 		allocs = append(allocs, a)
+	}
+	covered := map[string]bool{}
+	for _, s := range stored {
+		covered[s.Key()] = read[s.Key()] || m.book.covers(s.Namespace)
 	}
 	m.mu.Unlock()
 	counts := nomadx.CountAllocations(allocs)
@@ -251,7 +267,9 @@ func (m *Detector) recordHealth(ctx context.Context) error {
 	done := map[string]bool{}
 	for _, key := range keys {
 		s := statuses[key]
-		if s == nil || done[key] {
+		if s == nil || done[key] || !covered[key] {
+			// A job whose allocations the book has not had listed yet
+			// keeps its counts until they are.
 			continue
 		}
 		done[key] = true

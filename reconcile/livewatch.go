@@ -118,10 +118,14 @@ func (m *Manager) watchLive(ctx context.Context, ns string) {
 		// The allocations may have moved since the health counts were
 		// recorded (before this term, or while the stream was down): list
 		// them once; the stream's events move them from here on.
-		if err := m.fillAllocations(ctx, ns); err != nil && ctx.Err() == nil {
-			logger.Warn("cannot list the allocations for the health counts; counting from the events alone", "error", err)
+		if err := m.fillAllocations(ctx, ns); err != nil {
+			if ctx.Err() == nil {
+				logger.Warn("cannot list the allocations for the health counts; the health pass tries again", "error", err)
+			}
+			m.markHealthAll(true)
+		} else {
+			m.markHealthAll(false)
 		}
-		m.markHealthAll(false)
 		m.setStreaming(ns, true)
 		if !first {
 			// Changes made while the stream was down may be older than
