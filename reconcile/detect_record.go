@@ -198,7 +198,7 @@ func (m *Detector) recordStatuses(ctx context.Context, statuses map[string]*stru
 		}
 	}
 	// A job that starts to be managed has allocations no event told of.
-	m.readHealth(fresh...)
+	m.countFresh(ctx, fresh)
 	return nil
 }
 

@@ -23,10 +23,11 @@ import (
 // concerns; a pass then counts the marked jobs from the book,
 // healthDebounce after the first event of a burst, and records the counts
 // that changed. While the stream is down, each detection cycle is followed
-// by a pass that lists the allocations again; a job that starts to be
-// managed has its allocations read once. The pass runs in the detection
-// loop, so a cycle's record of the statuses and a pass never interleave:
-// the cycle keeps the counts the pass recorded (recordStatuses).
+// by a pass that lists the allocations again; the cycle that records a
+// job's first status reads its allocations (countFresh). Passes run in the
+// detection loop, so a cycle's record of the statuses and a pass never
+// interleave: the cycle keeps the counts the pass recorded
+// (recordStatuses).
 
 // healthDebounce gathers the events of a burst (an allocation moves from
 // pending to running to healthy within seconds) into one pass.
@@ -162,8 +163,8 @@ func (m *core) markHealthAll(list bool) {
 	m.signalHealth()
 }
 
-// readHealth asks for the allocations of jobs that start to be managed
-// to be read from Nomad: no event told of those placed before.
+// readHealth asks for the allocations of jobs to be read from Nomad
+// before they are counted again (a read that failed).
 func (m *core) readHealth(keys ...string) {
 	if len(keys) == 0 {
 		return
@@ -208,6 +209,34 @@ func (m *core) takeHealth() (all, list bool, keys, reads []string) {
 // again at the next pass.
 func (m *Detector) recordHealth(ctx context.Context) error {
 	all, list, keys, reads := m.takeHealth()
+	return m.countHealth(ctx, all, list, keys, reads)
+}
+
+// freshReads is how many jobs that start to be managed a cycle reads the
+// allocations of one by one; more are counted from one list a namespace.
+const freshReads = 10
+
+// countFresh counts the jobs that start to be managed, in the cycle that
+// records their first status, before the next cycle: no event told of
+// their allocations.
+func (m *Detector) countFresh(ctx context.Context, fresh []string) {
+	if len(fresh) == 0 {
+		return
+	}
+	sort.Strings(fresh)
+	list, reads := len(fresh) > freshReads, fresh
+	if list {
+		reads = nil
+	}
+	if err := m.countHealth(ctx, false, list, fresh, reads); err != nil && ctx.Err() == nil {
+		m.logger.Warn("health of new jobs not recorded; the health pass tries again", "error", err)
+	}
+}
+
+// countHealth counts the allocations of every job (all) or of those with
+// keys, after listing every allocation (list) or reading those of the
+// jobs with reads, and records the counts that changed.
+func (m *Detector) countHealth(ctx context.Context, all, list bool, keys, reads []string) error {
 	if !all && len(keys) == 0 && len(reads) == 0 {
 		return nil
 	}
