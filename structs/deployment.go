@@ -265,7 +265,7 @@ type Deployment struct {
 	ModifyIndex    uint64        `json:"modify_index"`
 	// PlanDiff is the redacted plan diff seen at detection as a tree, for
 	// the dashboard (Diff is its text, for the CLI); nil for a deployment
-	// recorded before it was kept.
+	// recorded before it was kept. It never changes once recorded.
 	PlanDiff *PlanDiff `json:"plan_diff,omitempty"`
 }
 
@@ -275,7 +275,10 @@ func JobKey(namespace, jobID string) string { return namespace + "/" + jobID }
 // Key returns the deployment's job key.
 func (d *Deployment) Key() string { return JobKey(d.Namespace, d.JobID) }
 
-// Copy returns a deep copy, so a reader never shares slices with the store.
+// Copy returns a deep copy, so a reader never shares slices with the store;
+// but for the plan diff tree, which is never changed once recorded (no
+// patch touches it) and which no reader may change: copying it on every
+// read of a deployment would cost more than the rest of the copy.
 func (d *Deployment) Copy() *Deployment {
 	if d == nil {
 		return nil
@@ -289,7 +292,6 @@ func (d *Deployment) Copy() *Deployment {
 	}
 	c.HookRuns = slices.Clone(d.HookRuns)
 	c.Decisions = slices.Clone(d.Decisions)
-	c.PlanDiff = d.PlanDiff.Copy()
 	return &c
 }
 

@@ -1,7 +1,5 @@
 package structs
 
-import "slices"
-
 // The types of a change in a plan diff, as Nomad names them.
 const (
 	DiffAdded   = "Added"
@@ -70,58 +68,3 @@ type DiffField struct {
 // specification nests a few levels deep, and a deeper tree is refused when
 // read back from a snapshot.
 const MaxDiffDepth = 16
-
-// Copy returns a deep copy (nil for nil).
-func (p *PlanDiff) Copy() *PlanDiff {
-	if p == nil {
-		return nil
-	}
-	c := *p
-	c.Fields = copyFields(p.Fields)
-	c.Objects = copyObjects(p.Objects)
-	if p.Groups != nil {
-		c.Groups = make([]GroupDiff, len(p.Groups))
-		for i, g := range p.Groups {
-			g.Updates = slices.Clone(g.Updates)
-			g.Fields = copyFields(g.Fields)
-			g.Objects = copyObjects(g.Objects)
-			if g.Tasks != nil {
-				tasks := make([]TaskDiff, len(g.Tasks))
-				for j, t := range g.Tasks {
-					t.Annotations = slices.Clone(t.Annotations)
-					t.Fields = copyFields(t.Fields)
-					t.Objects = copyObjects(t.Objects)
-					tasks[j] = t
-				}
-				g.Tasks = tasks
-			}
-			c.Groups[i] = g
-		}
-	}
-	return &c
-}
-
-func copyFields(in []DiffField) []DiffField {
-	if in == nil {
-		return nil
-	}
-	out := make([]DiffField, len(in))
-	for i, f := range in {
-		f.Annotations = slices.Clone(f.Annotations)
-		out[i] = f
-	}
-	return out
-}
-
-func copyObjects(in []DiffObject) []DiffObject {
-	if in == nil {
-		return nil
-	}
-	out := make([]DiffObject, len(in))
-	for i, o := range in {
-		o.Fields = copyFields(o.Fields)
-		o.Objects = copyObjects(o.Objects)
-		out[i] = o
-	}
-	return out
-}
