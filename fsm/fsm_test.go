@@ -313,6 +313,8 @@ func testJobStatus(jobID string) *structs.JobStatus {
 		DriftSummary: "1 group changed", SpecHash: "spec-" + jobID, Hold: "paused by alice",
 		Blocked: true, Errors: []string{"hook backup: not found"}, Orphan: true, LiveModifyIndex: 42,
 		ObservedAt: time.Date(2025, 3, 1, 9, 0, 0, 0, time.UTC),
+		Drift:      testPlanDiff(jobID),
+		Health:     &structs.JobHealth{Running: 2, Healthy: 1, Unhealthy: 1, Pending: 1, Complete: 1, Failed: 1},
 	}
 }
 

@@ -220,7 +220,7 @@ func testDeployment(id, namespace, jobID string, pre, post int) *structs.Deploym
 		Spec:     []byte(`{"ID":"` + jobID + `","Type":"service"}`),
 		Diff:     "+/- Job: \"" + jobID + "\"\n  +/- Count: \"1\" => \"2\"",
 		DiffHash: "diff-" + jobID, JobModifyIndex: 42,
-		ApplyTimeout: 15 * time.Minute,
+		ApplyTimeout: 15 * time.Minute, PlanDiff: testPlanDiff(jobID),
 	}
 	for i := 0; i < pre; i++ {
 		d.Hooks = append(d.Hooks, testHook(structs.PhasePre, i))
@@ -229,6 +229,23 @@ func testDeployment(id, namespace, jobID string, pre, post int) *structs.Deploym
 		d.Hooks = append(d.Hooks, testHook(structs.PhasePost, i))
 	}
 	return d
+}
+
+// testPlanDiff returns a plan diff tree with every field set, at every
+// level.
+func testPlanDiff(jobID string) *structs.PlanDiff {
+	fields := func(name string) []structs.DiffField {
+		return []structs.DiffField{{Type: structs.DiffEdited, Name: name, Old: "1", New: "2", Annotations: []string{"forces create"}}}
+	}
+	objects := func(name string) []structs.DiffObject {
+		return []structs.DiffObject{{Type: structs.DiffEdited, Name: name, Fields: fields(name + "[a]"),
+			Objects: []structs.DiffObject{{Type: structs.DiffDeleted, Name: "Inner", Fields: fields("X")}}}}
+	}
+	return &structs.PlanDiff{Type: structs.DiffEdited, ID: jobID, Fields: fields("Priority"), Objects: objects("Meta"),
+		Groups: []structs.GroupDiff{{Type: structs.DiffEdited, Name: jobID, Updates: []string{"1 create/destroy update"},
+			Fields: fields("Count"), Objects: objects("Update"),
+			Tasks: []structs.TaskDiff{{Type: structs.DiffEdited, Name: jobID, Annotations: []string{"forces create/destroy update"},
+				Fields: fields("Env[LEVEL]"), Objects: objects("Config")}}}}}
 }
 
 func testHook(phase structs.HookPhase, pos int) structs.FrozenHook {

@@ -133,18 +133,25 @@ func tableObjects(t testing.TB, st *StateStore, table string) []any {
 var timeType = reflect.TypeFor[time.Time]()
 
 // fieldPaths lists the paths of every field of t, through structs, slices
-// and pointers.
+// and pointers. A struct inside itself (a tree's node) is listed once, at
+// its outer place.
 func fieldPaths(t reflect.Type, prefix string, out map[string]bool) {
+	fieldPathsIn(t, prefix, out, map[reflect.Type]bool{})
+}
+
+func fieldPathsIn(t reflect.Type, prefix string, out map[string]bool, outer map[reflect.Type]bool) {
 	switch t.Kind() {
 	case reflect.Pointer, reflect.Slice:
 		if t.Kind() == reflect.Slice && t.Elem().Kind() == reflect.Uint8 {
 			return
 		}
-		fieldPaths(t.Elem(), prefix+"[]", out)
+		fieldPathsIn(t.Elem(), prefix+"[]", out, outer)
 	case reflect.Struct:
-		if t == timeType {
+		if t == timeType || outer[t] {
 			return
 		}
+		outer[t] = true
+		defer delete(outer, t)
 		for i := 0; i < t.NumField(); i++ {
 			f := t.Field(i)
 			if !f.IsExported() || f.Tag.Get("codec") == "-" {
@@ -153,7 +160,7 @@ func fieldPaths(t reflect.Type, prefix string, out map[string]bool) {
 			}
 			p := prefix + "." + f.Name
 			out[p] = false
-			fieldPaths(f.Type, p, out)
+			fieldPathsIn(f.Type, p, out, outer)
 		}
 	}
 }

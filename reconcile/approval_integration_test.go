@@ -33,7 +33,7 @@ func TestDetect_ApprovalTTLExpiresThenNextCommitDeploys(t *testing.T) {
 	}
 
 	// No cycle needs asking: detection looks again when the TTL runs out.
-	d := e.waitDeploymentState(pending.ID, structs.StateExpired)
+	d := e.waitDeployment(pending.ID, structs.StateExpired)
 	if got := d.StateEnteredAt.Sub(pending.StateEnteredAt); got < ttl {
 		t.Fatalf("expired %s after it began to wait, before its TTL of %s", got, ttl)
 	}

@@ -33,6 +33,8 @@ type core struct {
 
 	detectCh chan struct{}
 	applyCh  chan struct{}
+	// healthCh wakes the health pass (health.go).
+	healthCh chan struct{}
 	// asked says a detection cycle was asked for since the last one began.
 	asked atomic.Bool
 
@@ -56,6 +58,15 @@ type core struct {
 	// active deployment, or those listed (wake.go).
 	applyAll bool
 	woken    map[string]struct{}
+	// book holds the allocations of the managed jobs; healthAll,
+	// healthDirty and healthRead say whose the health pass counts (every
+	// job's, those marked) and whose it reads from Nomad first; healthList
+	// that it lists every allocation first (health.go).
+	book        allocBook
+	healthAll   bool
+	healthList  bool
+	healthDirty map[string]struct{}
+	healthRead  map[string]struct{}
 
 	// defaults, when set, replaces cfg.Defaults (a configuration reload).
 	defaults atomic.Pointer[meta.Defaults]

@@ -183,6 +183,9 @@ func (v *jobView) observedStatus(h holds.Hold) *structs.JobStatus {
 	} else {
 		s.Sync = structs.SyncDrift
 		s.DriftSummary = summarize(v.plan)
+		if v.plan != nil {
+			s.Drift = v.plan.Tree
+		}
 	}
 	if len(v.hookProblems) > 0 {
 		s.Errors = append(s.Errors, v.hookProblems...)

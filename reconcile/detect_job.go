@@ -284,7 +284,7 @@ func (m *Detector) newDeployment(ctx context.Context, d *declared, frozen []stru
 		ID: uuid.NewString(), Namespace: ns(job), JobID: id(job), Repository: d.repo, Commit: d.commit, File: d.file,
 		Policy: d.meta.Policy, State: structs.StateDetected, SpecHash: specHash, Spec: spec,
 		Diff: plan.Text, DiffHash: nomadx.DiffHash(plan.Diff), JobModifyIndex: liveMod,
-		SkipRegister: skipRegister, Hooks: frozen, ApplyTimeout: d.meta.ApplyTimeout,
+		SkipRegister: skipRegister, Hooks: frozen, ApplyTimeout: d.meta.ApplyTimeout, PlanDiff: plan.Tree,
 		ApprovalsRequired: d.meta.Approvals, ApprovalTTL: d.meta.ApprovalTTL,
 	}
 	if err := m.commitContext(ctx, d, dep); err != nil {

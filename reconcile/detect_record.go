@@ -147,9 +147,17 @@ func (m *Detector) recordStatuses(ctx context.Context, statuses map[string]*stru
 		old[s.Key()] = s
 	}
 	var upserts []*structs.JobStatus
-	var deletes []string
+	var deletes, fresh []string
 	for key, s := range statuses {
-		if o := old[key]; o != nil && sameStatus(o, s) {
+		o := old[key]
+		if o != nil {
+			// The health pass (health.go) records the counts, in this
+			// same loop: a cycle keeps the last ones.
+			s.Health = o.Health
+		} else {
+			fresh = append(fresh, key)
+		}
+		if o != nil && sameStatus(o, s) {
 			continue
 		}
 		s.ObservedAt = now
@@ -167,7 +175,7 @@ func (m *Detector) recordStatuses(ctx context.Context, statuses map[string]*stru
 			if live[key] != nil && deployed {
 				if !o.Orphan {
 					c := *o
-					c.Orphan, c.Sync, c.Blocked, c.Hold, c.DriftSummary = true, "", false, "", ""
+					c.Orphan, c.Sync, c.Blocked, c.Hold, c.DriftSummary, c.Drift = true, "", false, "", "", nil
 					c.Errors = nil
 					c.ObservedAt = now
 					upserts = append(upserts, &c)
@@ -189,6 +197,8 @@ func (m *Detector) recordStatuses(ctx context.Context, statuses map[string]*stru
 			return fmt.Errorf("forget job status: %w", err)
 		}
 	}
+	// A job that starts to be managed has allocations no event told of.
+	m.countFresh(ctx, fresh)
 	return nil
 }
 

@@ -38,6 +38,8 @@ func (m *Detector) beginTerm() {
 	m.refusals = map[string]map[string]string{}
 	m.liveIndex = 0
 	m.liveList = nil
+	m.book = allocBook{}
+	m.healthAll, m.healthList, m.healthDirty, m.healthRead = false, false, nil, nil
 	m.termStart = time.Now()
 }
 
@@ -45,10 +47,27 @@ func (m *Detector) detectLoop(ctx context.Context) {
 	m.waitFirstFetch(ctx)
 	timer := time.NewTimer(0)
 	defer timer.Stop()
+	// The health pass (health.go) runs here, between cycles.
+	health := time.NewTimer(healthDebounce)
+	health.Stop()
+	defer health.Stop()
+	healthArmed := false
 	for {
 		select {
 		case <-ctx.Done():
 			return
+		case <-m.healthCh:
+			if !healthArmed {
+				health.Reset(healthDebounce)
+				healthArmed = true
+			}
+			continue
+		case <-health.C:
+			healthArmed = false
+			if err := m.recordHealth(ctx); err != nil && ctx.Err() == nil {
+				m.logger.Warn("health of the managed jobs not recorded", "error", err)
+			}
+			continue
 		case <-m.detectCh:
 		case <-timer.C:
 		}
@@ -61,6 +80,10 @@ func (m *Detector) detectLoop(ctx context.Context) {
 		}
 		if ctx.Err() != nil {
 			return
+		}
+		if !m.streaming() {
+			// No event tells of the allocations: list them again.
+			m.markHealthAll(true)
 		}
 		if err != nil {
 			m.logger.Error("detection cycle failed", "error", err)

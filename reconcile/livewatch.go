@@ -66,7 +66,7 @@ func (m *core) setStreaming(ns string, up bool) {
 
 // streamNamespaces are the namespaces the leader watches, one stream each:
 // the managed namespaces, or "*" (which needs read-job on every namespace).
-func (m *Manager) streamNamespaces() []string {
+func (m *core) streamNamespaces() []string {
 	for _, n := range m.cfg.Namespaces {
 		if n == "*" {
 			return []string{"*"}
@@ -115,6 +115,17 @@ func (m *Manager) watchLive(ctx context.Context, ns string) {
 			}
 			continue
 		}
+		// The allocations may have moved since the health counts were
+		// recorded (before this term, or while the stream was down): list
+		// them once; the stream's events move them from here on.
+		if err := m.fillAllocations(ctx, ns); err != nil {
+			if ctx.Err() == nil {
+				logger.Warn("cannot list the allocations for the health counts; the health pass tries again", "error", err)
+			}
+			m.markHealthAll(true)
+		} else {
+			m.markHealthAll(false)
+		}
 		m.setStreaming(ns, true)
 		if !first {
 			// Changes made while the stream was down may be older than
@@ -142,6 +153,7 @@ func (m *Manager) watchLive(ctx context.Context, ns string) {
 			if len(batch.Changes) > 0 {
 				m.jobsChanged(batch.Index)
 			}
+			m.allocationEvents(ns, batch.Activity)
 			if ids := m.applier.routeActivity(batch.Activity); len(ids) > 0 {
 				logger.Trace("Nomad deployment or allocation events wake deployments", "index", batch.Index, "deployments", ids)
 			}

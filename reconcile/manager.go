@@ -60,7 +60,7 @@ func New(cfg Config, srv Server, nomad *nomadx.Client, git *gitwatch.Watcher, lo
 	cfg = withDefaults(cfg)
 	c := &core{
 		cfg: cfg, srv: srv, nomad: nomad, git: git, logger: logger.Named("reconcile"),
-		detectCh: make(chan struct{}, 1), applyCh: make(chan struct{}, 1),
+		detectCh: make(chan struct{}, 1), applyCh: make(chan struct{}, 1), healthCh: make(chan struct{}, 1),
 	}
 	c.metrics = newMetrics(cfg.Registerer, c)
 	return &Manager{

@@ -36,7 +36,10 @@ func (q *Query) Jobs(namespace string, sync structs.SyncState) ([]*structs.JobSu
 		if s.Orphan || (namespace != "" && s.Namespace != namespace) || (sync != "" && s.Sync != sync) {
 			continue
 		}
-		sum := &structs.JobSummary{JobStatus: s, LastReconciled: reconciled}
+		// The list leaves the drift's diff out: the job's page has it.
+		c := *s
+		c.Drift = nil
+		sum := &structs.JobSummary{JobStatus: &c, LastReconciled: reconciled}
 		active, last, err := deploymentsOf(st, s.Namespace, s.JobID)
 		if err != nil {
 			return nil, err

@@ -1,18 +1,24 @@
 #!/usr/bin/env bash
-# The Nops demo: a Nomad dev agent, a demo git repository with example jobs
-# (one deployed automatically, one that waits for approval and runs a
-# pre-deploy hook), and a 3-server Nops cluster on 127.0.0.1 whose servers
+# The Nops demo: a Nomad dev agent, a demo git repository with the example
+# jobs of scripts/demo/jobs (one deployed automatically, one that waits for
+# approval and runs a pre-deploy hook, one deployed with a canary that waits
+# for its promotion), and a 3-server Nops cluster on 127.0.0.1 whose servers
 # talk to each other over mutual TLS (a demo CA and server certificate made
-# with `nops tls`), as production servers must.
+# with `nops tls`), as production servers must. The dashboard links jobs,
+# deployments and evaluations to the Nomad UI (-nomad-ui-url).
 #
 # Everything lives under .data/demo (DEMO_DIR) and stops on Ctrl-C. Set
 # NOMAD_ADDR to use a Nomad that is already running. The cluster runs with
 # ACLs on: the demo bootstraps them and prints the dashboard's URL and the
 # management token (DEMO_ACL=0 runs without ACLs, and says so).
 #
+# Once the canary job "shop" is deployed, the demo commits its version 2:
+# its canary then waits for a promotion, on the dashboard.
+#
 # DEMO_CHECK=1 makes the demo non-interactive: it checks that the cluster
-# serves the dashboard and that a deployment was created, then stops
-# everything it started and exits (0 when the checks pass). DEMO_NOPS_PORT
+# serves the dashboard, that a deployment was created, and that the canary
+# of shop version 2 is promoted through the dashboard's Promote form, then
+# stops everything it started and exits (0 when the checks pass). DEMO_NOPS_PORT
 # (default 4650) and DEMO_NOMAD_PORT (default 4646) move the ports.
 set -euo pipefail
 
@@ -55,99 +61,7 @@ fi
 # 2. The demo repository.
 repo="$demo/repo"
 mkdir -p "$repo/jobs"
-cat >"$repo/jobs/web.nomad.hcl" <<'HCL'
-# Deployed automatically on every change (policy auto).
-job "web" {
-  type = "service"
-  meta {
-    nops_managed = "true"
-  }
-  update {
-    min_healthy_time  = "1s"
-    healthy_deadline  = "30s"
-    progress_deadline = "1m"
-  }
-  group "web" {
-    count = var.count
-    task "web" {
-      driver = "mock_driver"
-      config {
-        run_for = "24h"
-      }
-      resources {
-        cpu    = 10
-        memory = 16
-      }
-    }
-  }
-}
-
-variable "count" {
-  type    = number
-  default = 1
-}
-HCL
-cat >"$repo/jobs/web.vars.hcl" <<'HCL'
-count = 2
-HCL
-cat >"$repo/jobs/billing.nomad.hcl" <<'HCL'
-# Waits for a person's approval, then runs the "backup" hook before the
-# register (policy approval, pre-hook backup).
-job "billing" {
-  type = "service"
-  meta {
-    nops_managed   = "true"
-    nops_policy    = "approval"
-    nops_pre_hooks = "backup"
-  }
-  update {
-    min_healthy_time  = "1s"
-    healthy_deadline  = "30s"
-    progress_deadline = "1m"
-  }
-  group "billing" {
-    task "billing" {
-      driver = "mock_driver"
-      config {
-        run_for = "24h"
-      }
-      env {
-        DB_PASSWORD = "never-shown-by-nops"
-      }
-      resources {
-        cpu    = 10
-        memory = 16
-      }
-    }
-  }
-}
-HCL
-cat >"$repo/jobs/backup.nomad.hcl" <<'HCL'
-# A hook: a parameterized batch job Nops dispatches before billing deploys.
-job "backup" {
-  type = "batch"
-  meta {
-    nops_role         = "hook"
-    nops_hook_timeout = "2m"
-  }
-  parameterized {
-    meta_optional = ["nops_deployment", "nops_job", "nops_commit", "nops_phase"]
-  }
-  group "backup" {
-    task "backup" {
-      driver = "mock_driver"
-      config {
-        run_for   = "2s"
-        exit_code = 0
-      }
-      resources {
-        cpu    = 10
-        memory = 16
-      }
-    }
-  }
-}
-HCL
+cp "$root"/scripts/demo/jobs/* "$repo/jobs/"
 git -C "$repo" init -q -b main
 git -C "$repo" -c user.name=demo -c user.email=demo@nops.invalid add -A
 git -C "$repo" -c user.name=demo -c user.email=demo@nops.invalid commit -qm "demo jobs"
@@ -181,7 +95,7 @@ for i in 1 2 3; do
 		-bind 127.0.0.1 -advertise 127.0.0.1 \
 		-http-port "$http" -rpc-port $((http + 1)) -serf-port $((http + 2)) \
 		-bootstrap-expect 3 -retry-join "127.0.0.1:$((nops_port + 2))" -encrypt "$gossip_key" \
-		-nomad-addr "$NOMAD_ADDR" -repo "file://$repo#main:jobs" \
+		-nomad-addr "$NOMAD_ADDR" -nomad-ui-url "$NOMAD_ADDR" -repo "file://$repo#main:jobs" \
 		-drift-interval 15s -engine-interval 1s >"$demo/nops-$i.log" 2>&1 &
 	pids+=($!)
 done
@@ -206,6 +120,28 @@ if [[ "$acl" == 1 ]]; then
 else
 	login="ACLs are off in this demo: the dashboard needs no login, and anyone who can reach it can act."
 fi
+
+# 5. The canary: once shop version 1 is deployed, commit version 2, whose
+# canary waits for a promotion.
+api() { curl -fsS --max-time 5 -H "X-Nops-Token: $NOPS_TOKEN" "$NOPS_ADDR$1"; }
+# first_id prints the first "id" of a JSON answer.
+first_id() { sed -n 's/.*"id": *"\([^"]*\)".*/\1/p' | head -n 1; }
+canary=""
+for _ in $(seq 1 300); do
+	if [[ "$(api "/v1/deployments?job=shop&state=completed" 2>/dev/null || true)" == *'"id"'* ]]; then
+		printf 'version = "2"\n' >"$repo/jobs/shop.vars.hcl"
+		git -C "$repo" -c user.name=demo -c user.email=demo@nops.invalid commit -qam "shop: version 2, with a canary"
+		# Fetch now rather than at the next poll, as a push webhook would.
+		name="$(api /v1/repos | sed -n 's/.*"name": *"\([^"]*\)".*/\1/p' | head -n 1)"
+		curl -fsS --max-time 10 -X POST -H "X-Nops-Token: $NOPS_TOKEN" -H "Content-Type: application/json" \
+			"$NOPS_ADDR/v1/repo/$name/refresh" >/dev/null || true
+		echo "==> Committed shop version 2: its canary waits for a promotion on the dashboard"
+		canary=1
+		break
+	fi
+	sleep 0.2
+done
+[[ -n "$canary" ]] || echo "demo: shop version 1 was not deployed in 60s; no canary (see $demo/nops-*.log)" >&2
 
 if [[ "$check" == 1 ]]; then
 	# Non-interactive check: the dashboard is served, by every server,
@@ -232,6 +168,38 @@ if [[ "$check" == 1 ]]; then
 	done
 	[[ -n "$found" ]] || { echo "demo: no deployment was created in 60s; see $demo/nops-*.log" >&2; exit 1; }
 	echo "==> A deployment was created"
+	# The canary of shop version 2 waits; the Promote form of its page on
+	# the dashboard (its CSRF token and cookie read from the page, as a
+	# browser has them) promotes it, and the deployment completes.
+	[[ -n "$canary" ]] || exit 1
+	id=""
+	for _ in $(seq 1 300); do
+		id="$(api "/v1/deployments?job=shop&state=applying" 2>/dev/null | first_id || true)"
+		events="$( [[ -z "$id" ]] || api "/v1/deployment/$id/events" 2>/dev/null || true)"
+		[[ -n "$id" && "$events" == *"canaries wait for promotion"* ]] && break
+		id=""
+		sleep 0.2
+	done
+	[[ -n "$id" ]] || { echo "demo: no canary of shop waits for a promotion after 60s; see $demo/nops-*.log" >&2; exit 1; }
+	jar="$demo/cookies"
+	page="$(curl -fsS --max-time 10 -c "$jar" -H "X-Nops-Token: $NOPS_TOKEN" "$NOPS_ADDR/ui/deployment/$id")"
+	[[ "$page" == *'id="promote"'* ]] || { echo "demo: the deployment page of $id shows no Promote button" >&2; exit 1; }
+	[[ "$page" == *"href=\"$NOMAD_ADDR/ui/jobs/shop@default\""* ]] ||
+		{ echo "demo: the deployment page of $id does not link the job to the Nomad UI" >&2; exit 1; }
+	csrf="$(sed -n 's/.*name="csrf" value="\([^"]*\)".*/\1/p' <<<"$page" | head -n 1)"
+	code="$(curl -sS -o /dev/null -w '%{http_code}' --max-time 30 -b "$jar" -H "X-Nops-Token: $NOPS_TOKEN" \
+		--data-urlencode "csrf=$csrf" "$NOPS_ADDR/ui/deployment/$id/promote")"
+	[[ "$code" == 303 ]] || { echo "demo: the dashboard's Promote answered $code" >&2; exit 1; }
+	completed=""
+	for _ in $(seq 1 300); do
+		if [[ "$(api "/v1/deployment/$id" 2>/dev/null || true)" =~ \"state\":\ *\"completed\" ]]; then
+			completed=1
+			break
+		fi
+		sleep 0.2
+	done
+	[[ -n "$completed" ]] || { echo "demo: the promoted deployment $id did not complete in 60s; see $demo/nops-*.log" >&2; exit 1; }
+	echo "==> The canary of shop version 2 was promoted from the dashboard, and its deployment completed"
 	echo "DEMO CHECK OK"
 	exit 0
 fi
@@ -240,14 +208,15 @@ cat <<MSG
 
 ==> A 3-server Nops cluster is running (HTTP on 127.0.0.1:$nops_port, :$((nops_port + 10)), :$((nops_port + 20)); logs in $demo).
 
-==> Dashboard: $NOPS_ADDR/ui/
+==> Dashboard: $NOPS_ADDR/ui/ (it links to the Nomad UI: $NOMAD_ADDR/ui/)
     $login
 
     export NOPS_ADDR=$NOPS_ADDR NOMAD_ADDR=$NOMAD_ADDR${NOPS_TOKEN:+ NOPS_TOKEN=\$(cat $demo/token)}
     bin/nops operator raft list-peers      # the cluster
     bin/nops status                        # jobs and deployments
-    bin/nops deployment list               # web completes by itself; billing waits
+    bin/nops deployment list               # web completes by itself; billing waits; shop v2 waits for its canary
     bin/nops deployment approve <ID>       # approve billing: the backup hook runs, then the register
+    bin/nops deployment promote <ID>       # promote shop's canary (or "Promote canaries" on its page)
     bin/nops events -follow                # the audit log
     # change the demo: edit $repo/jobs/web.vars.hcl, then
     #   git -C $repo commit -am "scale web"

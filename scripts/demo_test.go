@@ -5,6 +5,7 @@ package scripts_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"os"
@@ -21,7 +22,9 @@ import (
 // TestDemo runs `make demo`'s script end to end, non-interactively
 // (DEMO_CHECK=1): a Nomad dev agent, a demo repository and a 3-server
 // cluster with ACLs on; the script checks that every server serves the
-// dashboard and that a deployment was created, then stops what it
+// dashboard, that a deployment was created, and that the canary of the
+// demo's canary job, once a new version of it is committed, is promoted
+// through the dashboard's Promote form and completes, then stops what it
 // started. The test then checks that no process of the script's process
 // group is left.
 func TestDemo(t *testing.T) {
@@ -59,7 +62,8 @@ func TestDemo(t *testing.T) {
 	if err != nil {
 		t.Errorf("demo script: %v", err)
 	}
-	for _, want := range []string{"serves the dashboard", "A deployment was created", "DEMO CHECK OK", "Stopping the demo"} {
+	for _, want := range []string{"serves the dashboard", "A deployment was created", "Committed shop version 2",
+		"The canary of shop version 2 was promoted from the dashboard", "DEMO CHECK OK", "Stopping the demo"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("demo output lacks %q", want)
 		}
@@ -74,6 +78,62 @@ func TestDemo(t *testing.T) {
 	})
 	if syscall.Kill(-pgid, 0) != syscall.ESRCH {
 		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+	}
+}
+
+// TestDemo_JobFilesValidate: the demo's job files (scripts/demo/jobs) pass
+// `nops validate`, parsed by a real Nomad: every job and its hook are
+// valid, and the canary job waits for a person's promotion.
+func TestDemo_JobFilesValidate(t *testing.T) {
+	nomad := testutil.StartNomad(t)
+	nops := testutil.NopsBinary(t)
+	root, err := testutil.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(root, "scripts", "demo", "jobs")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, nops, "validate", "-json", "-nomad-addr", nomad.Addr, dir)
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("nops validate %s: %v\n%s", dir, err, out)
+	}
+	var res struct {
+		CheckedBy string `json:"checked_by"`
+		Jobs      []struct {
+			Namespace string   `json:"namespace"`
+			JobID     string   `json:"job_id"`
+			Role      string   `json:"role"`
+			Valid     bool     `json:"valid"`
+			Problems  []string `json:"problems"`
+		} `json:"jobs"`
+	}
+	if err := json.Unmarshal(out, &res); err != nil {
+		t.Fatalf("nops validate -json: %v\n%s", err, out)
+	}
+	jobs := map[string]string{}
+	for _, j := range res.Jobs {
+		if j.Valid && len(j.Problems) == 0 {
+			jobs[j.Namespace+"/"+j.JobID] = j.Role
+		}
+	}
+	for job, role := range map[string]string{"default/web": "managed", "default/billing": "managed", "default/backup": "hook", "default/shop": "managed"} {
+		if jobs[job] != role {
+			t.Errorf("job %s is missing, invalid or not %s:\n%s", job, role, out)
+		}
+	}
+	if res.CheckedBy != "nomad" {
+		t.Errorf("the files were checked by %q, not parsed by Nomad:\n%s", res.CheckedBy, out)
+	}
+	shop, err := os.ReadFile(filepath.Join(dir, "shop.nomad.hcl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"canary            = 1", "auto_promote      = false"} {
+		if !strings.Contains(string(shop), want) {
+			t.Errorf("the canary job lacks %q", want)
+		}
 	}
 }
 

@@ -295,6 +295,10 @@ type Deployment struct {
 	// before it expires: its job's nops_approval_ttl, else the server's
 	// approval { ttl }, at detection. 0 never expires.
 	ApprovalTTL time.Duration `json:"approval_ttl,omitempty"`
+	// PlanDiff is the redacted plan diff seen at detection as a tree, for
+	// the dashboard (Diff is its text, for the CLI); nil for a deployment
+	// recorded before it was kept. It never changes once recorded.
+	PlanDiff *PlanDiff `json:"plan_diff,omitempty"`
 }
 
 // CommitSubject returns the first line of the commit message.
@@ -306,7 +310,10 @@ func JobKey(namespace, jobID string) string { return namespace + "/" + jobID }
 // Key returns the deployment's job key.
 func (d *Deployment) Key() string { return JobKey(d.Namespace, d.JobID) }
 
-// Copy returns a deep copy, so a reader never shares slices with the store.
+// Copy returns a deep copy, so a reader never shares slices with the store;
+// but for the plan diff tree, which is never changed once recorded (no
+// patch touches it) and which no reader may change: copying it on every
+// read of a deployment would cost more than the rest of the copy.
 func (d *Deployment) Copy() *Deployment {
 	if d == nil {
 		return nil

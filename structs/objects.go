@@ -162,10 +162,54 @@ type JobStatus struct {
 	ObservedAt      time.Time `json:"observed_at"`
 	CreateIndex     uint64    `json:"create_index"`
 	ModifyIndex     uint64    `json:"modify_index"`
+
+	// Drift is the redacted plan diff of the drift as a tree, while the
+	// job drifts: shown whatever holds the job (a pause, a window, a
+	// block), with or without a deployment. The list of jobs leaves it
+	// out.
+	Drift *PlanDiff `json:"drift,omitempty"`
+	// Health counts the job's allocations as Nomad last reported them;
+	// nil before they were first counted.
+	Health *JobHealth `json:"health,omitempty"`
 }
 
 // Key returns the status's job key.
 func (s *JobStatus) Key() string { return JobKey(s.Namespace, s.JobID) }
+
+// JobHealth counts the allocations of a job that Nomad wants running, as
+// the leader last read them from Nomad (nomadx.CountAllocations): running
+// ones, and of them those Nomad judges healthy or unhealthy (by the
+// deployment that placed them; one placed outside a deployment is healthy
+// when it runs); pending ones; complete ones (a batch job's); and failed or
+// lost ones of the job's newest version that Nomad has not replaced.
+type JobHealth struct {
+	Running   int `json:"running"`
+	Healthy   int `json:"healthy"`
+	Unhealthy int `json:"unhealthy"`
+	Pending   int `json:"pending"`
+	Complete  int `json:"complete"`
+	Failed    int `json:"failed"`
+}
+
+// State sums the counts up in a word: "degraded" when an allocation
+// failed or is unhealthy, "progressing" while one is pending or not yet
+// judged healthy, "healthy" when every one runs healthy, "completed" when
+// none runs and some completed, "none" when there is none.
+func (h *JobHealth) State() string {
+	switch {
+	case h == nil:
+		return ""
+	case h.Failed > 0 || h.Unhealthy > 0:
+		return "degraded"
+	case h.Pending > 0 || h.Healthy < h.Running:
+		return "progressing"
+	case h.Running > 0:
+		return "healthy"
+	case h.Complete > 0:
+		return "completed"
+	}
+	return "none"
+}
 
 // RepoStatus is the observed status of one repository.
 type RepoStatus struct {

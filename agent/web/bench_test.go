@@ -1,7 +1,6 @@
 package web_test
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -10,50 +9,40 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hashicorp/go-hclog"
-
 	"github.com/nops-dev/nops/agent"
 	"github.com/nops-dev/nops/structs"
 	"github.com/nops-dev/nops/testutil"
-	"github.com/nops-dev/nops/testutil/nopstest"
 )
 
-const (
-	benchJobs        = 1000
-	benchDeployments = 10000
-	benchPending     = 20
-)
+// The size of the benchmark's state: 1,000 jobs and 10,000 deployments, or
+// a smoke size under NOPS_BENCH_SMOKE=1.
+func benchSizes() (jobs, deployments, pending int) {
+	return testutil.BenchSize(1000, 50), testutil.BenchSize(10000, 500), testutil.BenchSize(20, 5)
+}
 
 // benchServer starts one server with ACLs on and the reconcilers' routes
 // but not their loops (no Nomad, no git: nothing changes the state the
 // benchmark writes), and fills its state through Raft: 1,000 job statuses
-// and 10,000 deployments (nine failed ones per job, then a completed one,
-// or, for 20 jobs, one waiting for approval), with their events.
+// (every other one drifting, with the diff of its drift, each with its
+// health) and 10,000 deployments (nine failed ones per job, then a
+// completed one, or, for 20 jobs, one waiting for approval), each with its
+// plan diff as text and as a tree, with their events.
 func benchServer(b *testing.B) (*agent.Server, string, string) {
 	b.Helper()
-	cfg := nopstest.Config(b, b.TempDir())
-	cfg.ACL.Enabled = true
-	logger := hclog.NewNullLogger()
-	s, err := agent.New(cfg, logger, agent.Options{Build: func(s *agent.Server) (agent.LeaderFunc, agent.Reconciler, error) {
-		m, err := agent.NewManager(s, cfg, logger, nil)
-		if err != nil {
-			return nil, nil, err
-		}
-		return func(context.Context, *agent.Server) {}, m, nil
-	}})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(s.Shutdown)
-	testutil.WaitForResult(b, 20*time.Second, func() (bool, error) { return s.IsLeader(), fmt.Errorf("no leader") })
-	base := "http://" + s.HTTPAddr()
+	benchJobs, benchDeployments, benchPending := benchSizes()
+	s, base := routesServer(b, true, "http://127.0.0.1:4646")
 
 	meta := func() structs.WriteMeta { return structs.WriteMeta{Time: time.Now().UTC(), Actor: "bench"} }
 	var statuses []*structs.JobStatus
 	for j := range benchJobs {
-		statuses = append(statuses, &structs.JobStatus{Namespace: "default", JobID: fmt.Sprintf("job-%04d", j), Repository: "infra",
+		st := &structs.JobStatus{Namespace: "default", JobID: fmt.Sprintf("job-%04d", j), Repository: "infra",
 			File: fmt.Sprintf("jobs/job-%04d.nomad.hcl", j), Commit: "0123456789abcdef0123456789abcdef01234567",
-			Policy: structs.PolicyApproval, Sync: structs.SyncInSync, ObservedAt: time.Now().UTC()})
+			Policy: structs.PolicyApproval, Sync: structs.SyncInSync, ObservedAt: time.Now().UTC(),
+			Health: &structs.JobHealth{Running: 3, Healthy: 3 - j%2, Pending: j % 2}}
+		if j%2 == 1 {
+			st.Sync, st.DriftSummary, st.Drift = structs.SyncDrift, "edited: +/- Job: \""+st.JobID+"\"", testTree(st.JobID)
+		}
+		statuses = append(statuses, st)
 	}
 	if _, err := s.Apply(structs.JobStatusUpsertRequestType, &structs.JobStatusUpsertRequest{WriteMeta: meta(), Statuses: statuses}); err != nil {
 		b.Fatal(err)
@@ -73,7 +62,8 @@ func benchServer(b *testing.B) (*agent.Server, string, string) {
 				d := &structs.Deployment{ID: fmt.Sprintf("%08d-0000-4000-8000-%012d", j, k), Namespace: "default",
 					JobID: fmt.Sprintf("job-%04d", j), Repository: "infra", Commit: "0123456789abcdef0123456789abcdef01234567",
 					File: fmt.Sprintf("jobs/job-%04d.nomad.hcl", j), Policy: structs.PolicyApproval, State: structs.StateDetected,
-					SpecHash: "5d41402abc4b2a76b9719d911017c592", Diff: diff, ApplyTimeout: 15 * time.Minute}
+					SpecHash: "5d41402abc4b2a76b9719d911017c592", Diff: diff, ApplyTimeout: 15 * time.Minute,
+					PlanDiff: testTree(fmt.Sprintf("job-%04d", j))}
 				req := &structs.DeploymentCreateRequest{WriteMeta: meta(), Deployment: d}
 				if k < perJob-1 {
 					req.FailWith = "health: deployment failed"
@@ -116,16 +106,19 @@ cluster { capabilities = ["read"] }`}, nil)
 // BenchmarkDashboard_Pages measures the server-side time of rendering the
 // dashboard's pages over a state of 1,000 jobs and 10,000 deployments,
 // from the request to the last byte of the answer on loopback, and reports
-// the median (p50) and p90 of each page. The target is under 50 ms.
+// the median (p50) and p90 of each page. The target is under 50 ms. The
+// job page is that of a drifting job (its drift's diff tree), and the
+// deployment page shows a diff tree too.
 //
 //	go test ./agent/web/ -run '^$' -bench Dashboard -benchtime 50x
 func BenchmarkDashboard_Pages(b *testing.B) {
 	_, base, token := benchServer(b)
+	jobs, deployments, _ := benchSizes()
 	pages := []struct{ name, path string }{
 		{"overview", "/ui/"},
 		{"jobs", "/ui/jobs"},
 		{"job", "/ui/job/default/job-0007"},
-		{"deployment", fmt.Sprintf("/ui/deployment/%08d-0000-4000-8000-%012d", 3, benchDeployments/benchJobs-1)},
+		{"deployment", fmt.Sprintf("/ui/deployment/%08d-0000-4000-8000-%012d", 3, deployments/jobs-1)},
 		{"approvals", "/ui/approvals"},
 		{"events", "/ui/events"},
 	}

@@ -3,6 +3,7 @@ package web
 import (
 	"fmt"
 	"html/template"
+	"maps"
 	"net/url"
 	"strconv"
 	"strings"
@@ -12,7 +13,7 @@ import (
 )
 
 func (u *UI) funcs() template.FuncMap {
-	return template.FuncMap{
+	m := template.FuncMap{
 		// since is a relative time the page's script keeps counting,
 		// with the exact time on hover (in the viewer's zone once the
 		// script ran; in UTC without it).
@@ -84,6 +85,9 @@ func (u *UI) funcs() template.FuncMap {
 			return fmt.Sprintf("+%d −%d", a, r)
 		},
 	}
+	maps.Copy(m, diffFuncs())
+	maps.Copy(m, u.nomadFuncs())
+	return m
 }
 
 // approvalRefusal says why the viewer's approval of d would be refused

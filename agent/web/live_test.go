@@ -172,6 +172,9 @@ func TestDashboard_LiveUpdates(t *testing.T) {
 	pending := s.CreatePending("default", "api")
 	b.waitJS("the drift panel appears", `!!document.querySelector("#job-drift:not([hidden]) pre.diff")`, 20*time.Second)
 	settle(t, s, pending, structs.StateSuperseded)
+	// The job drifts still: its panel stays, with what the status says.
+	b.waitJS("the drift panel says the status's drift", `!document.querySelector("#job-drift pre.diff") && !!document.querySelector("#job-drift:not([hidden])")`, 20*time.Second)
+	setStatus(t, s, "api", structs.SyncInSync)
 	b.waitJS("the drift panel goes", `!document.querySelector("#job-drift:not([hidden])")`, 20*time.Second)
 	if v, _ := eval[string](b, `document.querySelector("#pause-reason").value + "|" + document.activeElement.id`); v != "maintenance window|pause-reason" {
 		t.Errorf("the pause reason being typed was lost: %q", v)

@@ -254,9 +254,13 @@ func (u views) jobs(w http.ResponseWriter, r *http.Request) {
 }
 
 type jobData struct {
-	Detail   *structs.JobDetail
-	History  []*structs.Deployment
-	Diff     string
+	Detail  *structs.JobDetail
+	History []*structs.Deployment
+	// Drift is the diff the job's drift shows now (the status's), else
+	// that of its active deployment, whose text DiffText is when it has
+	// no tree.
+	Drift    *structs.PlanDiff
+	DiffText string
 	NomadURL string
 }
 
@@ -310,8 +314,14 @@ func (u views) job(w http.ResponseWriter, r *http.Request) {
 		u.fail(w, r, err)
 		return
 	}
-	if a := d.Detail.ActiveDeployment; a != nil {
-		d.Diff = a.Diff
+	if s := d.Detail.Status; s != nil && s.Sync == structs.SyncDrift {
+		d.Drift = s.Drift
+	}
+	if a := d.Detail.ActiveDeployment; a != nil && d.Drift == nil {
+		d.Drift = a.PlanDiff
+		if d.Drift == nil {
+			d.DiffText = a.Diff
+		}
 	}
 	d.NomadURL = u.nomadJob(ns, id)
 	u.render(w, r, http.StatusOK, "job", structs.JobKey(ns, id), d)

@@ -26,7 +26,7 @@ import (
 	"github.com/nops-dev/nops/structs"
 )
 
-//go:embed templates/*.html
+//go:embed templates/*.html templates/partials/*.html
 var templateFS embed.FS
 
 //go:embed static
@@ -266,7 +266,8 @@ func New(cfg Config) (*UI, error) {
 	}); err != nil {
 		return nil, fmt.Errorf("web: hash assets: %w", err)
 	}
-	base, err := template.New("layout.html").Funcs(u.funcs()).ParseFS(templateFS, "templates/layout.html")
+	// The partials (templates/partials) are shared by every page.
+	base, err := template.New("layout.html").Funcs(u.funcs()).ParseFS(templateFS, "templates/layout.html", "templates/partials/*.html")
 	if err != nil {
 		return nil, fmt.Errorf("web: parse layout: %w", err)
 	}

@@ -39,11 +39,16 @@ import (
 // TestSnapshotCodecCoversEveryField fails when a field is added to a
 // struct and not here.
 const (
-	deploymentFields = 39
+	deploymentFields = 40
 	frozenHookFields = 8
 	hookRunFields    = 9
 	decisionFields   = 4
 	eventFields      = 11
+	planDiffFields   = 5
+	groupDiffFields  = 6
+	taskDiffFields   = 5
+	diffObjectFields = 4
+	diffFieldFields  = 5
 )
 
 // AppendDeployment appends the msgpack array of a deployment.
@@ -101,7 +106,80 @@ func AppendDeployment(b []byte, d *structs.Deployment) ([]byte, error) {
 	b = mpString(b, d.FileDiff)
 	b = mpInt(b, int64(d.ApprovalsRequired))
 	b = mpInt(b, int64(d.ApprovalTTL))
-	return b, nil
+	return appendPlanDiff(b, d.PlanDiff), nil
+}
+
+// appendPlanDiff appends a deployment's plan diff tree.
+func appendPlanDiff(b []byte, p *structs.PlanDiff) []byte {
+	if p == nil {
+		return mpNil(b)
+	}
+	b = mpArray(b, planDiffFields)
+	b = mpString(b, p.Type)
+	b = mpString(b, p.ID)
+	b = appendDiffFields(b, p.Fields)
+	b = appendDiffObjects(b, p.Objects)
+	if p.Groups == nil {
+		return mpNil(b)
+	}
+	b = mpArray(b, len(p.Groups))
+	for i := range p.Groups {
+		g := &p.Groups[i]
+		b = mpArray(b, groupDiffFields)
+		b = mpString(b, g.Type)
+		b = mpString(b, g.Name)
+		b = mpStrings(b, g.Updates)
+		b = appendDiffFields(b, g.Fields)
+		b = appendDiffObjects(b, g.Objects)
+		if g.Tasks == nil {
+			b = mpNil(b)
+			continue
+		}
+		b = mpArray(b, len(g.Tasks))
+		for j := range g.Tasks {
+			t := &g.Tasks[j]
+			b = mpArray(b, taskDiffFields)
+			b = mpString(b, t.Type)
+			b = mpString(b, t.Name)
+			b = mpStrings(b, t.Annotations)
+			b = appendDiffFields(b, t.Fields)
+			b = appendDiffObjects(b, t.Objects)
+		}
+	}
+	return b
+}
+
+func appendDiffObjects(b []byte, objects []structs.DiffObject) []byte {
+	if objects == nil {
+		return mpNil(b)
+	}
+	b = mpArray(b, len(objects))
+	for i := range objects {
+		o := &objects[i]
+		b = mpArray(b, diffObjectFields)
+		b = mpString(b, o.Type)
+		b = mpString(b, o.Name)
+		b = appendDiffFields(b, o.Fields)
+		b = appendDiffObjects(b, o.Objects)
+	}
+	return b
+}
+
+func appendDiffFields(b []byte, fields []structs.DiffField) []byte {
+	if fields == nil {
+		return mpNil(b)
+	}
+	b = mpArray(b, len(fields))
+	for i := range fields {
+		f := &fields[i]
+		b = mpArray(b, diffFieldFields)
+		b = mpString(b, f.Type)
+		b = mpString(b, f.Name)
+		b = mpString(b, f.Old)
+		b = mpString(b, f.New)
+		b = mpStrings(b, f.Annotations)
+	}
+	return b
 }
 
 // appendHooks appends a deployment's frozen hooks.
@@ -276,6 +354,8 @@ func decodeDeploymentField(r *Reader, d *structs.Deployment, i int) (err error) 
 		err = r.intTo(&d.ApprovalsRequired)
 	case 38:
 		err = r.durationTo(&d.ApprovalTTL)
+	case 39:
+		d.PlanDiff, err = decodePlanDiff(r)
 	default:
 		err = r.skip(0)
 	}
@@ -359,6 +439,132 @@ func decodeDecisionField(r *Reader, c *structs.Decision, i int) (err error) {
 	}
 	return err
 }
+
+// decodePlanDiff reads a plan diff tree, nil as nil.
+func decodePlanDiff(r *Reader) (*structs.PlanDiff, error) {
+	if r.takeNil() {
+		return nil, nil
+	}
+	p := &structs.PlanDiff{}
+	if err := decodeFields(r, "plan diff", p, decodePlanDiffField); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+func decodePlanDiffField(r *Reader, p *structs.PlanDiff, i int) (err error) {
+	switch i {
+	case 0:
+		err = r.symTo(&p.Type)
+	case 1:
+		err = r.symTo(&p.ID)
+	case 2:
+		p.Fields, err = decodeList(r, 1+diffFieldFields, decodeDiffField)
+	case 3:
+		p.Objects, err = decodeDiffObjects(r, 1)
+	case 4:
+		p.Groups, err = decodeList(r, 1+groupDiffFields, decodeGroupDiff)
+	default:
+		err = r.skip(0)
+	}
+	return err
+}
+
+func decodeGroupDiff(r *Reader, g *structs.GroupDiff) error {
+	return decodeFields(r, "group diff", g, decodeGroupDiffField)
+}
+
+func decodeGroupDiffField(r *Reader, g *structs.GroupDiff, i int) (err error) {
+	switch i {
+	case 0:
+		err = r.symTo(&g.Type)
+	case 1:
+		err = r.symTo(&g.Name)
+	case 2:
+		g.Updates, err = decodeList(r, 1, decodeSym)
+	case 3:
+		g.Fields, err = decodeList(r, 1+diffFieldFields, decodeDiffField)
+	case 4:
+		g.Objects, err = decodeDiffObjects(r, 1)
+	case 5:
+		g.Tasks, err = decodeList(r, 1+taskDiffFields, decodeTaskDiff)
+	default:
+		err = r.skip(0)
+	}
+	return err
+}
+
+func decodeTaskDiff(r *Reader, t *structs.TaskDiff) error {
+	return decodeFields(r, "task diff", t, decodeTaskDiffField)
+}
+
+func decodeTaskDiffField(r *Reader, t *structs.TaskDiff, i int) (err error) {
+	switch i {
+	case 0:
+		err = r.symTo(&t.Type)
+	case 1:
+		err = r.symTo(&t.Name)
+	case 2:
+		t.Annotations, err = decodeList(r, 1, decodeSym)
+	case 3:
+		t.Fields, err = decodeList(r, 1+diffFieldFields, decodeDiffField)
+	case 4:
+		t.Objects, err = decodeDiffObjects(r, 1)
+	default:
+		err = r.skip(0)
+	}
+	return err
+}
+
+// decodeDiffObjects reads the blocks of a diff at a depth; a tree nested
+// deeper than structs.MaxDiffDepth is refused.
+func decodeDiffObjects(r *Reader, depth int) ([]structs.DiffObject, error) {
+	if depth > structs.MaxDiffDepth {
+		return nil, errors.New("plan diff nested too deep")
+	}
+	return decodeList(r, 1+diffObjectFields, func(r *Reader, o *structs.DiffObject) error {
+		return decodeFields(r, "diff object", o, func(r *Reader, o *structs.DiffObject, i int) (err error) {
+			switch i {
+			case 0:
+				err = r.symTo(&o.Type)
+			case 1:
+				err = r.symTo(&o.Name)
+			case 2:
+				o.Fields, err = decodeList(r, 1+diffFieldFields, decodeDiffField)
+			case 3:
+				o.Objects, err = decodeDiffObjects(r, depth+1)
+			default:
+				err = r.skip(0)
+			}
+			return err
+		})
+	})
+}
+
+func decodeDiffField(r *Reader, f *structs.DiffField) error {
+	return decodeFields(r, "diff field", f, decodeDiffFieldField)
+}
+
+func decodeDiffFieldField(r *Reader, f *structs.DiffField, i int) (err error) {
+	switch i {
+	case 0:
+		err = r.symTo(&f.Type)
+	case 1:
+		err = r.symTo(&f.Name)
+	case 2:
+		err = r.strTo(&f.Old)
+	case 3:
+		err = r.strTo(&f.New)
+	case 4:
+		f.Annotations, err = decodeList(r, 1, decodeSym)
+	default:
+		err = r.skip(0)
+	}
+	return err
+}
+
+// decodeSym reads one interned string of a list.
+func decodeSym(r *Reader, s *string) error { return r.symTo(s) }
 
 // orNil returns err, or an error saying a nil stands where a what must be.
 func orNil(err error, what string) error {
@@ -638,6 +844,15 @@ func (r *Reader) be(n int) (uint64, error) {
 }
 
 // arrayLen reads an array header and returns its length, or -1 for a nil.
+// takeNil reports whether the next value is nil, and reads it if it is.
+func (r *Reader) takeNil() bool {
+	if r.i < len(r.b) && r.b[r.i] == 0xc0 {
+		r.i++
+		return true
+	}
+	return false
+}
+
 func (r *Reader) arrayLen() (int, error) {
 	c, err := r.next()
 	if err != nil {

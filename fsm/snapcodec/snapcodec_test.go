@@ -2,6 +2,7 @@ package snapcodec
 
 import (
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -77,6 +78,11 @@ func TestSnapshotCodecCoversEveryField(t *testing.T) {
 		{structs.HookRun{}, hookRunFields},
 		{structs.Decision{}, decisionFields},
 		{structs.Event{}, eventFields},
+		{structs.PlanDiff{}, planDiffFields},
+		{structs.GroupDiff{}, groupDiffFields},
+		{structs.TaskDiff{}, taskDiffFields},
+		{structs.DiffObject{}, diffObjectFields},
+		{structs.DiffField{}, diffFieldFields},
 	} {
 		typ := reflect.TypeOf(c.v)
 		n := 0
@@ -172,5 +178,47 @@ func TestDeploymentRecordWithoutCommitContext(t *testing.T) {
 	}
 	if got.ID != "d1" || got.ModifyIndex != 4 || !got.CreatedAt.Equal(at) {
 		t.Fatalf("an old record lost its fields: %+v", got)
+	}
+}
+
+// TestPlanDiffRoundTrip writes a deployment's plan diff tree and reads it
+// back equal, nil slices and empty ones kept apart; a tree nested deeper
+// than structs.MaxDiffDepth is refused, and a nil tree stays nil.
+func TestPlanDiffRoundTrip(t *testing.T) {
+	field := structs.DiffField{Type: structs.DiffEdited, Name: "Env[LEVEL]", Old: "info", New: "debug", Annotations: []string{"forces in-place update"}}
+	p := &structs.PlanDiff{Type: structs.DiffEdited, ID: "web", Fields: []structs.DiffField{field}, Objects: []structs.DiffObject{},
+		Groups: []structs.GroupDiff{{Type: structs.DiffEdited, Name: "web", Updates: []string{"1 create/destroy update"},
+			Objects: []structs.DiffObject{{Type: structs.DiffAdded, Name: "Update", Fields: []structs.DiffField{{Type: structs.DiffAdded, Name: "Canary", New: "1"}},
+				Objects: []structs.DiffObject{{Type: structs.DiffAdded, Name: "Inner"}}}},
+			Tasks: []structs.TaskDiff{{Type: structs.DiffEdited, Name: "web", Annotations: []string{"forces create/destroy update"},
+				Fields: []structs.DiffField{field}}, {Type: structs.DiffAdded, Name: "sidecar"}}}}}
+	for name, in := range map[string]*structs.PlanDiff{"tree": p, "nil": nil, "empty": {}} {
+		b, err := AppendDeployment(nil, &structs.Deployment{ID: "d", PlanDiff: in})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := NewReader()
+		r.Reset(b)
+		var got structs.Deployment
+		if err := DecodeDeployment(r, &got); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		r.Done()
+		if !reflect.DeepEqual(got.PlanDiff, in) {
+			t.Errorf("%s: read back %+v, want %+v", name, got.PlanDiff, in)
+		}
+		again, _ := AppendDeployment(nil, &got)
+		if string(again) != string(b) {
+			t.Errorf("%s: the value read back writes other bytes", name)
+		}
+	}
+
+	deep := structs.DiffObject{Name: "leaf"}
+	for range structs.MaxDiffDepth {
+		deep = structs.DiffObject{Name: "block", Objects: []structs.DiffObject{deep}}
+	}
+	b, _ := AppendDeployment(nil, &structs.Deployment{ID: "d", PlanDiff: &structs.PlanDiff{Objects: []structs.DiffObject{deep}}})
+	if err := DecodeDeployment(&Reader{b: b}, &structs.Deployment{}); err == nil || !strings.Contains(err.Error(), "too deep") {
+		t.Errorf("a tree nested %d deep was read: %v", structs.MaxDiffDepth+1, err)
 	}
 }

@@ -34,6 +34,9 @@ type Activity struct {
 	DeploymentID string
 	// Status is the deployment's status or the allocation's client status.
 	Status string
+	// Alloc is the allocation of an allocation event (zero for a
+	// deployment's), for the health counts.
+	Alloc AllocState
 }
 
 // JobChanges is one batch of the event stream: the changes Nomad applied at
@@ -166,10 +169,34 @@ func activity(ev *api.Event) (Activity, bool) {
 		}
 		a.DeploymentID, _ = obj["DeploymentID"].(string)
 		a.Status, _ = obj["ClientStatus"].(string)
+		a.Alloc = allocState(obj)
 	default:
 		return a, false
 	}
 	a.JobID, _ = obj["JobID"].(string)
 	a.Namespace, _ = obj["Namespace"].(string)
 	return a, a.JobID != "" || a.DeploymentID != ""
+}
+
+// allocState reads what the health counts need from an allocation event's
+// payload (JSON numbers are float64 there).
+func allocState(obj map[string]any) AllocState {
+	var s AllocState
+	s.ID, _ = obj["ID"].(string)
+	s.Namespace, _ = obj["Namespace"].(string)
+	s.JobID, _ = obj["JobID"].(string)
+	s.DesiredStatus, _ = obj["DesiredStatus"].(string)
+	s.ClientStatus, _ = obj["ClientStatus"].(string)
+	s.NextAllocation, _ = obj["NextAllocation"].(string)
+	if v, ok := obj["JobVersion"].(float64); ok && v >= 0 {
+		s.JobVersion = uint64(v)
+	}
+	if v, ok := obj["ModifyIndex"].(float64); ok && v >= 0 {
+		s.ModifyIndex = uint64(v)
+	}
+	if d, ok := obj["DeploymentStatus"].(map[string]any); ok {
+		s.InDeployment = true
+		s.Healthy, s.Judged = d["Healthy"].(bool)
+	}
+	return s
 }

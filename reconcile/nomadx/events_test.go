@@ -67,7 +67,14 @@ func TestActivity_Payloads(t *testing.T) {
 			Activity{Topic: "Deployment", Namespace: "prod", JobID: "web", DeploymentID: "d1", Status: "successful"}, true},
 		{"allocation", api.Event{Topic: api.TopicAllocation, Payload: map[string]any{"Allocation": map[string]any{
 			"JobID": "hook-1/dispatch-9", "Namespace": "default", "ClientStatus": "complete"}}},
-			Activity{Topic: "Allocation", Namespace: "default", JobID: "hook-1/dispatch-9", Status: "complete"}, true},
+			Activity{Topic: "Allocation", Namespace: "default", JobID: "hook-1/dispatch-9", Status: "complete",
+				Alloc: AllocState{Namespace: "default", JobID: "hook-1/dispatch-9", ClientStatus: "complete"}}, true},
+		{"allocation health", api.Event{Topic: api.TopicAllocation, Payload: map[string]any{"Allocation": map[string]any{
+			"ID": "a1", "JobID": "web", "Namespace": "prod", "ClientStatus": "running", "DesiredStatus": "run", "JobVersion": 3.0,
+			"ModifyIndex": 42.0, "NextAllocation": "", "DeploymentID": "d1", "DeploymentStatus": map[string]any{"Healthy": true}}}},
+			Activity{Topic: "Allocation", Namespace: "prod", JobID: "web", DeploymentID: "d1", Status: "running",
+				Alloc: AllocState{ID: "a1", Namespace: "prod", JobID: "web", JobVersion: 3, DesiredStatus: "run", ClientStatus: "running",
+					InDeployment: true, Judged: true, Healthy: true, ModifyIndex: 42}}, true},
 		{"no payload", api.Event{Topic: api.TopicDeployment}, Activity{Topic: "Deployment"}, false},
 		{"garbage", api.Event{Topic: api.TopicAllocation, Payload: map[string]any{"Allocation": []any{1}}},
 			Activity{Topic: "Allocation"}, false},

@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"github.com/hashicorp/nomad/api"
+
+	"github.com/nops-dev/nops/structs"
 )
 
 // FormatDiff renders a job diff like `nomad job plan` does, without colour:
@@ -47,20 +49,95 @@ func FormatDiff(diff *api.JobDiff, verbose bool) string {
 	return strings.TrimRight(b.String(), "\n") + "\n"
 }
 
+// Tree returns a job diff as a tree (structs.PlanDiff) that holds what
+// FormatDiff(diff, false) shows: the fields and blocks of a changed job,
+// group or task, and only the name of an added or deleted one. Pass a
+// redacted diff (redact.Diff): the tree is stored and shown. Blocks nested
+// deeper than structs.MaxDiffDepth are left out.
+func Tree(diff *api.JobDiff) *structs.PlanDiff {
+	if diff == nil {
+		return nil
+	}
+	out := &structs.PlanDiff{Type: diff.Type, ID: diff.ID}
+	if diff.Type == DiffTypeEdited {
+		out.Fields, out.Objects = treeFields(diff.Fields), treeObjects(diff.Objects, 1)
+	}
+	for _, tg := range diff.TaskGroups {
+		if tg == nil {
+			continue
+		}
+		g := structs.GroupDiff{Type: tg.Type, Name: tg.Name, Updates: groupUpdates(tg.Updates)}
+		if tg.Type == DiffTypeEdited {
+			g.Fields, g.Objects = treeFields(tg.Fields), treeObjects(tg.Objects, 1)
+		}
+		for _, t := range tg.Tasks {
+			if t == nil {
+				continue
+			}
+			task := structs.TaskDiff{Type: t.Type, Name: t.Name, Annotations: cloneStrings(t.Annotations)}
+			if t.Type == DiffTypeEdited {
+				task.Fields, task.Objects = treeFields(t.Fields), treeObjects(t.Objects, 1)
+			}
+			g.Tasks = append(g.Tasks, task)
+		}
+		out.Groups = append(out.Groups, g)
+	}
+	return out
+}
+
+func treeFields(in []*api.FieldDiff) []structs.DiffField {
+	var out []structs.DiffField
+	for _, f := range in {
+		if f != nil {
+			out = append(out, structs.DiffField{Type: f.Type, Name: f.Name, Old: f.Old, New: f.New, Annotations: cloneStrings(f.Annotations)})
+		}
+	}
+	return out
+}
+
+func treeObjects(in []*api.ObjectDiff, depth int) []structs.DiffObject {
+	if depth > structs.MaxDiffDepth {
+		return nil
+	}
+	var out []structs.DiffObject
+	for _, o := range in {
+		if o != nil {
+			out = append(out, structs.DiffObject{Type: o.Type, Name: o.Name, Fields: treeFields(o.Fields), Objects: treeObjects(o.Objects, depth+1)})
+		}
+	}
+	return out
+}
+
+// groupUpdates renders a group's scheduler counts as FormatDiff does:
+// "1 create/destroy update", sorted by kind.
+func groupUpdates(updates map[string]uint64) []string {
+	if len(updates) == 0 {
+		return nil
+	}
+	kinds := make([]string, 0, len(updates))
+	for k := range updates {
+		kinds = append(kinds, k)
+	}
+	sort.Strings(kinds)
+	out := make([]string, 0, len(kinds))
+	for _, k := range kinds {
+		out = append(out, fmt.Sprintf("%d %s", updates[k], k))
+	}
+	return out
+}
+
+func cloneStrings(in []string) []string {
+	if len(in) == 0 {
+		return nil
+	}
+	return append([]string(nil), in...)
+}
+
 func formatTaskGroupDiff(tg *api.TaskGroupDiff, prefix int, verbose bool) string {
 	var b strings.Builder
 	marker, _ := diffMarker(tg.Type)
 	fmt.Fprintf(&b, "%s%sTask Group: %q", marker, strings.Repeat(" ", prefix), tg.Name)
-	if len(tg.Updates) > 0 {
-		kinds := make([]string, 0, len(tg.Updates))
-		for k := range tg.Updates {
-			kinds = append(kinds, k)
-		}
-		sort.Strings(kinds)
-		updates := make([]string, 0, len(kinds))
-		for _, k := range kinds {
-			updates = append(updates, fmt.Sprintf("%d %s", tg.Updates[k], k))
-		}
+	if updates := groupUpdates(tg.Updates); len(updates) > 0 {
 		fmt.Fprintf(&b, " (%s)", strings.Join(updates, ", "))
 	}
 	b.WriteString("\n")

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/nomad/api"
+
+	"github.com/nops-dev/nops/structs"
 )
 
 // Parse turns the text of a job file into a canonicalized job, using Nomad's
@@ -114,6 +116,8 @@ type PlanResult struct {
 	// Text is a redacted rendering of the diff in the style of
 	// `nomad job plan`.
 	Text string
+	// Tree is the redacted diff as a tree, holding what Text shows.
+	Tree *structs.PlanDiff
 	// JobModifyIndex is the live job's modify index (0 for a new job), for
 	// a check-and-set Register.
 	JobModifyIndex uint64
@@ -153,10 +157,12 @@ func (c *Client) Plan(ctx context.Context, job *api.Job) (*PlanResult, error) {
 		return nil, fmt.Errorf("plan job %q in namespace %q: Nomad returned no diff", *job.ID, ns)
 	}
 	pruneEmptyEdits(resp.Diff)
+	redacted := c.redactor.Diff(resp.Diff)
 	res := &PlanResult{
 		Type:           resp.Diff.Type,
 		Diff:           resp.Diff,
-		Text:           FormatDiff(c.redactor.Diff(resp.Diff), false),
+		Text:           FormatDiff(redacted, false),
+		Tree:           Tree(redacted),
 		JobModifyIndex: resp.JobModifyIndex,
 		Warnings:       resp.Warnings,
 	}

@@ -237,6 +237,19 @@ EOT
 			t.Errorf("redacted diff JSON contains secret %q", s)
 		}
 	}
+	// The tree the dashboard shows (PlanResult.Tree) is built from the
+	// redacted diff: its keys, never their values.
+	tree, _ := json.Marshal(plan.Tree)
+	for _, s := range secrets {
+		if strings.Contains(string(tree), s) {
+			t.Errorf("the plan's tree contains secret %q:\n%s", s, tree)
+		}
+	}
+	for _, visible := range []string{`"name":"Env[LOG_LEVEL]","old":"info","new":"debug"`, `"name":"Env[DB_PASSWORD]","old":"(redacted)","new":"(redacted)"`, `"name":"Meta[api_token]"`, `"name":"EmbeddedTmpl"`} {
+		if !strings.Contains(string(tree), visible) {
+			t.Errorf("the plan's tree lacks %s:\n%s", visible, tree)
+		}
+	}
 	if nomadx.DiffHash(plan.Diff) == nomadx.DiffHash(redacted) {
 		t.Error("the raw and the redacted diff hash alike: a secret-only change would be invisible to DiffHash")
 	}
