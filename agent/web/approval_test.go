@@ -66,7 +66,7 @@ func TestDashboard_Approvals(t *testing.T) {
 	}
 	path := "/ui/deployment/" + d.ID
 
-	want("alice", page("alice", path), []string{"0 of 2 approvals", `id="approve"`, `id="reject"`, "; expires in 2d ("},
+	want("alice", page("alice", path), []string{"0 of 2 approvals", `id="approve"`, `id="reject"`, "; expires <time", ">in 2d</time> ("},
 		[]string{`id="approve-refused"`})
 	want("the author", page("ada@example.com", path),
 		[]string{`id="approve-refused"`, "approval forbid_self: ada@example.com wrote commit", `id="reject"`}, []string{`id="approve"`})

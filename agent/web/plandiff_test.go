@@ -143,7 +143,9 @@ func TestDashboard_PlanDiffTreeHealthAndLinks(t *testing.T) {
 	want("the paused job's drift panel", page[i:], `class="pd"`, `<ins class="pd-new">debug</ins>`, "group web, task web: forces create/destroy update")
 	want("the paused job's page", page, `<span class="badge warn">paused</span>`, `<span class="badge warn">progressing</span>`,
 		`<a href="`+nomadUI+`/ui/jobs/web@default/allocations" rel="noopener" class="health-counts">2 running, 1 healthy, 1 pending, 0 failed</a>`)
-	want("the in-sync job's page", get("/ui/job/default/db"), "None: Nomad runs the job's spec in git.", "not counted yet")
+	// An in-sync job has no drift to show: its drift region is empty and
+	// hidden, kept for the live updates to fill.
+	want("the in-sync job's page", get("/ui/job/default/db"), `<section id="job-drift" data-live hidden></section>`, "not counted yet")
 	// A job with an active deployment shows the deployment's diff.
 	want("the page of a job being deployed", get("/ui/job/default/api"), `<ins class="pd-new">debug</ins>`)
 
