@@ -34,6 +34,19 @@ func benchServer(b *testing.B) (*agent.Server, string, string) {
 
 	meta := func() structs.WriteMeta { return structs.WriteMeta{Time: time.Now().UTC(), Actor: "bench"} }
 	var statuses []*structs.JobStatus
+	// Every deployment carries its commit context: a file diff of some
+	// forty lines, as a one-line image bump shows with its context.
+	var fd strings.Builder
+	fd.WriteString("--- a/jobs/job.nomad.hcl\n+++ b/jobs/job.nomad.hcl\n@@ -1,40 +1,40 @@\n")
+	for l := range 40 {
+		switch l {
+		case 20:
+			fd.WriteString("-      image = \"web:1\"\n+      image = \"web:2\"\n")
+		default:
+			fmt.Fprintf(&fd, "   line %d of the job\n", l)
+		}
+	}
+	fileDiff := fd.String()
 	for j := range benchJobs {
 		st := &structs.JobStatus{Namespace: "default", JobID: fmt.Sprintf("job-%04d", j), Repository: "infra",
 			File: fmt.Sprintf("jobs/job-%04d.nomad.hcl", j), Commit: "0123456789abcdef0123456789abcdef01234567",
@@ -63,7 +76,10 @@ func benchServer(b *testing.B) (*agent.Server, string, string) {
 					JobID: fmt.Sprintf("job-%04d", j), Repository: "infra", Commit: "0123456789abcdef0123456789abcdef01234567",
 					File: fmt.Sprintf("jobs/job-%04d.nomad.hcl", j), Policy: structs.PolicyApproval, State: structs.StateDetected,
 					SpecHash: "5d41402abc4b2a76b9719d911017c592", Diff: diff, ApplyTimeout: 15 * time.Minute,
-					PlanDiff: testTree(fmt.Sprintf("job-%04d", j))}
+					PlanDiff: testTree(fmt.Sprintf("job-%04d", j)), ApprovalsRequired: 2,
+					CommitMessage: "Bump the image\n\nThe new version fixes the health check.", CommitAuthor: "Ops <ops@example.com>",
+					CommitTime: time.Date(2025, 3, 1, 9, 0, 0, 0, time.UTC), FileDiff: fileDiff,
+					CommitURL: "https://git.example.com/infra/jobs/commit/0123456789abcdef0123456789abcdef01234567"}
 				req := &structs.DeploymentCreateRequest{WriteMeta: meta(), Deployment: d}
 				if k < perJob-1 {
 					req.FailWith = "health: deployment failed"
