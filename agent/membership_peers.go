@@ -262,18 +262,33 @@ func (m *membership) reachesQuorumWithout(id raft.ServerID) error {
 	if err := f.Error(); err != nil {
 		return fmt.Errorf("read raft configuration: %w", err)
 	}
+	// The peers are probed at once: each probe may wait its whole timeout
+	// for a peer that is gone, and several may be gone.
+	type answer struct {
+		addr raft.ServerAddress
+		ok   bool
+	}
+	var probes []chan answer
 	voters, reached := 0, 0
-	var silent []string
 	for _, srv := range f.Configuration().Servers {
 		if srv.ID == id || srv.Suffrage != raft.Voter {
 			continue
 		}
 		voters++
-		switch {
-		case string(srv.ID) == m.s.nodeID, m.peerAnswers(srv.ID, srv.Address):
+		if string(srv.ID) == m.s.nodeID {
 			reached++
-		default:
-			silent = append(silent, string(srv.Address))
+			continue
+		}
+		c := make(chan answer, 1)
+		probes = append(probes, c)
+		go func() { c <- answer{srv.Address, m.peerAnswers(srv.ID, srv.Address)} }()
+	}
+	var silent []string
+	for _, c := range probes {
+		if a := <-c; a.ok {
+			reached++
+		} else {
+			silent = append(silent, string(a.addr))
 		}
 	}
 	if reached < voters/2+1 {
