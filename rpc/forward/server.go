@@ -184,8 +184,13 @@ type connState struct {
 	slots   chan struct{}
 	reqs    *inflight
 	running sync.WaitGroup
-	// watched is set once the peer asked for keepalives.
+	// watched is set once the peer asked for keepalives: their sender
+	// starts then, so a connection of a peer that never asks costs no
+	// timer.
 	watched atomic.Bool
+	// answered is closed once the connection's last request answered;
+	// the keepalives go on until then.
+	answered chan struct{}
 	// readEnded is closed when the read loop returns: a body waiting for
 	// its next chunk ends with an error.
 	readEnded chan struct{}
@@ -217,9 +222,8 @@ func (f *Server) serveConn(conn net.Conn) {
 		slots:     make(chan struct{}, MaxInFlight),
 		reqs:      &inflight{entries: map[uint64]*entry{}},
 		readEnded: make(chan struct{}),
+		answered:  make(chan struct{}),
 	}
-	// The keepalives go on until the connection's last request answered.
-	answered := make(chan struct{})
 	drained := false
 	defer func() {
 		close(c.readEnded)
@@ -235,7 +239,7 @@ func (f *Server) serveConn(conn net.Conn) {
 			conn.Close()
 			c.running.Wait()
 		}
-		close(answered)
+		close(c.answered)
 		f.mu.Lock()
 		delete(f.conns, conn)
 		f.mu.Unlock()
@@ -244,26 +248,21 @@ func (f *Server) serveConn(conn net.Conn) {
 		f.logger.Debug("forwarding connection lost before its first frame", "remote", c.remote, "error", err)
 		return
 	}
-	f.opts.Goroutines.Add(1)
-	go f.sendKeepalives(c, answered)
 	drained = f.readLoop(c)
 }
 
-// sendKeepalives sends a keepalive frame every f.keepalive once the peer
-// asked for them, until done closes. A failed write cuts the connection,
-// as a failed answer does.
-func (f *Server) sendKeepalives(c *connState, done <-chan struct{}) {
+// sendKeepalives sends a keepalive frame every f.keepalive, from the
+// peer's first request for them until the connection's last request
+// answered. A failed write cuts the connection, as a failed answer does.
+func (f *Server) sendKeepalives(c *connState) {
 	defer f.opts.Goroutines.Done()
 	tick := time.NewTicker(f.keepalive)
 	defer tick.Stop()
 	for {
 		select {
-		case <-done:
+		case <-c.answered:
 			return
 		case <-tick.C:
-		}
-		if !c.watched.Load() {
-			continue
 		}
 		_, err := c.out.write(context.Background(), &Response{Keepalive: true}, MaxAnswerFrame, time.Now().Add(f.opts.WriteTimeout))
 		if err != nil {
@@ -292,8 +291,9 @@ func (f *Server) readLoop(c *connState) (drained bool) {
 		if err != nil {
 			return f.draining()
 		}
-		if req.Keepalive {
-			c.watched.Store(true)
+		if req.Keepalive && c.watched.CompareAndSwap(false, true) {
+			f.opts.Goroutines.Add(1)
+			go f.sendKeepalives(c)
 		}
 		switch {
 		case req.Cancel:
