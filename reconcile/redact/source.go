@@ -136,11 +136,16 @@ func (s *sourceState) attribute(indent, key, sep, value string, force bool) (str
 	if v == "" || v == `""` || v == `"",` {
 		return indent + key + sep + value, true
 	}
-	if v[0] == '{' || v[0] == '[' {
-		if depth := brackets(v); depth > 0 {
-			s.depth = depth
+	// A value that goes on past its line (an open block, list, call or
+	// interpolation) is redacted to its end, whatever it starts with.
+	if depth := brackets(v); depth > 0 {
+		s.depth = depth
+		if v[0] == '{' || v[0] == '[' {
 			return indent + key + sep + v[:1], true
 		}
+		return indent + key + sep + redactedValue, true
+	}
+	if v[0] == '{' || v[0] == '[' {
 		v = strings.TrimRight(v, " \t")
 		comma := ""
 		if strings.HasSuffix(v, ",") {
@@ -164,11 +169,12 @@ func (s *sourceState) inHeredoc(line string) string {
 }
 
 // inSecret redacts a line inside a secret block or value: only its
-// closing brackets stay, and the key of an attribute.
+// closing brackets (and the quote after them) stay, and the key of an
+// attribute.
 func (s *sourceState) inSecret(line string) string {
 	s.depth = max(s.depth+brackets(line), 0)
 	trimmed := strings.TrimSpace(line)
-	if strings.Trim(trimmed, "}]),") == "" {
+	if strings.Trim(trimmed, "}]),\"") == "" {
 		return line
 	}
 	if blockLine.MatchString(line) {
@@ -286,21 +292,40 @@ func isWordByte(c byte) bool {
 }
 
 // brackets returns the brackets a text opens less those it closes,
-// outside quoted strings.
+// outside quoted strings; an interpolation (${ or %{) inside a string
+// counts as one, so a string whose interpolation spans lines is open.
 func brackets(text string) int {
-	n, inString, escaped := 0, false, false
-	for _, c := range text {
-		switch {
-		case escaped:
-			escaped = false
-		case inString && c == '\\':
-			escaped = true
-		case c == '"':
-			inString = !inString
-		case inString:
-		case c == '{' || c == '[' || c == '(':
+	// stack holds what is open: a string ('"'), a bracket, or an
+	// interpolation ('$') inside a string, which counts as a bracket.
+	n, escaped := 0, false
+	var stack []byte
+	for i := 0; i < len(text); i++ {
+		c := text[i]
+		if len(stack) > 0 && stack[len(stack)-1] == '"' {
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				stack = stack[:len(stack)-1]
+			case (c == '$' || c == '%') && i+1 < len(text) && text[i+1] == '{':
+				stack = append(stack, '$')
+				n++
+				i++
+			}
+			continue
+		}
+		switch c {
+		case '"':
+			stack = append(stack, '"')
+		case '{', '[', '(':
+			stack = append(stack, c)
 			n++
-		case c == '}' || c == ']' || c == ')':
+		case '}', ']', ')':
+			if len(stack) > 0 {
+				stack = stack[:len(stack)-1]
+			}
 			n--
 		}
 	}

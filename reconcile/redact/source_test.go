@@ -28,6 +28,24 @@ func TestSource_RedactsSecretsOfAJobFile(t *testing.T) {
 			secrets: []string{"tok-123", "pw@"},
 		},
 		{
+			name:    "secret value of a call over several lines",
+			in:      "env {\n  DB_CREDENTIALS = jsonencode({\n    pw = \"hunter2\"\n  })\n  PORT = \"8080\"\n}",
+			want:    "env {\n  DB_CREDENTIALS = \"(redacted)\"\n    pw = \"(redacted)\"\n  })\n  PORT = \"8080\"\n}",
+			secrets: []string{"hunter2"},
+		},
+		{
+			name:    "secret value in parentheses over several lines",
+			in:      "API_TOKEN = trimspace(\n  \"s3cr3t\"\n)\nNAME = \"web\"",
+			want:    "API_TOKEN = \"(redacted)\"\n  \"(redacted)\"\n)\nNAME = \"web\"",
+			secrets: []string{"s3cr3t"},
+		},
+		{
+			name:    "secret string whose interpolation spans lines",
+			in:      "DB_PASSWORD = \"${join(\"\", [\n  \"hun\", \"ter2\",\n])}\"\nNAME = \"web\"",
+			want:    "DB_PASSWORD = \"(redacted)\"\n  \"(redacted)\",\n])}\"\nNAME = \"web\"",
+			secrets: []string{"hun", "ter2"},
+		},
+		{
 			name:    "empty value stays",
 			in:      `SECRET_KEY = ""`,
 			want:    `SECRET_KEY = ""`,
