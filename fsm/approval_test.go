@@ -271,3 +271,30 @@ func TestExpiredBlockIsNoFailure(t *testing.T) {
 		t.Fatal("an expired deployment was approved")
 	}
 }
+
+// TestCreateRefusesWhatARestoreWould: a deployment needing more approvals
+// than a job may ask for, or whose plan diff nests deeper than a snapshot
+// reads back, is refused when it is created, and nothing is written.
+func TestCreateRefusesWhatARestoreWould(t *testing.T) {
+	deep := structs.DiffObject{Name: "leaf"}
+	for range structs.MaxDiffDepth {
+		deep = structs.DiffObject{Name: "block", Objects: []structs.DiffObject{deep}}
+	}
+	for name, change := range map[string]func(*structs.Deployment){
+		"too many approvals": func(d *structs.Deployment) { d.ApprovalsRequired = 101 },
+		"plan diff too deep": func(d *structs.Deployment) {
+			d.PlanDiff = &structs.PlanDiff{Groups: []structs.GroupDiff{{Name: "web", Objects: []structs.DiffObject{deep}}}}
+		},
+	} {
+		h := newHarness(t)
+		d := testDeployment("d1", "default", "web", 1, 1)
+		change(d)
+		err := h.apply(structs.DeploymentCreateRequestType, &structs.DeploymentCreateRequest{WriteMeta: h.meta("detector"), Deployment: d})
+		if !errors.Is(err, structs.ErrInvalid) {
+			t.Errorf("%s: create answered %v, want ErrInvalid", name, err)
+		}
+		if got, err := h.fsm.State().Deployment("d1"); err != nil || got != nil {
+			t.Errorf("%s: the deployment was written: %+v %v", name, got, err)
+		}
+	}
+}

@@ -9,6 +9,7 @@ import (
 	memdb "github.com/hashicorp/go-memdb"
 
 	"github.com/nops-dev/nops/structs"
+	"github.com/nops-dev/nops/structs/meta"
 )
 
 // ErrBadSnapshot wraps every reason a snapshot's state is refused.
@@ -157,7 +158,14 @@ func validCommitContext(d *structs.Deployment) error {
 			return err
 		}
 	}
-	return structs.CheckFileDiff("deployment "+d.ID+": file_diff", d.FileDiff)
+	if err := structs.CheckFileDiff("deployment "+d.ID+": file_diff", d.FileDiff); err != nil {
+		return err
+	}
+	// A deeper tree could not be read back from a snapshot.
+	if n := d.PlanDiff.Depth(); n > structs.MaxDiffDepth {
+		return invalid("deployment %s: plan_diff nests %d blocks deep, at most %d", d.ID, n, structs.MaxDiffDepth)
+	}
+	return nil
 }
 
 // validApprovalRules checks the approval rules a deployment was detected
@@ -165,6 +173,9 @@ func validCommitContext(d *structs.Deployment) error {
 func validApprovalRules(d *structs.Deployment) error {
 	if d.ApprovalsRequired < 0 || d.ApprovalTTL < 0 {
 		return invalid("deployment %s needs %d approvals within %s: neither may be negative", d.ID, d.ApprovalsRequired, d.ApprovalTTL)
+	}
+	if d.ApprovalsRequired > meta.MaxApprovals {
+		return invalid("deployment %s needs %d approvals, at most %d", d.ID, d.ApprovalsRequired, meta.MaxApprovals)
 	}
 	return nil
 }

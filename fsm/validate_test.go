@@ -106,6 +106,20 @@ func TestRestoreRefusesInvalidState(t *testing.T) {
 			r.obj.(*structs.Deployment).CommitMessage = strings.Repeat("x", structs.MaxTextLen+1)
 			return r
 		}()}, "commit_message: at most 4096 characters"},
+		{"plan diff nested too deep", []craftRecord{meta, func() craftRecord {
+			r := dep("d1", "web", structs.StateCompleted)
+			o := structs.DiffObject{Name: "leaf"}
+			for range structs.MaxDiffDepth {
+				o = structs.DiffObject{Name: "block", Objects: []structs.DiffObject{o}}
+			}
+			r.obj.(*structs.Deployment).PlanDiff = &structs.PlanDiff{Objects: []structs.DiffObject{o}}
+			return r
+		}()}, "plan diff nested too deep"},
+		{"deployment needing too many approvals", []craftRecord{meta, func() craftRecord {
+			r := dep("d1", "web", structs.StatePendingApproval)
+			r.obj.(*structs.Deployment).ApprovalsRequired = 1000
+			return r
+		}()}, "needs 1000 approvals, at most 100"},
 		{"deployment with a negative approval TTL", []craftRecord{meta, func() craftRecord {
 			r := dep("d1", "web", structs.StatePendingApproval)
 			r.obj.(*structs.Deployment).ApprovalTTL = -time.Hour

@@ -68,3 +68,27 @@ type DiffField struct {
 // specification nests a few levels deep, and a deeper tree is refused when
 // read back from a snapshot.
 const MaxDiffDepth = 16
+
+// Depth returns how deep the blocks of the tree nest: 0 with no block, 1
+// with blocks that hold none. A tree deeper than MaxDiffDepth is refused.
+func (p *PlanDiff) Depth() int {
+	if p == nil {
+		return 0
+	}
+	depth := objectsDepth(p.Objects)
+	for _, g := range p.Groups {
+		depth = max(depth, objectsDepth(g.Objects))
+		for _, t := range g.Tasks {
+			depth = max(depth, objectsDepth(t.Objects))
+		}
+	}
+	return depth
+}
+
+func objectsDepth(objects []DiffObject) int {
+	depth := 0
+	for _, o := range objects {
+		depth = max(depth, 1+objectsDepth(o.Objects))
+	}
+	return depth
+}

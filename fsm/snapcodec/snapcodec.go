@@ -519,6 +519,10 @@ func decodeTaskDiffField(r *Reader, t *structs.TaskDiff, i int) (err error) {
 // decodeDiffObjects reads the blocks of a diff at a depth; a tree nested
 // deeper than structs.MaxDiffDepth is refused.
 func decodeDiffObjects(r *Reader, depth int) ([]structs.DiffObject, error) {
+	// Below the deepest blocks stands a nil: read it first.
+	if r.takeNil() {
+		return nil, nil
+	}
 	if depth > structs.MaxDiffDepth {
 		return nil, errors.New("plan diff nested too deep")
 	}
@@ -843,7 +847,6 @@ func (r *Reader) be(n int) (uint64, error) {
 	return v, nil
 }
 
-// arrayLen reads an array header and returns its length, or -1 for a nil.
 // takeNil reports whether the next value is nil, and reads it if it is.
 func (r *Reader) takeNil() bool {
 	if r.i < len(r.b) && r.b[r.i] == 0xc0 {
@@ -853,6 +856,7 @@ func (r *Reader) takeNil() bool {
 	return false
 }
 
+// arrayLen reads an array header and returns its length, or -1 for a nil.
 func (r *Reader) arrayLen() (int, error) {
 	c, err := r.next()
 	if err != nil {

@@ -213,11 +213,25 @@ func TestPlanDiffRoundTrip(t *testing.T) {
 		}
 	}
 
-	deep := structs.DiffObject{Name: "leaf"}
-	for range structs.MaxDiffDepth {
-		deep = structs.DiffObject{Name: "block", Objects: []structs.DiffObject{deep}}
+	// The deepest tree allowed, as nomadx cuts one (nil below its last
+	// blocks), reads back.
+	deepest := structs.DiffObject{Name: "leaf"}
+	for range structs.MaxDiffDepth - 1 {
+		deepest = structs.DiffObject{Name: "block", Objects: []structs.DiffObject{deepest}}
 	}
-	b, _ := AppendDeployment(nil, &structs.Deployment{ID: "d", PlanDiff: &structs.PlanDiff{Objects: []structs.DiffObject{deep}}})
+	tree := &structs.PlanDiff{Objects: []structs.DiffObject{deepest}}
+	if n := tree.Depth(); n != structs.MaxDiffDepth {
+		t.Fatalf("the deepest tree is %d deep, want %d", n, structs.MaxDiffDepth)
+	}
+	b, _ := AppendDeployment(nil, &structs.Deployment{ID: "d", PlanDiff: tree})
+	var got structs.Deployment
+	if err := DecodeDeployment(&Reader{b: b}, &got); err != nil || !reflect.DeepEqual(got.PlanDiff, tree) {
+		t.Errorf("a tree %d deep did not read back: %v", structs.MaxDiffDepth, err)
+	}
+
+	deep := deepest
+	deep = structs.DiffObject{Name: "block", Objects: []structs.DiffObject{deep}}
+	b, _ = AppendDeployment(nil, &structs.Deployment{ID: "d", PlanDiff: &structs.PlanDiff{Objects: []structs.DiffObject{deep}}})
 	if err := DecodeDeployment(&Reader{b: b}, &structs.Deployment{}); err == nil || !strings.Contains(err.Error(), "too deep") {
 		t.Errorf("a tree nested %d deep was read: %v", structs.MaxDiffDepth+1, err)
 	}
