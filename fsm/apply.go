@@ -490,6 +490,13 @@ func (w *writer) deploymentDecision(req *structs.DeploymentDecisionRequest) erro
 	if d.State != structs.StatePendingApproval {
 		return conflict("deployment %s is %s, not pending approval: cannot %s it", d.ID, d.State, req.Decision)
 	}
+	// Past its approval TTL (by the entry's stamped time, whether or not
+	// the leader has proposed the expiry yet) the deployment takes no
+	// decision: it ends expired, which blocks nothing, not rejected.
+	if at := d.ApprovalExpiresAt(); !at.IsZero() && !req.Time.Before(at) {
+		return conflict("deployment %s expired at %s: its approval TTL (nops_approval_ttl %s) ran out; a commit, a live change or a retry creates a new one",
+			d.ID, at.Format(time.RFC3339), d.ApprovalTTL)
+	}
 	if req.Decision == structs.DecisionApprove {
 		if err := w.mayApprove(req, d); err != nil {
 			return err
@@ -522,17 +529,11 @@ func (w *writer) deploymentDecision(req *structs.DeploymentDecisionRequest) erro
 	return w.move(req.WriteMeta, d, to, by, msg)
 }
 
-// mayApprove checks that the request's identity may approve d now: its
-// approval TTL has not run out by the entry's stamped time (whether or not
-// the leader has proposed its expiry yet), the job is not paused (a sync
-// window does not block an approval, SPEC section 6), under forbid_self the
-// identity is not the author of d's commit, and it has not approved d
-// already.
+// mayApprove checks that the request's identity may approve d now: the
+// job is not paused (a sync window does not block an approval, SPEC
+// section 6), under forbid_self the identity is not the author or the
+// committer of d's commit, and it has not approved d already.
 func (w *writer) mayApprove(req *structs.DeploymentDecisionRequest, d *structs.Deployment) error {
-	if at := d.ApprovalExpiresAt(); !at.IsZero() && !req.Time.Before(at) {
-		return conflict("deployment %s expired at %s: its approval TTL (nops_approval_ttl %s) ran out; a commit, a live change or a retry creates a new one",
-			d.ID, at.Format(time.RFC3339), d.ApprovalTTL)
-	}
 	pause, err := pausedTxn(w.reads, d.Namespace, d.JobID)
 	if err != nil {
 		return err
