@@ -472,7 +472,7 @@ func (s *Server) Apply(t structs.MessageType, req any) (uint64, error) {
 // commit) and returns its index and the FSM's answer once this server
 // applied it. Raft's not-leader errors become structs.ErrNotLeader.
 func (s *Server) raftApply(t structs.MessageType, req any) (uint64, any, error) {
-	if err := checkMinimumVersion(t, s.gossip.Load(), s.config.Region); err != nil {
+	if err := checkMinimumVersion(t, req, s.gossip.Load(), s.config.Region); err != nil {
 		return 0, nil, err
 	}
 	buf, err := structs.Encode(t, req)

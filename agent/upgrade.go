@@ -32,6 +32,34 @@ var minVersions = func() map[structs.MessageType]*version.Version {
 	return m
 }()
 
+// approvalRulesVersion is the first version whose FSM applies the
+// approval rules (SPEC section 20). They travel in message types older
+// than them: a deployment that needs more than one approval or has a TTL,
+// an approval under forbid_self, and an expiry. An older FSM would take a
+// first approval for the last and refuse an expiry, and its state would
+// part from the others'; so these requests wait for every server too.
+func approvalRulesVersion() *version.Version { return version.Must(version.NewVersion("0.2.0")) }
+
+// requestMinVersion returns the version a request needs of every server
+// beyond its message type's, or nil.
+func requestMinVersion(req any) *version.Version {
+	switch r := req.(type) {
+	case *structs.DeploymentCreateRequest:
+		if d := r.Deployment; d != nil && (d.ApprovalsRequired > 1 || d.ApprovalTTL > 0) {
+			return approvalRulesVersion()
+		}
+	case *structs.DeploymentDecisionRequest:
+		if r.ForbidSelf {
+			return approvalRulesVersion()
+		}
+	case *structs.DeploymentTransitionRequest:
+		if r.To == structs.StateExpired {
+			return approvalRulesVersion()
+		}
+	}
+	return nil
+}
+
 // ServersTooOldError is a write refused because some servers run a version
 // older than the one that introduced its message type.
 type ServersTooOldError struct {
@@ -50,11 +78,15 @@ func (e *ServersTooOldError) Error() string {
 // refuses the write until it changes.
 func (e *ServersTooOldError) Unwrap() error { return structs.ErrConflict }
 
-// checkMinimumVersion refuses a message type that some server of the
-// cluster, alive or failed (a failed server may come back), is too old to
-// apply. A server whose version does not parse counts as too old.
-func checkMinimumVersion(t structs.MessageType, g *serf.Serf, region string) error {
+// checkMinimumVersion refuses a message type, or a request of it, that
+// some server of the cluster, alive or failed (a failed server may come
+// back), is too old to apply. A server whose version does not parse
+// counts as too old.
+func checkMinimumVersion(t structs.MessageType, req any, g *serf.Serf, region string) error {
 	min, ok := minVersions[t&^structs.IgnoreUnknownTypeFlag]
+	if v := requestMinVersion(req); v != nil && (!ok || v.GreaterThan(min)) {
+		min, ok = v, true
+	}
 	if !ok || g == nil {
 		return nil
 	}

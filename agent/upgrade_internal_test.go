@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	version "github.com/hashicorp/go-version"
 	"github.com/hashicorp/raft"
@@ -117,5 +118,40 @@ func TestAllServersTagged(t *testing.T) {
 	// Before gossip runs, nothing is known of the others.
 	if canBatch(nil, nil, "global") {
 		t.Fatal("a server without gossip packs batch entries")
+	}
+}
+
+// TestRequestMinVersion: the requests that carry the approval rules in
+// older message types wait for every server to apply the rules; the same
+// message types without them do not.
+func TestRequestMinVersion(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		req   any
+		needs bool
+	}{
+		{"one approval", &structs.DeploymentCreateRequest{Deployment: &structs.Deployment{ApprovalsRequired: 1}}, false},
+		{"two approvals", &structs.DeploymentCreateRequest{Deployment: &structs.Deployment{ApprovalsRequired: 2}}, true},
+		{"an approval TTL", &structs.DeploymentCreateRequest{Deployment: &structs.Deployment{ApprovalTTL: time.Hour}}, true},
+		{"an approval", &structs.DeploymentDecisionRequest{Decision: structs.DecisionApprove}, false},
+		{"an approval under forbid_self", &structs.DeploymentDecisionRequest{Decision: structs.DecisionApprove, ForbidSelf: true}, true},
+		{"a move to applying", &structs.DeploymentTransitionRequest{To: structs.StateApplying}, false},
+		{"an expiry", &structs.DeploymentTransitionRequest{To: structs.StateExpired}, true},
+		{"another request", &structs.PauseRequest{}, false},
+	} {
+		v := requestMinVersion(tc.req)
+		if got := v != nil; got != tc.needs {
+			t.Errorf("%s: needs a version: %v, want %v", tc.name, got, tc.needs)
+			continue
+		}
+		if v == nil {
+			continue
+		}
+		err := serversMeetMinimumVersion(structs.DeploymentCreateRequestType, v,
+			[]serf.Member{member("a", "0.2.0", "global", serf.StatusAlive), member("b", "0.1.4", "global", serf.StatusAlive)}, "global")
+		var tooOld *ServersTooOldError
+		if !errors.As(err, &tooOld) || strings.Join(tooOld.Servers, ",") != "b (0.1.4)" {
+			t.Errorf("%s with a 0.1.4 server: %v, want it named too old", tc.name, err)
+		}
 	}
 }

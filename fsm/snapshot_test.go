@@ -28,6 +28,7 @@ func populate(t testing.TB, h *harness) {
 	full := testDeployment("full", "default", "web", 2, 1)
 	full.Policy = structs.PolicyApproval
 	full.CommitMessage, full.CommitAuthor = "Bump web to v2\n\nThe new image.", "Ops <ops@example.com>"
+	full.CommitCommitter = "Release Bot <bot@example.com>"
 	full.CommitTime, full.CommitURL = h.now.Add(-time.Hour), "https://git.example.com/ops/jobs/commit/"+full.Commit
 	full.FileDiff = "--- a/jobs/web.nomad.hcl\n+++ b/jobs/web.nomad.hcl\n@@ -1 +1 @@\n-image = \"web:1\"\n+image = \"web:2\"\n"
 	full.ApprovalsRequired, full.ApprovalTTL = 2, 72*time.Hour

@@ -19,6 +19,7 @@ import (
 func (m *Detector) commitContext(ctx context.Context, d *declared, dep *structs.Deployment) error {
 	dep.CommitMessage = structs.TruncateText(d.info.Message, structs.MaxTextLen)
 	dep.CommitAuthor = structs.TruncateText(d.info.Author, structs.MaxTextLen)
+	dep.CommitCommitter = structs.TruncateText(d.info.Committer, structs.MaxTextLen)
 	dep.CommitTime = d.info.Time
 	if len(d.info.URL) <= structs.MaxTextLen {
 		dep.CommitURL = d.info.URL

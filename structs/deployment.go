@@ -286,6 +286,10 @@ type Deployment struct {
 	CommitTime    time.Time `json:"commit_time,omitzero"`
 	CommitURL     string    `json:"commit_url,omitempty"`
 	FileDiff      string    `json:"file_diff,omitempty"`
+	// CommitCommitter is who applied the commit ("Name <email>"), which
+	// differs from its author after a rebase or a cherry-pick; forbid_self
+	// refuses the approval of either.
+	CommitCommitter string `json:"commit_committer,omitempty"`
 	// ApprovalsRequired is how many approvals, each from a distinct
 	// identity, the deployment needs to leave pending_approval: its job's
 	// nops_approvals at detection (SPEC section 20). 0, as on a
@@ -387,8 +391,12 @@ func (d *Deployment) ApprovalExpiresAt() time.Time {
 // button, so both say the same.
 func (d *Deployment) ApprovalRefusal(actor string, forbidSelf bool) error {
 	if forbidSelf && d.AuthoredBy(actor) {
-		return fmt.Errorf("%w: approval forbid_self: %s wrote commit %s (author %s) and may not approve its deployment %s; another identity must",
-			ErrForbidden, actor, ShortID(d.Commit), d.CommitAuthor, d.ID)
+		who := "author " + d.CommitAuthor
+		if d.CommitCommitter != "" && d.CommitCommitter != d.CommitAuthor {
+			who += ", committer " + d.CommitCommitter
+		}
+		return fmt.Errorf("%w: approval forbid_self: %s wrote commit %s (%s) and may not approve its deployment %s; another identity must",
+			ErrForbidden, actor, ShortID(d.Commit), who, d.ID)
 	}
 	if d.ApprovedBy(actor) {
 		return fmt.Errorf("%w: nops_approvals: %s already approved deployment %s; it needs %d approvals from distinct identities, and one identity counts once",
@@ -397,16 +405,22 @@ func (d *Deployment) ApprovalRefusal(actor string, forbidSelf bool) error {
 	return nil
 }
 
-// AuthoredBy reports whether identity is the author of d's commit: its
-// name is the author's name or email, without regard to case. An empty
-// identity, or a deployment whose author is not known, matches nothing.
+// AuthoredBy reports whether identity wrote d's commit: its name is the
+// name or email of the commit's author or of its committer, without
+// regard to case. An empty identity, or a deployment whose author and
+// committer are not known, matches nothing.
 func (d *Deployment) AuthoredBy(identity string) bool {
 	identity = strings.TrimSpace(identity)
 	if identity == "" {
 		return false
 	}
-	name, email := SplitAuthor(d.CommitAuthor)
-	return (name != "" && strings.EqualFold(identity, name)) || (email != "" && strings.EqualFold(identity, email))
+	for _, who := range []string{d.CommitAuthor, d.CommitCommitter} {
+		name, email := SplitAuthor(who)
+		if (name != "" && strings.EqualFold(identity, name)) || (email != "" && strings.EqualFold(identity, email)) {
+			return true
+		}
+	}
+	return false
 }
 
 // SplitAuthor splits a git identity, "Name <email>", into its name and

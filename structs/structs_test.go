@@ -509,6 +509,18 @@ func TestDeployment_Approvals(t *testing.T) {
 	if (&Deployment{}).AuthoredBy("anonymous") {
 		t.Fatal("a deployment of an unknown author has one")
 	}
+	// The committer (who rebased or cherry-picked the commit) may not
+	// approve either, and the refusal names both.
+	d.CommitCommitter = "Grace Hopper <grace@example.com>"
+	for _, who := range []string{"Grace Hopper", "grace@example.com", "Ada Lovelace"} {
+		err := d.ApprovalRefusal(who, true)
+		if !errors.Is(err, ErrForbidden) || !strings.Contains(err.Error(), "committer Grace Hopper <grace@example.com>") {
+			t.Fatalf("%q, who wrote the commit, may approve under forbid_self: %v", who, err)
+		}
+	}
+	if d.AuthoredBy("carol") {
+		t.Fatal("carol counts as the author or the committer")
+	}
 	for author, want := range map[string][2]string{
 		"Ada Lovelace <ada@example.com>": {"Ada Lovelace", "ada@example.com"},
 		"<bot@example.com>":              {"", "bot@example.com"},

@@ -39,7 +39,7 @@ import (
 // TestSnapshotCodecCoversEveryField fails when a field is added to a
 // struct and not here.
 const (
-	deploymentFields = 40
+	deploymentFields = 41
 	frozenHookFields = 8
 	hookRunFields    = 9
 	decisionFields   = 4
@@ -106,7 +106,8 @@ func AppendDeployment(b []byte, d *structs.Deployment) ([]byte, error) {
 	b = mpString(b, d.FileDiff)
 	b = mpInt(b, int64(d.ApprovalsRequired))
 	b = mpInt(b, int64(d.ApprovalTTL))
-	return appendPlanDiff(b, d.PlanDiff), nil
+	b = appendPlanDiff(b, d.PlanDiff)
+	return mpString(b, d.CommitCommitter), nil
 }
 
 // appendPlanDiff appends a deployment's plan diff tree.
@@ -356,6 +357,8 @@ func decodeDeploymentField(r *Reader, d *structs.Deployment, i int) (err error) 
 		err = r.durationTo(&d.ApprovalTTL)
 	case 39:
 		d.PlanDiff, err = decodePlanDiff(r)
+	case 40:
+		err = r.symTo(&d.CommitCommitter)
 	default:
 		err = r.skip(0)
 	}

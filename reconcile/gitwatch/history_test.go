@@ -12,7 +12,8 @@ import (
 )
 
 // TestSnapshot_CommitInfo: a snapshot says the commit's message, author,
-// time and link.
+// committer (here the repository's user, who is not the author), time and
+// link.
 func TestSnapshot_CommitInfo(t *testing.T) {
 	repo := testutil.NewGitRepo(t)
 	repo.WriteFile("web.nomad.hcl", `job "web" {}`)
@@ -22,7 +23,7 @@ func TestSnapshot_CommitInfo(t *testing.T) {
 		t.Fatal(err)
 	}
 	info := w.Snapshot("r").Info
-	if info.Message != "Bump web to v2\n\nThe new image.\n" || info.Author != "Ada Lovelace <ada@example.com>" ||
+	if info.Message != "Bump web to v2\n\nThe new image.\n" || info.Author != "Ada Lovelace <ada@example.com>" || info.Committer != "Nops Test <test@nops.invalid>" ||
 		info.URL != "https://git.example.com/ops/jobs/commit/"+head || time.Since(info.Time) > time.Hour || info.Time.Location() != time.UTC {
 		t.Fatalf("commit info: %+v", info)
 	}

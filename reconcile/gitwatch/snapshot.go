@@ -29,22 +29,28 @@ type Snapshot struct {
 }
 
 // CommitInfo is what a commit says of itself: its message, its author
-// ("Name <email>") and when they wrote it, and its link in the
-// repository's web UI (CommitURL), or "".
+// and its committer ("Name <email>"; the committer is the one who applied
+// it, as a rebase or a cherry-pick does), when the author wrote it, and
+// its link in the repository's web UI (CommitURL), or "".
 type CommitInfo struct {
-	Message string
-	Author  string
-	Time    time.Time
-	URL     string
+	Message   string
+	Author    string
+	Committer string
+	Time      time.Time
+	URL       string
 }
 
-// commitInfo reads a commit's message, author and time.
+// commitInfo reads a commit's message, author, committer and time.
 func commitInfo(c *object.Commit) CommitInfo {
-	author := c.Author.Name
-	if c.Author.Email != "" {
-		author = strings.TrimSpace(author + " <" + c.Author.Email + ">")
+	return CommitInfo{Message: c.Message, Author: identity(c.Author), Committer: identity(c.Committer), Time: c.Author.When.UTC()}
+}
+
+// identity writes a git signature as "Name <email>".
+func identity(s object.Signature) string {
+	if s.Email == "" {
+		return s.Name
 	}
-	return CommitInfo{Message: c.Message, Author: author, Time: c.Author.When.UTC()}
+	return strings.TrimSpace(s.Name + " <" + s.Email + ">")
 }
 
 // JobFile is one job file and its optional variables file.

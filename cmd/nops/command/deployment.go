@@ -151,6 +151,9 @@ func (m *runner) printDeployment(d *structs.Deployment, verbose, fileDiff bool) 
 		"Subject", orDash(d.CommitSubject()),
 		"Author", orDash(d.CommitAuthor),
 	}
+	if d.CommitCommitter != "" && d.CommitCommitter != d.CommitAuthor {
+		pairs = append(pairs, "Committer", d.CommitCommitter)
+	}
 	if !d.CommitTime.IsZero() {
 		pairs = append(pairs, "Committed", m.timeAgo(d.CommitTime))
 	}
