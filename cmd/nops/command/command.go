@@ -53,7 +53,7 @@ const (
 // Run runs the nops command line with args (without the program name) and
 // returns the exit code.
 func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	m := &runner{stdout: stdout, stderr: stderr, lookupEnv: os.LookupEnv, now: time.Now}
+	m := &runner{stdout: termSafe{stdout}, stderr: termSafe{stderr}, lookupEnv: os.LookupEnv, now: time.Now}
 	return m.run(ctx, args)
 }
 

@@ -2,6 +2,7 @@ package command
 
 import (
 	"fmt"
+	"io"
 	"strings"
 	"time"
 
@@ -95,4 +96,32 @@ func yesNo(b bool) string {
 // oneLine collapses whitespace so a message fits one table cell.
 func oneLine(s string) string {
 	return strings.Join(strings.Fields(s), " ")
+}
+
+// termSafe writes what it is given without the control characters that
+// text from a server could carry to a terminal: ESC and the other C0
+// controls but tab and newline, carriage return (it rewrites a line),
+// DEL, and the C1 controls (U+0080 to U+009F). A commit message, a
+// comment or an error then cannot move the cursor or repaint the screen.
+// JSON output is unchanged: its strings escape every control character.
+type termSafe struct{ w io.Writer }
+
+func (t termSafe) Write(p []byte) (int, error) {
+	clean := make([]byte, 0, len(p))
+	for i := 0; i < len(p); i++ {
+		c := p[i]
+		switch {
+		case c == '\t' || c == '\n':
+		case c < 0x20 || c == 0x7f:
+			continue
+		case c == 0xc2 && i+1 < len(p) && p[i+1] >= 0x80 && p[i+1] <= 0x9f:
+			i++
+			continue
+		}
+		clean = append(clean, c)
+	}
+	if _, err := t.w.Write(clean); err != nil {
+		return 0, err
+	}
+	return len(p), nil
 }

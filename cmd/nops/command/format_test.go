@@ -1,6 +1,7 @@
 package command
 
 import (
+	"strings"
 	"testing"
 	"time"
 )
@@ -52,5 +53,20 @@ func TestTimeAgoAndSince(t *testing.T) {
 		if _, err := m.resolveSince(bad); err == nil {
 			t.Errorf("resolveSince(%q): no error", bad)
 		}
+	}
+}
+
+// TestTermSafe: what a commit message or a comment could carry to a
+// terminal (an escape sequence, a carriage return, a C1 control, DEL) is
+// dropped; text, tabs, newlines and other UTF-8 characters stay.
+func TestTermSafe(t *testing.T) {
+	var b strings.Builder
+	in := "Bump web\x1b[2J\x1b]0;owned\x07 to v2\r\nAda \u009b31m Lovelace\x7f\tété 日本\n"
+	n, err := termSafe{&b}.Write([]byte(in))
+	if err != nil || n != len(in) {
+		t.Fatalf("wrote %d of %d: %v", n, len(in), err)
+	}
+	if want := "Bump web[2J]0;owned to v2\nAda 31m Lovelace\tété 日本\n"; b.String() != want {
+		t.Fatalf("wrote %q, want %q", b.String(), want)
 	}
 }
