@@ -74,6 +74,19 @@ func (a *apiBase) aclEnabled() error {
 	return nil
 }
 
+// aclBody refuses a request while ACLs are disabled, and decodes the
+// body of one into a new T.
+func aclBody[T any](a *apiBase, r *http.Request) (*T, error) {
+	if err := a.aclEnabled(); err != nil {
+		return nil, err
+	}
+	var v T
+	if err := decode(r, &v); err != nil {
+		return nil, err
+	}
+	return &v, nil
+}
+
 // Bounds of the names and texts of ACL objects, which every server keeps in
 // memory and every token lookup may list.
 const (
@@ -173,11 +186,8 @@ func (a *aclAPI) aclPolicyGet(_ http.ResponseWriter, r *http.Request) (any, erro
 }
 
 func (a *aclAPI) aclPolicyPut(_ http.ResponseWriter, r *http.Request) (any, error) {
-	if err := a.aclEnabled(); err != nil {
-		return nil, err
-	}
-	var spec structs.ACLPolicySpec
-	if err := decode(r, &spec); err != nil {
+	spec, err := aclBody[structs.ACLPolicySpec](a.apiBase, r)
+	if err != nil {
 		return nil, err
 	}
 	name := r.PathValue("name")
@@ -264,11 +274,8 @@ func (a *aclAPI) missingRoles(names []string) []string {
 }
 
 func (a *aclAPI) aclRolePut(_ http.ResponseWriter, r *http.Request) (any, error) {
-	if err := a.aclEnabled(); err != nil {
-		return nil, err
-	}
-	var spec structs.ACLRoleSpec
-	if err := decode(r, &spec); err != nil {
+	spec, err := aclBody[structs.ACLRoleSpec](a.apiBase, r)
+	if err != nil {
 		return nil, err
 	}
 	name := r.PathValue("name")
@@ -365,18 +372,15 @@ func (a *aclAPI) checkTokenSpec(spec *structs.ACLTokenSpec) []string {
 }
 
 func (a *aclAPI) aclTokenCreate(_ http.ResponseWriter, r *http.Request) (any, error) {
-	if err := a.aclEnabled(); err != nil {
-		return nil, err
-	}
-	var spec structs.ACLTokenSpec
-	if err := decode(r, &spec); err != nil {
+	spec, err := aclBody[structs.ACLTokenSpec](a.apiBase, r)
+	if err != nil {
 		return nil, err
 	}
 	if spec.Type == "" {
 		spec.Type = structs.ACLClientToken
 	}
 	meta := writeMeta(r)
-	problems := a.checkTokenSpec(&spec)
+	problems := a.checkTokenSpec(spec)
 	var expires time.Time
 	switch {
 	case spec.ExpirationTime != nil && spec.ExpirationTTL != "":
@@ -408,11 +412,8 @@ func (a *aclAPI) aclTokenCreate(_ http.ResponseWriter, r *http.Request) (any, er
 }
 
 func (a *aclAPI) aclTokenUpdate(_ http.ResponseWriter, r *http.Request) (any, error) {
-	if err := a.aclEnabled(); err != nil {
-		return nil, err
-	}
-	var spec structs.ACLTokenSpec
-	if err := decode(r, &spec); err != nil {
+	spec, err := aclBody[structs.ACLTokenSpec](a.apiBase, r)
+	if err != nil {
 		return nil, err
 	}
 	old, err := a.s.State().ACL().Token(r.PathValue("accessor_id"))
@@ -425,7 +426,7 @@ func (a *aclAPI) aclTokenUpdate(_ http.ResponseWriter, r *http.Request) (any, er
 	if spec.Type == "" {
 		spec.Type = old.Type
 	}
-	problems := a.checkTokenSpec(&spec)
+	problems := a.checkTokenSpec(spec)
 	if spec.ExpirationTime != nil || spec.ExpirationTTL != "" {
 		problems = append(problems, "the expiry of a token cannot change: create a new token")
 	}
@@ -529,11 +530,8 @@ func checkAuthMethod(m *structs.ACLAuthMethod) []string {
 }
 
 func (a *aclAPI) aclAuthMethodPut(_ http.ResponseWriter, r *http.Request) (any, error) {
-	if err := a.aclEnabled(); err != nil {
-		return nil, err
-	}
-	var spec structs.ACLAuthMethodSpec
-	if err := decode(r, &spec); err != nil {
+	spec, err := aclBody[structs.ACLAuthMethodSpec](a.apiBase, r)
+	if err != nil {
 		return nil, err
 	}
 	name := r.PathValue("name")
@@ -613,14 +611,11 @@ func (a *aclAPI) checkBindingRule(spec *structs.ACLBindingRuleSpec) []string {
 }
 
 func (a *aclAPI) putBindingRule(r *http.Request, id string, create bool) (any, error) {
-	if err := a.aclEnabled(); err != nil {
+	spec, err := aclBody[structs.ACLBindingRuleSpec](a.apiBase, r)
+	if err != nil {
 		return nil, err
 	}
-	var spec structs.ACLBindingRuleSpec
-	if err := decode(r, &spec); err != nil {
-		return nil, err
-	}
-	problems := a.checkBindingRule(&spec)
+	problems := a.checkBindingRule(spec)
 	if spec.ID != "" && spec.ID != id {
 		problems = append(problems, fmt.Sprintf("id: body names %q but the path names %q", spec.ID, id))
 	}
