@@ -66,7 +66,7 @@ func hookMetaKeys() []string {
 
 // ServiceJobHCL returns a service job whose task runs for an hour, with an
 // update block tuned for a fast Nomad deployment. With no options it has no
-// meta; add WithMeta("nops_managed", "true") for a job Nops manages.
+// meta; add WithManaged for a job Nops manages.
 func ServiceJobHCL(id string, opts ...JobOption) string {
 	spec := &jobSpec{
 		id:               id,
@@ -113,6 +113,15 @@ func HookJobHCL(id string, opts ...JobOption) string {
 // WithNamespace sets the job's namespace (default: the agent's default).
 func WithNamespace(ns string) JobOption {
 	return func(s *jobSpec) { s.namespace = ns }
+}
+
+// WithManaged makes the job one Nops manages (meta nops_managed = "true")
+// with the given policy (meta nops_policy).
+func WithManaged(policy string) JobOption {
+	return func(s *jobSpec) {
+		WithMeta("nops_managed", "true")(s)
+		WithMeta("nops_policy", policy)(s)
+	}
 }
 
 // WithMeta sets one key of the job's meta.
