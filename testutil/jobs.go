@@ -98,16 +98,11 @@ func BatchJobHCL(id string, opts ...JobOption) string {
 // other keys. Its task is neither restarted nor rescheduled, so a failed run
 // is final.
 func HookJobHCL(id string, opts ...JobOption) string {
-	spec := &jobSpec{
-		id:            id,
-		jobType:       "batch",
-		count:         1,
-		runFor:        100 * time.Millisecond,
-		parameterized: true,
-		metaOptional:  hookMetaKeys(),
-		meta:          map[string]string{"nops_role": "hook"},
+	hook := func(s *jobSpec) {
+		s.parameterized, s.metaOptional = true, hookMetaKeys()
+		s.meta = map[string]string{"nops_role": "hook"}
 	}
-	return spec.render(opts)
+	return BatchJobHCL(id, append([]JobOption{hook}, opts...)...)
 }
 
 // WithNamespace sets the job's namespace (default: the agent's default).
