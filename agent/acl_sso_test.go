@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"encoding/pem"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
 	"strings"
@@ -56,6 +57,31 @@ func startSSO(t *testing.T) (*nopstest.Server, string) {
 	return s, mgmt
 }
 
+// startOIDCProvider starts an OIDC provider, stopped when the test ends,
+// that knows the client "nops" (secret "client-secret") and lets it
+// redirect to the URI it returns.
+func startOIDCProvider(t *testing.T) (*oidc.TestProvider, string) {
+	t.Helper()
+	p := oidc.StartTestProvider(t)
+	t.Cleanup(p.Stop)
+	redirect := "http://127.0.0.1:4649/oidc/callback"
+	p.SetAllowedRedirectURIs([]string{redirect})
+	p.SetClientCreds("nops", "client-secret")
+	return p, redirect
+}
+
+// oidcMethodConfig is the config of an OIDC auth method on p for the
+// client of startOIDCProvider, naming users by email, with extra added.
+func oidcMethodConfig(p *oidc.TestProvider, redirect string, extra map[string]any) map[string]any {
+	c := map[string]any{
+		"oidc_discovery_url": p.Addr(), "oidc_client_id": "nops", "oidc_client_secret": "client-secret",
+		"allowed_redirect_uris": []string{redirect}, "discovery_ca_pem": []string{p.CACert()},
+		"bound_audiences": []string{"nops"}, "signing_algs": []string{"ES256"}, "user_claim": "email",
+	}
+	maps.Copy(c, extra)
+	return c
+}
+
 // TestACL_OIDCLogin runs the authorization code flow with PKCE against a
 // real OIDC provider running in the test: a user whose groups match a
 // binding rule gets a token with the bound policy and role, named after
@@ -63,21 +89,13 @@ func startSSO(t *testing.T) (*nopstest.Server, string) {
 // expires with the method's TTL and is refused after it.
 func TestACL_OIDCLogin(t *testing.T) {
 	s, mgmt := startSSO(t)
-	p := oidc.StartTestProvider(t)
-	defer p.Stop()
-	redirect := "http://127.0.0.1:4649/oidc/callback"
-	p.SetAllowedRedirectURIs([]string{redirect})
-	p.SetClientCreds("nops", "client-secret")
+	p, redirect := startOIDCProvider(t)
 
 	aclCall(t, s, mgmt, "PUT", "/v1/acl/auth-method/corp", map[string]any{
 		"type": "oidc", "token_ttl": "3s", "default": true,
-		"config": map[string]any{
-			"oidc_discovery_url": p.Addr(), "oidc_client_id": "nops", "oidc_client_secret": "client-secret",
-			"allowed_redirect_uris": []string{redirect}, "discovery_ca_pem": []string{p.CACert()},
-			"bound_audiences": []string{"nops"}, "signing_algs": []string{"ES256"},
+		"config": oidcMethodConfig(p, redirect, map[string]any{
 			"claim_mappings": map[string]string{"email": "email"}, "list_claim_mappings": map[string]string{"groups": "groups"},
-			"user_claim": "email",
-		}}).ok(t, "auth method", nil)
+		})}).ok(t, "auth method", nil)
 	// The client secret never comes back.
 	if a := aclCall(t, s, mgmt, "GET", "/v1/acl/auth-method/corp", nil); strings.Contains(string(a.body), "client-secret") {
 		t.Fatalf("the auth method answer shows its client secret: %s", a.body)
@@ -228,18 +246,10 @@ func TestACL_JWTLogin(t *testing.T) {
 // the code is exchanged, even with a code the provider would accept.
 func TestACL_OIDCStateChecked(t *testing.T) {
 	s, mgmt := startSSO(t)
-	p := oidc.StartTestProvider(t)
-	defer p.Stop()
-	redirect := "http://127.0.0.1:4649/oidc/callback"
-	p.SetAllowedRedirectURIs([]string{redirect})
-	p.SetClientCreds("nops", "client-secret")
+	p, redirect := startOIDCProvider(t)
 	aclCall(t, s, mgmt, "PUT", "/v1/acl/auth-method/corp", map[string]any{
-		"type": "oidc", "default": true,
-		"config": map[string]any{
-			"oidc_discovery_url": p.Addr(), "oidc_client_id": "nops", "oidc_client_secret": "client-secret",
-			"allowed_redirect_uris": []string{redirect}, "discovery_ca_pem": []string{p.CACert()},
-			"bound_audiences": []string{"nops"}, "signing_algs": []string{"ES256"}, "user_claim": "email",
-		}}).ok(t, "auth method", nil)
+		"type": "oidc", "default": true, "config": oidcMethodConfig(p, redirect, nil),
+	}).ok(t, "auth method", nil)
 	aclCall(t, s, mgmt, "POST", "/v1/acl/binding-rule", map[string]any{
 		"auth_method": "corp", "bind_type": "policy", "bind_name": "reader"}).ok(t, "rule", nil)
 

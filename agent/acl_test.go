@@ -155,10 +155,9 @@ func (f *aclFixture) token(scope, capability string) string {
 // objects survive the kill of the leader.
 func TestACL_EveryRouteOnACluster(t *testing.T) {
 	nomad := testutil.StartNomad(t)
-	repo := testutil.NewGitRepo(t)
-	repo.WriteFile("jobs/web.nomad.hcl", testutil.ServiceJobHCL("web",
-		testutil.WithMeta("nops_managed", "true"), testutil.WithMeta("nops_policy", "approval")))
-	repo.Commit("web")
+	repo := testutil.NewGitRepoWith(t, "web", map[string]string{
+		"jobs/web.nomad.hcl": testutil.ServiceJobHCL("web", testutil.WithManaged("approval")),
+	})
 	c := nopstest.StartCluster(t, 3, nopstest.WithNomad(nomad.Addr), nopstest.WithRepo("ops", repo.URL(), "main", "jobs"),
 		nopstest.WithConfig(func(cfg *config.Config) { cfg.ACL.Enabled = true; cfg.DriftInterval = time.Hour }))
 	leader := c.WaitForLeader(30 * time.Second)

@@ -33,10 +33,9 @@ import (
 // between runs, out of the timer.
 func BenchmarkFailover_KillLeaderToFirstCycle(b *testing.B) {
 	nomad := testutil.StartNomad(b)
-	repo := testutil.NewGitRepo(b)
-	repo.WriteFile("jobs/web.nomad.hcl", testutil.ServiceJobHCL("web",
-		testutil.WithMeta("nops_managed", "true"), testutil.WithMeta("nops_policy", "none")))
-	repo.Commit("web")
+	repo := testutil.NewGitRepoWith(b, "web", map[string]string{
+		"jobs/web.nomad.hcl": testutil.ServiceJobHCL("web", testutil.WithManaged("none")),
+	})
 	c := nopstest.StartCluster(b, 3, nopstest.WithNomad(nomad.Addr), nopstest.WithRepo("ops", repo.URL(), "main", "jobs"))
 	ids := c.NodeIDs()
 

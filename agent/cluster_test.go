@@ -31,6 +31,14 @@ type answer struct {
 	elapsed time.Duration
 }
 
+// startBareCluster starts a cluster of three servers without reconcilers
+// and returns it and its leader.
+func startBareCluster(t *testing.T) (*nopstest.Cluster, *nopstest.Server) {
+	t.Helper()
+	c := nopstest.StartCluster(t, 3, nopstest.WithoutReconcilers())
+	return c, c.WaitForLeader(30 * time.Second)
+}
+
 // call sends one request to a server's HTTP API.
 func call(t testing.TB, s *nopstest.Server, method, path string, body []byte) answer {
 	t.Helper()

@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/nops-dev/nops/agent"
 	"github.com/nops-dev/nops/testutil/nopstest"
@@ -20,8 +19,7 @@ import (
 // answers, and a saved state larger than a chunk comes back whole (it
 // restores).
 func TestForward_SnapshotStreams(t *testing.T) {
-	c := nopstest.StartCluster(t, 3, nopstest.WithoutReconcilers())
-	leader := c.WaitForLeader(30 * time.Second)
+	c, leader := startBareCluster(t)
 	f := c.Followers()[0]
 
 	junk := make([]byte, 3<<20)
@@ -65,8 +63,7 @@ func TestForward_SnapshotStreams(t *testing.T) {
 // refuses a write from a foreign origin or with a wrong content type, with
 // the answer it gives itself.
 func TestForward_MiddlewareRunsOnTheLeader(t *testing.T) {
-	c := nopstest.StartCluster(t, 3, nopstest.WithoutReconcilers())
-	leader := c.WaitForLeader(30 * time.Second)
+	c, leader := startBareCluster(t)
 	f := c.Followers()[0]
 	send := func(s *nopstest.Server, header http.Header) answer {
 		req, err := http.NewRequest("POST", s.URL+"/v1/pause", strings.NewReader(`{"reason":"x"}`))

@@ -407,8 +407,7 @@ func TestForward_Attacks(t *testing.T) {
 // status, closes the connection, and its Shutdown ends within the grace
 // the HTTP servers have.
 func TestForward_LeaderShutdownDrains(t *testing.T) {
-	c := nopstest.StartCluster(t, 3, nopstest.WithoutReconcilers())
-	leader := c.WaitForLeader(30 * time.Second)
+	c, leader := startBareCluster(t)
 	addr := leader.RPCAddr()
 	f := openForward(t, addr)
 	const n = 200

@@ -139,8 +139,7 @@ func TestGC_LeaderLoop(t *testing.T) {
 // through one leader is a duplicate for the next one, after the first is
 // killed: the IDs are replicated, not kept by the server that saw them.
 func TestCluster_WebhookDeliverySurvivesFailover(t *testing.T) {
-	c := nopstest.StartCluster(t, 3, nopstest.WithoutReconcilers())
-	leader := c.WaitForLeader(30 * time.Second)
+	c, leader := startBareCluster(t)
 	record := func(s *nopstest.Server) error {
 		_, err := s.Apply(structs.WebhookDeliveryRequestType, &structs.WebhookDeliveryRequest{
 			WriteMeta: structs.WriteMeta{Time: time.Now().UTC(), Actor: "webhook"}, Provider: "github", ID: "delivery-1"})

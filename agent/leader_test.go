@@ -124,8 +124,7 @@ func TestLeader_ClusterRecoversFromFailedEstablish(t *testing.T) {
 // It retries while it is the Raft leader; once it steps down for want of a
 // quorum, it stops trying.
 func TestLeader_DeposedServerStopsRetrying(t *testing.T) {
-	c := nopstest.StartCluster(t, 3, nopstest.WithoutReconcilers())
-	leader := c.WaitForLeader(30 * time.Second)
+	c, leader := startBareCluster(t)
 	followers := c.Followers()
 	bad, other := followers[0], followers[1]
 	c.Kill(c.Index(other))

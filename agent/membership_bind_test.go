@@ -86,6 +86,20 @@ func waitStatus(t *testing.T, s *nopstest.Server, name string, st serf.MemberSta
 	})
 }
 
+// startBoundCluster starts a cluster of three servers without reconcilers
+// and waits until each has bound every peer; it returns the cluster and its
+// leader.
+func startBoundCluster(t *testing.T) (*nopstest.Cluster, *nopstest.Server) {
+	t.Helper()
+	c := nopstest.StartCluster(t, 3, nopstest.WithoutReconcilers())
+	c.WaitForPeers(30*time.Second, c.NodeIDs()...)
+	leader := c.Leader()
+	for _, s := range c.Servers() {
+		waitBound(t, c, s)
+	}
+	return c, leader
+}
+
 // waitBound waits until s names every Raft peer of c by its server's name
 // in list-peers: s has bound each peer to its own member.
 func waitBound(t *testing.T, c *nopstest.Cluster, s *nopstest.Server) {
@@ -162,12 +176,7 @@ func testImpostorsLeave(t *testing.T, opts ...nopstest.Option) {
 // claims a follower's node ID under another name makes each round ask that
 // follower, and no other.
 func TestMembership_SteadyClusterProbesOnlyContestedPeers(t *testing.T) {
-	c := nopstest.StartCluster(t, 3, nopstest.WithoutReconcilers())
-	c.WaitForPeers(30*time.Second, c.NodeIDs()...)
-	leader := c.Leader()
-	for _, s := range c.Servers() {
-		waitBound(t, c, s)
-	}
+	c, leader := startBoundCluster(t)
 	before := leader.BindPeersNow()
 	for range 3 {
 		if n := leader.BindPeersNow(); n != before {
@@ -191,12 +200,7 @@ func TestMembership_SteadyClusterProbesOnlyContestedPeers(t *testing.T) {
 // they receive); with one peer dead and the other answering, the dead one
 // may go.
 func TestMembership_CutOffServerRemovesNoPeer(t *testing.T) {
-	c := nopstest.StartCluster(t, 3, nopstest.WithoutReconcilers())
-	c.WaitForPeers(30*time.Second, c.NodeIDs()...)
-	leader := c.Leader()
-	for _, s := range c.Servers() {
-		waitBound(t, c, s)
-	}
+	c, leader := startBoundCluster(t)
 	followers := c.Followers()
 	dead, alive := followers[0], followers[1]
 	deadID, deadName := dead.NodeID(), dead.Config().NodeName

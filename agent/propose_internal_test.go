@@ -305,28 +305,31 @@ func TestProposer_BatchEntry(t *testing.T) {
 	if r := outcome("first"); r.err != nil || r.resp != "first" {
 		t.Fatalf("first: %+v", r)
 	}
-	batch := fr.next(t, "the next entry")
-	if got := split(batch); !slices.Equal(got, []string{"a", "b"}) {
-		t.Fatalf("first batch entry holds %q, want a and b", got)
+	// nextBatch takes the next entry, a batch that must hold bufs.
+	nextBatch := func(which string, bufs ...string) *fakeFuture {
+		t.Helper()
+		f := fr.next(t, "the next entry")
+		if got := split(f); !slices.Equal(got, bufs) {
+			t.Fatalf("%s entry holds %q, want %q", which, got, bufs)
+		}
+		return f
 	}
-	alone := fr.next(t, "the next entry")
-	if alone.buf != big {
-		t.Fatalf("second entry is %.20q, want the large write alone", alone.buf)
+	// nextAlone takes the next entry, which must hold buf alone.
+	nextAlone := func(which, buf string) *fakeFuture {
+		t.Helper()
+		f := fr.next(t, "the next entry")
+		if f.buf != buf {
+			t.Fatalf("%s entry is %.20q, want %.20q alone", which, f.buf, buf)
+		}
+		return f
 	}
-	last := fr.next(t, "the next entry")
-	if got := split(last); !slices.Equal(got, []string{"c", "c2"}) {
-		t.Fatalf("third entry holds %q, want c and c2", got)
-	}
+	batch := nextBatch("first", "a", "b")
+	alone := nextAlone("second", big)
+	last := nextBatch("third", "c", "c2")
 	// A deployment create goes alone (the FSM takes one per entry), in
 	// its place.
-	alone2 := fr.next(t, "the next entry")
-	if alone2.buf != create {
-		t.Fatalf("fourth entry is %.20q, want the create alone", alone2.buf)
-	}
-	tail := fr.next(t, "the next entry")
-	if tail.buf != "c3" {
-		t.Fatalf("fifth entry is %.20q, want c3 alone", tail.buf)
-	}
+	alone2 := nextAlone("fourth", create)
+	tail := nextAlone("fifth", "c3")
 	last.resp = []any{nil, nil}
 	refusal := errors.New("b refused")
 	batch.resp = []any{nil, refusal}

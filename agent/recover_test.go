@@ -19,8 +19,7 @@ import (
 // listing only itself it restarts as a one-server cluster with every
 // acknowledged write, takes writes again, and applies the file once.
 func TestRecover_LostQuorumWithPeersJSON(t *testing.T) {
-	c := nopstest.StartCluster(t, 3, nopstest.WithoutReconcilers())
-	leader := c.WaitForLeader(30 * time.Second)
+	c, leader := startBareCluster(t)
 	for i := 0; i < 3; i++ {
 		if code, body := leader.Do("PUT", fmt.Sprintf("/v1/window/w%d", i),
 			`{"kind":"deny","schedule":"0 1 * * *","duration":"1h"}`, nil); code != 200 {

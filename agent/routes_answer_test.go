@@ -65,10 +65,9 @@ func TestRoute_EveryRouteDeclaresItsAnswer(t *testing.T) {
 // survive the round trip.
 func TestRoute_EveryGETAnswerDecodesStrictly(t *testing.T) {
 	nomad := testutil.StartNomad(t)
-	repo := testutil.NewGitRepo(t)
-	repo.WriteFile("jobs/web.nomad.hcl", testutil.ServiceJobHCL("web",
-		testutil.WithMeta("nops_managed", "true"), testutil.WithMeta("nops_policy", "approval")))
-	repo.Commit("web")
+	repo := testutil.NewGitRepoWith(t, "web", map[string]string{
+		"jobs/web.nomad.hcl": testutil.ServiceJobHCL("web", testutil.WithManaged("approval")),
+	})
 	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) }))
 	t.Cleanup(hook.Close)
 	secret := filepath.Join(t.TempDir(), "secret")

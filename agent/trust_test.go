@@ -60,15 +60,21 @@ func (l *dialLayer) Dial(addr raft.ServerAddress, _ time.Duration) (net.Conn, er
 func plainDial(proto byte) func(string) (net.Conn, error) {
 	return func(addr string) (net.Conn, error) {
 		conn, err := net.DialTimeout("tcp", addr, 5*time.Second)
-		if err != nil {
-			return nil, err
-		}
-		if _, err := conn.Write([]byte{proto}); err != nil {
-			conn.Close()
-			return nil, err
-		}
-		return conn, nil
+		return sendProto(conn, err, proto)
 	}
+}
+
+// sendProto sends the protocol byte on conn, just dialled with the error
+// err, and returns it, or closes it if the byte cannot be sent.
+func sendProto(conn net.Conn, err error, proto byte) (net.Conn, error) {
+	if err != nil {
+		return nil, err
+	}
+	if _, err := conn.Write([]byte{proto}); err != nil {
+		conn.Close()
+		return nil, err
+	}
+	return conn, nil
 }
 
 // tlsDial opens a TLS connection that presents cert (and does not check
@@ -86,11 +92,7 @@ func tlsDial(t *testing.T, certFile, keyFile string, proto byte) func(string) (n
 		if err != nil {
 			return nil, err
 		}
-		if _, err := conn.Write([]byte{proto}); err != nil {
-			conn.Close()
-			return nil, err
-		}
-		return conn, nil
+		return sendProto(conn, nil, proto)
 	}
 }
 

@@ -242,12 +242,7 @@ func TestApprovalRecorded(t *testing.T) {
 // notification, since nothing said the job was blocked.
 func TestExpiredBlockIsNoFailure(t *testing.T) {
 	h := newHarness(t)
-	d := testDeployment("d1", "default", "web", 0, 0)
-	d.Policy, d.ApprovalTTL = structs.PolicyApproval, time.Minute
-	h.create(d)
-	h.mustTransition("d1", structs.StatePendingApproval, nil)
-	h.now = h.now.Add(time.Minute)
-	h.mustTransition("d1", structs.StateExpired, nil)
+	d := h.createExpired("d1", "default", "web", time.Minute)
 	b, err := h.state().Block("default", "web")
 	if err != nil || b == nil || !b.Expired || b.DeploymentID != "d1" || !b.Blocks(d.SpecHash, d.JobModifyIndex) ||
 		b.Failure(d.SpecHash, d.JobModifyIndex) {
@@ -260,12 +255,7 @@ func TestExpiredBlockIsNoFailure(t *testing.T) {
 	}
 	n := len(h.outbox())
 	h.now = h.now.Add(time.Minute)
-	d3 := testDeployment("d3", "default", "web3", 0, 0)
-	d3.Policy, d3.ApprovalTTL = structs.PolicyApproval, time.Minute
-	h.create(d3)
-	h.mustTransition("d3", structs.StatePendingApproval, nil)
-	h.now = h.now.Add(time.Minute)
-	h.mustTransition("d3", structs.StateExpired, nil)
+	h.createExpired("d3", "default", "web3", time.Minute)
 	h.create(testDeployment("d4", "default", "web3", 0, 0))
 	if k := outboxKinds(h.outbox()[n:]); k != "created,pending_approval,expired,created" {
 		t.Fatalf("kinds %s: a new deployment after an expiry notifies no unblock", k)

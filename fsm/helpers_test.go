@@ -89,6 +89,20 @@ func (h *harness) create(d *structs.Deployment) {
 	})
 }
 
+// createExpired creates a deployment of job that needs approval within
+// ttl, lets it wait until the ttl has run out on the harness's clock, and
+// expires it. It returns the deployment as created.
+func (h *harness) createExpired(id, namespace, job string, ttl time.Duration) *structs.Deployment {
+	h.t.Helper()
+	d := testDeployment(id, namespace, job, 0, 0)
+	d.Policy, d.ApprovalTTL = structs.PolicyApproval, ttl
+	h.create(d)
+	h.mustTransition(id, structs.StatePendingApproval, nil)
+	h.now = h.now.Add(ttl)
+	h.mustTransition(id, structs.StateExpired, nil)
+	return d
+}
+
 // transition makes a system move.
 func (h *harness) transition(id string, to structs.DeploymentState, patch *structs.DeploymentPatch) error {
 	h.t.Helper()

@@ -67,12 +67,7 @@ func populate(t testing.TB, h *harness) {
 	skip.SkipRegister = true
 	h.create(skip)
 	// An approval that expired, which leaves its kind of block.
-	expired := testDeployment("expired", "prod", "cron", 0, 0)
-	expired.Policy, expired.ApprovalTTL = structs.PolicyApproval, time.Hour
-	h.create(expired)
-	h.mustTransition("expired", structs.StatePendingApproval, nil)
-	h.now = h.now.Add(time.Hour)
-	h.mustTransition("expired", structs.StateExpired, nil)
+	h.createExpired("expired", "prod", "cron", time.Hour)
 	// Some more history.
 	for i := 0; i < 5; i++ {
 		id := fmt.Sprintf("old-%d", i)

@@ -173,23 +173,20 @@ func (s *StateStore) Deployments(f DeploymentFilter) ([]*structs.Deployment, uin
 
 // LastDeployment returns the job's most recent deployment, or nil.
 func (s *StateStore) LastDeployment(namespace, jobID string) (*structs.Deployment, error) {
-	it, err := s.db.Txn(false).Get(TableDeployments, "job", namespace, jobID)
-	if err != nil {
-		return nil, fmt.Errorf("job deployments: %w", err)
-	}
-	var last *structs.Deployment
-	for raw := it.Next(); raw != nil; raw = it.Next() {
-		d := raw.(*structs.Deployment)
-		if last == nil || d.CreateIndex > last.CreateIndex {
-			last = d
-		}
-	}
-	return last.Copy(), nil
+	return s.lastDeployment(namespace, jobID, func(*structs.Deployment) bool { return true })
 }
 
 // LastCompletedDeployment returns the job's most recent completed
 // deployment, or nil: what a new deployment's file diff starts from.
 func (s *StateStore) LastCompletedDeployment(namespace, jobID string) (*structs.Deployment, error) {
+	return s.lastDeployment(namespace, jobID, func(d *structs.Deployment) bool {
+		return d.State == structs.StateCompleted
+	})
+}
+
+// lastDeployment returns a copy of the job's most recent deployment that
+// keep accepts, or nil.
+func (s *StateStore) lastDeployment(namespace, jobID string, keep func(*structs.Deployment) bool) (*structs.Deployment, error) {
 	it, err := s.db.Txn(false).Get(TableDeployments, "job", namespace, jobID)
 	if err != nil {
 		return nil, fmt.Errorf("job deployments: %w", err)
@@ -197,7 +194,7 @@ func (s *StateStore) LastCompletedDeployment(namespace, jobID string) (*structs.
 	var last *structs.Deployment
 	for raw := it.Next(); raw != nil; raw = it.Next() {
 		d := raw.(*structs.Deployment)
-		if d.State == structs.StateCompleted && (last == nil || d.CreateIndex > last.CreateIndex) {
+		if keep(d) && (last == nil || d.CreateIndex > last.CreateIndex) {
 			last = d
 		}
 	}

@@ -19,9 +19,7 @@ import (
 // a new deployment that follows the policy.
 func TestApply_FailedAfterRegisterStaysBlocked(t *testing.T) {
 	t.Parallel()
-	e := lcStart(t, map[string]string{
-		jobFile("web"): testutil.ServiceJobHCL("web", managed(structs.PolicyApproval, testutil.WithFailure())...),
-	})
+	e := lcStart(t, managedWeb(structs.PolicyApproval, testutil.WithFailure()))
 	pending := e.s.WaitForDeployment("default", "web", structs.StatePendingApproval, lcWait)
 	e.post("/v1/deployment/"+pending.ID+"/approve", nil)
 	failed := e.waitDeployment(pending.ID, structs.StateFailed)
@@ -70,9 +68,7 @@ func TestApply_FailedAfterRegisterStaysBlocked(t *testing.T) {
 // waits for health and completes.
 func TestApply_RetryOfSyncedJobSkipsRegister(t *testing.T) {
 	t.Parallel()
-	e := lcStart(t, map[string]string{
-		jobFile("web"): testutil.ServiceJobHCL("web", managed(structs.PolicyAuto, testutil.WithMeta("nops_apply_timeout", "1s"))...),
-	})
+	e := lcStart(t, managedWeb(structs.PolicyAuto, testutil.WithMeta("nops_apply_timeout", "1s")))
 	failed := e.s.WaitForDeployment("default", "web", structs.StateFailed, lcWait)
 	if !failed.Registered || !strings.Contains(failed.Error, "apply timeout") {
 		t.Fatalf("failed deployment: registered=%v error=%q", failed.Registered, failed.Error)

@@ -17,9 +17,7 @@ func TestDetect_ApprovalTTLExpiresThenNextCommitDeploys(t *testing.T) {
 	t.Parallel()
 	const ttl = 10 * time.Second
 	rules := []testutil.JobOption{testutil.WithMeta("nops_approvals", "2"), testutil.WithMeta("nops_approval_ttl", ttl.String())}
-	e := lcStart(t, map[string]string{
-		jobFile("web"): testutil.ServiceJobHCL("web", managed(structs.PolicyApproval, rules...)...),
-	})
+	e := lcStart(t, managedWeb(structs.PolicyApproval, rules...))
 	pending := e.s.WaitForDeployment("default", "web", structs.StatePendingApproval, lcWait)
 	if pending.ApprovalsRequired != 2 || pending.ApprovalTTL != ttl {
 		t.Fatalf("deployment needs %d approvals within %s, want 2 within %s", pending.ApprovalsRequired, pending.ApprovalTTL, ttl)

@@ -88,6 +88,11 @@ func (m *core) TriggerApply() {
 	m.mu.Lock()
 	m.applyAll = true
 	m.mu.Unlock()
+	m.signalApply()
+}
+
+// signalApply wakes the apply loop, unless a wake is pending already.
+func (m *core) signalApply() {
 	select {
 	case m.applyCh <- struct{}{}:
 	default:

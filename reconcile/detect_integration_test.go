@@ -18,9 +18,7 @@ import (
 // as it is seen, and Nomad runs version 0 with the count in git.
 func TestDetect_AutoPolicyCompletes(t *testing.T) {
 	t.Parallel()
-	e := lcStart(t, map[string]string{
-		jobFile("web"): testutil.ServiceJobHCL("web", managed(structs.PolicyAuto, testutil.WithCount(2))...),
-	})
+	e := lcStart(t, managedWeb(structs.PolicyAuto, testutil.WithCount(2)))
 	head := e.repo.Head()
 
 	d := e.s.WaitForDeployment("default", "web", structs.StateCompleted, lcWait)
@@ -46,23 +44,15 @@ func TestDetect_AutoPolicyCompletes(t *testing.T) {
 	if v := e.nomadVersions("web"); len(v) != 1 {
 		t.Fatalf("Nomad keeps %d versions, want 1", len(v))
 	}
-	e.waitStatus("web", func(s *structs.JobStatus) bool { return s.Sync == structs.SyncInSync })
-
 	// Quiet cycles create nothing more.
-	e.settle()
-	e.wantDeployments("web", structs.StateCompleted)
-	if v := e.nomadVersions("web"); len(v) != 1 {
-		t.Fatalf("Nomad keeps %d versions after quiet cycles, want 1", len(v))
-	}
+	e.wantSettledOnce("web")
 }
 
 // TestDetect_ApprovalApproveCompletes: a job with policy approval waits for
 // a person; approving it through the API deploys it.
 func TestDetect_ApprovalApproveCompletes(t *testing.T) {
 	t.Parallel()
-	e := lcStart(t, map[string]string{
-		jobFile("web"): testutil.ServiceJobHCL("web", managed(structs.PolicyApproval)...),
-	})
+	e := lcStart(t, managedWeb(structs.PolicyApproval))
 	pending := e.s.WaitForDeployment("default", "web", structs.StatePendingApproval, lcWait)
 	e.settle()
 	if d := e.deployment(pending.ID); d.State != structs.StatePendingApproval {
@@ -100,9 +90,7 @@ func TestDetect_ApprovalApproveCompletes(t *testing.T) {
 // it.
 func TestDetect_RejectBlocksUntilSpecChanges(t *testing.T) {
 	t.Parallel()
-	e := lcStart(t, map[string]string{
-		jobFile("web"): testutil.ServiceJobHCL("web", managed(structs.PolicyApproval)...),
-	})
+	e := lcStart(t, managedWeb(structs.PolicyApproval))
 	pending := e.s.WaitForDeployment("default", "web", structs.StatePendingApproval, lcWait)
 	e.post("/v1/deployment/"+pending.ID+"/reject", map[string]string{"reason": "not today"})
 	d := e.waitDeployment(pending.ID, structs.StateRejected)
@@ -150,9 +138,7 @@ func TestDetect_RejectBlocksUntilSpecChanges(t *testing.T) {
 // no deployment.
 func TestDetect_PolicyNoneReportsDrift(t *testing.T) {
 	t.Parallel()
-	e := lcStart(t, map[string]string{
-		jobFile("web"): testutil.ServiceJobHCL("web", managed(structs.PolicyNone)...),
-	})
+	e := lcStart(t, managedWeb(structs.PolicyNone))
 	st := e.waitStatus("web", func(s *structs.JobStatus) bool { return s.Sync == structs.SyncDrift })
 	if st.Policy != structs.PolicyNone || st.DriftSummary == "" || st.Blocked || st.File != jobFile("web") {
 		t.Fatalf("status: %+v", st)
@@ -175,9 +161,7 @@ func TestDetect_PolicyNoneReportsDrift(t *testing.T) {
 // job leaves it waiting.
 func TestDetect_NewCommitSupersedesOnlyOnSpecChange(t *testing.T) {
 	t.Parallel()
-	e := lcStart(t, map[string]string{
-		jobFile("web"): testutil.ServiceJobHCL("web", managed(structs.PolicyApproval)...),
-	})
+	e := lcStart(t, managedWeb(structs.PolicyApproval))
 	first := e.s.WaitForDeployment("default", "web", structs.StatePendingApproval, lcWait)
 
 	// Another file changes: web's spec hash does not.
@@ -211,9 +195,7 @@ func TestDetect_NewCommitSupersedesOnlyOnSpecChange(t *testing.T) {
 // live job.
 func TestDetect_LiveChangeSupersedesWaiting(t *testing.T) {
 	t.Parallel()
-	e := lcStart(t, map[string]string{
-		jobFile("web"): testutil.ServiceJobHCL("web", managed(structs.PolicyApproval)...),
-	})
+	e := lcStart(t, managedWeb(structs.PolicyApproval))
 	first := e.s.WaitForDeployment("default", "web", structs.StatePendingApproval, lcWait)
 	if first.JobModifyIndex != 0 {
 		t.Fatalf("a new job's deployment records modify index %d", first.JobModifyIndex)
@@ -249,12 +231,8 @@ func TestDetect_WaitingCompletesWhenSyncedByHand(t *testing.T) {
 		t.Fatalf("Nops registered a job someone else synced: %+v", d)
 	}
 	e.wantEvents(d.ID, ev{"pending_approval", "completed", "the job is already in sync"})
-	e.waitStatus("web", func(s *structs.JobStatus) bool { return s.Sync == structs.SyncInSync })
-	e.settle()
-	e.wantDeployments("web", structs.StateCompleted)
-	if v := e.nomadVersions("web"); len(v) != 1 {
-		t.Fatalf("Nomad keeps %d versions, want the one registered by hand", len(v))
-	}
+	// The version registered by hand is the only one.
+	e.wantSettledOnce("web")
 }
 
 // TestDetect_DuplicateDeclarationsIgnored: two files declaring one job are
@@ -383,9 +361,7 @@ func TestDetect_VarsFileHonoured(t *testing.T) {
 // the count an autoscaler (here a person) set in Nomad.
 func TestDetect_ScalingGroupKeepsLiveCount(t *testing.T) {
 	t.Parallel()
-	e := lcStart(t, map[string]string{
-		jobFile("web"): testutil.ServiceJobHCL("web", managed(structs.PolicyAuto, testutil.WithScaling(1, 5))...),
-	})
+	e := lcStart(t, managedWeb(structs.PolicyAuto, testutil.WithScaling(1, 5)))
 	e.s.WaitForDeployment("default", "web", structs.StateCompleted, lcWait)
 	e.waitStatus("web", func(s *structs.JobStatus) bool { return s.Sync == structs.SyncInSync })
 

@@ -138,20 +138,7 @@ func (m *core) allocationEvents(stream string, acts []nomadx.Activity) {
 }
 
 // markHealth asks for the counts of the jobs with these keys.
-func (m *core) markHealth(keys ...string) {
-	if len(keys) == 0 {
-		return
-	}
-	m.mu.Lock()
-	if m.healthDirty == nil {
-		m.healthDirty = map[string]struct{}{}
-	}
-	for _, k := range keys {
-		m.healthDirty[k] = struct{}{}
-	}
-	m.mu.Unlock()
-	m.signalHealth()
-}
+func (m *core) markHealth(keys ...string) { m.mark(&m.healthDirty, keys, m.signalHealth) }
 
 // markHealthAll asks for the counts of every job; list asks that the
 // allocations be listed from Nomad first.
@@ -165,20 +152,7 @@ func (m *core) markHealthAll(list bool) {
 
 // readHealth asks for the allocations of jobs to be read from Nomad
 // before they are counted again (a read that failed).
-func (m *core) readHealth(keys ...string) {
-	if len(keys) == 0 {
-		return
-	}
-	m.mu.Lock()
-	if m.healthRead == nil {
-		m.healthRead = map[string]struct{}{}
-	}
-	for _, k := range keys {
-		m.healthRead[k] = struct{}{}
-	}
-	m.mu.Unlock()
-	m.signalHealth()
-}
+func (m *core) readHealth(keys ...string) { m.mark(&m.healthRead, keys, m.signalHealth) }
 
 func (m *core) signalHealth() {
 	select {

@@ -17,9 +17,7 @@ import (
 // the drift, engine and poll intervals are an hour.
 func TestKick_ApprovalWakesItsDeploymentAlone(t *testing.T) {
 	t.Parallel()
-	e := lcStart(t, map[string]string{
-		jobFile("web"): testutil.ServiceJobHCL("web", managed(structs.PolicyApproval)...),
-	}, nopstest.WithConfig(func(c *config.Config) {
+	e := lcStart(t, managedWeb(structs.PolicyApproval), nopstest.WithConfig(func(c *config.Config) {
 		c.NomadEventStream = false
 		c.DriftInterval, c.EngineInterval = time.Hour, time.Hour
 		for i := range c.Repositories {

@@ -162,9 +162,7 @@ func TestReview_SecondTermDetectsFromAFreshFetch(t *testing.T) {
 // git takes its waiting deployment with it; approving it is refused and
 // nothing is registered.
 func TestReview_RemovedJobSupersedesItsPendingDeployment(t *testing.T) {
-	e := lcStart(t, map[string]string{
-		jobFile("web"): testutil.ServiceJobHCL("web", managed(structs.PolicyApproval)...),
-	})
+	e := lcStart(t, managedWeb(structs.PolicyApproval))
 	d := e.s.WaitForDeployment("default", "web", structs.StatePendingApproval, lcWait)
 	e.commit("drop web", nil, jobFile("web"))
 	e.waitHead(e.repo.Head())

@@ -41,8 +41,13 @@ const (
 
 // managed returns the options of a job Nops manages with a policy.
 func managed(policy structs.Policy, more ...testutil.JobOption) []testutil.JobOption {
-	return append([]testutil.JobOption{testutil.WithMeta("nops_managed", "true"),
-		testutil.WithMeta("nops_policy", string(policy))}, more...)
+	return append([]testutil.JobOption{testutil.WithManaged(string(policy))}, more...)
+}
+
+// managedWeb is the files of a repository that holds one job, "web",
+// managed with a policy and more options.
+func managedWeb(policy structs.Policy, more ...testutil.JobOption) map[string]string {
+	return map[string]string{jobFile("web"): testutil.ServiceJobHCL("web", managed(policy, more...)...)}
 }
 
 // hkManaged is managed, under the name of the hook scenarios.
@@ -338,6 +343,18 @@ func (e *lcEnv) jobStatus(jobID string) *structs.JobStatus {
 		e.t.Fatalf("GET /v1/job/default/%s: %d %s", jobID, code, body)
 	}
 	return d.Status
+}
+
+// wantSettledOnce waits until the job is in sync, then checks that quiet
+// cycles leave it with one deployment, completed, and one Nomad version.
+func (e *lcEnv) wantSettledOnce(jobID string) {
+	e.t.Helper()
+	e.waitStatus(jobID, func(s *structs.JobStatus) bool { return s.Sync == structs.SyncInSync })
+	e.settle()
+	e.wantDeployments(jobID, structs.StateCompleted)
+	if v := e.nomadVersions(jobID); len(v) != 1 {
+		e.t.Fatalf("Nomad keeps %d versions of %s after quiet cycles, want 1", len(v), jobID)
+	}
 }
 
 // waitStatus waits until the job's observed status satisfies ok.

@@ -24,24 +24,25 @@ import (
 // every FullPlanInterval as a safety net. Watching therefore costs one
 // stream per managed namespace, whatever the number of deployments.
 
-// wakeDeployments asks for a pass over the given deployments only.
-func (m *core) wakeDeployments(ids ...string) {
-	if len(ids) == 0 {
+// mark adds keys, under m.mu, to the set *set (made on first use) and then
+// calls signal to wake the loop that takes the set; no keys do nothing.
+func (m *core) mark(set *map[string]struct{}, keys []string, signal func()) {
+	if len(keys) == 0 {
 		return
 	}
 	m.mu.Lock()
-	if m.woken == nil {
-		m.woken = map[string]struct{}{}
+	if *set == nil {
+		*set = map[string]struct{}{}
 	}
-	for _, id := range ids {
-		m.woken[id] = struct{}{}
+	for _, k := range keys {
+		(*set)[k] = struct{}{}
 	}
 	m.mu.Unlock()
-	select {
-	case m.applyCh <- struct{}{}:
-	default:
-	}
+	signal()
 }
+
+// wakeDeployments asks for a pass over the given deployments only.
+func (m *core) wakeDeployments(ids ...string) { m.mark(&m.woken, ids, m.signalApply) }
 
 // takeWakes returns and clears what the apply loop was woken for: every
 // active deployment, or the listed ones.

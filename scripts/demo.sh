@@ -50,6 +50,17 @@ cleanup() {
 trap cleanup EXIT INT TERM
 
 up() { curl -fsS --max-time 2 "$1" >/dev/null 2>&1; }
+# retry TRIES COMMAND... runs COMMAND every 0.2 s until it succeeds, at most
+# TRIES times; it fails when no try succeeded.
+retry() {
+	local tries="$1" _
+	shift
+	for _ in $(seq 1 "$tries"); do
+		"$@" && return 0
+		sleep 0.2
+	done
+	return 1
+}
 
 # 1. Nomad.
 if [[ -n "${NOMAD_ADDR:-}" ]] && nomad_up "$NOMAD_ADDR"; then
@@ -100,11 +111,7 @@ for i in 1 2 3; do
 	pids+=($!)
 done
 export NOPS_ADDR="http://127.0.0.1:$nops_port"
-for _ in $(seq 1 150); do
-	up "$NOPS_ADDR/v1/health" && break
-	sleep 0.2
-done
-up "$NOPS_ADDR/v1/health" || { echo "demo: the cluster elected no leader; see $demo/nops-*.log" >&2; exit 1; }
+retry 150 up "$NOPS_ADDR/v1/health" || { echo "demo: the cluster elected no leader; see $demo/nops-*.log" >&2; exit 1; }
 
 # 4. ACLs: the first management token.
 export NOPS_TOKEN=""
@@ -127,59 +134,49 @@ api() { curl -fsS --max-time 5 -H "X-Nops-Token: $NOPS_TOKEN" "$NOPS_ADDR$1"; }
 # first_id prints the first "id" of a JSON answer.
 first_id() { sed -n 's/.*"id": *"\([^"]*\)".*/\1/p' | head -n 1; }
 canary=""
-for _ in $(seq 1 300); do
-	if [[ "$(api "/v1/deployments?job=shop&state=completed" 2>/dev/null || true)" == *'"id"'* ]]; then
-		printf 'version = "2"\n' >"$repo/jobs/shop.vars.hcl"
-		git -C "$repo" -c user.name=demo -c user.email=demo@nops.invalid commit -qam "shop: version 2, with a canary"
-		# Fetch now rather than at the next poll, as a push webhook would.
-		name="$(api /v1/repos | sed -n 's/.*"name": *"\([^"]*\)".*/\1/p' | head -n 1)"
-		curl -fsS --max-time 10 -X POST -H "X-Nops-Token: $NOPS_TOKEN" -H "Content-Type: application/json" \
-			"$NOPS_ADDR/v1/repo/$name/refresh" >/dev/null || true
-		echo "==> Committed shop version 2: its canary waits for a promotion on the dashboard"
-		canary=1
-		break
-	fi
-	sleep 0.2
-done
+shop_deployed() { [[ "$(api "/v1/deployments?job=shop&state=completed" 2>/dev/null || true)" == *'"id"'* ]]; }
+if retry 300 shop_deployed; then
+	printf 'version = "2"\n' >"$repo/jobs/shop.vars.hcl"
+	git -C "$repo" -c user.name=demo -c user.email=demo@nops.invalid commit -qam "shop: version 2, with a canary"
+	# Fetch now rather than at the next poll, as a push webhook would.
+	name="$(api /v1/repos | sed -n 's/.*"name": *"\([^"]*\)".*/\1/p' | head -n 1)"
+	curl -fsS --max-time 10 -X POST -H "X-Nops-Token: $NOPS_TOKEN" -H "Content-Type: application/json" \
+		"$NOPS_ADDR/v1/repo/$name/refresh" >/dev/null || true
+	echo "==> Committed shop version 2: its canary waits for a promotion on the dashboard"
+	canary=1
+fi
 [[ -n "$canary" ]] || echo "demo: shop version 1 was not deployed in 60s; no canary (see $demo/nops-*.log)" >&2
 
 if [[ "$check" == 1 ]]; then
 	# Non-interactive check: the dashboard is served, by every server,
 	# and detection created a deployment.
+	# ui_served fetches the dashboard of server i at url into its file.
+	ui_served() {
+		code="$(curl -sS -o "$demo/ui-$i.html" -w '%{http_code}' --max-time 5 -H "X-Nops-Token: $NOPS_TOKEN" "$url" || true)"
+		[[ "$code" == 200 ]]
+	}
 	for i in 1 2 3; do
 		url="http://127.0.0.1:$((nops_port + (i - 1) * 10))/ui/"
 		code=""
-		for _ in $(seq 1 50); do
-			code="$(curl -sS -o "$demo/ui-$i.html" -w '%{http_code}' --max-time 5 -H "X-Nops-Token: $NOPS_TOKEN" "$url" || true)"
-			[[ "$code" == 200 ]] && break
-			sleep 0.2
-		done
+		retry 50 ui_served || true
 		[[ "$code" == 200 ]] && grep -q '<h1>Overview</h1>' "$demo/ui-$i.html" ||
 			{ echo "demo: $url answered $code, not the dashboard" >&2; exit 1; }
 		echo "==> $url serves the dashboard"
 	done
-	found=""
-	for _ in $(seq 1 300); do
-		if curl -fsS --max-time 5 -H "X-Nops-Token: $NOPS_TOKEN" "$NOPS_ADDR/v1/deployments" | grep -q '"id"'; then
-			found=1
-			break
-		fi
-		sleep 0.2
-	done
-	[[ -n "$found" ]] || { echo "demo: no deployment was created in 60s; see $demo/nops-*.log" >&2; exit 1; }
+	created() { curl -fsS --max-time 5 -H "X-Nops-Token: $NOPS_TOKEN" "$NOPS_ADDR/v1/deployments" | grep -q '"id"'; }
+	retry 300 created || { echo "demo: no deployment was created in 60s; see $demo/nops-*.log" >&2; exit 1; }
 	echo "==> A deployment was created"
 	# The canary of shop version 2 waits; the Promote form of its page on
 	# the dashboard (its CSRF token and cookie read from the page, as a
 	# browser has them) promotes it, and the deployment completes.
 	[[ -n "$canary" ]] || exit 1
-	id=""
-	for _ in $(seq 1 300); do
+	# canary_waits sets id to the deployment of shop whose canary waits.
+	canary_waits() {
 		id="$(api "/v1/deployments?job=shop&state=applying" 2>/dev/null | first_id || true)"
 		events="$( [[ -z "$id" ]] || api "/v1/deployment/$id/events" 2>/dev/null || true)"
-		[[ -n "$id" && "$events" == *"canaries wait for promotion"* ]] && break
-		id=""
-		sleep 0.2
-	done
+		[[ -n "$id" && "$events" == *"canaries wait for promotion"* ]]
+	}
+	retry 300 canary_waits || id=""
 	[[ -n "$id" ]] || { echo "demo: no canary of shop waits for a promotion after 60s; see $demo/nops-*.log" >&2; exit 1; }
 	jar="$demo/cookies"
 	page="$(curl -fsS --max-time 10 -c "$jar" -H "X-Nops-Token: $NOPS_TOKEN" "$NOPS_ADDR/ui/deployment/$id")"
@@ -190,15 +187,8 @@ if [[ "$check" == 1 ]]; then
 	code="$(curl -sS -o /dev/null -w '%{http_code}' --max-time 30 -b "$jar" -H "X-Nops-Token: $NOPS_TOKEN" \
 		--data-urlencode "csrf=$csrf" "$NOPS_ADDR/ui/deployment/$id/promote")"
 	[[ "$code" == 303 ]] || { echo "demo: the dashboard's Promote answered $code" >&2; exit 1; }
-	completed=""
-	for _ in $(seq 1 300); do
-		if [[ "$(api "/v1/deployment/$id" 2>/dev/null || true)" =~ \"state\":\ *\"completed\" ]]; then
-			completed=1
-			break
-		fi
-		sleep 0.2
-	done
-	[[ -n "$completed" ]] || { echo "demo: the promoted deployment $id did not complete in 60s; see $demo/nops-*.log" >&2; exit 1; }
+	completed() { [[ "$(api "/v1/deployment/$id" 2>/dev/null || true)" =~ \"state\":\ *\"completed\" ]]; }
+	retry 300 completed || { echo "demo: the promoted deployment $id did not complete in 60s; see $demo/nops-*.log" >&2; exit 1; }
 	echo "==> The canary of shop version 2 was promoted from the dashboard, and its deployment completed"
 	echo "DEMO CHECK OK"
 	exit 0

@@ -50,6 +50,18 @@ func NewGitRepo(t testing.TB) *GitRepo {
 	return r
 }
 
+// NewGitRepoWith is NewGitRepo with files (path to content) written and
+// committed with the message msg.
+func NewGitRepoWith(t testing.TB, msg string, files map[string]string) *GitRepo {
+	t.Helper()
+	r := NewGitRepo(t)
+	for path, content := range files {
+		r.WriteFile(path, content)
+	}
+	r.Commit(msg)
+	return r
+}
+
 // Git runs git with args in the working tree and returns its trimmed
 // standard output.
 func (r *GitRepo) Git(args ...string) string {

@@ -66,7 +66,7 @@ func hookMetaKeys() []string {
 
 // ServiceJobHCL returns a service job whose task runs for an hour, with an
 // update block tuned for a fast Nomad deployment. With no options it has no
-// meta; add WithMeta("nops_managed", "true") for a job Nops manages.
+// meta; add WithManaged for a job Nops manages.
 func ServiceJobHCL(id string, opts ...JobOption) string {
 	spec := &jobSpec{
 		id:               id,
@@ -98,21 +98,25 @@ func BatchJobHCL(id string, opts ...JobOption) string {
 // other keys. Its task is neither restarted nor rescheduled, so a failed run
 // is final.
 func HookJobHCL(id string, opts ...JobOption) string {
-	spec := &jobSpec{
-		id:            id,
-		jobType:       "batch",
-		count:         1,
-		runFor:        100 * time.Millisecond,
-		parameterized: true,
-		metaOptional:  hookMetaKeys(),
-		meta:          map[string]string{"nops_role": "hook"},
+	hook := func(s *jobSpec) {
+		s.parameterized, s.metaOptional = true, hookMetaKeys()
+		s.meta = map[string]string{"nops_role": "hook"}
 	}
-	return spec.render(opts)
+	return BatchJobHCL(id, append([]JobOption{hook}, opts...)...)
 }
 
 // WithNamespace sets the job's namespace (default: the agent's default).
 func WithNamespace(ns string) JobOption {
 	return func(s *jobSpec) { s.namespace = ns }
+}
+
+// WithManaged makes the job one Nops manages (meta nops_managed = "true")
+// with the given policy (meta nops_policy).
+func WithManaged(policy string) JobOption {
+	return func(s *jobSpec) {
+		WithMeta("nops_managed", "true")(s)
+		WithMeta("nops_policy", policy)(s)
+	}
 }
 
 // WithMeta sets one key of the job's meta.

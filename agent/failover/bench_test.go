@@ -20,9 +20,7 @@ func killsPerIteration() int { return testutil.BenchSize(5, 1) }
 func startBenchCluster(b *testing.B, args ...string) (*nopstest.ProcessCluster, []string) {
 	b.Helper()
 	nomad := testutil.StartNomad(b)
-	repo := testutil.NewGitRepo(b)
-	repo.WriteFile("jobs/web.nomad.hcl", managedJob("web", structs.PolicyAuto))
-	repo.Commit("web")
+	repo := testutil.NewGitRepoWith(b, "web", map[string]string{"jobs/web.nomad.hcl": managedJob("web", structs.PolicyAuto)})
 	c := nopstest.StartProcessCluster(b, 3, nomad.Addr, repo.URL()+"#main:jobs", args...)
 	c.Server(c.Leader()).WaitForDeployment(namespace, "web", deployTimeout, nopstest.InState(structs.StateCompleted))
 	nodeIDs := make([]string, c.Len())
@@ -54,21 +52,13 @@ func BenchmarkFailover_KillToFirstCycle(b *testing.B) {
 	var firsts, fulls []time.Duration
 	b.ResetTimer()
 	for range b.N {
-		for range killsPerIteration() {
-			b.StopTimer()
-			leader := c.WaitForCluster()
-			b.StartTimer()
-
+		killLeaders(b, c, killsPerIteration(), func(leader int) {
 			first, full := killToFirstCycle(b, c, leader, nodeIDs, 1)
 			firsts = append(firsts, first.FinishedAt.Sub(first.start))
 			fulls = append(fulls, full.FinishedAt.Sub(full.start))
 			b.Logf("killed %s: the new leader %s completed its first detection cycle %s after the kill (%d jobs), its first over every job %s after",
 				c.Server(leader).Name, first.Leader, firsts[len(firsts)-1].Round(time.Millisecond), first.Jobs, fulls[len(fulls)-1].Round(time.Millisecond))
-
-			b.StopTimer()
-			c.Restart(leader)
-			b.StartTimer()
-		}
+		})
 	}
 	b.StopTimer()
 
@@ -77,6 +67,22 @@ func BenchmarkFailover_KillToFirstCycle(b *testing.B) {
 	b.ReportMetric(testutil.Median(fulls).Seconds(), "median-full-s")
 	b.Logf("kill to first cycle of the new leader over %d kills: %v (median %s); to its first cycle over every job: %v (median %s)",
 		len(firsts), firsts, testutil.Median(firsts).Round(time.Millisecond), fulls, testutil.Median(fulls).Round(time.Millisecond))
+}
+
+// killLeaders runs kill n times on the leader of c, timed; the wait for a
+// whole cluster before each and the restart of the killed server after it
+// are out of the timer.
+func killLeaders(b *testing.B, c *nopstest.ProcessCluster, n int, kill func(leader int)) {
+	b.Helper()
+	for range n {
+		b.StopTimer()
+		leader := c.WaitForCluster()
+		b.StartTimer()
+		kill(leader)
+		b.StopTimer()
+		c.Restart(leader)
+		b.StartTimer()
+	}
 }
 
 // seenCycle is a detection cycle seen on a survivor, with the time of the

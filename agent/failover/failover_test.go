@@ -41,11 +41,7 @@ type fixture struct {
 func newFixture(t testing.TB, files map[string]string, extraArgs ...string) *fixture {
 	t.Helper()
 	nomad := testutil.StartNomad(t)
-	repo := testutil.NewGitRepo(t)
-	for path, content := range files {
-		repo.WriteFile(path, content)
-	}
-	repo.Commit("jobs")
+	repo := testutil.NewGitRepoWith(t, "jobs", files)
 	cluster := nopstest.StartProcessCluster(t, 3, nomad.Addr, repo.URL()+"#main:jobs", extraArgs...)
 	return &fixture{nomad: nomad, repo: repo, cluster: cluster}
 }
@@ -53,11 +49,7 @@ func newFixture(t testing.TB, files map[string]string, extraArgs ...string) *fix
 // managedJob is a service job that Nops manages, with policy and more
 // options.
 func managedJob(id string, policy structs.Policy, opts ...testutil.JobOption) string {
-	opts = append([]testutil.JobOption{
-		testutil.WithMeta("nops_managed", "true"),
-		testutil.WithMeta("nops_policy", string(policy)),
-	}, opts...)
-	return testutil.ServiceJobHCL(id, opts...)
+	return testutil.ServiceJobHCL(id, append([]testutil.JobOption{testutil.WithManaged(string(policy))}, opts...)...)
 }
 
 // killLeader kills the leader with SIGKILL and waits for the survivors to

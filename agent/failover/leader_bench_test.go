@@ -31,18 +31,12 @@ func BenchmarkFailover_KillToLeader(b *testing.B) {
 	var leaders, cycles []time.Duration
 	b.ResetTimer()
 	for range b.N {
-		for range leaderKills() {
-			b.StopTimer()
-			old := c.WaitForCluster()
-			b.StartTimer()
+		killLeaders(b, c, leaderKills(), func(old int) {
 			toLeader, toCycle := killToLeader(b, c, old, nodeIDs[old])
 			leaders, cycles = append(leaders, toLeader), append(cycles, toCycle)
 			b.Logf("killed %s: agreed leader after %s, its first detection cycle after %s",
 				c.Server(old).Name, toLeader.Round(time.Millisecond), toCycle.Round(time.Millisecond))
-			b.StopTimer()
-			c.Restart(old)
-			b.StartTimer()
-		}
+		})
 	}
 	b.StopTimer()
 	b.ReportMetric(testutil.Median(leaders).Seconds(), "leader-p50-s")

@@ -50,11 +50,7 @@ type partitionFixture struct {
 func newPartitionFixture(t *testing.T, files map[string]string, extraArgs ...string) *partitionFixture {
 	t.Helper()
 	nomad := testutil.StartNomad(t)
-	repo := testutil.NewGitRepo(t)
-	for path, content := range files {
-		repo.WriteFile(path, content)
-	}
-	repo.Commit("jobs")
+	repo := testutil.NewGitRepoWith(t, "jobs", files)
 	logPath := filepath.Join(t.TempDir(), "faultnet.log")
 	logFile, err := os.Create(logPath)
 	if err != nil {

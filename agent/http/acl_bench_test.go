@@ -10,7 +10,6 @@ import (
 
 	"github.com/nops-dev/nops/agent"
 	"github.com/nops-dev/nops/agent/acl"
-	"github.com/nops-dev/nops/agent/config"
 	agenthttp "github.com/nops-dev/nops/agent/http"
 	"github.com/nops-dev/nops/structs"
 )
@@ -20,11 +19,7 @@ import (
 // compiled ACL taken from the cache, and a job-scoped check, for a token
 // that carries 100 policies. It reports ns per request.
 func BenchmarkAuthorize_100Policies(b *testing.B) {
-	cfg := config.Default()
-	cfg.DataDir = b.TempDir()
-	cfg.Bind, cfg.Advertise = "127.0.0.1", "127.0.0.1"
-	cfg.HTTPPort, cfg.RPCPort, cfg.SerfPort = 0, 0, 0
-	cfg.BootstrapExpect = 1
+	cfg := loopbackConfig(b)
 	cfg.DisableGossipEncryption = true
 	cfg.InsecureRPC = true
 	cfg.ACL.Enabled = true

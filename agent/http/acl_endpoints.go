@@ -74,6 +74,44 @@ func (a *apiBase) aclEnabled() error {
 	return nil
 }
 
+// aclBody refuses a request while ACLs are disabled, and decodes the
+// body of one into a new T.
+func aclBody[T any](a *apiBase, r *http.Request) (*T, error) {
+	if err := a.aclEnabled(); err != nil {
+		return nil, err
+	}
+	var v T
+	if err := decode(r, &v); err != nil {
+		return nil, err
+	}
+	return &v, nil
+}
+
+// aclList answers the ACL objects list returns, each as view shows it: an
+// empty list for none.
+func aclList[T, V any](a *apiBase, list func() ([]*T, error), view func(*T) *V) (any, error) {
+	if err := a.aclEnabled(); err != nil {
+		return nil, err
+	}
+	l, err := list()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*V, 0, len(l))
+	for _, v := range l {
+		out = append(out, view(v))
+	}
+	return out, nil
+}
+
+// aclGet is byPath while ACLs are enabled.
+func aclGet[T, V any](a *apiBase, r *http.Request, key, what string, get func(string) (*T, error), view func(*T) *V) (any, error) {
+	if err := a.aclEnabled(); err != nil {
+		return nil, err
+	}
+	return byPath(r, key, what, get, view)
+}
+
 // Bounds of the names and texts of ACL objects, which every server keeps in
 // memory and every token lookup may list.
 const (
@@ -154,30 +192,16 @@ func (a *apiBase) createdToken(accessor, secret string) (any, error) {
 // --- policies
 
 func (a *aclAPI) aclPolicyList(_ http.ResponseWriter, _ *http.Request) (any, error) {
-	if err := a.aclEnabled(); err != nil {
-		return nil, err
-	}
-	p, err := a.s.State().ACL().Policies()
-	return nonNil(p), err
+	return aclList(a.apiBase, a.s.State().ACL().Policies, asStored)
 }
 
 func (a *aclAPI) aclPolicyGet(_ http.ResponseWriter, r *http.Request) (any, error) {
-	if err := a.aclEnabled(); err != nil {
-		return nil, err
-	}
-	p, err := a.s.State().ACL().Policy(r.PathValue("name"))
-	if err == nil && p == nil {
-		err = fmt.Errorf("%w: ACL policy %q", structs.ErrNotFound, r.PathValue("name"))
-	}
-	return p, err
+	return aclGet(a.apiBase, r, "name", "ACL policy", a.s.State().ACL().Policy, asStored)
 }
 
 func (a *aclAPI) aclPolicyPut(_ http.ResponseWriter, r *http.Request) (any, error) {
-	if err := a.aclEnabled(); err != nil {
-		return nil, err
-	}
-	var spec structs.ACLPolicySpec
-	if err := decode(r, &spec); err != nil {
+	spec, err := aclBody[structs.ACLPolicySpec](a.apiBase, r)
+	if err != nil {
 		return nil, err
 	}
 	name := r.PathValue("name")
@@ -222,22 +246,11 @@ func (a *aclAPI) aclPolicyDelete(_ http.ResponseWriter, r *http.Request) (any, e
 // --- roles
 
 func (a *aclAPI) aclRoleList(_ http.ResponseWriter, _ *http.Request) (any, error) {
-	if err := a.aclEnabled(); err != nil {
-		return nil, err
-	}
-	p, err := a.s.State().ACL().Roles()
-	return nonNil(p), err
+	return aclList(a.apiBase, a.s.State().ACL().Roles, asStored)
 }
 
 func (a *aclAPI) aclRoleGet(_ http.ResponseWriter, r *http.Request) (any, error) {
-	if err := a.aclEnabled(); err != nil {
-		return nil, err
-	}
-	p, err := a.s.State().ACL().Role(r.PathValue("name"))
-	if err == nil && p == nil {
-		err = fmt.Errorf("%w: ACL role %q", structs.ErrNotFound, r.PathValue("name"))
-	}
-	return p, err
+	return aclGet(a.apiBase, r, "name", "ACL role", a.s.State().ACL().Role, asStored)
 }
 
 // missingPolicies lists the problems of policy names that do not exist.
@@ -264,11 +277,8 @@ func (a *aclAPI) missingRoles(names []string) []string {
 }
 
 func (a *aclAPI) aclRolePut(_ http.ResponseWriter, r *http.Request) (any, error) {
-	if err := a.aclEnabled(); err != nil {
-		return nil, err
-	}
-	var spec structs.ACLRoleSpec
-	if err := decode(r, &spec); err != nil {
+	spec, err := aclBody[structs.ACLRoleSpec](a.apiBase, r)
+	if err != nil {
 		return nil, err
 	}
 	name := r.PathValue("name")
@@ -304,32 +314,11 @@ func (a *aclAPI) aclRoleDelete(_ http.ResponseWriter, r *http.Request) (any, err
 // --- tokens
 
 func (a *aclAPI) aclTokenList(_ http.ResponseWriter, _ *http.Request) (any, error) {
-	if err := a.aclEnabled(); err != nil {
-		return nil, err
-	}
-	list, err := a.s.State().ACL().Tokens()
-	if err != nil {
-		return nil, err
-	}
-	out := make([]*structs.ACLTokenView, 0, len(list))
-	for _, t := range list {
-		out = append(out, t.View())
-	}
-	return out, nil
+	return aclList(a.apiBase, a.s.State().ACL().Tokens, (*structs.ACLToken).View)
 }
 
 func (a *aclAPI) aclTokenGet(_ http.ResponseWriter, r *http.Request) (any, error) {
-	if err := a.aclEnabled(); err != nil {
-		return nil, err
-	}
-	t, err := a.s.State().ACL().Token(r.PathValue("accessor_id"))
-	if err != nil {
-		return nil, err
-	}
-	if t == nil {
-		return nil, fmt.Errorf("%w: ACL token %q", structs.ErrNotFound, r.PathValue("accessor_id"))
-	}
-	return t.View(), nil
+	return aclGet(a.apiBase, r, "accessor_id", "ACL token", a.s.State().ACL().Token, (*structs.ACLToken).View)
 }
 
 func (a *aclAPI) aclTokenSelf(_ http.ResponseWriter, r *http.Request) (any, error) {
@@ -365,18 +354,15 @@ func (a *aclAPI) checkTokenSpec(spec *structs.ACLTokenSpec) []string {
 }
 
 func (a *aclAPI) aclTokenCreate(_ http.ResponseWriter, r *http.Request) (any, error) {
-	if err := a.aclEnabled(); err != nil {
-		return nil, err
-	}
-	var spec structs.ACLTokenSpec
-	if err := decode(r, &spec); err != nil {
+	spec, err := aclBody[structs.ACLTokenSpec](a.apiBase, r)
+	if err != nil {
 		return nil, err
 	}
 	if spec.Type == "" {
 		spec.Type = structs.ACLClientToken
 	}
 	meta := writeMeta(r)
-	problems := a.checkTokenSpec(&spec)
+	problems := a.checkTokenSpec(spec)
 	var expires time.Time
 	switch {
 	case spec.ExpirationTime != nil && spec.ExpirationTTL != "":
@@ -408,11 +394,8 @@ func (a *aclAPI) aclTokenCreate(_ http.ResponseWriter, r *http.Request) (any, er
 }
 
 func (a *aclAPI) aclTokenUpdate(_ http.ResponseWriter, r *http.Request) (any, error) {
-	if err := a.aclEnabled(); err != nil {
-		return nil, err
-	}
-	var spec structs.ACLTokenSpec
-	if err := decode(r, &spec); err != nil {
+	spec, err := aclBody[structs.ACLTokenSpec](a.apiBase, r)
+	if err != nil {
 		return nil, err
 	}
 	old, err := a.s.State().ACL().Token(r.PathValue("accessor_id"))
@@ -425,7 +408,7 @@ func (a *aclAPI) aclTokenUpdate(_ http.ResponseWriter, r *http.Request) (any, er
 	if spec.Type == "" {
 		spec.Type = old.Type
 	}
-	problems := a.checkTokenSpec(&spec)
+	problems := a.checkTokenSpec(spec)
 	if spec.ExpirationTime != nil || spec.ExpirationTTL != "" {
 		problems = append(problems, "the expiry of a token cannot change: create a new token")
 	}
@@ -451,29 +434,11 @@ func (a *aclAPI) aclTokenDelete(_ http.ResponseWriter, r *http.Request) (any, er
 // --- auth methods
 
 func (a *aclAPI) aclAuthMethodList(_ http.ResponseWriter, _ *http.Request) (any, error) {
-	if err := a.aclEnabled(); err != nil {
-		return nil, err
-	}
-	list, err := a.s.State().ACL().AuthMethods()
-	out := make([]*structs.ACLAuthMethod, 0, len(list))
-	for _, m := range list {
-		out = append(out, m.Redacted())
-	}
-	return out, err
+	return aclList(a.apiBase, a.s.State().ACL().AuthMethods, (*structs.ACLAuthMethod).Redacted)
 }
 
 func (a *aclAPI) aclAuthMethodGet(_ http.ResponseWriter, r *http.Request) (any, error) {
-	if err := a.aclEnabled(); err != nil {
-		return nil, err
-	}
-	m, err := a.s.State().ACL().AuthMethod(r.PathValue("name"))
-	if err != nil {
-		return nil, err
-	}
-	if m == nil {
-		return nil, fmt.Errorf("%w: auth method %q", structs.ErrNotFound, r.PathValue("name"))
-	}
-	return m.Redacted(), nil
+	return aclGet(a.apiBase, r, "name", "auth method", a.s.State().ACL().AuthMethod, (*structs.ACLAuthMethod).Redacted)
 }
 
 func checkAuthMethod(m *structs.ACLAuthMethod) []string {
@@ -529,11 +494,8 @@ func checkAuthMethod(m *structs.ACLAuthMethod) []string {
 }
 
 func (a *aclAPI) aclAuthMethodPut(_ http.ResponseWriter, r *http.Request) (any, error) {
-	if err := a.aclEnabled(); err != nil {
-		return nil, err
-	}
-	var spec structs.ACLAuthMethodSpec
-	if err := decode(r, &spec); err != nil {
+	spec, err := aclBody[structs.ACLAuthMethodSpec](a.apiBase, r)
+	if err != nil {
 		return nil, err
 	}
 	name := r.PathValue("name")
@@ -569,22 +531,11 @@ func (a *aclAPI) aclAuthMethodDelete(_ http.ResponseWriter, r *http.Request) (an
 // --- binding rules
 
 func (a *aclAPI) aclBindingRuleList(_ http.ResponseWriter, _ *http.Request) (any, error) {
-	if err := a.aclEnabled(); err != nil {
-		return nil, err
-	}
-	p, err := a.s.State().ACL().BindingRules()
-	return nonNil(p), err
+	return aclList(a.apiBase, a.s.State().ACL().BindingRules, asStored)
 }
 
 func (a *aclAPI) aclBindingRuleGet(_ http.ResponseWriter, r *http.Request) (any, error) {
-	if err := a.aclEnabled(); err != nil {
-		return nil, err
-	}
-	p, err := a.s.State().ACL().BindingRule(r.PathValue("id"))
-	if err == nil && p == nil {
-		err = fmt.Errorf("%w: binding rule %q", structs.ErrNotFound, r.PathValue("id"))
-	}
-	return p, err
+	return aclGet(a.apiBase, r, "id", "binding rule", a.s.State().ACL().BindingRule, asStored)
 }
 
 func (a *aclAPI) checkBindingRule(spec *structs.ACLBindingRuleSpec) []string {
@@ -613,14 +564,11 @@ func (a *aclAPI) checkBindingRule(spec *structs.ACLBindingRuleSpec) []string {
 }
 
 func (a *aclAPI) putBindingRule(r *http.Request, id string, create bool) (any, error) {
-	if err := a.aclEnabled(); err != nil {
+	spec, err := aclBody[structs.ACLBindingRuleSpec](a.apiBase, r)
+	if err != nil {
 		return nil, err
 	}
-	var spec structs.ACLBindingRuleSpec
-	if err := decode(r, &spec); err != nil {
-		return nil, err
-	}
-	problems := a.checkBindingRule(&spec)
+	problems := a.checkBindingRule(spec)
 	if spec.ID != "" && spec.ID != id {
 		problems = append(problems, fmt.Sprintf("id: body names %q but the path names %q", spec.ID, id))
 	}

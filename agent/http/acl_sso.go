@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -179,21 +180,22 @@ func newOIDCProvider(m *structs.ACLAuthMethod) (*oidc.Provider, error) {
 	return p, nil
 }
 
-func checkRedirect(m *structs.ACLAuthMethod, uri string) error {
-	for _, u := range m.Config.AllowedRedirectURIs {
-		if u == uri {
-			return nil
-		}
+// oidcMethod returns the OIDC auth method name, or the default one, if it
+// allows the redirect URI uri.
+func (a *ssoAPI) oidcMethod(name, uri string) (*structs.ACLAuthMethod, error) {
+	m, err := a.ssoMethod(name, structs.ACLAuthMethodOIDC)
+	if err != nil {
+		return nil, err
 	}
-	return badRequest(fmt.Sprintf("redirect_uri: %q is not allowed by auth method %q", uri, m.Name))
+	if !slices.Contains(m.Config.AllowedRedirectURIs, uri) {
+		return nil, badRequest(fmt.Sprintf("redirect_uri: %q is not allowed by auth method %q", uri, m.Name))
+	}
+	return m, nil
 }
 
 func (a *ssoAPI) aclOIDCAuthURL(_ http.ResponseWriter, r *http.Request) (any, error) {
-	if err := a.aclEnabled(); err != nil {
-		return nil, err
-	}
-	var req structs.ACLOIDCAuthURLRequest
-	if err := decode(r, &req); err != nil {
+	req, err := aclBody[structs.ACLOIDCAuthURLRequest](a.apiBase, r)
+	if err != nil {
 		return nil, err
 	}
 	var problems []string
@@ -209,11 +211,8 @@ func (a *ssoAPI) aclOIDCAuthURL(_ http.ResponseWriter, r *http.Request) (any, er
 	if len(problems) > 0 {
 		return nil, badRequest(problems...)
 	}
-	m, err := a.ssoMethod(req.AuthMethod, structs.ACLAuthMethodOIDC)
+	m, err := a.oidcMethod(req.AuthMethod, req.RedirectURI)
 	if err != nil {
-		return nil, err
-	}
-	if err := checkRedirect(m, req.RedirectURI); err != nil {
 		return nil, err
 	}
 	p, err := a.oidcProvider(m)
@@ -241,11 +240,8 @@ func (a *ssoAPI) aclOIDCAuthURL(_ http.ResponseWriter, r *http.Request) (any, er
 }
 
 func (a *ssoAPI) aclOIDCComplete(_ http.ResponseWriter, r *http.Request) (any, error) {
-	if err := a.aclEnabled(); err != nil {
-		return nil, err
-	}
-	var req structs.ACLOIDCCompleteAuthRequest
-	if err := decode(r, &req); err != nil {
+	req, err := aclBody[structs.ACLOIDCCompleteAuthRequest](a.apiBase, r)
+	if err != nil {
 		return nil, err
 	}
 	var problems []string
@@ -262,11 +258,8 @@ func (a *ssoAPI) aclOIDCComplete(_ http.ResponseWriter, r *http.Request) (any, e
 	if len(problems) > 0 {
 		return nil, badRequest(problems...)
 	}
-	m, err := a.ssoMethod(req.AuthMethod, structs.ACLAuthMethodOIDC)
+	m, err := a.oidcMethod(req.AuthMethod, req.RedirectURI)
 	if err != nil {
-		return nil, err
-	}
-	if err := checkRedirect(m, req.RedirectURI); err != nil {
 		return nil, err
 	}
 	if err := a.logins.check(req.State, oidcLogin{method: m.Name, redirect: req.RedirectURI, nonce: req.ClientNonce,
@@ -300,11 +293,8 @@ func (a *ssoAPI) aclOIDCComplete(_ http.ResponseWriter, r *http.Request) (any, e
 }
 
 func (a *ssoAPI) aclJWTLogin(_ http.ResponseWriter, r *http.Request) (any, error) {
-	if err := a.aclEnabled(); err != nil {
-		return nil, err
-	}
-	var req structs.ACLLoginRequest
-	if err := decode(r, &req); err != nil {
+	req, err := aclBody[structs.ACLLoginRequest](a.apiBase, r)
+	if err != nil {
 		return nil, err
 	}
 	if req.LoginToken == "" || len(req.LoginToken) > maxLoginTokenSize {

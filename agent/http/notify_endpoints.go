@@ -63,14 +63,7 @@ func (a *clusterAPI) notificationList(w http.ResponseWriter, r *http.Request) (a
 }
 
 func (a *clusterAPI) notificationGet(_ http.ResponseWriter, r *http.Request) (any, error) {
-	n, err := a.s.State().Notification(r.PathValue("id"))
-	if err != nil {
-		return nil, err
-	}
-	if n == nil {
-		return nil, fmt.Errorf("%w: notification %q", structs.ErrNotFound, r.PathValue("id"))
-	}
-	return n, nil
+	return byPath(r, "id", "notification", a.s.State().Notification, asStored)
 }
 
 func (a *clusterAPI) notifyTargets(_ http.ResponseWriter, _ *http.Request) (any, error) {

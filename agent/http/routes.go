@@ -327,14 +327,7 @@ func (a *clusterAPI) windowList(_ http.ResponseWriter, _ *http.Request) (any, er
 }
 
 func (a *clusterAPI) windowGet(_ http.ResponseWriter, r *http.Request) (any, error) {
-	w, err := a.s.State().Window(r.PathValue("name"))
-	if err != nil {
-		return nil, err
-	}
-	if w == nil {
-		return nil, fmt.Errorf("%w: sync window %q", structs.ErrNotFound, r.PathValue("name"))
-	}
-	return w, nil
+	return byPath(r, "name", "sync window", a.s.State().Window, asStored)
 }
 
 func (a *clusterAPI) windowPut(_ http.ResponseWriter, r *http.Request) (any, error) {
@@ -564,6 +557,22 @@ func isTooLarge(err error) bool {
 	he, ok := err.(*HTTPError)
 	return ok && he.Code == http.StatusRequestEntityTooLarge
 }
+
+// byPath answers the object get finds by the request's path value key, as
+// view shows it, or not found, naming the object what.
+func byPath[T, V any](r *http.Request, key, what string, get func(string) (*T, error), view func(*T) *V) (any, error) {
+	v, err := get(r.PathValue(key))
+	if err != nil {
+		return nil, err
+	}
+	if v == nil {
+		return nil, fmt.Errorf("%w: %s %q", structs.ErrNotFound, what, r.PathValue(key))
+	}
+	return view(v), nil
+}
+
+// asStored is the view of an object the API shows as it is stored.
+func asStored[T any](v *T) *T { return v }
 
 func nonNil[T any](s []*T) []*T {
 	if s == nil {

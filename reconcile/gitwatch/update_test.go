@@ -12,12 +12,8 @@ import (
 // repositories of a running watcher; an unchanged repository keeps its
 // snapshot, and an invalid set changes nothing.
 func TestWatcher_UpdateWhileRunning(t *testing.T) {
-	a := testutil.NewGitRepo(t)
-	a.WriteFile("a.nomad", `job "a" {}`)
-	a.Commit("a")
-	b := testutil.NewGitRepo(t)
-	b.WriteFile("b.nomad", `job "b" {}`)
-	b.Commit("b")
+	a := testutil.NewGitRepoWith(t, "a", map[string]string{"a.nomad": `job "a" {}`})
+	b := testutil.NewGitRepoWith(t, "b", map[string]string{"b.nomad": `job "b" {}`})
 	b.Git("checkout", "-q", "-b", "next")
 	b.WriteFile("next.nomad", `job "next" {}`)
 	nextHead := b.Commit("next")

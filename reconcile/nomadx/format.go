@@ -59,30 +59,33 @@ func Tree(diff *api.JobDiff) *structs.PlanDiff {
 		return nil
 	}
 	out := &structs.PlanDiff{Type: diff.Type, ID: diff.ID}
-	if diff.Type == DiffTypeEdited {
-		out.Fields, out.Objects = treeFields(diff.Fields), treeObjects(diff.Objects, 1)
-	}
+	out.Fields, out.Objects = editedTree(diff.Type, diff.Fields, diff.Objects)
 	for _, tg := range diff.TaskGroups {
 		if tg == nil {
 			continue
 		}
 		g := structs.GroupDiff{Type: tg.Type, Name: tg.Name, Updates: groupUpdates(tg.Updates)}
-		if tg.Type == DiffTypeEdited {
-			g.Fields, g.Objects = treeFields(tg.Fields), treeObjects(tg.Objects, 1)
-		}
+		g.Fields, g.Objects = editedTree(tg.Type, tg.Fields, tg.Objects)
 		for _, t := range tg.Tasks {
 			if t == nil {
 				continue
 			}
 			task := structs.TaskDiff{Type: t.Type, Name: t.Name, Annotations: cloneStrings(t.Annotations)}
-			if t.Type == DiffTypeEdited {
-				task.Fields, task.Objects = treeFields(t.Fields), treeObjects(t.Objects, 1)
-			}
+			task.Fields, task.Objects = editedTree(t.Type, t.Fields, t.Objects)
 			g.Tasks = append(g.Tasks, task)
 		}
 		out.Groups = append(out.Groups, g)
 	}
 	return out
+}
+
+// editedTree is the fields and blocks Tree keeps of a job, group or task
+// diff of type typ: those of a changed one, none of an added or deleted one.
+func editedTree(typ string, fields []*api.FieldDiff, objects []*api.ObjectDiff) ([]structs.DiffField, []structs.DiffObject) {
+	if typ != DiffTypeEdited {
+		return nil, nil
+	}
+	return treeFields(fields), treeObjects(objects, 1)
 }
 
 func treeFields(in []*api.FieldDiff) []structs.DiffField {

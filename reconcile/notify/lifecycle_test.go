@@ -20,12 +20,12 @@ import (
 // order, signed, each once, with the approve link and no secret.
 func TestDeploymentLifecycleSequence(t *testing.T) {
 	nomad := testutil.StartNomad(t)
-	repo := testutil.NewGitRepo(t)
-	repo.WriteFile("jobs/api.nomad.hcl", testutil.ServiceJobHCL("api", testutil.WithMeta("nops_managed", "true"),
-		testutil.WithMeta("nops_policy", "approval"), testutil.WithEnv("DB_PASSWORD", "hunter2-do-not-leak")))
-	repo.WriteFile("jobs/bad.nomad.hcl", testutil.ServiceJobHCL("bad", testutil.WithMeta("nops_managed", "true"),
-		testutil.WithFailure()))
-	repo.Commit("jobs")
+	repo := testutil.NewGitRepoWith(t, "jobs", map[string]string{
+		"jobs/api.nomad.hcl": testutil.ServiceJobHCL("api", testutil.WithManaged("approval"),
+			testutil.WithEnv("DB_PASSWORD", "hunter2-do-not-leak")),
+		"jobs/bad.nomad.hcl": testutil.ServiceJobHCL("bad", testutil.WithMeta("nops_managed", "true"),
+			testutil.WithFailure()),
+	})
 	rcv := newReceiver(t, "lifecycle-secret", nil)
 	failures := newReceiver(t, "", nil)
 	s := nopstest.Start(t, "", nopstest.WithNomad(nomad.Addr), nopstest.WithRepo("main", repo.URL(), "main", "jobs"),

@@ -56,6 +56,14 @@ func checkBlockKit(t *testing.T, raw []byte) []string {
 	for i, b := range blocks {
 		block := b.(map[string]any)
 		where := fmt.Sprintf("block %d", i)
+		// elements are the block's elements, of which it must have 1 to most.
+		elements := func(most int) []any {
+			els, _ := block["elements"].([]any)
+			if len(els) == 0 || len(els) > most {
+				t.Errorf("%s: %d %s elements", where, len(els), block["type"])
+			}
+			return els
+		}
 		switch block["type"] {
 		case "section":
 			_, hasText := block["text"]
@@ -73,19 +81,11 @@ func checkBlockKit(t *testing.T, raw []byte) []string {
 				textObject(fmt.Sprintf("%s field %d", where, j), f, "mrkdwn", "plain_text")
 			}
 		case "context":
-			els, _ := block["elements"].([]any)
-			if len(els) == 0 || len(els) > 10 {
-				t.Errorf("%s: %d context elements", where, len(els))
-			}
-			for j, e := range els {
+			for j, e := range elements(10) {
 				textObject(fmt.Sprintf("%s element %d", where, j), e, "mrkdwn", "plain_text")
 			}
 		case "actions":
-			els, _ := block["elements"].([]any)
-			if len(els) == 0 || len(els) > 25 {
-				t.Errorf("%s: %d action elements", where, len(els))
-			}
-			for j, e := range els {
+			for j, e := range elements(25) {
 				el := e.(map[string]any)
 				if el["type"] != "button" {
 					t.Errorf("%s element %d: type %v", where, j, el["type"])

@@ -22,37 +22,8 @@ import (
 // never answers its version byte holds neither the client's lock nor the
 // retire of the client.
 func TestForwardClient_BlackholedLeader(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The leader accepts and never answers; its connections close with
-	// the test.
-	accepted := make(chan struct{})
-	go func() {
-		defer close(accepted)
-		var held []net.Conn
-		defer func() {
-			for _, conn := range held {
-				conn.Close()
-			}
-		}()
-		for {
-			conn, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			held = append(held, conn)
-		}
-	}()
-	defer func() {
-		ln.Close()
-		<-accepted
-	}()
-	c := NewClient(ln.Addr().String(), func(ctx context.Context) (net.Conn, error) {
-		var d net.Dialer
-		return d.DialContext(ctx, "tcp", ln.Addr().String())
-	}, hclog.NewNullLogger(), time.Minute)
+	// The leader accepts and never answers.
+	c := testLeader(t, func(net.Conn) {})
 	called := make(chan struct{})
 	go func() {
 		defer close(called)
@@ -165,26 +136,11 @@ func TestForwardConn_RetiringRefuses(t *testing.T) {
 // failed dial does, so that the follower retries it until its deadline;
 // each try dials again.
 func TestForwardClient_OlderLeader(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
 	var dials atomic.Int32
-	go func() {
-		for {
-			conn, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			dials.Add(1)
-			conn.Close()
-		}
-	}()
-	c := NewClient(ln.Addr().String(), func(ctx context.Context) (net.Conn, error) {
-		var d net.Dialer
-		return d.DialContext(ctx, "tcp", ln.Addr().String())
-	}, hclog.NewNullLogger(), time.Minute)
+	c := testLeader(t, func(conn net.Conn) {
+		dials.Add(1)
+		conn.Close()
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	for i := 1; i <= 2; i++ {
@@ -207,50 +163,23 @@ func TestForwardClient_OlderLeader(t *testing.T) {
 // not even a keepalive) fails the call as sent within the silence limit,
 // not at CallLimit; the connection is not used again.
 func TestForwardClient_SilentLeader(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	got := make(chan *Request, 4)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		var held []net.Conn
-		defer func() {
-			for _, conn := range held {
-				conn.Close()
-			}
-		}()
-		for {
-			conn, err := ln.Accept()
+	c := testLeader(t, func(conn net.Conn) {
+		_, _ = conn.Write([]byte{Version})
+		br := bufio.NewReader(conn)
+		// The frame that asks for keepalives, then the request.
+		for range 2 {
+			buf, err := readFrame(br, MaxFrame)
 			if err != nil {
 				return
 			}
-			held = append(held, conn)
-			_, _ = conn.Write([]byte{Version})
-			br := bufio.NewReader(conn)
-			// The frame that asks for keepalives, then the request.
-			for range 2 {
-				buf, err := readFrame(br, MaxFrame)
-				if err != nil {
-					return
-				}
-				req := &Request{}
-				if err := codec.NewDecoderBytes(buf, structs.NewMsgpackHandle()).Decode(req); err != nil {
-					return
-				}
-				got <- req
+			req := &Request{}
+			if err := codec.NewDecoderBytes(buf, structs.NewMsgpackHandle()).Decode(req); err != nil {
+				return
 			}
+			got <- req
 		}
-	}()
-	defer func() {
-		ln.Close()
-		<-done
-	}()
-	c := NewClient(ln.Addr().String(), func(ctx context.Context) (net.Conn, error) {
-		var d net.Dialer
-		return d.DialContext(ctx, "tcp", ln.Addr().String())
-	}, hclog.NewNullLogger(), time.Minute)
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), CallLimit)
 	defer cancel()
 	begin := time.Now()

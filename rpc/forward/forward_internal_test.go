@@ -24,54 +24,74 @@ import (
 // connection.
 func fakeLeader(t *testing.T, answer func(req *Request) []any) *Client {
 	t.Helper()
+	h := structs.NewMsgpackHandle()
+	return testLeader(t, func(conn net.Conn) {
+		defer conn.Close()
+		_, _ = conn.Write([]byte{Version})
+		br := bufio.NewReader(conn)
+		out := newFrameWriter(conn, h)
+		for {
+			buf, err := readFrame(br, MaxFrame)
+			if err != nil {
+				return
+			}
+			req := &Request{}
+			if err := codec.NewDecoderBytes(buf, h).Decode(req); err != nil {
+				return
+			}
+			if req.Keepalive && req.Method == "" {
+				// The frame that asks for keepalives starts no
+				// request; this leader sends none.
+				continue
+			}
+			frames := answer(req)
+			if frames == nil {
+				return
+			}
+			for _, f := range frames {
+				if raw, ok := f.([]byte); ok {
+					_, _ = conn.Write(raw)
+					continue
+				}
+				if _, err := out.write(context.Background(), f, MaxAnswerFrame, time.Time{}); err != nil {
+					return
+				}
+			}
+		}
+	})
+}
+
+// testLeader listens on a local port as a leader that runs serve on each
+// connection it accepts, in a goroutine of its own, and closes the
+// connections when the test ends. It returns a client of that leader.
+func testLeader(t *testing.T, serve func(net.Conn)) *Client {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { ln.Close() })
-	h := structs.NewMsgpackHandle()
+	done := make(chan struct{})
 	go func() {
+		defer close(done)
+		var held []net.Conn
+		defer func() {
+			for _, conn := range held {
+				conn.Close()
+			}
+		}()
 		for {
 			conn, err := ln.Accept()
 			if err != nil {
 				return
 			}
-			go func() {
-				defer conn.Close()
-				_, _ = conn.Write([]byte{Version})
-				br := bufio.NewReader(conn)
-				out := newFrameWriter(conn, h)
-				for {
-					buf, err := readFrame(br, MaxFrame)
-					if err != nil {
-						return
-					}
-					req := &Request{}
-					if err := codec.NewDecoderBytes(buf, h).Decode(req); err != nil {
-						return
-					}
-					if req.Keepalive && req.Method == "" {
-						// The frame that asks for keepalives starts no
-						// request; this leader sends none.
-						continue
-					}
-					frames := answer(req)
-					if frames == nil {
-						return
-					}
-					for _, f := range frames {
-						if raw, ok := f.([]byte); ok {
-							_, _ = conn.Write(raw)
-							continue
-						}
-						if _, err := out.write(context.Background(), f, MaxAnswerFrame, time.Time{}); err != nil {
-							return
-						}
-					}
-				}
-			}()
+			held = append(held, conn)
+			go serve(conn)
 		}
 	}()
+	t.Cleanup(func() {
+		ln.Close()
+		<-done
+	})
 	addr := ln.Addr().String()
 	return NewClient(addr, func(ctx context.Context) (net.Conn, error) {
 		var d net.Dialer

@@ -26,13 +26,11 @@ import (
 func TestCLI_CommitContext(t *testing.T) {
 	const secret = "s3cret-planted"
 	job := func(version string) string {
-		return testutil.ServiceJobHCL("web", testutil.WithMeta("nops_managed", "true"), testutil.WithMeta("nops_policy", "approval"),
+		return testutil.ServiceJobHCL("web", testutil.WithManaged("approval"),
 			testutil.WithEnv("DB_PASSWORD", secret), testutil.WithMeta("version", version))
 	}
 	nomad := testutil.StartNomad(t)
-	repo := testutil.NewGitRepo(t)
-	repo.WriteFile("jobs/web.nomad.hcl", job("v1"))
-	repo.Commit("Add web")
+	repo := testutil.NewGitRepoWith(t, "Add web", map[string]string{"jobs/web.nomad.hcl": job("v1")})
 
 	var mu sync.Mutex
 	var bodies []string

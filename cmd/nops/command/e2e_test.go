@@ -17,10 +17,9 @@ import (
 // approved with nops, and deployed.
 func TestCLI_EndToEnd(t *testing.T) {
 	nomad := testutil.StartNomad(t)
-	repo := testutil.NewGitRepo(t)
-	repo.WriteFile("jobs/web.nomad.hcl", testutil.ServiceJobHCL("web", testutil.WithMeta("nops_managed", "true"),
-		testutil.WithMeta("nops_policy", "approval")))
-	repo.Commit("web waits for approval")
+	repo := testutil.NewGitRepoWith(t, "web waits for approval", map[string]string{
+		"jobs/web.nomad.hcl": testutil.ServiceJobHCL("web", testutil.WithManaged("approval")),
+	})
 
 	// Before the first cycle, the cycle route answers "none yet", which the
 	// client tells from a missing route.

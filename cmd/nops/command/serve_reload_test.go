@@ -25,12 +25,9 @@ import (
 // serve, without a restart, and names in the log the changed settings only
 // a restart applies.
 func TestServe_SIGHUPReloadsLogLevelAndRepositories(t *testing.T) {
-	first := testutil.NewGitRepo(t)
-	first.WriteFile("a.nomad.hcl", `job "a" {}`)
-	first.Commit("a")
-	second := testutil.NewGitRepo(t)
-	second.WriteFile("b.nomad.hcl", `job "b" {}`)
-	head := second.Commit("b")
+	first := testutil.NewGitRepoWith(t, "a", map[string]string{"a.nomad.hcl": `job "a" {}`})
+	second := testutil.NewGitRepoWith(t, "b", map[string]string{"b.nomad.hcl": `job "b" {}`})
+	head := second.Head()
 
 	dir := t.TempDir()
 	cfgFile := filepath.Join(dir, "nops.hcl")

@@ -1,6 +1,7 @@
 package command
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io/fs"
@@ -11,7 +12,10 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"text/template"
 	"time"
+
+	"golang.org/x/tools/txtar"
 
 	"github.com/nops-dev/nops/cmd/nops/command/validate"
 	"github.com/nops-dev/nops/structs"
@@ -19,9 +23,14 @@ import (
 	"github.com/nops-dev/nops/testutil/nopstest"
 )
 
-// corpusDir holds the repositories of the agreement test, one directory a
-// case, each served as the root of a git repository.
+// corpusDir holds the repositories of the agreement test, one txtar
+// archive a case (case.txtar), and corpusGroup, the task group all their
+// jobs share. A case's files are templates: writeCorpusCase writes them
+// out, the group filled in, as the root of a repository.
 const corpusDir = "testdata/validate-corpus"
+
+// corpusGroup is the file of corpusDir that defines the template "group".
+const corpusGroup = "group.tmpl"
 
 // corpusRepo is the name the agreement test's servers give the repository:
 // a server names a file of a duplicate declaration repository:path.
@@ -210,6 +219,46 @@ func serverVerdicts(t *testing.T, nomadAddr, dir string) verdicts {
 	return v
 }
 
+// writeCorpusCase writes the files of the case name into a new directory,
+// each executed as a template that may name the shared "group", and
+// returns the directory.
+func writeCorpusCase(t *testing.T, name string) string {
+	t.Helper()
+	type group struct{ Name, RunFor string }
+	shared, err := template.New(corpusGroup).Funcs(template.FuncMap{
+		"group": func(name, runFor string) group { return group{name, runFor} },
+	}).ParseFiles(filepath.Join(corpusDir, corpusGroup))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ar, err := txtar.ParseFile(filepath.Join(corpusDir, name+".txtar"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ar.Files) == 0 {
+		t.Fatalf("case %s has no files", name)
+	}
+	dir := filepath.Join(t.TempDir(), name)
+	for _, f := range ar.Files {
+		tmpl, err := template.Must(shared.Clone()).New(f.Name).Parse(string(f.Data))
+		if err != nil {
+			t.Fatalf("case %s: %v", name, err)
+		}
+		var b bytes.Buffer
+		if err := tmpl.Execute(&b, nil); err != nil {
+			t.Fatalf("case %s: %v", name, err)
+		}
+		p := filepath.Join(dir, filepath.FromSlash(f.Name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, b.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
 func sorted(s []string) []string {
 	out := append([]string{}, s...)
 	sort.Strings(out)
@@ -227,13 +276,13 @@ func TestValidate_AgreesWithServer(t *testing.T) {
 	}
 	var names []string
 	for _, e := range entries {
-		if e.IsDir() {
-			names = append(names, e.Name())
+		if name, ok := strings.CutSuffix(e.Name(), ".txtar"); ok {
+			names = append(names, name)
 		}
 	}
 	for name := range corpusCases {
 		if !slices.Contains(names, name) {
-			t.Fatalf("case %s has no directory under %s", name, corpusDir)
+			t.Fatalf("case %s has no archive %s.txtar under %s", name, name, corpusDir)
 		}
 	}
 	nomad := testutil.StartNomad(t)
@@ -241,9 +290,9 @@ func TestValidate_AgreesWithServer(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			want, ok := corpusCases[name]
 			if !ok {
-				t.Fatalf("%s/%s has no expected verdicts in corpusCases", corpusDir, name)
+				t.Fatalf("%s/%s.txtar has no expected verdicts in corpusCases", corpusDir, name)
 			}
-			dir := filepath.Join(corpusDir, name)
+			dir := writeCorpusCase(t, name)
 			cli := validateVerdicts(t, nomad.Addr, dir)
 			srv := serverVerdicts(t, nomad.Addr, dir)
 			t.Logf("nops validate:\n%sserver:\n%s", cli, srv)
