@@ -45,12 +45,7 @@ func (m *Applier) applyLoop(ctx context.Context) {
 			m.TriggerDetection()
 		}
 		if all || err != nil {
-			if !timer.Stop() {
-				select {
-				case <-timer.C:
-				default:
-				}
-			}
+			// Since Go 1.23 a reset timer never delivers a stale tick.
 			timer.Reset(m.nextApplyPass(err != nil))
 		}
 	}

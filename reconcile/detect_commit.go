@@ -4,19 +4,30 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/hashicorp/go-hclog"
+
 	"github.com/nops-dev/nops/reconcile/filediff"
 	"github.com/nops-dev/nops/reconcile/gitwatch"
 	"github.com/nops-dev/nops/structs"
 )
 
-// commitContext records on a new deployment what an approver reads beside
-// the plan diff (SPEC section 15): the commit's message, author, time and
-// link, cut to the bounds the FSM keeps, and the file diff of the job
-// file and its variables file since the job's last completed deployment,
-// redacted with the rules of plan diffs. A file diff git cannot give (the
-// older commit is gone from the remote) says so on its first line and
-// shows the files as added; it fails no deployment.
-func (m *Detector) commitContext(ctx context.Context, d *declared, dep *structs.Deployment) error {
+// commitReader reads the commit context of new deployments (SPEC section
+// 15) from the detector's git watcher and the replicated state.
+type commitReader struct {
+	srv    Server
+	git    *gitwatch.Watcher
+	redact func(text string) string
+	logger hclog.Logger
+}
+
+// record records on a new deployment what an approver reads beside the
+// plan diff: the commit's message, author, committer, time and link, cut
+// to the bounds the FSM keeps, and the file diff of the job file and its
+// variables file since the job's last completed deployment, redacted with
+// the rules of plan diffs. A file diff git cannot give (the older commit
+// is gone from the remote) says so on its first line and shows the files
+// as added; it fails no deployment.
+func (m commitReader) record(ctx context.Context, d *declared, dep *structs.Deployment) error {
 	dep.CommitMessage = structs.TruncateText(d.info.Message, structs.MaxTextLen)
 	dep.CommitAuthor = structs.TruncateText(d.info.Author, structs.MaxTextLen)
 	dep.CommitCommitter = structs.TruncateText(d.info.Committer, structs.MaxTextLen)
@@ -35,7 +46,7 @@ func (m *Detector) commitContext(ctx context.Context, d *declared, dep *structs.
 // fileDiff returns the redacted unified diff of a job's file and its
 // variables file from the last completed deployment (nil: none, every
 // file is added) to d.
-func (m *Detector) fileDiff(ctx context.Context, d *declared, last *structs.Deployment) string {
+func (m commitReader) fileDiff(ctx context.Context, d *declared, last *structs.Deployment) string {
 	to := [2]filediff.Version{{Path: d.src.Path, Text: d.src.Content}, {Path: d.src.VarsPath, Text: d.src.Vars}}
 	var from [2]filediff.Version
 	note := ""
@@ -53,13 +64,12 @@ func (m *Detector) fileDiff(ctx context.Context, d *declared, last *structs.Depl
 			}
 		}
 	}
-	redact := m.nomad.Redactor().Source
-	return note + filediff.Unified(from[0], to[0], redact) + filediff.Unified(from[1], to[1], redact)
+	return note + filediff.Unified(from[0], to[0], m.redact) + filediff.Unified(from[1], to[1], m.redact)
 }
 
 // filesAt reads the job file and the variables file of a deployment at its
 // commit.
-func (m *Detector) filesAt(ctx context.Context, dep *structs.Deployment) (map[string]string, error) {
+func (m commitReader) filesAt(ctx context.Context, dep *structs.Deployment) (map[string]string, error) {
 	if m.git == nil {
 		return nil, fmt.Errorf("no repository is watched")
 	}

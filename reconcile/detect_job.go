@@ -287,7 +287,8 @@ func (m *Detector) newDeployment(ctx context.Context, d *declared, frozen []stru
 		SkipRegister: skipRegister, Hooks: frozen, ApplyTimeout: d.meta.ApplyTimeout, PlanDiff: plan.Tree,
 		ApprovalsRequired: d.meta.Approvals, ApprovalTTL: d.meta.ApprovalTTL,
 	}
-	if err := m.commitContext(ctx, d, dep); err != nil {
+	commits := commitReader{srv: m.srv, git: m.git, redact: m.nomad.Redactor().Source, logger: m.logger}
+	if err := commits.record(ctx, d, dep); err != nil {
 		return nil, err
 	}
 	return dep, nil

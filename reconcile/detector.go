@@ -115,12 +115,7 @@ func (m *Detector) detectLoop(ctx context.Context) {
 		if d, ok := m.replanNext(before); ok {
 			next = min(next, d)
 		}
-		if !timer.Stop() {
-			select {
-			case <-timer.C:
-			default:
-			}
-		}
+		// Since Go 1.23 a reset timer never delivers a stale tick.
 		timer.Reset(next)
 	}
 }

@@ -207,6 +207,38 @@ func (m *Detector) countFresh(ctx context.Context, fresh []string) {
 	}
 }
 
+// healthChanges returns copies of the stored statuses of the jobs with
+// keys whose counts differ from the stored ones, sorted by key. A job
+// whose allocations are not covered (the book has not had them listed
+// yet) keeps its counts until they are.
+func healthChanges(stored []*structs.JobStatus, keys []string, counts map[string]*structs.JobHealth, covered map[string]bool) []*structs.JobStatus {
+	statuses := make(map[string]*structs.JobStatus, len(stored))
+	for _, s := range stored {
+		statuses[s.Key()] = s
+	}
+	var upserts []*structs.JobStatus
+	done := map[string]bool{}
+	for _, key := range keys {
+		s := statuses[key]
+		if s == nil || done[key] || !covered[key] {
+			continue
+		}
+		done[key] = true
+		h := counts[key]
+		if h == nil {
+			h = &structs.JobHealth{}
+		}
+		if s.Health != nil && *s.Health == *h {
+			continue
+		}
+		c := *s
+		c.Health = h
+		upserts = append(upserts, &c)
+	}
+	sort.Slice(upserts, func(i, j int) bool { return upserts[i].Key() < upserts[j].Key() })
+	return upserts
+}
+
 // countHealth counts the allocations of every job (all) or of those with
 // keys, after listing every allocation (list) or reading those of the
 // jobs with reads, and records the counts that changed.
@@ -239,10 +271,6 @@ func (m *Detector) countHealth(ctx context.Context, all, list bool, keys, reads 
 	if err != nil {
 		return fmt.Errorf("read job statuses: %w", err)
 	}
-	statuses := make(map[string]*structs.JobStatus, len(stored))
-	for _, s := range stored {
-		statuses[s.Key()] = s
-	}
 	if all {
 		keys = keys[:0]
 		for _, s := range stored {
@@ -265,32 +293,10 @@ func (m *Detector) countHealth(ctx context.Context, all, list bool, keys, reads 
 		covered[s.Key()] = read[s.Key()] || m.book.covers(s.Namespace)
 	}
 	m.mu.Unlock()
-	counts := nomadx.CountAllocations(allocs)
-	var upserts []*structs.JobStatus
-	done := map[string]bool{}
-	for _, key := range keys {
-		s := statuses[key]
-		if s == nil || done[key] || !covered[key] {
-			// A job whose allocations the book has not had listed yet
-			// keeps its counts until they are.
-			continue
-		}
-		done[key] = true
-		h := counts[key]
-		if h == nil {
-			h = &structs.JobHealth{}
-		}
-		if s.Health != nil && *s.Health == *h {
-			continue
-		}
-		c := *s
-		c.Health = h
-		upserts = append(upserts, &c)
-	}
+	upserts := healthChanges(stored, keys, nomadx.CountAllocations(allocs), covered)
 	if len(upserts) == 0 {
 		return nil
 	}
-	sort.Slice(upserts, func(i, j int) bool { return upserts[i].Key() < upserts[j].Key() })
 	if _, err := m.srv.Apply(structs.JobStatusUpsertRequestType, &structs.JobStatusUpsertRequest{WriteMeta: m.meta(), Statuses: upserts}); err != nil {
 		return fmt.Errorf("record job health: %w", err)
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
+
 	"github.com/nops-dev/nops/reconcile/nomadx"
 	"github.com/nops-dev/nops/structs"
 )
@@ -115,28 +117,7 @@ func (m *Manager) watchLive(ctx context.Context, ns string) {
 			}
 			continue
 		}
-		// The allocations may have moved since the health counts were
-		// recorded (before this term, or while the stream was down): list
-		// them once; the stream's events move them from here on.
-		if err := m.fillAllocations(ctx, ns); err != nil {
-			if ctx.Err() == nil {
-				logger.Warn("cannot list the allocations for the health counts; the health pass tries again", "error", err)
-			}
-			m.markHealthAll(true)
-		} else {
-			m.markHealthAll(false)
-		}
-		m.setStreaming(ns, true)
-		if !first {
-			// Changes made while the stream was down may be older than
-			// what Nomad still holds: a cycle looks at everything.
-			m.TriggerDetection()
-		}
-		// Once subscribed, the apply loop waits for events: a pass now
-		// settles whatever finished between the term's first pass (or
-		// the break) and the subscription, such as a hook run that
-		// completed while this server was being elected.
-		m.TriggerApply()
+		m.subscribed(ctx, ns, first, logger)
 		first = false
 		logger.Debug("watching Nomad's job events", "index", index)
 		connected := time.Now()
@@ -147,23 +128,8 @@ func (m *Manager) watchLive(ctx context.Context, ns string) {
 				}
 				break
 			}
-			if batch.Index > index {
-				index = batch.Index
-			}
-			if len(batch.Changes) > 0 {
-				m.jobsChanged(batch.Index)
-			}
-			m.allocationEvents(ns, batch.Activity)
-			if ids := m.applier.routeActivity(batch.Activity); len(ids) > 0 {
-				logger.Trace("Nomad deployment or allocation events wake deployments", "index", batch.Index, "deployments", ids)
-			}
-			if key := m.liveChangeOfManaged(batch.Index, batch.Changes); key != "" {
-				logger.Debug("live change of a managed job", "job", key, "index", batch.Index)
-				m.metrics.liveChanges.Inc()
-				m.TriggerDetection()
-			} else if len(batch.Changes) > 0 {
-				logger.Trace("job events of no managed job changed", "index", batch.Index, "changes", len(batch.Changes))
-			}
+			index = max(index, batch.Index)
+			m.eventBatch(ns, batch, logger)
 		}
 		if ctx.Err() != nil {
 			return
@@ -175,6 +141,54 @@ func (m *Manager) watchLive(ctx context.Context, ns string) {
 		if !structs.Sleep(ctx, backoff.Next()) {
 			return
 		}
+	}
+}
+
+// subscribed starts the watch of a namespace whose event stream was just
+// subscribed to: the allocation book listed, the stream marked up, and
+// the loops woken for what the subscription may have missed.
+func (m *Manager) subscribed(ctx context.Context, ns string, first bool, logger hclog.Logger) {
+	// The allocations may have moved since the health counts were
+	// recorded (before this term, or while the stream was down): list
+	// them once; the stream's events move them from here on.
+	if err := m.fillAllocations(ctx, ns); err != nil {
+		if ctx.Err() == nil {
+			logger.Warn("cannot list the allocations for the health counts; the health pass tries again", "error", err)
+		}
+		m.markHealthAll(true)
+	} else {
+		m.markHealthAll(false)
+	}
+	m.setStreaming(ns, true)
+	if !first {
+		// Changes made while the stream was down may be older than what
+		// Nomad still holds: a cycle looks at everything.
+		m.TriggerDetection()
+	}
+	// Once subscribed, the apply loop waits for events: a pass now settles
+	// whatever finished between the term's first pass (or the break) and
+	// the subscription, such as a hook run that completed while this
+	// server was being elected.
+	m.TriggerApply()
+}
+
+// eventBatch handles one batch of a namespace's events: the allocation
+// book moves, the deployments the events concern wake, and a live change
+// of a managed job starts a detection cycle.
+func (m *Manager) eventBatch(ns string, batch nomadx.JobChanges, logger hclog.Logger) {
+	if len(batch.Changes) > 0 {
+		m.jobsChanged(batch.Index)
+	}
+	m.allocationEvents(ns, batch.Activity)
+	if ids := m.applier.routeActivity(batch.Activity); len(ids) > 0 {
+		logger.Trace("Nomad deployment or allocation events wake deployments", "index", batch.Index, "deployments", ids)
+	}
+	if key := m.liveChangeOfManaged(batch.Index, batch.Changes); key != "" {
+		logger.Debug("live change of a managed job", "job", key, "index", batch.Index)
+		m.metrics.liveChanges.Inc()
+		m.TriggerDetection()
+	} else if len(batch.Changes) > 0 {
+		logger.Trace("job events of no managed job changed", "index", batch.Index, "changes", len(batch.Changes))
 	}
 }
 

@@ -22,6 +22,31 @@ const (
 	clusterPoll = 2 * time.Second
 )
 
+// lastEventIndex is the Raft index a stream's page has seen: the
+// browser's Last-Event-ID on a reconnect, else the page's ?index=, else 0.
+func lastEventIndex(r *http.Request) uint64 {
+	after, _ := strconv.ParseUint(r.URL.Query().Get("index"), 10, 64)
+	if id := r.Header.Get("Last-Event-ID"); id != "" {
+		if n, err := strconv.ParseUint(id, 10, 64); err == nil {
+			after = n
+		}
+	}
+	return after
+}
+
+// startStream writes the headers of an event stream and its retry delay.
+func startStream(w http.ResponseWriter) {
+	h := w.Header()
+	SetHeaders(h)
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	// A browser reconnects a broken stream after 2s (the EventSource
+	// default is about 3s): soon enough for a live page, not a tight loop.
+	_, _ = fmt.Fprintf(w, "retry: 2000\n\n")
+}
+
 // live is the live-update stream of one tab: server-sent events that carry
 // the state's index each time it changes, or the cluster's membership
 // does (a server that fails, leaves or joins, a new leader: no write to
@@ -47,21 +72,8 @@ func (u *UI) live(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "streaming is not supported", http.StatusInternalServerError)
 		return
 	}
-	after, _ := strconv.ParseUint(r.URL.Query().Get("index"), 10, 64)
-	if id := r.Header.Get("Last-Event-ID"); id != "" {
-		if n, err := strconv.ParseUint(id, 10, 64); err == nil {
-			after = n
-		}
-	}
-	h := w.Header()
-	SetHeaders(h)
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-store")
-	h.Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
-	// A browser reconnects a broken stream after 2s (the EventSource
-	// default is about 3s): soon enough for a live page, not a tight loop.
-	_, _ = fmt.Fprintf(w, "retry: 2000\n\n")
+	after := lastEventIndex(r)
+	startStream(w)
 	flusher.Flush()
 
 	ctx, cancel := context.WithTimeout(r.Context(), streamLifetime)

@@ -141,6 +141,18 @@ func (c *deploymentStatusCommand) Run(ctx context.Context, args []string) int {
 }
 
 func (m *runner) printDeployment(d *structs.Deployment, verbose, fileDiff bool) {
+	m.kv(m.deploymentPairs(d, verbose)...)
+	m.deploymentTables(d)
+	if body := commitBody(d.CommitMessage); verbose && body != "" {
+		fmt.Fprintln(m.stdout, "\nCommit message")
+		m.indented(body)
+	}
+	m.deploymentDiffs(d, fileDiff)
+}
+
+// deploymentPairs returns the fields of a deployment's summary, as label
+// and value pairs, those without a value left out.
+func (m *runner) deploymentPairs(d *structs.Deployment, verbose bool) []string {
 	state := fmt.Sprintf("%s since %s", d.State, m.timeAgo(d.StateEnteredAt))
 	pairs := []string{
 		"ID", d.ID,
@@ -197,8 +209,11 @@ func (m *runner) printDeployment(d *structs.Deployment, verbose, fileDiff bool) 
 	if d.Error != "" {
 		pairs = append(pairs, "Error", oneLine(d.Error))
 	}
-	m.kv(pairs...)
+	return pairs
+}
 
+// deploymentTables prints a deployment's hooks, hook runs and decisions.
+func (m *runner) deploymentTables(d *structs.Deployment) {
 	table[structs.FrozenHook]{
 		header: "Phase\tPosition\tHook\tRevision job\tTimeout",
 		row: func(h structs.FrozenHook) string {
@@ -218,10 +233,11 @@ func (m *runner) printDeployment(d *structs.Deployment, verbose, fileDiff bool) 
 			return fmt.Sprintf("%s\t%s\t%s\t%s", formatTime(dec.Time), dec.Kind, dec.Actor, orDash(oneLine(dec.Comment)))
 		},
 	}.section(m, "Decisions", d.Decisions)
-	if body := commitBody(d.CommitMessage); verbose && body != "" {
-		fmt.Fprintln(m.stdout, "\nCommit message")
-		m.indented(body)
-	}
+}
+
+// deploymentDiffs prints a deployment's plan diff, and its file diff (with
+// -diff) or the file diff's size.
+func (m *runner) deploymentDiffs(d *structs.Deployment, fileDiff bool) {
 	fmt.Fprintln(m.stdout, "\nDiff (redacted)")
 	if strings.TrimSpace(d.Diff) == "" {
 		fmt.Fprintln(m.stdout, "  (none recorded)")
