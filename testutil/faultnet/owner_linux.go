@@ -31,21 +31,36 @@ func socketOwner(addr *net.TCPAddr, pids []int) (int, error) {
 	}
 	want := "socket:[" + inode + "]"
 	for _, pid := range pids {
-		if pid <= 0 {
-			continue
-		}
-		dir := filepath.Join("/proc", strconv.Itoa(pid), "fd")
-		entries, err := os.ReadDir(dir)
-		if err != nil {
-			continue // the process exited
-		}
-		for _, e := range entries {
-			if link, err := os.Readlink(filepath.Join(dir, e.Name())); err == nil && link == want {
-				return pid, nil
-			}
+		if pid > 0 && ownsSocket(pid, want) {
+			return pid, nil
 		}
 	}
+	// No server owns it. If no process at all does, its owner closed it
+	// while the kernel still listed it: it carries nothing more.
+	if procs, err := os.ReadDir("/proc"); err == nil {
+		for _, e := range procs {
+			if pid, err := strconv.Atoi(e.Name()); err == nil && ownsSocket(pid, want) {
+				return 0, fmt.Errorf("%s (inode %s, process %d): %w", addr, inode, pid, errNoOwner)
+			}
+		}
+		return 0, fmt.Errorf("%s (inode %s) is owned by no process: %w", addr, inode, errNoSocket)
+	}
 	return 0, fmt.Errorf("%s (inode %s): %w", addr, inode, errNoOwner)
+}
+
+// ownsSocket reports whether process pid has the socket want open.
+func ownsSocket(pid int, want string) bool {
+	dir := filepath.Join("/proc", strconv.Itoa(pid), "fd")
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return false // the process exited, or is not ours to read
+	}
+	for _, e := range entries {
+		if link, err := os.Readlink(filepath.Join(dir, e.Name())); err == nil && link == want {
+			return true
+		}
+	}
+	return false
 }
 
 // socketInode finds the inode of the IPv4 TCP socket bound to addr in
