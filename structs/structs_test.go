@@ -420,6 +420,15 @@ func TestCommitSubject_IsTheFirstLine(t *testing.T) {
 			t.Errorf("CommitSubject(%q) = %q, want %q", in, got, want)
 		}
 	}
+	for in, want := range map[string]string{
+		"Bump web to v2\n\nThe body.\n": "The body.",
+		"one line":                      "",
+		"s\nline two\n  line three  ":   "line two\n  line three",
+	} {
+		if got := CommitBody(in); got != want {
+			t.Errorf("CommitBody(%q) = %q, want %q", in, got, want)
+		}
+	}
 }
 
 func TestCapFileDiff_CutsWholeLinesWithAMarker(t *testing.T) {

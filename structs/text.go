@@ -66,6 +66,12 @@ func CommitSubject(message string) string {
 	return strings.TrimSpace(first)
 }
 
+// CommitBody returns a commit message without its subject line, trimmed.
+func CommitBody(message string) string {
+	_, body, _ := strings.Cut(strings.TrimSpace(message), "\n")
+	return strings.TrimSpace(body)
+}
+
 // MaxFileDiffLen bounds, in bytes, a deployment's file diff: a job file
 // and its variables file rewritten whole still fit; what goes past it is
 // cut by CapFileDiff and refused by the FSM (CheckFileDiff).

@@ -72,11 +72,7 @@ func (u *UI) funcs() template.FuncMap {
 		"queryEscape":     url.QueryEscape,
 		"dur":             func(d time.Duration) string { return d.String() },
 		"approvalRefusal": u.approvalRefusal,
-		// commitBody is a commit message without its subject line.
-		"commitBody": func(message string) string {
-			_, body, _ := strings.Cut(strings.TrimSpace(message), "\n")
-			return strings.TrimSpace(body)
-		},
+		"commitBody":      structs.CommitBody,
 		// fileDiffLines splits a file diff into lines with their kind,
 		// for the classes that colour them.
 		"fileDiffLines": structs.ParseFileDiff,

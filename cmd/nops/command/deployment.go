@@ -143,7 +143,7 @@ func (c *deploymentStatusCommand) Run(ctx context.Context, args []string) int {
 func (m *runner) printDeployment(d *structs.Deployment, verbose, fileDiff bool) {
 	m.kv(m.deploymentPairs(d, verbose)...)
 	m.deploymentTables(d)
-	if body := commitBody(d.CommitMessage); verbose && body != "" {
+	if body := structs.CommitBody(d.CommitMessage); verbose && body != "" {
 		fmt.Fprintln(m.stdout, "\nCommit message")
 		m.indented(body)
 	}
@@ -266,12 +266,6 @@ func (m *runner) indented(text string) {
 	for _, line := range strings.Split(strings.TrimRight(text, "\n"), "\n") {
 		fmt.Fprintln(m.stdout, "  "+line)
 	}
-}
-
-// commitBody returns a commit message without its subject line, trimmed.
-func commitBody(message string) string {
-	_, body, _ := strings.Cut(strings.TrimSpace(message), "\n")
-	return strings.TrimSpace(body)
 }
 
 // approvals says how many approvals a deployment has of those it needs,
