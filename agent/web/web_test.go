@@ -187,6 +187,25 @@ func TestDashboard_Attacks(t *testing.T) {
 	if code, _, _ := c.do("POST", "/ui/pause", url.Values{"csrf": {csrf}, "reason": {strings.Repeat("x", 2<<20)}}, nil); code != http.StatusBadRequest && code != http.StatusRequestEntityTooLarge {
 		t.Errorf("pause with a 2 MiB body: %d; want 400 or 413", code)
 	}
+	// The reject form, the confirmation page it answers and the confirmed
+	// reject are refused without this browser's CSRF token.
+	for i, form := range []url.Values{
+		{"reason": {"x"}},
+		{"reason": {"x"}, "confirm": {"yes"}},
+		{"csrf": {strings.Repeat("b", 43)}, "reason": {"x"}, "confirm": {"yes"}},
+	} {
+		if code, _, page := c.do("POST", "/ui/deployment/x/reject", form, nil); code != http.StatusBadRequest || strings.Contains(page, `name="confirm"`) {
+			t.Errorf("reject %d without the CSRF token: %d; want 400 and no confirmation form", i, code)
+		}
+	}
+	// Garbage and oversize filters answer a page with the problem named,
+	// never a server error.
+	for _, p := range []string{"/ui/events?since=%00&kind=" + strings.Repeat("k", 10000) + "&job=" + strings.Repeat("%ff", 2000),
+		"/ui/jobs?q=" + strings.Repeat("%ff", 3000) + "&sync=bogus&page=-1"} {
+		if code, _, _ := c.do("GET", p, nil, nil); code >= 500 {
+			t.Errorf("GET %.60s...: %d", p, code)
+		}
+	}
 	if code, _, _ := c.do("GET", "/ui/oidc/callback?state=forged&code=x", nil, nil); code != http.StatusBadRequest {
 		t.Errorf("a forged OIDC callback: %d; want 400", code)
 	}
