@@ -30,9 +30,6 @@ import (
 	"github.com/nops-dev/nops/structs"
 )
 
-// Version is the build's version, set by the linker.
-var Version = "0.2.0-dev"
-
 const (
 	// raftLogCacheSize is how many of the newest log entries stay in
 	// memory.

@@ -64,6 +64,17 @@ func newTLSConfigurator(cfg config.TLSConfig, region string, logger hclog.Logger
 	return c, nil
 }
 
+// CheckTLSFiles reads the certificate, key and CA files of cfg as a server
+// of region would at start, and returns the error that would stop it, or
+// the leaf certificate (nil when neither HTTP nor RPC uses TLS).
+func CheckTLSFiles(cfg config.TLSConfig, region string) (*x509.Certificate, error) {
+	c, err := newTLSConfigurator(cfg, region, hclog.NewNullLogger())
+	if err != nil || c == nil {
+		return nil, err
+	}
+	return c.material.Load().cert.Leaf, nil
+}
+
 func (c *tlsConfigurator) load() (*tlsMaterial, error) {
 	cert, err := tls.LoadX509KeyPair(c.cfg.CertFile, c.cfg.KeyFile)
 	if err != nil {

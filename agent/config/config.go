@@ -194,6 +194,11 @@ type Config struct {
 	// the caller to log.
 	Warnings []string
 
+	// ValidateOnly is the command line's -validate: `nops serve` checks
+	// the configuration and the files it names, then exits without
+	// starting a server. It is not a setting: no file or variable sets it.
+	ValidateOnly bool
+
 	// NomadUIURL is the base URL of the Nomad UI, for the dashboard's
 	// links; empty by default.
 	NomadUIURL string

@@ -32,6 +32,10 @@ const (
 	flagRepo   = "repo"
 )
 
+// flagValidate asks `nops serve` to check its configuration and exit. It
+// exists on the command line only: no environment variable, no attribute.
+const flagValidate = "validate"
+
 // fields binds every top-level setting to its place in c, in the order of
 // the help text.
 func (c *Config) fields() []field {

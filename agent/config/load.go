@@ -78,6 +78,7 @@ func Load(args []string, lookupEnv func(string) (string, bool)) (*Config, error)
 	l.applyEnv(fields)
 	l.applyFlags(fields, flags)
 	l.applyRepoFlags(flags)
+	l.applyValidateFlag(flags)
 	l.finalize()
 	l.resolveNomadIdentity()
 
@@ -120,8 +121,8 @@ func newFlagSet(fields []field) (*flag.FlagSet, map[string]*recorder) {
 		recs[f.name] = r
 		fs.Var(r, f.name, f.usage)
 	}
-	for _, name := range []string{flagConfig, flagRepo} {
-		r := &recorder{}
+	for _, name := range []string{flagConfig, flagRepo, flagValidate} {
+		r := &recorder{boolean: name == flagValidate}
 		recs[name] = r
 		fs.Var(r, name, "")
 	}
@@ -218,6 +219,19 @@ func (l *loader) applyFlags(fields []field, flags map[string]*recorder) {
 		if ok {
 			l.origin[f.name] = "flag -" + f.name
 		}
+	}
+}
+
+// applyValidateFlag sets ValidateOnly from -validate (-validate=false
+// leaves it off).
+func (l *loader) applyValidateFlag(flags map[string]*recorder) {
+	for _, s := range flags[flagValidate].values {
+		on, err := strconv.ParseBool(s)
+		if err != nil {
+			l.errs = append(l.errs, fmt.Errorf("flag -%s: %q is not a boolean", flagValidate, s))
+			continue
+		}
+		l.cfg.ValidateOnly = on
 	}
 }
 

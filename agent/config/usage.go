@@ -30,6 +30,11 @@ Options:
     defaults to main and path to "."; more repositories and credentials go
     in repository blocks of a config file. Env: NOPS_REPO (comma-separated).
 
+  -validate
+    Check the configuration, read its TLS certificate, key and CA files,
+    print a summary and exit (0 when the server would start with it)
+    without starting a server. Command line only.
+
 `)
 	def := Default()
 	for _, f := range def.fields() {

@@ -16,6 +16,7 @@ import (
 	"github.com/nops-dev/nops/agent"
 	"github.com/nops-dev/nops/agent/config"
 	"github.com/nops-dev/nops/agent/gctune"
+	"github.com/nops-dev/nops/cmd/nops/command/configcheck"
 )
 
 // serveCommand runs a server until the context is cancelled (SIGINT or
@@ -40,6 +41,9 @@ func (c *serveCommand) Run(ctx context.Context, args []string) int {
 	}
 	if err != nil {
 		return c.configError(err)
+	}
+	if cfg.ValidateOnly {
+		return configcheck.Run(cfg, m.stdout, m.stderr)
 	}
 	// An InterceptLogger: nops monitor streams the logs through sinks
 	// registered on it, and SIGHUP changes its level.

@@ -3,7 +3,6 @@ package command
 import (
 	"context"
 	"fmt"
-	"runtime"
 
 	"github.com/nops-dev/nops/agent"
 )
@@ -18,7 +17,8 @@ func (c *versionCommand) Synopsis() string { return "Print the version" }
 func (c *versionCommand) Help() string {
 	return `Usage: nops version [-json]
 
-  Prints the version of this nops binary. It does not contact a server.
+  Prints the version of this nops binary, the git commit it was built from
+  and that commit's date. It does not contact a server.
 
 Options:
 
@@ -34,8 +34,8 @@ func (c *versionCommand) Run(_ context.Context, args []string) int {
 		return code
 	}
 	if *asJSON {
-		return c.m.printJSON(map[string]string{"version": agent.Version, "go": runtime.Version()})
+		return c.m.printJSON(agent.Build())
 	}
-	fmt.Fprintf(c.m.stdout, "Nops v%s (%s)\n", agent.Version, runtime.Version())
+	fmt.Fprintln(c.m.stdout, agent.Build())
 	return exitOK
 }
