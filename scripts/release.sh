@@ -7,12 +7,15 @@
 #   SHA256SUMS                               of every file above (and of the OCI image
 #                                            archive of `make image` when it is there)
 #
-# usage: scripts/release.sh [all]             everything above
-#        scripts/release.sh build [os/arch...]   only the binaries, into dist/build/<os>_<arch>/
+# usage: scripts/release.sh [all]                 everything above
+#        scripts/release.sh build [os/arch...]     only the binaries, into dist/build/<os>_<arch>/
+#        scripts/release.sh archive os/arch...     the archives of binaries built before
+#        scripts/release.sh deb amd64|arm64...     the packages of linux binaries built before
 #
 # Environment: VERSION (default: the source's version, agent.Version), GO
 # (default go), SOURCE_DATE_EPOCH and COMMIT (default: those of the checked
-# out commit, from git).
+# out commit, from git), DIST (default: dist/ of the repository; the release
+# test builds into temporary ones).
 #
 # Reproducible: the binaries are static (CGO_ENABLED=0), built with -trimpath
 # and no build ID, and stamped with the commit and the commit's date, never
@@ -26,11 +29,13 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 root=$PWD
 
 GO=${GO:-go}
-# cyclonedx-gomod v1.10.0 (Apache-2.0), run from the module proxy.
+# cyclonedx-gomod v1.10.0 (Apache-2.0), installed into dist/build/tools.
 CYCLONEDX=github.com/CycloneDX/cyclonedx-gomod/cmd/cyclonedx-gomod@v1.10.0
 PLATFORMS=(linux/amd64 linux/arm64 darwin/amd64 darwin/arm64 windows/amd64)
 DEB_ARCHES=(amd64 arm64)
-dist=$root/dist
+dist=${DIST:-$root/dist}
+mkdir -p "$dist"
+dist=$(cd "$dist" && pwd)
 build=$dist/build
 
 die() {
@@ -90,19 +95,25 @@ archive() {
 		--format=gnu -C "$stage" -cf - nops LICENSE README.md | gzip -n -9 >"$dist/$name.tar.gz"
 }
 
-# sbom os/arch: the CycloneDX SBOM of the binary (its modules and their
-# licences, Go's standard library), with a serial number derived from the
-# artifact's name and no timestamp, so that it is reproducible too.
+# sbom os/arch: the CycloneDX SBOM of the binary, read from the module
+# list the Go linker embeds in it (cyclonedx-gomod's bin mode): exactly the
+# modules linked in, with their go.sum hashes and licences, Go's standard
+# library, and the release's version for Nops itself. (The app mode would
+# take Nops's version from git tags instead, and cannot read a git
+# worktree.) Its serial number derives from the artifact's name and it has
+# no timestamp, so that it is reproducible too. The licences are read from
+# the module cache only (GOPROXY=off): no module is fetched for them.
 sbom() {
-	local os=${1%/*} arch=${1#*/}
+	local os=${1%/*} arch=${1#*/} exe=nops
+	[[ $os == windows ]] && exe=nops.exe
 	local name=nops_${VERSION}_${os}_${arch}
 	local h
 	h=$(printf '%s' "$name" | sha256sum | cut -c1-32)
 	local serial="${h:0:8}-${h:8:4}-5${h:13:3}-8${h:17:3}-${h:20:12}"
 	echo "==> SBOM $os/$arch"
-	CGO_ENABLED=0 GOOS=$os GOARCH=$arch GOFLAGS=-buildvcs=false \
-		"$GO" run "$CYCLONEDX" app -json -licenses -std -notimestamp -serial "$serial" \
-		-main cmd/nops -output "$dist/$name.sbom.cdx.json" .
+	GOPROXY=off "$build/tools/cyclonedx-gomod" bin -json -licenses -std -notimestamp -serial "$serial" \
+		-version "v$VERSION" -output "$dist/$name.sbom.cdx.json" "$build/${os}_${arch}/$exe" 2>"$build/$name.sbom.log" ||
+		{ cat "$build/$name.sbom.log" >&2; die "cyclonedx-gomod failed for $os/$arch"; }
 }
 
 # deb arch: the Debian package of the linux binary, the unit and the default config.
@@ -153,12 +164,25 @@ main() {
 	local step=${1:-all}
 	[[ $# -gt 0 ]] && shift
 	case $step in
-	build)
+	build | archive)
 		local targets=("$@")
 		[[ ${#targets[@]} -gt 0 ]] || targets=("${PLATFORMS[@]}")
 		for p in "${targets[@]}"; do
 			[[ " ${PLATFORMS[*]} " == *" $p "* ]] || die "unknown platform $p: one of ${PLATFORMS[*]}"
-			build_one "$p"
+			if [[ $step == build ]]; then
+				build_one "$p"
+			else
+				[[ -d $build/${p/\//_} ]] || die "$p is not built: run the build step first"
+				archive "$p"
+			fi
+		done
+		;;
+	deb)
+		[[ $# -gt 0 ]] || die "deb needs an architecture: ${DEB_ARCHES[*]}"
+		for a in "$@"; do
+			[[ " ${DEB_ARCHES[*]} " == *" $a "* ]] || die "unknown package architecture $a: one of ${DEB_ARCHES[*]}"
+			[[ -x $build/linux_$a/nops ]] || die "linux/$a is not built: run the build step first"
+			deb "$a"
 		done
 		;;
 	all)
@@ -166,10 +190,11 @@ main() {
 		[[ -f LICENSE ]] || die "LICENSE is missing"
 		command -v dpkg-deb >/dev/null || die "dpkg-deb is missing: install Debian's dpkg"
 		echo "==> Nops $VERSION, commit $COMMIT, built $BUILD_DATE"
-		mkdir -p "$dist"
 		rm -rf "$build"
 		find "$dist" -maxdepth 1 -name "nops_${VERSION}_*" ! -name "*_oci.tar" -delete
 		rm -f "$dist/SHA256SUMS"
+		echo "==> Installing cyclonedx-gomod ${CYCLONEDX#*@}"
+		GOBIN=$build/tools "$GO" install "$CYCLONEDX"
 		for p in "${PLATFORMS[@]}"; do
 			build_one "$p"
 			archive "$p"
@@ -183,7 +208,7 @@ main() {
 		(cd "$dist" && ls -l SHA256SUMS nops_"${VERSION}"_*)
 		;;
 	*)
-		die "unknown step $step: all or build"
+		die "unknown step $step: all, build, archive or deb"
 		;;
 	esac
 }

@@ -894,3 +894,34 @@ func TestLoad_RPCTLSRequiredUnlessInsecure(t *testing.T) {
 	_, err = Load(append(base, "-insecure-rpc", "-config", tlsFile), env(nil))
 	mustContainAll(t, err, "insecure-rpc: cannot be combined with tls { rpc = true }")
 }
+
+// TestLoad_ValidateFlag: -validate is a command-line switch that
+// `nops serve` reads from the configuration; a bad value is an error
+// naming the flag, and no variable or file sets it.
+func TestLoad_ValidateFlag(t *testing.T) {
+	c, err := Load([]string{"-dev", "-validate"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.ValidateOnly {
+		t.Error("-validate: ValidateOnly is false")
+	}
+	lookup := func(k string) (string, bool) {
+		if k == "NOPS_VALIDATE" {
+			return "true", true
+		}
+		return "", false
+	}
+	for _, a := range [][]string{{"-dev"}, {"-dev", "-validate=false"}} {
+		c, err := Load(a, lookup)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.ValidateOnly {
+			t.Errorf("%v with NOPS_VALIDATE=true: ValidateOnly is true", a)
+		}
+	}
+	if _, err := Load([]string{"-dev", "-validate=maybe"}, nil); err == nil || !strings.Contains(err.Error(), "-validate") {
+		t.Errorf("-validate=maybe: err = %v, want one naming -validate", err)
+	}
+}

@@ -80,8 +80,8 @@ func TestVersion_PrintsBuildVersionAsTextAndJSON(t *testing.T) {
 	mustContain(t, "version", c.ok("version"), "Nops v"+agent.Version)
 	var v map[string]string
 	c.okJSON(&v, "version")
-	if v["version"] != agent.Version {
-		t.Errorf("version -json: %v", v)
+	if b := agent.Build(); v["version"] != agent.Version || v["commit"] != b.Commit || v["build_date"] != b.BuildDate || v["go"] != b.Go {
+		t.Errorf("version -json: %v, want %+v", v, b)
 	}
 	mustContain(t, "-version", c.ok("-version"), agent.Version)
 }
