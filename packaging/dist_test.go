@@ -27,14 +27,21 @@ type cdxBOM struct {
 }
 
 type cdxComponent struct {
-	Name     string `json:"name"`
-	Version  string `json:"version"`
-	PURL     string `json:"purl"`
-	Licenses []struct {
-		License struct {
-			ID string `json:"id"`
-		} `json:"license"`
-	} `json:"licenses"`
+	Name    string `json:"name"`
+	Version string `json:"version"`
+	PURL    string `json:"purl"`
+	Hashes  []struct {
+		Alg     string `json:"alg"`
+		Content string `json:"content"`
+	} `json:"hashes"`
+	// Evidence holds the licences cyclonedx-gomod detected in the module.
+	Evidence struct {
+		Licenses []struct {
+			License struct {
+				ID string `json:"id"`
+			} `json:"license"`
+		} `json:"licenses"`
+	} `json:"evidence"`
 }
 
 // goModRequires returns the versions go.mod requires, by module path.
@@ -66,7 +73,8 @@ func goModRequires(t *testing.T, root string) map[string]string {
 
 // TestRelease_SBOMs: each binary has a CycloneDX SBOM that names Nops at the
 // release's version for its platform, the standard library, and the
-// modules linked in at the versions go.mod requires, with their licences;
+// modules linked in at the versions go.mod requires, with their hashes and
+// licences;
 // serial numbers differ between SBOMs.
 func TestRelease_SBOMs(t *testing.T) {
 	dist, version := release(t)
@@ -117,8 +125,10 @@ func TestRelease_SBOMs(t *testing.T) {
 				t.Errorf("%s: no component %s", p, mod)
 			case c.Version != requires[mod]:
 				t.Errorf("%s: %s at %s, go.mod requires %s", p, mod, c.Version, requires[mod])
-			case len(c.Licenses) == 0 || c.Licenses[0].License.ID != lic:
-				t.Errorf("%s: %s licences %+v, want %s", p, mod, c.Licenses, lic)
+			case len(c.Evidence.Licenses) == 0 || c.Evidence.Licenses[0].License.ID != lic:
+				t.Errorf("%s: %s licences %+v, want %s", p, mod, c.Evidence.Licenses, lic)
+			case len(c.Hashes) == 0 || c.Hashes[0].Alg != "SHA-256" || len(c.Hashes[0].Content) != 64:
+				t.Errorf("%s: %s hashes %+v, want its SHA-256", p, mod, c.Hashes)
 			}
 		}
 	}

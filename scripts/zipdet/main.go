@@ -34,7 +34,7 @@ func run(args []string) error {
 		return err
 	}
 	if *out == "" || *mtime < 0 || fs.NArg() == 0 {
-		return errors.New("usage: zipdet -o out.zip -mtime UNIX_SECONDS [-C dir] file...")
+		return errors.New("usage: zipdet -o out.zip -mtime UNIX_SECONDS [-C dir] FILE [FILE]")
 	}
 	f, err := os.Create(*out)
 	if err != nil {
