@@ -100,6 +100,7 @@ func TestReleaseScript_RefusesBadInput(t *testing.T) {
 		{[]string{"VERSION=v1.2.3"}, []string{"build", "linux/amd64"}, `VERSION="v1.2.3" is not a version`},
 		{[]string{"VERSION=1.2"}, []string{"build", "linux/amd64"}, `VERSION="1.2" is not a version`},
 		{[]string{"VERSION=1.2.3", "SOURCE_DATE_EPOCH=yesterday"}, []string{"build"}, `SOURCE_DATE_EPOCH="yesterday"`},
+		{[]string{"VERSION=1.2.3", "COMMIT=main; rm -rf /"}, []string{"build"}, `COMMIT="main; rm -rf /" is not a git commit hash`},
 		{[]string{"VERSION=1.2.3"}, []string{"build", "plan9/386"}, "unknown platform plan9/386"},
 		{[]string{"VERSION=1.2.3"}, []string{"deb", "riscv64"}, "unknown package architecture riscv64"},
 		{[]string{"VERSION=1.2.3"}, []string{"archive", "linux/amd64"}, "linux/amd64 is not built"},

@@ -58,6 +58,7 @@ if [[ -z ${COMMIT:-} || -z ${SOURCE_DATE_EPOCH:-} ]]; then
 fi
 COMMIT=${COMMIT:-$(git rev-parse HEAD)}
 SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct HEAD)}
+[[ $COMMIT =~ ^[0-9a-f]{7,64}$ ]] || die "COMMIT=\"$COMMIT\" is not a git commit hash"
 [[ $SOURCE_DATE_EPOCH =~ ^[0-9]+$ ]] || die "SOURCE_DATE_EPOCH=\"$SOURCE_DATE_EPOCH\" is not a number of seconds"
 export SOURCE_DATE_EPOCH
 BUILD_DATE=$(date -u -d "@$SOURCE_DATE_EPOCH" +%Y-%m-%dT%H:%M:%SZ)
@@ -213,4 +214,6 @@ main() {
 	esac
 }
 
-main "$@"
+# One line, so that bash has read all of it before it runs: editing this
+# file during a release cannot change what the release runs.
+main "$@"; exit
