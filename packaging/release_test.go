@@ -175,24 +175,47 @@ func readArchive(t *testing.T, path string) map[string]entry {
 	return out
 }
 
-// stamps returns the values the linker's -X flags set in the agent package.
-func stamps(t *testing.T, bi *buildinfo.BuildInfo) map[string]string {
+// checkBuildFlags checks bi was built for p with CGO off and -trimpath (with
+// which Go records no -ldflags: the stamps are checked in the bytes).
+func checkBuildFlags(t *testing.T, p platform, bi *buildinfo.BuildInfo) {
 	t.Helper()
 	settings := map[string]string{}
 	for _, s := range bi.Settings {
 		settings[s.Key] = s.Value
 	}
-	out := map[string]string{}
-	for _, m := range regexp.MustCompile(`-X `+regexp.QuoteMeta(stampPkg)+`\.(\w+)=(\S+)`).FindAllStringSubmatch(settings["-ldflags"], -1) {
-		out[m[1]] = m[2]
-	}
-	for k, want := range map[string]string{"CGO_ENABLED": "0", "-trimpath": "true"} {
+	for k, want := range map[string]string{"CGO_ENABLED": "0", "-trimpath": "true", "GOOS": p.os, "GOARCH": p.arch} {
 		if settings[k] != want {
 			t.Errorf("built with %s=%q, want %q", k, settings[k], want)
 		}
 	}
-	out["GOOS"], out["GOARCH"] = settings["GOOS"], settings["GOARCH"]
-	return out
+}
+
+// hostStamps runs the binary of this machine from its archive and returns
+// what it says of itself.
+func hostStamps(t *testing.T, dist, version string) agent.BuildInfo {
+	t.Helper()
+	p := platform{runtime.GOOS, runtime.GOARCH}
+	files := readArchive(t, filepath.Join(dist, p.archive(version)))
+	path := filepath.Join(t.TempDir(), p.exe())
+	if err := os.WriteFile(path, files[p.exe()].data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(path, "version", "-json").Output()
+	if err != nil {
+		t.Fatalf("%s version -json: %v", p, err)
+	}
+	var b agent.BuildInfo
+	if err := json.Unmarshal(out, &b); err != nil {
+		t.Fatalf("%s version -json: %v: %s", p, err, out)
+	}
+	if b.Version != version || !regexp.MustCompile(`^[0-9a-f]{40}$`).MatchString(b.Commit) {
+		t.Fatalf("%s version -json = %+v: want version %s and a full commit hash", p, b, version)
+	}
+	if _, err := time.Parse(time.RFC3339, b.BuildDate); err != nil {
+		t.Fatalf("%s: build date %q: %v", p, b.BuildDate, err)
+	}
+	checkVersionOutput(t, path, b)
+	return b
 }
 
 // checkFormat checks the binary is of p's format and machine, and static.
@@ -234,11 +257,11 @@ func checkFormat(t *testing.T, p platform, bin []byte) {
 	}
 }
 
-// TestRelease_Archives: each archive holds exactly the binary, LICENSE and
-// README.md, root-owned with fixed modes and one time; each binary is of its
-// platform, static, built with -trimpath and CGO off, and stamped with the
+// TestRelease_Archives: the binary for this machine runs and prints the
 // release's version, a commit of this repository and that commit's date;
-// the one for this machine runs and prints them.
+// each archive holds exactly the binary, LICENSE and README.md, root-owned
+// with fixed modes and that date; each binary is of its platform, static,
+// built with -trimpath and CGO off by the same Go, and holds the same stamps.
 func TestRelease_Archives(t *testing.T) {
 	dist, version := release(t)
 	root := repoRoot(t)
@@ -250,7 +273,12 @@ func TestRelease_Archives(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var commit, buildDate string
+	host := hostStamps(t, dist, version)
+	when, err := time.Parse(time.RFC3339, host.BuildDate)
+	if err != nil {
+		t.Fatal(err)
+	}
+	commit, buildDate := host.Commit, host.BuildDate
 	for _, p := range platforms {
 		t.Run(p.os+"_"+p.arch, func(t *testing.T) {
 			files := readArchive(t, filepath.Join(dist, p.archive(version)))
@@ -275,43 +303,24 @@ func TestRelease_Archives(t *testing.T) {
 			if err != nil {
 				t.Fatalf("build info: %v", err)
 			}
-			s := stamps(t, bi)
-			if s["Version"] != version || s["GOOS"] != p.os || s["GOARCH"] != p.arch {
-				t.Errorf("stamped version %q for %s/%s, want %q for %s", s["Version"], s["GOOS"], s["GOARCH"], version, p)
+			checkBuildFlags(t, p, bi)
+			if bi.GoVersion != host.Go {
+				t.Errorf("built with %s, the %s binary with %s", bi.GoVersion, runtime.GOOS+"/"+runtime.GOARCH, host.Go)
 			}
-			if !regexp.MustCompile(`^[0-9a-f]{40}$`).MatchString(s["Commit"]) {
-				t.Errorf("stamped commit %q is not a commit hash", s["Commit"])
-			}
-			when, err := time.Parse(time.RFC3339, s["BuildDate"])
-			if err != nil {
-				t.Errorf("stamped build date %q: %v", s["BuildDate"], err)
+			// The same stamps as the binary that ran: its version, commit and date are in the bytes.
+			for _, stamp := range []string{"Nops v", host.Version, host.Commit, host.BuildDate} {
+				if !bytes.Contains(bin, []byte(stamp)) {
+					t.Errorf("the binary does not hold the stamp %q", stamp)
+				}
 			}
 			for name, f := range files {
 				if !f.mtime.Equal(when) {
 					t.Errorf("%s: time %v, want the build date %v", name, f.mtime, when)
 				}
 			}
-			if commit == "" {
-				commit, buildDate = s["Commit"], s["BuildDate"]
-			} else if s["Commit"] != commit || s["BuildDate"] != buildDate {
-				t.Errorf("stamped %s %s, another binary %s %s", s["Commit"], s["BuildDate"], commit, buildDate)
-			}
-			if p.os == runtime.GOOS && p.arch == runtime.GOARCH {
-				checkRuns(t, bin, agent.BuildInfo{Version: version, Commit: s["Commit"], BuildDate: s["BuildDate"], Go: bi.GoVersion})
-			}
 		})
 	}
 	checkCommitDate(t, root, commit, buildDate)
-}
-
-// checkRuns runs bin's `version` and `version -json` and compares them with want.
-func checkRuns(t *testing.T, bin []byte, want agent.BuildInfo) {
-	t.Helper()
-	path := filepath.Join(t.TempDir(), "nops")
-	if err := os.WriteFile(path, bin, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	checkVersionOutput(t, path, want)
 }
 
 func checkVersionOutput(t *testing.T, path string, want agent.BuildInfo) {

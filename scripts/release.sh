@@ -11,6 +11,8 @@
 #        scripts/release.sh build [os/arch...]     only the binaries, into dist/build/<os>_<arch>/
 #        scripts/release.sh archive os/arch...     the archives of binaries built before
 #        scripts/release.sh deb amd64|arm64...     the packages of linux binaries built before
+#        scripts/release.sh sbom os/arch...        the SBOMs of binaries built before
+#        scripts/release.sh sums                   SHA256SUMS of the artifacts there
 #
 # Environment: VERSION (default: the source's version, agent.Version), GO
 # (default go), SOURCE_DATE_EPOCH and COMMIT (default: those of the checked
@@ -112,7 +114,7 @@ sbom() {
 	h=$(printf '%s' "$name" | sha256sum | cut -c1-32)
 	local serial="${h:0:8}-${h:8:4}-5${h:13:3}-8${h:17:3}-${h:20:12}"
 	echo "==> SBOM $os/$arch"
-	GOPROXY=off "$build/tools/cyclonedx-gomod" bin -json -licenses -std -notimestamp -serial "$serial" \
+	GOOS=$os GOARCH=$arch GOPROXY=off "$build/tools/cyclonedx-gomod" bin -json -licenses -std -notimestamp -serial "$serial" \
 		-version "v$VERSION" -output "$dist/$name.sbom.cdx.json" "$build/${os}_${arch}/$exe" 2>"$build/$name.sbom.log" ||
 		{ cat "$build/$name.sbom.log" >&2; die "cyclonedx-gomod failed for $os/$arch"; }
 }
@@ -165,6 +167,16 @@ main() {
 	local step=${1:-all}
 	[[ $# -gt 0 ]] && shift
 	case $step in
+	sbom)
+		[[ -x $build/tools/cyclonedx-gomod ]] || GOBIN=$build/tools "$GO" install "$CYCLONEDX"
+		for p in "$@"; do
+			[[ " ${PLATFORMS[*]} " == *" $p "* ]] || die "unknown platform $p: one of ${PLATFORMS[*]}"
+			sbom "$p"
+		done
+		;;
+	sums)
+		sums
+		;;
 	build | archive)
 		local targets=("$@")
 		[[ ${#targets[@]} -gt 0 ]] || targets=("${PLATFORMS[@]}")
@@ -209,7 +221,7 @@ main() {
 		(cd "$dist" && ls -l SHA256SUMS nops_"${VERSION}"_*)
 		;;
 	*)
-		die "unknown step $step: all, build, archive or deb"
+		die "unknown step $step: all, build, archive, deb, sbom or sums"
 		;;
 	esac
 }
