@@ -158,6 +158,9 @@ func tarDir(dir, out string, modTime time.Time) (int64, string, error) {
 		err = tw.Close()
 	}
 	if err == nil {
+		err = f.Chmod(0o644)
+	}
+	if err == nil {
 		err = f.Close()
 	}
 	if err == nil {

@@ -82,6 +82,9 @@ func TestImage(t *testing.T) {
 	if err := run(args(second), io.Discard); err != nil {
 		t.Fatal(err)
 	}
+	if info, err := os.Stat(first); err != nil || info.Mode().Perm() != 0o644 {
+		t.Errorf("the archive: %v, mode %v, want one readable by all (0644)", err, info.Mode())
+	}
 	a, b := readFile(t, first), readFile(t, second)
 	if !bytes.Equal(a, b) {
 		t.Fatalf("two builds from the same inputs differ: sha256 %x and %x", sha256.Sum256(a), sha256.Sum256(b))
