@@ -61,6 +61,10 @@ func newMetrics(reg prometheus.Registerer, m *core) *metrics {
 			Help: "Due periodic re-plans the last detection cycle put off (no room in nomad_replan_rate, or yielding to a cycle asked for); 0 once the re-plan has caught up.",
 		}),
 	}
+	// Both results exported from the start: an increase of errors then
+	// sees the first one.
+	mt.detectCycles.WithLabelValues("ok")
+	mt.detectCycles.WithLabelValues("error")
 	if reg == nil {
 		return mt
 	}
