@@ -351,6 +351,8 @@ type autopilotCollector struct {
 	s                  *Server
 	ap                 *autopilot.Autopilot
 	healthy, tolerance *prometheus.Desc
+	// serverHealthy is autopilot's health of each server, by ID and name.
+	serverHealthy *prometheus.Desc
 }
 
 var _ prometheus.Collector = (*autopilotCollector)(nil)
@@ -361,12 +363,16 @@ func newAutopilotCollector(s *Server, ap *autopilot.Autopilot) *autopilotCollect
 		ap:        ap,
 		healthy:   prometheus.NewDesc("nops_autopilot_healthy", "1 when autopilot sees every Raft server healthy (on the leader only).", nil, nil),
 		tolerance: prometheus.NewDesc("nops_autopilot_failure_tolerance", "How many more voters may fail before quorum is lost (on the leader only).", nil, nil),
+		serverHealthy: prometheus.NewDesc("nops_autopilot_server_healthy",
+			"1 when autopilot sees the server healthy: alive, in contact with the leader and caught up with its log (on the leader only, one series per Raft server).",
+			[]string{"id", "server"}, nil),
 	}
 }
 
 func (c *autopilotCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.healthy
 	ch <- c.tolerance
+	ch <- c.serverHealthy
 }
 
 func (c *autopilotCollector) Collect(ch chan<- prometheus.Metric) {
@@ -383,4 +389,11 @@ func (c *autopilotCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(c.healthy, prometheus.GaugeValue, healthy)
 	ch <- prometheus.MustNewConstMetric(c.tolerance, prometheus.GaugeValue, float64(st.FailureTolerance))
+	for id, srv := range st.Servers {
+		v := 0.0
+		if srv.Health.Healthy {
+			v = 1
+		}
+		ch <- prometheus.MustNewConstMetric(c.serverHealthy, prometheus.GaugeValue, v, string(id), srv.Server.Name)
+	}
 }

@@ -80,7 +80,13 @@ func TestAutopilot_RemovesDeadServer(t *testing.T) {
 		return strings.Contains(metrics, "nops_autopilot_healthy 1") && strings.Contains(metrics, "nops_autopilot_failure_tolerance 1"),
 			fmt.Errorf("leader metrics lack the autopilot figures")
 	})
-	if _, metrics := follower.Do(http.MethodGet, "/metrics", nil, nil); strings.Contains(metrics, "nops_autopilot_healthy") {
+	// One health series per remaining server, none for the removed one.
+	_, metrics := c.Leader().Do(http.MethodGet, "/metrics", nil, nil)
+	if n := strings.Count(metrics, "\nnops_autopilot_server_healthy{"); n != 4 || strings.Contains(metrics, `id="`+deadID+`"`) {
+		t.Errorf("the leader exports %d server health series (want 4, none for %s):\n%s", n, deadID, metrics)
+	}
+	if _, metrics := follower.Do(http.MethodGet, "/metrics", nil, nil); strings.Contains(metrics, "nops_autopilot_healthy") ||
+		strings.Contains(metrics, "nops_autopilot_server_healthy") {
 		t.Errorf("a follower exports autopilot metrics")
 	}
 }

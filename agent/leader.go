@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/nops-dev/nops/agent/config"
 	"github.com/nops-dev/nops/fsm"
@@ -37,9 +38,21 @@ type leadership struct {
 	// ready is set once a new leader's barrier has passed, and cleared as
 	// soon as its leadership is revoked.
 	ready atomic.Bool
+	// gained counts Raft's notifications that this server became the
+	// leader.
+	gained prometheus.Counter
 	// establishHook is set by tests only (export_internal_test.go): it
 	// runs first in each establish, and an error it returns fails it.
 	establishHook atomic.Pointer[func() error]
+}
+
+// newLeadershipCounter makes the counter of the leaderships this server
+// won.
+func newLeadershipCounter() prometheus.Counter {
+	return prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "nops_raft_leadership_acquired_total",
+		Help: "Times this server became the Raft leader; summed over the servers, the cluster's changes of leader.",
+	})
 }
 
 // monitor follows Raft's leadership notifications: on gaining
@@ -91,6 +104,7 @@ func (l *leadership) monitor() {
 				l.revoke()
 				continue
 			}
+			l.gained.Inc()
 			backoff.Reset()
 			lead()
 		case <-retry:

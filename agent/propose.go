@@ -63,6 +63,9 @@ type proposer struct {
 	canBatch func() bool
 	// writes counts the writes sent to Raft.
 	writes prometheus.Counter
+	// commitTime observes how long each entry took from its hand-over to
+	// Raft until it was applied.
+	commitTime prometheus.Histogram
 	// applying receives a signal as the FSM starts to apply a batch of
 	// committed entries (committed): the group in flight is committed, or
 	// an entry from before it is (a former leader's), which lets the next
@@ -98,6 +101,12 @@ func newProposer(apply func([]byte, time.Duration) raft.ApplyFuture, shutdown <-
 		writes: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "nops_raft_proposed_writes_total",
 			Help: "Writes this server proposed to Raft as leader; a batch entry holds several.",
+		}),
+		commitTime: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "nops_raft_commit_duration_seconds",
+			Help: "Time from handing a log entry to Raft on this server, as leader, until a quorum stored it and the state applied it; entries Raft refused are not observed.",
+			// 1 ms to about 16 s.
+			Buckets: prometheus.ExponentialBuckets(0.001, 2, 15),
 		})}
 }
 
@@ -131,6 +140,7 @@ func (p *proposer) run(wg *sync.WaitGroup) {
 		default:
 		}
 		entries := p.pack(group)
+		sent := time.Now()
 		futures := make([]raft.ApplyFuture, len(entries))
 		for i, e := range entries {
 			for _, g := range e.props {
@@ -144,7 +154,7 @@ func (p *proposer) run(wg *sync.WaitGroup) {
 		// unanswered when it shuts down (those still in its queues), and a
 		// reader blocked on one must not hold up the server's shutdown.
 		// Their callers hear of the shutdown from propose.
-		go deliver(entries, futures, done)
+		go deliver(entries, futures, done, func() { p.commitTime.Observe(time.Since(sent).Seconds()) })
 		// The next group waits for this one to be committed, and for the
 		// one before it to be answered, so that at most two are in Raft
 		// (a signal may come from an earlier group's entry); but not for
@@ -231,8 +241,9 @@ func (p *proposer) pack(group []*proposal) []entry {
 
 // deliver reads a group's futures, in log order, and hands each caller its
 // outcome. It alone reads them: a Raft future hands its error to one reader
-// only, and a second one reading at the same time would see success.
-func deliver(entries []entry, futures []raft.ApplyFuture, done chan<- struct{}) {
+// only, and a second one reading at the same time would see success. It
+// calls applied as each entry is found applied, to time it.
+func deliver(entries []entry, futures []raft.ApplyFuture, done chan<- struct{}, applied func()) {
 	for i, f := range futures {
 		e := entries[i]
 		err := f.Error()
@@ -242,6 +253,7 @@ func deliver(entries []entry, futures []raft.ApplyFuture, done chan<- struct{}) 
 			}
 			continue
 		}
+		applied()
 		index, resp := f.Index(), f.Response()
 		if len(e.props) == 1 {
 			e.props[0].res <- applyResult{index: index, resp: resp}

@@ -149,7 +149,7 @@ func New(cfg *config.Config, logger hclog.Logger, opts Options) (*Server, error)
 		fatalCh:    make(chan error, 1),
 		metrics:    prometheus.NewRegistry(),
 	}
-	s.leader = leadership{s: s, fn: opts.Leader}
+	s.leader = leadership{s: s, fn: opts.Leader, gained: newLeadershipCounter()}
 	if cfg.Dev && cfg.DataDir == "" {
 		dir, err := os.MkdirTemp("", "nops-dev-")
 		if err != nil {

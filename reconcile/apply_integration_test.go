@@ -26,6 +26,9 @@ func TestApply_FailedAfterRegisterStaysBlocked(t *testing.T) {
 	if !failed.Registered || !strings.Contains(failed.Error, "not healthy") || failed.NomadDeploymentID == "" {
 		t.Fatalf("failed deployment: registered=%v error=%q nomad deployment=%q", failed.Registered, failed.Error, failed.NomadDeploymentID)
 	}
+	if v, err := testutil.MetricValue(e.s.Metrics(), "nops_deployments_failed_total"); err != nil || v != 1 {
+		t.Errorf("nops_deployments_failed_total = %v (%v), want 1", v, err)
+	}
 	e.wantEvents(failed.ID,
 		ev{"pending_approval", "applying", "approved"},
 		ev{"applying", "applying", "registered job version 0"},

@@ -145,6 +145,9 @@ func (m *core) transitionWith(d *structs.Deployment, to structs.DeploymentState,
 		return fmt.Errorf("deployment %s %s -> %s: %w", d.ID, d.State, to, err)
 	}
 	m.logger.Info("deployment moved", "deployment", d.ID, "job", d.Key(), "from", d.State, "to", to, "message", firstOf(msg, errMsg))
+	if to == structs.StateFailed {
+		m.metrics.failed.Inc()
+	}
 	d.State = to
 	return nil
 }

@@ -258,6 +258,9 @@ func (m *Detector) create(ctx context.Context, v *jobView, dec decision) (bool, 
 		return false, fmt.Errorf("create deployment: %w", err)
 	}
 	m.wakeCreated(dep)
+	if req.FailWith != "" {
+		m.metrics.failed.Inc()
+	}
 	m.logger.Info("deployment created", "job", v.decl.key(), "deployment", dep.ID, "policy", dep.Policy, "commit", v.commit,
 		"failed", req.FailWith)
 	return true, nil

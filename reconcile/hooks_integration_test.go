@@ -279,6 +279,10 @@ func TestHooks_MissingHookFailsAtDetection(t *testing.T) {
 		t.Fatalf("web: error %q runs %+v", d.Error, d.HookRuns)
 	}
 	e.wantEvents(d.ID, "drift detected", `post hook "nosuch"`)
+	// A deployment created failed counts as a failure.
+	if v, err := testutil.MetricValue(e.s.Metrics(), "nops_deployments_failed_total"); err != nil || v != 1 {
+		t.Errorf("nops_deployments_failed_total = %v (%v), want 1", v, err)
+	}
 	if j := e.nomadJob("web"); j != nil {
 		t.Fatal("Nomad has job web")
 	}

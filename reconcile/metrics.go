@@ -13,6 +13,9 @@ type metrics struct {
 	detectCycles   *prometheus.CounterVec
 	applyDuration  prometheus.Histogram
 	created        prometheus.Counter
+	// failed counts the deployments this server's reconcilers recorded
+	// as failed.
+	failed prometheus.Counter
 	// streamUp is 1 while Nomad's job event stream is up; liveChanges
 	// counts the live changes it reported.
 	streamUp    prometheus.Gauge
@@ -39,6 +42,10 @@ func newMetrics(reg prometheus.Registerer, m *core) *metrics {
 		created: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "nops_deployments_created_total", Help: "Deployments created by detection on this server.",
 		}),
+		failed: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "nops_deployments_failed_total",
+			Help: "Deployments this server's reconcilers recorded as failed, as leader (a failed apply, health check or hook, or a deployment created failed for a missing or invalid hook).",
+		}),
 		streamUp: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "nops_nomad_event_stream_up", Help: "1 while the leader watches Nomad's job event stream.",
 		}),
@@ -54,11 +61,17 @@ func newMetrics(reg prometheus.Registerer, m *core) *metrics {
 			Help: "Due periodic re-plans the last detection cycle put off (no room in nomad_replan_rate, or yielding to a cycle asked for); 0 once the re-plan has caught up.",
 		}),
 	}
+	// Both results exported from the start: an increase of errors then
+	// sees the first one.
+	mt.detectCycles.WithLabelValues("ok")
+	mt.detectCycles.WithLabelValues("error")
 	if reg == nil {
 		return mt
 	}
-	reg.MustRegister(mt.detectDuration, mt.detectCycles, mt.applyDuration, mt.created, mt.streamUp, mt.liveChanges, mt.replanned, mt.replanPending, &gitCollector{m: m,
+	reg.MustRegister(mt.detectDuration, mt.detectCycles, mt.applyDuration, mt.created, mt.failed, mt.streamUp, mt.liveChanges, mt.replanned, mt.replanPending, &gitCollector{m: m,
 		fetchError: prometheus.NewDesc("nops_git_fetch_error", "1 when the last fetch of the repository failed.", []string{"repo"}, nil),
+		fetchFailures: prometheus.NewDesc("nops_git_fetch_failures_total",
+			"Fetches of the repository that failed since the watcher started on this server (it runs on the leader).", []string{"repo"}, nil),
 		lastSuccess: prometheus.NewDesc("nops_git_last_success_timestamp_seconds",
 			"When a fetch of the repository last succeeded (Unix time; 0 never).", []string{"repo"}, nil),
 	})
@@ -84,13 +97,15 @@ func (mt *metrics) observeDetection(start time.Time, err error) {
 
 // gitCollector reports the git watcher's fetch results at each scrape.
 type gitCollector struct {
-	m           *core
-	fetchError  *prometheus.Desc
-	lastSuccess *prometheus.Desc
+	m             *core
+	fetchError    *prometheus.Desc
+	fetchFailures *prometheus.Desc
+	lastSuccess   *prometheus.Desc
 }
 
 func (c *gitCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.fetchError
+	ch <- c.fetchFailures
 	ch <- c.lastSuccess
 }
 
@@ -104,6 +119,7 @@ func (c *gitCollector) Collect(ch chan<- prometheus.Metric) {
 			failed = 1
 		}
 		ch <- prometheus.MustNewConstMetric(c.fetchError, prometheus.GaugeValue, failed, st.Name)
+		ch <- prometheus.MustNewConstMetric(c.fetchFailures, prometheus.CounterValue, float64(st.Failures), st.Name)
 		last := 0.0
 		if !st.LastSuccess.IsZero() {
 			last = float64(st.LastSuccess.Unix())

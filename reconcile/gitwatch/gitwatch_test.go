@@ -242,7 +242,7 @@ func TestWatcher_FetchFailureKeepsLastGood(t *testing.T) {
 		t.Error("the last good snapshot was dropped")
 	}
 	st := w.Status()[0]
-	if st.LastError == "" || st.Head != head || st.Files != 1 || !st.LastFetch.After(st.LastSuccess) {
+	if st.LastError == "" || st.Head != head || st.Files != 1 || !st.LastFetch.After(st.LastSuccess) || st.Failures != 1 {
 		t.Errorf("status after a failed fetch = %+v", st)
 	}
 
@@ -252,8 +252,8 @@ func TestWatcher_FetchFailureKeepsLastGood(t *testing.T) {
 	if err := w.FetchNow(ctx, "ops"); err != nil {
 		t.Fatal(err)
 	}
-	if st := w.Status()[0]; st.LastError != "" {
-		t.Errorf("error kept after a good fetch: %q", st.LastError)
+	if st := w.Status()[0]; st.LastError != "" || st.Failures != 1 {
+		t.Errorf("after a good fetch: error %q, %d failures (want none, and the one before still counted)", st.LastError, st.Failures)
 	}
 	if err := w.FetchNow(ctx, "nosuch"); !errors.Is(err, ErrUnknownRepo) {
 		t.Errorf("FetchNow(nosuch) = %v, want ErrUnknownRepo", err)

@@ -66,6 +66,9 @@ type RepoStatus struct {
 	LastSuccess time.Time
 	// LastError is the error of the last fetch, empty when it succeeded.
 	LastError string
+	// Failures counts the fetches that failed since the watcher started
+	// watching the repository.
+	Failures uint64
 	// Files is the number of job files in the current snapshot.
 	Files int
 }
@@ -385,6 +388,7 @@ func (w *Watcher) fetch(ctx context.Context, r *repo) error {
 		err = r.scrub(err)
 		prev := r.status.LastError
 		r.status.LastError = err.Error()
+		r.status.Failures++
 		r.mu.Unlock()
 		if prev != err.Error() {
 			r.logger.Warn("fetch failed; keeping the last good snapshot", "url", r.status.URL, "error", err)

@@ -648,6 +648,12 @@ func nomadPrometheusCounters(t *testing.T, agent *testutil.NomadAgent) {
 	if got["status.leader"] != 1 || got["jobs.list"] != 1 || got["GET /v1/agent"] != 1 {
 		t.Errorf("prometheus counters = %v", got)
 	}
+	// Every operation asked has its error series, at 0 while none failed.
+	for _, op := range []string{"status.leader", "jobs.list", "GET /v1/agent"} {
+		if v, err := testutil.MetricValue(reg, "nops_nomad_request_errors_total", "operation", op); err != nil || v != 0 {
+			t.Errorf("errors of %s: %v (%v), want 0", op, v, err)
+		}
+	}
 }
 
 // WaitJobs is the blocking form of ListJobs: it returns once Nomad's job index

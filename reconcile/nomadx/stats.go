@@ -147,13 +147,17 @@ func (c *counters) record(op string, failed bool) {
 	oc.requests.Add(1)
 	if c.promRequests != nil {
 		c.promRequests.WithLabelValues(op).Inc()
+		// The operation's error series starts at 0 beside its first
+		// request, so that an error ratio or an increase of errors sees
+		// the first error.
+		errs := c.promErrors.WithLabelValues(op)
+		if failed {
+			errs.Inc()
+		}
 	}
 	if failed {
 		c.errors.Add(1)
 		oc.errors.Add(1)
-		if c.promErrors != nil {
-			c.promErrors.WithLabelValues(op).Inc()
-		}
 	}
 }
 

@@ -98,6 +98,7 @@ func New(store Store, cfg Config, logger hclog.Logger) *Deliverer {
 		d.byName[t.Name] = t
 	}
 	d.metrics = newMetrics(cfg.Registerer)
+	d.metrics.startTargets(d.Targets())
 	return d
 }
 

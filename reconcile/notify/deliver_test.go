@@ -116,6 +116,10 @@ func TestGiveUpDead(t *testing.T) {
 		Name: "down", Kind: config.NotifyKindWebhook, URL: rcv.srv.URL, Events: []string{structs.NotifyPaused},
 		GiveUpAfter: 700 * time.Millisecond, RetryInitial: 50 * time.Millisecond, RetryMax: 100 * time.Millisecond,
 	}))
+	// The target's counters are exported at 0 before any delivery.
+	if v, err := testutil.MetricValue(s.Metrics(), "nops_notifications_dead_total", "target", "down"); err != nil || v != 0 {
+		t.Fatalf("dead letters before any delivery: %v (%v), want 0", v, err)
+	}
 	s.Do("POST", "/v1/pause", map[string]string{"reason": "freeze"}, nil)
 	var dead []*structs.Notification
 	testutil.WaitForResult(t, 20*time.Second, func() (bool, error) {
@@ -129,6 +133,9 @@ func TestGiveUpDead(t *testing.T) {
 	}
 	if p := notifications(t, s, "pending"); len(p) != 0 {
 		t.Errorf("%d still pending", len(p))
+	}
+	if v, err := testutil.MetricValue(s.Metrics(), "nops_notifications_dead_total", "target", "down"); err != nil || v != 1 {
+		t.Errorf("dead letters: %v (%v), want 1", v, err)
 	}
 	n := len(rcv.requests())
 	time.Sleep(500 * time.Millisecond)

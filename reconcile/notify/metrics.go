@@ -35,6 +35,18 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	return m
 }
 
+// startTargets exports each target's counters at 0 before its first
+// delivery, so that a rate or increase sees the first one (a series that
+// appears at 1 shows no increase) and an alert on dead letters can name
+// its series from the start.
+func (m *metrics) startTargets(names []string) {
+	for _, name := range names {
+		for _, v := range []*prometheus.CounterVec{m.sent, m.failed, m.retried, m.dead} {
+			v.WithLabelValues(name)
+		}
+	}
+}
+
 func (m *metrics) observeQueue(pending []*structs.Notification, now time.Time) {
 	m.depth.Set(float64(len(pending)))
 	if len(pending) == 0 {

@@ -1,7 +1,8 @@
-// Package tools checks the licences of the agents the tests build.
+// Package tools checks the licences of the agents and tools the tests build.
 //
 // The Nomad and Consul agents that the integration tests run are built from
-// the tool modules beside this file (scripts/tools/nomad, scripts/tools/consul).
+// the tool modules beside this file (scripts/tools/nomad, scripts/tools/consul),
+// and so is the check of the monitoring files (scripts/tools/promcheck).
 // The project builds and depends only on open-source software, and Nomad from
 // v1.7.0 and Consul from v1.17.0 are under the Business Source License. The
 // test here lists every module compiled into each agent and reads its licence:
@@ -21,12 +22,16 @@ import (
 	"testing"
 )
 
-// toolModules are the tool modules and the package each builds.
+// toolModules are the tool modules, the package each builds, and the
+// fewest modules its build can list (fewer means the listing is wrong).
 var toolModules = []struct {
-	dir, pkg string
+	dir, pkg   string
+	minModules int
 }{
-	{dir: "nomad", pkg: "github.com/hashicorp/nomad"},
-	{dir: "consul", pkg: "github.com/hashicorp/consul"},
+	{dir: "nomad", pkg: "github.com/hashicorp/nomad", minModules: 50},
+	{dir: "consul", pkg: "github.com/hashicorp/consul", minModules: 50},
+	// The monitoring check: Prometheus's rule and PromQL parsers.
+	{dir: "promcheck", pkg: "github.com/nops-dev/nops/scripts/tools/promcheck", minModules: 10},
 }
 
 // openSourceLicences are phrases that identify an open-source licence text.
@@ -61,10 +66,15 @@ func TestToolModules_OpenSourceLicences(t *testing.T) {
 	for _, tm := range toolModules {
 		t.Run(tm.dir, func(t *testing.T) {
 			mods := buildList(t, tm.dir, tm.pkg)
-			if len(mods) < 50 {
+			if len(mods) < tm.minModules {
 				t.Fatalf("only %d modules in the build of %s: the listing is wrong", len(mods), tm.pkg)
 			}
 			for _, m := range mods {
+				if strings.HasPrefix(m.id, "github.com/nops-dev/nops/") {
+					// The tool module itself: the project's own code,
+					// under the project's licence.
+					continue
+				}
 				name, err := licenceOf(m.dir)
 				if err != nil {
 					t.Errorf("%s: %v", m.id, err)
