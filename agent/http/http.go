@@ -202,21 +202,8 @@ func (a *httpAPI) wrap(kind string, rule routeRule, internal bool, fn handlerFun
 			}
 		}()
 		r.Body = http.MaxBytesReader(w, r.Body, bodyLimit(a.s.Config(), r))
-		needLeader := kind == kindWrite || kind == kindLeaderRead || (kind == kindRead && r.URL.Query().Has("consistent"))
-		if needLeader {
-			if !a.s.IsLeader() {
-				// Leadership moved since the request arrived: the
-				// follower that forwarded it tries the new leader.
-				w.Header().Set(headerNotLeader, "true")
-				writeError(w, &HTTPError{Code: http.StatusServiceUnavailable, Msg: structs.ErrNotLeader.Error()})
-				return
-			}
-			if kind != kindWrite {
-				if err := a.s.Raft().VerifyLeader().Error(); err != nil {
-					writeError(w, &HTTPError{Code: http.StatusServiceUnavailable, Msg: "leadership lost: " + err.Error()})
-					return
-				}
-			}
+		if !a.ready(w, r, kind) {
+			return
 		}
 		authorized, err := a.authorize(r, rule)
 		if err != nil {
@@ -260,6 +247,38 @@ func (a *httpAPI) wrap(kind string, rule routeRule, internal bool, fn handlerFun
 		}
 		writeJSON(w, http.StatusOK, out)
 	})
+}
+
+// ready checks what a request of kind needs before its ACL check, and
+// answers it when that fails: a write or a consistent read runs on the
+// leader (a consistent read after it verified its leadership), and a read
+// waits for the index its X-Nops-Min-Index asks for (readyourwrites.go),
+// before the ACL check, as the client's token may be that new.
+func (a *httpAPI) ready(w http.ResponseWriter, r *http.Request, kind string) bool {
+	needLeader := kind == kindWrite || kind == kindLeaderRead || (kind == kindRead && r.URL.Query().Has("consistent"))
+	if needLeader {
+		if !a.s.IsLeader() {
+			// Leadership moved since the request arrived: the follower
+			// that forwarded it tries the new leader.
+			w.Header().Set(headerNotLeader, "true")
+			writeError(w, &HTTPError{Code: http.StatusServiceUnavailable, Msg: structs.ErrNotLeader.Error()})
+			return false
+		}
+		if kind != kindWrite {
+			if err := a.s.Raft().VerifyLeader().Error(); err != nil {
+				writeError(w, &HTTPError{Code: http.StatusServiceUnavailable, Msg: "leadership lost: " + err.Error()})
+				return false
+			}
+		}
+	}
+	if kind != kindWrite {
+		if err := a.awaitMinIndex(r); err != nil {
+			a.setMeta(w)
+			writeError(w, err)
+			return false
+		}
+	}
+	return true
 }
 
 // tokenNotFound answers a request forwarded for its token when leadership
