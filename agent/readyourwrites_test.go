@@ -35,7 +35,7 @@ func rywCall(t *testing.T, ctx context.Context, hc *http.Client, s *nopstest.Ser
 	}
 	resp, err := hc.Do(req)
 	if err != nil {
-		t.Fatalf("%s %s on %s: %v", method, path, s.NodeName(), err)
+		t.Fatalf("%s %s on %s: %v", method, path, s.URL, err)
 	}
 	defer resp.Body.Close()
 	raw, _ := io.ReadAll(resp.Body)
@@ -52,9 +52,9 @@ func headerIndex(t *testing.T, h http.Header) uint64 {
 }
 
 // TestReadYourWritesThroughFollower runs on a real three-server cluster
-// over TCP: a write through a follower is answered once that follower has
-// applied it, so a read through the same follower right after always shows
-// it (200 times); a read with X-Nops-Min-Index through a follower shows a
+// over TCP: a read through a follower right after a write through it
+// waits until that follower has applied the write, so it always shows it
+// (200 times); a read with X-Nops-Min-Index through a follower shows a
 // write made on the leader; a min index that is never reached answers 503
 // naming both indexes after the bounded wait, and neither it nor a client
 // that gives up waiting leaves a goroutine behind.
@@ -76,14 +76,14 @@ func TestReadYourWritesThroughFollower(t *testing.T) {
 				t.Fatalf("PUT %s through the follower: %d %s", name, code, body)
 			}
 			wrote := headerIndex(t, h)
+			code, h, body = rywCall(t, ctx, hc, follower, "GET", "/v1/window/"+name, "", nil)
 			if w := h.Get("X-Nops-Warning"); w != "" {
 				// The follower lagged past its wait: the answer says so,
-				// and only then may a read from it be stale.
+				// and only then may it be stale.
 				warned++
-				t.Logf("write %d: %s", i, w)
+				t.Logf("read %d: %s", i, w)
 				continue
 			}
-			code, h, body = rywCall(t, ctx, hc, follower, "GET", "/v1/window/"+name, "", nil)
 			if code != http.StatusOK {
 				t.Fatalf("read %d through the follower that answered the write (index %d): %d %s: stale", i, wrote, code, body)
 			}
@@ -92,7 +92,7 @@ func TestReadYourWritesThroughFollower(t *testing.T) {
 			}
 		}
 		if warned > 20 {
-			t.Fatalf("%d of 200 writes were answered before the follower applied them", warned)
+			t.Fatalf("%d of 200 reads were answered before the follower applied the write before them", warned)
 		}
 	})
 

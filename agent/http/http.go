@@ -71,6 +71,9 @@ type apiBase struct {
 	// monitors counts the log monitors running, eventStreams the open
 	// event streams.
 	monitors, eventStreams atomic.Int32
+	// forwarded is the highest index that a write this server forwarded
+	// was answered with: reads through it wait for it (readyourwrites.go).
+	forwarded atomic.Uint64
 }
 
 // httpAPI serves the v1 API on the HTTP port and, for requests forwarded by
@@ -272,7 +275,7 @@ func (a *httpAPI) ready(w http.ResponseWriter, r *http.Request, kind string) boo
 		}
 	}
 	if kind != kindWrite {
-		if err := a.awaitMinIndex(r); err != nil {
+		if err := a.awaitMinIndex(w, r); err != nil {
 			a.setMeta(w)
 			writeError(w, err)
 			return false
