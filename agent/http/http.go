@@ -73,7 +73,7 @@ type apiBase struct {
 	monitors, eventStreams atomic.Int32
 	// forwarded is the highest index that a write this server forwarded
 	// was answered with: reads through it wait for it (readyourwrites.go).
-	forwarded atomic.Uint64
+	forwarded atomic.Pointer[forwardedWrite]
 }
 
 // httpAPI serves the v1 API on the HTTP port and, for requests forwarded by

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/nops-dev/nops/fsm"
 )
 
 // Read-your-writes. Every answer carries X-Nops-Index, the Raft index of
@@ -86,12 +88,14 @@ func (a *apiBase) awaitMinIndex(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if fwd := a.forwarded.Load(); fwd > want {
-		// The writes forwarded through here: past the wait the read is
-		// answered, with a warning, as any read of a lagging follower.
-		if got, ok := a.waitApplied(r.Context(), fwd, forwardApplyWait); !ok && r.Context().Err() == nil {
+	// The writes forwarded through here, unless the state was replaced
+	// since (a snapshot restored, whose index may be lower): past the
+	// wait the read is answered, with a warning, as any read of a
+	// lagging follower.
+	if fwd := a.forwarded.Load(); fwd != nil && fwd.store == a.s.State() && fwd.index > want {
+		if got, ok := a.waitApplied(r.Context(), fwd.index, forwardApplyWait); !ok && r.Context().Err() == nil {
 			w.Header().Set(headerWarning, fmt.Sprintf("this server has applied index %d, not yet %d that a write through it "+
-				"was answered with: the answer may not show that write", got, fwd))
+				"was answered with: the answer may not show that write", got, fwd.index))
 		}
 	}
 	if want == 0 {
@@ -110,6 +114,13 @@ func (a *apiBase) awaitMinIndex(w http.ResponseWriter, r *http.Request) error {
 			"it lags the leader or the index is not written yet; retry, or read with ?consistent", got, want, headerMinIndex, minIndexWait)}
 }
 
+// forwardedWrite is the highest index that a write a follower forwarded
+// was answered with, and the state store it was answered under.
+type forwardedWrite struct {
+	index uint64
+	store *fsm.StateStore
+}
+
 // sawForwardedWrite records the index the leader answered a write this
 // follower forwarded with, which later reads through it wait for.
 func (f *forwarder) sawForwardedWrite(r *http.Request, status int, h http.Header) {
@@ -120,9 +131,19 @@ func (f *forwarder) sawForwardedWrite(r *http.Request, status int, h http.Header
 	if err != nil {
 		return
 	}
+	next := &forwardedWrite{index: want, store: f.s.State()}
+	if isSnapshotPath(r.URL.Path) {
+		// A restore: the restored state's index may be lower than those
+		// of the writes it undid, which reads no longer wait for.
+		f.api.forwarded.Store(next)
+		return
+	}
 	for {
 		cur := f.api.forwarded.Load()
-		if want <= cur || f.api.forwarded.CompareAndSwap(cur, want) {
+		if cur != nil && cur.store == next.store && want <= cur.index {
+			return
+		}
+		if f.api.forwarded.CompareAndSwap(cur, next) {
 			return
 		}
 	}

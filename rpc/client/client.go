@@ -164,10 +164,15 @@ func New(cfg Config) (*Client, error) {
 func (c *Client) MinIndex() uint64 { return c.minIndex.Load() }
 
 // sawWrite raises the index reads ask for to the index of a write's
-// answer.
-func (c *Client) sawWrite(h http.Header) {
+// answer. A snapshot restore sets it: the restored state's index may be
+// lower than those of the writes it undid.
+func (c *Client) sawWrite(path string, h http.Header) {
 	idx, err := strconv.ParseUint(h.Get(HeaderIndex), 10, 64)
 	if err != nil {
+		return
+	}
+	if path == snapshotPath {
+		c.minIndex.Store(idx)
 		return
 	}
 	for {
@@ -397,7 +402,7 @@ func (c *Client) do(ctx context.Context, r request) (*http.Response, time.Durati
 		return nil, took, decodeError(resp)
 	}
 	if !read {
-		c.sawWrite(resp.Header)
+		c.sawWrite(r.path, resp.Header)
 	}
 	return resp, took, nil
 }
