@@ -64,8 +64,7 @@ func TestUsageListsEverySetting(t *testing.T) {
 // refused, an unknown attribute is a different error), and one it does
 // not list is refused as unsupported.
 func TestConfigBlocksAreTheLoadersSchema(t *testing.T) {
-	var open func(b configBlock) string
-	open = func(b configBlock) string {
+	open := func(b configBlock) string {
 		if b.label != "" {
 			return b.typ + " \"x\" {\n"
 		}
