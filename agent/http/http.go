@@ -205,7 +205,7 @@ func (a *httpAPI) wrap(kind string, rule routeRule, internal bool, fn handlerFun
 			}
 		}()
 		r.Body = http.MaxBytesReader(w, r.Body, bodyLimit(a.s.Config(), r))
-		if !a.ready(w, r, kind) {
+		if !a.ready(w, r, kind, internal) {
 			return
 		}
 		authorized, err := a.authorize(r, rule)
@@ -255,9 +255,11 @@ func (a *httpAPI) wrap(kind string, rule routeRule, internal bool, fn handlerFun
 // ready checks what a request of kind needs before its ACL check, and
 // answers it when that fails: a write or a consistent read runs on the
 // leader (a consistent read after it verified its leadership), and a read
-// waits for the index its X-Nops-Min-Index asks for (readyourwrites.go),
-// before the ACL check, as the client's token may be that new.
-func (a *httpAPI) ready(w http.ResponseWriter, r *http.Request, kind string) bool {
+// waits for the index its X-Nops-Min-Index asks for and, on the HTTP port
+// (not a peer's call on the RPC port), for the writes this server
+// forwarded (readyourwrites.go), before the ACL check, as the client's
+// token may be that new.
+func (a *httpAPI) ready(w http.ResponseWriter, r *http.Request, kind string, internal bool) bool {
 	needLeader := kind == kindWrite || kind == kindLeaderRead || (kind == kindRead && r.URL.Query().Has("consistent"))
 	if needLeader {
 		if !a.s.IsLeader() {
@@ -275,7 +277,7 @@ func (a *httpAPI) ready(w http.ResponseWriter, r *http.Request, kind string) boo
 		}
 	}
 	if kind != kindWrite {
-		if err := a.awaitMinIndex(w, r); err != nil {
+		if err := a.awaitMinIndex(w, r, !internal); err != nil {
 			a.setMeta(w)
 			writeError(w, err)
 			return false

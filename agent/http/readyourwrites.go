@@ -81,9 +81,10 @@ func minIndex(r *http.Request) (uint64, error) {
 }
 
 // awaitMinIndex holds a read until this server has applied the index its
-// X-Nops-Min-Index asks for, and the writes it forwarded; an error is the
-// answer instead.
-func (a *apiBase) awaitMinIndex(w http.ResponseWriter, r *http.Request) error {
+// X-Nops-Min-Index asks for and, with forwarded, the writes it forwarded
+// (not for a peer's call: a lagging follower answers its stats at once);
+// an error is the answer instead.
+func (a *apiBase) awaitMinIndex(w http.ResponseWriter, r *http.Request, forwarded bool) error {
 	want, err := minIndex(r)
 	if err != nil {
 		return err
@@ -92,7 +93,7 @@ func (a *apiBase) awaitMinIndex(w http.ResponseWriter, r *http.Request) error {
 	// since (a snapshot restored, whose index may be lower): past the
 	// wait the read is answered, with a warning, as any read of a
 	// lagging follower.
-	if fwd := a.forwarded.Load(); fwd != nil && fwd.store == a.s.State() && fwd.index > want {
+	if fwd := a.forwarded.Load(); forwarded && fwd != nil && fwd.store == a.s.State() && fwd.index > want {
 		if got, ok := a.waitApplied(r.Context(), fwd.index, forwardApplyWait); !ok && r.Context().Err() == nil {
 			w.Header().Set(headerWarning, fmt.Sprintf("this server has applied index %d, not yet %d that a write through it "+
 				"was answered with: the answer may not show that write", got, fwd.index))
