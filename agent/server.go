@@ -270,7 +270,7 @@ func (s *Server) serveHTTP() error {
 	// TLS wraps the connection cap, so that the server sees a *tls.Conn
 	// and requests carry their TLS state (the Origin check's scheme, the
 	// session cookie's Secure flag).
-	httpLn = s.tls.wrapHTTPListener(agenthttp.LimitListener(cfg, httpLn))
+	httpLn = s.tls.wrapHTTPListener(httpLn, func(ln net.Listener) net.Listener { return agenthttp.LimitListener(cfg, ln) })
 	api := agenthttp.New(HTTPBackend{s}, s.logger.Named("forward"))
 	s.requestCtx, s.requestCancel = context.WithCancel(context.Background())
 	base := func(net.Listener) context.Context { return s.requestCtx }

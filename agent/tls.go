@@ -215,13 +215,16 @@ func (c *tlsConfigurator) httpServerConfig() *tls.Config {
 	}
 }
 
-// wrapHTTPListener serves the HTTP API over TLS when tls.http is set.
-// It is safe on a nil configurator.
-func (c *tlsConfigurator) wrapHTTPListener(ln net.Listener) net.Listener {
+// wrapHTTPListener caps the connections of the HTTP API's listener ln with
+// limit and, when tls.http is set, serves it over TLS, answering a
+// plain-HTTP request with a 400 that names the https:// address
+// (plainHTTPListener, on the raw connection). It is safe on a nil
+// configurator.
+func (c *tlsConfigurator) wrapHTTPListener(ln net.Listener, limit func(net.Listener) net.Listener) net.Listener {
 	if c == nil || !c.cfg.HTTP {
-		return ln
+		return limit(ln)
 	}
-	return tls.NewListener(ln, c.httpServerConfig())
+	return tls.NewListener(limit(plainHTTPListener{ln}), c.httpServerConfig())
 }
 
 // httpErrorLog sends the errors of the HTTP server (failed TLS handshakes

@@ -72,17 +72,11 @@ func (l *loader) loadFile(p string) {
 	for _, f := range c.fields() {
 		attrs = append(attrs, attrField{name: f.hclName(), key: f.name, v: f.v})
 	}
-	content, set := l.decodeBody(file.Body, attrs, []hcl.BlockHeaderSchema{
-		{Type: blockRepository, LabelNames: []string{"name"}},
-		{Type: blockConsul},
-		{Type: blockACL},
-		{Type: blockTLS},
-		{Type: blockNotify, LabelNames: []string{"name"}},
-		{Type: blockWebhook},
-		{Type: blockAutopilot},
-		{Type: blockRetention},
-		{Type: blockApproval},
-	})
+	var blocks []hcl.BlockHeaderSchema
+	for _, b := range configBlocks() {
+		blocks = append(blocks, b.schema())
+	}
+	content, set := l.decodeBody(file.Body, attrs, blocks)
 	for key, attr := range set {
 		l.origin[key] = fmt.Sprintf("%s:%d", attr.Range.Filename, attr.Range.Start.Line)
 	}
@@ -127,10 +121,7 @@ func (l *loader) decodeBlock(b *hcl.Block) {
 		}
 		l.decodeBody(b.Body, consulFields(c.Consul), nil)
 	case blockACL:
-		l.decodeBody(b.Body, []attrField{
-			{name: "enabled", v: boolValue(&c.ACL.Enabled)},
-			{name: "token_ttl", v: durationValue(&c.ACL.TokenTTL)},
-		}, nil)
+		l.decodeBody(b.Body, aclFields(&c.ACL), nil)
 	case blockTLS:
 		l.decodeBody(b.Body, tlsFields(&c.TLS), nil)
 	case blockNotify:
@@ -142,9 +133,7 @@ func (l *loader) decodeBlock(b *hcl.Block) {
 	case blockApproval:
 		l.decodeApproval(b)
 	case blockWebhook:
-		l.decodeBody(b.Body, []attrField{
-			{name: "secret_env", v: stringValue(&c.Webhook.SecretEnv, nil)},
-		}, nil)
+		l.decodeBody(b.Body, webhookFields(&c.Webhook), nil)
 	}
 }
 
@@ -159,13 +148,7 @@ func (l *loader) decodeRepository(b *hcl.Block) {
 		i = len(c.Repositories) - 1
 	}
 	r := &c.Repositories[i]
-	content, _ := l.decodeBody(b.Body, []attrField{
-		{name: "url", v: stringValue(&r.URL, nil)},
-		{name: "branch", v: stringValue(&r.Branch, checkBranch)},
-		{name: "path", v: stringValue(&r.Path, checkRepoPath)},
-		{name: "poll_interval", v: durationValue(&r.PollInterval)},
-		{name: "web_url", v: stringValue(&r.WebURL, gitwatch.CheckWebURL)},
-	}, []hcl.BlockHeaderSchema{{Type: blockAuth}})
+	content, _ := l.decodeBody(b.Body, repositoryFields(r), []hcl.BlockHeaderSchema{{Type: blockAuth}})
 	if content == nil {
 		return
 	}
@@ -196,8 +179,11 @@ func (l *loader) decodeNotify(b *hcl.Block) {
 		c.Notify = append(c.Notify, NotifyConfig{Name: name})
 		i = len(c.Notify) - 1
 	}
-	n := &c.Notify[i]
-	l.decodeBody(b.Body, []attrField{
+	l.decodeBody(b.Body, notifyFields(&c.Notify[i]), nil)
+}
+
+func notifyFields(n *NotifyConfig) []attrField {
+	return []attrField{
 		{name: "kind", v: stringValue(&n.Kind, nil)},
 		{name: "url", v: stringValue(&n.URL, nil)},
 		{name: "url_env", v: stringValue(&n.URLEnv, nil)},
@@ -217,7 +203,69 @@ func (l *loader) decodeNotify(b *hcl.Block) {
 		{name: "give_up_after", v: durationValue(&n.GiveUpAfter)},
 		{name: "retry_initial", v: durationValue(&n.RetryInitial)},
 		{name: "retry_max", v: durationValue(&n.RetryMax)},
-	}, nil)
+	}
+}
+
+func repositoryFields(r *Repository) []attrField {
+	return []attrField{
+		{name: "url", v: stringValue(&r.URL, nil)},
+		{name: "branch", v: stringValue(&r.Branch, checkBranch)},
+		{name: "path", v: stringValue(&r.Path, checkRepoPath)},
+		{name: "poll_interval", v: durationValue(&r.PollInterval)},
+		{name: "web_url", v: stringValue(&r.WebURL, gitwatch.CheckWebURL)},
+	}
+}
+
+func aclFields(a *ACLConfig) []attrField {
+	return []attrField{
+		{name: "enabled", v: boolValue(&a.Enabled)},
+		{name: "token_ttl", v: durationValue(&a.TokenTTL)},
+	}
+}
+
+func webhookFields(w *WebhookConfig) []attrField {
+	return []attrField{{name: "secret_env", v: stringValue(&w.SecretEnv, nil)}}
+}
+
+// configBlock is one block type of a config file, its label and the
+// attributes and blocks of its body.
+type configBlock struct {
+	typ   string
+	label string // the label's name; "" for a block without one
+	attrs []attrField
+	// nested are the blocks its body may hold.
+	nested []configBlock
+	// note is said of the block in help text.
+	note string
+}
+
+func (b configBlock) schema() hcl.BlockHeaderSchema {
+	s := hcl.BlockHeaderSchema{Type: b.typ}
+	if b.label != "" {
+		s.LabelNames = []string{b.label}
+	}
+	return s
+}
+
+// configBlocks is every top-level block a config file accepts, with the
+// attributes of each bound to a zero value: the loader's schema and the
+// help of `nops serve` are both made from it, and each decode function
+// reads the attributes from the same fields function, so none of the three
+// can leave a setting out.
+func configBlocks() []configBlock {
+	return []configBlock{
+		{typ: blockRepository, label: "name", attrs: repositoryFields(&Repository{}),
+			nested: []configBlock{{typ: blockAuth, attrs: authFields(&RepoAuth{})}}},
+		{typ: blockConsul, attrs: consulFields(&ConsulConfig{})},
+		{typ: blockACL, attrs: aclFields(&ACLConfig{})},
+		{typ: blockTLS, attrs: tlsFields(&TLSConfig{})},
+		{typ: blockNotify, label: "name", attrs: notifyFields(&NotifyConfig{}),
+			note: `kind is "webhook", "slack", "email" or "nomad"`},
+		{typ: blockWebhook, attrs: webhookFields(&WebhookConfig{})},
+		{typ: blockAutopilot, attrs: autopilotFields(&AutopilotConfig{})},
+		{typ: blockRetention, attrs: retentionFields(&RetentionConfig{})},
+		{typ: blockApproval, attrs: approvalFields(&ApprovalConfig{})},
+	}
 }
 
 // newConsul returns the defaults of a consul block: the address and token

@@ -57,22 +57,41 @@ Options:
 		}
 		b.WriteString("\n")
 	}
-	b.WriteString(`Config file blocks:
-
-  repository "name" { url, branch, path, poll_interval, web_url,
-                      auth { username, password, password_env, token, token_env,
-                             ssh_key_file, ssh_key_passphrase, ssh_key_passphrase_env,
-                             ssh_known_hosts_file } }
-  consul { address, token, service_name, auto_join }
-  acl { enabled, token_ttl }
-  tls { http, rpc, ca_file, cert_file, key_file, verify_incoming,
-        verify_server_hostname }
-  notify "name" { kind = "webhook" | "slack" | "email" | "nomad", url, url_env, secret_env, secret_file,
-                  channel, events, namespaces, jobs, give_up_after, retry_initial,
-                  retry_max }
-  webhook { secret_env }
-`)
+	b.WriteString("Config file blocks:\n\n")
+	for _, cb := range configBlocks() {
+		writeBlock(&b, cb, "  ")
+	}
 	return b.String()
+}
+
+// writeBlock writes the help of a config file block: its type, label,
+// attributes and nested blocks, wrapped under indent.
+func writeBlock(b *strings.Builder, cb configBlock, indent string) {
+	for i, line := range wrap(blockText(cb), usageWidth+2-len(indent)) {
+		if i > 0 {
+			line = "    " + line
+		}
+		fmt.Fprintf(b, "%s%s\n", indent, line)
+	}
+	if cb.note != "" {
+		fmt.Fprintf(b, "%s    (%s)\n", indent, cb.note)
+	}
+}
+
+// blockText is a block as help shows it: type "label" { attr, ..., nested { ... } }.
+func blockText(cb configBlock) string {
+	head := cb.typ
+	if cb.label != "" {
+		head += fmt.Sprintf(" %q", cb.label)
+	}
+	names := make([]string, 0, len(cb.attrs)+len(cb.nested))
+	for _, a := range cb.attrs {
+		names = append(names, a.name)
+	}
+	for _, n := range cb.nested {
+		names = append(names, blockText(n))
+	}
+	return head + " { " + strings.Join(names, ", ") + " }"
 }
 
 // placeholder names the argument of a flag in help text.

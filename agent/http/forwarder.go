@@ -190,6 +190,7 @@ func (f *forwarder) forwardTo(w http.ResponseWriter, r *http.Request, leader str
 		return true, nil
 	}
 	f.framed.Add(1)
+	f.sawForwardedWrite(r, resp.Status, resp.Header)
 	f.copyAnswer(w, r, resp)
 	return true, nil
 }

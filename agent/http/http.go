@@ -71,6 +71,9 @@ type apiBase struct {
 	// monitors counts the log monitors running, eventStreams the open
 	// event streams.
 	monitors, eventStreams atomic.Int32
+	// forwarded is the highest index that a write this server forwarded
+	// was answered with: reads through it wait for it (readyourwrites.go).
+	forwarded atomic.Pointer[forwardedWrite]
 }
 
 // httpAPI serves the v1 API on the HTTP port and, for requests forwarded by
@@ -202,21 +205,8 @@ func (a *httpAPI) wrap(kind string, rule routeRule, internal bool, fn handlerFun
 			}
 		}()
 		r.Body = http.MaxBytesReader(w, r.Body, bodyLimit(a.s.Config(), r))
-		needLeader := kind == kindWrite || kind == kindLeaderRead || (kind == kindRead && r.URL.Query().Has("consistent"))
-		if needLeader {
-			if !a.s.IsLeader() {
-				// Leadership moved since the request arrived: the
-				// follower that forwarded it tries the new leader.
-				w.Header().Set(headerNotLeader, "true")
-				writeError(w, &HTTPError{Code: http.StatusServiceUnavailable, Msg: structs.ErrNotLeader.Error()})
-				return
-			}
-			if kind != kindWrite {
-				if err := a.s.Raft().VerifyLeader().Error(); err != nil {
-					writeError(w, &HTTPError{Code: http.StatusServiceUnavailable, Msg: "leadership lost: " + err.Error()})
-					return
-				}
-			}
+		if !a.ready(w, r, kind, internal) {
+			return
 		}
 		authorized, err := a.authorize(r, rule)
 		if err != nil {
@@ -260,6 +250,40 @@ func (a *httpAPI) wrap(kind string, rule routeRule, internal bool, fn handlerFun
 		}
 		writeJSON(w, http.StatusOK, out)
 	})
+}
+
+// ready checks what a request of kind needs before its ACL check, and
+// answers it when that fails: a write or a consistent read runs on the
+// leader (a consistent read after it verified its leadership), and a read
+// waits for the index its X-Nops-Min-Index asks for and, on the HTTP port
+// (not a peer's call on the RPC port), for the writes this server
+// forwarded (readyourwrites.go), before the ACL check, as the client's
+// token may be that new.
+func (a *httpAPI) ready(w http.ResponseWriter, r *http.Request, kind string, internal bool) bool {
+	needLeader := kind == kindWrite || kind == kindLeaderRead || (kind == kindRead && r.URL.Query().Has("consistent"))
+	if needLeader {
+		if !a.s.IsLeader() {
+			// Leadership moved since the request arrived: the follower
+			// that forwarded it tries the new leader.
+			w.Header().Set(headerNotLeader, "true")
+			writeError(w, &HTTPError{Code: http.StatusServiceUnavailable, Msg: structs.ErrNotLeader.Error()})
+			return false
+		}
+		if kind != kindWrite {
+			if err := a.s.Raft().VerifyLeader().Error(); err != nil {
+				writeError(w, &HTTPError{Code: http.StatusServiceUnavailable, Msg: "leadership lost: " + err.Error()})
+				return false
+			}
+		}
+	}
+	if kind != kindWrite {
+		if err := a.awaitMinIndex(w, r, !internal); err != nil {
+			a.setMeta(w)
+			writeError(w, err)
+			return false
+		}
+	}
+	return true
 }
 
 // tokenNotFound answers a request forwarded for its token when leadership

@@ -22,6 +22,9 @@
 //     forwarded to the leader before any middleware and answered with the
 //     leader's status, headers and body; it is retried only when it cannot
 //     have been applied (forwarder.go).
+//   - Read-your-writes: a read through a follower waits for the writes that
+//     follower forwarded, and any read for the index X-Nops-Min-Index asks
+//     (readyourwrites.go).
 //   - No panic of a handler reaches a client: it answers 500.
 package agenthttp
 

@@ -25,8 +25,13 @@
 //   - Read methods return the QueryMeta of the answer: the Raft index of the
 //     state read, whether the server knows a leader, how long since it
 //     heard from it, and the page token of the next page.
-//   - The client keeps no state between requests but its configuration and
-//     its connection pool; it is safe for concurrent use.
+//   - Read-your-writes: the client remembers the highest index its writes
+//     were answered with (X-Nops-Index) and sends it with every later read
+//     (X-Nops-Min-Index), so that a read never shows a state older than
+//     the client's own writes, whichever server answers it; the server
+//     waits up to 5 s to apply that index, then answers 503.
+//   - The client keeps no state between requests but its configuration, its
+//     connection pool and that index; it is safe for concurrent use.
 package client
 
 import (
@@ -43,6 +48,7 @@ import (
 	"os/user"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 )
 
@@ -57,6 +63,10 @@ const (
 	HeaderKnownLeader = "X-Nops-Known-Leader"
 	HeaderLastContact = "X-Nops-Last-Contact"
 	HeaderNextToken   = "X-Nops-Next-Token"
+	// HeaderMinIndex asks the server for a state of at least this index.
+	HeaderMinIndex = "X-Nops-Min-Index"
+	// HeaderWarning carries a server's warning about a successful answer.
+	HeaderWarning = "X-Nops-Warning"
 )
 
 // maxErrorBody bounds how much of an error answer is read.
@@ -84,6 +94,11 @@ type Config struct {
 	// that signed the server's certificate and the client certificate the
 	// server may require. It is ignored when HTTPClient is set.
 	TLS *TLSConfig
+
+	// MinIndex, when set, is the index every read asks for at least
+	// (X-Nops-Min-Index) from the start: the index a write of another
+	// client was answered with. The client's own writes raise it.
+	MinIndex uint64
 }
 
 // Client talks to the HTTP API of one Nops server.
@@ -92,6 +107,9 @@ type Client struct {
 	token string
 	actor string
 	http  *http.Client
+	// minIndex is the highest index a write was answered with, which
+	// reads ask for (read-your-writes).
+	minIndex atomic.Uint64
 }
 
 // New returns a client for cfg. It does not contact the server.
@@ -136,7 +154,33 @@ func New(cfg Config) (*Client, error) {
 	if actor == "" {
 		actor = DefaultActor()
 	}
-	return &Client{base: u, token: cfg.Token, actor: actor, http: hc}, nil
+	c := &Client{base: u, token: cfg.Token, actor: actor, http: hc}
+	c.minIndex.Store(cfg.MinIndex)
+	return c, nil
+}
+
+// MinIndex returns the index the client's reads ask for at least: the
+// highest its writes were answered with, or Config.MinIndex.
+func (c *Client) MinIndex() uint64 { return c.minIndex.Load() }
+
+// sawWrite raises the index reads ask for to the index of a write's
+// answer. A snapshot restore sets it: the restored state's index may be
+// lower than those of the writes it undid.
+func (c *Client) sawWrite(path string, h http.Header) {
+	idx, err := strconv.ParseUint(h.Get(HeaderIndex), 10, 64)
+	if err != nil {
+		return
+	}
+	if path == snapshotPath {
+		c.minIndex.Store(idx)
+		return
+	}
+	for {
+		cur := c.minIndex.Load()
+		if idx <= cur || c.minIndex.CompareAndSwap(cur, idx) {
+			return
+		}
+	}
 }
 
 func defaultTransport() *http.Transport {
@@ -336,6 +380,10 @@ func (c *Client) do(ctx context.Context, r request) (*http.Response, time.Durati
 	if c.token != "" {
 		req.Header.Set(HeaderToken, c.token)
 	}
+	read := r.method == http.MethodGet || r.method == http.MethodHead
+	if min := c.minIndex.Load(); min > 0 && read {
+		req.Header.Set(HeaderMinIndex, strconv.FormatUint(min, 10))
+	}
 	start := time.Now()
 	resp, err := c.http.Do(req)
 	took := time.Since(start)
@@ -352,6 +400,9 @@ func (c *Client) do(ctx context.Context, r request) (*http.Response, time.Durati
 	if resp.StatusCode/100 != 2 {
 		defer resp.Body.Close()
 		return nil, took, decodeError(resp)
+	}
+	if !read {
+		c.sawWrite(r.path, resp.Header)
 	}
 	return resp, took, nil
 }

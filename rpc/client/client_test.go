@@ -551,3 +551,36 @@ func TestClient_SendsTokenAndActor(t *testing.T) {
 		t.Errorf("headers seen %v", seen)
 	}
 }
+
+// TestClient_ReadYourWrites: a write raises the index the client's reads
+// ask for (X-Nops-Min-Index) to the index it was answered with, and a read
+// sends it: a server that has not applied that index answers 503 naming
+// it rather than an older state.
+func TestClient_ReadYourWrites(t *testing.T) {
+	s := nopstest.StartDev(t)
+	ctx := context.Background()
+	c := newClient(t, s, "ops@ci")
+	if c.MinIndex() != 0 {
+		t.Fatalf("a new client asks for index %d", c.MinIndex())
+	}
+	w, err := c.Windows().Put(ctx, &structs.WindowSpec{Name: "ryw", Kind: "deny", Schedule: "0 22 * * *", Duration: "8h"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.MinIndex() < w.ModifyIndex {
+		t.Fatalf("after a write at index %d the client asks for %d", w.ModifyIndex, c.MinIndex())
+	}
+	if _, meta, err := c.Windows().Info(ctx, "ryw", nil); err != nil || meta.LastIndex < c.MinIndex() {
+		t.Fatalf("read after the write: %v, meta %+v", err, meta)
+	}
+
+	const far = uint64(1) << 60
+	ahead, err := client.New(client.Config{Address: "http://" + s.HTTPAddr(), MinIndex: far})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = ahead.Windows().Info(ctx, "ryw", nil)
+	if client.StatusCode(err) != http.StatusServiceUnavailable || !strings.Contains(err.Error(), itoa(far)) {
+		t.Fatalf("a read asking for index %d: %v, want 503 naming it", far, err)
+	}
+}

@@ -52,7 +52,7 @@ func (o *Operator) RaftTransferLeadership(ctx context.Context, id string) (*stru
 // stream (a gzipped tar with checksums; see agent/snapshot), which the
 // caller closes. QueryMeta.LastIndex is the snapshot's Raft index.
 func (o *Operator) SnapshotSave(ctx context.Context) (io.ReadCloser, *QueryMeta, error) {
-	resp, took, err := o.c.do(ctx, request{method: http.MethodGet, path: "/v1/operator/snapshot"})
+	resp, took, err := o.c.do(ctx, request{method: http.MethodGet, path: snapshotPath})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -63,9 +63,12 @@ func (o *Operator) SnapshotSave(ctx context.Context) (io.ReadCloser, *QueryMeta,
 // cluster's state with it.
 func (o *Operator) SnapshotRestore(ctx context.Context, archive io.Reader) (*structs.SnapshotRestore, error) {
 	var out structs.SnapshotRestore
-	r := request{method: http.MethodPut, path: "/v1/operator/snapshot", body: archive, contentType: "application/x-nops-snapshot"}
+	r := request{method: http.MethodPut, path: snapshotPath, body: archive, contentType: "application/x-nops-snapshot"}
 	if _, err := o.c.call(ctx, r, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil
 }
+
+// snapshotPath is the path of snapshot save and restore.
+const snapshotPath = "/v1/operator/snapshot"

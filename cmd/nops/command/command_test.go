@@ -36,6 +36,10 @@ func TestHelpAndUsageErrors(t *testing.T) {
 		{args: []string{"deployment"}, stdout: "approve"},
 		{args: []string{"operator", "raft"}, stdout: "transfer-leadership"},
 		{args: []string{"serve", "-h"}, stdout: "Usage: nops serve"},
+		// Every block a config file takes is listed (agent/config checks every attribute).
+		{args: []string{"serve", "-h"}, stdout: "retention { spec_after"},
+		{args: []string{"serve", "-h"}, stdout: "autopilot { cleanup_dead_servers"},
+		{args: []string{"serve", "-h"}, stdout: "approval { forbid_self, ttl }"},
 		{args: []string{"window", "apply", "--help"}, stdout: "window \"nightly-freeze\""},
 		{args: []string{"bogus"}, code: 2, stderr: `unknown command "bogus"`},
 		{args: []string{"help", "bogus"}, code: 2, stderr: `unknown command "bogus"`},
