@@ -125,6 +125,10 @@ func TestTaskAPI_NopsRunsAsANomadJob(t *testing.T) {
 		return err == nil, err
 	})
 	api.token = boot.SecretID
+	// ACLs are on: without the token the operator API refuses.
+	if err := (&mtlsClient{http: api.http}).do("GET", addrs[0]+"/v1/operator/raft/configuration", nil); err == nil {
+		t.Errorf("%s answered the Raft configuration without a token", addrs[0])
+	}
 	for _, addr := range addrs {
 		testutil.WaitForResult(t, time.Minute, func() (bool, error) {
 			var cfg structs.RaftConfiguration
