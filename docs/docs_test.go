@@ -7,8 +7,9 @@
 //
 //	<!-- runnable: sh -->            bash -euo pipefail, in an empty directory,
 //	                                 with bin/nops first on PATH
-//	<!-- runnable: sh cluster -->    the same, with NOPS_ADDR of a 3-server
-//	                                 cluster of bin/nops (ACLs off)
+//	<!-- runnable: sh cluster -->    the same, with NOPS_ADDR and NOPS_TOKEN (a
+//	                                 management token) of a 3-server cluster
+//	                                 with ACLs on
 //	<!-- runnable: config ARGS -->   a server configuration file, loaded as
 //	                                 `nops serve -config FILE ARGS` loads it
 //	                                 (every setting checked; nothing started);
@@ -16,6 +17,11 @@
 //	                                 are set
 //	<!-- runnable: job -->           a Nomad job file, judged by `nops
 //	                                 validate` (HCL syntax and nops_* meta)
+//	<!-- runnable: file NAME -->     a file the sh blocks after it in the page
+//	                                 use, written as NAME
+//
+// The sh blocks of a page run one after the other in one directory, the
+// page's, as a reader follows the page.
 //
 // Blocks that cannot run here (systemd units, docker, a released package,
 // placeholders such as <ID>) stay unmarked.
@@ -25,7 +31,10 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -78,7 +87,7 @@ func TestDocs(t *testing.T) {
 	for _, p := range pages {
 		files = append(files, filepath.ToSlash(strings.TrimPrefix(p, root+string(filepath.Separator))))
 	}
-	type count struct{ found, ran int }
+	type count struct{ found, ran, files int }
 	counts := map[string]*count{}
 	var marked []block
 	needCluster := false
@@ -91,15 +100,24 @@ func TestDocs(t *testing.T) {
 		c := &count{found: len(blocks)}
 		counts[f] = c
 		for _, b := range blocks {
-			if b.kind == "" {
+			switch b.kind {
+			case "":
 				continue
+			case "file":
+				c.files++
+			default:
+				c.ran++
 			}
-			c.ran++
 			marked = append(marked, b)
 			needCluster = needCluster || (b.kind == "sh" && slices.Contains(b.args, "cluster"))
 		}
 	}
-	r := &runner{}
+	r := &runner{pages: map[string]string{}}
+	for _, b := range marked {
+		if _, ok := r.pages[b.file]; !ok {
+			r.pages[b.file] = newPageDir(t)
+		}
+	}
 	if needCluster {
 		r.cluster = startCluster(t)
 	}
@@ -110,12 +128,13 @@ func TestDocs(t *testing.T) {
 	total := count{}
 	for _, f := range files {
 		if c := counts[f]; c != nil {
-			fmt.Fprintf(&report, "\n  %-28s %3d blocks, %2d run", f, c.found, c.ran)
+			fmt.Fprintf(&report, "\n  %-28s %3d blocks, %2d run, %d written as files", f, c.found, c.ran, c.files)
 			total.found += c.found
 			total.ran += c.ran
+			total.files += c.files
 		}
 	}
-	t.Logf("runnable blocks per file:%s\n  %-28s %3d blocks, %2d run", report.String(), "total", total.found, total.ran)
+	t.Logf("runnable blocks per file:%s\n  %-28s %3d blocks, %2d run, %d written as files", report.String(), "total", total.found, total.ran, total.files)
 	if total.ran == 0 {
 		t.Error("no block of the docs is marked runnable")
 	}
@@ -168,9 +187,9 @@ func parseBlocks(root, file string) ([]block, error) {
 		}
 		if m := markerRE.FindStringSubmatch(strings.TrimSpace(line)); m != nil {
 			switch m[1] {
-			case "sh", "config", "job":
+			case "sh", "config", "job", "file":
 			default:
-				return nil, fmt.Errorf("%s:%d: unknown runnable kind %q (sh, config or job)", file, n, m[1])
+				return nil, fmt.Errorf("%s:%d: unknown runnable kind %q (sh, config, job or file)", file, n, m[1])
 			}
 			pending = &block{line: n, kind: m[1], args: strings.Fields(m[2])}
 		}
@@ -189,8 +208,12 @@ func parseBlocks(root, file string) ([]block, error) {
 
 // runner runs blocks.
 type runner struct {
+	// pages holds the directory of each page: its sh blocks run there one
+	// after the other, as a reader follows the page, and its file blocks
+	// are written there.
+	pages map[string]string
 	// cluster serves the `sh cluster` blocks.
-	cluster *nopstest.ProcessCluster
+	cluster *testCluster
 }
 
 func (r *runner) run(t *testing.T, b block) {
@@ -201,6 +224,8 @@ func (r *runner) run(t *testing.T, b block) {
 		runConfig(t, b)
 	case "job":
 		r.runJob(t, b)
+	case "file":
+		r.writeFile(t, b)
 	}
 }
 
@@ -219,26 +244,43 @@ func baseEnv(t *testing.T, dir string) []string {
 	return append(env, "PATH="+filepath.Dir(bin)+string(os.PathListSeparator)+os.Getenv("PATH"), "HOME="+dir)
 }
 
-func (r *runner) runShell(t *testing.T, b block) {
+// newPageDir makes the directory of a page: work, its current directory,
+// and home, its HOME.
+func newPageDir(t *testing.T) string {
 	dir := t.TempDir()
+	for _, sub := range []string{"work", "home"} {
+		if err := os.Mkdir(filepath.Join(dir, sub), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// writeFile writes a file block into its page's directory, for the sh
+// blocks after it.
+func (r *runner) writeFile(t *testing.T, b block) {
+	if len(b.args) != 1 || strings.ContainsAny(b.args[0], `/\`) {
+		t.Fatalf("%s: a file block names one file, without a directory: %q", b, b.args)
+	}
+	if err := os.WriteFile(filepath.Join(r.pages[b.file], "work", b.args[0]), []byte(b.text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (r *runner) runShell(t *testing.T, b block) {
+	dir := r.pages[b.file]
 	env := baseEnv(t, filepath.Join(dir, "home"))
-	if err := os.Mkdir(filepath.Join(dir, "home"), 0o700); err != nil {
-		t.Fatal(err)
-	}
 	work := filepath.Join(dir, "work")
-	if err := os.Mkdir(work, 0o755); err != nil {
-		t.Fatal(err)
-	}
 	for _, a := range b.args {
 		if a != "cluster" {
 			t.Fatalf("%s: unknown option %q of a sh block (cluster)", b, a)
 		}
-		env = append(env, "NOPS_ADDR="+r.cluster.Server(0).URL)
+		env = append(env, "NOPS_ADDR="+r.cluster.addr, "NOPS_TOKEN="+r.cluster.token)
 		// Each block finds the cluster healthy, whatever the block
 		// before it did (a snapshot restore, a leader change).
 		testutil.WaitForResult(t, time.Minute, func() (bool, error) {
 			var h structs.AutopilotHealth
-			if _, _, err := r.cluster.Server(0).Call("GET", "/v1/operator/autopilot/health", nil, &h); err != nil {
+			if err := r.cluster.call(http.MethodGet, "/v1/operator/autopilot/health", &h); err != nil {
 				return false, err
 			}
 			if !h.Healthy {
@@ -247,7 +289,7 @@ func (r *runner) runShell(t *testing.T, b block) {
 			return true, nil
 		})
 	}
-	script := filepath.Join(dir, "block.sh")
+	script := filepath.Join(dir, fmt.Sprintf("block-%d.sh", b.line))
 	if err := os.WriteFile(script, []byte(b.text), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -263,13 +305,56 @@ func (r *runner) runShell(t *testing.T, b block) {
 	t.Logf("%s: ran\n%s", b, out.String())
 }
 
-// startCluster starts a 3-server cluster of bin/nops (mutual TLS between
-// the servers, ACLs off, a Nomad it cannot reach) for the rest of the test.
-func startCluster(t *testing.T) *nopstest.ProcessCluster {
-	repo := testutil.NewGitRepo(t)
-	repo.WriteFile("jobs/README", "no jobs\n")
-	repo.Commit("empty")
-	return nopstest.StartProcessCluster(t, 3, "http://127.0.0.1:1", repo.URL()+"#main:jobs")
+// startCluster starts a 3-server cluster with ACLs on (its leader loops
+// off: it reaches no Nomad and no git) for the rest of the test, and
+// bootstraps its ACLs.
+func startCluster(t *testing.T) *testCluster {
+	c := nopstest.StartCluster(t, 3, nopstest.WithoutReconcilers(),
+		nopstest.WithConfig(func(cfg *config.Config) { cfg.ACL.Enabled = true }))
+	tc := &testCluster{addr: c.Server(0).URL}
+	var boot struct {
+		SecretID string `json:"secret_id"`
+	}
+	testutil.WaitForResult(t, time.Minute, func() (bool, error) {
+		err := tc.call("POST", "/v1/acl/bootstrap", &boot)
+		return err == nil, err
+	})
+	tc.token = boot.SecretID
+	return tc
+}
+
+// testCluster is the API of the cluster of `sh cluster` blocks, with its
+// management token.
+type testCluster struct {
+	addr, token string
+}
+
+func (c *testCluster) call(method, path string, out any) error {
+	var body io.Reader
+	if method != http.MethodGet {
+		body = strings.NewReader("{}")
+	}
+	req, err := http.NewRequest(method, c.addr+path, body)
+	if err != nil {
+		return err
+	}
+	nopstest.SetContentType(req)
+	if c.token != "" {
+		req.Header.Set("X-Nops-Token", c.token)
+	}
+	resp, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s %s: %d %s", method, path, resp.StatusCode, raw)
+	}
+	return json.Unmarshal(raw, out)
 }
 
 // runConfig loads the block as `nops serve -config FILE ARGS` does.
