@@ -7,10 +7,12 @@
 #   nomad acl policy apply -description "Nops" nops docs/nomad-policy.hcl
 #   nomad acl token create -name nops -policy nops
 #
-# When Nops runs as a Nomad job with the Task API (-nomad-task-api), attach
-# the policy to that job instead, so its workload identity carries it:
-#
-#   nomad acl policy apply -namespace default -job nops nops docs/nomad-policy.hcl
+# When Nops runs as a Nomad job (docs/nops.nomad.hcl, -nomad-task-api), it
+# still needs a token of this policy on Nomad 1.6, kept in the job's Nomad
+# Variable: Nomad 1.6 refuses a task's workload identity on job parse and
+# register, whatever policy is attached to the job. The workload identity
+# needs no policy of its own: it reads the job's variable and the services
+# of its namespace by default. See docs/nomad-acl.md.
 #
 # Capabilities, by the calls that need them:
 #   list-jobs     list the live jobs (detection)

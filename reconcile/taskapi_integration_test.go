@@ -1,9 +1,16 @@
 package reconcile_test
 
 import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -13,14 +20,21 @@ import (
 
 	"github.com/nops-dev/nops/structs"
 	"github.com/nops-dev/nops/testutil"
-	"github.com/nops-dev/nops/testutil/nopstest"
 )
 
-// TestTaskAPI_NopsRunsAsANomadJob runs the built nops binary as a Nomad job
-// (raw_exec), from the job file shipped in docs/, in a Nomad with ACLs. Nops
-// is given no address and no token: it talks to Nomad through its task's
-// Task API socket, with an ACL token of the shipped policy that its task
-// renders from the job's own Nomad Variable. It deploys a managed job from
+// TestTaskAPI_NopsRunsAsANomadJob runs docs/nops.nomad.hcl, the job file
+// the docs ship, unchanged (only its variables are given, as `nomad job run
+// -var` gives them): the raw_exec driver, the built nops binary, and
+// dynamic ports, since the three servers share the one client of a Nomad
+// dev agent with ACLs. The job's variable holds what the docs tell an
+// operator to write, made by the nops binary itself: `nops tls ca create`,
+// `nops tls cert create -server`, `nops operator gossip keygen`, and a
+// Nomad token of docs/nomad-policy.hcl.
+//
+// The three allocations find each other through the Nomad service their
+// template reads, elect a leader and answer, over mutual TLS, with three
+// voters; `nops acl bootstrap` gives the management token. Nops talks to
+// Nomad through each task's Task API socket: it deploys a managed job from
 // a git repository; then the token is rotated (a new one in the variable,
 // the old one deleted) and the next commit deploys with no restart.
 func TestTaskAPI_NopsRunsAsANomadJob(t *testing.T) {
@@ -47,25 +61,21 @@ func TestTaskAPI_NopsRunsAsANomadJob(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ports := testutil.FreePorts(t, 3)
-	vars := fmt.Sprintf(`
-repository  = %q
-nops_binary = %q
-driver      = "raw_exec"
-http_port   = %d
-serve_args  = ["-data-dir", "$${NOMAD_ALLOC_DIR}/data", "-bootstrap-expect", "1", "-bind", "127.0.0.1", "-advertise", "127.0.0.1",
-               "-rpc-port", "%d", "-serf-port", "%d", "-log-level", "debug", "-drift-interval", "1h"]
-`, repo.URL()+"#main:"+jobsDir, bin, ports[0], ports[1], ports[2])
+	vars := fmt.Sprintf("repository = %q\nnops_binary = %q\ndriver = \"raw_exec\"\nhttp_port = 0\nrpc_port = 0\nserf_port = 0\n",
+		repo.URL()+"#main:"+jobsDir, bin)
 	job, err := nomad.Client.Jobs().ParseHCLOpts(&nomadapi.JobsParseRequest{JobHCL: string(jobHCL), Variables: vars, Canonicalize: true})
 	if err != nil {
 		t.Fatalf("parse docs/nops.nomad.hcl: %v", err)
 	}
-	// The variable holds what the job renders: the Nomad token, and the
-	// gossip key and RPC TLS material a server needs outside -dev.
-	pki := nopstest.NewTLS(t, "")
-	items := nomadapi.VariableItems{"encrypt": nopstest.GossipKey}
-	for name, file := range map[string]string{"ca": pki.CAFile, "cert": pki.ServerCertFile, "key": pki.ServerKeyFile} {
-		pem, err := os.ReadFile(file)
+
+	// The material of the variable, as the docs make it.
+	pki := t.TempDir()
+	runNops(t, bin, pki, "tls", "ca", "create")
+	runNops(t, bin, pki, "tls", "cert", "create", "-server")
+	runNops(t, bin, pki, "tls", "cert", "create", "-cli")
+	items := nomadapi.VariableItems{"encrypt": strings.TrimSpace(runNops(t, bin, pki, "operator", "gossip", "keygen"))}
+	for name, file := range map[string]string{"ca": "nops-agent-ca.pem", "cert": "global-server-nops.pem", "key": "global-server-nops-key.pem"} {
+		pem, err := os.ReadFile(filepath.Join(pki, file))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -80,19 +90,76 @@ serve_args  = ["-data-dir", "$${NOMAD_ALLOC_DIR}/data", "-bootstrap-expect", "1"
 	}
 	setToken("nops")
 
-	// The job is stopped and its task gone before the agent stops, so no
+	// The job is stopped and its tasks gone before the agent stops, so no
 	// nops process outlives the test.
 	t.Cleanup(func() { stopNopsJob(t, nomad, allocDir) })
 	if _, _, err := nomad.Client.Jobs().Register(job, nil); err != nil {
 		t.Fatalf("register the nops job: %v", err)
 	}
 
-	base := fmt.Sprintf("http://127.0.0.1:%d", ports[0])
+	// The three servers' API addresses, from the job's service "nops".
+	var addrs []string
+	testutil.WaitForResult(t, 2*time.Minute, func() (bool, error) {
+		regs, _, err := nomad.Client.Services().Get("nops", nil)
+		if err != nil {
+			return false, err
+		}
+		addrs = addrs[:0]
+		for _, r := range regs {
+			addrs = append(addrs, fmt.Sprintf("https://%s:%d", r.Address, r.Port))
+		}
+		if len(addrs) != 3 {
+			return false, fmt.Errorf("%d registrations of the nops service, want 3", len(addrs))
+		}
+		return true, nil
+	})
+	api := newMTLSClient(t, pki)
+
+	// The cluster forms: ACL bootstrap through any server, then every
+	// server answers with three voters and one leader.
+	var boot struct {
+		SecretID string `json:"secret_id"`
+	}
+	testutil.WaitForResult(t, 2*time.Minute, func() (bool, error) {
+		err := api.do("POST", addrs[0]+"/v1/acl/bootstrap", &boot)
+		return err == nil, err
+	})
+	api.token = boot.SecretID
+	// ACLs are on: without the token the operator API refuses.
+	if err := (&mtlsClient{http: api.http}).do("GET", addrs[0]+"/v1/operator/raft/configuration", nil); err == nil {
+		t.Errorf("%s answered the Raft configuration without a token", addrs[0])
+	}
+	for _, addr := range addrs {
+		testutil.WaitForResult(t, time.Minute, func() (bool, error) {
+			var cfg structs.RaftConfiguration
+			if err := api.do("GET", addr+"/v1/operator/raft/configuration", &cfg); err != nil {
+				return false, err
+			}
+			voters, leaders := 0, 0
+			for _, s := range cfg.Servers {
+				if s.Voter {
+					voters++
+				}
+				if s.Leader {
+					leaders++
+				}
+			}
+			if voters != 3 || leaders != 1 {
+				return false, fmt.Errorf("%s: %d voters and %d leaders in %+v", addr, voters, leaders, cfg.Servers)
+			}
+			return true, nil
+		})
+	}
+	// Without a client certificate the API refuses the connection.
+	if err := (&mtlsClient{http: plainTLSClient(t, pki)}).do("GET", addrs[1]+"/v1/health", nil); err == nil {
+		t.Errorf("%s answered a client without a certificate", addrs[1])
+	}
+
 	testutil.WaitForResult(t, 90*time.Second, func() (bool, error) {
 		var d struct {
 			Status *structs.JobStatus `json:"status"`
 		}
-		if err := getJSON(base+"/v1/job/default/web", &d); err != nil {
+		if err := api.do("GET", addrs[1]+"/v1/job/default/web", &d); err != nil {
 			return false, err
 		}
 		if d.Status == nil || d.Status.Sync != structs.SyncInSync {
@@ -104,12 +171,6 @@ serve_args  = ["-data-dir", "$${NOMAD_ALLOC_DIR}/data", "-bootstrap-expect", "1"
 	if web == nil || web.Meta["release"] != "1" {
 		t.Fatalf("Nomad job web: %+v", web)
 	}
-
-	allocs, _, err := nomad.Client.Jobs().Allocations("nops", false, nil)
-	if err != nil || len(allocs) != 1 {
-		t.Fatalf("allocations of nops: %v %v", allocs, err)
-	}
-	allocID := allocs[0].ID
 
 	// Rotation: a new token in the variable, the old one deleted.
 	setToken("nops-2")
@@ -129,8 +190,8 @@ serve_args  = ["-data-dir", "$${NOMAD_ALLOC_DIR}/data", "-bootstrap-expect", "1"
 		jobFile("web"): testutil.ServiceJobHCL("web", managed(structs.PolicyAuto, testutil.WithMeta("release", "2"))...),
 	})
 	// The repository of -repo is named "repo".
-	if code, err := post(base + "/v1/repo/repo/refresh"); err != nil || code != 200 {
-		t.Fatalf("refresh: %d %v", code, err)
+	if err := api.do("POST", addrs[2]+"/v1/repo/repo/refresh", nil); err != nil {
+		t.Fatalf("refresh: %v", err)
 	}
 	testutil.WaitForResult(t, 90*time.Second, func() (bool, error) {
 		j := lookupNomadJob(t, nomad, "web")
@@ -139,22 +200,110 @@ serve_args  = ["-data-dir", "$${NOMAD_ALLOC_DIR}/data", "-bootstrap-expect", "1"
 		}
 		return true, nil
 	})
-	a, _, err := nomad.Client.Allocations().Info(allocID, nil)
-	if err != nil {
-		t.Fatal(err)
+	allocs, _, err := nomad.Client.Jobs().Allocations("nops", false, nil)
+	if err != nil || len(allocs) != 3 {
+		t.Fatalf("allocations of nops: %d %v", len(allocs), err)
 	}
-	if ts := a.TaskStates["nops"]; a.ClientStatus != nomadapi.AllocClientStatusRunning || ts == nil || ts.Restarts != 0 {
-		t.Fatalf("the nops task restarted or stopped: %s %+v", a.ClientStatus, ts)
+	for _, stub := range allocs {
+		a, _, err := nomad.Client.Allocations().Info(stub.ID, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ts := a.TaskStates["nops"]; a.ClientStatus != nomadapi.AllocClientStatusRunning || ts == nil || ts.Restarts != 0 {
+			t.Fatalf("the nops task of %s restarted or stopped: %s %+v", a.ID, a.ClientStatus, ts)
+		}
 	}
-	// It ran as a production server: gossip encrypted, RPC over mutual TLS.
+	// They run as production servers, not -dev.
 	var self structs.AgentSelf
-	if err := getJSON(base+"/v1/agent/self", &self); err != nil || self.Dev {
+	if err := api.do("GET", addrs[0]+"/v1/agent/self", &self); err != nil || self.Dev {
 		t.Fatalf("agent self: %+v %v", self, err)
 	}
 }
 
-// stopNopsJob purges the nops job and waits until its allocation stopped.
-// On failure it prints the task's log.
+// runNops runs the nops binary in dir and returns its standard output.
+func runNops(t *testing.T, bin, dir string, args ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Dir = dir
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("nops %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
+	}
+	return string(out)
+}
+
+// mtlsClient calls the Nops API over TLS with the CLI certificate of
+// `nops tls cert create -cli` and, once set, a token.
+type mtlsClient struct {
+	http  *http.Client
+	token string
+}
+
+func newMTLSClient(t *testing.T, pki string) *mtlsClient {
+	t.Helper()
+	c := plainTLSClient(t, pki)
+	cert, err := tls.LoadX509KeyPair(filepath.Join(pki, "global-cli-nops.pem"), filepath.Join(pki, "global-cli-nops-key.pem"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Transport.(*http.Transport).TLSClientConfig.Certificates = []tls.Certificate{cert}
+	return &mtlsClient{http: c}
+}
+
+// plainTLSClient trusts the CA of pki and presents no certificate.
+func plainTLSClient(t *testing.T, pki string) *http.Client {
+	t.Helper()
+	pem, err := os.ReadFile(filepath.Join(pki, "nops-agent-ca.pem"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		t.Fatal("no certificate in nops-agent-ca.pem")
+	}
+	return &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}
+}
+
+// do sends a request and decodes a 200 answer into out (when not nil).
+func (c *mtlsClient) do(method, url string, out any) error {
+	var body io.Reader
+	if method != "GET" {
+		body = strings.NewReader("{}")
+	}
+	req, err := http.NewRequest(method, url, body)
+	if err != nil {
+		return err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if c.token != "" {
+		req.Header.Set("X-Nops-Token", c.token)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s %s: %d %s", method, url, resp.StatusCode, raw)
+	}
+	if out == nil {
+		return nil
+	}
+	return json.Unmarshal(raw, out)
+}
+
+// stopNopsJob purges the nops job and waits until its allocations stopped.
+// On failure it prints the tasks' logs.
 func stopNopsJob(t *testing.T, nomad *testutil.NomadAgent, allocDir string) {
 	allocs, _, _ := nomad.Client.Jobs().Allocations("nops", true, nil)
 	if t.Failed() {
@@ -181,13 +330,4 @@ func stopNopsJob(t *testing.T, nomad *testutil.NomadAgent, allocDir string) {
 		}
 		return true, nil
 	})
-}
-
-func post(url string) (int, error) {
-	resp, err := http.Post(url, "application/json", strings.NewReader("{}"))
-	if err != nil {
-		return 0, err
-	}
-	resp.Body.Close()
-	return resp.StatusCode, nil
 }

@@ -7,7 +7,10 @@
 # with `nops tls`), as production servers must. The dashboard links jobs,
 # deployments and evaluations to the Nomad UI (-nomad-ui-url).
 #
-# Everything lives under .data/demo (DEMO_DIR) and stops on Ctrl-C. Set
+# Everything lives under .data/demo (DEMO_DIR). The demo stops everything
+# it started on Ctrl-C (SIGINT) or SIGTERM, and removes the management
+# token file: a shell runs a background job with SIGINT ignored, so stop a
+# demo started with `make demo &` with `kill $(cat .data/demo/pid)`. Set
 # NOMAD_ADDR to use a Nomad that is already running. The cluster runs with
 # ACLs on: the demo bootstraps them and prints the dashboard's URL and the
 # management token (DEMO_ACL=0 runs without ACLs, and says so).
@@ -41,13 +44,25 @@ source "$root/scripts/lib/nomad.sh"
 # The Nops servers; and the Nomad agent, when the demo starts one.
 pids=()
 nomad_pid=""
+stopped=""
 cleanup() {
+	[[ -z "$stopped" ]] || return 0
+	stopped=1
 	echo
 	echo "==> Stopping the demo"
 	for pid in "${pids[@]}" $nomad_pid; do kill -INT "$pid" 2>/dev/null || true; done
 	for pid in "${pids[@]}" $nomad_pid; do wait "$pid" 2>/dev/null || true; done
+	# The management token is of no use once the cluster is gone; the
+	# servers' data stays under $demo until the next run replaces it.
+	rm -f "$demo/token" "$demo/pid"
+	echo "==> Stopped; removed $demo/token"
 }
-trap cleanup EXIT INT TERM
+# A signal ends the script (and wait with it) at once; the EXIT trap then
+# stops what it started, once.
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+printf '%s\n' "$$" >"$demo/pid"
 
 up() { curl -fsS --max-time 2 "$1" >/dev/null 2>&1; }
 # retry TRIES COMMAND... runs COMMAND every 0.2 s until it succeeds, at most
@@ -211,6 +226,6 @@ cat <<MSG
     # change the demo: edit $repo/jobs/web.vars.hcl, then
     #   git -C $repo commit -am "scale web"
 
-Ctrl-C stops everything.
+Ctrl-C stops everything (in the background, where SIGINT is ignored: kill \$(cat $demo/pid)).
 MSG
 wait "${pids[@]}" $nomad_pid

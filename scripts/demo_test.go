@@ -81,6 +81,104 @@ func TestDemo(t *testing.T) {
 	}
 }
 
+// TestDemo_StopsOnSIGTERMInTheBackground runs the interactive demo as a
+// background job of a shell runs it: with SIGINT ignored, which no trap
+// can undo. Once the demo says its cluster runs, SIGTERM to the pid it
+// wrote (what its closing message and the README say to do) stops every
+// process it started and removes the management token file.
+func TestDemo_StopsOnSIGTERMInTheBackground(t *testing.T) {
+	nomad := testutil.NomadBinary(t)
+	nops := testutil.NopsBinary(t)
+	root, err := testutil.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	nomadPort, nopsPort := freeRange(t, 3), freeRange(t, 23)
+	dir := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	// `trap "" INT` then exec: the script starts with SIGINT ignored, as
+	// bash starts a background job of a non-interactive shell.
+	cmd := exec.CommandContext(ctx, "bash", "-c", `trap "" INT; exec bash "$0"`, filepath.Join(root, "scripts", "demo.sh"))
+	cmd.Dir = root
+	env := []string{}
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "NOMAD_ADDR=") && !strings.HasPrefix(kv, "NOPS_ADDR=") && !strings.HasPrefix(kv, "NOPS_TOKEN=") {
+			env = append(env, kv)
+		}
+	}
+	cmd.Env = append(env, "DEMO_CHECK=0", "DEMO_DIR="+dir, "NOPS_NOMAD_BIN="+nomad, "NOPS_BIN="+nops,
+		fmt.Sprintf("DEMO_NOMAD_PORT=%d", nomadPort), fmt.Sprintf("DEMO_NOPS_PORT=%d", nopsPort))
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	out := &testutil.SyncBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pgid := cmd.Process.Pid
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	defer func() {
+		if syscall.Kill(-pgid, 0) != syscall.ESRCH {
+			_ = syscall.Kill(-pgid, syscall.SIGKILL)
+		}
+		t.Logf("demo output:\n%s", out.String())
+	}()
+	testutil.WaitForResult(t, 3*time.Minute, func() (bool, error) {
+		select {
+		case err := <-done:
+			t.Fatalf("the demo exited before its cluster ran: %v", err)
+		default:
+		}
+		if !strings.Contains(out.String(), "A 3-server Nops cluster is running") {
+			return false, fmt.Errorf("the demo does not say its cluster runs yet")
+		}
+		return true, nil
+	})
+	token := filepath.Join(dir, "token")
+	if _, err := os.Stat(token); err != nil {
+		t.Fatalf("the demo wrote no token file: %v", err)
+	}
+	pidText, err := os.ReadFile(filepath.Join(dir, "pid"))
+	if err != nil {
+		t.Fatalf("the demo wrote no pid file: %v", err)
+	}
+	var pid int
+	if _, err := fmt.Sscan(string(pidText), &pid); err != nil || pid != cmd.Process.Pid {
+		t.Fatalf("the pid file holds %q, the script runs as %d", pidText, cmd.Process.Pid)
+	}
+	// SIGINT is ignored, as in a background job: the demo runs on.
+	if err := syscall.Kill(pid, syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("the demo exited on a SIGINT it should not see: %v", err)
+	case <-time.After(2 * time.Second):
+	}
+	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-done:
+	case <-time.After(time.Minute):
+		t.Fatal("the demo did not exit within a minute of SIGTERM")
+	}
+	if !strings.Contains(out.String(), "Stopping the demo") {
+		t.Errorf("the demo did not say it stopped")
+	}
+	if _, err := os.Stat(token); !os.IsNotExist(err) {
+		t.Errorf("the token file is still there after the stop: %v", err)
+	}
+	testutil.WaitForResult(t, 30*time.Second, func() (bool, error) {
+		if err := syscall.Kill(-pgid, 0); err == syscall.ESRCH {
+			return true, nil
+		}
+		return false, fmt.Errorf("processes of the demo's group %d are still running after SIGTERM", pgid)
+	})
+}
+
 // TestDemo_JobFilesValidate: the demo's job files (scripts/demo/jobs) pass
 // `nops validate`, parsed by a real Nomad: every job and its hook are
 // valid, and the canary job waits for a person's promotion.
