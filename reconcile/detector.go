@@ -17,6 +17,9 @@ type Detector struct {
 	// running cycle was asked for.
 	replan *nomadx.Budget
 	prompt atomic.Bool
+	// fullPlan is the safety net's interval in nanoseconds (0: off), which
+	// a reload changes.
+	fullPlan atomic.Int64
 
 	// Guarded by core.mu.
 	parsed map[string]parseResult
@@ -27,6 +30,11 @@ type Detector struct {
 	replanDeferred, replanGranted int
 	// lastCycle is the result of the last detection cycle.
 	lastCycle *cycleResult
+	// versionChangedAt is when this leader saw Nomad's version change:
+	// every job planned before it is due for a paced re-plan (zero for
+	// none); nomadVersion is the version last seen (version.go).
+	versionChangedAt time.Time
+	nomadVersion     string
 }
 
 // beginTerm forgets what an earlier leadership cached.
@@ -38,6 +46,9 @@ func (m *Detector) beginTerm() {
 	m.refusals = map[string]map[string]string{}
 	m.liveIndex = 0
 	m.liveList = nil
+	// The term's first cycle plans every job: the version the term first
+	// sees is its baseline.
+	m.versionChangedAt, m.nomadVersion = time.Time{}, ""
 	m.book = allocBook{}
 	m.healthAll, m.healthList, m.healthDirty, m.healthRead = false, false, nil, nil
 	m.termStart = time.Now()
@@ -92,12 +103,7 @@ func (m *Detector) detectLoop(ctx context.Context) {
 			m.TriggerApply()
 		}
 		m.logger.Debug("detection cycle", "duration", time.Since(start))
-		next := m.cfg.DriftInterval
-		if m.streaming() {
-			// Live changes arrive on the stream; the periodic cycle is
-			// only the safety net of full plans.
-			next = m.cfg.FullPlanInterval
-		}
+		next := m.nextCycle()
 		// Look again when a decision asked to (a window boundary of a
 		// job, a waiting deployment that moved on); after a failed cycle,
 		// at the next boundary of any window.
@@ -118,6 +124,27 @@ func (m *Detector) detectLoop(ctx context.Context) {
 		// Since Go 1.23 a reset timer never delivers a stale tick.
 		timer.Reset(next)
 	}
+}
+
+// idleCycle is how long the detection loop waits while nothing is due:
+// the stream is up and the safety net is off or far. It only bounds a
+// timer: a trigger wakes the loop at once.
+const idleCycle = time.Hour
+
+// nextCycle is how long after a cycle the next one runs when nothing asks
+// for one earlier: after DriftInterval while the event stream is down (a
+// poll: one list of the live jobs, plans only of jobs whose modify index
+// or spec changed); while it is up, live changes arrive on the stream and
+// the next cycle is only the safety net's, when its first job comes due.
+func (m *Detector) nextCycle() time.Duration {
+	if !m.streaming() {
+		return m.cfg.DriftInterval
+	}
+	due := m.nextReplanDue()
+	if due.IsZero() {
+		return idleCycle
+	}
+	return min(max(due.Sub(m.now()), 0)+10*time.Millisecond, idleCycle)
 }
 
 // firstFetchWait bounds how long a new leader waits for the first fetch of
