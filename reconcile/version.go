@@ -43,7 +43,7 @@ func (m *Manager) watchVersion(ctx context.Context) {
 		case ctx.Err() != nil:
 			return
 		case err != nil && !failing:
-			m.logger.Warn("cannot read the Nomad servers' version (needs node:read); a Nomad upgrade is then re-planned by full_replan_interval only", "error", err)
+			m.logger.Warn("cannot read the Nomad servers' version (GET /v1/agent/members, which needs node:read); until it can, a Nomad upgrade is re-planned by full_replan_interval only", "error", err)
 		case err == nil && failing:
 			m.logger.Info("the Nomad servers' version can be read again")
 		}
