@@ -56,7 +56,7 @@ type nomadProxy struct {
 	build atomic.Pointer[string]
 }
 
-func newNomadProxy(t *testing.T, nomadAddr string) *nomadProxy {
+func newNomadProxy(t testing.TB, nomadAddr string) *nomadProxy {
 	t.Helper()
 	target, err := url.Parse(nomadAddr)
 	if err != nil {
@@ -192,7 +192,7 @@ func describe(counts map[string]int) string {
 // quietFor waits until the proxy saw no request for d but the version
 // check and the paths of polls, so that the work a setup step started has
 // run out.
-func (p *nomadProxy) quietFor(t *testing.T, d time.Duration, polls ...string) {
+func (p *nomadProxy) quietFor(t testing.TB, d time.Duration, polls ...string) {
 	t.Helper()
 	testutil.WaitForResult(t, 2*time.Minute, func() (bool, error) {
 		p.mu.Lock()
