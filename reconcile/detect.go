@@ -72,6 +72,9 @@ func id(j *api.Job) string {
 
 type cycleResult struct {
 	jobs, drifted, created int
+	// failed counts the jobs whose detection failed: the next cycle comes
+	// within a drift interval to try them again.
+	failed int
 	changed                bool
 	// lookAgainAt is the earliest look-again time of the cycle's
 	// decisions, zero when none asks for one.
@@ -125,6 +128,7 @@ func (m *Detector) DetectOnce(ctx context.Context) (*cycleResult, error) {
 	if err := m.detectJobs(ctx, c); err != nil {
 		return nil, err
 	}
+	m.forgetUnmanaged(c.managed)
 	if err := m.record(ctx, c); err != nil {
 		return nil, err
 	}
@@ -236,6 +240,7 @@ func (m *Detector) detectJobs(ctx context.Context, c *cycle) error {
 				return ctx.Err()
 			}
 			m.logger.Error("detection failed for job", "job", key, "error", err)
+			c.res.failed++
 			// Its windows' boundaries still matter to it.
 			c.res.lookAgain(c.schedule.NextBoundaryFor(ns(d.job), id(d.job)))
 			status = d.errorStatus(d.file, err.Error())

@@ -104,6 +104,11 @@ func (m *Detector) detectLoop(ctx context.Context) {
 		}
 		m.logger.Debug("detection cycle", "duration", time.Since(start))
 		next := m.nextCycle()
+		if err != nil || res.failed > 0 {
+			// What failed (Nomad unreachable, a plan refused) is tried
+			// again within a drift interval, stream or not.
+			next = min(next, m.cfg.DriftInterval)
+		}
 		// Look again when a decision asked to (a window boundary of a
 		// job, a waiting deployment that moved on); after a failed cycle,
 		// at the next boundary of any window.
@@ -144,7 +149,9 @@ func (m *Detector) nextCycle() time.Duration {
 	if due.IsZero() {
 		return idleCycle
 	}
-	return min(max(due.Sub(m.now()), 0)+10*time.Millisecond, idleCycle)
+	// A job already due was planned or deferred by the cycle that just
+	// ran, and replanNext paces the deferred ones.
+	return min(max(due.Sub(m.now())+10*time.Millisecond, replanRetry), idleCycle)
 }
 
 // firstFetchWait bounds how long a new leader waits for the first fetch of

@@ -143,6 +143,20 @@ func (m *Detector) replanNext(before nomadx.Stats) (time.Duration, bool) {
 	return next, true
 }
 
+// forgetUnmanaged drops what the leader saw of the jobs a cycle no longer
+// manages (removed from git, or in a file that fails to parse: their next
+// cycle plans them again), so that the safety net's schedule counts only
+// managed jobs.
+func (m *Detector) forgetUnmanaged(managed map[string]*declared) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for k := range m.seen {
+		if _, ok := managed[k]; !ok {
+			delete(m.seen, k)
+		}
+	}
+}
+
 // SetFullPlanInterval changes the safety net's interval (0 turns it off),
 // as a configuration reload does; the detection loop looks again at once.
 func (m *Manager) SetFullPlanInterval(d time.Duration) {
