@@ -74,8 +74,8 @@ type cycleResult struct {
 	jobs, drifted, created int
 	// failed counts the jobs whose detection failed: the next cycle comes
 	// within a drift interval to try them again.
-	failed int
-	changed                bool
+	failed  int
+	changed bool
 	// lookAgainAt is the earliest look-again time of the cycle's
 	// decisions, zero when none asks for one.
 	lookAgainAt time.Time
