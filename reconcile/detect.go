@@ -128,7 +128,9 @@ func (m *Detector) DetectOnce(ctx context.Context) (*cycleResult, error) {
 	if err := m.detectJobs(ctx, c); err != nil {
 		return nil, err
 	}
-	m.forgetUnmanaged(c.managed)
+	m.mu.Lock()
+	forgetUnmanaged(m.seen, c.managed)
+	m.mu.Unlock()
 	if err := m.record(ctx, c); err != nil {
 		return nil, err
 	}

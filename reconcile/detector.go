@@ -17,9 +17,8 @@ type Detector struct {
 	// running cycle was asked for.
 	replan *nomadx.Budget
 	prompt atomic.Bool
-	// fullPlan is the safety net's interval in nanoseconds (0: off), which
-	// a reload changes.
-	fullPlan atomic.Int64
+	// rules say when an unchanged job is due for a paced re-plan.
+	rules dueRules
 
 	// Guarded by core.mu.
 	parsed map[string]parseResult
@@ -30,11 +29,6 @@ type Detector struct {
 	replanDeferred, replanGranted int
 	// lastCycle is the result of the last detection cycle.
 	lastCycle *cycleResult
-	// versionChangedAt is when this leader saw Nomad's version change:
-	// every job planned before it is due for a paced re-plan (zero for
-	// none); nomadVersion is the version last seen (version.go).
-	versionChangedAt time.Time
-	nomadVersion     string
 }
 
 // beginTerm forgets what an earlier leadership cached.
@@ -46,9 +40,7 @@ func (m *Detector) beginTerm() {
 	m.refusals = map[string]map[string]string{}
 	m.liveIndex = 0
 	m.liveList = nil
-	// The term's first cycle plans every job: the version the term first
-	// sees is its baseline.
-	m.versionChangedAt, m.nomadVersion = time.Time{}, ""
+	m.rules.reset()
 	m.book = allocBook{}
 	m.healthAll, m.healthList, m.healthDirty, m.healthRead = false, false, nil, nil
 	m.termStart = time.Now()
@@ -145,7 +137,9 @@ func (m *Detector) nextCycle() time.Duration {
 	if !m.streaming() {
 		return m.cfg.DriftInterval
 	}
-	due := m.nextReplanDue()
+	m.mu.Lock()
+	due := m.rules.nextDue(m.seen)
+	m.mu.Unlock()
 	if due.IsZero() {
 		return idleCycle
 	}

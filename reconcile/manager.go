@@ -66,7 +66,7 @@ func New(cfg Config, srv Server, nomad *nomadx.Client, git *gitwatch.Watcher, lo
 	}
 	c.metrics = newMetrics(cfg.Registerer, c)
 	d := &Detector{core: c, replan: nomadx.NewBudget(cfg.ReplanRate)}
-	d.fullPlan.Store(int64(cfg.FullPlanInterval))
+	d.rules.every.Store(int64(cfg.FullPlanInterval))
 	return &Manager{core: c, Query: &Query{server: srv, client: nomad}, detector: d, applier: &Applier{core: c}}
 }
 

@@ -1,6 +1,8 @@
 package reconcile
 
 import (
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nops-dev/nops/reconcile/nomadx"
@@ -38,12 +40,12 @@ const replanRetry = time.Second
 
 // planDue reports whether the paced re-plan of an unchanged job in sync,
 // last planned at prev.planned, is to be made now: when it is due
-// (replanDue) and the budget has room for each request it costs (the plan,
+// (dueRules) and the budget has room for each request it costs (the plan,
 // and the read of the live job a job with a scaling block needs), unless
 // the cycle yields to one asked for (never once overdue). A due plan not
 // made is deferred to a later cycle.
 func (m *Detector) planDue(d *declared, prev observed, now time.Time) bool {
-	due, overdue := m.replanDue(prev, now)
+	due, overdue := m.rules.due(prev.planned, now, m.cfg.DriftInterval)
 	if !due {
 		return false
 	}
@@ -75,39 +77,80 @@ func (m *Detector) planDue(d *declared, prev observed, now time.Time) bool {
 	return false
 }
 
-// replanDue reports whether a job last planned at prev.planned is due for
-// a re-plan at now, and whether it is overdue (no longer yields to a cycle
-// asked for): planned before Nomad's version last changed (overdue one
-// drift interval after the change), or FullPlanInterval ago (overdue
-// after a whole interval more).
-func (m *Detector) replanDue(prev observed, now time.Time) (due, overdue bool) {
-	m.mu.Lock()
-	changed := m.versionChangedAt
-	m.mu.Unlock()
-	if !changed.IsZero() && prev.planned.Before(changed) {
-		return true, now.Sub(changed) >= m.cfg.DriftInterval
-	}
-	every := m.fullPlanInterval()
-	if every <= 0 || now.Sub(prev.planned) < every {
-		return false, false
-	}
-	return true, now.Sub(prev.planned) >= 2*every
+// dueRules is when an unchanged job in sync is due for a paced re-plan:
+// the safety net's interval, which a reload changes, and the last change
+// of Nomad's version this leader saw. Safe for concurrent use.
+type dueRules struct {
+	// every is the safety net's interval in nanoseconds; 0 means off.
+	every atomic.Int64
+
+	mu sync.Mutex
+	// changedAt is when the version last changed (zero for never in this
+	// term): every job planned before it is due. version is the one last
+	// seen ("" before the first read of the term).
+	changedAt time.Time
+	version   string
 }
 
-// fullPlanInterval is the safety net's interval; 0 means off.
-func (m *Detector) fullPlanInterval() time.Duration { return time.Duration(m.fullPlan.Load()) }
+// interval is the safety net's interval; 0 means off.
+func (r *dueRules) interval() time.Duration { return time.Duration(r.every.Load()) }
 
-// nextReplanDue is when the earliest job in sync comes due for the safety
-// net's re-plan, zero for none (the safety net off, or no job in sync).
-func (m *Detector) nextReplanDue() time.Time {
-	every := m.fullPlanInterval()
+// reset forgets the version, as a new term does: its first cycle plans
+// every job, so the version it first reads is its baseline.
+func (r *dueRules) reset() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.changedAt, r.version = time.Time{}, ""
+}
+
+// seeVersion records the version read at now, and reports the one before
+// and whether it changed (never on the term's first read).
+func (r *dueRules) seeVersion(v string, now time.Time) (prev string, changed bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	prev, r.version = r.version, v
+	if changed = prev != "" && prev != v; changed {
+		r.changedAt = now
+	}
+	return prev, changed
+}
+
+// seenVersion returns the version last read.
+func (r *dueRules) seenVersion() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.version
+}
+
+// due reports whether a job last planned at planned is due for a re-plan
+// at now, and whether it is overdue (no longer yields to a cycle asked
+// for): planned before Nomad's version last changed (overdue one drift
+// interval after the change), or a safety-net interval ago (overdue after a
+// whole interval more).
+func (r *dueRules) due(planned, now time.Time, drift time.Duration) (due, overdue bool) {
+	r.mu.Lock()
+	changed := r.changedAt
+	r.mu.Unlock()
+	if !changed.IsZero() && planned.Before(changed) {
+		return true, now.Sub(changed) >= drift
+	}
+	every := r.interval()
+	if every <= 0 || now.Sub(planned) < every {
+		return false, false
+	}
+	return true, now.Sub(planned) >= 2*every
+}
+
+// nextDue is when the first of the jobs in sync of seen comes due for the
+// safety net's re-plan, zero for none (the safety net off, or no job in
+// sync). The caller holds the lock that guards seen.
+func (r *dueRules) nextDue(seen map[string]observed) time.Time {
+	every := r.interval()
 	if every <= 0 {
 		return time.Time{}
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
 	var first time.Time
-	for _, o := range m.seen {
+	for _, o := range seen {
 		if o.inSync && (first.IsZero() || o.planned.Before(first)) {
 			first = o.planned
 		}
@@ -116,6 +159,18 @@ func (m *Detector) nextReplanDue() time.Time {
 		return first
 	}
 	return first.Add(every)
+}
+
+// forgetUnmanaged drops from seen the jobs a cycle no longer manages
+// (removed from git, or in a file that fails to parse: their next cycle
+// plans them again), so that the safety net's schedule counts only
+// managed jobs. The caller holds the lock that guards seen.
+func forgetUnmanaged(seen map[string]observed, managed map[string]*declared) {
+	for k := range seen {
+		if _, ok := managed[k]; !ok {
+			delete(seen, k)
+		}
+	}
 }
 
 // replanNext says, after a cycle that began with the Nomad counters at
@@ -143,29 +198,15 @@ func (m *Detector) replanNext(before nomadx.Stats) (time.Duration, bool) {
 	return next, true
 }
 
-// forgetUnmanaged drops what the leader saw of the jobs a cycle no longer
-// manages (removed from git, or in a file that fails to parse: their next
-// cycle plans them again), so that the safety net's schedule counts only
-// managed jobs.
-func (m *Detector) forgetUnmanaged(managed map[string]*declared) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	for k := range m.seen {
-		if _, ok := managed[k]; !ok {
-			delete(m.seen, k)
-		}
-	}
-}
-
 // SetFullPlanInterval changes the safety net's interval (0 turns it off),
 // as a configuration reload does; the detection loop looks again at once.
 func (m *Manager) SetFullPlanInterval(d time.Duration) {
-	m.detector.fullPlan.Store(int64(max(d, 0)))
+	m.detector.rules.every.Store(int64(max(d, 0)))
 	m.wakeDetection()
 }
 
 // FullPlanInterval returns the safety net's interval (0: off).
-func (m *Manager) FullPlanInterval() time.Duration { return m.detector.fullPlanInterval() }
+func (m *Manager) FullPlanInterval() time.Duration { return m.detector.rules.interval() }
 
 // SetReplanRate changes the re-plan budget's requests a second, as a
 // configuration reload does.

@@ -60,15 +60,7 @@ func (m *Manager) checkVersion(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	d := m.detector
-	m.mu.Lock()
-	prev := d.nomadVersion
-	d.nomadVersion = v
-	changed := prev != "" && prev != v
-	if changed {
-		d.versionChangedAt = m.now()
-	}
-	m.mu.Unlock()
+	prev, changed := m.detector.rules.seeVersion(v, m.now())
 	if changed {
 		m.logger.Info("Nomad's version changed: every managed job is re-planned once, paced by nomad_replan_rate",
 			"from", prev, "to", v)
@@ -80,8 +72,4 @@ func (m *Manager) checkVersion(ctx context.Context) error {
 
 // NomadVersion returns the Nomad servers' version the leader last read
 // ("" before the first read of its term).
-func (m *Manager) NomadVersion() string {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.detector.nomadVersion
-}
+func (m *Manager) NomadVersion() string { return m.detector.rules.seenVersion() }
