@@ -63,7 +63,7 @@ func NewManager(s *Server, cfg *config.Config, logger hclog.Logger, clock func()
 	}
 	return reconcile.New(reconcile.Config{
 		Namespaces: cfg.Namespaces, DriftInterval: cfg.DriftInterval, EngineInterval: cfg.EngineInterval,
-		ReplanRate: cfg.NomadReplanRate,
+		ReplanRate: cfg.NomadReplanRate, FullPlanInterval: cfg.FullReplanInterval,
 		Defaults: meta.Defaults{Policy: policy, ApplyTimeout: cfg.ApplyTimeout, HookTimeout: cfg.HookTimeout,
 			ApprovalTTL: cfg.Approval.TTL},
 		Clock: clock, Registerer: s.metrics, DisableEventStream: !cfg.NomadEventStream,

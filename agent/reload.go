@@ -45,6 +45,8 @@ func reloadables() []reloadable {
 		{name: "hook-timeout", apply: reloadDefaults, keep: func(r, n *config.Config) { r.HookTimeout = n.HookTimeout }},
 		{name: "nomad-replan-rate", apply: reloadReplanRate,
 			keep: func(r, n *config.Config) { r.NomadReplanRate = n.NomadReplanRate }},
+		{name: "full-replan-interval", apply: reloadFullReplanInterval,
+			keep: func(r, n *config.Config) { r.FullReplanInterval = n.FullReplanInterval }},
 		{name: "autopilot", apply: func(*Server, *config.Config) error { return nil },
 			keep: func(r, n *config.Config) { r.Autopilot = n.Autopilot }},
 		// The approval TTL is a job default; the API reads forbid_self
@@ -160,5 +162,13 @@ func reloadReplanRate(s *Server, next *config.Config) error {
 		return errors.New("this server runs no reconcilers")
 	}
 	s.manager.SetReplanRate(next.NomadReplanRate)
+	return nil
+}
+
+func reloadFullReplanInterval(s *Server, next *config.Config) error {
+	if s.manager == nil {
+		return errors.New("this server runs no reconcilers")
+	}
+	s.manager.SetFullPlanInterval(next.FullReplanInterval)
 	return nil
 }

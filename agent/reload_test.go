@@ -21,6 +21,7 @@ func TestReload_AppliesWhatItCanAndNamesTheRest(t *testing.T) {
 	next.Namespaces = []string{"default", "other"}
 	next.Autopilot.MinQuorum = 3
 	next.NomadReplanRate = 7
+	next.FullReplanInterval = 3 * time.Hour
 	next.Approval.TTL = 72 * time.Hour
 	// A repository whose token comes from an unset variable cannot be
 	// loaded: the repository setting fails, the others apply.
@@ -30,7 +31,7 @@ func TestReload_AppliesWhatItCanAndNamesTheRest(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "repository") {
 		t.Fatalf("reload error = %v, want the repository's", err)
 	}
-	if want := []string{"log-level", "default-policy", "nomad-replan-rate", "autopilot", "approval"}; !reflect.DeepEqual(res.Applied, want) {
+	if want := []string{"log-level", "default-policy", "nomad-replan-rate", "full-replan-interval", "autopilot", "approval"}; !reflect.DeepEqual(res.Applied, want) {
 		t.Errorf("applied %v, want %v", res.Applied, want)
 	}
 	if want := []string{"namespaces"}; !reflect.DeepEqual(res.RestartOnly, want) {
@@ -41,6 +42,9 @@ func TestReload_AppliesWhatItCanAndNamesTheRest(t *testing.T) {
 	}
 	if got := s.Manager().ReplanRate(); got != 7 {
 		t.Errorf("re-plan rate after reload = %d, want 7", got)
+	}
+	if got := s.Manager().FullPlanInterval(); got != 3*time.Hour {
+		t.Errorf("full re-plan interval after reload = %s, want 3h", got)
 	}
 	if got := s.AutopilotConfig().MinQuorum; got != 3 {
 		t.Errorf("autopilot min_quorum after reload = %d", got)

@@ -22,6 +22,14 @@
 #                 hook revision, stop an unused hook revision, promote
 #                 canaries
 #   dispatch-job  dispatch a hook run
+#   node read     the Nomad servers' version (GET /v1/agent/members), read
+#                 once a drift interval: a change re-plans every job once.
+#                 Without it Nops logs a warning and only the
+#                 full_replan_interval safety net covers Nomad upgrades.
 namespace "default" {
   capabilities = ["list-jobs", "read-job", "submit-job", "dispatch-job"]
+}
+
+node {
+  policy = "read"
 }

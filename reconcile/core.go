@@ -33,8 +33,9 @@ type core struct {
 
 	detectCh chan struct{}
 	applyCh  chan struct{}
-	// healthCh wakes the health pass (health.go).
-	healthCh chan struct{}
+	// healthCh wakes the health pass (health.go), versionCh the check of
+	// Nomad's version (version.go).
+	healthCh, versionCh chan struct{}
 	// asked says a detection cycle was asked for since the last one began.
 	asked atomic.Bool
 
@@ -77,6 +78,15 @@ func (m *core) now() time.Time { return m.cfg.Clock().UTC() }
 // TriggerDetection asks for a detection cycle as soon as possible.
 func (m *core) TriggerDetection() {
 	m.asked.Store(true)
+	select {
+	case m.detectCh <- struct{}{}:
+	default:
+	}
+}
+
+// wakeDetection runs a detection cycle as soon as possible without asking
+// for it: the paced re-plan does not yield to that cycle (replan.go).
+func (m *core) wakeDetection() {
 	select {
 	case m.detectCh <- struct{}{}:
 	default:

@@ -116,6 +116,12 @@ func decide(v *jobView) decision {
 		}
 	}
 	dec.createRule(v, h, active)
+	if dec.create && v.decl != nil && v.decl.meta.Policy == structs.PolicyApproval && v.decl.meta.ApprovalTTL > 0 {
+		// The deployment created now waits for approval no sooner than
+		// now: look again when its TTL would run out, since no periodic
+		// cycle comes while Nomad's event stream is up.
+		dec.lookAgainAt = earliest(dec.lookAgainAt, v.now.Add(v.decl.meta.ApprovalTTL))
+	}
 	return dec
 }
 

@@ -72,7 +72,10 @@ func id(j *api.Job) string {
 
 type cycleResult struct {
 	jobs, drifted, created int
-	changed                bool
+	// failed counts the jobs whose detection failed: the next cycle comes
+	// within a drift interval to try them again.
+	failed  int
+	changed bool
 	// lookAgainAt is the earliest look-again time of the cycle's
 	// decisions, zero when none asks for one.
 	lookAgainAt time.Time
@@ -125,6 +128,9 @@ func (m *Detector) DetectOnce(ctx context.Context) (*cycleResult, error) {
 	if err := m.detectJobs(ctx, c); err != nil {
 		return nil, err
 	}
+	m.mu.Lock()
+	forgetUnmanaged(m.seen, c.managed)
+	m.mu.Unlock()
 	if err := m.record(ctx, c); err != nil {
 		return nil, err
 	}
@@ -236,6 +242,7 @@ func (m *Detector) detectJobs(ctx context.Context, c *cycle) error {
 				return ctx.Err()
 			}
 			m.logger.Error("detection failed for job", "job", key, "error", err)
+			c.res.failed++
 			// Its windows' boundaries still matter to it.
 			c.res.lookAgain(c.schedule.NextBoundaryFor(ns(d.job), id(d.job)))
 			status = d.errorStatus(d.file, err.Error())

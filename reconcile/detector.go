@@ -17,6 +17,8 @@ type Detector struct {
 	// running cycle was asked for.
 	replan *nomadx.Budget
 	prompt atomic.Bool
+	// rules say when an unchanged job is due for a paced re-plan.
+	rules dueRules
 
 	// Guarded by core.mu.
 	parsed map[string]parseResult
@@ -38,6 +40,7 @@ func (m *Detector) beginTerm() {
 	m.refusals = map[string]map[string]string{}
 	m.liveIndex = 0
 	m.liveList = nil
+	m.rules.reset()
 	m.book = allocBook{}
 	m.healthAll, m.healthList, m.healthDirty, m.healthRead = false, false, nil, nil
 	m.termStart = time.Now()
@@ -92,11 +95,11 @@ func (m *Detector) detectLoop(ctx context.Context) {
 			m.TriggerApply()
 		}
 		m.logger.Debug("detection cycle", "duration", time.Since(start))
-		next := m.cfg.DriftInterval
-		if m.streaming() {
-			// Live changes arrive on the stream; the periodic cycle is
-			// only the safety net of full plans.
-			next = m.cfg.FullPlanInterval
+		next := m.nextCycle()
+		if err != nil || res.failed > 0 {
+			// What failed (Nomad unreachable, a plan refused) is tried
+			// again within a drift interval, stream or not.
+			next = min(next, m.cfg.DriftInterval)
 		}
 		// Look again when a decision asked to (a window boundary of a
 		// job, a waiting deployment that moved on); after a failed cycle,
@@ -118,6 +121,31 @@ func (m *Detector) detectLoop(ctx context.Context) {
 		// Since Go 1.23 a reset timer never delivers a stale tick.
 		timer.Reset(next)
 	}
+}
+
+// idleCycle is how long the detection loop waits while nothing is due:
+// the stream is up and the safety net is off or far. It only bounds a
+// timer: a trigger wakes the loop at once.
+const idleCycle = time.Hour
+
+// nextCycle is how long after a cycle the next one runs when nothing asks
+// for one earlier: after DriftInterval while the event stream is down (a
+// poll: one list of the live jobs, plans only of jobs whose modify index
+// or spec changed); while it is up, live changes arrive on the stream and
+// the next cycle is only the safety net's, when its first job comes due.
+func (m *Detector) nextCycle() time.Duration {
+	if !m.streaming() {
+		return m.cfg.DriftInterval
+	}
+	m.mu.Lock()
+	due := m.rules.nextDue(m.seen)
+	m.mu.Unlock()
+	if due.IsZero() {
+		return idleCycle
+	}
+	// A job already due was planned or deferred by the cycle that just
+	// ran, and replanNext paces the deferred ones.
+	return min(max(due.Sub(m.now())+10*time.Millisecond, replanRetry), idleCycle)
 }
 
 // firstFetchWait bounds how long a new leader waits for the first fetch of

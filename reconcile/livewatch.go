@@ -13,8 +13,9 @@ import (
 // Live changes are seen through Nomad's event stream (topic Job; topics
 // Deployment and Allocation wake the deployments they concern, wake.go).
 // While the stream is up, a change of the live job of a managed job triggers a
-// detection cycle at once, and the periodic cycle runs only every
-// FullPlanInterval, so an idle cluster costs no polling. When the stream
+// detection cycle at once, and no cycle runs otherwise but the safety net's
+// (FullPlanInterval, replan.go), so an idle cluster costs no polling: one
+// request a drift interval, the check of Nomad's version (version.go). When the stream
 // breaks, detection runs at once and then every DriftInterval again, while
 // the watcher reconnects from the last index it saw. The stream lives under
 // the leader's context: it stops with leadership, and a new leader starts
@@ -160,9 +161,16 @@ func (m *Manager) subscribed(ctx context.Context, ns string, first bool, logger 
 		m.markHealthAll(false)
 	}
 	m.setStreaming(ns, true)
+	// A Nomad that restarted may run another version.
+	m.checkVersionSoon()
 	if !first {
-		// Changes made while the stream was down may be older than what
-		// Nomad still holds: a cycle looks at everything.
+		// A gap: changes made while the stream was down may be older than
+		// what Nomad's event buffer still holds, and Nomad resumes a
+		// stream from the oldest event it has without saying so (the
+		// first event of the topics asked for says nothing either). So
+		// every resume is taken for a gap: a cycle lists the live jobs
+		// once (the kept list went with the stream) and plans only the
+		// jobs whose modify index changed.
 		m.TriggerDetection()
 	}
 	// Once subscribed, the apply loop waits for events: a pass now settles

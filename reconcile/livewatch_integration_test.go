@@ -125,7 +125,8 @@ func TestLiveDrift_StreamBreaksFallsBackAndResumes(t *testing.T) {
 	e.settle()
 	before := m.Nomad().Stats()
 	time.Sleep(2 * drift)
-	if d := m.Nomad().Stats().Sub(before); d.Requests != 0 {
+	// Nothing but the check of Nomad's version, once a drift interval.
+	if d := m.Nomad().Stats().Sub(before); d.Requests != d.Operations["agent.members"].Requests || d.Requests > 3 || d.Errors != 0 {
 		t.Fatalf("idle for %s with the stream back, the leader made Nomad requests: %s", 2*drift, d)
 	}
 	// And a change shows through it again.

@@ -30,7 +30,8 @@ type Config struct {
 	EngineInterval time.Duration
 	Defaults       meta.Defaults
 	// FullPlanInterval forces a plan of a job even when neither its git spec
-	// nor its live job changed since it was last seen in sync.
+	// nor its live job changed since it was last seen in sync, paced by
+	// ReplanRate (replan.go); 0 turns this safety net off.
 	FullPlanInterval time.Duration
 	// ReplanRate caps the Nomad requests a second of the periodic full
 	// re-plan (replan.go); 0 means nomadx.DefaultReplanRate.
@@ -61,13 +62,12 @@ func New(cfg Config, srv Server, nomad *nomadx.Client, git *gitwatch.Watcher, lo
 	c := &core{
 		cfg: cfg, srv: srv, nomad: nomad, git: git, logger: logger.Named("reconcile"),
 		detectCh: make(chan struct{}, 1), applyCh: make(chan struct{}, 1), healthCh: make(chan struct{}, 1),
+		versionCh: make(chan struct{}, 1),
 	}
 	c.metrics = newMetrics(cfg.Registerer, c)
-	return &Manager{
-		core: c, Query: &Query{server: srv, client: nomad},
-		detector: &Detector{core: c, replan: nomadx.NewBudget(cfg.ReplanRate)},
-		applier:  &Applier{core: c},
-	}
+	d := &Detector{core: c, replan: nomadx.NewBudget(cfg.ReplanRate)}
+	d.rules.every.Store(int64(cfg.FullPlanInterval))
+	return &Manager{core: c, Query: &Query{server: srv, client: nomad}, detector: d, applier: &Applier{core: c}}
 }
 
 // withDefaults fills in the settings cfg leaves unset.
@@ -81,9 +81,7 @@ func withDefaults(cfg Config) Config {
 	if cfg.EngineInterval <= 0 {
 		cfg.EngineInterval = 5 * time.Second
 	}
-	if cfg.FullPlanInterval <= 0 {
-		cfg.FullPlanInterval = 10 * cfg.DriftInterval
-	}
+	cfg.FullPlanInterval = max(cfg.FullPlanInterval, 0)
 	if cfg.ReplanRate <= 0 {
 		cfg.ReplanRate = nomadx.DefaultReplanRate
 	}
@@ -148,6 +146,7 @@ func (m *Manager) Run(ctx context.Context, kicks *KickQueue) {
 	}
 	run(m.detector.detectLoop)
 	run(m.applier.applyLoop)
+	run(m.watchVersion)
 	if !m.cfg.DisableEventStream {
 		m.mu.Lock()
 		m.streamUp = map[string]bool{}

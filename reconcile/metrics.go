@@ -24,6 +24,8 @@ type metrics struct {
 	// number of due ones the last cycle put off.
 	replanned     prometheus.Counter
 	replanPending prometheus.Gauge
+	// versionChanges counts the changes of Nomad's version seen.
+	versionChanges prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer, m *core) *metrics {
@@ -56,6 +58,10 @@ func newMetrics(reg prometheus.Registerer, m *core) *metrics {
 			Name: "nops_detection_replans_total",
 			Help: "Periodic re-plans of unchanged jobs in sync made by detection, paced by nomad_replan_rate (which counts requests: a job with a scaling block takes two).",
 		}),
+		versionChanges: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "nops_nomad_version_changes_total",
+			Help: "Changes of the Nomad servers' version the leader saw; each makes every managed job due for one paced re-plan.",
+		}),
 		replanPending: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "nops_detection_replans_pending",
 			Help: "Due periodic re-plans the last detection cycle put off (no room in nomad_replan_rate, or yielding to a cycle asked for); 0 once the re-plan has caught up.",
@@ -68,7 +74,7 @@ func newMetrics(reg prometheus.Registerer, m *core) *metrics {
 	if reg == nil {
 		return mt
 	}
-	reg.MustRegister(mt.detectDuration, mt.detectCycles, mt.applyDuration, mt.created, mt.failed, mt.streamUp, mt.liveChanges, mt.replanned, mt.replanPending, &gitCollector{m: m,
+	reg.MustRegister(mt.detectDuration, mt.detectCycles, mt.applyDuration, mt.created, mt.failed, mt.streamUp, mt.liveChanges, mt.replanned, mt.replanPending, mt.versionChanges, &gitCollector{m: m,
 		fetchError: prometheus.NewDesc("nops_git_fetch_error", "1 when the last fetch of the repository failed.", []string{"repo"}, nil),
 		fetchFailures: prometheus.NewDesc("nops_git_fetch_failures_total",
 			"Fetches of the repository that failed since the watcher started on this server (it runs on the leader).", []string{"repo"}, nil),

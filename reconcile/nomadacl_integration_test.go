@@ -65,6 +65,10 @@ func TestNomadACL_ShippedPolicyIsEnough(t *testing.T) {
 		jobFile("notify"): testutil.HookJobHCL("notify"),
 	})
 	first := e.s.WaitForDeployment("default", "web", structs.StateCompleted, lcWait)
+	// node:read: the Nomad servers' version, whose change re-plans.
+	e.waitFor(func() (bool, string) {
+		return e.s.Manager().NomadVersion() != "", "the Nomad servers' version was not read"
+	})
 	for _, phase := range []structs.HookPhase{structs.PhasePre, structs.PhasePost} {
 		if r := hookRun(t, first, phase, 0); r.State != structs.HookRunSucceeded || r.DispatchedJobID == "" {
 			t.Fatalf("%s hook run: %+v", phase, r)

@@ -41,7 +41,7 @@ func replanManager(t *testing.T, rate int) *Detector {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return New(Config{DriftInterval: time.Minute, ReplanRate: rate}, nil, nomad, nil, hclog.NewNullLogger()).Detector()
+	return New(Config{DriftInterval: time.Minute, FullPlanInterval: 10 * time.Minute, ReplanRate: rate}, nil, nomad, nil, hclog.NewNullLogger()).Detector()
 }
 
 // TestPlanDue: an unchanged job is re-planned only once FullPlanInterval
@@ -54,13 +54,13 @@ func TestPlanDue(t *testing.T) {
 	job := &declared{job: &api.Job{ID: new(string)}}
 	scaled := &declared{job: &api.Job{ID: new(string), TaskGroups: []*api.TaskGroup{{Scaling: &api.ScalingPolicy{}}}}}
 
-	if m.planDue(job, observed{planned: now.Add(-m.cfg.FullPlanInterval + time.Second)}, now) {
+	if m.planDue(job, observed{planned: now.Add(-m.rules.interval() + time.Second)}, now) {
 		t.Fatal("a job planned less than FullPlanInterval ago is due")
 	}
 	if _, ok := m.replanNext(m.nomad.Stats()); ok {
 		t.Fatal("a cycle that deferred nothing asks for an early next cycle")
 	}
-	old := observed{planned: now.Add(-m.cfg.FullPlanInterval)}
+	old := observed{planned: now.Add(-m.rules.interval())}
 	// A budget of 3: a job with a scaling block costs 2 (its live job is
 	// read too), so one plain job fits, then nothing.
 	if !m.planDue(scaled, old, now) || !m.planDue(job, old, now) {
@@ -120,10 +120,10 @@ func TestPlanDue_YieldIsBounded(t *testing.T) {
 	job := &declared{job: &api.Job{ID: new(string)}}
 	m.TriggerDetection()
 	m.prompt.Store(m.asked.Swap(false))
-	if m.planDue(job, observed{planned: now.Add(-2*m.cfg.FullPlanInterval + time.Second)}, now) {
+	if m.planDue(job, observed{planned: now.Add(-2*m.rules.interval() + time.Second)}, now) {
 		t.Fatal("a job due by less than a second interval was re-planned in a cycle asked for")
 	}
-	if !m.planDue(job, observed{planned: now.Add(-2 * m.cfg.FullPlanInterval)}, now) {
+	if !m.planDue(job, observed{planned: now.Add(-2 * m.rules.interval())}, now) {
 		t.Fatal("a job overdue by a whole interval was not re-planned in a cycle asked for")
 	}
 }
@@ -138,7 +138,7 @@ func TestReplanNext_PacesPlansOutsideTheBudget(t *testing.T) {
 	plan := func() { _, _ = m.nomad.Plan(context.Background(), &api.Job{ID: &id}) }
 	now := time.Now()
 	job := &declared{job: &api.Job{ID: new(string)}}
-	old := observed{planned: now.Add(-m.cfg.FullPlanInterval)}
+	old := observed{planned: now.Add(-m.rules.interval())}
 	before := m.nomad.Stats()
 	// 4 re-plans granted and made, 10 plans of drifting jobs, 1 deferred.
 	for range 5 {
@@ -155,5 +155,54 @@ func TestReplanNext_PacesPlansOutsideTheBudget(t *testing.T) {
 	next, ok := m.replanNext(before)
 	if want := 10 * time.Second / 4; !ok || next != want {
 		t.Fatalf("next cycle %s %v, want %s", next, ok, want)
+	}
+}
+
+// TestDueRules_VersionAndSafetyNet: a job planned before Nomad's version
+// changed is due (and no longer yields one drift interval after the
+// change); a job planned after it is not; with the safety net off, an
+// unchanged job is never due for its age alone; the first version a term
+// reads is no change.
+func TestDueRules_VersionAndSafetyNet(t *testing.T) {
+	var r dueRules
+	now := time.Now()
+	const drift = time.Minute
+	if due, _ := r.due(now.Add(-1000*time.Hour), now, drift); due {
+		t.Fatal("a job was due for its age with the safety net off")
+	}
+	if !r.nextDue(map[string]observed{"a": {inSync: true, planned: now}}).IsZero() {
+		t.Fatal("the safety net off still schedules a cycle")
+	}
+	if _, changed := r.seeVersion("1.6.3", now.Add(-2*time.Second)); changed {
+		t.Fatal("the term's first version read is a change")
+	}
+	if _, changed := r.seeVersion("1.6.3", now.Add(-2*time.Second)); changed {
+		t.Fatal("the same version again is a change")
+	}
+	if prev, changed := r.seeVersion("1.7.0", now.Add(-time.Second)); !changed || prev != "1.6.3" {
+		t.Fatalf("an upgrade: changed %v from %q", changed, prev)
+	}
+	if due, overdue := r.due(now.Add(-2*time.Second), now, drift); !due || overdue {
+		t.Fatalf("a job planned before the version changed: due %v overdue %v, want due, not overdue", due, overdue)
+	}
+	if due, _ := r.due(now, now, drift); due {
+		t.Fatal("a job planned after the version changed is due")
+	}
+	if due, overdue := r.due(now.Add(-2*time.Second), now.Add(drift), drift); !due || !overdue {
+		t.Fatalf("a drift interval after the change: due %v overdue %v, want both", due, overdue)
+	}
+	r.reset()
+	if due, _ := r.due(now.Add(-2*time.Second), now, drift); due || r.seenVersion() != "" {
+		t.Fatal("a new term still re-plans for the last term's version change")
+	}
+	r.every.Store(int64(time.Hour))
+	seen := map[string]observed{"a": {inSync: true, planned: now}, "b": {inSync: true, planned: now.Add(-time.Minute)},
+		"c": {planned: now.Add(-time.Hour)}}
+	if got := r.nextDue(seen); !got.Equal(now.Add(time.Hour - time.Minute)) {
+		t.Fatalf("next safety-net re-plan at %s, want the oldest job in sync's plan plus the interval (%s)", got, now.Add(time.Hour-time.Minute))
+	}
+	forgetUnmanaged(seen, map[string]*declared{"a": nil})
+	if len(seen) != 1 || r.nextDue(seen) != now.Add(time.Hour) {
+		t.Fatalf("after forgetting the unmanaged jobs: %v", seen)
 	}
 }

@@ -21,7 +21,7 @@ import (
 // its first write. The engine interval remains the pace while the stream is
 // down or a step failed; while it is up, a pass over every active
 // deployment runs only at the nearest deadline (apply or hook timeout) or
-// every FullPlanInterval as a safety net. Watching therefore costs one
+// every applySafetyNet drift intervals. Watching therefore costs one
 // stream per managed namespace, whatever the number of deployments.
 
 // mark adds keys, under m.mu, to the set *set (made on first use) and then
@@ -140,16 +140,21 @@ func activityConcerns(d *structs.Deployment, acts []nomadx.Activity) bool {
 // wait, so that a deadline already passed does not spin the loop.
 const deadlineSlack = 10 * time.Millisecond
 
+// applySafetyNet is, in drift intervals, how often the apply loop passes
+// over the active deployments while the event stream is up and no deadline
+// comes sooner. A pass over no active deployment asks Nomad nothing.
+const applySafetyNet = 10
+
 // nextApplyPass is when the apply loop runs a pass over every active
 // deployment: after the engine interval while the event stream is down or
 // the last pass failed; otherwise at the nearest deadline, or after the
-// safety net of FullPlanInterval; sooner when a sync window opens or
-// closes.
+// safety net of applySafetyNet drift intervals; sooner when a sync window
+// opens or closes.
 func (m *Applier) nextApplyPass(failed bool) time.Duration {
 	if failed || m.cfg.DisableEventStream || !m.streaming() {
 		return m.cfg.EngineInterval
 	}
-	next := max(m.cfg.EngineInterval, m.cfg.FullPlanInterval)
+	next := max(m.cfg.EngineInterval, applySafetyNet*m.cfg.DriftInterval)
 	// A timeout, or a sync window that opens or closes on a held
 	// deployment.
 	for _, at := range []time.Time{m.nearestDeadline(), m.nextWindowBoundary()} {

@@ -172,6 +172,10 @@ func startNomad(bin, dir string, ports []int, o nomadOptions) (*NomadAgent, erro
 
 func (a *NomadAgent) describe() (string, string) { return a.Addr, a.LogPath }
 
+// Pid returns the process ID of the agent, for benchmarks that read its
+// CPU time.
+func (a *NomadAgent) Pid() int { return a.proc.Pid() }
+
 // ready reports whether the agent has a leader and a ready client node whose
 // mock_driver is healthy.
 func (a *NomadAgent) ready() (bool, error) {

@@ -54,6 +54,10 @@ const (
 	MaxNomadReplanRate     = 10000
 )
 
+// DefaultFullReplanInterval is how often, by default, detection plans a job
+// that neither git nor Nomad changed, as a safety net (0 turns it off).
+const DefaultFullReplanInterval = 24 * time.Hour
+
 // Defaults of the settings that have one.
 const (
 	DefaultBind           = "0.0.0.0"
@@ -212,6 +216,9 @@ type Config struct {
 	// NomadReplanRate caps the Nomad requests a second of the periodic
 	// full re-plan of unchanged jobs (reconcile/replan.go).
 	NomadReplanRate int
+	// FullReplanInterval is how often a job neither git nor Nomad changed
+	// is planned again anyway; 0 turns the safety net off.
+	FullReplanInterval time.Duration
 
 	// ApplyTimeout and HookTimeout apply to jobs that set no timeout meta.
 	ApplyTimeout, HookTimeout time.Duration
@@ -453,6 +460,7 @@ func Default() *Config {
 		DriftInterval:         DefaultDriftInterval,
 		EngineInterval:        DefaultEngineInterval,
 		NomadReplanRate:       DefaultNomadReplanRate,
+		FullReplanInterval:    DefaultFullReplanInterval,
 		ApplyTimeout:          DefaultApplyTimeout,
 		HookTimeout:           DefaultHookTimeout,
 		DefaultPolicy:         DefaultPolicy,
@@ -582,6 +590,10 @@ func (c *Config) Validate() error {
 	}
 	if c.TLS.RPC && c.InsecureRPC {
 		add("insecure-rpc", "cannot be combined with tls { rpc = true }")
+	}
+
+	if c.FullReplanInterval > 0 && c.FullReplanInterval < c.DriftInterval {
+		add("full-replan-interval", "must be 0 (off) or at least -drift-interval (%s), not %s", c.DriftInterval, c.FullReplanInterval)
 	}
 
 	errs = append(errs, c.validateRepositories()...)

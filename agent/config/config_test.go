@@ -67,6 +67,7 @@ func TestDefault_MatchesDocumentedDefaults(t *testing.T) {
 		DriftInterval:         time.Minute,
 		EngineInterval:        5 * time.Second,
 		NomadReplanRate:       20,
+		FullReplanInterval:    24 * time.Hour,
 		ApplyTimeout:          15 * time.Minute,
 		HookTimeout:           10 * time.Minute,
 		DefaultPolicy:         "auto",
@@ -415,6 +416,7 @@ func TestLoad_BadValues(t *testing.T) {
 		{"apply-timeout", "-1m", `"-1m"`, "must be greater than zero", ""},
 		{"http-port", "70000", "70000", "invalid port 70000", ""},
 		{"nomad-replan-rate", "0", "0", "must be from 1 to 10000 requests a second", ""},
+		{"full-replan-interval", "-1h", `"-1h"`, "must not be negative (0 turns it off)", ""},
 		{"serf-port", "http", `"http"`, "not a whole number", "number required"},
 		{"default-policy", "manual", `"manual"`, `invalid policy "manual"`, ""},
 		{"log-level", "verbose", `"verbose"`, `invalid log level "verbose"`, ""},
@@ -748,6 +750,10 @@ func TestValidate_NamesEachInvalidSetting(t *testing.T) {
 		{"gossip key short", func(c *Config) { c.Encrypt = "c2hvcnQ=" }, []string{"encrypt: decodes to 5 bytes"}},
 		{"dev needs no gossip key", func(c *Config) { c.Encrypt, c.Dev, c.BootstrapExpect = "", true, 0 }, nil},
 		{"bad region", func(c *Config) { c.Region = "Eu West" }, []string{`region: invalid region "Eu West"`}},
+		{"full re-plan below the drift interval", func(c *Config) { c.DriftInterval, c.FullReplanInterval = time.Hour, time.Minute },
+			[]string{"full-replan-interval: must be 0 (off) or at least -drift-interval (1h0m0s), not 1m0s"}},
+		{"full re-plan off", func(c *Config) { c.FullReplanInterval = 0 }, nil},
+		{"full re-plan at the drift interval", func(c *Config) { c.DriftInterval, c.FullReplanInterval = time.Hour, time.Hour }, nil},
 		{"notify", func(c *Config) {
 			c.Notify = []NotifyConfig{
 				{Name: "a", Kind: "pager", URL: "https://x"},

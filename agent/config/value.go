@@ -191,7 +191,12 @@ func boolValue(p *bool) value {
 
 // durationValue holds a Go duration string ("30s", "5m", "1h30m") that must
 // be positive.
-func durationValue(p *time.Duration) value {
+func durationValue(p *time.Duration) value { return durationChecked(p, checkPositiveDuration) }
+
+// durationOrOffValue holds a duration where 0 turns something off.
+func durationOrOffValue(p *time.Duration) value { return durationChecked(p, checkDurationOrOff) }
+
+func durationChecked(p *time.Duration, validate func(time.Duration) error) value {
 	parse := func(s string) (time.Duration, error) {
 		d, err := time.ParseDuration(strings.TrimSpace(s))
 		if err != nil {
@@ -210,7 +215,7 @@ func durationValue(p *time.Duration) value {
 			return parse(s)
 		},
 		ctyType:  cty.String,
-		validate: checkPositiveDuration,
+		validate: validate,
 		format:   time.Duration.String,
 	}
 }
@@ -231,6 +236,13 @@ func listValue(p *[]string, normalize func([]string) []string, validate func([]s
 		validate:  validate,
 		format:    func(l []string) string { return strings.Join(l, ",") },
 	}
+}
+
+func checkDurationOrOff(d time.Duration) error {
+	if d < 0 {
+		return fmt.Errorf("invalid duration %s: must not be negative (0 turns it off)", d)
+	}
+	return nil
 }
 
 func checkPositiveDuration(d time.Duration) error {
