@@ -206,6 +206,9 @@ func (m *Manager) liveChangeOfManaged(index uint64, changes []nomadx.JobChange) 
 			ns = "default"
 		}
 		key := structs.JobKey(ns, c.JobID)
+		if m.detector.heldForOwnRegister(key, index, c) {
+			continue
+		}
 		prev, ok := m.detector.seen[key]
 		if !ok {
 			continue

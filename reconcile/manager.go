@@ -63,10 +63,11 @@ func New(cfg Config, srv Server, nomad *nomadx.Client, git *gitwatch.Watcher, lo
 		detectCh: make(chan struct{}, 1), applyCh: make(chan struct{}, 1), healthCh: make(chan struct{}, 1),
 	}
 	c.metrics = newMetrics(cfg.Registerer, c)
+	d := &Detector{core: c, replan: nomadx.NewBudget(cfg.ReplanRate)}
 	return &Manager{
 		core: c, Query: &Query{server: srv, client: nomad},
-		detector: &Detector{core: c, replan: nomadx.NewBudget(cfg.ReplanRate)},
-		applier:  &Applier{core: c},
+		detector: d,
+		applier:  &Applier{core: c, detector: d},
 	}
 }
 
