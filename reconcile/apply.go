@@ -92,7 +92,7 @@ func (m *Applier) advance(ctx context.Context, d *structs.Deployment) (bool, err
 		var err error
 		switch d.State {
 		case structs.StateDetected:
-			err = m.start(d)
+			err = m.start(ctx, d, p)
 		case structs.StatePendingApproval:
 			return false, nil
 		case structs.StatePreHook:
@@ -144,18 +144,62 @@ func (p *pass) takeLive() *api.Job {
 const maxStepsPerPass = 32
 
 // start moves a detected deployment by its policy, unless it is held (the
-// next detection cycle supersedes it).
-func (m *Applier) start(d *structs.Deployment) error {
+// next detection cycle supersedes it). A deployment that starts by its
+// register records the register's intent in the same entry as its start
+// (startRegister).
+func (m *Applier) start(ctx context.Context, d *structs.Deployment, p *pass) error {
 	held, err := m.held(d)
 	if err != nil || held {
 		return err
 	}
-	switch d.Policy {
-	case structs.PolicyApproval:
+	switch {
+	case d.Policy == structs.PolicyApproval:
 		return m.transition(d, structs.StatePendingApproval, "waiting for approval", "")
+	case d.StartState() == structs.StateApplying && !d.SkipRegister:
+		return m.startRegister(ctx, d, p)
 	default:
 		return m.transition(d, d.StartState(), "policy auto: starting", "")
 	}
+}
+
+// startRegister starts a deployment of policy auto without pre-hooks: one
+// entry moves it to applying and records the register's intent, and the
+// register follows. It is register (below) with one round trip through
+// Raft fewer between a commit and Nomad. A job with a scaling block whose
+// live job moved since detection starts without the intent; its register
+// step then looks into the move.
+func (m *Applier) startRegister(ctx context.Context, d *structs.Deployment, p *pass) error {
+	job, err := decodeJob(d.Spec)
+	if err != nil {
+		return m.transition(d, structs.StateApplying, "policy auto: starting", "")
+	}
+	if hasScaling(job) && d.JobModifyIndex != 0 {
+		live, err := m.liveJob(ctx, d.Namespace, d.JobID)
+		if err != nil {
+			return err
+		}
+		if live == nil || live.JobModifyIndex == nil || *live.JobModifyIndex != d.JobModifyIndex {
+			return m.transition(d, structs.StateApplying, "policy auto: starting", "")
+		}
+		nomadx.KeepLiveCounts(job, live)
+	}
+	now := m.now()
+	deadline := now.Add(applyTimeout(d))
+	if err := m.transitionWith(d, structs.StateApplying,
+		fmt.Sprintf("policy auto: starting; registering with check-and-set on modify index %d", d.JobModifyIndex), "",
+		&structs.DeploymentPatch{RegisterStartedAt: &now, HealthDeadline: &deadline}); err != nil {
+		return err
+	}
+	d.RegisterStartedAt, d.HealthDeadline = now, deadline
+	return m.doRegister(ctx, d, job, false, p)
+}
+
+// applyTimeout is the deployment's apply timeout, or the default.
+func applyTimeout(d *structs.Deployment) time.Duration {
+	if d.ApplyTimeout > 0 {
+		return d.ApplyTimeout
+	}
+	return structs.DefaultApplyTimeout
 }
 
 // held reports whether a deployment's job is held now, by the rule of
@@ -177,10 +221,7 @@ func (m *Applier) held(d *structs.Deployment) (bool, error) {
 // applying registers the job (once) and waits for it to be healthy.
 func (m *Applier) applying(ctx context.Context, d *structs.Deployment, p *pass) error {
 	now := m.now()
-	timeout := d.ApplyTimeout
-	if timeout <= 0 {
-		timeout = structs.DefaultApplyTimeout
-	}
+	timeout := applyTimeout(d)
 	switch {
 	case d.SkipRegister && !d.Registered:
 		live, err := m.nomad.Job(ctx, d.Namespace, d.JobID)

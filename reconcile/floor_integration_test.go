@@ -6,10 +6,14 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	nomadapi "github.com/hashicorp/nomad/api"
 
 	"github.com/nops-dev/nops/agent/config"
 	"github.com/nops-dev/nops/structs"
@@ -231,21 +235,132 @@ func splitAtRegister(calls []floorCall) (upTo, after []floorCall) {
 }
 
 // TestFloor_CommitToRegisterRequests: a commit that changes one job of
-// several managed jobs (policy auto, no hooks) reaches Nomad at the floor:
-// from the push to the register's answer, one parse, one plan and the
-// register; after it, until the deployment completed and the server is
-// quiet again, no more than two requests (the health of the registered
-// version). Every request Nops sends to Nomad is recorded by a proxy in
-// front of a real Nomad agent.
+// several managed jobs (policy auto, no hooks) reaches Nomad at the floor.
+// A proxy in front of a real Nomad agent records every request Nops sends.
+// Two windows are counted from the push's webhook: up to the register's
+// answer, and on until the deployment completed and Nops sent nothing for
+// two seconds (the count of 10, before, spanned the second: three
+// plans, two lists, two job reads, a parse, the register and a deployment
+// read). Up to the register: the parse of the changed file, its plan (the
+// detection's, which the register reuses) and the register, a
+// check-and-set on the index the plan saw. After it: the read of the
+// registered job (its version, and its health: a parameterized job is
+// healthy once registered). The list of live jobs that Nomad's event of
+// the register makes stale is made again once, by the cycle the completed
+// deployment wakes, or by the next commit's cycle when the event comes
+// after that one; so each round holds at most one list, either just after
+// the read or just before the parse's plan, and no more than five requests
+// in all.
 func TestFloor_CommitToRegisterRequests(t *testing.T) {
 	w := startFloorWorld(t, 5)
-	for round := range 2 {
+	const job = "job-2"
+	wantUpTo := []string{"PUT /v1/jobs/parse", "PUT /v1/job/" + job + "/plan", "PUT /v1/jobs"}
+	wantAfter := []string{"GET /v1/job/" + job}
+	const list = "GET /v1/jobs"
+	for round := range 3 {
 		from := w.proxy.mark()
-		commit := w.push(t, "job-2")
-		w.deploymentOf(t, "job-2", commit, structs.StateCompleted)
+		commit := w.push(t, job)
+		d := w.deploymentOf(t, job, commit, structs.StateCompleted)
 		w.proxy.waitQuiet(t, 2*time.Second, lcWait)
-		upTo, after := splitAtRegister(w.proxy.since(from))
+		calls := w.proxy.since(from)
+		upTo, after := splitAtRegister(calls)
 		t.Logf("round %d: commit to register answered, %d requests:\n%safter the register until quiet, %d requests:\n%s",
 			round, len(upTo), callList(upTo), len(after), callList(after))
+		if !d.Registered || d.Error != "" {
+			t.Fatalf("round %d: deployment %+v", round, d)
+		}
+		got := func(calls []floorCall) []string {
+			var out []string
+			for _, c := range calls {
+				out = append(out, c.String())
+			}
+			return out
+		}
+		up, af := got(upTo), got(after)
+		lists := 0
+		if len(up) > 0 && up[0] == list {
+			up, lists = up[1:], lists+1
+		}
+		if len(af) > 0 && af[len(af)-1] == list {
+			af, lists = af[:len(af)-1], lists+1
+		}
+		if !slices.Equal(up, wantUpTo) || !slices.Equal(af, wantAfter) || lists > 1 || len(calls) > 5 {
+			t.Fatalf("round %d: requests from the push to the register's answer:\n%sand after it:\n%swant %v, then %v, and one list of live jobs at most",
+				round, callList(upTo), callList(after), wantUpTo, wantAfter)
+		}
+		for _, c := range calls {
+			if c.Status != http.StatusOK {
+				t.Fatalf("round %d: %s answered %d", round, c, c.Status)
+			}
+		}
+	}
+}
+
+// TestFloor_CheckAndSetRefusal: the register is a check-and-set on the
+// modify index the detection plan saw, made without planning again. A
+// change of the job in Nomad between the plan and the register (made here
+// by the proxy, on the real Nomad agent, just before it passes Nops's
+// register on) makes Nomad refuse the register: the deployment fails with
+// nothing registered, the change stays, and detection plans the job again
+// against what Nomad now holds and deploys the commit anew.
+func TestFloor_CheckAndSetRefusal(t *testing.T) {
+	w := startFloorWorld(t, 2)
+	const job = "job-1"
+	hand := testutil.BatchJobHCL(job, managed(structs.PolicyAuto, testutil.WithHookMeta(nil, nil), testutil.WithMeta("rev", "by-hand"))...)
+	var handIndex atomic.Uint64
+	handErr := make(chan error, 1)
+	var armed atomic.Bool
+	armed.Store(true)
+	w.proxy.setIntercept(func(r *http.Request) {
+		if !(floorCall{Method: r.Method, Path: r.URL.Path}).isRegister() || !armed.CompareAndSwap(true, false) {
+			return
+		}
+		parsed, err := w.nomad.Client.Jobs().ParseHCL(hand, true)
+		if err == nil {
+			var resp *nomadapi.JobRegisterResponse
+			if resp, _, err = w.nomad.Client.Jobs().Register(parsed, nil); err == nil {
+				handIndex.Store(resp.JobModifyIndex)
+			}
+		}
+		handErr <- err
+	})
+	before := lookupNomadJob(t, w.nomad, job)
+	commit := w.push(t, job)
+	select {
+	case err := <-handErr:
+		if err != nil {
+			t.Fatalf("change of the job in Nomad: %v", err)
+		}
+	case <-time.After(lcWait):
+		t.Fatal("Nops sent no register")
+	}
+	failed := w.deploymentOf(t, job, commit, structs.StateFailed)
+	if failed.Registered || failed.JobModifyIndex != *before.JobModifyIndex ||
+		!strings.Contains(failed.Error, "the job changed since detection") || !strings.Contains(failed.Error, "nothing registered") {
+		t.Fatalf("deployment: registered %v, check-and-set index %d (live job at %d before), error %q",
+			failed.Registered, failed.JobModifyIndex, *before.JobModifyIndex, failed.Error)
+	}
+	versions := w.nomadVersions(job)
+	if *versions[0].JobModifyIndex != handIndex.Load() || versions[0].Meta["rev"] != "by-hand" || *versions[0].Version != *before.Version+1 {
+		t.Fatalf("Nomad's job after the refused register: modify index %d (the change by hand at %d), rev %q, version %d (was %d)",
+			*versions[0].JobModifyIndex, handIndex.Load(), versions[0].Meta["rev"], *versions[0].Version, *before.Version)
+	}
+	// Failed before its register, the deployment blocks nothing: the
+	// live change wakes detection, which plans against the new live job.
+	var next *structs.Deployment
+	testutil.WaitForResult(t, lcWait, func() (bool, error) {
+		for _, d := range w.s.Deployments("default", job) {
+			if d.Commit == commit && d.ID != failed.ID && d.State == structs.StateCompleted {
+				next = d
+				return true, nil
+			}
+		}
+		return false, fmt.Errorf("no second deployment of commit %s completed", commit[:8])
+	})
+	if next.JobModifyIndex != handIndex.Load() || !next.Registered {
+		t.Fatalf("second deployment: check-and-set index %d, want the change by hand's %d; registered %v", next.JobModifyIndex, handIndex.Load(), next.Registered)
+	}
+	if j := lookupNomadJob(t, w.nomad, job); j.Meta["rev"] != "1" {
+		t.Fatalf("live job rev %q after the second deployment, want git's 1", j.Meta["rev"])
 	}
 }
