@@ -334,13 +334,13 @@ func (m *Applier) rebaseScaled(ctx context.Context, d *structs.Deployment, job, 
 // register, for the version Nomad gave it, is kept in p for the first
 // health check of the same pass.
 func (m *Applier) doRegister(ctx context.Context, d *structs.Deployment, job *api.Job, resumed bool, p *pass) error {
-	m.detector.beginOwnRegister(d.Key())
+	m.beginOwnRegister(d.Key())
 	res, err := m.nomad.Register(ctx, job, d.JobModifyIndex)
 	var index uint64
 	if err == nil {
 		index = res.JobModifyIndex
 	}
-	m.detector.endOwnRegister(d.Key(), d.SpecHash, index)
+	m.endOwnRegister(d.Key(), d.SpecHash, index)
 	m.noteRefusal(d.Key(), "the register", err)
 	if err != nil {
 		switch {

@@ -22,7 +22,7 @@ type Detector struct {
 	parsed map[string]parseResult
 	seen   map[string]observed
 	// registering are the registers in flight, by job key (ownregister.go).
-	registering map[string]*ownRegister
+	registering ownRegisters
 	// replanDeferred counts the due re-plans deferred for lack of budget
 	// or to yield, replanGranted the re-plans granted, since the detection
 	// loop last looked.

@@ -206,7 +206,7 @@ func (m *Manager) liveChangeOfManaged(index uint64, changes []nomadx.JobChange) 
 			ns = "default"
 		}
 		key := structs.JobKey(ns, c.JobID)
-		if m.detector.heldForOwnRegister(key, index, c) {
+		if m.detector.registering.hold(key, index, c) {
 			continue
 		}
 		prev, ok := m.detector.seen[key]

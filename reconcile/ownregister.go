@@ -17,10 +17,9 @@ import (
 // event at another index (someone else's change, or a removal), or any
 // event of a register that failed, wakes detection as it would have.
 
-// ownRegister is a register in flight and the job's events held meanwhile.
-type ownRegister struct {
-	held []heldChange
-}
+// ownRegisters are the registers in flight, by job key, each with the
+// job's events held meanwhile. Guarded by core.mu.
+type ownRegisters map[string][]heldChange
 
 // heldChange is a change of a job, and the index of its batch, held while
 // the job's register was in flight.
@@ -31,38 +30,37 @@ type heldChange struct {
 
 // beginOwnRegister says that a register of the job with this key is about
 // to be sent.
-func (m *Detector) beginOwnRegister(key string) {
+func (m *Applier) beginOwnRegister(key string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.registering == nil {
-		m.registering = map[string]*ownRegister{}
+	if m.detector.registering == nil {
+		m.detector.registering = ownRegisters{}
 	}
-	m.registering[key] = &ownRegister{}
+	m.detector.registering[key] = nil
 }
 
 // endOwnRegister says that the register of the job with this key, of the
 // spec with specHash, was answered at modify index index (0: it failed, or
 // its outcome is unknown). It wakes detection for any held event the
 // register does not explain.
-func (m *Detector) endOwnRegister(key, specHash string, index uint64) {
+func (m *Applier) endOwnRegister(key, specHash string, index uint64) {
 	m.mu.Lock()
-	r := m.registering[key]
-	delete(m.registering, key)
+	d := m.detector
+	held := d.registering[key]
+	delete(d.registering, key)
 	if index != 0 {
-		if m.seen == nil {
-			m.seen = map[string]observed{}
+		if d.seen == nil {
+			d.seen = map[string]observed{}
 		}
-		m.seen[key] = observed{specHash: specHash, liveMod: index, inSync: true, planned: m.now()}
+		d.seen[key] = observed{specHash: specHash, liveMod: index, inSync: true, planned: m.now()}
 	}
 	wake := false
-	if r != nil {
-		for _, h := range r.held {
-			if index == 0 || h.change.Deleted || h.change.JobModifyIndex != index {
-				// As liveChangeOfManaged: the cycle lists from this
-				// index on.
-				m.liveIndex = max(m.liveIndex, h.index)
-				wake = true
-			}
+	for _, h := range held {
+		if index == 0 || h.change.Deleted || h.change.JobModifyIndex != index {
+			// As liveChangeOfManaged: the cycle lists from this index
+			// on.
+			m.liveIndex = max(m.liveIndex, h.index)
+			wake = true
 		}
 	}
 	m.mu.Unlock()
@@ -73,14 +71,13 @@ func (m *Detector) endOwnRegister(key, specHash string, index uint64) {
 	}
 }
 
-// heldForOwnRegister holds the change c, of a batch at index, of the job
-// with this key when a register of it is in flight, and reports whether it
-// did. Called with core.mu held.
-func (m *Detector) heldForOwnRegister(key string, index uint64, c nomadx.JobChange) bool {
-	r, ok := m.registering[key]
-	if !ok {
-		return false
+// hold holds the change c, of a batch at index, of the job with this key
+// when a register of it is in flight, and reports whether it did. Called
+// with core.mu held.
+func (o ownRegisters) hold(key string, index uint64, c nomadx.JobChange) bool {
+	held, ok := o[key]
+	if ok {
+		o[key] = append(held, heldChange{change: c, index: index})
 	}
-	r.held = append(r.held, heldChange{change: c, index: index})
-	return true
+	return ok
 }
