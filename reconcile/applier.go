@@ -10,6 +10,8 @@ import (
 // through Raft before it acts on Nomad. It runs on the leader only.
 type Applier struct {
 	*core
+	// detector learns of the registers (ownregister.go).
+	detector *Detector
 }
 
 func (m *Applier) applyLoop(ctx context.Context) {

@@ -86,18 +86,19 @@ func (m *Applier) applyList(ctx context.Context, active []*structs.Deployment) (
 // once by the next, so a job healthy once registered completes in the pass
 // that registers it. It reports whether the deployment ended.
 func (m *Applier) advance(ctx context.Context, d *structs.Deployment) (bool, error) {
+	p := &pass{}
 	for i := 0; i < maxStepsPerPass; i++ {
 		before, beforeIndex := d.State, d.ModifyIndex
 		var err error
 		switch d.State {
 		case structs.StateDetected:
-			err = m.start(d)
+			err = m.start(ctx, d, p)
 		case structs.StatePendingApproval:
 			return false, nil
 		case structs.StatePreHook:
 			err = m.runHooks(ctx, d, structs.PhasePre)
 		case structs.StateApplying:
-			err = m.applying(ctx, d)
+			err = m.applying(ctx, d, p)
 		case structs.StatePostHook:
 			err = m.runHooks(ctx, d, structs.PhasePost)
 		}
@@ -124,23 +125,81 @@ func (m *Applier) advance(ctx context.Context, d *structs.Deployment) (bool, err
 	return false, nil
 }
 
+// pass is what one deployment's steps of one pass hand on to the next.
+type pass struct {
+	// live is the live job as read just after the register: the first
+	// health check of the pass reads it rather than Nomad.
+	live *api.Job
+}
+
+// takeLive returns the live job the pass read, once.
+func (p *pass) takeLive() *api.Job {
+	live := p.live
+	p.live = nil
+	return live
+}
+
 // maxStepsPerPass bounds the steps of one deployment in one pass: enough
 // for the longest chain (start, hooks, register, health), short of a loop.
 const maxStepsPerPass = 32
 
 // start moves a detected deployment by its policy, unless it is held (the
-// next detection cycle supersedes it).
-func (m *Applier) start(d *structs.Deployment) error {
+// next detection cycle supersedes it). A deployment that starts by its
+// register records the register's intent in the same entry as its start
+// (startRegister).
+func (m *Applier) start(ctx context.Context, d *structs.Deployment, p *pass) error {
 	held, err := m.held(d)
 	if err != nil || held {
 		return err
 	}
-	switch d.Policy {
-	case structs.PolicyApproval:
+	switch {
+	case d.Policy == structs.PolicyApproval:
 		return m.transition(d, structs.StatePendingApproval, "waiting for approval", "")
+	case d.StartState() == structs.StateApplying && !d.SkipRegister:
+		return m.startRegister(ctx, d, p)
 	default:
 		return m.transition(d, d.StartState(), "policy auto: starting", "")
 	}
+}
+
+// startRegister starts a deployment of policy auto without pre-hooks: one
+// entry moves it to applying and records the register's intent, and the
+// register follows. It is register (below) with one round trip through
+// Raft fewer between a commit and Nomad. A job with a scaling block whose
+// live job moved since detection starts without the intent; its register
+// step then looks into the move.
+func (m *Applier) startRegister(ctx context.Context, d *structs.Deployment, p *pass) error {
+	job, err := decodeJob(d.Spec)
+	if err != nil {
+		return m.transition(d, structs.StateApplying, "policy auto: starting", "")
+	}
+	if hasScaling(job) && d.JobModifyIndex != 0 {
+		live, err := m.liveJob(ctx, d.Namespace, d.JobID)
+		if err != nil {
+			return err
+		}
+		if live == nil || live.JobModifyIndex == nil || *live.JobModifyIndex != d.JobModifyIndex {
+			return m.transition(d, structs.StateApplying, "policy auto: starting", "")
+		}
+		nomadx.KeepLiveCounts(job, live)
+	}
+	now := m.now()
+	deadline := now.Add(applyTimeout(d))
+	if err := m.transitionWith(d, structs.StateApplying,
+		fmt.Sprintf("policy auto: starting; registering with check-and-set on modify index %d", d.JobModifyIndex), "",
+		&structs.DeploymentPatch{RegisterStartedAt: &now, HealthDeadline: &deadline}); err != nil {
+		return err
+	}
+	d.RegisterStartedAt, d.HealthDeadline = now, deadline
+	return m.doRegister(ctx, d, job, false, p)
+}
+
+// applyTimeout is the deployment's apply timeout, or the default.
+func applyTimeout(d *structs.Deployment) time.Duration {
+	if d.ApplyTimeout > 0 {
+		return d.ApplyTimeout
+	}
+	return structs.DefaultApplyTimeout
 }
 
 // held reports whether a deployment's job is held now, by the rule of
@@ -160,12 +219,9 @@ func (m *Applier) held(d *structs.Deployment) (bool, error) {
 }
 
 // applying registers the job (once) and waits for it to be healthy.
-func (m *Applier) applying(ctx context.Context, d *structs.Deployment) error {
+func (m *Applier) applying(ctx context.Context, d *structs.Deployment, p *pass) error {
 	now := m.now()
-	timeout := d.ApplyTimeout
-	if timeout <= 0 {
-		timeout = structs.DefaultApplyTimeout
-	}
+	timeout := applyTimeout(d)
 	switch {
 	case d.SkipRegister && !d.Registered:
 		live, err := m.nomad.Job(ctx, d.Namespace, d.JobID)
@@ -177,11 +233,11 @@ func (m *Applier) applying(ctx context.Context, d *structs.Deployment) error {
 		return m.update(d, &structs.DeploymentPatch{RegisterStartedAt: &start, Registered: &reg, JobVersion: &v,
 			HealthDeadline: &deadline, Message: fmt.Sprintf("the live job already matches git (version %d): waiting for health", v)})
 	case d.RegisterStartedAt.IsZero():
-		return m.register(ctx, d, now, timeout)
+		return m.register(ctx, d, now, timeout, p)
 	case !d.Registered:
-		return m.resumeRegister(ctx, d, now)
+		return m.resumeRegister(ctx, d, now, p)
 	}
-	return m.waitHealthy(ctx, d, now, timeout)
+	return m.waitHealthy(ctx, d, now, timeout, p.takeLive())
 }
 
 func version(j *api.Job) uint64 {
@@ -191,37 +247,35 @@ func version(j *api.Job) uint64 {
 	return *j.Version
 }
 
-// register plans again, records the intent and registers with a
-// check-and-set on the index read at detection.
-func (m *Applier) register(ctx context.Context, d *structs.Deployment, now time.Time, timeout time.Duration) error {
+// register records the intent and registers with a check-and-set on the
+// modify index the detection plan saw. It does not plan again: the
+// deployment's spec is fixed, so while the live job's modify index is the
+// one the plan saw, the plan's answer holds, and the check-and-set refuses
+// the register if the live job changed since (doRegister fails the
+// deployment then, with nothing registered; detection plans the job again
+// against what Nomad now holds). A job with a scaling block reads the live
+// job first, for the counts left to an autoscaler; when its modify index
+// moved, the job is planned again, and the check-and-set index moves only
+// if nothing but those counts changed (rebaseScaled).
+func (m *Applier) register(ctx context.Context, d *structs.Deployment, now time.Time, timeout time.Duration, p *pass) error {
 	job, err := decodeJob(d.Spec)
 	if err != nil {
 		return m.fail(d, err.Error())
 	}
-	var live *api.Job
+	var rebase *uint64
 	if hasScaling(job) && d.JobModifyIndex != 0 {
-		if live, err = m.liveJob(ctx, d.Namespace, d.JobID); err != nil {
+		live, err := m.liveJob(ctx, d.Namespace, d.JobID)
+		if err != nil {
 			return err
 		}
-	}
-	plan, err := m.planWithLiveCounts(ctx, job, live)
-	if err != nil {
-		return err
-	}
-	var rebase *uint64
-	if plan.JobModifyIndex != d.JobModifyIndex && nomadx.DiffHash(plan.Diff) == d.DiffHash && live != nil &&
-		live.JobModifyIndex != nil && *live.JobModifyIndex == plan.JobModifyIndex {
-		// A scale by an autoscaler is not a change: register on the live
-		// index, with the live counts the plan already used.
-		if why := m.autoscaledOnly(ctx, d, live); why == nil {
-			rebase = &plan.JobModifyIndex
-		} else {
-			m.logger.Debug("the live job changed by more than autoscaled counts", "deployment", d.ID, "change", why)
+		nomadx.KeepLiveCounts(job, live)
+		var why string
+		if rebase, why, err = m.rebaseScaled(ctx, d, job, live); err != nil {
+			return err
 		}
-	}
-	if (plan.JobModifyIndex != d.JobModifyIndex && rebase == nil) || nomadx.DiffHash(plan.Diff) != d.DiffHash {
-		return m.fail(d, fmt.Sprintf("the job changed since detection (modify index %d, now %d): nothing registered",
-			d.JobModifyIndex, plan.JobModifyIndex))
+		if why != "" {
+			return m.fail(d, why)
+		}
 	}
 	deadline := now.Add(timeout)
 	msg := fmt.Sprintf("registering with check-and-set on modify index %d", d.JobModifyIndex)
@@ -237,22 +291,63 @@ func (m *Applier) register(ctx context.Context, d *structs.Deployment, now time.
 	if rebase != nil {
 		d.JobModifyIndex = *rebase
 	}
-	return m.doRegister(ctx, d, job, false)
+	return m.doRegister(ctx, d, job, false, p)
+}
+
+// rebaseScaled decides, for a job with a scaling block whose live job
+// (live, nil when gone) has been read, on the index of the check-and-set.
+// While the live modify index is the one detection saw, nothing changed and
+// no plan is made. Otherwise the job (with the live counts) is planned
+// again: when the diff is the one detection saw and the live job differs
+// from the version at that index only by autoscaled counts, the register
+// moves to the live index (rebase); any other change is a reason to fail,
+// returned in why.
+func (m *Applier) rebaseScaled(ctx context.Context, d *structs.Deployment, job, live *api.Job) (rebase *uint64, why string, err error) {
+	if live != nil && live.JobModifyIndex != nil && *live.JobModifyIndex == d.JobModifyIndex {
+		return nil, "", nil
+	}
+	plan, err := m.nomad.Plan(ctx, job)
+	if err != nil {
+		return nil, "", fmt.Errorf("plan: %w", err)
+	}
+	if plan.JobModifyIndex != d.JobModifyIndex && nomadx.DiffHash(plan.Diff) == d.DiffHash && live != nil &&
+		live.JobModifyIndex != nil && *live.JobModifyIndex == plan.JobModifyIndex {
+		// A scale by an autoscaler is not a change: register on the live
+		// index, with the live counts the plan already used.
+		if why := m.autoscaledOnly(ctx, d, live); why == nil {
+			rebase = &plan.JobModifyIndex
+		} else {
+			m.logger.Debug("the live job changed by more than autoscaled counts", "deployment", d.ID, "change", why)
+		}
+	}
+	if (plan.JobModifyIndex != d.JobModifyIndex && rebase == nil) || nomadx.DiffHash(plan.Diff) != d.DiffHash {
+		return nil, fmt.Sprintf("the job changed since detection (modify index %d, now %d): nothing registered",
+			d.JobModifyIndex, plan.JobModifyIndex), nil
+	}
+	return rebase, "", nil
 }
 
 // doRegister registers job with a check-and-set on the detection index.
 // resumed says that an earlier attempt's outcome is unknown: a failed
 // check-and-set may then be that attempt landing, and is looked into
-// rather than taken as "nothing registered".
-func (m *Applier) doRegister(ctx context.Context, d *structs.Deployment, job *api.Job, resumed bool) error {
+// rather than taken as "nothing registered". The live job read after the
+// register, for the version Nomad gave it, is kept in p for the first
+// health check of the same pass.
+func (m *Applier) doRegister(ctx context.Context, d *structs.Deployment, job *api.Job, resumed bool, p *pass) error {
+	m.beginOwnRegister(d.Key())
 	res, err := m.nomad.Register(ctx, job, d.JobModifyIndex)
+	var index uint64
+	if err == nil {
+		index = res.JobModifyIndex
+	}
+	m.endOwnRegister(d.Key(), d.SpecHash, index)
 	m.noteRefusal(d.Key(), "the register", err)
 	if err != nil {
 		switch {
 		case errors.Is(err, nomadx.ErrIndexMismatch) && resumed:
 			return m.registerOutcome(ctx, d, job)
 		case errors.Is(err, nomadx.ErrIndexMismatch):
-			return m.fail(d, fmt.Sprintf("the job changed before the register (check-and-set on modify index %d failed): nothing registered", d.JobModifyIndex))
+			return m.fail(d, fmt.Sprintf("the job changed since detection (Nomad refused the check-and-set on modify index %d): nothing registered", d.JobModifyIndex))
 		case refused(err) && !resumed:
 			return m.fail(d, fmt.Sprintf("Nomad refused the register: %v: nothing registered", err))
 		}
@@ -262,6 +357,7 @@ func (m *Applier) doRegister(ctx context.Context, d *structs.Deployment, job *ap
 	if err != nil {
 		return fmt.Errorf("read registered job: %w", err)
 	}
+	p.live = live
 	v, reg := version(live), true
 	return m.update(d, &structs.DeploymentPatch{Registered: &reg, JobVersion: &v, NomadEvalID: &res.EvalID,
 		Message: fmt.Sprintf("registered job version %d (evaluation %s)", v, structs.ShortID(res.EvalID))})
@@ -272,7 +368,7 @@ func (m *Applier) doRegister(ctx context.Context, d *structs.Deployment, job *ap
 // only if the job's modify index is still the one read at detection (the
 // check-and-set makes that safe), and only within the apply timeout;
 // otherwise it finds out whether its own register went through.
-func (m *Applier) resumeRegister(ctx context.Context, d *structs.Deployment, now time.Time) error {
+func (m *Applier) resumeRegister(ctx context.Context, d *structs.Deployment, now time.Time, p *pass) error {
 	job, err := decodeJob(d.Spec)
 	if err != nil {
 		return m.fail(d, err.Error())
@@ -294,7 +390,7 @@ func (m *Applier) resumeRegister(ctx context.Context, d *structs.Deployment, now
 			return m.fail(d, fmt.Sprintf("apply timeout: the register did not go through within %s: nothing registered", d.ApplyTimeout))
 		}
 		m.logger.Info("register outcome unknown and the job is unchanged: registering again", "deployment", d.ID)
-		return m.doRegister(ctx, d, job, true)
+		return m.doRegister(ctx, d, job, true, p)
 	}
 	return m.registerOutcome(ctx, d, job)
 }
@@ -335,9 +431,10 @@ func (m *Applier) registerOutcome(ctx context.Context, d *structs.Deployment, jo
 }
 
 // waitHealthy checks the health of the registered version, within the apply
-// timeout; the timeout pauses while canaries wait for promotion.
-func (m *Applier) waitHealthy(ctx context.Context, d *structs.Deployment, now time.Time, timeout time.Duration) error {
-	h, err := m.nomad.Health(ctx, d.Namespace, d.JobID, d.JobVersion, d.NomadEvalID)
+// timeout; the timeout pauses while canaries wait for promotion. live, when
+// set, is the live job as the register's own step read it, in this pass.
+func (m *Applier) waitHealthy(ctx context.Context, d *structs.Deployment, now time.Time, timeout time.Duration, live *api.Job) error {
+	h, err := m.nomad.HealthOf(ctx, d.Namespace, d.JobID, live, d.JobVersion, d.NomadEvalID)
 	if err != nil {
 		return err
 	}

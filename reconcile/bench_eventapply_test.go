@@ -23,7 +23,10 @@ import (
 // the register when pushes come faster than a deployment used to end, a
 // Nomad deployment's success to Nops's completion, a hook run's end to the
 // next step, and the Nomad requests of many deployments waiting for
-// health.
+// health. A push is timed from the post of its webhook (the commit is made
+// before); fetched-p50-ms (the webhook's answer, which comes once the
+// commit is fetched), created-p50-ms (the deployment created) and
+// register-p50-ms (its register intent recorded) say where the time goes.
 //
 // NOPS_BENCH_WAITING sets the number of waiting deployments (default 100).
 func BenchmarkEventApply(b *testing.B) {
@@ -34,16 +37,21 @@ func BenchmarkEventApply(b *testing.B) {
 	for _, gap := range []time.Duration{1500 * time.Millisecond, 6 * time.Second} {
 		b.Run(fmt.Sprintf("push_to_register_%s_apart", gap), func(b *testing.B) {
 			pushes := testutil.BenchSize(10, 2)
-			var lat []time.Duration
+			var lat, fetched, created, register []time.Duration
 			for b.Loop() {
 				for range pushes {
 					start := time.Now()
-					lat = append(lat, w.pushNoWait(b, &rev))
+					st := w.pushNoWait(b, &rev)
+					lat, fetched = append(lat, st.registered), append(fetched, st.fetched)
+					created, register = append(created, st.created), append(register, st.register)
 					time.Sleep(time.Until(start.Add(gap)))
 				}
 			}
 			b.ReportMetric(ms(testutil.Median(lat)), "p50-ms")
 			b.ReportMetric(ms(slices.Max(lat)), "max-ms")
+			b.ReportMetric(ms(testutil.Median(fetched)), "fetched-p50-ms")
+			b.ReportMetric(ms(testutil.Median(created)), "created-p50-ms")
+			b.ReportMetric(ms(testutil.Median(register)), "register-p50-ms")
 		})
 	}
 
@@ -140,38 +148,63 @@ func svcHCL(rev int) string {
 
 // push commits a change of job id and posts a signed push.
 func (w *benchWorld) push(b *testing.B, file, content string) string {
+	commit := w.commitFile(file, content)
+	w.postPush(b, commit)
+	return commit
+}
+
+// commitFile commits content to file and returns the commit.
+func (w *benchWorld) commitFile(file, content string) string {
 	w.repo.WriteFile(file, content)
-	commit := w.repo.Commit("push")
+	return w.repo.Commit("push")
+}
+
+// postPush posts a signed push of commit to the webhook.
+func (w *benchWorld) postPush(b *testing.B, commit string) {
 	body := githubPush(w.url, "main", commit)
 	if code, raw := postWebhook(b, w.s.URL, body, map[string]string{"X-Hub-Signature-256": githubSignature(w.secret, body)}); code != 200 {
 		b.Fatalf("webhook: %d %s", code, raw)
 	}
-	return commit
 }
 
-// pushNoWait pushes a change of job "pushed" and returns the time from the
-// post to Nomad's new job version, without waiting for the deployment to
-// end.
-func (w *benchWorld) pushNoWait(b *testing.B, rev *int) time.Duration {
+// pushSteps is where the time of one push went, from the post of its
+// webhook: the webhook answered (the commit fetched), the deployment
+// created, its register intent recorded, and Nomad's new job version seen.
+type pushSteps struct {
+	fetched, created, register, registered time.Duration
+}
+
+// pushNoWait commits a change of job "pushed", then posts its push and
+// returns the times of its steps from the post, without waiting for the
+// deployment to end.
+func (w *benchWorld) pushNoWait(b *testing.B, rev *int) pushSteps {
 	*rev++
 	live, _, err := w.nomad.Client.Jobs().Info("pushed", nil)
 	if err != nil {
 		b.Fatal(err)
 	}
+	commit := w.commitFile(jobFile("pushed"), benchJobHCL("pushed", structs.PolicyAuto, *rev))
 	start := time.Now()
-	commit := w.push(b, jobFile("pushed"), benchJobHCL("pushed", structs.PolicyAuto, *rev))
+	w.postPush(b, commit)
+	st := pushSteps{fetched: time.Since(start)}
 	index := *live.ModifyIndex
 	for time.Since(start) < time.Minute {
 		j, meta, err := w.nomad.Client.Jobs().Info("pushed", &nomadapi.QueryOptions{WaitIndex: index, WaitTime: 30 * time.Second})
 		if err == nil && *j.Version > *live.Version {
-			return time.Since(start)
+			st.registered = time.Since(start)
+			for _, d := range w.s.Deployments("default", "pushed") {
+				if d.Commit == commit {
+					st.created, st.register = d.CreatedAt.Sub(start), d.RegisterStartedAt.Sub(start)
+				}
+			}
+			return st
 		}
 		if err == nil {
 			index = meta.LastIndex
 		}
 	}
 	b.Fatalf("Nomad never saw the push of commit %s", commit[:8])
-	return 0
+	return st
 }
 
 // deployService pushes a change of "svc" and waits for its deployment to

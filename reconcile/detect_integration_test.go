@@ -31,8 +31,7 @@ func TestDetect_AutoPolicyCompletes(t *testing.T) {
 	}
 	e.wantEvents(d.ID,
 		ev{"", "detected", "drift detected at commit " + head[:8]},
-		ev{"detected", "applying", "policy auto"},
-		ev{"applying", "applying", "registering with check-and-set on modify index 0"},
+		ev{"detected", "applying", "policy auto: starting; registering with check-and-set on modify index 0"},
 		ev{"applying", "applying", "registered job version 0"},
 		ev{"applying", "completed", "healthy"},
 	)

@@ -23,6 +23,8 @@ type Detector struct {
 	// Guarded by core.mu.
 	parsed map[string]parseResult
 	seen   map[string]observed
+	// registering are the registers in flight, by job key (ownregister.go).
+	registering ownRegisters
 	// replanDeferred counts the due re-plans deferred for lack of budget
 	// or to yield, replanGranted the re-plans granted, since the detection
 	// loop last looked.

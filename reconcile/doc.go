@@ -27,7 +27,10 @@
 //   - Every step records its state through Raft before it calls Nomad; a
 //     deposed leader's proposal fails, so it cannot act twice.
 //   - A register is a check-and-set on the job modify index read at
-//     detection; a hook dispatch carries an idempotency token unique to
+//     detection, made without planning again (the detection plan holds
+//     while that index does); its answer tells detection that the job is
+//     in sync at the new index, so its own event plans nothing
+//     (ownregister.go). A hook dispatch carries an idempotency token unique to
 //     (deployment, phase, position), and a dispatch whose outcome is unknown
 //     and has no run in Nomad fails rather than run twice.
 //   - The loops change state only by proposing entries; they never write the

@@ -214,6 +214,9 @@ func (m *Manager) liveChangeOfManaged(index uint64, changes []nomadx.JobChange) 
 			ns = "default"
 		}
 		key := structs.JobKey(ns, c.JobID)
+		if m.detector.registering.hold(key, index, c) {
+			continue
+		}
 		prev, ok := m.detector.seen[key]
 		if !ok {
 			continue

@@ -67,7 +67,11 @@ func New(cfg Config, srv Server, nomad *nomadx.Client, git *gitwatch.Watcher, lo
 	c.metrics = newMetrics(cfg.Registerer, c)
 	d := &Detector{core: c, replan: nomadx.NewBudget(cfg.ReplanRate)}
 	d.rules.every.Store(int64(cfg.FullPlanInterval))
-	return &Manager{core: c, Query: &Query{server: srv, client: nomad}, detector: d, applier: &Applier{core: c}}
+	return &Manager{
+		core: c, Query: &Query{server: srv, client: nomad},
+		detector: d,
+		applier:  &Applier{core: c, detector: d},
+	}
 }
 
 // withDefaults fills in the settings cfg leaves unset.

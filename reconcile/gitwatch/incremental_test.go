@@ -1,6 +1,11 @@
 package gitwatch
 
 import (
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"sync/atomic"
 	"testing"
 
 	"github.com/nops-dev/nops/testutil"
@@ -66,4 +71,51 @@ func TestWatcher_FetchesIntoTheLastClone(t *testing.T) {
 	if files = fetch(0); files["a.nomad.hcl"].Content != `job "a" { again = true }` {
 		t.Fatalf("snapshot after a new clone: %v", files)
 	}
+}
+
+// TestWatcher_NewCommitCostsOneListAndOneFetch: once a configured branch
+// has a clone, a new commit costs the remote two requests (the fetch's
+// list of refs and the fetch of the objects), with no separate list
+// first, and a fetch that finds the head unmoved costs one.
+func TestWatcher_NewCommitCostsOneListAndOneFetch(t *testing.T) {
+	repo := testutil.NewGitRepo(t)
+	repo.WriteFile("a.nomad.hcl", `job "a" {}`)
+	repo.Commit("one job")
+	backend, err := url.Parse(repo.ServeHTTP(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var requests atomic.Int64
+	proxy := httputil.NewSingleHostReverseProxy(&url.URL{Scheme: backend.Scheme, Host: backend.Host})
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		requests.Add(1)
+		proxy.ServeHTTP(w, r)
+	}))
+	t.Cleanup(front.Close)
+	w := newWatcher(t, RepoConfig{Name: "r", URL: front.URL + backend.Path, Branch: "main"})
+	ctx := ctxFor(t)
+	fetch := func(what string, want int64) {
+		t.Helper()
+		requests.Store(0)
+		if err := w.FetchNow(ctx, "r"); err != nil {
+			t.Fatal(err)
+		}
+		if s := w.Snapshot("r"); s == nil || s.Commit != repo.Head() {
+			t.Fatalf("%s: snapshot %+v, want the head %s", what, s, repo.Head())
+		}
+		if got := requests.Load(); got != want {
+			t.Fatalf("%s: %d requests to the remote, want %d", what, got, want)
+		}
+	}
+	requests.Store(0)
+	if err := w.FetchNow(ctx, "r"); err != nil {
+		t.Fatal(err)
+	}
+	repo.WriteFile("a.nomad.hcl", `job "a" { changed = true }`)
+	repo.Commit("change a")
+	fetch("a new commit", 2)
+	if f := fileMap(w.Snapshot("r"))["a.nomad.hcl"]; f.Content != `job "a" { changed = true }` {
+		t.Fatalf("fetched file: %q", f.Content)
+	}
+	fetch("no new commit", 1)
 }

@@ -419,11 +419,19 @@ func (w *Watcher) fetch(ctx context.Context, r *repo) error {
 }
 
 // fetchSnapshot returns the snapshot of the remote head, or nil when the
-// head is the one of the current snapshot.
+// head is the one of the current snapshot. A configured branch with a
+// clone of the last fetch is fetched into at once (fetchInto): the fetch's
+// own list of the remote's refs tells whether the head moved, so a new
+// commit costs the remote one list and one fetch, not a list first. Any
+// other case, or a fetch into the clone that fails, lists the remote's
+// refs and clones the head if it moved.
 func (r *repo) fetchSnapshot(ctx context.Context) (*Snapshot, error) {
 	auth, err := r.cfg.authMethod()
 	if err != nil {
 		return nil, err
+	}
+	if snap, ok := r.fetchInto(ctx, auth); ok {
+		return snap, nil
 	}
 	head, branch, err := r.remoteHead(ctx, auth)
 	if err != nil {
@@ -435,23 +443,21 @@ func (r *repo) fetchSnapshot(ctx context.Context) (*Snapshot, error) {
 	if cur != nil && cur.Commit == head.String() {
 		return nil, nil
 	}
-	snap, err := r.fetchInto(ctx, auth, branch)
-	if err == nil && snap != nil {
-		return snap, nil
-	}
-	if err != nil {
-		r.logger.Debug("fetch into the last clone failed; cloning again", "error", r.scrub(err))
-	}
 	return r.clone(ctx, auth, branch)
 }
 
-// fetchInto fetches the branch into the clone of the last fetch, which then
-// receives only the objects it lacks (a commit that changes one of 10,000
-// files brings one file, not 10,000), and reads the new head's job files.
-// It returns nil and no error when there is no clone to fetch into.
-func (r *repo) fetchInto(ctx context.Context, auth transport.AuthMethod, branch string) (*Snapshot, error) {
-	if r.local == nil || branch == "" || branch != r.localBranch || r.fetches >= maxIncrementalFetches {
-		return nil, nil
+// fetchInto fetches the configured branch into the clone of the last
+// fetch, which then receives only the objects it lacks (a commit that
+// changes one of 10,000 files brings one file, not 10,000), and reads the
+// new head's job files. ok is false when there is no clone to fetch into,
+// or the fetch failed; snap is nil when the head did not move.
+func (r *repo) fetchInto(ctx context.Context, auth transport.AuthMethod) (snap *Snapshot, ok bool) {
+	branch := r.cfg.Branch
+	r.mu.RLock()
+	cur := r.snapshot
+	r.mu.RUnlock()
+	if r.local == nil || cur == nil || branch == "" || branch != r.localBranch || r.fetches >= maxIncrementalFetches {
+		return nil, false
 	}
 	local := r.local
 	// Whatever happens, the next fetch clones again unless this one works.
@@ -466,18 +472,24 @@ func (r *repo) fetchInto(ctx context.Context, auth transport.AuthMethod, branch 
 		Force:      true,
 	})
 	if err != nil && !errors.Is(err, git.NoErrAlreadyUpToDate) {
-		return nil, fmt.Errorf("fetch: %w", err)
+		r.logger.Debug("fetch into the last clone failed; listing the remote and cloning again", "error", r.scrub(err))
+		return nil, false
 	}
 	ref, err := local.Reference(tracking, true)
 	if err != nil {
-		return nil, fmt.Errorf("read fetched head: %w", err)
+		r.logger.Debug("fetched head not found; listing the remote and cloning again", "error", r.scrub(err))
+		return nil, false
 	}
-	snap, err := r.snapshotOf(local, ref.Hash(), branch)
-	if err != nil {
-		return nil, err
+	if ref.Hash().String() == cur.Commit {
+		r.local = local
+		return nil, true
+	}
+	if snap, err = r.snapshotOf(local, ref.Hash(), branch); err != nil {
+		r.logger.Debug("fetched head not read; listing the remote and cloning again", "error", r.scrub(err))
+		return nil, false
 	}
 	r.local, r.fetches = local, r.fetches+1
-	return snap, nil
+	return snap, true
 }
 
 // remoteHead asks the remote for the commit the followed branch points to.

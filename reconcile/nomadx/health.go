@@ -106,13 +106,23 @@ type HealthResult struct {
 // evalID may be empty (for example after a failover); the job's evaluations
 // are then consulted instead.
 func (c *Client) Health(ctx context.Context, ns, jobID string, version uint64, evalID string) (HealthResult, error) {
+	return c.HealthOf(ctx, ns, jobID, nil, version, evalID)
+}
+
+// HealthOf is Health with the live job, when the caller has just read it
+// (job nil: it is read here). A periodic or parameterized job is judged
+// from the job alone, with no other request: Nomad makes no evaluation,
+// hence no deployment, when such a job is registered.
+func (c *Client) HealthOf(ctx context.Context, ns, jobID string, job *api.Job, version uint64, evalID string) (HealthResult, error) {
 	ns = namespaceOrDefault(ns)
-	job, err := c.Job(ctx, ns, jobID)
-	if err != nil {
-		if isJobNotFound(err) {
-			return HealthResult{State: HealthFailed, Message: fmt.Sprintf("job %q no longer exists in Nomad", jobID)}, nil
+	if job == nil {
+		var err error
+		if job, err = c.Job(ctx, ns, jobID); err != nil {
+			if isJobNotFound(err) {
+				return HealthResult{State: HealthFailed, Message: fmt.Sprintf("job %q no longer exists in Nomad", jobID)}, nil
+			}
+			return HealthResult{}, err
 		}
-		return HealthResult{}, err
 	}
 	if deref(job.Stop) {
 		return HealthResult{State: HealthFailed, Message: fmt.Sprintf("job %q was stopped", jobID)}, nil
@@ -120,6 +130,9 @@ func (c *Client) Health(ctx context.Context, ns, jobID string, version uint64, e
 	current := deref(job.Version)
 	if current < version {
 		return HealthResult{State: HealthPending, Message: fmt.Sprintf("Nomad still shows job version %d, waiting for version %d", current, version)}, nil
+	}
+	if job.IsPeriodic() || job.IsParameterized() {
+		return HealthResult{State: HealthHealthy, Message: "periodic or parameterized job: healthy once registered"}, nil
 	}
 
 	// A Nomad deployment for this version decides.
@@ -138,10 +151,6 @@ func (c *Client) Health(ctx context.Context, ns, jobID string, version uint64, e
 	}
 	if dep != nil {
 		return deploymentHealth(dep, job, version), nil
-	}
-
-	if job.IsPeriodic() || job.IsParameterized() {
-		return HealthResult{State: HealthHealthy, Message: "periodic or parameterized job: healthy once registered"}, nil
 	}
 
 	// No deployment yet: the evaluation may still create one.
