@@ -51,8 +51,8 @@ func replanManager(t *testing.T, rate int) *Detector {
 func TestPlanDue(t *testing.T) {
 	m := replanManager(t, 3)
 	now := time.Now()
-	job := &declared{job: &api.Job{ID: new(string)}}
-	scaled := &declared{job: &api.Job{ID: new(string), TaskGroups: []*api.TaskGroup{{Scaling: &api.ScalingPolicy{}}}}}
+	job := &declared{spec: mustJobSpec(t, &api.Job{ID: new(string)})}
+	scaled := &declared{spec: mustJobSpec(t, &api.Job{ID: new(string), TaskGroups: []*api.TaskGroup{{Scaling: &api.ScalingPolicy{}}}})}
 
 	if m.planDue(job, observed{planned: now.Add(-m.cfg.FullPlanInterval + time.Second)}, now) {
 		t.Fatal("a job planned less than FullPlanInterval ago is due")
@@ -117,7 +117,7 @@ func TestPlanDue(t *testing.T) {
 func TestPlanDue_YieldIsBounded(t *testing.T) {
 	m := replanManager(t, 3)
 	now := time.Now()
-	job := &declared{job: &api.Job{ID: new(string)}}
+	job := &declared{spec: mustJobSpec(t, &api.Job{ID: new(string)})}
 	m.TriggerDetection()
 	m.prompt.Store(m.asked.Swap(false))
 	if m.planDue(job, observed{planned: now.Add(-2*m.cfg.FullPlanInterval + time.Second)}, now) {
@@ -137,7 +137,7 @@ func TestReplanNext_PacesPlansOutsideTheBudget(t *testing.T) {
 	id := "web"
 	plan := func() { _, _ = m.nomad.Plan(context.Background(), &api.Job{ID: &id}) }
 	now := time.Now()
-	job := &declared{job: &api.Job{ID: new(string)}}
+	job := &declared{spec: mustJobSpec(t, &api.Job{ID: new(string)})}
 	old := observed{planned: now.Add(-m.cfg.FullPlanInterval)}
 	before := m.nomad.Stats()
 	// 4 re-plans granted and made, 10 plans of drifting jobs, 1 deferred.
@@ -156,4 +156,13 @@ func TestReplanNext_PacesPlansOutsideTheBudget(t *testing.T) {
 	if want := 10 * time.Second / 4; !ok || next != want {
 		t.Fatalf("next cycle %s %v, want %s", next, ok, want)
 	}
+}
+
+func mustJobSpec(t *testing.T, j *api.Job) *jobSpec {
+	t.Helper()
+	s, err := newJobSpec(j)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }
