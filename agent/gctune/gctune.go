@@ -18,9 +18,12 @@
 // An idle server allocates little, and a floor would only keep the heap
 // (and the memory the process holds) high for no CPU saved. Once the
 // allocation has stayed under that rate for quietWindow, the Tuner gives
-// the process its own GOGC back and, once, returns the memory the heap
-// no longer needs to the system (debug.FreeOSMemory): the resident set of
-// an idle server is what its live heap needs, as with GOGC alone.
+// the process its own GOGC back. While it stays under, the Tuner returns
+// the free heap to the system (debug.FreeOSMemory, which collects first)
+// when there is at least minReturn of it, at most once every quietWindow:
+// the runtime's scavenger keeps about the heap target (twice the live
+// heap with GOGC 100), which an idle server may take minutes to grow to
+// again, so its resident set stays near what its live heap needs.
 //
 // Guarantees: the Tuner never sets GOGC below the process's own (it only
 // raises the target), and never raises it past maxPercent (a tiny heap is
@@ -56,6 +59,11 @@ const (
 	gogcMetric = "/gc/gogc:percent"
 	// allocsMetric is the bytes allocated on the heap since the start.
 	allocsMetric = "/gc/heap/allocs:bytes"
+	// freeMetric is the heap memory that is free, and resident: not yet
+	// given back to the system.
+	freeMetric = "/memory/classes/heap/free:bytes"
+	// minReturn is the least free heap a quiet Tuner gives back.
+	minReturn = 8 << 20
 
 	// heavyRate is the collections a second, with the process's GOGC
 	// alone, from which the floor applies: below it the collector takes
@@ -131,14 +139,17 @@ func (t *Tuner) Stop() {
 }
 
 // watch measures the allocation rate every t.every and turns the floor on
-// when it is heavy, off once it has stayed light for t.quiet.
+// when it is heavy, off once it has stayed light for t.quiet. While it is
+// light, at most once every t.quiet, it gives the free heap back to the
+// system when there is at least minReturn of it (the heap a heavy phase or
+// the last cycle of GOGC let grow).
 func (t *Tuner) watch() {
 	tick := time.NewTicker(t.every)
 	defer tick.Stop()
-	s := []metrics.Sample{{Name: allocsMetric}, {Name: liveMetric}}
+	s := []metrics.Sample{{Name: allocsMetric}, {Name: liveMetric}, {Name: freeMetric}}
 	metrics.Read(s)
 	last, lastAt := readUint(s[0]), time.Now()
-	var heavyAt time.Time
+	var heavyAt, returnedAt time.Time
 	for {
 		select {
 		case <-t.done:
@@ -152,19 +163,22 @@ func (t *Tuner) watch() {
 				heavyAt = now
 			}
 			heavy := !heavyAt.IsZero() && now.Sub(heavyAt) < t.quiet
-			if t.setHeavy(heavy) && !heavy {
-				// The heap the floor let grow is garbage now:
-				// give it back rather than wait for the
-				// scavenger.
+			t.setHeavy(heavy)
+			if !heavy && now.Sub(returnedAt) >= t.quiet && readUint(s[2]) >= minReturn {
+				// Rather than wait for the scavenger, which keeps
+				// about the heap target: an idle server allocates
+				// little, and may not grow to the target again
+				// before its next collection.
 				debug.FreeOSMemory()
+				returnedAt = time.Now()
 			}
 		}
 	}
 }
 
 // setHeavy records whether the allocation is heavy and tunes GOGC when
-// that changed, which it reports.
-func (t *Tuner) setHeavy(heavy bool) bool {
+// that changed.
+func (t *Tuner) setHeavy(heavy bool) {
 	t.mu.Lock()
 	changed := t.heavy != heavy && !t.stopped
 	t.heavy = heavy
@@ -173,7 +187,6 @@ func (t *Tuner) setHeavy(heavy bool) bool {
 		t.logger.Debug("allocation rate changed", "heavy", heavy)
 		t.tune()
 	}
-	return changed
 }
 
 // collectionRate returns the collections a second that GOGC base alone

@@ -3,6 +3,7 @@ package gctune
 import (
 	"runtime"
 	"runtime/debug"
+	"runtime/metrics"
 	"testing"
 	"time"
 
@@ -172,6 +173,49 @@ func TestStart_LargeLiveHeapKeepsGOGC(t *testing.T) {
 		t.Fatalf("GOGC with a live heap above the floor = %d, want 100", got)
 	}
 	runtime.KeepAlive(live)
+}
+
+func TestStart_ReturnsFreeHeapWhenQuiet(t *testing.T) {
+	defer debug.SetGCPercent(debug.SetGCPercent(100))
+	// 32 MiB live through a collection, then garbage: free heap the
+	// runtime keeps resident for a while.
+	big := make([][]byte, 32)
+	for i := range big {
+		big[i] = make([]byte, 1<<20)
+	}
+	runtime.GC()
+	runtime.KeepAlive(big)
+	big = nil
+	runtime.GC()
+	forced := func() uint64 {
+		s := []metrics.Sample{{Name: "/gc/cycles/forced:gc-cycles"}}
+		metrics.Read(s)
+		return readUint(s[0])
+	}
+	before := forced()
+	tu := start(1<<30, hclog.NewNullLogger(), 20*time.Millisecond, 200*time.Millisecond)
+	defer tu.Stop()
+	// The first quiet check returns it (debug.FreeOSMemory, a forced
+	// collection); the next return waits for the quiet window.
+	free := func() uint64 {
+		s := []metrics.Sample{{Name: freeMetric}}
+		metrics.Read(s)
+		return readUint(s[0])
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for forced() == before || free() >= minReturn {
+		if time.Now().After(deadline) {
+			t.Fatalf("free resident heap %d bytes, %d forced collections: the free heap was not returned", free(), forced()-before)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	tu.Stop()
+	// A stopped tuner returns nothing.
+	before = forced()
+	time.Sleep(300 * time.Millisecond)
+	if forced() != before {
+		t.Fatal("a stopped tuner forced a collection")
+	}
 }
 
 func TestStart_OffOrZeroChangesNothing(t *testing.T) {
