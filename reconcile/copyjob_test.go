@@ -77,8 +77,8 @@ func TestJobSpec(t *testing.T) {
 	if *again.ID != name || again.TaskGroups[0].Tasks[0].Config["image"] != image {
 		t.Fatal("changing one unpacked job changed the next")
 	}
-	if len(s.packed) >= len(want) {
-		t.Errorf("packed job of %d bytes for %d of JSON", len(s.packed), len(want))
+	if len(s.packed) >= len(want) || cap(s.packed) >= len(want) {
+		t.Errorf("packed job of %d bytes (capacity %d) for %d of JSON", len(s.packed), cap(s.packed), len(want))
 	}
 
 	scaled, err := newJobSpec(&api.Job{ID: &name, TaskGroups: []*api.TaskGroup{{Scaling: &api.ScalingPolicy{}}}})

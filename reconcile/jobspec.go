@@ -1,6 +1,7 @@
 package reconcile
 
 import (
+	"bytes"
 	"fmt"
 
 	"github.com/hashicorp/nomad/api"
@@ -39,7 +40,9 @@ func newJobSpec(j *api.Job) (*jobSpec, error) {
 		head:     &api.Job{ID: j.ID, Namespace: j.Namespace, Meta: j.Meta},
 		specHash: nomadx.SpecHash(j, nil),
 		scaling:  hasScaling(j),
-		packed:   s2.EncodeBetter(nil, raw),
+		// EncodeBetter writes into a buffer of the largest size an
+		// encoding can take: keep only what it used.
+		packed: bytes.Clone(s2.EncodeBetter(nil, raw)),
 	}, nil
 }
 
