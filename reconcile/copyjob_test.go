@@ -48,8 +48,8 @@ func TestJobSpec(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.head.TaskGroups != nil || s.head.Type != nil || *s.head.ID != name || *s.head.Namespace != ns || s.head.Meta["nops_managed"] != "true" {
-		t.Fatalf("head holds more or less than the identity and meta: %+v", s.head)
+	if s.id != name || s.namespace != ns || s.meta["nops_managed"] != "true" {
+		t.Fatalf("kept identity %q/%q and meta %v, want %s/%s and the job's", s.namespace, s.id, s.meta, ns, name)
 	}
 	if s.scaling {
 		t.Fatal("a job without a scaling block is said to scale")

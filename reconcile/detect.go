@@ -49,7 +49,7 @@ type declared struct {
 	info gitwatch.CommitInfo
 }
 
-func (d *declared) key() string { return structs.JobKey(ns(d.spec.head), id(d.spec.head)) }
+func (d *declared) key() string { return structs.JobKey(d.spec.namespace, d.spec.id) }
 
 // hookJob returns the whole job of a hook, decoded once for the cycle and
 // shared by the jobs that use the hook: callers must not change it.
@@ -67,7 +67,7 @@ func (d *declared) hookJob() (*api.Job, error) {
 // errorStatus is the observed status of a job that cannot be detected: the
 // declaration's identity in file (or files), sync error, and errs.
 func (d *declared) errorStatus(file string, errs ...string) *structs.JobStatus {
-	return &structs.JobStatus{Namespace: ns(d.spec.head), JobID: id(d.spec.head), Repository: d.repo, File: file,
+	return &structs.JobStatus{Namespace: d.spec.namespace, JobID: d.spec.id, Repository: d.repo, File: file,
 		Commit: d.commit, Policy: d.meta.Policy, Sync: structs.SyncError, Errors: errs}
 }
 
@@ -248,7 +248,7 @@ func (m *Detector) detectJobs(ctx context.Context, c *cycle) error {
 			}
 			m.logger.Error("detection failed for job", "job", key, "error", err)
 			// Its windows' boundaries still matter to it.
-			c.res.lookAgain(c.schedule.NextBoundaryFor(ns(d.spec.head), id(d.spec.head)))
+			c.res.lookAgain(c.schedule.NextBoundaryFor(d.spec.namespace, d.spec.id))
 			status = d.errorStatus(d.file, err.Error())
 		}
 		status.Errors = append(status.Errors, m.refusalsOf(key)...)
@@ -356,11 +356,11 @@ func (m *Detector) classify(files []declaredFile) (map[string]*declared, map[str
 	byKey := map[string][]*declared{}
 	problems := map[string]*structs.JobStatus{}
 	for _, f := range files {
-		jm := meta.Read(f.file, f.spec.head, m.jobDefaults())
+		jm := meta.Read(f.file, &api.Job{Meta: f.spec.meta}, m.jobDefaults())
 		if !jm.Considered() {
 			continue
 		}
-		if !m.managesNamespace(ns(f.spec.head)) {
+		if !m.managesNamespace(f.spec.namespace) {
 			continue
 		}
 		d := &declared{repo: f.repo, commit: f.commit, file: f.file, spec: f.spec, meta: jm,

@@ -22,7 +22,7 @@ func (m *Detector) frozenHooks(d *declared, hooks map[string]*declared) ([]struc
 	var problems []string
 	add := func(phase structs.HookPhase, names []string) error {
 		for i, name := range names {
-			h, ok := hooks[structs.JobKey(ns(d.spec.head), name)]
+			h, ok := hooks[structs.JobKey(d.spec.namespace, name)]
 			var found *meta.Declared
 			var hj *api.Job
 			if ok {
@@ -32,7 +32,7 @@ func (m *Detector) frozenHooks(d *declared, hooks map[string]*declared) ([]struc
 				}
 				found = &meta.Declared{File: h.file, Job: hj, Meta: h.meta}
 			}
-			if p := meta.HookProblem(phase, name, ns(d.spec.head), found); p != "" {
+			if p := meta.HookProblem(phase, name, d.spec.namespace, found); p != "" {
 				problems = append(problems, p)
 				continue
 			}
@@ -75,7 +75,7 @@ func (m *Detector) detectJob(ctx context.Context, d *declared, c *cycle) (*decis
 // plan (or the last one, while it still answers), and what the replicated
 // state holds about it.
 func (m *Detector) observe(ctx context.Context, d *declared, c *cycle) (*jobView, error) {
-	v := &jobView{namespace: ns(d.spec.head), jobID: id(d.spec.head), repo: d.repo, commit: d.commit, file: d.file,
+	v := &jobView{namespace: d.spec.namespace, jobID: d.spec.id, repo: d.repo, commit: d.commit, file: d.file,
 		policy: d.meta.Policy, windows: c.windows, schedule: c.schedule, now: c.now, decl: d}
 	var err error
 	if v.hooks, v.hookProblems, err = m.frozenHooks(d, c.hooks); err != nil {

@@ -8,6 +8,7 @@ import (
 	"github.com/klauspost/compress/s2"
 
 	"github.com/nops-dev/nops/reconcile/nomadx"
+	"github.com/nops-dev/nops/structs/meta"
 )
 
 // jobSpec is the parse of one job file as the detector keeps it between
@@ -19,9 +20,10 @@ import (
 // group scales) and the whole job only as its JSON, compressed (s2),
 // decoded when a cycle needs it: a plan, a deployment, a hook.
 type jobSpec struct {
-	// head has the job's ID, Namespace and Meta, and nothing else: what
-	// ns, id and meta.Read read.
-	head *api.Job
+	// namespace and id are the job's identity (meta.Identity), meta its
+	// meta (what meta.Read reads).
+	namespace, id string
+	meta          map[string]string
 	// specHash is the job's spec hash without hooks, computed once.
 	specHash string
 	// scaling says a group of the job has a scaling block.
@@ -30,14 +32,15 @@ type jobSpec struct {
 	packed []byte
 }
 
-// newJobSpec keeps a parsed job. j is not kept.
+// newJobSpec keeps a parsed job. j is not kept (its meta map is).
 func newJobSpec(j *api.Job) (*jobSpec, error) {
 	raw, err := encodeJob(j)
 	if err != nil {
 		return nil, err
 	}
+	namespace, id := meta.Identity(j)
 	return &jobSpec{
-		head:     &api.Job{ID: j.ID, Namespace: j.Namespace, Meta: j.Meta},
+		namespace: namespace, id: id, meta: j.Meta,
 		specHash: nomadx.SpecHash(j, nil),
 		scaling:  hasScaling(j),
 		// EncodeBetter writes into a buffer of the largest size an
