@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/hashicorp/nomad/api"
+
+	"github.com/nops-dev/nops/reconcile/nomadx"
 )
 
 // TestCopyJob: a copy shares nothing with the cached parse, and a job that
@@ -30,5 +32,57 @@ func TestCopyJob(t *testing.T) {
 	}
 	if got != nil {
 		t.Fatalf("copyJob failed (%v) but returned a job: %p (cached %p)", err, got, bad)
+	}
+}
+
+// TestJobSpec: the kept parse gives back the whole job, a fresh copy each
+// time, equal to the parsed one; it holds as is only the identity and meta
+// a cycle reads of every job.
+func TestJobSpec(t *testing.T) {
+	name, ns, typ, image := "web", "prod", "service", "nginx:1.27"
+	count := 3
+	job := &api.Job{ID: &name, Namespace: &ns, Type: &typ, Meta: map[string]string{"nops_managed": "true"},
+		TaskGroups: []*api.TaskGroup{{Name: &name, Count: &count, Tasks: []*api.Task{{Name: "web", Driver: "docker",
+			Config: map[string]any{"image": image}}}}}}
+	s, err := newJobSpec(job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.id != name || s.namespace != ns || s.meta["nops_managed"] != "true" {
+		t.Fatalf("kept identity %q/%q and meta %v, want %s/%s and the job's", s.namespace, s.id, s.meta, ns, name)
+	}
+	if s.scaling {
+		t.Fatal("a job without a scaling block is said to scale")
+	}
+	if s.specHash != nomadx.SpecHash(job, nil) {
+		t.Fatal("the kept spec hash is not the job's")
+	}
+	want, err := encodeJob(job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.job()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if raw, _ := encodeJob(got); string(raw) != string(want) {
+		t.Fatalf("the unpacked job differs from the parsed one:\n%s\nwant\n%s", raw, want)
+	}
+	got.TaskGroups[0].Tasks[0].Config["image"] = "changed"
+	*got.ID = "changed"
+	again, err := s.job()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if *again.ID != name || again.TaskGroups[0].Tasks[0].Config["image"] != image {
+		t.Fatal("changing one unpacked job changed the next")
+	}
+	if len(s.packed) >= len(want) || cap(s.packed) >= len(want) {
+		t.Errorf("packed job of %d bytes (capacity %d) for %d of JSON", len(s.packed), cap(s.packed), len(want))
+	}
+
+	scaled, err := newJobSpec(&api.Job{ID: &name, TaskGroups: []*api.TaskGroup{{Scaling: &api.ScalingPolicy{}}}})
+	if err != nil || !scaled.scaling {
+		t.Fatal("a job with a scaling block is not said to scale")
 	}
 }

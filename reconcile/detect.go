@@ -21,10 +21,8 @@ import (
 // its variables file. Only Nomad's verdict on the file is cached, never a
 // failure to reach Nomad.
 type parseResult struct {
-	job *api.Job
-	err error
-	// specHash is the job's spec hash without hooks, computed once.
-	specHash string
+	spec *jobSpec
+	err  error
 }
 
 // observed is what the leader last saw of a job: when its git spec hash and
@@ -37,26 +35,39 @@ type observed struct {
 	planned  time.Time
 }
 
-// declared is one managed job or hook as git declares it. job is shared
-// with the parse cache: copy it before changing it.
+// declared is one managed job or hook as git declares it. spec is shared
+// with the parse cache.
 type declared struct {
 	repo, commit, file string
-	job                *api.Job
+	spec               *jobSpec
 	meta               *meta.Job
-	// specHash is the job's spec hash without hooks.
-	specHash string
+	// hook is the whole job of a hook, decoded once in a cycle (hookJob).
+	hook *api.Job
 	// src is the job file with its variables file, info what the commit
 	// says of itself: a new deployment's commit context (detect_commit.go).
 	src  gitwatch.JobFile
 	info gitwatch.CommitInfo
 }
 
-func (d *declared) key() string { return structs.JobKey(ns(d.job), id(d.job)) }
+func (d *declared) key() string { return structs.JobKey(d.spec.namespace, d.spec.id) }
+
+// hookJob returns the whole job of a hook, decoded once for the cycle and
+// shared by the jobs that use the hook: callers must not change it.
+func (d *declared) hookJob() (*api.Job, error) {
+	if d.hook == nil {
+		j, err := d.spec.job()
+		if err != nil {
+			return nil, err
+		}
+		d.hook = j
+	}
+	return d.hook, nil
+}
 
 // errorStatus is the observed status of a job that cannot be detected: the
 // declaration's identity in file (or files), sync error, and errs.
 func (d *declared) errorStatus(file string, errs ...string) *structs.JobStatus {
-	return &structs.JobStatus{Namespace: ns(d.job), JobID: id(d.job), Repository: d.repo, File: file,
+	return &structs.JobStatus{Namespace: d.spec.namespace, JobID: d.spec.id, Repository: d.repo, File: file,
 		Commit: d.commit, Policy: d.meta.Policy, Sync: structs.SyncError, Errors: errs}
 }
 
@@ -189,7 +200,7 @@ func (m *Detector) parseSnapshots(ctx context.Context, snaps []*gitwatch.Snapsho
 				parseErrs[snap.Repo] = append(parseErrs[snap.Repo], fmt.Sprintf("%s: %v", f.Path, r.err))
 				continue
 			}
-			files = append(files, declaredFile{repo: snap.Repo, commit: snap.Commit, file: f.Path, job: r.job, specHash: r.specHash,
+			files = append(files, declaredFile{repo: snap.Repo, commit: snap.Commit, file: f.Path, spec: r.spec,
 				src: f, info: snap.Info})
 		}
 	}
@@ -244,7 +255,7 @@ func (m *Detector) detectJobs(ctx context.Context, c *cycle) error {
 			m.logger.Error("detection failed for job", "job", key, "error", err)
 			c.res.failed++
 			// Its windows' boundaries still matter to it.
-			c.res.lookAgain(c.schedule.NextBoundaryFor(ns(d.job), id(d.job)))
+			c.res.lookAgain(c.schedule.NextBoundaryFor(d.spec.namespace, d.spec.id))
 			status = d.errorStatus(d.file, err.Error())
 		}
 		status.Errors = append(status.Errors, m.refusalsOf(key)...)
@@ -262,8 +273,7 @@ func (m *Detector) detectJobs(ctx context.Context, c *cycle) error {
 
 type declaredFile struct {
 	repo, commit, file string
-	job                *api.Job
-	specHash           string
+	spec               *jobSpec
 	src                gitwatch.JobFile
 	info               gitwatch.CommitInfo
 }
@@ -291,8 +301,7 @@ func (m *Detector) freshSnapshots() []*gitwatch.Snapshot {
 
 // parse returns the parse of a file: the job, or Nomad's verdict on the file
 // in the result's err. The error it returns itself means Nomad gave no
-// verdict; such a result is not cached. The job is shared with the cache:
-// callers copy it before they change it.
+// verdict; such a result is not cached. The spec is shared with the cache.
 func (m *Detector) parse(ctx context.Context, f gitwatch.JobFile) (parseResult, error) {
 	h := f.ContentHash()
 	m.mu.Lock()
@@ -307,7 +316,11 @@ func (m *Detector) parse(ctx context.Context, f gitwatch.JobFile) (parseResult, 
 	}
 	switch {
 	case err == nil:
-		r = parseResult{job: job, specHash: nomadx.SpecHash(job, nil)}
+		spec, err := newJobSpec(job)
+		if err != nil {
+			return parseResult{}, err
+		}
+		r = parseResult{spec: spec}
 	case errors.Is(err, nomadx.ErrInvalidJob):
 		r = parseResult{err: err}
 	default:
@@ -350,14 +363,14 @@ func (m *Detector) classify(files []declaredFile) (map[string]*declared, map[str
 	byKey := map[string][]*declared{}
 	problems := map[string]*structs.JobStatus{}
 	for _, f := range files {
-		jm := meta.Read(f.file, f.job, m.jobDefaults())
+		jm := meta.Read(f.file, &api.Job{Meta: f.spec.meta}, m.jobDefaults())
 		if !jm.Considered() {
 			continue
 		}
-		if !m.managesNamespace(ns(f.job)) {
+		if !m.managesNamespace(f.spec.namespace) {
 			continue
 		}
-		d := &declared{repo: f.repo, commit: f.commit, file: f.file, job: f.job, meta: jm, specHash: f.specHash,
+		d := &declared{repo: f.repo, commit: f.commit, file: f.file, spec: f.spec, meta: jm,
 			src: f.src, info: f.info}
 		byKey[d.key()] = append(byKey[d.key()], d)
 	}

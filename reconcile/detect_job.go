@@ -22,24 +22,29 @@ func (m *Detector) frozenHooks(d *declared, hooks map[string]*declared) ([]struc
 	var problems []string
 	add := func(phase structs.HookPhase, names []string) error {
 		for i, name := range names {
-			h, ok := hooks[structs.JobKey(ns(d.job), name)]
+			h, ok := hooks[structs.JobKey(d.spec.namespace, name)]
 			var found *meta.Declared
+			var hj *api.Job
 			if ok {
-				found = &meta.Declared{File: h.file, Job: h.job, Meta: h.meta}
+				var err error
+				if hj, err = h.hookJob(); err != nil {
+					return err
+				}
+				found = &meta.Declared{File: h.file, Job: hj, Meta: h.meta}
 			}
-			if p := meta.HookProblem(phase, name, ns(d.job), found); p != "" {
+			if p := meta.HookProblem(phase, name, d.spec.namespace, found); p != "" {
 				problems = append(problems, p)
 				continue
 			}
-			hash := nomadx.JobHash(h.job)
+			hash := nomadx.JobHash(hj)
 			rev := name + "-" + structs.ShortID(hash)
-			spec, err := hookRevisionSpec(h.job, rev)
+			spec, err := hookRevisionSpec(hj, rev)
 			if err != nil {
 				return err
 			}
 			fh := structs.FrozenHook{Name: name, Phase: phase, Position: i, RevisionJobID: rev, Hash: hash,
 				Spec: spec, Timeout: h.meta.HookTimeout}
-			if pj := h.job.ParameterizedJob; pj != nil {
+			if pj := hj.ParameterizedJob; pj != nil {
 				fh.MetaKeys = append(append([]string(nil), pj.MetaRequired...), pj.MetaOptional...)
 			}
 			out = append(out, fh)
@@ -70,13 +75,15 @@ func (m *Detector) detectJob(ctx context.Context, d *declared, c *cycle) (*decis
 // plan (or the last one, while it still answers), and what the replicated
 // state holds about it.
 func (m *Detector) observe(ctx context.Context, d *declared, c *cycle) (*jobView, error) {
-	v := &jobView{namespace: ns(d.job), jobID: id(d.job), repo: d.repo, commit: d.commit, file: d.file,
+	v := &jobView{namespace: d.spec.namespace, jobID: d.spec.id, repo: d.repo, commit: d.commit, file: d.file,
 		policy: d.meta.Policy, windows: c.windows, schedule: c.schedule, now: c.now, decl: d}
 	var err error
 	if v.hooks, v.hookProblems, err = m.frozenHooks(d, c.hooks); err != nil {
 		return nil, err
 	}
-	v.specHash = specHashWithHooks(d, v.hooks, v.hookProblems)
+	if v.specHash, err = specHashWithHooks(d, v.hooks, v.hookProblems); err != nil {
+		return nil, err
+	}
 	if err := m.observePlan(ctx, v, c.live[d.key()]); err != nil {
 		return nil, err
 	}
@@ -88,7 +95,7 @@ func (m *Detector) observe(ctx context.Context, d *declared, c *cycle) (*jobView
 
 // specHashWithHooks is the job's spec hash with its frozen hooks and their
 // problems, so that a change of either is a change of spec.
-func specHashWithHooks(d *declared, frozen []structs.FrozenHook, problems []string) string {
+func specHashWithHooks(d *declared, frozen []structs.FrozenHook, problems []string) (string, error) {
 	var hookHashes []string
 	for _, h := range frozen {
 		hookHashes = append(hookHashes, string(h.Phase)+":"+h.Name+":"+h.Hash)
@@ -97,9 +104,13 @@ func specHashWithHooks(d *declared, frozen []structs.FrozenHook, problems []stri
 		hookHashes = append(hookHashes, "problem:"+p)
 	}
 	if len(hookHashes) == 0 {
-		return d.specHash
+		return d.spec.specHash, nil
 	}
-	return nomadx.SpecHash(d.job, hookHashes)
+	job, err := d.spec.job()
+	if err != nil {
+		return "", err
+	}
+	return nomadx.SpecHash(job, hookHashes), nil
 }
 
 // observePlan plans the job against Nomad (step 5), unless its last plan
@@ -116,7 +127,7 @@ func (m *Detector) observePlan(ctx context.Context, v *jobView, stub *api.JobLis
 		v.inSync = true
 		return nil
 	}
-	job, err := copyJob(v.decl.job)
+	job, err := v.decl.spec.job()
 	if err != nil {
 		return err
 	}
@@ -271,7 +282,7 @@ func (m *Detector) create(ctx context.Context, v *jobView, dec decision) (bool, 
 func (m *Detector) newDeployment(ctx context.Context, d *declared, frozen []structs.FrozenHook, specHash string,
 	plan *nomadx.PlanResult, liveMod uint64, skipRegister bool,
 ) (*structs.Deployment, error) {
-	job, err := copyJob(d.job)
+	job, err := d.spec.job()
 	if err != nil {
 		return nil, err
 	}

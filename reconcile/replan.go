@@ -59,7 +59,7 @@ func (m *Detector) planDue(d *declared, prev observed, now time.Time) bool {
 		return false
 	}
 	cost := 1
-	if hasScaling(d.job) {
+	if d.spec.scaling {
 		cost = 2
 	}
 	if m.replan.Take(cost) {

@@ -51,8 +51,8 @@ func replanManager(t *testing.T, rate int) *Detector {
 func TestPlanDue(t *testing.T) {
 	m := replanManager(t, 3)
 	now := time.Now()
-	job := &declared{job: &api.Job{ID: new(string)}}
-	scaled := &declared{job: &api.Job{ID: new(string), TaskGroups: []*api.TaskGroup{{Scaling: &api.ScalingPolicy{}}}}}
+	job := &declared{spec: mustJobSpec(t, &api.Job{ID: new(string)})}
+	scaled := &declared{spec: mustJobSpec(t, &api.Job{ID: new(string), TaskGroups: []*api.TaskGroup{{Scaling: &api.ScalingPolicy{}}}})}
 
 	if m.planDue(job, observed{planned: now.Add(-m.rules.interval() + time.Second)}, now) {
 		t.Fatal("a job planned less than FullPlanInterval ago is due")
@@ -117,7 +117,7 @@ func TestPlanDue(t *testing.T) {
 func TestPlanDue_YieldIsBounded(t *testing.T) {
 	m := replanManager(t, 3)
 	now := time.Now()
-	job := &declared{job: &api.Job{ID: new(string)}}
+	job := &declared{spec: mustJobSpec(t, &api.Job{ID: new(string)})}
 	m.TriggerDetection()
 	m.prompt.Store(m.asked.Swap(false))
 	if m.planDue(job, observed{planned: now.Add(-2*m.rules.interval() + time.Second)}, now) {
@@ -137,7 +137,7 @@ func TestReplanNext_PacesPlansOutsideTheBudget(t *testing.T) {
 	id := "web"
 	plan := func() { _, _ = m.nomad.Plan(context.Background(), &api.Job{ID: &id}) }
 	now := time.Now()
-	job := &declared{job: &api.Job{ID: new(string)}}
+	job := &declared{spec: mustJobSpec(t, &api.Job{ID: new(string)})}
 	old := observed{planned: now.Add(-m.rules.interval())}
 	before := m.nomad.Stats()
 	// 4 re-plans granted and made, 10 plans of drifting jobs, 1 deferred.
@@ -205,4 +205,13 @@ func TestDueRules_VersionAndSafetyNet(t *testing.T) {
 	if len(seen) != 1 || r.nextDue(seen) != now.Add(time.Hour) {
 		t.Fatalf("after forgetting the unmanaged jobs: %v", seen)
 	}
+}
+
+func mustJobSpec(t *testing.T, j *api.Job) *jobSpec {
+	t.Helper()
+	s, err := newJobSpec(j)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }

@@ -91,7 +91,8 @@ const (
 	// decompressed.
 	DefaultSnapshotMaxSize = 1 << 30
 	// DefaultGCMinHeap is the heap target the garbage collector of a
-	// server process is kept above (agent/gctune).
+	// server process is kept above while it allocates heavily
+	// (agent/gctune).
 	DefaultGCMinHeap = 128 << 20
 
 	DefaultRepoBranch       = "main"
@@ -285,7 +286,9 @@ type Config struct {
 
 	// GCMinHeap is the heap size, in bytes, toward which the process's
 	// garbage collector's heap target is raised (GOGC at most 500) while
-	// GOGC alone gives less (agent/gctune); 0 leaves GOGC alone. It is the
+	// the process allocates heavily and GOGC alone gives less
+	// (agent/gctune); an idle process collects as GOGC says. 0 leaves
+	// GOGC alone. It is the
 	// process's, so `nops serve` applies it (cmd/nops/command/serve.go), not
 	// agent.Server: a program that embeds servers runs gctune itself.
 	GCMinHeap uint64

@@ -135,7 +135,7 @@ func (c *Config) fields() []field {
 			v: listValue(&c.HTTPAllowedOrigins, nil, checkOrigins)},
 		{name: "snapshot-max-size", usage: "Largest snapshot archive the API restores, uploaded and decompressed, in bytes.",
 			v: uint64Value(&c.SnapshotMaxSize, checkSnapshotMaxSize)},
-		{name: "gc-min-heap", usage: "Heap size, in bytes, toward which the Go garbage collector's heap target is raised (GOGC at most 500) while GOGC alone gives less: fewer collections under load for a small server, for about this much memory at most (0 leaves GOGC alone).",
+		{name: "gc-min-heap", usage: "Heap size, in bytes, toward which the Go garbage collector's heap target is raised (GOGC at most 500) while the server allocates heavily (GOGC alone would collect twice a second or more) and GOGC alone gives less: fewer collections under load for a small server, for about this much memory at most; 30s after the load ends GOGC applies again and the memory is given back (0 leaves GOGC alone).",
 			v: uint64Value(&c.GCMinHeap, checkGCMinHeap)},
 	}
 }

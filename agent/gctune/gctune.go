@@ -1,17 +1,29 @@
 // Package gctune gives the garbage collector of a server process a floor
-// under its heap target.
+// under its heap target while the process allocates heavily.
 //
 // Go collects when the heap has grown by GOGC percent (100 by default)
 // over what the last collection left live. A Nops server's live heap is
 // small (tens of MB) while every write allocates afresh (memdb's tree
 // nodes, the Raft log's pages, the HTTP exchange), so with GOGC alone it
 // collects every few dozen MB of allocation: about ten times a second
-// under a write load, at about a tenth of the process's CPU. A Tuner
-// raises GOGC soon after each collection, so that the heap target (about
-// live × (1 + GOGC/100)) comes up to the floor (minHeap), and it leaves
-// the process's own GOGC once that GOGC alone reaches the floor: a small
-// server trades some memory, up to about minHeap, for fewer collections,
-// and a large one collects exactly as GOGC says.
+// under a write load, at about a tenth of the process's CPU. While the
+// process allocates fast enough that GOGC alone would collect at least
+// heavyRate times a second, a Tuner raises GOGC soon after each
+// collection, so that the heap target (about live × (1 + GOGC/100)) comes
+// up to the floor (minHeap); it leaves the process's own GOGC once that
+// GOGC alone reaches the floor. A small server under load trades some
+// memory, up to about minHeap, for fewer collections, and a large one
+// collects exactly as GOGC says.
+//
+// An idle server allocates little, and a floor would only keep the heap
+// (and the memory the process holds) high for no CPU saved. Once the
+// allocation has stayed under that rate for quietWindow, the Tuner gives
+// the process its own GOGC back. While it stays under, the Tuner returns
+// the free heap to the system (debug.FreeOSMemory, which collects first)
+// when there is at least minReturn of it, at most once every quietWindow:
+// the runtime's scavenger keeps about the heap target (twice the live
+// heap with GOGC 100), which an idle server may take minutes to grow to
+// again, so its resident set stays near what its live heap needs.
 //
 // Guarantees: the Tuner never sets GOGC below the process's own (it only
 // raises the target), and never raises it past maxPercent (a tiny heap is
@@ -19,11 +31,12 @@
 // memory limit (GOMEMLIMIT) still bounds the heap as the runtime does.
 // Stop gives the process its GOGC back.
 //
-// The Tuner runs from a cleanup that the runtime queues once a collection
-// has swept. When collections follow each other closely (a saturated
-// machine), a cleanup may come only every second or third collection, so
-// for a cycle or two after the live heap jumps the target can be what the
-// last GOGC gives rather than the floor.
+// The Tuner sets GOGC from a cleanup that the runtime queues once a
+// collection has swept, and when the load changes. When collections
+// follow each other closely (a saturated machine), a cleanup may come
+// only every second or third collection, so for a cycle or two after the
+// live heap jumps the target can be what the last GOGC gives rather than
+// the floor.
 package gctune
 
 import (
@@ -31,6 +44,7 @@ import (
 	"runtime/debug"
 	"runtime/metrics"
 	"sync"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 )
@@ -43,6 +57,26 @@ const (
 	liveMetric = "/gc/heap/live:bytes"
 	// gogcMetric is the process's GOGC as set now.
 	gogcMetric = "/gc/gogc:percent"
+	// allocsMetric is the bytes allocated on the heap since the start.
+	allocsMetric = "/gc/heap/allocs:bytes"
+	// freeMetric is the heap memory that is free, and resident: not yet
+	// given back to the system.
+	freeMetric = "/memory/classes/heap/free:bytes"
+	// minReturn is the least free heap a quiet Tuner gives back.
+	minReturn = 8 << 20
+
+	// heavyRate is the collections a second, with the process's GOGC
+	// alone, from which the floor applies: below it the collector takes
+	// a few percent of a CPU at most.
+	heavyRate = 2
+	// minGoal is the least heap target the runtime uses (4 MiB), so the
+	// least growth between two collections a heap of a few MB gets.
+	minGoal = 4 << 20
+	// checkEvery is how often a Tuner measures the allocation rate, and
+	// quietWindow how long the rate stays under heavyRate before the
+	// floor is dropped.
+	checkEvery  = time.Second
+	quietWindow = 30 * time.Second
 )
 
 // Tuner sets GOGC soon after each collection from the live heap it left. GOGC
@@ -55,13 +89,24 @@ type Tuner struct {
 	// sets, and what Stop restores.
 	base int
 
+	// every and quiet are checkEvery and quietWindow (shorter in tests).
+	every, quiet time.Duration
+	done         chan struct{}
+
 	mu      sync.Mutex
 	stopped bool
+	// heavy says the allocation rate was at least heavyRate within the
+	// last quiet window: the floor applies.
+	heavy bool
 }
 
 // Start starts a Tuner whose heap target is at least about minHeap bytes.
 // It returns nil, and changes nothing, when minHeap is 0 or GOGC is off.
 func Start(minHeap uint64, logger hclog.Logger) *Tuner {
+	return start(minHeap, logger, checkEvery, quietWindow)
+}
+
+func start(minHeap uint64, logger hclog.Logger, every, quiet time.Duration) *Tuner {
 	if minHeap == 0 {
 		return nil
 	}
@@ -70,10 +115,10 @@ func Start(minHeap uint64, logger hclog.Logger) *Tuner {
 		logger.Info("GOGC is off: the heap target floor is not used", "min_heap_bytes", minHeap)
 		return nil
 	}
-	t := &Tuner{logger: logger, minHeap: minHeap, base: base}
-	t.tune()
+	t := &Tuner{logger: logger, minHeap: minHeap, base: base, every: every, quiet: quiet, done: make(chan struct{})}
 	t.arm()
-	logger.Debug("heap target floor set", "min_heap_bytes", minHeap, "gogc", base)
+	go t.watch()
+	logger.Debug("heap target floor set for heavy allocation", "min_heap_bytes", minHeap, "gogc", base)
 	return t
 }
 
@@ -89,7 +134,77 @@ func (t *Tuner) Stop() {
 		return
 	}
 	t.stopped = true
+	close(t.done)
 	debug.SetGCPercent(t.base)
+}
+
+// watch measures the allocation rate every t.every and turns the floor on
+// when it is heavy, off once it has stayed light for t.quiet. While it is
+// light, at most once every t.quiet, it gives the free heap back to the
+// system when there is at least minReturn of it (the heap a heavy phase or
+// the last cycle of GOGC let grow).
+func (t *Tuner) watch() {
+	tick := time.NewTicker(t.every)
+	defer tick.Stop()
+	s := []metrics.Sample{{Name: allocsMetric}, {Name: liveMetric}, {Name: freeMetric}}
+	metrics.Read(s)
+	last, lastAt := readUint(s[0]), time.Now()
+	var heavyAt, returnedAt time.Time
+	for {
+		select {
+		case <-t.done:
+			return
+		case now := <-tick.C:
+			metrics.Read(s)
+			allocs := readUint(s[0])
+			rate := collectionRate(allocs-last, now.Sub(lastAt), readUint(s[1]), t.base)
+			last, lastAt = allocs, now
+			if rate >= heavyRate {
+				heavyAt = now
+			}
+			heavy := !heavyAt.IsZero() && now.Sub(heavyAt) < t.quiet
+			t.setHeavy(heavy)
+			if !heavy && now.Sub(returnedAt) >= t.quiet && readUint(s[2]) >= minReturn {
+				// Rather than wait for the scavenger, which keeps
+				// about the heap target: an idle server allocates
+				// little, and may not grow to the target again
+				// before its next collection.
+				debug.FreeOSMemory()
+				returnedAt = time.Now()
+			}
+		}
+	}
+}
+
+// setHeavy records whether the allocation is heavy and tunes GOGC when
+// that changed.
+func (t *Tuner) setHeavy(heavy bool) {
+	t.mu.Lock()
+	changed := t.heavy != heavy && !t.stopped
+	t.heavy = heavy
+	t.mu.Unlock()
+	if changed {
+		t.logger.Debug("allocation rate changed", "heavy", heavy)
+		t.tune()
+	}
+}
+
+// collectionRate returns the collections a second that GOGC base alone
+// would make for allocs bytes allocated over d with a live heap of live
+// bytes.
+func collectionRate(allocs uint64, d time.Duration, live uint64, base int) float64 {
+	if d <= 0 {
+		return 0
+	}
+	growth := max(live*uint64(base)/100, minGoal)
+	return float64(allocs) / float64(growth) / d.Seconds()
+}
+
+func readUint(s metrics.Sample) uint64 {
+	if s.Value.Kind() == metrics.KindUint64 {
+		return s.Value.Uint64()
+	}
+	return 0
 }
 
 // sentinel is an object that only the next collection finds unreachable.
@@ -106,20 +221,21 @@ func (t *Tuner) arm() {
 	}, t)
 }
 
-// tune sets GOGC for the live heap the last collection left. It reports
+// tune sets GOGC for the live heap the last collection left: the floor's
+// while the allocation is heavy, the process's own otherwise. It reports
 // whether the Tuner still runs.
 func (t *Tuner) tune() bool {
 	s := []metrics.Sample{{Name: liveMetric}}
 	metrics.Read(s)
-	var live uint64
-	if s[0].Value.Kind() == metrics.KindUint64 {
-		live = s[0].Value.Uint64()
-	}
-	p := targetPercent(t.minHeap, live, t.base)
+	live := readUint(s[0])
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.stopped {
 		return false
+	}
+	p := t.base
+	if t.heavy {
+		p = targetPercent(t.minHeap, live, t.base)
 	}
 	// GOGC as it is now, not as the Tuner left it: whoever set it since
 	// is overruled, since a process runs one Tuner.

@@ -3,6 +3,7 @@ package gctune
 import (
 	"runtime"
 	"runtime/debug"
+	"runtime/metrics"
 	"testing"
 	"time"
 
@@ -37,31 +38,99 @@ func TestTargetPercent(t *testing.T) {
 	}
 }
 
+func TestCollectionRate(t *testing.T) {
+	const mib = 1 << 20
+	cases := []struct {
+		name   string
+		allocs uint64
+		d      time.Duration
+		live   uint64
+		base   int
+		want   float64
+	}{
+		{"twice the growth in a second", 64 * mib, time.Second, 32 * mib, 100, 2},
+		{"over two seconds", 64 * mib, 2 * time.Second, 32 * mib, 100, 1},
+		{"GOGC 50 grows half as much", 64 * mib, time.Second, 32 * mib, 50, 4},
+		{"a tiny heap grows by the runtime's least goal", 8 * mib, time.Second, 1 * mib, 100, 2},
+		{"no collection yet", 8 * mib, time.Second, 0, 100, 2},
+		{"no time", 8 * mib, 0, 32 * mib, 100, 0},
+		{"nothing allocated", 0, time.Second, 32 * mib, 100, 0},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if got := collectionRate(c.allocs, c.d, c.live, c.base); got != c.want {
+				t.Fatalf("collectionRate(%d, %s, %d, %d) = %v, want %v", c.allocs, c.d, c.live, c.base, got, c.want)
+			}
+		})
+	}
+}
+
 // The tests below change the process's GOGC: none runs in parallel, and
 // each gives the process its GOGC back.
 
-func TestStart_RaisesGOGCAfterEachCollectionAndStopRestores(t *testing.T) {
+// sink keeps allocations from being optimized away.
+var sink []byte
+
+// allocate allocates fast (hundreds of MB a second, far over heavyRate
+// collections a second for this test binary's few MB of live heap) until
+// stop is closed.
+func allocate(stop <-chan struct{}) {
+	for {
+		select {
+		case <-stop:
+			return
+		default:
+		}
+		for range 64 {
+			sink = make([]byte, 64<<10)
+		}
+	}
+}
+
+func TestStart_FloorOnlyWhileAllocationIsHeavy(t *testing.T) {
 	defer debug.SetGCPercent(debug.SetGCPercent(100))
-	// A floor far above this test binary's live heap (a few MB).
-	tu := Start(1<<30, hclog.NewNullLogger())
+	// A floor far above this test binary's live heap (a few MB), a check
+	// every 20ms and a quiet window of 300ms.
+	tu := start(1<<30, hclog.NewNullLogger(), 20*time.Millisecond, 300*time.Millisecond)
 	if tu == nil {
-		t.Fatal("Start returned no tuner")
+		t.Fatal("start returned no tuner")
 	}
 	defer tu.Stop()
-	if got := currentPercent(); got != maxPercent {
-		t.Fatalf("GOGC after Start = %d, want %d (a small live heap)", got, maxPercent)
-	}
-	// Another party sets GOGC back; a later collection tunes it again,
-	// and again: the tuner arms itself anew each time it runs.
+	// Light allocation: the process's own GOGC, even after collections.
 	for range 3 {
-		debug.SetGCPercent(100)
-		waitPercent(t, maxPercent)
+		runtime.GC()
 	}
+	time.Sleep(100 * time.Millisecond)
+	if got := currentPercent(); got != 100 {
+		t.Fatalf("GOGC while idle = %d, want the process's 100", got)
+	}
+	// Heavy allocation: the floor, re-applied after each collection when
+	// another party sets GOGC back.
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		allocate(stop)
+	}()
+	waitPercent(t, maxPercent)
+	debug.SetGCPercent(100)
+	waitPercent(t, maxPercent)
+	close(stop)
+	<-done
+	// Once the quiet window has passed without heavy allocation, the
+	// process's own GOGC again.
+	waitPercent(t, 100)
 	tu.Stop()
 	if got := currentPercent(); got != 100 {
 		t.Fatalf("GOGC after Stop = %d, want the 100 it started from", got)
 	}
-	// A stopped tuner no longer tunes.
+	// A stopped tuner no longer tunes, heavy allocation or not.
+	stop = make(chan struct{})
+	go func() {
+		time.Sleep(200 * time.Millisecond)
+		close(stop)
+	}()
+	allocate(stop)
 	for range 3 {
 		runtime.GC()
 	}
@@ -80,8 +149,22 @@ func TestStart_LargeLiveHeapKeepsGOGC(t *testing.T) {
 		live[i] = make([]byte, 1<<20)
 	}
 	runtime.GC()
-	tu := Start(4<<20, hclog.NewNullLogger())
+	tu := start(4<<20, hclog.NewNullLogger(), 20*time.Millisecond, time.Minute)
 	defer tu.Stop()
+	// Heavy allocation, which turns the floor on: still GOGC, since the
+	// live heap alone brings the target above the floor.
+	stop := make(chan struct{})
+	go func() {
+		time.Sleep(300 * time.Millisecond)
+		close(stop)
+	}()
+	allocate(stop)
+	tu.mu.Lock()
+	heavy := tu.heavy
+	tu.mu.Unlock()
+	if !heavy {
+		t.Fatal("the tuner did not see the allocation as heavy")
+	}
 	for range 3 {
 		runtime.GC()
 	}
@@ -90,6 +173,49 @@ func TestStart_LargeLiveHeapKeepsGOGC(t *testing.T) {
 		t.Fatalf("GOGC with a live heap above the floor = %d, want 100", got)
 	}
 	runtime.KeepAlive(live)
+}
+
+func TestStart_ReturnsFreeHeapWhenQuiet(t *testing.T) {
+	defer debug.SetGCPercent(debug.SetGCPercent(100))
+	// 32 MiB live through a collection, then garbage: free heap the
+	// runtime keeps resident for a while.
+	big := make([][]byte, 32)
+	for i := range big {
+		big[i] = make([]byte, 1<<20)
+	}
+	runtime.GC()
+	runtime.KeepAlive(big)
+	big = nil
+	runtime.GC()
+	forced := func() uint64 {
+		s := []metrics.Sample{{Name: "/gc/cycles/forced:gc-cycles"}}
+		metrics.Read(s)
+		return readUint(s[0])
+	}
+	before := forced()
+	tu := start(1<<30, hclog.NewNullLogger(), 20*time.Millisecond, 200*time.Millisecond)
+	defer tu.Stop()
+	// The first quiet check returns it (debug.FreeOSMemory, a forced
+	// collection); the next return waits for the quiet window.
+	free := func() uint64 {
+		s := []metrics.Sample{{Name: freeMetric}}
+		metrics.Read(s)
+		return readUint(s[0])
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for forced() == before || free() >= minReturn {
+		if time.Now().After(deadline) {
+			t.Fatalf("free resident heap %d bytes, %d forced collections: the free heap was not returned", free(), forced()-before)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	tu.Stop()
+	// A stopped tuner returns nothing.
+	before = forced()
+	time.Sleep(300 * time.Millisecond)
+	if forced() != before {
+		t.Fatal("a stopped tuner forced a collection")
+	}
 }
 
 func TestStart_OffOrZeroChangesNothing(t *testing.T) {
