@@ -26,7 +26,10 @@ import (
 // health. A push is timed from the post of its webhook (the commit is made
 // before); fetched-p50-ms (the webhook's answer, which comes once the
 // commit is fetched), created-p50-ms (the deployment created) and
-// register-p50-ms (its register intent recorded) say where the time goes.
+// register-p50-ms (its register intent recorded) say where the time goes;
+// git-server-p50-ms is the test git server's own time answering the fetch
+// (git http-backend, a process a request, and the git processes it
+// starts), and without-git-server-p50-ms the push's time without it.
 //
 // NOPS_BENCH_WAITING sets the number of waiting deployments (default 100).
 func BenchmarkEventApply(b *testing.B) {
@@ -37,13 +40,14 @@ func BenchmarkEventApply(b *testing.B) {
 	for _, gap := range []time.Duration{1500 * time.Millisecond, 6 * time.Second} {
 		b.Run(fmt.Sprintf("push_to_register_%s_apart", gap), func(b *testing.B) {
 			pushes := testutil.BenchSize(10, 2)
-			var lat, fetched, created, register []time.Duration
+			var lat, fetched, created, register, gitServer, own []time.Duration
 			for b.Loop() {
 				for range pushes {
 					start := time.Now()
 					st := w.pushNoWait(b, &rev)
 					lat, fetched = append(lat, st.registered), append(fetched, st.fetched)
 					created, register = append(created, st.created), append(register, st.register)
+					gitServer, own = append(gitServer, st.gitServer), append(own, st.registered-st.gitServer)
 					time.Sleep(time.Until(start.Add(gap)))
 				}
 			}
@@ -52,6 +56,8 @@ func BenchmarkEventApply(b *testing.B) {
 			b.ReportMetric(ms(testutil.Median(fetched)), "fetched-p50-ms")
 			b.ReportMetric(ms(testutil.Median(created)), "created-p50-ms")
 			b.ReportMetric(ms(testutil.Median(register)), "register-p50-ms")
+			b.ReportMetric(ms(testutil.Median(gitServer)), "git-server-p50-ms")
+			b.ReportMetric(ms(testutil.Median(own)), "without-git-server-p50-ms")
 		})
 	}
 
@@ -170,8 +176,12 @@ func (w *benchWorld) postPush(b *testing.B, commit string) {
 // pushSteps is where the time of one push went, from the post of its
 // webhook: the webhook answered (the commit fetched), the deployment
 // created, its register intent recorded, and Nomad's new job version seen.
+// gitServer is the time the test's git server (git http-backend, a CGI
+// process a request, and the git processes it starts) took to answer the
+// fetch: part of fetched, and not Nops's.
 type pushSteps struct {
 	fetched, created, register, registered time.Duration
+	gitServer                              time.Duration
 }
 
 // pushNoWait commits a change of job "pushed", then posts its push and
@@ -184,9 +194,9 @@ func (w *benchWorld) pushNoWait(b *testing.B, rev *int) pushSteps {
 		b.Fatal(err)
 	}
 	commit := w.commitFile(jobFile("pushed"), benchJobHCL("pushed", structs.PolicyAuto, *rev))
-	start := time.Now()
+	served, start := w.repo.ServedTime(), time.Now()
 	w.postPush(b, commit)
-	st := pushSteps{fetched: time.Since(start)}
+	st := pushSteps{fetched: time.Since(start), gitServer: w.repo.ServedTime() - served}
 	index := *live.ModifyIndex
 	for time.Since(start) < time.Minute {
 		j, meta, err := w.nomad.Client.Jobs().Info("pushed", &nomadapi.QueryOptions{WaitIndex: index, WaitTime: 30 * time.Second})

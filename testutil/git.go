@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -25,7 +26,16 @@ type GitRepo struct {
 	Dir string
 
 	t testing.TB
+	// served is the time the HTTP server of ServeHTTP spent answering
+	// requests, in nanoseconds (its git processes included).
+	served atomic.Int64
 }
+
+// ServedTime is the time ServeHTTP's server has spent answering requests
+// (git http-backend and the git processes it starts) since the repository
+// was created: what a fetch waits for on the server's side, so that a
+// benchmark can tell it from the client's own time.
+func (r *GitRepo) ServedTime() time.Duration { return time.Duration(r.served.Load()) }
 
 // NewGitRepo creates an empty repository on branch main, with a local
 // user.name and user.email, and with no global or system git configuration
@@ -193,6 +203,7 @@ func (r *GitRepo) ServeHTTP(t testing.TB, opts ...ServeOption) string {
 	if o.user != "" || o.password != "" {
 		handler = basicAuth(o.user, o.password, backend)
 	}
+	handler = r.timed(handler)
 
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -209,6 +220,15 @@ func (r *GitRepo) ServeHTTP(t testing.TB, opts ...ServeOption) string {
 	t.Cleanup(func() { _ = srv.Close() })
 
 	return fmt.Sprintf("http://%s/%s", l.Addr(), filepath.Base(r.Dir))
+}
+
+// timed adds the time next takes to answer each request to r.served.
+func (r *GitRepo) timed(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		start := time.Now()
+		defer func() { r.served.Add(int64(time.Since(start))) }()
+		next.ServeHTTP(w, req)
+	})
 }
 
 func basicAuth(user, password string, next http.Handler) http.Handler {
