@@ -33,6 +33,9 @@ type observed struct {
 	liveMod  uint64
 	inSync   bool
 	planned  time.Time
+	// registered is when Nomad answered Nops's own register of the job at
+	// liveMod (zero when a plan recorded what was seen).
+	registered time.Time
 }
 
 // declared is one managed job or hook as git declares it. spec is shared
@@ -114,6 +117,8 @@ type cycle struct {
 	managed, hooks      map[string]*declared
 	problems, conflicts map[string]*structs.JobStatus
 	live                map[string]*api.JobListStub
+	// listed is when the list of live jobs was asked for.
+	listed time.Time
 
 	// What every job's observation shares (each job reads its pauses with
 	// its deploy now: observeState).
@@ -211,7 +216,7 @@ func (m *Detector) parseSnapshots(ctx context.Context, snaps []*gitwatch.Snapsho
 // readLive lists the live jobs, one list per namespace. A list Nomad
 // refuses for the token is shown on every managed job.
 func (m *Detector) readLive(ctx context.Context, c *cycle) error {
-	live, err := m.liveJobsCached(ctx)
+	live, listed, err := m.liveJobsCached(ctx)
 	if err != nil {
 		err = fmt.Errorf("list live jobs: %w", err)
 		if nomadx.IsPermissionDenied(err) {
@@ -219,7 +224,7 @@ func (m *Detector) readLive(ctx context.Context, c *cycle) error {
 		}
 		return err
 	}
-	c.live = live
+	c.live, c.listed = live, listed
 	return nil
 }
 

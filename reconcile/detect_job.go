@@ -84,7 +84,7 @@ func (m *Detector) observe(ctx context.Context, d *declared, c *cycle) (*jobView
 	if v.specHash, err = specHashWithHooks(d, v.hooks, v.hookProblems); err != nil {
 		return nil, err
 	}
-	if err := m.observePlan(ctx, v, c.live[d.key()]); err != nil {
+	if err := m.observePlan(ctx, v, c.live[d.key()], c.listed); err != nil {
 		return nil, err
 	}
 	if err := m.observeState(ctx, v); err != nil {
@@ -114,8 +114,9 @@ func specHashWithHooks(d *declared, frozen []structs.FrozenHook, problems []stri
 }
 
 // observePlan plans the job against Nomad (step 5), unless its last plan
-// still answers. A group with a scaling block keeps its live count.
-func (m *Detector) observePlan(ctx context.Context, v *jobView, stub *api.JobListStub) error {
+// still answers. A group with a scaling block keeps its live count. stub
+// is the job in the list of live jobs asked for at listed.
+func (m *Detector) observePlan(ctx context.Context, v *jobView, stub *api.JobListStub, listed time.Time) error {
 	key := v.decl.key()
 	if stub != nil {
 		v.liveMod = stub.JobModifyIndex
@@ -123,6 +124,9 @@ func (m *Detector) observePlan(ctx context.Context, v *jobView, stub *api.JobLis
 	m.mu.Lock()
 	prev, seen := m.seen[key]
 	m.mu.Unlock()
+	if seen && listPredates(prev, v.liveMod, listed) {
+		v.liveMod = prev.liveMod
+	}
 	if seen && m.lastPlanAnswers(v.decl, prev, v.specHash, v.liveMod, v.now) {
 		v.inSync = true
 		return nil
@@ -144,8 +148,9 @@ func (m *Detector) observePlan(ctx context.Context, v *jobView, stub *api.JobLis
 	if err != nil {
 		return fmt.Errorf("plan: %w", err)
 	}
+	live := stub != nil || v.liveMod != 0
 	v.plan, v.inSync, v.liveMod = plan, plan.InSync(), 0
-	if stub != nil {
+	if live {
 		v.liveMod = plan.JobModifyIndex
 	}
 	m.mu.Lock()

@@ -196,20 +196,33 @@ func (w *floorWorld) push(t *testing.T, id string) string {
 	return commit
 }
 
-// deploymentOf waits for the deployment of commit for job id to reach
-// state, and returns it.
+// deploymentOf waits for a deployment of commit for job id to reach state,
+// and returns the oldest that did. A commit can have several (one failed,
+// then a new one), and a later one can be created, and even finish, between
+// two looks: every deployment of the commit is looked at, not only the
+// newest.
 func (w *floorWorld) deploymentOf(t *testing.T, id, commit string, state structs.DeploymentState) *structs.Deployment {
 	t.Helper()
 	var d *structs.Deployment
 	testutil.WaitForResult(t, lcWait, func() (bool, error) {
-		for _, dep := range w.s.Deployments("default", id) {
-			if dep.Commit == commit {
+		var seen []string
+		d = nil
+		for _, dep := range w.s.Deployments("default", id) { // newest first
+			if dep.Commit != commit {
+				continue
+			}
+			seen = append(seen, fmt.Sprintf("%s is %s (%s)", dep.ID, dep.State, dep.Error))
+			if dep.State == state {
 				d = dep
-				return dep.State == state, fmt.Errorf("deployment %s of commit %s is %s, want %s: %s",
-					dep.ID, commit[:8], dep.State, state, dep.Error)
 			}
 		}
-		return false, fmt.Errorf("no deployment of commit %s", commit[:8])
+		if d != nil {
+			return true, nil
+		}
+		if len(seen) == 0 {
+			return false, fmt.Errorf("no deployment of commit %s", commit[:8])
+		}
+		return false, fmt.Errorf("no deployment of commit %s is %s: %s", commit[:8], state, strings.Join(seen, "; "))
 	})
 	return d
 }
@@ -340,11 +353,6 @@ func TestFloor_CheckAndSetRefusal(t *testing.T) {
 		t.Fatalf("deployment: registered %v, check-and-set index %d (live job at %d before), error %q",
 			failed.Registered, failed.JobModifyIndex, *before.JobModifyIndex, failed.Error)
 	}
-	versions := w.nomadVersions(job)
-	if *versions[0].JobModifyIndex != handIndex.Load() || versions[0].Meta["rev"] != "by-hand" || *versions[0].Version != *before.Version+1 {
-		t.Fatalf("Nomad's job after the refused register: modify index %d (the change by hand at %d), rev %q, version %d (was %d)",
-			*versions[0].JobModifyIndex, handIndex.Load(), versions[0].Meta["rev"], *versions[0].Version, *before.Version)
-	}
 	// Failed before its register, the deployment blocks nothing: the
 	// live change wakes detection, which plans against the new live job.
 	var next *structs.Deployment
@@ -360,7 +368,22 @@ func TestFloor_CheckAndSetRefusal(t *testing.T) {
 	if next.JobModifyIndex != handIndex.Load() || !next.Registered {
 		t.Fatalf("second deployment: check-and-set index %d, want the change by hand's %d; registered %v", next.JobModifyIndex, handIndex.Load(), next.Registered)
 	}
-	if j := lookupNomadJob(t, w.nomad, job); j.Meta["rev"] != "1" {
-		t.Fatalf("live job rev %q after the second deployment, want git's 1", j.Meta["rev"])
+	// Nomad's history: the change by hand is the version after the one
+	// before the push, the refused register made none, and the second
+	// deployment's register made the next (the second deployment can
+	// finish before the first's failure is seen, so the history, not the
+	// live job, shows that the change stayed).
+	versions := w.nomadVersions(job) // newest first
+	byVersion := map[uint64]*nomadapi.Job{}
+	for _, v := range versions {
+		byVersion[*v.Version] = v
+	}
+	hand1, git2 := byVersion[*before.Version+1], byVersion[*before.Version+2]
+	if hand1 == nil || *hand1.JobModifyIndex != handIndex.Load() || hand1.Meta["rev"] != "by-hand" {
+		t.Fatalf("Nomad's version %d after the refused register: %+v, want the change by hand at modify index %d", *before.Version+1, hand1, handIndex.Load())
+	}
+	if git2 == nil || git2.Meta["rev"] != "1" || *versions[0].Version != *before.Version+2 {
+		t.Fatalf("Nomad's newest version is %d (rev %q), want %d of git's rev 1, made by the second deployment",
+			*versions[0].Version, versions[0].Meta["rev"], *before.Version+2)
 	}
 }

@@ -27,9 +27,9 @@ type liveList struct {
 }
 
 // liveJobsCached returns the live jobs, slimmed (slimStub): the kept list
-// while it is still what Nomad holds, or a new list. Callers must not
-// change the map.
-func (m *Detector) liveJobsCached(ctx context.Context) (map[string]*api.JobListStub, error) {
+// while it is still what Nomad holds, or a new list; and when that list
+// was asked for. Callers must not change the map.
+func (m *Detector) liveJobsCached(ctx context.Context) (map[string]*api.JobListStub, time.Time, error) {
 	m.mu.Lock()
 	kept, epoch, index := m.liveList, m.streamEpoch, m.liveIndex
 	up := len(m.streamUp) > 0
@@ -38,7 +38,7 @@ func (m *Detector) liveJobsCached(ctx context.Context) (map[string]*api.JobListS
 	}
 	m.mu.Unlock()
 	if up && kept != nil && kept.epoch == epoch && kept.index == index && time.Since(kept.at) < m.cfg.DriftInterval {
-		return kept.jobs, nil
+		return kept.jobs, kept.at, nil
 	}
 	started := time.Now()
 	live, err := m.liveJobs(ctx)
@@ -51,7 +51,7 @@ func (m *Detector) liveJobsCached(ctx context.Context) (map[string]*api.JobListS
 	if err == nil && up {
 		m.liveList = &liveList{jobs: live, epoch: epoch, index: index, at: started}
 	}
-	return live, err
+	return live, started, err
 }
 
 // jobsChanged says that the stream reported a change of a job at index: a

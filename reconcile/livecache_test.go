@@ -40,7 +40,7 @@ func TestLiveJobsCached_KeptUntilTheStreamReportsAChange(t *testing.T) {
 	ctx := context.Background()
 
 	for range 3 {
-		live, err := m.liveJobsCached(ctx)
+		live, _, err := m.liveJobsCached(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -53,7 +53,7 @@ func TestLiveJobsCached_KeptUntilTheStreamReportsAChange(t *testing.T) {
 	}
 
 	m.jobsChanged(42)
-	if _, err := m.liveJobsCached(ctx); err != nil {
+	if _, _, err := m.liveJobsCached(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if n := lists.Load(); n != 2 {
@@ -66,7 +66,7 @@ func TestLiveJobsCached_KeptUntilTheStreamReportsAChange(t *testing.T) {
 
 	m.setStreaming("default", false)
 	for range 2 {
-		if _, err := m.liveJobsCached(ctx); err != nil {
+		if _, _, err := m.liveJobsCached(ctx); err != nil {
 			t.Fatal(err)
 		}
 	}

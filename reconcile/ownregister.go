@@ -1,6 +1,8 @@
 package reconcile
 
 import (
+	"time"
+
 	"github.com/nops-dev/nops/reconcile/nomadx"
 )
 
@@ -16,6 +18,11 @@ import (
 // flight, the events of its job are held, and once the answer is in, an
 // event at another index (someone else's change, or a removal), or any
 // event of a register that failed, wakes detection as it would have.
+// A cycle can also run on a list of live jobs asked for before the answer
+// (the cycle the completed deployment wakes, when Nomad's event of the
+// register comes after it): that list still shows the job at its old
+// index, or not at all, and says nothing the answer does not; the cycle
+// takes the answer's index (listPredates).
 
 // ownRegisters are the registers in flight, by job key, each with the
 // job's events held meanwhile. Guarded by core.mu.
@@ -52,7 +59,7 @@ func (m *Applier) endOwnRegister(key, specHash string, index uint64) {
 		if d.seen == nil {
 			d.seen = map[string]observed{}
 		}
-		d.seen[key] = observed{specHash: specHash, liveMod: index, inSync: true, planned: m.now()}
+		d.seen[key] = observed{specHash: specHash, liveMod: index, inSync: true, planned: m.now(), registered: time.Now()}
 	}
 	wake := false
 	for _, h := range held {
@@ -80,4 +87,13 @@ func (o ownRegisters) hold(key string, index uint64, c nomadx.JobChange) bool {
 		o[key] = append(held, heldChange{change: c, index: index})
 	}
 	return ok
+}
+
+// listPredates reports whether a list of live jobs asked for at listed,
+// which shows the job at liveMod (0: not at all), predates the answer of
+// Nops's own register recorded in prev: the list was asked for before the
+// answer, and shows an older index. Nomad's indexes only grow, so the
+// list tells nothing the answer does not.
+func listPredates(prev observed, liveMod uint64, listed time.Time) bool {
+	return !prev.registered.IsZero() && !listed.IsZero() && listed.Before(prev.registered) && liveMod < prev.liveMod
 }
