@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
+	"strings"
 	"time"
 
+	"github.com/nops-dev/nops/reconcile/gitwatch"
 	"github.com/nops-dev/nops/structs"
 )
 
@@ -89,9 +92,10 @@ func (m *Manager) actorMeta(actor string) structs.WriteMeta {
 
 // Push takes a git push the agent verified: for a watched repository and
 // branch, it fetches at once and runs detection. A push that names no
-// branch or repository is ErrInvalid and changes nothing.
+// branch or repository is ErrInvalid and changes nothing; one that no
+// watched repository follows changes nothing and says so.
 func (m *Manager) Push(ctx context.Context, p *structs.Push) (*structs.WebhookResult, error) {
-	if p == nil || p.Branch == "" || len(p.URLs) == 0 {
+	if p == nil || len(p.Branches) == 0 || len(p.URLs) == 0 {
 		return nil, fmt.Errorf("%w: a push names a branch and a repository URL", structs.ErrInvalid)
 	}
 	if dup, err := m.recordDelivery(p.Provider, p.Delivery); err != nil || dup {
@@ -100,11 +104,25 @@ func (m *Manager) Push(ctx context.Context, p *structs.Push) (*structs.WebhookRe
 	if m.git == nil {
 		return &structs.WebhookResult{Matched: []string{}}, nil
 	}
-	matched := m.git.Match(p.URLs, p.Branch)
-	if matched == nil {
-		matched = []string{}
+	matched := []string{}
+	for _, b := range p.Branches {
+		for _, name := range m.git.Match(p.URLs, b) {
+			if !slices.Contains(matched, name) {
+				matched = append(matched, name)
+			}
+		}
 	}
 	sort.Strings(matched)
+	if len(matched) == 0 {
+		urls := make([]string, len(p.URLs))
+		for i, u := range p.URLs {
+			urls[i] = gitwatch.SafeURL(u)
+		}
+		msg := fmt.Sprintf("no watched repository follows branch %s of %s: nothing to do",
+			strings.Join(p.Branches, ", "), strings.Join(urls, ", "))
+		m.logger.Info("webhook push matches no watched repository", "branches", p.Branches, "urls", urls, "delivery", p.Delivery)
+		return &structs.WebhookResult{Matched: matched, Branches: p.Branches, Message: msg}, nil
+	}
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 	for _, name := range matched {
@@ -112,7 +130,7 @@ func (m *Manager) Push(ctx context.Context, p *structs.Push) (*structs.WebhookRe
 			m.logger.Warn("webhook fetch failed", "repo", name, "delivery", p.Delivery, "error", err)
 		}
 	}
-	return &structs.WebhookResult{Matched: matched, Branch: p.Branch}, nil
+	return &structs.WebhookResult{Matched: matched, Branches: p.Branches}, nil
 }
 
 // recordDelivery records the delivery ID of a verified push through Raft

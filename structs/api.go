@@ -364,20 +364,27 @@ type PromoteResult struct {
 // repositories the push matched (each fetched at once) and its branch.
 type WebhookResult struct {
 	Matched []string `json:"matched"`
-	Branch  string   `json:"branch,omitempty"`
+	// Branches are the branches the push moved.
+	Branches []string `json:"branches,omitempty"`
+	// Message says why a delivery changed nothing: it was no push of a
+	// branch (a ping, a tag), or no watched repository follows its
+	// repository and branch.
+	Message string `json:"message,omitempty"`
 	// Duplicate is set when the delivery's ID was already handled: the
 	// replay changed nothing.
 	Duplicate bool `json:"duplicate,omitempty"`
 }
 
 // Push is a git push whose webhook signature the agent verified: the
-// repository's URLs as the sender names them (clone, SSH, web), the branch
-// pushed to, the commit it now points at, and the sender's delivery ID.
-// After and Delivery are empty when the sender names none.
+// repository's URLs as the sender names them (clone, SSH, web; a generic
+// sender may give a watched repository's name), the branches pushed to
+// (Bitbucket can push several at once), the commit it now points at, and
+// the sender's delivery ID. After and Delivery are empty when the sender
+// names none, After also when several branches moved.
 type Push struct {
-	URLs   []string
-	Branch string
-	After  string
+	URLs     []string
+	Branches []string
+	After    string
 	// Provider and Delivery name the delivery (the sender's ID of it, by
 	// its provider's header), which the leader records so that a replay
 	// changes nothing; both empty when the sender gave none.

@@ -51,6 +51,12 @@ const (
 	maxReadHeaderTimeout = 10 * time.Second
 )
 
+// webhookPath is the git webhook's route, and webhookContentTypes the
+// types a delivery may be sent as.
+const webhookPath = "/v1/webhook/git"
+
+var webhookContentTypes = []string{"application/json", "application/x-www-form-urlencoded"}
+
 // snapshotContentTypes are the types a snapshot restore may be sent as.
 var snapshotContentTypes = []string{"application/x-nops-snapshot", "application/octet-stream", "application/gzip"}
 
@@ -207,8 +213,13 @@ func allowedMethods(mux *http.ServeMux, r *http.Request) []string {
 // with neither a body nor a Content-Type passes.
 func checkContentType(r *http.Request) error {
 	want := []string{"application/json"}
-	if isSnapshotPath(r.URL.Path) {
+	switch {
+	case isSnapshotPath(r.URL.Path):
 		want = snapshotContentTypes
+	case r.URL.Path == webhookPath:
+		// GitHub can deliver its payload as a form; a push proves itself
+		// by its signature, which a page cannot forge.
+		want = webhookContentTypes
 	}
 	ct := r.Header.Get("Content-Type")
 	if ct == "" && r.ContentLength == 0 {

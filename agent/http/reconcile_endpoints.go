@@ -83,12 +83,16 @@ func (a *httpAPI) reconcileRoutes(route func(pattern, kind string, rule routeRul
 		if err != nil {
 			return nil, decodeError(err)
 		}
-		push, err := verifyPush(r.Header, body, a.s.WebhookSecret())
+		push, note, err := verifyPush(r.Header, body, a.s.WebhookSecret())
 		if err != nil {
 			if errors.Is(err, structs.ErrUnauthorized) {
 				a.logger.Warn("webhook refused", "remote", r.RemoteAddr, "error", err)
 			}
 			return nil, err
+		}
+		if push == nil {
+			a.logger.Debug("webhook delivery is no push of a branch", "remote", r.RemoteAddr, "note", note)
+			return &structs.WebhookResult{Matched: []string{}, Message: note}, nil
 		}
 		return rec.Push(r.Context(), push)
 	})

@@ -19,11 +19,14 @@ func FuzzWebhookPayload(f *testing.F) {
 	f.Add([]byte(`{"ref":"refs/tags/v1","repository":{"ssh_url":"git@git.example:o/r.git"}}`), uint8(1), "")
 	f.Add([]byte(`{"branch":"dev","url":"https://git.example/o/r"}`), uint8(2), "sha256=zz")
 	f.Add([]byte(`[1,2,3]`), uint8(0), "sha256=")
+	f.Add([]byte(`{"push":{"changes":[{"new":{"type":"branch","name":"main","target":{"hash":"abc"}}}]},"repository":{"links":{"html":{"href":"https://bitbucket.org/a/b"}}}}`), uint8(4), "sha256=00")
+	f.Add([]byte(`{"changes":[{"refId":"refs/heads/main","toHash":"abc","type":"UPDATE"}],"repository":{"links":{"clone":[{"href":"https://b.example/scm/p/r.git"}]}}}`), uint8(5), "00")
+	f.Add([]byte(`{"repository":"ops","ref":"main","after":"abc"}`), uint8(2), "sha256=00")
 	f.Add([]byte(`{"ref":`), uint8(0), "\x00")
 	const secret = "webhook-secret"
-	headers := []string{"X-Hub-Signature-256", "X-Gitea-Signature", "X-Nops-Signature", "X-Gitlab-Token"}
+	names := []string{"X-Hub-Signature-256", "X-Gitea-Signature", "X-Nops-Signature", "X-Gitlab-Token", "X-Hub-Signature", "X-Forgejo-Signature"}
 	f.Fuzz(func(t *testing.T, body []byte, kind uint8, sig string) {
-		name := headers[int(kind)%len(headers)]
+		name := names[int(kind)%len(names)]
 		mac := hmac.New(sha256.New, []byte(secret))
 		mac.Write(body)
 		right := hex.EncodeToString(mac.Sum(nil))
@@ -45,7 +48,7 @@ func FuzzWebhookPayload(f *testing.F) {
 		switch name {
 		case "X-Gitlab-Token":
 			good.Set(name, secret)
-		case "X-Gitea-Signature":
+		case "X-Gitea-Signature", "X-Forgejo-Signature":
 			good.Set(name, right)
 		default:
 			good.Set(name, "sha256="+right)
@@ -54,12 +57,20 @@ func FuzzWebhookPayload(f *testing.F) {
 			t.Fatalf("a right %s was refused: %v", name, err)
 		}
 
-		p, err := parsePush(good, body)
-		if err != nil {
+		p, note, err := parsePush(good, body)
+		if err != nil || note != "" {
+			if p != nil {
+				t.Fatalf("a push %+v came with note %q or error %v", p, note, err)
+			}
 			return
 		}
-		if p.Branch == "" || len(p.URLs) == 0 {
+		if len(p.Branches) == 0 || len(p.URLs) == 0 {
 			t.Fatalf("a push without a branch or a URL was accepted: %+v", p)
+		}
+		for _, b := range p.Branches {
+			if b == "" {
+				t.Fatalf("a push of an empty branch name was accepted: %+v", p)
+			}
 		}
 	})
 }

@@ -629,17 +629,20 @@ func (w *Watcher) Has(name string) bool {
 // port, case and a ".git" suffix, so https and SSH forms of one repository
 // match), and the repository follows that branch. A repository that follows
 // the remote's default branch matches the branch it last resolved to, or any
-// branch before its first fetch.
+// branch before its first fetch. A generic sender may name a repository
+// by its name in the configuration instead of a URL.
 func (w *Watcher) Match(urls []string, branch string) []string {
 	want := make(map[string]bool, len(urls))
+	named := make(map[string]bool, len(urls))
 	for _, u := range urls {
 		if k := repoKey(u); k != "" {
 			want[k] = true
 		}
+		named[u] = true
 	}
 	var out []string
 	for _, r := range w.list() {
-		if !want[repoKey(r.cfg.URL)] {
+		if !want[repoKey(r.cfg.URL)] && !named[r.cfg.Name] {
 			continue
 		}
 		followed := r.cfg.Branch

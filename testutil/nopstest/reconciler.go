@@ -125,6 +125,6 @@ func (f *FakeReconciler) Cycle() (*structs.DetectionCycle, error) {
 
 // Push records a verified push and matches no repository.
 func (f *FakeReconciler) Push(_ context.Context, p *structs.Push) (*structs.WebhookResult, error) {
-	f.record("Push %s %s", p.Branch, strings.Join(p.URLs, ","))
-	return &structs.WebhookResult{Matched: []string{}, Branch: p.Branch}, nil
+	f.record("Push %s %s", strings.Join(p.Branches, ","), strings.Join(p.URLs, ","))
+	return &structs.WebhookResult{Matched: []string{}, Branches: p.Branches}, nil
 }
