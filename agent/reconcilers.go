@@ -86,7 +86,7 @@ func gitRepoConfigs(cfg *config.Config) ([]gitwatch.RepoConfig, error) {
 				return nil, fmt.Errorf("repository %s: %w", r.Name, err)
 			}
 			rc.Auth = gitwatch.Auth{Username: a.Username, Password: a.Password, Token: a.Token,
-				SSHKeyFile: a.SSHKeyFile, SSHKeyPassphrase: a.SSHKeyPassphrase, SSHKnownHostsFile: a.SSHKnownHostsFile}
+				SSHKeyFile: a.SSHKeyFile, SSHKeyPassphrase: a.SSHKeyPassphrase, SSHKnownHostsFile: a.KnownHosts()}
 		}
 		repos = append(repos, rc)
 	}

@@ -13,7 +13,7 @@ import (
 
 // TestSSHRepository_Deploys: a repository served over SSH (a real SSH
 // server running `git upload-pack`), configured with auth { ssh_key_file,
-// ssh_known_hosts_file }, deploys its job to a real Nomad, and a new commit
+// known_hosts_file }, deploys its job to a real Nomad, and a new commit
 // deploys too.
 func TestSSHRepository_Deploys(t *testing.T) {
 	e := lcWorld(t, map[string]string{
@@ -27,7 +27,7 @@ func TestSSHRepository_Deploys(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.serve(srv.URL, nopstest.WithConfig(func(c *config.Config) {
-		c.Repositories[0].Auth = &config.RepoAuth{SSHKeyFile: key, SSHKnownHostsFile: knownHosts}
+		c.Repositories[0].Auth = &config.RepoAuth{SSHKeyFile: key, KnownHostsFile: knownHosts}
 	}))
 	e.s.WaitForDeployment("default", "web", structs.StateCompleted, lcWait)
 	c := e.commit("two replicas", map[string]string{

@@ -312,7 +312,10 @@ type Repository struct {
 type RepoAuth struct {
 	Username, Password, Token                       string
 	SSHKeyFile, SSHKeyPassphrase, SSHKnownHostsFile string
-	PasswordEnv, TokenEnv, SSHKeyPassphraseEnv      string
+	// KnownHostsFile is known_hosts_file, the shorter name of
+	// ssh_known_hosts_file (KnownHosts returns the one set).
+	KnownHostsFile                             string
+	PasswordEnv, TokenEnv, SSHKeyPassphraseEnv string
 }
 
 // ConsulConfig enables peer discovery through Consul.
@@ -656,6 +659,12 @@ func (c *Config) validateRepositories() []error {
 			}
 			if a.SSHKeyFile == "" && (a.SSHKeyPassphrase != "" || a.SSHKeyPassphraseEnv != "") {
 				add("auth: ssh_key_passphrase needs ssh_key_file")
+			}
+			if a.SSHKnownHostsFile != "" && a.KnownHostsFile != "" {
+				add("auth: set known_hosts_file or ssh_known_hosts_file, not both")
+			}
+			if a.SSHKeyFile == "" && a.KnownHosts() != "" {
+				add("auth: known_hosts_file needs ssh_key_file")
 			}
 		}
 	}

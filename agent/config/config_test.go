@@ -721,6 +721,13 @@ func TestValidate_NamesEachInvalidSetting(t *testing.T) {
 		}, []string{`repository "r": branch: must not be empty`, `repository "r": path: invalid path "/abs"`,
 			`repository "r": poll_interval:`, "set token or token_env, not both", "set a password or a token, not both",
 			`repository "r": web_url: must not have a query or a fragment`}},
+		{"known hosts twice, or without a key", func(c *Config) {
+			a, b := repo("a", "git@x:a.git"), repo("b", "git@x:b.git")
+			a.Auth = &RepoAuth{SSHKeyFile: "/k", SSHKnownHostsFile: "/h1", KnownHostsFile: "/h2"}
+			b.Auth = &RepoAuth{KnownHostsFile: "/h"}
+			c.Repositories = []Repository{a, b}
+		}, []string{`repository "a": auth: set known_hosts_file or ssh_known_hosts_file, not both`,
+			`repository "b": auth: known_hosts_file needs ssh_key_file`}},
 		{"consul", func(c *Config) { c.Consul = &ConsulConfig{ServiceName: "no spaces"} }, []string{"consul: address must not be empty", "consul: service_name:"}},
 		{"tls", func(c *Config) { c.TLS = TLSConfig{HTTP: true, CertFile: "c.pem", VerifyIncoming: true} },
 			[]string{"tls: http and rpc need cert_file and key_file", "tls: verify_incoming needs ca_file"}},

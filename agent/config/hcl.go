@@ -323,6 +323,7 @@ func authFields(a *RepoAuth) []attrField {
 		{name: "ssh_key_passphrase", v: stringValue(&a.SSHKeyPassphrase, nil)},
 		{name: "ssh_key_passphrase_env", v: stringValue(&a.SSHKeyPassphraseEnv, nil)},
 		{name: "ssh_known_hosts_file", v: stringValue(&a.SSHKnownHostsFile, nil)},
+		{name: "known_hosts_file", v: stringValue(&a.KnownHostsFile, nil)},
 	}
 }
 

@@ -60,3 +60,13 @@ func fromEnv(lookupEnv func(string) (string, bool), direct, env, key string) (st
 	}
 	return s, nil
 }
+
+// KnownHosts is the known_hosts file that checks an SSH server's host key:
+// known_hosts_file or ssh_known_hosts_file, whichever is set ("" for the
+// SSH_KNOWN_HOSTS variable or ~/.ssh/known_hosts).
+func (a *RepoAuth) KnownHosts() string {
+	if a.KnownHostsFile != "" {
+		return a.KnownHostsFile
+	}
+	return a.SSHKnownHostsFile
+}
