@@ -2,9 +2,6 @@ package gitwatch
 
 import (
 	"context"
-	"crypto/ed25519"
-	"crypto/rand"
-	"encoding/pem"
 	"errors"
 	"os"
 	"path/filepath"
@@ -15,7 +12,6 @@ import (
 	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
 	gitssh "github.com/go-git/go-git/v5/plumbing/transport/ssh"
 	"github.com/hashicorp/go-hclog"
-	"golang.org/x/crypto/ssh"
 
 	"github.com/nops-dev/nops/testutil"
 )
@@ -392,19 +388,8 @@ func TestAuthMethod_TokenBasicAuthAndSSHKey(t *testing.T) {
 		t.Errorf("no auth = %#v, %v", m, err)
 	}
 
-	_, priv, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	block, err := ssh.MarshalPrivateKey(priv, "")
-	if err != nil {
-		t.Fatal(err)
-	}
 	dir := t.TempDir()
-	keyFile := filepath.Join(dir, "id_ed25519")
-	if err := os.WriteFile(keyFile, pem.EncodeToMemory(block), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	keyFile, _ := testutil.SSHClientKey(t, dir, "id_ed25519")
 	knownHosts := filepath.Join(dir, "known_hosts")
 	if err := os.WriteFile(knownHosts, nil, 0o600); err != nil {
 		t.Fatal(err)
