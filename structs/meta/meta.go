@@ -31,6 +31,7 @@ const (
 	KeyHookTimeout  = "nops_hook_timeout"
 	KeyApprovals    = "nops_approvals"
 	KeyApprovalTTL  = "nops_approval_ttl"
+	KeyDependsOn    = "nops_depends_on"
 )
 
 // MaxApprovals bounds nops_approvals: past it, a deployment waits for more
@@ -78,6 +79,10 @@ type Job struct {
 	// one may wait for them (nops_approval_ttl, 0 for no limit).
 	Approvals   int
 	ApprovalTTL time.Duration
+	// DependsOn are the jobs whose deployments this job's wait for
+	// (nops_depends_on, SPEC section 17), as written, in order; resolve
+	// them against the job's namespace with Dependencies.
+	DependsOn []Dependency
 	// Problems are validation errors, each naming file, key and value.
 	Problems []string
 }
@@ -141,8 +146,9 @@ func Read(file string, job *api.Job, d Defaults) *Job {
 	if v, ok := m[KeyApprovalTTL]; ok {
 		out.ApprovalTTL = duration(KeyApprovalTTL, v, bad, out.ApprovalTTL)
 	}
+	out.DependsOn = dependsOn(m, bad)
 	if out.Kind == Hook {
-		for _, k := range []string{KeyPolicy, KeyPreHooks, KeyPostHooks, KeyApplyTimeout, KeyApprovals, KeyApprovalTTL} {
+		for _, k := range []string{KeyPolicy, KeyPreHooks, KeyPostHooks, KeyApplyTimeout, KeyApprovals, KeyApprovalTTL, KeyDependsOn} {
 			if v, ok := m[k]; ok {
 				bad(k, v, "only a managed job takes this key, not a hook")
 			}
