@@ -272,13 +272,18 @@ func (c *cycle) dependencies() {
 }
 
 // dependencyStates returns the states of the jobs d depends on, as this
-// cycle left them. A dependency that is missing, unmanaged or not decided
-// yet (in a cycle) has none: it is one of d's dependency problems.
+// cycle left them. A dependency that is missing or unmanaged has none: it
+// is one of d's dependency problems. A managed one not decided yet (only
+// in a cycle, itself a problem) is not ready.
 func (c *cycle) dependencyStates(d *declared) []depState {
 	var out []depState
 	for _, key := range d.meta.Dependencies(d.spec.namespace) {
-		if s, ok := c.depStates[key]; ok {
+		s, ok := c.depStates[key]
+		switch {
+		case ok:
 			out = append(out, s)
+		case c.managed[key] != nil:
+			out = append(out, depState{key: key, invalid: "not detected yet in this cycle"})
 		}
 	}
 	return out
