@@ -265,7 +265,9 @@ func (v *jobView) observedStatus(h holds.Hold) *structs.JobStatus {
 		// A validation error on the job, as the meta keys' are.
 		s.Sync = structs.SyncError
 		s.Errors = append(s.Errors, v.depProblems...)
-	} else {
+	} else if wants := !v.inSync || (v.block != nil && v.block.Retried); wants && (v.active == nil || v.active.State.Waiting()) {
+		// Only a job that wants a new deployment waits: one in sync
+		// has nothing to wait with, and a running deployment runs on.
 		s.WaitingFor = v.waitFor()
 	}
 	return s

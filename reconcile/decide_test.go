@@ -403,12 +403,17 @@ func TestDecide(t *testing.T) {
 				o.waiting = "waiting for default/db: deploying"
 				o.settle, o.reason = structs.StateSuperseded, "the job is waiting for default/db: deploying"
 			})},
-		{"a running deployment is not touched by a dependency",
+		{"a running deployment is not touched by a dependency, and the job does not wait",
 			dependsOn(with(drifted(), func(v *jobView) { v.active = waiting(structs.StateApplying, gitSpec, liveIdx) }), dbDeploying),
-			quiet.and(func(o *outcome) { o.waiting = "waiting for default/db: deploying" })},
-		{"a job in sync shows what it would wait for and creates nothing",
+			quiet},
+		{"a job in sync waits for nothing, whatever its dependencies",
 			dependsOn(inSync(), dbDrifted),
-			outcome{sync: structs.SyncInSync, waiting: "waiting for default/db: not in sync"}},
+			outcome{sync: structs.SyncInSync}},
+		{"a retry of a job in sync waits for its dependency",
+			dependsOn(with(inSync(), func(v *jobView) {
+				v.block = &structs.Block{SpecHash: gitSpec, JobModifyIndex: liveIdx, AfterRegister: true, Retried: true}
+			}), dbDeploying),
+			outcome{sync: structs.SyncInSync, waiting: "waiting for default/db: deploying"}},
 		{"a retry of a blocked job still waits for its dependency",
 			dependsOn(with(drifted(), func(v *jobView) {
 				v.block = &structs.Block{SpecHash: gitSpec, JobModifyIndex: liveIdx, Retried: true}
