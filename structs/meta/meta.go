@@ -2,8 +2,10 @@
 // (SPEC sections 2 and 20), and owns the rules built on them that detection and
 // `nops validate` share: what a hook must be (ValidateHook), how a managed
 // job's hook names resolve (HookProblem), which jobs count (Considered) and
-// how a duplicate declaration is worded (DuplicateProblem). It is pure: the
-// same input gives the same answer.
+// how a duplicate declaration is worded (DuplicateProblem), and what the
+// managed jobs' nops_depends_on make of them (DependencyProblems: missing,
+// unmanaged, cycles; DependencyOrder). It is pure: the same input gives the
+// same answer.
 //
 // Guarantee: every problem is reported, each naming the file, the key and
 // the value, and a job with a problem is never treated as deployable.
