@@ -15,8 +15,20 @@ import (
 // decide, here, turns it into a decision without any I/O; act proposes the
 // decision's Raft entries. decide owns SPEC section 4 steps 6 to 9 (the
 // frozen hooks' problems, revalidation, creation, the observed status) and
-// every rule of section 6 through holds.Evaluate, so each rule can be
-// checked by a table of views (decide_test.go).
+// every rule of section 6 through holds.Evaluate, and the rule of section
+// 17 (nops_depends_on: waitFor, and the dependency problems), so each rule
+// can be checked by a table of views (decide_test.go).
+//
+// A job that waits for a dependency gets no deployment at all, rather than
+// one that stays in detected as section 17 words it: the apply loop starts
+// a detected deployment (policy auto) at its next step without asking
+// detection, so a deployment kept in detected would need the apply loop to
+// read the other jobs' states too (a second owner of the rule) or a new
+// stored flag. Not creating it keeps the rule here, and works as a hold
+// does (section 6): the job's status names what it waits for (WaitingFor),
+// a waiting deployment made earlier is superseded, a deploy now stays
+// stored, and the cycle that a dependency's deployment ending starts
+// creates the deployment once every dependency is in sync again.
 
 // jobView is what detection observed of one managed job in one cycle.
 type jobView struct {
@@ -57,9 +69,62 @@ type jobView struct {
 	lift *structs.WindowLift
 	now  time.Time
 
+	// Dependencies (nops_depends_on).
+	//
+	// deps are the states of the jobs it depends on, in declared order,
+	// as this cycle left them (detection takes jobs in dependency order).
+	deps []depState
+	// depProblems are the dependency graph's validation problems of the
+	// job (meta.DependencyProblems: missing, unmanaged, cycle).
+	depProblems []string
+
 	// decl is the declaration the view was observed from; only act reads
 	// it, to build the deployment.
 	decl *declared
+}
+
+// depState is what one detection cycle saw of a job that another depends
+// on, taken after that job's own decision: a deployment it created in the
+// cycle is active, one it settled is not.
+type depState struct {
+	key string
+	// invalid is the first error that kept it from being detected (its
+	// declaration, its own dependencies, a failed detection), "" for none.
+	invalid string
+	// active is the state of its active deployment, "" for none.
+	active structs.DeploymentState
+	// blocked says how a failed or rejected deployment blocks it, as
+	// "failed: <error>" or "rejected", "" when it is not blocked.
+	blocked string
+	inSync  bool
+}
+
+// wait returns why a dependent must wait for the job, "" when it need not:
+// it is invalid, deploying, blocked or not in sync.
+func (d depState) wait() string {
+	switch {
+	case d.invalid != "":
+		return "invalid: " + d.invalid
+	case d.active != "":
+		return "deploying"
+	case d.blocked != "":
+		return "blocked (" + d.blocked + ")"
+	case !d.inSync:
+		return "not in sync"
+	}
+	return ""
+}
+
+// waitFor returns what the job waits for, as its status shows it, naming
+// the first of its dependencies (in declared order) that is not ready; ""
+// when all are ready.
+func (v *jobView) waitFor() string {
+	for _, d := range v.deps {
+		if why := d.wait(); why != "" {
+			return "waiting for " + d.key + ": " + why
+		}
+	}
+	return ""
 }
 
 // decision is what detection does about one job, in the order act does it.
@@ -196,6 +261,15 @@ func (v *jobView) observedStatus(h holds.Hold) *structs.JobStatus {
 	if len(v.hookProblems) > 0 {
 		s.Errors = append(s.Errors, v.hookProblems...)
 	}
+	if len(v.depProblems) > 0 {
+		// A validation error on the job, as the meta keys' are.
+		s.Sync = structs.SyncError
+		s.Errors = append(s.Errors, v.depProblems...)
+	} else if wants := !v.inSync || (v.block != nil && v.block.Retried); wants && (v.active == nil || v.active.State.Waiting()) {
+		// Only a job that wants a new deployment waits: one in sync
+		// has nothing to wait with, and a running deployment runs on.
+		s.WaitingFor = v.waitFor()
+	}
 	return s
 }
 
@@ -224,6 +298,8 @@ func (v *jobView) needsAutoscaleCheck() bool {
 // expire it once it waited for approval past its approval TTL (SPEC
 // section 20; the FSM checks the time again). A deployment that consumed
 // a deploy now is not held by the window it lifted; a pause holds it.
+// Like a hold, invalid dependencies or a dependency not ready supersede it
+// (section 17).
 func revalidate(v *jobView, h holds.Hold) (rebase bool, to structs.DeploymentState, reason string) {
 	a := v.active
 	liveChanged := a.JobModifyIndex != v.liveMod
@@ -242,6 +318,10 @@ func revalidate(v *jobView, h holds.Hold) (rebase bool, to structs.DeploymentSta
 		return rebase, structs.StateSuperseded, "the live job changed since detection"
 	case held.Held():
 		return rebase, structs.StateSuperseded, "the job is held: " + held.Reason()
+	case len(v.depProblems) > 0:
+		return rebase, structs.StateSuperseded, "the job's dependencies are invalid: " + strings.Join(v.depProblems, "; ")
+	case v.waitFor() != "":
+		return rebase, structs.StateSuperseded, "the job is " + v.waitFor()
 	case expired(a, v.now):
 		return rebase, structs.StateExpired, fmt.Sprintf("no decision within its approval TTL (%s): a commit, a live change or a retry creates a new deployment", a.ApprovalTTL)
 	}
@@ -258,7 +338,9 @@ func expired(a *structs.Deployment, now time.Time) bool {
 // createRule decides whether to create a deployment (step 8) when active
 // is the job's active deployment once the waiting one is settled: if there
 // is drift (or a person's retry), unless the policy is none, the job is
-// blocked, the job is held or an active deployment exists. It also sets
+// blocked, the job is held, its dependencies are invalid or not ready
+// (section 17; a deploy now does not skip them) or an active deployment
+// exists. It also sets
 // the status's blocked flag: a deployment that fails at once for its
 // hooks blocks the job again. An expired approval keeps the same spec from
 // being proposed again as a block does, but is no failure: the job does
@@ -269,7 +351,8 @@ func (dec *decision) createRule(v *jobView, h holds.Hold, active *structs.Deploy
 	dec.status.Blocked = v.block.Failure(v.specHash, v.liveMod)
 	dec.create, dec.skipRegister, dec.consumeLift, dec.failWith = false, false, false, ""
 	wantDeploy := !v.inSync || retried
-	if !wantDeploy || v.policy == structs.PolicyNone || blocked || h.Held() || active != nil {
+	if !wantDeploy || v.policy == structs.PolicyNone || blocked || h.Held() || active != nil ||
+		len(v.depProblems) > 0 || v.waitFor() != "" {
 		return
 	}
 	dec.create = true

@@ -2,12 +2,14 @@ package reconcile
 
 import (
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/nops-dev/nops/reconcile/nomadx"
 	"github.com/nops-dev/nops/structs"
 	"github.com/nops-dev/nops/structs/holds"
+	"github.com/nops-dev/nops/structs/meta"
 )
 
 // The table below has one row per rule of SPEC section 4 (steps 6 to 9,
@@ -89,6 +91,7 @@ type outcome struct {
 	sync    structs.SyncState
 	drift   string
 	hold    string
+	waiting string
 	blocked bool
 	errors  []string
 }
@@ -96,7 +99,7 @@ type outcome struct {
 func outcomeOf(d decision) outcome {
 	return outcome{rebase: d.rebase, settle: d.settle, reason: d.reason, create: d.create, skipRegister: d.skipRegister,
 		consumeLift: d.consumeLift, failWith: d.failWith,
-		sync: d.status.Sync, drift: d.status.DriftSummary, hold: d.status.Hold, blocked: d.status.Blocked, errors: d.status.Errors}
+		sync: d.status.Sync, drift: d.status.DriftSummary, hold: d.status.Hold, waiting: d.status.WaitingFor, blocked: d.status.Blocked, errors: d.status.Errors}
 }
 
 const driftLine = "edited: +/- Job: \"web\""
@@ -112,6 +115,47 @@ var (
 func (o outcome) and(change func(*outcome)) outcome {
 	change(&o)
 	return o
+}
+
+// dependsOn gives the view's job (default/web) the dependency states deps.
+func dependsOn(v *jobView, deps ...depState) *jobView {
+	v.deps = deps
+	return v
+}
+
+// dbDeploying, dbDrifted and dbInSync are states of default/db, a job
+// default/web depends on.
+var (
+	dbDeploying = depState{key: "default/db", active: structs.StateApplying}
+	dbDrifted   = depState{key: "default/db"}
+	dbInSync    = depState{key: "default/db", inSync: true}
+	dbBlocked   = depState{key: "default/db", blocked: `failed: Nomad deployment "0b1c" failed`}
+	dbInvalid   = depState{key: "default/db", invalid: "jobs/db.nomad.hcl: meta nops_policy = \"x\": must be auto, approval or none"}
+)
+
+// webDependencyProblems returns default/web's dependency problems, judged
+// by meta.DependencyProblems (as detection does) in a graph of managed
+// jobs (key: what it depends on) and of other declared jobs.
+func webDependencyProblems(managed map[string][]string, declared ...string) []string {
+	g := meta.DependencyGraph{Managed: map[string]meta.DependencyNode{}, Declared: map[string]bool{}}
+	for key, deps := range managed {
+		var ids []string
+		for _, d := range deps {
+			ids = append(ids, d[len("default/"):])
+		}
+		g.Managed[key] = meta.DependencyNode{File: "jobs/" + key[len("default/"):] + ".nomad.hcl",
+			Value: strings.Join(ids, ","), DependsOn: deps}
+	}
+	for _, k := range declared {
+		g.Declared[k] = true
+	}
+	return meta.DependencyProblems(g)["default/web"]
+}
+
+// invalidDeps is the outcome of a drifting job whose dependencies are
+// invalid: a validation error, nothing created.
+func invalidDeps(problem string) outcome {
+	return quiet.and(func(o *outcome) { o.sync, o.errors = structs.SyncError, []string{problem} })
 }
 
 func TestDecide(t *testing.T) {
@@ -329,6 +373,95 @@ func TestDecide(t *testing.T) {
 				v.windows = []*structs.SyncWindow{nights}
 			}),
 			quiet.and(func(o *outcome) { o.hold, o.errors = "sync window: outside allow window nights", []string{hookProblem} })},
+
+		// Section 17: dependencies (nops_depends_on = "db").
+		{"a dependency in sync: the deployment is created",
+			dependsOn(drifted(), dbInSync), created},
+		{"a dependency deploying: the job waits, nothing created",
+			dependsOn(drifted(), dbDeploying),
+			quiet.and(func(o *outcome) { o.waiting = "waiting for default/db: deploying" })},
+		{"a dependency waiting for approval counts as deploying",
+			dependsOn(drifted(), depState{key: "default/db", active: structs.StatePendingApproval}),
+			quiet.and(func(o *outcome) { o.waiting = "waiting for default/db: deploying" })},
+		{"a dependency drifted (not in sync): the job waits",
+			dependsOn(drifted(), dbDrifted),
+			quiet.and(func(o *outcome) { o.waiting = "waiting for default/db: not in sync" })},
+		{"a dependency blocked holds the job with its reason",
+			dependsOn(drifted(), dbBlocked),
+			quiet.and(func(o *outcome) {
+				o.waiting = `waiting for default/db: blocked (failed: Nomad deployment "0b1c" failed)`
+			})},
+		{"an invalid dependency holds the job",
+			dependsOn(drifted(), dbInvalid),
+			quiet.and(func(o *outcome) { o.waiting = "waiting for default/db: invalid: " + dbInvalid.invalid })},
+		{"the first dependency not ready is named",
+			dependsOn(drifted(), dbInSync, depState{key: "infra/cache", active: structs.StateDetected}),
+			quiet.and(func(o *outcome) { o.waiting = "waiting for infra/cache: deploying" })},
+		{"a dependency not ready supersedes the waiting deployment",
+			dependsOn(with(drifted(), func(v *jobView) { v.active = waiting(structs.StatePendingApproval, gitSpec, liveIdx) }), dbDeploying),
+			quiet.and(func(o *outcome) {
+				o.waiting = "waiting for default/db: deploying"
+				o.settle, o.reason = structs.StateSuperseded, "the job is waiting for default/db: deploying"
+			})},
+		{"a running deployment is not touched by a dependency, and the job does not wait",
+			dependsOn(with(drifted(), func(v *jobView) { v.active = waiting(structs.StateApplying, gitSpec, liveIdx) }), dbDeploying),
+			quiet},
+		{"a job in sync waits for nothing, whatever its dependencies",
+			dependsOn(inSync(), dbDrifted),
+			outcome{sync: structs.SyncInSync}},
+		{"a retry of a job in sync waits for its dependency",
+			dependsOn(with(inSync(), func(v *jobView) {
+				v.block = &structs.Block{SpecHash: gitSpec, JobModifyIndex: liveIdx, AfterRegister: true, Retried: true}
+			}), dbDeploying),
+			outcome{sync: structs.SyncInSync, waiting: "waiting for default/db: deploying"}},
+		{"a retry of a blocked job still waits for its dependency",
+			dependsOn(with(drifted(), func(v *jobView) {
+				v.block = &structs.Block{SpecHash: gitSpec, JobModifyIndex: liveIdx, Retried: true}
+			}), dbDeploying),
+			quiet.and(func(o *outcome) { o.waiting = "waiting for default/db: deploying" })},
+		{"deploy now does not skip a dependency: nothing created, the lift stays stored",
+			dependsOn(with(drifted(), func(v *jobView) {
+				v.windows = []*structs.SyncWindow{lunch}
+				v.lift = deployNow
+			}), dbDeploying),
+			quiet.and(func(o *outcome) {
+				o.hold = "sync window: deny window lunch is active (deploy now requested)"
+				o.waiting = "waiting for default/db: deploying"
+			})},
+		{"a pause still holds a job whose dependencies are in sync",
+			dependsOn(with(drifted(), func(v *jobView) { v.pauses = []*structs.Pause{webPause} }), dbInSync),
+			quiet.and(func(o *outcome) { o.hold = "paused by ann: db maintenance" })},
+		{"a pause and a dependency both show",
+			dependsOn(with(drifted(), func(v *jobView) { v.pauses = []*structs.Pause{webPause} }), dbDrifted),
+			quiet.and(func(o *outcome) {
+				o.hold, o.waiting = "paused by ann: db maintenance", "waiting for default/db: not in sync"
+			})},
+		{"a missing dependency is a validation error",
+			with(drifted(), func(v *jobView) {
+				v.depProblems = webDependencyProblems(map[string][]string{"default/web": {"default/db"}})
+			}),
+			invalidDeps(`jobs/web.nomad.hcl: meta nops_depends_on = "db": default/db is missing: no file declares it`)},
+		{"an unmanaged dependency is a validation error",
+			with(drifted(), func(v *jobView) {
+				v.depProblems = webDependencyProblems(map[string][]string{"default/web": {"default/db"}}, "default/db")
+			}),
+			invalidDeps(`jobs/web.nomad.hcl: meta nops_depends_on = "db": default/db is not a managed job (it has no nops_managed = "true", or its namespace is not managed)`)},
+		{"a cycle of two is a validation error naming the cycle",
+			with(drifted(), func(v *jobView) {
+				v.depProblems = webDependencyProblems(map[string][]string{"default/web": {"default/db"}, "default/db": {"default/web"}})
+			}),
+			invalidDeps(`jobs/web.nomad.hcl: meta nops_depends_on = "db": dependency cycle default/web -> default/db -> default/web`)},
+		{"a cycle of three is a validation error naming the whole cycle, and supersedes the waiting deployment",
+			with(drifted(), func(v *jobView) {
+				v.depProblems = webDependencyProblems(map[string][]string{"default/web": {"default/db"},
+					"default/db": {"default/cache"}, "default/cache": {"default/web"}})
+				v.active = waiting(structs.StateDetected, gitSpec, liveIdx)
+			}),
+			invalidDeps(`jobs/web.nomad.hcl: meta nops_depends_on = "db": dependency cycle default/web -> default/db -> default/cache -> default/web`).
+				and(func(o *outcome) {
+					o.settle = structs.StateSuperseded
+					o.reason = `the job's dependencies are invalid: jobs/web.nomad.hcl: meta nops_depends_on = "db": dependency cycle default/web -> default/db -> default/cache -> default/web`
+				})},
 	}
 	for _, tc := range cases {
 		t.Run(tc.rule, func(t *testing.T) {

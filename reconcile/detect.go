@@ -127,6 +127,15 @@ type cycle struct {
 	now      time.Time
 
 	statuses map[string]*structs.JobStatus
+
+	// Dependencies (nops_depends_on, SPEC section 17): each managed job's
+	// validation problems of its dependencies, the order detectJobs takes
+	// the jobs in (a job after the jobs it depends on), and the state of
+	// each job once decided (or invalid), for the jobs that depend on it.
+	depProblems map[string][]string
+	order       []string
+	dependedOn  map[string]bool
+	depStates   map[string]depState
 }
 
 // DetectOnce runs one detection cycle (SPEC section 4): read git (steps
@@ -138,6 +147,7 @@ func (m *Detector) DetectOnce(ctx context.Context) (*cycleResult, error) {
 		return nil, err
 	}
 	c.managed, c.hooks, c.problems, c.conflicts = m.classify(c.files)
+	c.dependencies()
 	if err := m.readLive(ctx, c); err != nil {
 		return nil, err
 	}
@@ -228,9 +238,102 @@ func (m *Detector) readLive(ctx context.Context, c *cycle) error {
 	return nil
 }
 
-// detectJobs detects every managed job, in key order, and collects the
-// statuses to record. A job whose detection fails shows the error and
-// does not stop the others.
+// dependencies judges the managed jobs' dependencies (meta.DependencyProblems,
+// the rules `nops validate` uses too) and orders the jobs so that each is
+// detected after the jobs it depends on. A job declared twice or with an
+// invalid declaration counts as managed there (a dependency on it waits
+// until it is valid); every other declared job counts as unmanaged.
+func (c *cycle) dependencies() {
+	g := meta.DependencyGraph{Managed: map[string]meta.DependencyNode{}, Declared: map[string]bool{}}
+	for _, f := range c.files {
+		g.Declared[structs.JobKey(f.spec.namespace, f.spec.id)] = true
+	}
+	c.depStates = map[string]depState{}
+	for _, bad := range []map[string]*structs.JobStatus{c.problems, c.conflicts} {
+		for key, s := range bad {
+			g.Managed[key] = meta.DependencyNode{File: s.File}
+			c.depStates[key] = depState{key: key, invalid: strings.Join(s.Errors, "; ")}
+		}
+	}
+	c.dependedOn = map[string]bool{}
+	for key, d := range c.managed {
+		deps := d.meta.Dependencies(d.spec.namespace)
+		g.Managed[key] = meta.DependencyNode{File: d.file, Value: d.spec.meta[meta.KeyDependsOn], DependsOn: deps}
+		for _, dep := range deps {
+			c.dependedOn[dep] = true
+		}
+	}
+	c.depProblems = meta.DependencyProblems(g)
+	for _, key := range meta.DependencyOrder(g) {
+		if c.managed[key] != nil {
+			c.order = append(c.order, key)
+		}
+	}
+}
+
+// dependencyStates returns the states of the jobs d depends on, as this
+// cycle left them. A dependency that is missing or unmanaged has none: it
+// is one of d's dependency problems. A managed one not decided yet (only
+// in a cycle, itself a problem) is not ready.
+func (c *cycle) dependencyStates(d *declared) []depState {
+	var out []depState
+	for _, key := range d.meta.Dependencies(d.spec.namespace) {
+		s, ok := c.depStates[key]
+		switch {
+		case ok:
+			out = append(out, s)
+		case c.managed[key] != nil:
+			out = append(out, depState{key: key, invalid: "not detected yet in this cycle"})
+		}
+	}
+	return out
+}
+
+// decided records what a job's dependents see of it, if any job depends
+// on it: its status after act, its active deployment then and, when it is
+// blocked, how.
+func (m *Detector) decided(c *cycle, key string, status *structs.JobStatus) error {
+	if !c.dependedOn[key] {
+		return nil
+	}
+	s := depState{key: key, inSync: status.Sync == structs.SyncInSync}
+	if status.Sync == structs.SyncError {
+		s.invalid = strings.Join(status.Errors, "; ")
+	}
+	st := m.srv.State()
+	active, err := st.ActiveDeployment(status.Namespace, status.JobID)
+	if err != nil {
+		return fmt.Errorf("read active deployment of %s: %w", key, err)
+	}
+	if active != nil {
+		s.active = active.State
+	}
+	if status.Blocked {
+		s.blocked = "blocked"
+		b, err := st.Block(status.Namespace, status.JobID)
+		if err != nil {
+			return fmt.Errorf("read block of %s: %w", key, err)
+		}
+		if b != nil {
+			dep, err := st.Deployment(b.DeploymentID)
+			if err != nil {
+				return fmt.Errorf("read blocking deployment of %s: %w", key, err)
+			}
+			if dep != nil {
+				s.blocked = string(dep.State)
+				if dep.Error != "" {
+					s.blocked += ": " + dep.Error
+				}
+			}
+		}
+	}
+	c.depStates[key] = s
+	return nil
+}
+
+// detectJobs detects every managed job, each after the jobs it depends on
+// and otherwise in key order, and collects the statuses to record. A job
+// whose detection fails shows the error and does not stop the others.
 func (m *Detector) detectJobs(ctx context.Context, c *cycle) error {
 	st := m.srv.State()
 	var err error
@@ -240,12 +343,7 @@ func (m *Detector) detectJobs(ctx context.Context, c *cycle) error {
 	c.now = m.now()
 	c.schedule = holds.At(c.windows, c.now)
 	c.statuses = map[string]*structs.JobStatus{}
-	keys := make([]string, 0, len(c.managed))
-	for k := range c.managed {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, key := range keys {
+	for _, key := range c.order {
 		d := c.managed[key]
 		c.res.jobs++
 		var status *structs.JobStatus
@@ -272,6 +370,9 @@ func (m *Detector) detectJobs(ctx context.Context, c *cycle) error {
 			c.res.changed = true
 		}
 		c.statuses[key] = status
+		if err := m.decided(c, key, status); err != nil {
+			return err
+		}
 	}
 	return nil
 }

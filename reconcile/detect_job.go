@@ -76,7 +76,8 @@ func (m *Detector) detectJob(ctx context.Context, d *declared, c *cycle) (*decis
 // state holds about it.
 func (m *Detector) observe(ctx context.Context, d *declared, c *cycle) (*jobView, error) {
 	v := &jobView{namespace: d.spec.namespace, jobID: d.spec.id, repo: d.repo, commit: d.commit, file: d.file,
-		policy: d.meta.Policy, windows: c.windows, schedule: c.schedule, now: c.now, decl: d}
+		policy: d.meta.Policy, windows: c.windows, schedule: c.schedule, now: c.now, decl: d,
+		deps: c.dependencyStates(d), depProblems: c.depProblems[d.key()]}
 	var err error
 	if v.hooks, v.hookProblems, err = m.frozenHooks(d, c.hooks); err != nil {
 		return nil, err

@@ -150,11 +150,15 @@ type JobStatus struct {
 	Policy     Policy    `json:"policy"`
 	Sync       SyncState `json:"sync"`
 	// DriftSummary is a one-line redacted summary of the plan diff.
-	DriftSummary string   `json:"drift_summary,omitempty"`
-	SpecHash     string   `json:"spec_hash,omitempty"`
-	Hold         string   `json:"hold,omitempty"`
-	Blocked      bool     `json:"blocked"`
-	Errors       []string `json:"errors,omitempty"`
+	DriftSummary string `json:"drift_summary,omitempty"`
+	SpecHash     string `json:"spec_hash,omitempty"`
+	Hold         string `json:"hold,omitempty"`
+	// WaitingFor says which job this one waits for (nops_depends_on, SPEC
+	// section 17) and why, as "waiting for default/db: deploying"; empty
+	// when it waits for none. No deployment is created while it is set.
+	WaitingFor string   `json:"waiting_for,omitempty"`
+	Blocked    bool     `json:"blocked"`
+	Errors     []string `json:"errors,omitempty"`
 	// Orphan is set for a job Nops deployed that git no longer declares.
 	Orphan bool `json:"orphan,omitempty"`
 	// LiveModifyIndex is the live job's modify index when last observed.

@@ -393,6 +393,23 @@ func TestDashboard_PagesAndForms(t *testing.T) {
 		t.Errorf("after deploy now on an in-sync job the page says:\n%.3000s", page)
 	}
 
+	// A job waiting for a dependency (nops_depends_on) says for which, on
+	// its page and in the list.
+	waits := "waiting for default/db: deploying"
+	apply(t, s, structs.JobStatusUpsertRequestType, &structs.JobStatusUpsertRequest{WriteMeta: systemMeta(),
+		Statuses: []*structs.JobStatus{{Namespace: "default", JobID: "api", Repository: "ops", File: "jobs/api.nomad.hcl",
+			Commit: strings.Repeat("ab", 20), Policy: structs.PolicyAuto, Sync: structs.SyncDrift, WaitingFor: waits,
+			ObservedAt: time.Now().UTC()}}})
+	if _, _, page := c.do("GET", "/ui/job/default/api", nil, nil); !strings.Contains(page, `<dd id="job-waiting"><span class="badge warn">`+waits+`</span>`) {
+		t.Errorf("the page of a job waiting for a dependency does not say for which:\n%.3000s", page)
+	}
+	if _, _, page := c.do("GET", "/ui/jobs", nil, nil); !strings.Contains(page, `<span class="muted">`+waits+`</span>`) {
+		t.Errorf("the jobs list does not say what a job waits for:\n%.3000s", page)
+	}
+	if _, _, page := c.do("GET", "/ui/job/default/web", nil, nil); strings.Contains(page, `id="job-waiting"`) {
+		t.Errorf("the page of a job that waits for nothing shows a wait")
+	}
+
 	// The jobs search, without script.
 	_, _, page = c.do("GET", "/ui/jobs?q=AP", nil, nil)
 	if !strings.Contains(page, ">default/api</a>") || strings.Contains(page, ">default/web</a>") || !strings.Contains(page, `value="AP"`) {

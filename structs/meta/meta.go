@@ -2,8 +2,10 @@
 // (SPEC sections 2 and 20), and owns the rules built on them that detection and
 // `nops validate` share: what a hook must be (ValidateHook), how a managed
 // job's hook names resolve (HookProblem), which jobs count (Considered) and
-// how a duplicate declaration is worded (DuplicateProblem). It is pure: the
-// same input gives the same answer.
+// how a duplicate declaration is worded (DuplicateProblem), and what the
+// managed jobs' nops_depends_on make of them (DependencyProblems: missing,
+// unmanaged, cycles; DependencyOrder). It is pure: the same input gives the
+// same answer.
 //
 // Guarantee: every problem is reported, each naming the file, the key and
 // the value, and a job with a problem is never treated as deployable.
@@ -31,6 +33,7 @@ const (
 	KeyHookTimeout  = "nops_hook_timeout"
 	KeyApprovals    = "nops_approvals"
 	KeyApprovalTTL  = "nops_approval_ttl"
+	KeyDependsOn    = "nops_depends_on"
 )
 
 // MaxApprovals bounds nops_approvals: past it, a deployment waits for more
@@ -78,6 +81,10 @@ type Job struct {
 	// one may wait for them (nops_approval_ttl, 0 for no limit).
 	Approvals   int
 	ApprovalTTL time.Duration
+	// DependsOn are the jobs whose deployments this job's wait for
+	// (nops_depends_on, SPEC section 17), as written, in order; resolve
+	// them against the job's namespace with Dependencies.
+	DependsOn []Dependency
 	// Problems are validation errors, each naming file, key and value.
 	Problems []string
 }
@@ -141,8 +148,9 @@ func Read(file string, job *api.Job, d Defaults) *Job {
 	if v, ok := m[KeyApprovalTTL]; ok {
 		out.ApprovalTTL = duration(KeyApprovalTTL, v, bad, out.ApprovalTTL)
 	}
+	out.DependsOn = dependsOn(m, bad)
 	if out.Kind == Hook {
-		for _, k := range []string{KeyPolicy, KeyPreHooks, KeyPostHooks, KeyApplyTimeout, KeyApprovals, KeyApprovalTTL} {
+		for _, k := range []string{KeyPolicy, KeyPreHooks, KeyPostHooks, KeyApplyTimeout, KeyApprovals, KeyApprovalTTL, KeyDependsOn} {
 			if v, ok := m[k]; ok {
 				bad(k, v, "only a managed job takes this key, not a hook")
 			}

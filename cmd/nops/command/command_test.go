@@ -410,6 +410,7 @@ func TestCLI_ReconcilerRoutes(t *testing.T) {
 	out = c.ok("job", "status", "web")
 	t.Logf("nops job status:\n%s", out)
 	mustContain(t, "job status", out, "default/web", "in_sync", "jobs/web.nomad.hcl", "Paused", "by ann@ops", "db upgrade",
+		"Waiting", "waiting for default/db: not in sync",
 		"Blocked", "after deployment 5e1f0c2a failed after its register", "Active deployment", "none", "Last deployment", "failed", "allocation failed")
 	mustContain(t, "missing job", c.fails(1, "job", "status", "nope", "-namespace", "prod"), "prod/nope", "404")
 

@@ -107,7 +107,8 @@ var observedAt = time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
 func fakeReconciler() *nopstest.FakeReconciler {
 	jobs := []*structs.JobStatus{
 		{Namespace: "default", JobID: "web", Sync: structs.SyncInSync, Policy: structs.PolicyAuto, Repository: "ops",
-			File: "jobs/web.nomad.hcl", Commit: strings.Repeat("c", 40), ObservedAt: observedAt},
+			File: "jobs/web.nomad.hcl", Commit: strings.Repeat("c", 40), ObservedAt: observedAt,
+			WaitingFor: "waiting for default/db: not in sync"},
 		{Namespace: "default", JobID: "api", Sync: structs.SyncDrift, DriftSummary: "count 2 -> 3", ObservedAt: observedAt},
 		{Namespace: "default", JobID: "db", Sync: structs.SyncDrift, ObservedAt: observedAt},
 	}

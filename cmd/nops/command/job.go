@@ -70,6 +70,7 @@ func (c *jobStatusCommand) print(key string, job *structs.JobDetail) {
 			"Policy", orDash(string(s.Policy)),
 			"Sync", orDash(sync),
 			"Hold", orDash(s.Hold),
+			"Waiting", orDash(s.WaitingFor),
 			"Orphan", yesNo(s.Orphan),
 			"Observed", m.timeAgo(s.ObservedAt),
 		)

@@ -70,6 +70,16 @@ var corpusCases = map[string]corpusWant{
 	"duplicate": {jobs: map[string]string{
 		"default/web": `job default/web is declared by more than one file (team/web-again.nomad, web.nomad.hcl): all are ignored`}},
 	"parse-error": {jobs: map[string]string{"default/good": ""}, parseErrors: []string{"broken.nomad.hcl"}},
+	// nops_depends_on (SPEC section 17): the whole cycle is named on each
+	// job in it; a job depending on one is valid (it waits).
+	"depends-cycle": {jobs: map[string]string{
+		"default/a":   `a.nomad.hcl: meta nops_depends_on = "b": dependency cycle default/a -> default/b -> default/c -> default/a`,
+		"default/b":   `b.nomad.hcl: meta nops_depends_on = "c": dependency cycle default/b -> default/c -> default/a -> default/b`,
+		"default/c":   `c.nomad.hcl: meta nops_depends_on = "a": dependency cycle default/c -> default/a -> default/b -> default/c`,
+		"default/web": ""}},
+	"depends-missing-unmanaged": {jobs: map[string]string{
+		"default/api": `api.nomad.hcl: meta nops_depends_on = "db,plain": default/db is missing: no file declares it`}},
+	"depends-ok": {jobs: map[string]string{"default/api": "", "default/db": ""}},
 	"vars-file": {jobs: map[string]string{
 		"default/api": "",
 		"default/web": `web.nomad.hcl: meta nops_policy = "whenever": must be auto, approval or none`}},

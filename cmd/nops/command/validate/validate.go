@@ -152,7 +152,9 @@ func parseProblem(path string, err error) string {
 // uses: the meta keys (meta.Read), which jobs count (Job.Considered), two
 // files declaring one job (meta.DuplicateProblem: all are ignored, and a
 // hook so declared is missing to the jobs that name it), and the hooks of a
-// managed job resolved among the hooks of its namespace (meta.HookProblem).
+// managed job resolved among the hooks of its namespace (meta.HookProblem),
+// and its dependencies (nops_depends_on) judged among every job the files
+// declare (meta.DependencyProblems: missing, unmanaged, cycle).
 // A hook's own problems, which a server shows only on the jobs that declare
 // it, are its verdict too. Every problem is also added to the errors of the
 // files that declare the job. Verdicts are sorted by job key.
@@ -162,6 +164,7 @@ func judge(files []*parsedFile) []*JobVerdict {
 		m *meta.Job
 	}
 	byKey := map[string][]entry{}
+	graph := meta.DependencyGraph{Managed: map[string]meta.DependencyNode{}, Declared: map[string]bool{}}
 	for _, f := range files {
 		if f.job == nil {
 			continue
@@ -169,12 +172,27 @@ func judge(files []*parsedFile) []*JobVerdict {
 		m := meta.Read(f.res.File, f.job, meta.Defaults{Policy: structs.PolicyAuto})
 		f.res.Role = roleOf(m.Kind)
 		f.res.Namespace, f.res.JobID = meta.Identity(f.job)
+		key := structs.JobKey(f.res.Namespace, f.res.JobID)
+		graph.Declared[key] = true
 		if !m.Considered() {
 			continue
 		}
-		key := structs.JobKey(f.res.Namespace, f.res.JobID)
 		byKey[key] = append(byKey[key], entry{f, m})
 	}
+	// As a server does: a job declared twice, or whose declaration has a
+	// problem, counts as managed (but depends on nothing), unless it is a
+	// hook.
+	for key, es := range byKey {
+		e := es[0]
+		switch {
+		case len(es) > 1 || (len(e.m.Problems) > 0 && e.m.Kind != meta.Hook):
+			graph.Managed[key] = meta.DependencyNode{File: e.f.res.File}
+		case e.m.Kind == meta.Managed:
+			graph.Managed[key] = meta.DependencyNode{File: e.f.res.File, Value: e.f.job.Meta[meta.KeyDependsOn],
+				DependsOn: e.m.Dependencies(e.f.res.Namespace)}
+		}
+	}
+	depProblems := meta.DependencyProblems(graph)
 	hooks := map[string]*meta.Declared{}
 	for key, es := range byKey {
 		if len(es) != 1 || es[0].m.Kind != meta.Hook {
@@ -226,6 +244,7 @@ func judge(files []*parsedFile) []*JobVerdict {
 					}
 				}
 			}
+			v.Problems = append(v.Problems, depProblems[key]...)
 		}
 		v.Valid = len(v.Problems) == 0
 		for _, e := range es {
