@@ -29,6 +29,7 @@ func populate(t testing.TB, h *harness) {
 	full.Policy = structs.PolicyApproval
 	full.CommitMessage, full.CommitAuthor = "Bump web to v2\n\nThe new image.", "Ops <ops@example.com>"
 	full.CommitCommitter = "Release Bot <bot@example.com>"
+	full.CommitSigner = "3AA5C34371567BD2C3AA5C34371567BD2C0FFEE1"
 	full.CommitTime, full.CommitURL = h.now.Add(-time.Hour), "https://git.example.com/ops/jobs/commit/"+full.Commit
 	full.FileDiff = "--- a/jobs/web.nomad.hcl\n+++ b/jobs/web.nomad.hcl\n@@ -1 +1 @@\n-image = \"web:1\"\n+image = \"web:2\"\n"
 	full.ApprovalsRequired, full.ApprovalTTL = 2, 72*time.Hour
@@ -524,12 +525,14 @@ func TestRestoreCorrupt(t *testing.T) {
 	}
 	t.Logf("%d of %d single-byte corruptions of the records refused", refused, len(positions))
 	// The compressed stream has a checksum: a flip in it, or in the
-	// header, is refused.
+	// header, is refused, unless it decodes to the very same records
+	// (zstd ignores some bits of its table descriptions, so a flip there
+	// changes nothing), which restoring is right.
 	for i := range snap {
 		b := bytes.Clone(snap)
 		b[i] ^= 0xff
-		if err := tryRestore(b); err == nil {
-			t.Errorf("a snapshot with byte %d of %d flipped was restored", i, len(snap))
+		if err := tryRestore(b); err == nil && !bytes.Equal(unpack(t, b), body) {
+			t.Errorf("a snapshot with byte %d of %d flipped was restored with other records", i, len(snap))
 		}
 	}
 }

@@ -148,7 +148,8 @@ func tamperHead(t testing.TB, repo *testutil.GitRepo, msg string) string {
 // SSH or OpenPGP key is published with the key's fingerprint; an unsigned
 // head, one signed by a key not in the files, and one altered after
 // signing are refused, naming the commit and the reason, while the last
-// verified snapshot stays published and nothing is notified; a signed
+// verified snapshot stays published (Notify fires once per refusal, for the
+// detector to record it); a signed
 // commit after a refused one is taken. Both fetch paths are covered: a
 // configured branch fetches into the last clone, the remote's default
 // branch clones again.
@@ -189,7 +190,7 @@ func testVerifySignedCommits(t *testing.T, branch string) {
 
 	// expectRefused fetches and checks the refusal of head, and that the
 	// last verified commit stays the source of truth.
-	expectRefused := func(what, head string, reason error, detail string) {
+	expectRefused := func(what, head string, reason error, detail string, notifies bool) {
 		t.Helper()
 		err := w.FetchNow(ctx, "prod")
 		var refused *RefusedError
@@ -208,34 +209,35 @@ func testVerifySignedCommits(t *testing.T, branch string) {
 			!strings.Contains(st.LastError, head) || !strings.Contains(st.LastError, reason.Error()) {
 			t.Fatalf("%s: status = %+v", what, st)
 		}
-		if notified(w) {
-			t.Fatalf("%s: a refused head notified", what)
+		if notified(w) != notifies {
+			t.Fatalf("%s: notified = %v, want %v", what, !notifies, notifies)
 		}
 	}
 
 	repo.WriteFile("jobs/web.nomad.hcl", `job "web" { v = "unsigned" }`)
 	unsigned := repo.Commit("unsigned")
-	expectRefused("unsigned", unsigned, ErrUnsigned, "is not signed")
-	// Polling again refuses again, from memory, with the same message.
-	expectRefused("unsigned, again", unsigned, ErrUnsigned, "is not signed")
+	expectRefused("unsigned", unsigned, ErrUnsigned, "is not signed", true)
+	// Polling again refuses again, from memory, with the same message,
+	// and notifies nothing new.
+	expectRefused("unsigned, again", unsigned, ErrUnsigned, "is not signed", false)
 
 	repo.WriteFile("jobs/web.nomad.hcl", `job "web" { v = "stranger" }`)
 	stranger := repo.CommitSSHSigned(strangerKey, "by a stranger")
-	expectRefused("unknown SSH key", stranger, ErrUntrustedKey, ssh.FingerprintSHA256(strangerPub))
+	expectRefused("unknown SSH key", stranger, ErrUntrustedKey, ssh.FingerprintSHA256(strangerPub), true)
 
 	repo.WriteFile("jobs/web.nomad.hcl", `job "web" { v = "tampered" }`)
 	repo.CommitSSHSigned(trustedKey, "signed")
 	tampered := tamperHead(t, repo, "signed, then altered")
-	expectRefused("altered after an SSH signature", tampered, ErrBadSignature, "signature did not verify")
+	expectRefused("altered after an SSH signature", tampered, ErrBadSignature, "signature did not verify", true)
 
 	repo.WriteFile("jobs/web.nomad.hcl", `job "web" { v = "pgp-stranger" }`)
 	pgpStranger := commitPGPSigned(t, repo, strangerPGP, "by a PGP stranger")
-	expectRefused("unknown OpenPGP key", pgpStranger, ErrUntrustedKey, "not in gpg_keys_file")
+	expectRefused("unknown OpenPGP key", pgpStranger, ErrUntrustedKey, "not in gpg_keys_file", true)
 
 	repo.WriteFile("jobs/web.nomad.hcl", `job "web" { v = "pgp-tampered" }`)
 	commitPGPSigned(t, repo, trustedPGP, "signed")
 	pgpTampered := tamperHead(t, repo, "signed, then altered")
-	expectRefused("altered after an OpenPGP signature", pgpTampered, ErrBadSignature, "")
+	expectRefused("altered after an OpenPGP signature", pgpTampered, ErrBadSignature, "", true)
 
 	// A signed commit after the refused ones is taken.
 	repo.WriteFile("jobs/web.nomad.hcl", `job "web" { v = 2 }`)

@@ -19,7 +19,12 @@
 //     a complete snapshot of one commit: a failed fetch keeps the last good
 //     snapshot and records the error on the repository's status.
 //   - Notify fires (coalesced) after a snapshot with a new head is published,
-//     including the first snapshot of each repository.
+//     including the first snapshot of each repository, and after a head is
+//     refused for its signature (once per refusal, not at every poll).
+//   - With Verify, a published snapshot is always of a head whose signature
+//     verified by a trusted key (verify.go); a refused head leaves the last
+//     verified snapshot in place and names itself and the reason in the
+//     status.
 //   - Fetches of one repository never overlap; Refresh requests coalesce.
 //   - Passwords and tokens never appear in status or logs.
 package gitwatch
@@ -339,7 +344,8 @@ func (w *Watcher) FetchNow(ctx context.Context, name string) error {
 }
 
 // Notify returns a channel that receives a value after the head of any
-// repository moved. Several moves before a receive give one value.
+// repository moved, or a new head was refused for its signature. Several
+// moves before a receive give one value.
 func (w *Watcher) Notify() <-chan struct{} { return w.notify }
 
 // Snapshots returns the current snapshot of every repository that has one,
@@ -417,6 +423,12 @@ func (w *Watcher) fetch(ctx context.Context, r *repo) error {
 		case refused != nil:
 			r.logger.Warn("head commit refused for its signature; keeping the last verified snapshot",
 				"commit", refused.Commit, "reason", refused.Reason, "detail", refused.Detail)
+			// The detector records the refusal in the repository's
+			// status, and its notification, at once.
+			select {
+			case w.notify <- struct{}{}:
+			default:
+			}
 		default:
 			r.logger.Warn("fetch failed; keeping the last good snapshot", "url", r.status.URL, "error", err)
 		}
