@@ -83,7 +83,9 @@ func populate(t testing.TB, h *harness) {
 	h.mustApply(structs.WindowLiftRequestType, &structs.WindowLiftRequest{WriteMeta: h.meta("bob"), Namespace: "prod", JobID: "api"})
 	h.mustApply(structs.JobStatusUpsertRequestType, &structs.JobStatusUpsertRequest{WriteMeta: h.meta("detector"), Statuses: []*structs.JobStatus{testJobStatus("web"), testJobStatus("api")}})
 	h.mustApply(structs.JobStatusUpsertRequestType, &structs.JobStatusUpsertRequest{WriteMeta: h.meta("detector"), Statuses: []*structs.JobStatus{testJobStatus("web")}})
-	h.mustApply(structs.RepoStatusUpsertRequestType, &structs.RepoStatusUpsertRequest{WriteMeta: h.meta("gitwatch"), Repos: []*structs.RepoStatus{testRepoStatus("infra")}})
+	refused := testRepoStatus("apps")
+	refused.Refused, refused.FetchError = "0ddba11", "commit 0ddba11 refused: the commit is not signed"
+	h.mustApply(structs.RepoStatusUpsertRequestType, &structs.RepoStatusUpsertRequest{WriteMeta: h.meta("gitwatch"), Repos: []*structs.RepoStatus{testRepoStatus("infra"), refused}})
 	h.mustApply(structs.AutopilotSetConfigRequestType, &structs.AutopilotSetConfigRequest{WriteMeta: h.meta("ops"), Config: structs.AutopilotConfig{
 		CleanupDeadServers: true, LastContactThreshold: time.Second, MaxTrailingLogs: 500, MinQuorum: 3, ServerStabilizationTime: 20 * time.Second,
 	}})

@@ -18,8 +18,8 @@ import (
 // a head signed by a listed SSH key deploys to a real Nomad and its
 // deployment records the key's fingerprint (commit_signer); an unsigned
 // head after it is refused (the repository's status names the commit and
-// the reason, a repo_failing notification says it, nothing of it reaches
-// Nomad); the next signed commit deploys.
+// the reason, an audit event and a repo_failing notification say it,
+// nothing of it reaches Nomad); the next signed commit deploys.
 func TestSignedCommits_OnlySignedDeploy(t *testing.T) {
 	e := lcWorld(t, map[string]string{
 		jobFile("web"): testutil.ServiceJobHCL("web", managed(structs.PolicyAuto)...),
@@ -65,6 +65,19 @@ func TestSignedCommits_OnlySignedDeploy(t *testing.T) {
 		}
 		return false, "no repo_failing notification names the refused commit"
 	})
+	var events []*structs.Event
+	if code, body := e.s.Do("GET", "/v1/events", nil, &events); code != 200 {
+		t.Fatalf("GET /v1/events: %d %s", code, body)
+	}
+	refusals := 0
+	for _, ev := range events {
+		if ev.Kind == structs.EventKindRepository && ev.Object == "repository/main" && strings.Contains(ev.Message, unsigned) {
+			refusals++
+		}
+	}
+	if refusals != 1 {
+		t.Fatalf("%d repository events name the refused commit, want 1: %+v", refusals, events)
+	}
 	// A whole detection cycle after the refusal deploys nothing of it.
 	e.cycle()
 	for _, dep := range e.deploymentsOf("web") {
