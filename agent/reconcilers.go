@@ -88,6 +88,9 @@ func gitRepoConfigs(cfg *config.Config) ([]gitwatch.RepoConfig, error) {
 			rc.Auth = gitwatch.Auth{Username: a.Username, Password: a.Password, Token: a.Token,
 				SSHKeyFile: a.SSHKeyFile, SSHKeyPassphrase: a.SSHKeyPassphrase, SSHKnownHostsFile: a.KnownHosts()}
 		}
+		if v := r.Verify; v != nil {
+			rc.Verify = &gitwatch.Verify{AllowedSignersFile: v.AllowedSignersFile, GPGKeysFile: v.GPGKeysFile}
+		}
 		repos = append(repos, rc)
 	}
 	return repos, nil

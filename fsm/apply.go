@@ -697,6 +697,12 @@ func (w *writer) repoStatusUpsert(req *structs.RepoStatusUpsertRequest) error {
 		if err := w.put(TableRepoStatus, &c); err != nil {
 			return err
 		}
+		if newlyRefused(old, &c) {
+			if err := w.event(req.WriteMeta, structs.Event{Kind: structs.EventKindRepository, Object: "repository/" + c.Name,
+				To: "refused", Message: c.FetchError}); err != nil {
+				return err
+			}
+		}
 		if err := w.notifyRepo(old, &c, req.WriteMeta); err != nil {
 			return err
 		}

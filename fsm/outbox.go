@@ -175,12 +175,19 @@ func eventNotifyKinds(e *structs.Event) []string {
 	return nil
 }
 
+// newlyRefused reports whether a repository's status names a refused head
+// its previous status did not.
+func newlyRefused(old, now *structs.RepoStatus) bool {
+	return now.Refused != "" && (old == nil || old.Refused != now.Refused)
+}
+
 // notifyRepo writes the notification of a repository whose fetch started
-// failing or recovered.
+// failing or recovered, or that refused another head for its signature
+// while failing.
 func (w *writer) notifyRepo(old *structs.RepoStatus, now *structs.RepoStatus, m structs.WriteMeta) error {
 	wasFailing := old != nil && old.FetchError != ""
 	failing := now.FetchError != ""
-	if wasFailing == failing {
+	if wasFailing == failing && !newlyRefused(old, now) {
 		return nil
 	}
 	n := &structs.Notification{Kind: structs.NotifyRepoFailing, Time: m.Time, Object: now.Name,

@@ -245,3 +245,46 @@ var outboxCases = map[structs.MessageType]func(t *testing.T, h *harness){
 		}
 	},
 }
+
+// TestRepoRefusedHeads: each head a repository refuses for its signature
+// appends a repository event and a repo_failing notification naming it,
+// also while the repository is already failing; the same refusal recorded
+// again, and other fetch errors, append no event.
+func TestRepoRefusedHeads(t *testing.T) {
+	h := newHarness(t)
+	upsert := func(fetchErr, refused string) {
+		r := testRepoStatus("infra")
+		r.FetchError, r.Refused = fetchErr, refused
+		h.mustApply(structs.RepoStatusUpsertRequestType, &structs.RepoStatusUpsertRequest{WriteMeta: h.meta("git"), Repos: []*structs.RepoStatus{r}})
+	}
+	upsert("", "")
+	before := len(h.events())
+	upsert("commit aaa refused: the commit is not signed", "aaa")
+	upsert("commit aaa refused: the commit is not signed", "aaa")
+	upsert("commit bbb refused: the commit is signed by a key that is not trusted", "bbb")
+	upsert("connection refused", "bbb")
+	upsert("", "")
+	var got []string
+	for _, e := range h.eventsSince(before) {
+		got = append(got, e.Kind+" "+e.Object+" "+e.To+": "+e.Message)
+	}
+	want := []string{
+		"repository repository/infra refused: commit aaa refused: the commit is not signed",
+		"repository repository/infra refused: commit bbb refused: the commit is signed by a key that is not trusted",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("events:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	var notes []string
+	for _, n := range h.outbox() {
+		notes = append(notes, n.Kind+": "+n.Message)
+	}
+	wantNotes := []string{
+		"repo_failing: fetch failing: commit aaa refused: the commit is not signed",
+		"repo_failing: fetch failing: commit bbb refused: the commit is signed by a key that is not trusted",
+		"repo_recovered: fetch recovered at " + structs.ShortID(testRepoStatus("infra").Head),
+	}
+	if strings.Join(notes, "\n") != strings.Join(wantNotes, "\n") {
+		t.Fatalf("notifications:\n%s\nwant:\n%s", strings.Join(notes, "\n"), strings.Join(wantNotes, "\n"))
+	}
+}

@@ -153,7 +153,7 @@ func validDeployment(d *structs.Deployment) error {
 func validCommitContext(d *structs.Deployment) error {
 	for _, f := range []struct{ name, value string }{
 		{"commit_message", d.CommitMessage}, {"commit_author", d.CommitAuthor}, {"commit_committer", d.CommitCommitter},
-		{"commit_url", d.CommitURL},
+		{"commit_url", d.CommitURL}, {"commit_signer", d.CommitSigner},
 	} {
 		if err := structs.CheckText("deployment "+d.ID+": "+f.name, f.value); err != nil {
 			return err

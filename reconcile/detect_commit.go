@@ -31,6 +31,7 @@ func (m commitReader) record(ctx context.Context, d *declared, dep *structs.Depl
 	dep.CommitMessage = structs.TruncateText(d.info.Message, structs.MaxTextLen)
 	dep.CommitAuthor = structs.TruncateText(d.info.Author, structs.MaxTextLen)
 	dep.CommitCommitter = structs.TruncateText(d.info.Committer, structs.MaxTextLen)
+	dep.CommitSigner = structs.TruncateText(d.info.Signer, structs.MaxTextLen)
 	dep.CommitTime = d.info.Time
 	if len(d.info.URL) <= structs.MaxTextLen {
 		dep.CommitURL = d.info.URL

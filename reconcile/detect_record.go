@@ -110,7 +110,7 @@ func (m *Detector) recordRepos(parseErrs map[string][]string) error {
 	var changed []*structs.RepoStatus
 	for _, s := range m.git.Status() {
 		r := &structs.RepoStatus{Name: s.Name, URL: s.URL, Branch: s.Branch, Path: s.Path, Head: s.Head,
-			LastFetch: s.LastFetch.UTC(), FetchError: s.LastError, ParseErrors: parseErrs[s.Name], Files: s.Files}
+			LastFetch: s.LastFetch.UTC(), FetchError: s.LastError, Refused: s.Refused, ParseErrors: parseErrs[s.Name], Files: s.Files}
 		if old := current[s.Name]; old != nil {
 			o := *old
 			o.ModifyIndex = 0

@@ -290,6 +290,11 @@ type Deployment struct {
 	// differs from its author after a rebase or a cherry-pick; forbid_self
 	// refuses the approval of either.
 	CommitCommitter string `json:"commit_committer,omitempty"`
+	// CommitSigner is the fingerprint of the key whose signature of the
+	// commit was verified (SPEC section 18): "SHA256:…" for an SSH key,
+	// the hexadecimal fingerprint of the primary key for OpenPGP. Empty
+	// when the repository verifies no signatures.
+	CommitSigner string `json:"commit_signer,omitempty"`
 	// ApprovalsRequired is how many approvals, each from a distinct
 	// identity, the deployment needs to leave pending_approval: its job's
 	// nops_approvals at detection (SPEC section 20). 0, as on a

@@ -8,6 +8,9 @@ const (
 	EventKindJob        = "job"
 	EventKindPause      = "pause"
 	EventKindWindow     = "window"
+	// EventKindRepository is about a git repository: a head refused for
+	// its signature (SPEC section 18), object "repository/<name>".
+	EventKindRepository = "repository"
 )
 
 // Event is one line of the audit log. Every state change and every decision
@@ -227,6 +230,9 @@ type RepoStatus struct {
 	ParseErrors []string  `json:"parse_errors,omitempty"`
 	Files       int       `json:"files"`
 	ModifyIndex uint64    `json:"modify_index"`
+	// Refused is the head commit last refused for its signature, empty
+	// once a verified head is taken; FetchError says why.
+	Refused string `json:"refused,omitempty"`
 }
 
 // DetectionCycle records the leader's last completed detection cycle, so

@@ -304,6 +304,17 @@ type Repository struct {
 	WebURL string
 	// Auth is nil when the repository needs no credentials.
 	Auth *RepoAuth
+	// Verify is nil when commits need no signature; otherwise only a
+	// head signed by one of its keys is deployed (SPEC section 18).
+	Verify *RepoVerify
+}
+
+// RepoVerify names the files of the keys a repository's commits must be
+// signed with: an SSH allowed signers file (git's gpg.format = ssh), armored
+// OpenPGP public keys, or both. Validate reads them, so a file that is
+// missing or does not parse stops the start.
+type RepoVerify struct {
+	AllowedSignersFile, GPGKeysFile string
 }
 
 // RepoAuth holds the credentials of a repository. Secrets are given
@@ -665,6 +676,17 @@ func (c *Config) validateRepositories() []error {
 			}
 			if a.SSHKeyFile == "" && a.KnownHosts() != "" {
 				add("auth: known_hosts_file needs ssh_key_file")
+			}
+		}
+		if v := r.Verify; v != nil {
+			if _, err := gitwatch.LoadVerifier(gitwatch.Verify{AllowedSignersFile: v.AllowedSignersFile, GPGKeysFile: v.GPGKeysFile}); err != nil {
+				problems := []error{err}
+				if joined, ok := err.(interface{ Unwrap() []error }); ok {
+					problems = joined.Unwrap()
+				}
+				for _, e := range problems {
+					add("%v", e)
+				}
 			}
 		}
 	}

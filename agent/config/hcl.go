@@ -18,6 +18,7 @@ import (
 const (
 	blockRepository = "repository"
 	blockAuth       = "auth"
+	blockVerify     = "verify"
 	blockConsul     = "consul"
 	blockACL        = "acl"
 	blockTLS        = "tls"
@@ -148,24 +149,34 @@ func (l *loader) decodeRepository(b *hcl.Block) {
 		i = len(c.Repositories) - 1
 	}
 	r := &c.Repositories[i]
-	content, _ := l.decodeBody(b.Body, repositoryFields(r), []hcl.BlockHeaderSchema{{Type: blockAuth}})
+	content, _ := l.decodeBody(b.Body, repositoryFields(r), []hcl.BlockHeaderSchema{{Type: blockAuth}, {Type: blockVerify}})
 	if content == nil {
 		return
 	}
-	for n, ab := range content.Blocks {
-		if n > 0 {
+	first := map[string]*hcl.Block{}
+	for _, sb := range content.Blocks {
+		if prev := first[sb.Type]; prev != nil {
 			l.addDiags(hcl.Diagnostics{{
 				Severity: hcl.DiagError,
-				Summary:  "Duplicate auth block",
-				Detail:   fmt.Sprintf("Repository %q already has an auth block at %s.", name, content.Blocks[0].DefRange),
-				Subject:  ab.DefRange.Ptr(),
+				Summary:  fmt.Sprintf("Duplicate %s block", sb.Type),
+				Detail:   fmt.Sprintf("Repository %q already has a %s block at %s.", name, sb.Type, prev.DefRange),
+				Subject:  sb.DefRange.Ptr(),
 			}})
 			continue
 		}
-		if r.Auth == nil {
-			r.Auth = &RepoAuth{}
+		first[sb.Type] = sb
+		switch sb.Type {
+		case blockAuth:
+			if r.Auth == nil {
+				r.Auth = &RepoAuth{}
+			}
+			l.decodeBody(sb.Body, authFields(r.Auth), nil)
+		case blockVerify:
+			if r.Verify == nil {
+				r.Verify = &RepoVerify{}
+			}
+			l.decodeBody(sb.Body, verifyFields(r.Verify), nil)
 		}
-		l.decodeBody(ab.Body, authFields(r.Auth), nil)
 	}
 }
 
@@ -255,7 +266,8 @@ func (b configBlock) schema() hcl.BlockHeaderSchema {
 func configBlocks() []configBlock {
 	return []configBlock{
 		{typ: blockRepository, label: "name", attrs: repositoryFields(&Repository{}),
-			nested: []configBlock{{typ: blockAuth, attrs: authFields(&RepoAuth{})}}},
+			nested: []configBlock{{typ: blockAuth, attrs: authFields(&RepoAuth{})},
+				{typ: blockVerify, attrs: verifyFields(&RepoVerify{})}}},
 		{typ: blockConsul, attrs: consulFields(&ConsulConfig{})},
 		{typ: blockACL, attrs: aclFields(&ACLConfig{})},
 		{typ: blockTLS, attrs: tlsFields(&TLSConfig{})},
@@ -324,6 +336,13 @@ func authFields(a *RepoAuth) []attrField {
 		{name: "ssh_key_passphrase_env", v: stringValue(&a.SSHKeyPassphraseEnv, nil)},
 		{name: "ssh_known_hosts_file", v: stringValue(&a.SSHKnownHostsFile, nil)},
 		{name: "known_hosts_file", v: stringValue(&a.KnownHostsFile, nil)},
+	}
+}
+
+func verifyFields(v *RepoVerify) []attrField {
+	return []attrField{
+		{name: "allowed_signers_file", v: stringValue(&v.AllowedSignersFile, nil)},
+		{name: "gpg_keys_file", v: stringValue(&v.GPGKeysFile, nil)},
 	}
 }
 

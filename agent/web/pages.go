@@ -491,7 +491,7 @@ const maxEventsShown = 200
 
 // eventKinds are the kinds of the audit log, for the events filter.
 var eventKinds = []string{fsm.EventKindACL, structs.EventKindDeployment, structs.EventKindJob,
-	structs.EventKindOperator, structs.EventKindPause, structs.EventKindWindow}
+	structs.EventKindOperator, structs.EventKindPause, structs.EventKindRepository, structs.EventKindWindow}
 
 type eventsData struct {
 	Events []*structs.Event

@@ -39,7 +39,7 @@ import (
 // TestSnapshotCodecCoversEveryField fails when a field is added to a
 // struct and not here.
 const (
-	deploymentFields = 41
+	deploymentFields = 42
 	frozenHookFields = 8
 	hookRunFields    = 9
 	decisionFields   = 4
@@ -107,7 +107,8 @@ func AppendDeployment(b []byte, d *structs.Deployment) ([]byte, error) {
 	b = mpInt(b, int64(d.ApprovalsRequired))
 	b = mpInt(b, int64(d.ApprovalTTL))
 	b = appendPlanDiff(b, d.PlanDiff)
-	return mpString(b, d.CommitCommitter), nil
+	b = mpString(b, d.CommitCommitter)
+	return mpString(b, d.CommitSigner), nil
 }
 
 // appendPlanDiff appends a deployment's plan diff tree.
@@ -359,6 +360,8 @@ func decodeDeploymentField(r *Reader, d *structs.Deployment, i int) (err error) 
 		d.PlanDiff, err = decodePlanDiff(r)
 	case 40:
 		err = r.symTo(&d.CommitCommitter)
+	case 41:
+		err = r.symTo(&d.CommitSigner)
 	default:
 		err = r.skip(0)
 	}

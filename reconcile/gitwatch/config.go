@@ -38,6 +38,9 @@ type RepoConfig struct {
 	WebURL string
 	// Auth holds credentials, if any.
 	Auth Auth
+	// Verify, when set, makes the watcher publish only head commits
+	// signed by one of its keys (SPEC section 18); nil verifies nothing.
+	Verify *Verify
 }
 
 // Auth holds the credentials of a repository. Set at most one of Password
@@ -91,6 +94,9 @@ func (c RepoConfig) Validate() error {
 	}
 	if a.SSHKeyFile == "" && (a.SSHKeyPassphrase != "" || a.SSHKnownHostsFile != "") {
 		errs = append(errs, errors.New("auth: ssh_key_passphrase and ssh_known_hosts_file need ssh_key_file"))
+	}
+	if v := c.Verify; v != nil && v.AllowedSignersFile == "" && v.GPGKeysFile == "" {
+		errs = append(errs, errors.New("verify: set allowed_signers_file, gpg_keys_file or both"))
 	}
 	if err := errors.Join(errs...); err != nil {
 		name := c.Name

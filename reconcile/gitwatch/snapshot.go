@@ -31,13 +31,16 @@ type Snapshot struct {
 // CommitInfo is what a commit says of itself: its message, its author
 // and its committer ("Name <email>"; the committer is the one who applied
 // it, as a rebase or a cherry-pick does), when the author wrote it, and
-// its link in the repository's web UI (CommitURL), or "".
+// its link in the repository's web UI (CommitURL), or "". Signer is the
+// fingerprint of the key whose signature was verified (Verifier.VerifyCommit),
+// empty when the repository verifies no signatures.
 type CommitInfo struct {
 	Message   string
 	Author    string
 	Committer string
 	Time      time.Time
 	URL       string
+	Signer    string
 }
 
 // commitInfo reads a commit's message, author, committer and time.

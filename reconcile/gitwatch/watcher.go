@@ -19,7 +19,12 @@
 //     a complete snapshot of one commit: a failed fetch keeps the last good
 //     snapshot and records the error on the repository's status.
 //   - Notify fires (coalesced) after a snapshot with a new head is published,
-//     including the first snapshot of each repository.
+//     including the first snapshot of each repository, and after a head is
+//     refused for its signature (once per refusal, not at every poll).
+//   - With Verify, a published snapshot is always of a head whose signature
+//     verified by a trusted key (verify.go); a refused head leaves the last
+//     verified snapshot in place and names itself and the reason in the
+//     status.
 //   - Fetches of one repository never overlap; Refresh requests coalesce.
 //   - Passwords and tokens never appear in status or logs.
 package gitwatch
@@ -37,6 +42,7 @@ import (
 	git "github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/config"
 	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/plumbing/transport"
 	"github.com/go-git/go-git/v5/storage/memory"
 	"github.com/hashicorp/go-hclog"
@@ -71,6 +77,10 @@ type RepoStatus struct {
 	Failures uint64
 	// Files is the number of job files in the current snapshot.
 	Files int
+	// Refused is the head commit last refused for its signature (a
+	// repository with Verify), empty once a verified head is taken;
+	// LastError says why.
+	Refused string
 }
 
 // Watcher watches a fixed set of repositories. It is safe for concurrent
@@ -105,6 +115,12 @@ type repo struct {
 	local       *git.Repository
 	localBranch string
 	fetches     int
+	// verifier checks the head's signature during one fetch, nil without
+	// Verify; refused is the head last refused, re-verified rather than
+	// fetched again while the remote still points to it. Guarded by
+	// fetchMu.
+	verifier *Verifier
+	refused  *object.Commit
 
 	// history holds the older commits FilesAt fetched, histFetches
 	// counts them; guarded by histMu.
@@ -155,6 +171,12 @@ func (w *Watcher) build(repos []RepoConfig, keep map[string]*repo) ([]*repo, map
 			continue
 		}
 		dir, _ := cleanPath(cfg.Path)
+		if cfg.Verify != nil {
+			if _, err := LoadVerifier(*cfg.Verify); err != nil {
+				errs = append(errs, fmt.Errorf("repository %q: %w", cfg.Name, err))
+				continue
+			}
+		}
 		if cfg.PollInterval == 0 {
 			cfg.PollInterval = DefaultPollInterval
 		}
@@ -322,7 +344,8 @@ func (w *Watcher) FetchNow(ctx context.Context, name string) error {
 }
 
 // Notify returns a channel that receives a value after the head of any
-// repository moved. Several moves before a receive give one value.
+// repository moved, or a new head was refused for its signature. Several
+// moves before a receive give one value.
 func (w *Watcher) Notify() <-chan struct{} { return w.notify }
 
 // Snapshots returns the current snapshot of every repository that has one,
@@ -385,19 +408,34 @@ func (w *Watcher) fetch(ctx context.Context, r *repo) error {
 	r.mu.Lock()
 	r.status.LastFetch = now
 	if err != nil {
+		var refused *RefusedError
+		if errors.As(err, &refused) {
+			r.status.Refused = refused.Commit
+		}
 		err = r.scrub(err)
 		prev := r.status.LastError
 		r.status.LastError = err.Error()
 		r.status.Failures++
 		r.mu.Unlock()
-		if prev != err.Error() {
-			r.logger.Warn("fetch failed; keeping the last good snapshot", "url", r.status.URL, "error", err)
-		} else {
+		switch {
+		case prev == err.Error():
 			r.logger.Debug("fetch failed again", "error", err)
+		case refused != nil:
+			r.logger.Warn("head commit refused for its signature; keeping the last verified snapshot",
+				"commit", refused.Commit, "reason", refused.Reason, "detail", refused.Detail)
+			// The detector records the refusal in the repository's
+			// status, and its notification, at once.
+			select {
+			case w.notify <- struct{}{}:
+			default:
+			}
+		default:
+			r.logger.Warn("fetch failed; keeping the last good snapshot", "url", r.status.URL, "error", err)
 		}
 		return err
 	}
 	r.status.LastError = ""
+	r.status.Refused = ""
 	r.status.LastSuccess = now
 	moved := snap != nil
 	if moved {
@@ -430,8 +468,16 @@ func (r *repo) fetchSnapshot(ctx context.Context) (*Snapshot, error) {
 	if err != nil {
 		return nil, err
 	}
-	if snap, ok := r.fetchInto(ctx, auth); ok {
-		return snap, nil
+	// The key files are read at every fetch, as the SSH key is: a key
+	// added or removed is in effect without a restart.
+	r.verifier = nil
+	if r.cfg.Verify != nil {
+		if r.verifier, err = LoadVerifier(*r.cfg.Verify); err != nil {
+			return nil, err
+		}
+	}
+	if snap, ok, err := r.fetchInto(ctx, auth); ok {
+		return snap, err
 	}
 	head, branch, err := r.remoteHead(ctx, auth)
 	if err != nil {
@@ -441,7 +487,15 @@ func (r *repo) fetchSnapshot(ctx context.Context) (*Snapshot, error) {
 	cur := r.snapshot
 	r.mu.RUnlock()
 	if cur != nil && cur.Commit == head.String() {
+		r.refused = nil
 		return nil, nil
+	}
+	if r.refused != nil && r.refused.Hash == head && r.verifier != nil {
+		// Still the refused head: check it again, with the keys of now,
+		// before cloning it again.
+		if _, err := r.verifier.VerifyCommit(r.refused); err != nil {
+			return nil, err
+		}
 	}
 	return r.clone(ctx, auth, branch)
 }
@@ -451,19 +505,22 @@ func (r *repo) fetchSnapshot(ctx context.Context) (*Snapshot, error) {
 // changes one of 10,000 files brings one file, not 10,000), and reads the
 // new head's job files. ok is false when there is no clone to fetch into,
 // or the fetch failed; snap is nil when the head did not move.
-func (r *repo) fetchInto(ctx context.Context, auth transport.AuthMethod) (snap *Snapshot, ok bool) {
+//
+// A head refused for its signature keeps the clone (the next fetch checks
+// it again without transferring it) and returns the refusal with ok true.
+func (r *repo) fetchInto(ctx context.Context, auth transport.AuthMethod) (snap *Snapshot, ok bool, err error) {
 	branch := r.cfg.Branch
 	r.mu.RLock()
 	cur := r.snapshot
 	r.mu.RUnlock()
 	if r.local == nil || cur == nil || branch == "" || branch != r.localBranch || r.fetches >= maxIncrementalFetches {
-		return nil, false
+		return nil, false, nil
 	}
 	local := r.local
 	// Whatever happens, the next fetch clones again unless this one works.
 	r.local = nil
 	tracking := plumbing.NewRemoteReferenceName("origin", branch)
-	err := local.FetchContext(ctx, &git.FetchOptions{
+	err = local.FetchContext(ctx, &git.FetchOptions{
 		RemoteName: "origin",
 		RefSpecs:   []config.RefSpec{config.RefSpec("+" + plumbing.NewBranchReferenceName(branch).String() + ":" + tracking.String())},
 		Depth:      1,
@@ -473,23 +530,28 @@ func (r *repo) fetchInto(ctx context.Context, auth transport.AuthMethod) (snap *
 	})
 	if err != nil && !errors.Is(err, git.NoErrAlreadyUpToDate) {
 		r.logger.Debug("fetch into the last clone failed; listing the remote and cloning again", "error", r.scrub(err))
-		return nil, false
+		return nil, false, nil
 	}
 	ref, err := local.Reference(tracking, true)
 	if err != nil {
 		r.logger.Debug("fetched head not found; listing the remote and cloning again", "error", r.scrub(err))
-		return nil, false
+		return nil, false, nil
 	}
 	if ref.Hash().String() == cur.Commit {
-		r.local = local
-		return nil, true
+		r.local, r.refused = local, nil
+		return nil, true, nil
 	}
 	if snap, err = r.snapshotOf(local, ref.Hash(), branch); err != nil {
+		var refused *RefusedError
+		if errors.As(err, &refused) {
+			r.local = local
+			return nil, true, err
+		}
 		r.logger.Debug("fetched head not read; listing the remote and cloning again", "error", r.scrub(err))
-		return nil, false
+		return nil, false, nil
 	}
 	r.local, r.fetches = local, r.fetches+1
-	return snap, true
+	return snap, true, nil
 }
 
 // remoteHead asks the remote for the commit the followed branch points to.
@@ -562,7 +624,8 @@ func (r *repo) clone(ctx context.Context, auth transport.AuthMethod, branch stri
 		branch = head.Name().Short()
 	}
 	snap, err := r.snapshotOf(repo, head.Hash(), branch)
-	if err != nil {
+	var refused *RefusedError
+	if err != nil && !errors.As(err, &refused) {
 		return nil, err
 	}
 	if cloned != "" {
@@ -570,7 +633,7 @@ func (r *repo) clone(ctx context.Context, auth transport.AuthMethod, branch stri
 		// another branch.
 		r.local, r.localBranch, r.fetches = repo, cloned, 0
 	}
-	return snap, nil
+	return snap, err
 }
 
 // snapshotOf reads the job files of a commit of a clone.
@@ -579,6 +642,15 @@ func (r *repo) snapshotOf(repo *git.Repository, hash plumbing.Hash, branch strin
 	if err != nil {
 		return nil, fmt.Errorf("read commit %s: %w", hash, err)
 	}
+	signer := ""
+	if r.verifier != nil {
+		// Nothing of a refused commit is read, let alone published.
+		if signer, err = r.verifier.VerifyCommit(commit); err != nil {
+			r.refused = commit
+			return nil, err
+		}
+	}
+	r.refused = nil
 	tree, err := commit.Tree()
 	if err != nil {
 		return nil, fmt.Errorf("read tree of commit %s: %w", hash, err)
@@ -589,6 +661,7 @@ func (r *repo) snapshotOf(repo *git.Repository, hash plumbing.Hash, branch strin
 	}
 	info := commitInfo(commit)
 	info.URL = CommitURL(r.cfg.URL, r.cfg.WebURL, hash.String())
+	info.Signer = signer
 	return &Snapshot{
 		Repo:   r.cfg.Name,
 		Commit: hash.String(),

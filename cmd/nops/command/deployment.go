@@ -166,6 +166,9 @@ func (m *runner) deploymentPairs(d *structs.Deployment, verbose bool) []string {
 	if d.CommitCommitter != "" && d.CommitCommitter != d.CommitAuthor {
 		pairs = append(pairs, "Committer", d.CommitCommitter)
 	}
+	if d.CommitSigner != "" {
+		pairs = append(pairs, "Signed by", d.CommitSigner)
+	}
 	if !d.CommitTime.IsZero() {
 		pairs = append(pairs, "Committed", m.timeAgo(d.CommitTime))
 	}
