@@ -312,6 +312,7 @@ func testJobStatus(jobID string) *structs.JobStatus {
 		Commit: "feedface", Policy: structs.PolicyApproval, Sync: structs.SyncDrift,
 		DriftSummary: "1 group changed", SpecHash: "spec-" + jobID, Hold: "paused by alice",
 		Blocked: true, Errors: []string{"hook backup: not found"}, Orphan: true, LiveModifyIndex: 42,
+		WaitingFor: "waiting for default/db: deploying",
 		ObservedAt: time.Date(2025, 3, 1, 9, 0, 0, 0, time.UTC),
 		Drift:      testPlanDiff(jobID),
 		Health:     &structs.JobHealth{Running: 2, Healthy: 1, Unhealthy: 1, Pending: 1, Complete: 1, Failed: 1},
