@@ -14,8 +14,9 @@ import (
 // TestPreview_LeavesOutJobsTheTokenCannotRead: with ACLs on, POST
 // /v1/preview needs read on some job; a token with read on default/web
 // alone sees web's entries and not api's (changed) nor old's (removed),
-// and a preview left with nothing it may read says nothing changes; a
-// management token sees all.
+// nor the invalid files (they need read on the cluster), and a preview
+// left with nothing it may read says nothing changes; a management token
+// sees all.
 func TestPreview_LeavesOutJobsTheTokenCannotRead(t *testing.T) {
 	job := func(id, change string) *structs.PreviewJob {
 		return &structs.PreviewJob{Namespace: "default", JobID: id, File: "jobs/" + id + ".nomad.hcl", Change: change,
@@ -23,6 +24,7 @@ func TestPreview_LeavesOutJobsTheTokenCannotRead(t *testing.T) {
 	}
 	fake := &nopstest.FakeReconciler{Previews: map[string]*structs.Preview{
 		"main@feature": {Repository: "main", Ref: "feature", Commit: strings.Repeat("a", 40), Changes: true,
+			Errors:  []string{"jobs/bad.nomad.hcl: parse job through Nomad: 400"},
 			Jobs:    []*structs.PreviewJob{job("api", structs.PreviewChanged), job("web", structs.PreviewChanged)},
 			Removed: []*structs.PreviewJob{job("old", structs.PreviewRemoved)}},
 		"main@api-only": {Repository: "main", Ref: "api-only", Commit: strings.Repeat("b", 40), Changes: true,
@@ -59,11 +61,11 @@ func TestPreview_LeavesOutJobsTheTokenCannotRead(t *testing.T) {
 		}
 		return strings.Join(out, ",")
 	}
-	if code, p := preview(boot.SecretID, "feature"); code != http.StatusOK || keys(p) != "api,web,old" || !p.Changes {
-		t.Fatalf("management token: %d %s changes %v", code, keys(p), p.Changes)
+	if code, p := preview(boot.SecretID, "feature"); code != http.StatusOK || keys(p) != "api,web,old" || !p.Changes || len(p.Errors) != 1 {
+		t.Fatalf("management token: %d %s changes %v errors %q", code, keys(p), p.Changes, p.Errors)
 	}
-	if code, p := preview(reader, "feature"); code != http.StatusOK || keys(p) != "web" || !p.Changes {
-		t.Fatalf("reader of web: %d %s changes %v, want web alone", code, keys(p), p.Changes)
+	if code, p := preview(reader, "feature"); code != http.StatusOK || keys(p) != "web" || !p.Changes || len(p.Errors) != 0 {
+		t.Fatalf("reader of web: %d %s changes %v errors %q, want web alone and no file errors", code, keys(p), p.Changes, p.Errors)
 	}
 	if code, p := preview(reader, "api-only"); code != http.StatusOK || keys(p) != "" || p.Changes {
 		t.Fatalf("reader of web, a ref that changes api alone: %d %s changes %v, want nothing", code, keys(p), p.Changes)

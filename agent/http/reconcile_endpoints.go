@@ -115,8 +115,13 @@ func (a *httpAPI) reconcileRoutes(route func(pattern, kind string, rule routeRul
 }
 
 // readablePreview leaves out of a preview the jobs id may not read, and
-// says whether what is left changes anything.
+// the files that are not valid jobs unless it may read the cluster (as
+// the repositories' parse errors need), and says whether what is left
+// changes anything.
 func readablePreview(p *structs.Preview, id *identity) *structs.Preview {
+	if !canRead(id, "", "") {
+		p.Errors = nil
+	}
 	keep := func(jobs []*structs.PreviewJob) []*structs.PreviewJob {
 		out := make([]*structs.PreviewJob, 0, len(jobs))
 		for _, j := range jobs {
