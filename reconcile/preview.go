@@ -152,11 +152,8 @@ func (m *Detector) preview(ctx context.Context, name, ref string, maxJobs int) (
 		}
 	}
 	out.Errors = now.parseErrs[name]
-	c := &cycle{files: now.files, managed: map[string]*declared{}}
-	for k, d := range now.managed {
-		c.managed[k] = d
-	}
-	c.problems, c.conflicts = now.problems, now.conflicts
+	// The dependency rules of a cycle, on the view at the ref.
+	c := &cycle{files: now.files, managed: now.managed, problems: now.problems, conflicts: now.conflicts}
 	c.dependencies()
 
 	st := m.srv.State()
@@ -224,15 +221,15 @@ func (m *Detector) preview(ctx context.Context, name, ref string, maxJobs int) (
 }
 
 // classifyPreview parses the files of snaps and classifies them as a
-// detection cycle does; the problems and conflicts are kept as
-// declarations.
+// detection cycle does (Detector.classify). A parse that got no verdict
+// from Nomad fails the preview.
 func (m *Detector) classifyPreview(ctx context.Context, snaps []*gitwatch.Snapshot) (*previewed, error) {
 	v := &previewed{parseErrs: map[string][]string{}}
 	for _, snap := range snaps {
 		for _, f := range snap.Files {
 			r, err := m.previewParse(ctx, f)
 			if err != nil && !nomadx.IsPermissionDenied(err) {
-				return nil, fmt.Errorf("parse %s of %s: %w", f.Path, snap.Repo, err)
+				return nil, fmt.Errorf("%w: parse %s of %s: %w", structs.ErrUpstream, f.Path, snap.Repo, err)
 			}
 			if err == nil {
 				err = r.err
@@ -298,7 +295,7 @@ func (m *Detector) previewJob(ctx context.Context, d *declared, hooks map[string
 	if d.spec.scaling {
 		live, err := m.nomad.Job(ctx, d.spec.namespace, d.spec.id)
 		if err != nil && !errors.Is(err, nomadx.ErrJobNotFound) {
-			return nil, fmt.Errorf("read live job %s: %w", d.key(), err)
+			return nil, fmt.Errorf("%w: read live job %s: %w", structs.ErrUpstream, d.key(), err)
 		}
 		if live != nil {
 			nomadx.KeepLiveCounts(job, live)
