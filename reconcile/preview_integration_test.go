@@ -5,6 +5,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/nops-dev/nops/structs"
 	"github.com/nops-dev/nops/testutil"
@@ -39,14 +40,16 @@ func previewKeys(jobs []*structs.PreviewJob) string {
 }
 
 // TestPreview_RefChangesAddsRemoves: with a, b and c deployed, a branch
-// that changes b (with a planted secret), adds d and removes c previews as
-// exactly those, with a redacted plan diff and file diff; the same commit
+// that changes b (with a planted secret), adds d (which depends on b) and
+// e (which depends on a missing job) and a broken file, and removes c,
+// previews as exactly those, with a redacted plan diff and file diff, d
+// waiting for b, e's dependency problem and the broken file; the same commit
 // named by a lightweight tag, an annotated tag and its hash previews the
 // same; the followed branch previews as no change. No preview moves the
 // Raft index or a Nomad job version, nor registers d. An unknown ref or
 // repository is a 404 naming it, a paused job shows its hold, a second
-// preview while one runs is a 409, and a ref with more job files than the
-// limit is a 400 that plans nothing.
+// preview while one runs is a 409, a ref with more job files than the
+// limit is a 400 that plans nothing, and one over its timeout a 502.
 func TestPreview_RefChangesAddsRemoves(t *testing.T) {
 	t.Parallel()
 	const secret = "s3cret-planted"
@@ -63,9 +66,11 @@ func TestPreview_RefChangesAddsRemoves(t *testing.T) {
 	e.settle()
 
 	e.repo.Git("checkout", "-b", "feature")
-	feature := e.commit("change b, add d, remove c", map[string]string{
-		jobFile("b"): job("b", testutil.WithCount(2), testutil.WithEnv("DB_PASSWORD", secret)),
-		jobFile("d"): job("d"),
+	feature := e.commit("change b, add d and e, remove c", map[string]string{
+		jobFile("b"):                  job("b", testutil.WithCount(2), testutil.WithEnv("DB_PASSWORD", secret)),
+		jobFile("d"):                  job("d", testutil.WithMeta("nops_depends_on", "b")),
+		jobFile("e"):                  job("e", testutil.WithMeta("nops_depends_on", "missing")),
+		jobsDir + "/broken.nomad.hcl": "job \"broken\" {",
 	}, jobFile("c"))
 	e.repo.Git("tag", "v1")
 	e.repo.Git("tag", "-a", "v1-annotated", "-m", "release v1")
@@ -83,13 +88,24 @@ func TestPreview_RefChangesAddsRemoves(t *testing.T) {
 			t.Fatalf("preview of %s: commit %s ref %s branch %s at %s changes %v, want commit %s against main", ref,
 				p.Commit, p.Ref, p.Branch, p.BranchCommit, p.Changes, feature)
 		}
-		if got := previewKeys(p.Jobs); got != "default/b:changed,default/d:added" {
-			t.Fatalf("preview of %s: jobs %s, want b changed and d added", ref, got)
+		if got := previewKeys(p.Jobs); got != "default/b:changed,default/d:added,default/e:added" {
+			t.Fatalf("preview of %s: jobs %s, want b changed, d and e added", ref, got)
+		}
+		if len(p.Errors) != 1 || !strings.HasPrefix(p.Errors[0], "jobs/broken.nomad.hcl: ") {
+			t.Fatalf("preview of %s: file errors %q, want broken.nomad.hcl's", ref, p.Errors)
 		}
 		if got := previewKeys(p.Removed); got != "default/c:removed" {
 			t.Fatalf("preview of %s: removed %s, want c", ref, got)
 		}
-		b, d := p.Jobs[0], p.Jobs[1]
+		b, d, ej := p.Jobs[0], p.Jobs[1], p.Jobs[2]
+		// d depends on b, which changes too: it waits for b. e depends on
+		// a job no file declares: a validation error.
+		if !strings.Contains(d.WaitingFor, "waiting for default/b") || d.Hold != "" || d.Blocked != "" || len(d.Errors) > 0 {
+			t.Fatalf("preview of %s: d, which depends on b: %+v", ref, d)
+		}
+		if len(ej.Errors) != 1 || !strings.Contains(ej.Errors[0], "missing") {
+			t.Fatalf("preview of %s: e, which depends on a missing job: errors %q", ref, ej.Errors)
+		}
 		if b.PlanType != "Edited" || !strings.Contains(b.Diff, "Count") || b.Policy != structs.PolicyAuto {
 			t.Fatalf("preview of %s: b plans %s, policy %s, diff:\n%s", ref, b.PlanType, b.Policy, b.Diff)
 		}
@@ -104,9 +120,9 @@ func TestPreview_RefChangesAddsRemoves(t *testing.T) {
 			if strings.Contains(j.Diff+j.FileDiff, secret) {
 				t.Fatalf("preview of %s: the secret shows in %s's diffs:\n%s\n%s", ref, j.JobID, j.Diff, j.FileDiff)
 			}
-			if j.Hold != "" || j.Blocked != "" || j.WaitingFor != "" || len(j.Errors) > 0 {
-				t.Fatalf("preview of %s: %s is stopped: %+v", ref, j.JobID, j)
-			}
+		}
+		if b.Hold != "" || b.Blocked != "" || b.WaitingFor != "" || len(b.Errors) > 0 {
+			t.Fatalf("preview of %s: b is stopped: %+v", ref, b)
 		}
 	}
 	if p := e.mustPreview("main"); p.Changes || len(p.Jobs) != 0 || len(p.Removed) != 0 {
@@ -138,8 +154,14 @@ func TestPreview_RefChangesAddsRemoves(t *testing.T) {
 	m.SetPreviewLimits(2, 0)
 	code, _, body = e.preview("main", "feature")
 	m.SetPreviewLimits(0, 0)
-	if code != http.StatusBadRequest || !strings.Contains(body, "holds 3 job files, more than a preview plans (2)") {
+	if code != http.StatusBadRequest || !strings.Contains(body, "holds 5 job files, more than a preview plans (2)") {
 		t.Fatalf("a preview over the job limit: %d %s, want 400", code, body)
+	}
+	m.SetPreviewLimits(0, time.Nanosecond)
+	code, _, body = e.preview("main", "feature")
+	m.SetPreviewLimits(0, 0)
+	if code != http.StatusBadGateway || !strings.Contains(body, "took longer than 1ns and was stopped") {
+		t.Fatalf("a preview over its timeout: %d %s, want 502", code, body)
 	}
 	// Concurrent previews: each answers 200 or the 409 of the bound.
 	var wg sync.WaitGroup
