@@ -1,6 +1,7 @@
 package reconcile_test
 
 import (
+	"fmt"
 	"net/http"
 	"strings"
 	"sync"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/nops-dev/nops/structs"
 	"github.com/nops-dev/nops/testutil"
+	"github.com/nops-dev/nops/testutil/nopstest"
 )
 
 // preview asks for a preview through the API and returns the status code,
@@ -207,6 +209,70 @@ func mustHave(t *testing.T, what, text string, want ...string) {
 	for _, w := range want {
 		if !strings.Contains(text, w) {
 			t.Fatalf("%s lacks %q:\n%s", what, w, text)
+		}
+	}
+}
+
+// TestPreview_FollowerForwardsToLeader: a preview asked of a follower runs
+// on the leader, which holds the git clones: while the leader's one
+// preview is held, the follower answers the leader's 409 (its own bound is
+// free); once released, the follower answers the leader's preview, and no
+// server's Raft index moved.
+func TestPreview_FollowerForwardsToLeader(t *testing.T) {
+	t.Parallel()
+	nomad, repo := startWorld(t, map[string]string{jobFile("web"): testutil.ServiceJobHCL("web", managed(structs.PolicyApproval)...)})
+	repo.Git("checkout", "-b", "feature")
+	feature := commitFiles(repo, "two of web", map[string]string{
+		jobFile("web"): testutil.ServiceJobHCL("web", managed(structs.PolicyApproval, testutil.WithCount(2))...)})
+	repo.Git("checkout", "main")
+	c := nopstest.StartCluster(t, 3, serverOptions(nomad, repo.URL())...)
+	leader := c.WaitForLeader(30 * time.Second)
+	follower := c.Followers()[0]
+	// The cluster settles: web's deployment waits for approval, and its
+	// status is recorded.
+	leader.WaitForDeployment("default", "web", structs.StatePendingApproval, lcWait)
+	testutil.WaitForResult(t, lcWait, func() (bool, error) {
+		var list []*structs.RepoStatus
+		if code, body := follower.Do("GET", "/v1/repos", nil, &list); code != http.StatusOK || len(list) != 1 || list[0].Head == "" {
+			return false, fmt.Errorf("repositories on the follower: %d %s", code, body)
+		}
+		if s := follower.JobStatus("default", "web"); s == nil {
+			return false, fmt.Errorf("web has no status on the follower yet")
+		}
+		return true, nil
+	})
+	// Then no write for a second: what the cluster's start proposes is in.
+	testutil.WaitForResult(t, lcWait, func() (bool, error) {
+		idx := leader.State().LatestIndex()
+		time.Sleep(time.Second)
+		return leader.State().LatestIndex() == idx, fmt.Errorf("the leader's Raft index still moves")
+	})
+	ask := func() (int, *structs.Preview, string) {
+		var p structs.Preview
+		code, body := follower.Do("POST", "/v1/preview", &structs.PreviewRequest{Repository: "main", Ref: "feature"}, &p)
+		return code, &p, body
+	}
+
+	release, ok := leader.Manager().HoldPreview()
+	if !ok {
+		t.Fatal("a preview is running on the leader though none was asked for")
+	}
+	code, _, body := ask()
+	release()
+	if code != http.StatusConflict || !strings.Contains(body, "another preview is running") {
+		t.Fatalf("a preview asked of a follower while the leader's runs: %d %s, want the leader's 409", code, body)
+	}
+	before := map[*nopstest.Server]uint64{}
+	for _, s := range c.Servers() {
+		before[s] = s.State().LatestIndex()
+	}
+	code, p, body := ask()
+	if code != http.StatusOK || p.Commit != feature || previewKeys(p.Jobs) != "default/web:changed" || p.Jobs[0].PlanType == "" {
+		t.Fatalf("a preview asked of a follower: %d %s", code, body)
+	}
+	for s, idx := range before {
+		if got := s.State().LatestIndex(); got != idx {
+			t.Fatalf("the preview moved the Raft index of a server from %d to %d", idx, got)
 		}
 	}
 }
