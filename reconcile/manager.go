@@ -54,6 +54,8 @@ type Manager struct {
 	*Query
 	detector *Detector
 	applier  *Applier
+	// preview bounds the previews this server runs (preview.go).
+	preview previewLimits
 }
 
 // New returns a manager.

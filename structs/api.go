@@ -417,3 +417,76 @@ type NomadGroupHealth struct {
 	Promoted          bool   `json:"promoted"`
 	AwaitingPromotion bool   `json:"awaiting_promotion"`
 }
+
+// PreviewRequest asks what Nops would do with a repository at a ref (SPEC
+// section 19): a branch or tag name on the remote, or a full commit hash.
+type PreviewRequest struct {
+	Repository string `json:"repository"`
+	Ref        string `json:"ref"`
+}
+
+// Preview is what Nops would do with a repository at a ref (SPEC section
+// 19), computed without writing anything: the managed jobs whose spec at
+// the ref differs from the live cluster, and the managed jobs the ref adds
+// and removes against the repository's followed branch. Every diff in it
+// is redacted as a deployment's diffs are. Jobs the caller's token cannot
+// read are left out.
+type Preview struct {
+	Repository string `json:"repository"`
+	Ref        string `json:"ref"`
+	// Commit is the commit the ref resolved to.
+	Commit string `json:"commit"`
+	// Branch is the repository's followed branch, and BranchCommit the
+	// commit of it the file diffs and the added and removed jobs compare
+	// with ("" before the repository's first fetch).
+	Branch       string `json:"branch"`
+	BranchCommit string `json:"branch_commit,omitempty"`
+	// Jobs are the managed jobs declared at the ref that would deploy
+	// (their spec differs from the live job's, or there is no live job)
+	// or cannot (a validation error), by job key.
+	Jobs []*PreviewJob `json:"jobs"`
+	// Removed are the managed jobs the followed branch declares and the
+	// ref does not: Nops never stops them; they would become orphans.
+	Removed []*PreviewJob `json:"removed"`
+	// Errors are the files at the ref that are not valid jobs, as
+	// "path: error".
+	Errors []string `json:"errors,omitempty"`
+	// Changes says whether anything would change: a job in Jobs or
+	// Removed, or an error.
+	Changes bool `json:"changes"`
+}
+
+// Preview changes of a job.
+const (
+	// PreviewChanged: the followed branch declares the job too.
+	PreviewChanged = "changed"
+	// PreviewAdded: the ref declares a job the followed branch does not.
+	PreviewAdded = "added"
+	// PreviewRemoved: the followed branch declares a job the ref does not.
+	PreviewRemoved = "removed"
+)
+
+// PreviewJob is one job of a Preview.
+type PreviewJob struct {
+	Namespace string `json:"namespace"`
+	JobID     string `json:"job_id"`
+	File      string `json:"file"`
+	// Change is PreviewChanged, PreviewAdded or PreviewRemoved.
+	Change string `json:"change"`
+	Policy Policy `json:"policy,omitempty"`
+	// PlanType is Nomad's diff type ("Added", "Edited"), Diff the
+	// redacted plan diff in the style of `nomad job plan`; both empty for
+	// a removed job or one that cannot be planned.
+	PlanType string `json:"plan_type,omitempty"`
+	Diff     string `json:"diff,omitempty"`
+	// FileDiff is the redacted unified diff of the job file and its
+	// variables file from the followed branch to the ref.
+	FileDiff string `json:"file_diff,omitempty"`
+	// What would stop the deployment: a hold (pause or window), a block
+	// left by a failed or rejected deployment, a dependency
+	// (nops_depends_on) that is not ready, and validation errors.
+	Hold       string   `json:"hold,omitempty"`
+	Blocked    string   `json:"blocked,omitempty"`
+	WaitingFor string   `json:"waiting_for,omitempty"`
+	Errors     []string `json:"errors,omitempty"`
+}

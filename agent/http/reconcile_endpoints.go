@@ -39,6 +39,9 @@ type Reconciler interface {
 	Cycle() (*structs.DetectionCycle, error)
 	// Push takes a git push whose signature the agent verified.
 	Push(ctx context.Context, p *structs.Push) (*structs.WebhookResult, error)
+	// Preview answers what Nops would do with a repository at a ref,
+	// writing nothing (SPEC section 19); called on the leader only.
+	Preview(ctx context.Context, req *structs.PreviewRequest) (*structs.Preview, error)
 }
 
 // reconcileRoutes adds the routes the reconcilers answer, when the server
@@ -74,6 +77,19 @@ func (a *httpAPI) reconcileRoutes(route func(pattern, kind string, rule routeRul
 	route("GET /v1/orphans", kindRead, filtered(acl.Read), func(_ http.ResponseWriter, _ *http.Request) (any, error) {
 		return rec.Orphans()
 	})
+	// A preview reads the leader's git clones and plans through Nomad:
+	// a follower forwards it. Its jobs are those the token may read.
+	route("POST /v1/preview", kindLeaderRead, filtered(acl.Read), func(_ http.ResponseWriter, r *http.Request) (any, error) {
+		var req structs.PreviewRequest
+		if err := decode(r, &req); err != nil {
+			return nil, err
+		}
+		p, err := rec.Preview(r.Context(), &req)
+		if err != nil {
+			return nil, err
+		}
+		return readablePreview(p, requestIdentity(r)), nil
+	})
 	route("GET /v1/status/cycle", kindRead, public(), func(_ http.ResponseWriter, _ *http.Request) (any, error) {
 		return rec.Cycle()
 	})
@@ -96,4 +112,26 @@ func (a *httpAPI) reconcileRoutes(route func(pattern, kind string, rule routeRul
 		}
 		return rec.Push(r.Context(), push)
 	})
+}
+
+// readablePreview leaves out of a preview the jobs id may not read, and
+// the files that are not valid jobs unless it may read the cluster (as
+// the repositories' parse errors need), and says whether what is left
+// changes anything.
+func readablePreview(p *structs.Preview, id *identity) *structs.Preview {
+	if !canRead(id, "", "") {
+		p.Errors = nil
+	}
+	keep := func(jobs []*structs.PreviewJob) []*structs.PreviewJob {
+		out := make([]*structs.PreviewJob, 0, len(jobs))
+		for _, j := range jobs {
+			if canRead(id, j.Namespace, j.JobID) {
+				out = append(out, j)
+			}
+		}
+		return out
+	}
+	p.Jobs, p.Removed = keep(p.Jobs), keep(p.Removed)
+	p.Changes = len(p.Jobs) > 0 || len(p.Removed) > 0 || len(p.Errors) > 0
+	return p
 }

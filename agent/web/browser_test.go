@@ -488,7 +488,7 @@ cluster { capabilities = ["read"] }`}, nil)
 		"deployment-completed": "/ui/deployment/" + web.ID, "deployment-pending": "/ui/deployment/" + gate.ID,
 		"deployment-rejected": "/ui/deployment/" + api.ID, "approvals": "/ui/approvals", "pauses": "/ui/pauses",
 		"windows": "/ui/windows", "orphans": "/ui/orphans", "events": "/ui/events", "cluster": "/ui/cluster",
-		"not-found": "/ui/no/such/page",
+		"preview": "/ui/preview", "not-found": "/ui/no/such/page",
 	})
 	b.open(base + "/ui/cluster")
 	if n, _ := eval[int](b, `document.querySelectorAll("#cluster-peers tbody tr").length`); n != 3 {

@@ -669,3 +669,67 @@ func stateClass(s string) string {
 	}
 	return "info"
 }
+
+// previewData is the preview page (SPEC section 19): the form, the
+// repositories it offers and, once asked, the answer or why there is
+// none.
+type previewData struct {
+	Repos           []string
+	Repository, Ref string
+	Result          *structs.Preview
+	Error           string
+}
+
+// previewRepos fills in the names of the watched repositories, when the
+// viewer may list them; the form takes a name typed in otherwise.
+func (u views) previewRepos(r *http.Request, d *previewData) {
+	var repos []*structs.RepoStatus
+	if err := u.get(r, "/v1/repos", &repos); err == nil {
+		for _, rp := range repos {
+			d.Repos = append(d.Repos, rp.Name)
+		}
+	}
+	if d.Repository == "" && len(d.Repos) == 1 {
+		d.Repository = d.Repos[0]
+	}
+}
+
+func (u views) preview(w http.ResponseWriter, r *http.Request) {
+	d := &previewData{}
+	u.previewRepos(r, d)
+	u.render(w, r, http.StatusOK, "preview", "Preview", d)
+}
+
+// previewRun asks the API for a preview and shows it under the form. A
+// preview writes nothing, but it costs the leader a plan of every managed
+// job: the form is a POST with the session's CSRF token, as every form is.
+// A refusal (unknown ref, another preview running, too many jobs) shows
+// on the page, beside the form.
+func (u views) previewRun(w http.ResponseWriter, r *http.Request) {
+	if err := u.checkCSRF(r); err != nil {
+		u.fail(w, r, err)
+		return
+	}
+	d := &previewData{Repository: strings.TrimSpace(r.PostFormValue("repository")), Ref: strings.TrimSpace(r.PostFormValue("ref"))}
+	u.previewRepos(r, d)
+	resp, err := u.cfg.Backend.Do(r.Context(), viewerOf(r), http.MethodPost, "/v1/preview",
+		&structs.PreviewRequest{Repository: d.Repository, Ref: d.Ref})
+	if err != nil {
+		u.fail(w, r, err)
+		return
+	}
+	code := http.StatusOK
+	switch {
+	case resp.Code == http.StatusUnauthorized:
+		u.fail(w, r, resp.Err())
+		return
+	case !resp.OK():
+		code, d.Error = resp.Code, resp.Err().Error()
+	default:
+		if err := resp.Decode(&d.Result); err != nil {
+			u.fail(w, r, err)
+			return
+		}
+	}
+	u.render(w, r, code, "preview", "Preview", d)
+}

@@ -46,6 +46,10 @@ func (u *UI) Routes(add func(pattern string, rule Rule, h http.HandlerFunc)) {
 	add("GET /ui/pauses", read(), v.pauses)
 	add("GET /ui/windows", onCluster("read"), v.windows)
 	add("GET /ui/orphans", read(), v.orphans)
+	add("GET /ui/preview", read(), v.preview)
+	// A read, but one that costs the leader a plan of every job: a form
+	// with the CSRF token.
+	add("POST /ui/preview", read(), v.previewRun)
 	add("GET /ui/events", read(), v.events)
 	add("GET /ui/cluster", onCluster("read"), v.cluster)
 	add("GET /ui/live", read(), u.live)

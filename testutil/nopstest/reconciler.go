@@ -31,6 +31,9 @@ type FakeReconciler struct {
 	LastCycle *structs.DetectionCycle
 	// Health answers NomadHealth for every deployment.
 	Health *structs.NomadHealth
+	// Previews answer Preview, by "repository@ref"; a missing one is
+	// structs.ErrNotFound.
+	Previews map[string]*structs.Preview
 
 	mu    sync.Mutex
 	calls []string
@@ -127,4 +130,15 @@ func (f *FakeReconciler) Cycle() (*structs.DetectionCycle, error) {
 func (f *FakeReconciler) Push(_ context.Context, p *structs.Push) (*structs.WebhookResult, error) {
 	f.record("Push %s %s", strings.Join(p.Branches, ","), strings.Join(p.URLs, ","))
 	return &structs.WebhookResult{Matched: []string{}, Branches: p.Branches}, nil
+}
+
+// Preview answers (a copy of) Previews[repository@ref].
+func (f *FakeReconciler) Preview(_ context.Context, req *structs.PreviewRequest) (*structs.Preview, error) {
+	f.record("Preview %s@%s", req.Repository, req.Ref)
+	p, ok := f.Previews[req.Repository+"@"+req.Ref]
+	if !ok {
+		return nil, fmt.Errorf("%w: no preview of %s at %s", structs.ErrNotFound, req.Repository, req.Ref)
+	}
+	c := *p
+	return &c, nil
 }

@@ -124,6 +124,7 @@ func (m *runner) commandTable() map[string]command {
 		"repo list":    &repoListCommand{m: m},
 		"repo refresh": &repoRefreshCommand{m: m},
 		"orphans":      &orphansCommand{m: m},
+		"preview":      &previewCommand{m: m},
 
 		"events": &eventsCommand{m: m},
 

@@ -58,6 +58,10 @@ func TestHelpAndUsageErrors(t *testing.T) {
 		{args: []string{"serve", "-bogus"}, code: 2, stderr: "-bogus"},
 		{args: []string{"-json"}, code: 2, stderr: "must be followed by a command"},
 		{args: []string{"validate"}, code: 2, stderr: "missing argument: a directory"},
+		{args: []string{"preview", "-h"}, stdout: "-ref=<ref>"},
+		// 2 is what nops preview answers when something would change.
+		{args: []string{"preview", "-repository", "main"}, code: 1, stderr: "-repository and -ref are required"},
+		{args: []string{"preview", "-bogus"}, code: 1, stderr: "flag provided but not defined: -bogus"},
 	} {
 		r := c.run(tc.args...)
 		name := "nops " + strings.Join(tc.args, " ")
