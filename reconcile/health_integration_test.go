@@ -43,7 +43,11 @@ func TestHealth_CountsFollowTheAllocations(t *testing.T) {
 	if d := m.Nomad().Stats().Sub(before); d.Operations["allocations.list"].Requests != 0 {
 		t.Errorf("with the event stream up, the leader listed allocations: %s", d)
 	}
-	if st := e.jobStatus("web"); st.Sync != structs.SyncInSync || st.Health.State() != "healthy" {
+	// The allocations' health can show 3 healthy before Nomad's
+	// deployment is healthy (its min_healthy_time): web is in sync once
+	// its deployment completed and a cycle looked at it.
+	e.s.WaitForDeployment("default", "web", structs.StateCompleted, lcWait)
+	if st := e.waitStatus("web", func(s *structs.JobStatus) bool { return s.Sync == structs.SyncInSync }); st.Health.State() != "healthy" {
 		t.Errorf("web after the scale: %s, health %+v", st.Sync, st.Health)
 	}
 }
