@@ -113,6 +113,7 @@ func (m *Manager) Nomad() *nomadx.Client { return m.nomad }
 // its first cycle and pass cover them. A nil kicks delivers none.
 func (m *Manager) Run(ctx context.Context, kicks *KickQueue) {
 	m.detector.beginTerm()
+	m.seedVerifiedHeads()
 	// The watcher fetches every repository as soon as it runs; detection
 	// waits for those fetches (waitFirstFetch), since what the watcher kept
 	// from an earlier term may be older than what that term deployed.
@@ -171,4 +172,24 @@ func (m *Manager) Run(ctx context.Context, kicks *KickQueue) {
 	// its last cycle would read as a re-plan stuck on a follower.
 	m.metrics.replanPending.Set(0)
 	m.logger.Info("leader loops stopped")
+}
+
+// seedVerifiedHeads tells the watcher the last verified head of every
+// repository the replicated state records, so that a leader that comes in
+// while a head is refused for its signature serves the last verified
+// commit (gitwatch.Watcher.SetVerified) rather than nothing.
+func (m *Manager) seedVerifiedHeads() {
+	if m.git == nil {
+		return
+	}
+	repos, err := m.srv.State().RepoStatuses()
+	if err != nil {
+		m.logger.Warn("repository statuses not read; a refused head will leave its repository without a snapshot", "error", err)
+		return
+	}
+	for _, r := range repos {
+		if r.Head != "" {
+			m.git.SetVerified(r.Name, r.Head)
+		}
+	}
 }

@@ -95,13 +95,33 @@ func (r *repo) historyFilesAt(ctx context.Context, hash plumbing.Hash, paths []s
 			return out, err
 		}
 	}
+	if err := r.fetchIntoHistory(ctx, hash); err != nil {
+		return nil, err
+	}
+	out, err := readFilesAt(r.history, hash, paths)
+	if errors.Is(err, errNoCommit) {
+		return nil, fmt.Errorf("the remote gives no commit by its hash, and it is not among the last %d commits of the branch: %w", historyDepth, err)
+	}
+	return out, err
+}
+
+// fetchIntoHistory fetches a commit into the history clone (by its hash,
+// or with the last historyDepth commits of the branch from a remote that
+// gives no commit by its hash), making the clone first. Called with histMu
+// held.
+func (r *repo) fetchIntoHistory(ctx context.Context, hash plumbing.Hash) error {
+	if r.history != nil {
+		if _, err := r.history.CommitObject(hash); err == nil {
+			return nil
+		}
+	}
 	if r.history == nil || r.histFetches >= maxIncrementalFetches {
 		h, err := git.Init(memory.NewStorage(), nil)
 		if err != nil {
-			return nil, fmt.Errorf("make a history clone: %w", err)
+			return fmt.Errorf("make a history clone: %w", err)
 		}
 		if _, err := h.CreateRemote(&config.RemoteConfig{Name: "origin", URLs: []string{r.cfg.URL}}); err != nil {
-			return nil, fmt.Errorf("make a history clone: %w", err)
+			return fmt.Errorf("make a history clone: %w", err)
 		}
 		r.history, r.histFetches = h, 0
 	}
@@ -109,7 +129,7 @@ func (r *repo) historyFilesAt(ctx context.Context, hash plumbing.Hash, paths []s
 	defer cancel()
 	auth, err := r.cfg.authMethod()
 	if err != nil {
-		return nil, err
+		return err
 	}
 	r.histFetches++
 	err = r.history.FetchContext(ctx, &git.FetchOptions{
@@ -123,13 +143,12 @@ func (r *repo) historyFilesAt(ctx context.Context, hash plumbing.Hash, paths []s
 		err = r.fetchBranchHistory(ctx, auth)
 	}
 	if err != nil && !errors.Is(err, git.NoErrAlreadyUpToDate) {
-		return nil, fmt.Errorf("fetch: %w", err)
+		return fmt.Errorf("fetch: %w", err)
 	}
-	out, err := readFilesAt(r.history, hash, paths)
-	if errors.Is(err, errNoCommit) {
-		return nil, fmt.Errorf("the remote gives no commit by its hash, and it is not among the last %d commits of the branch: %w", historyDepth, err)
+	if _, err := r.history.CommitObject(hash); err != nil {
+		return fmt.Errorf("the remote gives no commit by its hash, and it is not among the last %d commits of the branch: %w", historyDepth, errNoCommit)
 	}
-	return out, err
+	return nil
 }
 
 // fetchBranchHistory fetches the last historyDepth commits of the followed

@@ -439,3 +439,62 @@ func BenchmarkVerifyCommit(b *testing.B) {
 		})
 	}
 }
+
+// TestWatcher_NewLeaderServesTheLastVerifiedCommit: a watcher that starts
+// (a new leader) while the branch's head is refused serves the last
+// verified head the replicated status gave it (SetVerified), verified
+// again, rather than no snapshot; the status still names the refused head.
+// Without that head, or when it no longer verifies, there is no snapshot.
+func TestWatcher_NewLeaderServesTheLastVerifiedCommit(t *testing.T) {
+	dir := t.TempDir()
+	trustedKey, trustedPub := testutil.SSHClientKey(t, dir, "id_trusted")
+	strangerKey, _ := testutil.SSHClientKey(t, dir, "id_stranger")
+	signers := writeTestFile(t, dir, "allowed_signers", allowedSignerLine("ops@nops.invalid", "", trustedPub)+"\n")
+	repo := testutil.NewGitRepo(t)
+	repo.WriteFile("jobs/web.nomad.hcl", `job "web" { v = 0 }`)
+	untrusted := repo.CommitSSHSigned(strangerKey, "v0 by a stranger")
+	repo.WriteFile("jobs/web.nomad.hcl", `job "web" { v = 1 }`)
+	good := repo.CommitSSHSigned(trustedKey, "v1")
+	repo.WriteFile("jobs/web.nomad.hcl", `job "web" { v = 2 }`)
+	bad := repo.CommitSSHSigned(strangerKey, "v2 by a stranger")
+	cfg := RepoConfig{Name: "prod", URL: repo.URL(), Branch: "main", Path: "jobs",
+		Verify: &Verify{AllowedSignersFile: signers}}
+	ctx := ctxFor(t)
+
+	w := newWatcher(t, cfg)
+	w.SetVerified("prod", good)
+	err := w.FetchNow(ctx, "prod")
+	var refused *RefusedError
+	if !errors.As(err, &refused) || refused.Commit != bad {
+		t.Fatalf("fetch error = %v, want the refusal of %s", err, bad)
+	}
+	s := w.Snapshot("prod")
+	if s == nil || s.Commit != good || fileMap(s)["jobs/web.nomad.hcl"].Content != `job "web" { v = 1 }` {
+		t.Fatalf("snapshot = %+v, want the last verified commit %s", s, good)
+	}
+	if st := w.Status()[0]; st.Head != good || st.Refused != bad {
+		t.Fatalf("status = %+v, want head %s and refused %s", st, good, bad)
+	}
+	// The head refused again: still the verified snapshot.
+	if err := w.FetchNow(ctx, "prod"); !errors.As(err, &refused) {
+		t.Fatalf("second fetch: %v", err)
+	}
+	if s := w.Snapshot("prod"); s == nil || s.Commit != good {
+		t.Fatalf("after a second fetch, snapshot = %+v", s)
+	}
+
+	// No verified head given, the refused head itself, or one signed by a
+	// key no longer trusted: nothing is served.
+	for name, seed := range map[string]string{"none": "", "the refused head": bad, "no longer trusted": untrusted} {
+		w := newWatcher(t, cfg)
+		if seed != "" {
+			w.SetVerified("prod", seed)
+		}
+		if err := w.FetchNow(ctx, "prod"); !errors.As(err, &refused) {
+			t.Fatalf("%s: fetch error %v", name, err)
+		}
+		if s := w.Snapshot("prod"); s != nil {
+			t.Fatalf("%s: a snapshot at %s is served", name, s.Commit)
+		}
+	}
+}

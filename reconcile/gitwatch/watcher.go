@@ -121,6 +121,11 @@ type repo struct {
 	// fetchMu.
 	verifier *Verifier
 	refused  *object.Commit
+	// verified is the last verified head the replicated repository
+	// status records (SetVerified): a server that becomes leader while
+	// the branch's head is refused serves it, verified again, instead of
+	// no snapshot. Guarded by fetchMu.
+	verified string
 
 	// history holds the older commits FilesAt fetched, histFetches
 	// counts them; guarded by histMu.
@@ -376,6 +381,23 @@ func (w *Watcher) Snapshot(name string) *Snapshot {
 	return r.snapshot
 }
 
+// SetVerified tells the watcher the last head of a repository verified
+// before (by this server or another leader: the replicated repository
+// status), for a repository whose commits must be signed (Verify). While
+// this watcher has no snapshot of the repository and the branch's head is
+// refused for its signature, it fetches that commit, verifies it with the
+// keys of now, and serves it: the last verified commit stays the source
+// of truth across a change of leader. Without Verify it does nothing.
+func (w *Watcher) SetVerified(name, commit string) {
+	r, ok := w.get(name)
+	if !ok || r.cfg.Verify == nil || !plumbing.IsHash(commit) {
+		return
+	}
+	r.fetchMu.Lock()
+	r.verified = commit
+	r.fetchMu.Unlock()
+}
+
 // Status returns the status of every repository, in configuration order.
 func (w *Watcher) Status() []RepoStatus {
 	repos := w.list()
@@ -399,6 +421,24 @@ func (w *Watcher) fetch(ctx context.Context, r *repo) error {
 	start := time.Now()
 
 	snap, err := r.fetchSnapshot(ctx)
+	if refusedErr := (*RefusedError)(nil); errors.As(err, &refusedErr) && parent.Err() == nil {
+		if last := r.lastVerified(ctx, refusedErr.Commit); last != nil {
+			r.mu.Lock()
+			r.snapshot = last
+			// The status says what is served: the replicated head stays
+			// the last verified one, for the next leader too.
+			r.status.Head, r.status.Files = last.Commit, len(last.Files)
+			if r.status.Branch == "" {
+				r.status.Branch = last.Branch
+			}
+			r.mu.Unlock()
+			r.logger.Info("serving the last verified commit while the head is refused", "commit", last.Commit, "refused", refusedErr.Commit)
+			select {
+			case w.notify <- struct{}{}:
+			default:
+			}
+		}
+	}
 	now := time.Now()
 	if err != nil && parent.Err() != nil {
 		// Shutting down: not a failure of the repository.
@@ -744,4 +784,36 @@ func repoKey(raw string) string {
 		return ""
 	}
 	return strings.ToLower(ep.Host) + "/" + strings.ToLower(p)
+}
+
+// lastVerified returns a snapshot of the last verified head SetVerified
+// recorded, verified again, when the watcher has no snapshot of the
+// repository and the head refused is another commit; else nil. Called
+// with fetchMu held.
+func (r *repo) lastVerified(ctx context.Context, refused string) *Snapshot {
+	r.mu.RLock()
+	have := r.snapshot != nil
+	branch := r.status.Branch
+	r.mu.RUnlock()
+	if have || r.verified == "" || r.verified == refused || r.verifier == nil {
+		return nil
+	}
+	if r.cfg.Branch != "" {
+		branch = r.cfg.Branch
+	}
+	hash := plumbing.NewHash(r.verified)
+	keep := r.refused
+	defer func() { r.refused = keep }() // the head stays the refused one
+	r.histMu.Lock()
+	defer r.histMu.Unlock()
+	if err := r.fetchIntoHistory(ctx, hash); err != nil {
+		r.logger.Warn("last verified commit not fetched", "commit", r.verified, "error", r.scrub(err))
+		return nil
+	}
+	snap, err := r.snapshotOf(r.history, hash, branch)
+	if err != nil {
+		r.logger.Warn("last verified commit not taken", "commit", r.verified, "error", r.scrub(err))
+		return nil
+	}
+	return snap
 }
