@@ -427,7 +427,9 @@ func (w *Watcher) fetch(ctx context.Context, r *repo) error {
 			r.snapshot = last
 			// The status says what is served: the replicated head stays
 			// the last verified one, for the next leader too.
-			r.status.Head, r.status.Files = last.Commit, len(last.Files)
+			// It was fetched and verified now: detection takes it as a
+			// snapshot of this term.
+			r.status.Head, r.status.Files, r.status.LastSuccess = last.Commit, len(last.Files), time.Now()
 			if r.status.Branch == "" {
 				r.status.Branch = last.Branch
 			}
