@@ -76,4 +76,24 @@ func TestPreview_LeavesOutJobsTheTokenCannotRead(t *testing.T) {
 	if code, _ := preview("", "feature"); code != http.StatusUnauthorized {
 		t.Fatalf("no token: %d, want 401", code)
 	}
+	// What an attacker with a read token could send: garbage, unknown
+	// fields, a huge body. Each is refused before the reconciler is
+	// asked for a preview.
+	before := len(fake.Calls())
+	for _, tc := range []struct {
+		name string
+		body string
+		want int
+	}{
+		{"garbage", "\x00\xffnot json", http.StatusBadRequest},
+		{"unknown field", `{"repository":"main","ref":"feature","jobs":["all"]}`, http.StatusBadRequest},
+		{"huge body", `{"repository":"main","ref":"` + strings.Repeat("a", 4<<20) + `"}`, http.StatusRequestEntityTooLarge},
+	} {
+		if a := aclCall(t, s, reader, "POST", "/v1/preview", tc.body); a.code != tc.want {
+			t.Errorf("%s: %d %s, want %d", tc.name, a.code, a.body, tc.want)
+		}
+	}
+	if calls := fake.Calls()[before:]; len(calls) != 0 {
+		t.Fatalf("refused bodies reached the reconciler: %v", calls)
+	}
 }

@@ -409,33 +409,41 @@ func (m *Detector) freshSnapshots() []*gitwatch.Snapshot {
 // in the result's err. The error it returns itself means Nomad gave no
 // verdict; such a result is not cached. The spec is shared with the cache.
 func (m *Detector) parse(ctx context.Context, f gitwatch.JobFile) (parseResult, error) {
-	h := f.ContentHash()
+	r, cached, err := m.parseCached(ctx, f)
+	if err != nil || cached {
+		return r, err
+	}
 	m.mu.Lock()
-	r, ok := m.parsed[h]
+	m.parsed[f.ContentHash()] = r
+	m.mu.Unlock()
+	return r, nil
+}
+
+// parseCached returns the cached parse of a file, or parses it through
+// Nomad without storing it (cached false); the error means Nomad gave no
+// verdict.
+func (m *Detector) parseCached(ctx context.Context, f gitwatch.JobFile) (r parseResult, cached bool, err error) {
+	m.mu.Lock()
+	r, ok := m.parsed[f.ContentHash()]
 	m.mu.Unlock()
 	if ok {
-		return r, nil
+		return r, true, nil
 	}
 	job, err := m.nomad.Parse(ctx, f.Content, f.Vars)
 	if ctx.Err() != nil {
-		return parseResult{}, ctx.Err()
+		return parseResult{}, false, ctx.Err()
 	}
 	switch {
 	case err == nil:
 		spec, err := newJobSpec(job)
 		if err != nil {
-			return parseResult{}, err
+			return parseResult{}, false, err
 		}
-		r = parseResult{spec: spec}
+		return parseResult{spec: spec}, false, nil
 	case errors.Is(err, nomadx.ErrInvalidJob):
-		r = parseResult{err: err}
-	default:
-		return parseResult{}, err
+		return parseResult{err: err}, false, nil
 	}
-	m.mu.Lock()
-	m.parsed[h] = r
-	m.mu.Unlock()
-	return r, nil
+	return parseResult{}, false, err
 }
 
 // pruneParsed forgets the parses of content no repository holds any more,

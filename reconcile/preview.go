@@ -248,27 +248,8 @@ func (m *Detector) classifyPreview(ctx context.Context, snaps []*gitwatch.Snapsh
 // previewParse is parse without filling the cache: a preview reads what
 // detection parsed, and parses the rest for itself.
 func (m *Detector) previewParse(ctx context.Context, f gitwatch.JobFile) (parseResult, error) {
-	m.mu.Lock()
-	r, ok := m.parsed[f.ContentHash()]
-	m.mu.Unlock()
-	if ok {
-		return r, nil
-	}
-	job, err := m.nomad.Parse(ctx, f.Content, f.Vars)
-	if ctx.Err() != nil {
-		return parseResult{}, ctx.Err()
-	}
-	switch {
-	case err == nil:
-		spec, err := newJobSpec(job)
-		if err != nil {
-			return parseResult{}, err
-		}
-		return parseResult{spec: spec}, nil
-	case errors.Is(err, nomadx.ErrInvalidJob):
-		return parseResult{err: err}, nil
-	}
-	return parseResult{}, err
+	r, _, err := m.parseCached(ctx, f)
+	return r, err
 }
 
 // previewJob plans one managed job of the ref and returns what a preview
