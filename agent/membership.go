@@ -92,6 +92,8 @@ type membership struct {
 	bindCh chan struct{}
 	// probes counts the identity probes of peers (for tests).
 	probes atomic.Uint64
+	// merge is the serf merge delegate, told the gossip port once bound.
+	merge *mergeDelegate
 
 	mu           sync.Mutex
 	bootstrapped bool
@@ -134,6 +136,7 @@ func startMembership(s *Server) error {
 		return fmt.Errorf("start serf: %w", err)
 	}
 	m.serf = serfNode
+	m.merge.port.Store(uint32(serfNode.Memberlist().LocalNode().Port))
 	s.membership = m
 	s.gossip.Store(serfNode)
 	cfg := s.config
@@ -175,17 +178,14 @@ func (m *membership) serfConfig() (*serf.Config, error) {
 	sc.LogOutput = m.logger.StandardWriter(&hclog.StandardLoggerOptions{InferLevels: true})
 	sc.MemberlistConfig.LogOutput = sc.LogOutput
 	sc.MemberlistConfig.BindAddr = cfg.Bind
+	// With -serf-port 0 (tests), memberlist binds a port free for both TCP
+	// and UDP itself, trying again when another process takes it between
+	// the two binds, and advertises the port it bound; picking the port
+	// here first would lose that retry.
 	sc.MemberlistConfig.BindPort = cfg.SerfPort
 	sc.MemberlistConfig.AdvertiseAddr = cfg.Advertise
-	if cfg.SerfPort == 0 {
-		port, err := freeUDPTCPPort(cfg.Bind)
-		if err != nil {
-			return nil, err
-		}
-		sc.MemberlistConfig.BindPort = port
-	}
-	sc.MemberlistConfig.AdvertisePort = sc.MemberlistConfig.BindPort
-	merge.port = uint16(sc.MemberlistConfig.AdvertisePort)
+	sc.MemberlistConfig.AdvertisePort = cfg.SerfPort
+	m.merge = merge
 	if cfg.BootstrapExpect == 1 || cfg.Dev {
 		sc.MemberlistConfig = tuneLocal(sc.MemberlistConfig)
 	}

@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"os"
 	"strconv"
+	"sync/atomic"
 
 	"github.com/google/uuid"
 	"github.com/hashicorp/memberlist"
@@ -46,8 +47,10 @@ type mergeDelegate struct {
 	m *membership
 	// addr and port are this server's gossip address. The delegate runs
 	// under memberlist's locks: it must not call into serf or memberlist.
+	// port is set once the gossip transport is bound (memberlist picks it
+	// when -serf-port is 0), hence atomic.
 	addr net.IP
-	port uint16
+	port atomic.Uint32
 }
 
 var _ serf.MergeDelegate = (*mergeDelegate)(nil)
@@ -58,7 +61,7 @@ func (d *mergeDelegate) NotifyMerge(members []*serf.Member) error {
 		if mem.Name != s.name || mem.Tags[structs.MemberTagRole] != structs.MemberRoleNops || mem.Status == serf.StatusLeft {
 			continue
 		}
-		if mem.Addr.Equal(d.addr) && mem.Port == d.port {
+		if mem.Addr.Equal(d.addr) && uint32(mem.Port) == d.port.Load() {
 			continue
 		}
 		if id := mem.Tags[structs.MemberTagID]; id != s.nodeID {

@@ -11,29 +11,6 @@ import (
 	"github.com/hashicorp/memberlist"
 )
 
-// freePortTries bounds the TCP ports freeUDPTCPPort tries: one taken for
-// UDP is rare, so 50 misses in a row mean something else is wrong.
-const freePortTries = 50
-
-// freeUDPTCPPort finds a port free for both TCP and UDP, as gossip needs.
-func freeUDPTCPPort(bind string) (int, error) {
-	for i := 0; i < freePortTries; i++ {
-		ln, err := net.Listen("tcp", net.JoinHostPort(bind, "0"))
-		if err != nil {
-			return 0, fmt.Errorf("find a free port: %w", err)
-		}
-		port := ln.Addr().(*net.TCPAddr).Port
-		ln.Close()
-		pc, err := net.ListenPacket("udp", net.JoinHostPort(bind, fmt.Sprint(port)))
-		if err != nil {
-			continue
-		}
-		pc.Close()
-		return port, nil
-	}
-	return 0, fmt.Errorf("no port free for both tcp and udp")
-}
-
 // tuneLocal makes gossip quick for servers on one host.
 func tuneLocal(c *memberlist.Config) *memberlist.Config {
 	l := memberlist.DefaultLocalConfig()
