@@ -3,8 +3,8 @@
 //
 // Every setting has one name. The flag is -name, the environment variable is
 // NOPS_NAME (upper case, dashes to underscores) and the config file attribute
-// is name with underscores; repository, consul, acl, tls, notify and webhook
-// are config file blocks only. Precedence is per key: flag, then environment,
+// is name with underscores; repository, nomad, consul, acl, tls, notify and
+// webhook are config file blocks only, among others (configBlocks). Precedence is per key: flag, then environment,
 // then config files in the order given, then the default.
 //
 // Guarantee: Load either returns a configuration that passed Validate, or an
@@ -208,6 +208,11 @@ type Config struct {
 	// links; empty by default.
 	NomadUIURL string
 
+	// Nomads are the nomad blocks, in file order: the Nomad clusters Nops
+	// deploys to (SPEC section 16). With none, the settings above make the
+	// one cluster; Clusters returns the clusters in either case.
+	Nomads []NomadCluster
+
 	// Namespaces are the Nomad namespaces Nops manages; "*" means all.
 	Namespaces []string
 
@@ -307,6 +312,9 @@ type Repository struct {
 	// Verify is nil when commits need no signature; otherwise only a
 	// head signed by one of its keys is deployed (SPEC section 18).
 	Verify *RepoVerify
+	// Cluster names the Nomad cluster its jobs deploy to; empty means
+	// the only cluster, or DefaultCluster (RepoCluster).
+	Cluster string
 }
 
 // RepoVerify names the files of the keys a repository's commits must be
@@ -614,6 +622,7 @@ func (c *Config) Validate() error {
 	}
 
 	errs = append(errs, c.validateRepositories()...)
+	errs = append(errs, c.validateClusters()...)
 	errs = append(errs, c.validateBlocks()...)
 	return errors.Join(errs...)
 }
@@ -1114,6 +1123,7 @@ func (c *Config) Changed(other *Config) []string {
 		a, b any
 	}{
 		{blockRepository, c.Repositories, other.Repositories},
+		{blockNomad, c.Nomads, other.Nomads},
 		{blockConsul, c.Consul, other.Consul},
 		{blockACL, c.ACL, other.ACL},
 		{blockTLS, c.TLS, other.TLS},

@@ -11,7 +11,7 @@ import (
 // panic, and Load either fails or returns a configuration that validates
 // again, with no credential of a repository URL in its error.
 func FuzzConfigFile(f *testing.F) {
-	for _, name := range []string{"testdata/full.hcl", "testdata/override.hcl", "testdata/full.json"} {
+	for _, name := range []string{"testdata/full.hcl", "testdata/override.hcl", "testdata/full.json", "testdata/clusters.hcl"} {
 		b, err := os.ReadFile(name)
 		if err != nil {
 			f.Fatal(err)
@@ -21,6 +21,7 @@ func FuzzConfigFile(f *testing.F) {
 	f.Add([]byte(`repository "r" { url = "https://TOKEN_SECRET@git.example/x.git" }`+"\nbootstrap_expect = 1\ndata_dir = \"/tmp/x\""), false)
 	f.Add([]byte(`http_port = "x" notify "" {} tls { cert_file = 1 }`), false)
 	f.Add([]byte(`{"repository":{"r":{"url":["x"]}}}`), true)
+	f.Add([]byte(`{"nomad":{"a":{"address":"https://a:4646","requires":["b"]},"b":{"address":"https://b:4646","requires":["a"],"bake":"1h"}}}`), true)
 	dir := f.TempDir()
 	f.Fuzz(func(t *testing.T, content []byte, asJSON bool) {
 		name := filepath.Join(dir, "nops.hcl")

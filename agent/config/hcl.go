@@ -116,6 +116,8 @@ func (l *loader) decodeBlock(b *hcl.Block) {
 	switch b.Type {
 	case blockRepository:
 		l.decodeRepository(b)
+	case blockNomad:
+		l.decodeNomad(b)
 	case blockConsul:
 		if c.Consul == nil {
 			c.Consul = l.newConsul()
@@ -224,6 +226,7 @@ func repositoryFields(r *Repository) []attrField {
 		{name: "path", v: stringValue(&r.Path, checkRepoPath)},
 		{name: "poll_interval", v: durationValue(&r.PollInterval)},
 		{name: "web_url", v: stringValue(&r.WebURL, gitwatch.CheckWebURL)},
+		{name: "cluster", v: stringValue(&r.Cluster, nil)},
 	}
 }
 
@@ -267,7 +270,13 @@ func configBlocks() []configBlock {
 	return []configBlock{
 		{typ: blockRepository, label: "name", attrs: repositoryFields(&Repository{}),
 			nested: []configBlock{{typ: blockAuth, attrs: authFields(&RepoAuth{})},
-				{typ: blockVerify, attrs: verifyFields(&RepoVerify{})}}},
+				{typ: blockVerify, attrs: verifyFields(&RepoVerify{})}},
+			note: `cluster names a nomad block; default: the only cluster, else "default"`},
+		{typ: blockNomad, label: "name", attrs: nomadFields(&NomadCluster{}),
+			note: "one Nomad cluster to deploy to; with nomad blocks, nomad_addr, nomad_token, nomad_token_file, " +
+				"nomad_region, nomad_task_api and nomad_ui_url are not set and NOMAD_ADDR, NOMAD_TOKEN and NOMAD_REGION " +
+				"are not used; namespaces defaults to the top-level namespaces; requires lists the clusters a job " +
+				"must have completed in first, bake how long ago at least"},
 		{typ: blockConsul, attrs: consulFields(&ConsulConfig{})},
 		{typ: blockACL, attrs: aclFields(&ACLConfig{})},
 		{typ: blockTLS, attrs: tlsFields(&TLSConfig{})},

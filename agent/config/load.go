@@ -45,7 +45,9 @@ type loader struct {
 // Per key, a flag wins over the environment, the environment over config
 // files, a later file over an earlier one, and any of them over the default.
 // NOMAD_ADDR, NOMAD_TOKEN, NOMAD_REGION, CONSUL_HTTP_ADDR and
-// CONSUL_HTTP_TOKEN replace the built-in defaults.
+// CONSUL_HTTP_TOKEN replace the built-in defaults. With nomad blocks the
+// single-cluster -nomad-* settings must not be set, and the NOMAD_*
+// variables are not used: every cluster is its block (Clusters).
 //
 // The configuration returned has passed Validate. Otherwise the error joins
 // every problem found (errors.Join), each naming its key, and its file and
@@ -80,7 +82,9 @@ func Load(args []string, lookupEnv func(string) (string, bool)) (*Config, error)
 	l.applyRepoFlags(flags)
 	l.applyValidateFlag(flags)
 	l.finalize()
-	l.resolveNomadIdentity()
+	if !l.checkNomadBlocks() {
+		l.resolveNomadIdentity()
+	}
 
 	// After a flag syntax error the rest of the command line is unread:
 	// required settings may look missing when they are not.

@@ -74,7 +74,9 @@ func writeBlock(b *strings.Builder, cb configBlock, indent string) {
 		fmt.Fprintf(b, "%s%s\n", indent, line)
 	}
 	if cb.note != "" {
-		fmt.Fprintf(b, "%s    (%s)\n", indent, cb.note)
+		for _, line := range wrap("("+cb.note+")", usageWidth-2-len(indent)) {
+			fmt.Fprintf(b, "%s    %s\n", indent, line)
+		}
 	}
 }
 
