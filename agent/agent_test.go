@@ -159,7 +159,7 @@ func TestServer_RestartKeepsState(t *testing.T) {
 	if d.State != structs.StatePendingApproval || string(d.Spec) == "" {
 		t.Fatalf("deployment changed across restart: %+v", d)
 	}
-	p, err := st.Paused("default", "api")
+	p, err := st.Paused("", "default", "api")
 	if err != nil || p == nil || p.Reason != "maintenance" || p.Actor != "tester" {
 		t.Fatalf("pause lost across restart: %+v %v", p, err)
 	}

@@ -265,7 +265,7 @@ func TestUpgrade_UnknownIgnorableEntryIsSkipped(t *testing.T) {
 			if s.State().LatestIndex() <= skipped {
 				return false, fmt.Errorf("%s is at index %d", s.Config().NodeName, s.State().LatestIndex())
 			}
-			if p, _ := s.State().Paused("default", "any"); p == nil {
+			if p, _ := s.State().Paused("", "default", "any"); p == nil {
 				return false, fmt.Errorf("%s has not applied the pause", s.Config().NodeName)
 			}
 		}

@@ -369,13 +369,13 @@ func TestCluster_WriteThroughFollower(t *testing.T) {
 		if w, _ := st.Window("nights"); w == nil || w.Timezone != "Europe/Paris" {
 			return fmt.Errorf("window nights: %+v", w)
 		}
-		if p, _ := st.Paused("default", "any"); p == nil || p.Reason != "freeze" {
+		if p, _ := st.Paused("", "default", "any"); p == nil || p.Reason != "freeze" {
 			return fmt.Errorf("global pause: %+v", p)
 		}
 		if d, _ := st.Deployment(deploymentID(1)); d == nil || d.State != structs.StateRejected {
 			return fmt.Errorf("deployment: %+v", d)
 		}
-		if b, _ := st.Block("default", "web"); b == nil {
+		if b, _ := st.Block("", "default", "web"); b == nil {
 			return fmt.Errorf("no block after the reject")
 		}
 		if w, _ := st.Window("bad"); w != nil {
@@ -432,7 +432,7 @@ func TestCluster_ConsistentReadsAndHeaders(t *testing.T) {
 	a.ok(t, "write through a follower", nil)
 	checkClusterHeaders(t, "write through a follower", a, true)
 	waitEverywhere(t, c, 10*time.Second, func(st *fsm.StateStore) error {
-		if p, _ := st.Paused("default", "any"); p == nil {
+		if p, _ := st.Paused("", "default", "any"); p == nil {
 			return fmt.Errorf("pause not replicated")
 		}
 		return nil
@@ -700,10 +700,10 @@ func TestCluster_SnapshotSaveRestore(t *testing.T) {
 		if err != nil || d == nil || d.State != structs.StatePreHook && d.State != structs.StateApplying {
 			return fmt.Errorf("approved deployment after restore and restart: %+v %v", d, err)
 		}
-		if p, _ := st.Paused("default", "other"); p != nil {
+		if p, _ := st.Paused("", "default", "other"); p != nil {
 			return fmt.Errorf("the resume after the restore is missing: %+v", p)
 		}
-		if p, _ := st.Paused("default", "db"); p == nil {
+		if p, _ := st.Paused("", "default", "db"); p == nil {
 			return fmt.Errorf("the restored job pause is missing")
 		}
 		return nil

@@ -53,7 +53,7 @@ func testKillLeader(t *testing.T, opts ...nopstest.Option) {
 			return fmt.Errorf("the window committed before the failover is gone")
 		}
 		for i := range c.Servers() {
-			if p, _ := st.Paused("default", fmt.Sprintf("job-%d", i)); p == nil {
+			if p, _ := st.Paused("", "default", fmt.Sprintf("job-%d", i)); p == nil {
 				return fmt.Errorf("pause of job-%d missing", i)
 			}
 		}
@@ -102,7 +102,7 @@ func TestFailover_LeaderWithoutQuorumStepsDown(t *testing.T) {
 	if a.elapsed > 7*time.Second {
 		t.Fatalf("write to a leader without quorum answered after %s", a.elapsed)
 	}
-	if p, _ := leader.State().Paused("default", "any"); p != nil {
+	if p, _ := leader.State().Paused("", "default", "any"); p != nil {
 		t.Fatalf("an uncommitted pause shows in the state: %+v", p)
 	}
 	if w, _ := leader.State().Window("nights"); w != nil {

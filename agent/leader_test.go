@@ -260,7 +260,7 @@ func TestLeader_LoopsStartAfterTheLogIsApplied(t *testing.T) {
 	case <-time.After(60 * time.Second):
 		t.Fatal("the leader loops never started")
 	}
-	if p, err := s2.State().Paused("default", "job-39"); err != nil || p == nil {
+	if p, err := s2.State().Paused("", "default", "job-39"); err != nil || p == nil {
 		t.Fatalf("the last pause is not in the state: %+v %v", p, err)
 	}
 }

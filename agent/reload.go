@@ -129,14 +129,14 @@ func reloadLogLevel(s *Server, next *config.Config) error {
 }
 
 func reloadRepositories(s *Server, next *config.Config) error {
-	if s.manager == nil {
+	if s.fleet == nil {
 		return errors.New("this server runs no reconcilers")
 	}
 	repos, err := gitRepoConfigs(next)
 	if err != nil {
 		return err
 	}
-	added, changed, removed, err := s.manager.UpdateRepositories(repos)
+	added, changed, removed, err := s.fleet.UpdateRepositories(repos, repoClustersOf(next))
 	if err != nil {
 		return err
 	}
@@ -145,30 +145,30 @@ func reloadRepositories(s *Server, next *config.Config) error {
 }
 
 func reloadDefaults(s *Server, next *config.Config) error {
-	if s.manager == nil {
+	if s.fleet == nil {
 		return errors.New("this server runs no reconcilers")
 	}
 	policy, err := structs.ParsePolicy(next.DefaultPolicy)
 	if err != nil {
 		return err
 	}
-	s.manager.SetDefaults(meta.Defaults{Policy: policy, ApplyTimeout: next.ApplyTimeout, HookTimeout: next.HookTimeout,
+	s.fleet.SetDefaults(meta.Defaults{Policy: policy, ApplyTimeout: next.ApplyTimeout, HookTimeout: next.HookTimeout,
 		ApprovalTTL: next.Approval.TTL})
 	return nil
 }
 
 func reloadReplanRate(s *Server, next *config.Config) error {
-	if s.manager == nil {
+	if s.fleet == nil {
 		return errors.New("this server runs no reconcilers")
 	}
-	s.manager.SetReplanRate(next.NomadReplanRate)
+	s.fleet.SetReplanRate(next.NomadReplanRate)
 	return nil
 }
 
 func reloadFullReplanInterval(s *Server, next *config.Config) error {
-	if s.manager == nil {
+	if s.fleet == nil {
 		return errors.New("this server runs no reconcilers")
 	}
-	s.manager.SetFullPlanInterval(next.FullReplanInterval)
+	s.fleet.SetFullPlanInterval(next.FullReplanInterval)
 	return nil
 }

@@ -100,7 +100,7 @@ type Server struct {
 	applyHook atomic.Pointer[func()]
 
 	reconciler Reconciler
-	manager    *reconcile.Manager
+	fleet      *reconcile.Fleet
 	build      func(s *Server) (LeaderFunc, Reconciler, error)
 	kick       *reconcile.KickQueue
 	// webhookSecret verifies git pushes (agent/http/webhook_verify.go); empty

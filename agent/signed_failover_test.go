@@ -74,7 +74,7 @@ func TestFailover_RefusedHeadKeepsTheLastVerifiedCommit(t *testing.T) {
 		if err != nil {
 			return false, err
 		}
-		st, err := next.State().JobStatus("default", "web")
+		st, err := next.State().JobStatus("", "default", "web")
 		if err != nil || st == nil {
 			return false, fmt.Errorf("web has no status: %v", err)
 		}
@@ -91,7 +91,7 @@ func TestFailover_RefusedHeadKeepsTheLastVerifiedCommit(t *testing.T) {
 	testutil.WaitForResult(t, 90*time.Second, func() (bool, error) {
 		list := next.Deployments("default", "web")
 		if len(list) < 2 {
-			st, _ := next.State().JobStatus("default", "web")
+			st, _ := next.State().JobStatus("", "default", "web")
 			cy, _ := next.State().DetectionCycle()
 			return false, fmt.Errorf("no deployment corrects the live change yet: web %+v; cycle %+v", st, cy)
 		}

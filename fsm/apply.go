@@ -175,10 +175,13 @@ func (w *writer) deploymentCreate(req *structs.DeploymentCreateRequest) error {
 	if err := validCreate(req); err != nil {
 		return err
 	}
-	if err := w.creatable(req.Deployment); err != nil {
+	d := forWrite(req.Deployment)
+	// A deployment of an entry written before clusters is of the default
+	// cluster.
+	d.Cluster = structs.ClusterName(d.Cluster)
+	if err := w.creatable(d); err != nil {
 		return err
 	}
-	d := forWrite(req.Deployment)
 	d.CreateIndex, d.ModifyIndex = w.index, w.index
 	d.CreatedAt, d.UpdatedAt, d.StateEnteredAt = req.Time, req.Time, req.Time
 	msg := fmt.Sprintf("drift detected at commit %s", structs.ShortID(d.Commit))
@@ -199,7 +202,7 @@ func (w *writer) deploymentCreate(req *structs.DeploymentCreateRequest) error {
 		return err
 	}
 	if err := w.event(req.WriteMeta, structs.Event{
-		Kind: structs.EventKindDeployment, Object: d.ID, Namespace: d.Namespace, JobID: d.JobID,
+		Kind: structs.EventKindDeployment, Object: d.ID, Cluster: d.Cluster, Namespace: d.Namespace, JobID: d.JobID,
 		To: string(d.State), Message: msg,
 	}); err != nil {
 		return err
@@ -264,7 +267,7 @@ func (w *writer) creatable(d *structs.Deployment) error {
 // consumeLift takes the deploy-now lift of d's job, if there is one, into
 // d, and returns what the creation event says of it.
 func (w *writer) consumeLift(d *structs.Deployment) (string, error) {
-	raw, err := w.first(TableLifts, d.Namespace, d.JobID)
+	raw, err := w.first(TableLifts, d.Cluster, d.Namespace, d.JobID)
 	if err != nil {
 		return "", fmt.Errorf("lift lookup: %w", err)
 	}
@@ -282,11 +285,11 @@ func (w *writer) consumeLift(d *structs.Deployment) (string, error) {
 // replaceBlock clears the block of the job's last deployment, which the
 // new deployment d replaces.
 func (w *writer) replaceBlock(m structs.WriteMeta, d *structs.Deployment) error {
-	block, err := first[structs.Block](w.reads, TableBlocks, d.Namespace, d.JobID)
+	block, err := first[structs.Block](w.reads, TableBlocks, d.Cluster, d.Namespace, d.JobID)
 	if err != nil {
 		return err
 	}
-	if _, err := w.deleteAll(TableBlocks, "id", d.Namespace, d.JobID); err != nil {
+	if _, err := w.deleteAll(TableBlocks, "id", d.Cluster, d.Namespace, d.JobID); err != nil {
 		return fmt.Errorf("clear block: %w", err)
 	}
 	if block != nil && !block.Retried && !block.Expired {
@@ -317,7 +320,7 @@ func (w *writer) move(m structs.WriteMeta, d *structs.Deployment, to structs.Dep
 	}
 	if to == structs.StateFailed || to == structs.StateRejected || to == structs.StateExpired {
 		b := &structs.Block{
-			Namespace: d.Namespace, JobID: d.JobID, DeploymentID: d.ID, SpecHash: d.SpecHash,
+			Cluster: d.Cluster, Namespace: d.Namespace, JobID: d.JobID, DeploymentID: d.ID, SpecHash: d.SpecHash,
 			AfterRegister: d.Registered, JobModifyIndex: d.JobModifyIndex, CreateIndex: w.index,
 			Expired: to == structs.StateExpired,
 		}
@@ -326,7 +329,7 @@ func (w *writer) move(m structs.WriteMeta, d *structs.Deployment, to structs.Dep
 		}
 	}
 	return w.event(m, structs.Event{
-		Kind: structs.EventKindDeployment, Object: d.ID, Namespace: d.Namespace, JobID: d.JobID,
+		Kind: structs.EventKindDeployment, Object: d.ID, Cluster: d.Cluster, Namespace: d.Namespace, JobID: d.JobID,
 		From: string(from), To: string(to), Message: msg,
 	})
 }
@@ -400,7 +403,7 @@ func (w *writer) deploymentUpdate(req *structs.DeploymentUpdateRequest) error {
 		return nil
 	}
 	return w.event(req.WriteMeta, structs.Event{
-		Kind: structs.EventKindDeployment, Object: d.ID, Namespace: d.Namespace, JobID: d.JobID,
+		Kind: structs.EventKindDeployment, Object: d.ID, Cluster: d.Cluster, Namespace: d.Namespace, JobID: d.JobID,
 		From: string(d.State), To: string(d.State), Message: req.Update.Message,
 	})
 }
@@ -534,14 +537,17 @@ func (w *writer) deploymentDecision(req *structs.DeploymentDecisionRequest) erro
 // section 6), under forbid_self the identity is not the author or the
 // committer of d's commit, and it has not approved d already.
 func (w *writer) mayApprove(req *structs.DeploymentDecisionRequest, d *structs.Deployment) error {
-	pause, err := pausedTxn(w.reads, d.Namespace, d.JobID)
+	pause, err := pausedTxn(w.reads, d.Cluster, d.Namespace, d.JobID)
 	if err != nil {
 		return err
 	}
 	if pause != nil {
 		what := "job " + d.Key()
-		if pause.Global {
+		switch {
+		case pause.Global:
 			what = "every job"
+		case pause.JobID == "":
+			what = "every job of cluster " + pause.Cluster
 		}
 		return conflict("%s is paused by %s (%s): resume before approving", what, pause.Actor, pause.Reason)
 	}
@@ -561,27 +567,30 @@ func (w *writer) approvalRecorded(req *structs.DeploymentDecisionRequest, d *str
 		msg += ": " + req.Comment
 	}
 	return w.eventWith(req.WriteMeta, structs.Event{
-		Kind: structs.EventKindDeployment, Object: d.ID, Namespace: d.Namespace, JobID: d.JobID,
+		Kind: structs.EventKindDeployment, Object: d.ID, Cluster: d.Cluster, Namespace: d.Namespace, JobID: d.JobID,
 		From: string(d.State), To: string(d.State), Message: msg,
 	}, structs.NotifyApproval)
 }
 
 func (w *writer) pause(req *structs.PauseRequest) error {
-	if !req.Global && (req.Namespace == "" || req.JobID == "") {
-		return invalid("a job pause needs a namespace and a job ID")
+	if !req.Global && req.JobID == "" && req.Cluster == "" || !req.Global && req.JobID != "" && req.Namespace == "" {
+		return invalid("a pause needs a job (a namespace and a job ID), a cluster, or global")
+	}
+	if req.Global && (req.Cluster != "" || req.JobID != "") {
+		return invalid("a global pause names no cluster and no job")
 	}
 	if err := structs.CheckText("reason", req.Reason); err != nil {
 		return err
 	}
 	p := &structs.Pause{
-		Key: req.Key(), Global: req.Global, Namespace: req.Namespace, JobID: req.JobID,
+		Key: req.Key(), Global: req.Global, Cluster: pauseCluster(req), Namespace: req.Namespace, JobID: req.JobID,
 		Actor: req.Actor, Reason: req.Reason, CreatedAt: req.Time, CreateIndex: w.index,
 	}
 	if err := w.put(TablePauses, p); err != nil {
 		return err
 	}
 	return w.event(req.WriteMeta, structs.Event{
-		Kind: structs.EventKindPause, Object: p.Key, Namespace: p.Namespace, JobID: p.JobID,
+		Kind: structs.EventKindPause, Object: p.Key, Cluster: p.Cluster, Namespace: p.Namespace, JobID: p.JobID,
 		To: "paused", Message: req.Reason,
 	})
 }
@@ -595,12 +604,25 @@ func (w *writer) resume(req *structs.ResumeRequest) error {
 		if req.Global {
 			return notFound("jobs are not paused globally")
 		}
+		if req.JobID == "" {
+			return notFound("cluster %s is not paused", req.Cluster)
+		}
 		return notFound("job %s is not paused", req.Key())
 	}
 	return w.event(req.WriteMeta, structs.Event{
-		Kind: structs.EventKindPause, Object: req.Key(), Namespace: req.Namespace, JobID: req.JobID,
+		Kind: structs.EventKindPause, Object: req.Key(), Cluster: pauseCluster(req), Namespace: req.Namespace, JobID: req.JobID,
 		From: "paused", To: "resumed", Message: req.Reason,
 	})
+}
+
+// pauseCluster is the cluster a pause request names: the job's (the
+// default cluster for a request written before clusters), the paused
+// cluster, or none for a global pause.
+func pauseCluster(req *structs.PauseRequest) string {
+	if req.Global {
+		return ""
+	}
+	return structs.ClusterName(req.Cluster)
 }
 
 func (w *writer) windowUpsert(req *structs.WindowUpsertRequest) error {
@@ -641,12 +663,12 @@ func (w *writer) windowLift(req *structs.WindowLiftRequest) error {
 	if req.Namespace == "" || req.JobID == "" {
 		return invalid("deploy now needs a namespace and a job ID")
 	}
-	l := &structs.WindowLift{Namespace: req.Namespace, JobID: req.JobID, Actor: req.Actor, CreatedAt: req.Time, CreateIndex: w.index}
+	l := &structs.WindowLift{Cluster: structs.ClusterName(req.Cluster), Namespace: req.Namespace, JobID: req.JobID, Actor: req.Actor, CreatedAt: req.Time, CreateIndex: w.index}
 	if err := w.put(TableLifts, l); err != nil {
 		return err
 	}
 	return w.event(req.WriteMeta, structs.Event{
-		Kind: structs.EventKindJob, Object: l.Key(), Namespace: l.Namespace, JobID: l.JobID,
+		Kind: structs.EventKindJob, Object: l.Key(), Cluster: l.Cluster, Namespace: l.Namespace, JobID: l.JobID,
 		To: "deploy_now", Message: "deploy now: the next deployment lifts a closed sync window",
 	})
 }
@@ -657,8 +679,9 @@ func (w *writer) jobStatusUpsert(req *structs.JobStatusUpsertRequest) error {
 			return invalid("a job status needs a namespace and a job ID")
 		}
 		c := *st
+		c.Cluster = structs.ClusterName(c.Cluster)
 		c.CreateIndex, c.ModifyIndex = w.index, w.index
-		if raw, err := w.first(TableJobStatus, st.Namespace, st.JobID); err != nil {
+		if raw, err := w.first(TableJobStatus, c.Cluster, c.Namespace, c.JobID); err != nil {
 			return fmt.Errorf("job status lookup: %w", err)
 		} else if raw != nil {
 			c.CreateIndex = raw.(*structs.JobStatus).CreateIndex
@@ -672,11 +695,11 @@ func (w *writer) jobStatusUpsert(req *structs.JobStatusUpsertRequest) error {
 
 func (w *writer) jobStatusDelete(req *structs.JobStatusDeleteRequest) error {
 	for _, key := range req.Keys {
-		ns, id, ok := splitKey(key)
+		cluster, ns, id, ok := structs.SplitJobKey(key)
 		if !ok {
-			return invalid("job key %q is not namespace/job", key)
+			return invalid("job key %q is not namespace/job or cluster:namespace/job", key)
 		}
-		if _, err := w.deleteAll(TableJobStatus, "id", ns, id); err != nil {
+		if _, err := w.deleteAll(TableJobStatus, "id", cluster, ns, id); err != nil {
 			return fmt.Errorf("delete job status: %w", err)
 		}
 	}
@@ -720,12 +743,12 @@ func (w *writer) detectionCycle(req *structs.DetectionCycleRequest) error {
 }
 
 func (w *writer) retry(req *structs.RetryRequest) error {
-	raw, err := w.first(TableBlocks, req.Namespace, req.JobID)
+	raw, err := w.first(TableBlocks, structs.ClusterName(req.Cluster), req.Namespace, req.JobID)
 	if err != nil {
 		return fmt.Errorf("block lookup: %w", err)
 	}
 	if raw == nil || raw.(*structs.Block).Retried {
-		return conflict("job %s is not blocked", structs.JobKey(req.Namespace, req.JobID))
+		return conflict("job %s is not blocked", structs.JobKey(req.Cluster, req.Namespace, req.JobID))
 	}
 	b := *raw.(*structs.Block)
 	b.Retried, b.RetriedBy = true, req.Actor
@@ -733,7 +756,7 @@ func (w *writer) retry(req *structs.RetryRequest) error {
 		return err
 	}
 	return w.event(req.WriteMeta, structs.Event{
-		Kind: structs.EventKindJob, Object: b.Key(), Namespace: b.Namespace, JobID: b.JobID,
+		Kind: structs.EventKindJob, Object: b.Key(), Cluster: b.Cluster, Namespace: b.Namespace, JobID: b.JobID,
 		From: "blocked", To: "retry", Message: fmt.Sprintf("retry after deployment %s", b.DeploymentID),
 	})
 }
@@ -748,13 +771,4 @@ func (w *writer) eventAppend(req *structs.EventAppendRequest) error {
 		}
 	}
 	return nil
-}
-
-func splitKey(key string) (string, string, bool) {
-	for i := 0; i < len(key); i++ {
-		if key[i] == '/' {
-			return key[:i], key[i+1:], i > 0 && i < len(key)-1
-		}
-	}
-	return "", "", false
 }

@@ -171,7 +171,7 @@ func TestApprovalRules(t *testing.T) {
 			if got.State != tc.state || strings.Join(approvers, ",") != tc.approvers {
 				t.Fatalf("deployment is %s approved by %q, want %s approved by %q", got.State, approvers, tc.state, tc.approvers)
 			}
-			b, err := h.state().Block("default", "web")
+			b, err := h.state().Block("", "default", "web")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -243,14 +243,14 @@ func TestApprovalRecorded(t *testing.T) {
 func TestExpiredBlockIsNoFailure(t *testing.T) {
 	h := newHarness(t)
 	d := h.createExpired("d1", "default", "web", time.Minute)
-	b, err := h.state().Block("default", "web")
+	b, err := h.state().Block("", "default", "web")
 	if err != nil || b == nil || !b.Expired || b.DeploymentID != "d1" || !b.Blocks(d.SpecHash, d.JobModifyIndex) ||
 		b.Failure(d.SpecHash, d.JobModifyIndex) {
 		t.Fatalf("block %+v (%v), want an expired block of d1 that is no failure", b, err)
 	}
 	h.mustApply(structs.RetryRequestType, &structs.RetryRequest{WriteMeta: h.meta("bob"), Namespace: "default", JobID: "web"})
 	h.create(testDeployment("d2", "default", "web", 0, 0))
-	if b, _ := h.state().Block("default", "web"); b != nil {
+	if b, _ := h.state().Block("", "default", "web"); b != nil {
 		t.Fatalf("the new deployment left the block: %+v", b)
 	}
 	n := len(h.outbox())

@@ -417,7 +417,7 @@ func TestBatchEntry_SeenWhole(t *testing.T) {
 			if idx := st.LatestIndex(); idx != 2 {
 				t.Fatalf("latest index %d, want 2", idx)
 			}
-			raw, err := st.db.Txn(false).First(TableJobStatus, "id", "default", "web")
+			raw, err := st.db.Txn(false).First(TableJobStatus, "id", structs.DefaultCluster, "default", "web")
 			if err != nil || raw == nil {
 				t.Fatalf("the refused request's change was kept out, yet the job status is gone: %v", err)
 			}

@@ -24,7 +24,7 @@ func TestCreateFailWith(t *testing.T) {
 	if got.CreateIndex != got.ModifyIndex {
 		t.Fatalf("created at %d but failed at %d: not one entry", got.CreateIndex, got.ModifyIndex)
 	}
-	b, err := h.state().Block("default", "web")
+	b, err := h.state().Block("", "default", "web")
 	if err != nil || b == nil || b.DeploymentID != "d-hook" || b.AfterRegister {
 		t.Fatalf("block: %+v %v", b, err)
 	}
@@ -33,7 +33,7 @@ func TestCreateFailWith(t *testing.T) {
 		events[1].From != string(structs.StateDetected) || events[1].To != string(structs.StateFailed) {
 		t.Fatalf("events: %+v", events)
 	}
-	if a, _ := h.state().ActiveDeployment("default", "web"); a != nil {
+	if a, _ := h.state().ActiveDeployment("", "default", "web"); a != nil {
 		t.Fatalf("a failed deployment is active: %+v", a)
 	}
 }

@@ -27,7 +27,7 @@ func TestApplyEveryMessageType(t *testing.T) {
 			if !d.CreatedAt.Equal(h.now) || !d.UpdatedAt.Equal(h.now) || !d.StateEnteredAt.Equal(h.now) {
 				t.Fatalf("created deployment times %v/%v/%v, want %v", d.CreatedAt, d.UpdatedAt, d.StateEnteredAt, h.now)
 			}
-			active, err := h.state().ActiveDeployment("default", "web")
+			active, err := h.state().ActiveDeployment("", "default", "web")
 			if err != nil || active == nil || active.ID != "d1" {
 				t.Fatalf("active deployment = %v, %v; want d1", active, err)
 			}
@@ -75,7 +75,7 @@ func TestApplyEveryMessageType(t *testing.T) {
 		},
 		structs.PauseRequestType: func(t *testing.T, h *harness) {
 			h.mustApply(structs.PauseRequestType, &structs.PauseRequest{WriteMeta: h.meta("alice"), Namespace: "default", JobID: "web", Reason: "maintenance"})
-			p, err := h.state().Paused("default", "web")
+			p, err := h.state().Paused("", "default", "web")
 			if err != nil || p == nil || p.Key != "default/web" || p.Actor != "alice" || p.Reason != "maintenance" || p.CreateIndex != h.index || !p.CreatedAt.Equal(h.now) {
 				t.Fatalf("pause = %+v, %v", p, err)
 			}
@@ -107,7 +107,7 @@ func TestApplyEveryMessageType(t *testing.T) {
 		},
 		structs.WindowLiftRequestType: func(t *testing.T, h *harness) {
 			h.mustApply(structs.WindowLiftRequestType, &structs.WindowLiftRequest{WriteMeta: h.meta("alice"), Namespace: "default", JobID: "web"})
-			l, err := h.state().Lift("default", "web")
+			l, err := h.state().Lift("", "default", "web")
 			if err != nil || l == nil || l.Actor != "alice" || l.CreateIndex != h.index {
 				t.Fatalf("lift = %+v, %v", l, err)
 			}
@@ -115,7 +115,7 @@ func TestApplyEveryMessageType(t *testing.T) {
 		},
 		structs.JobStatusUpsertRequestType: func(t *testing.T, h *harness) {
 			h.mustApply(structs.JobStatusUpsertRequestType, &structs.JobStatusUpsertRequest{WriteMeta: h.meta("detector"), Statuses: []*structs.JobStatus{testJobStatus("web")}})
-			st, err := h.state().JobStatus("default", "web")
+			st, err := h.state().JobStatus("", "default", "web")
 			if err != nil || st == nil || st.Sync != structs.SyncDrift || st.CreateIndex != h.index {
 				t.Fatalf("job status = %+v, %v", st, err)
 			}
@@ -147,7 +147,7 @@ func TestApplyEveryMessageType(t *testing.T) {
 			h.create(testDeployment("d1", "default", "web", 0, 0))
 			h.mustTransition("d1", structs.StateFailed, nil)
 			h.mustApply(structs.RetryRequestType, &structs.RetryRequest{WriteMeta: h.meta("alice"), Namespace: "default", JobID: "web"})
-			b, err := h.state().Block("default", "web")
+			b, err := h.state().Block("", "default", "web")
 			if err != nil || b == nil || !b.Retried || b.RetriedBy != "alice" {
 				t.Fatalf("block after retry = %+v, %v", b, err)
 			}
@@ -302,7 +302,7 @@ func utcDecisions(ds []structs.Decision) []structs.Decision {
 func testWindow(name string) *structs.SyncWindow {
 	return &structs.SyncWindow{
 		Name: name, Kind: structs.WindowDeny, Schedule: "0 22 * * *", Duration: "8h",
-		Timezone: "Europe/Paris", Namespaces: []string{"default"}, Jobs: []string{"web*"},
+		Timezone: "Europe/Paris", Namespaces: []string{"default"}, Jobs: []string{"web*"}, Clusters: []string{"default", "eu*"},
 	}
 }
 
@@ -354,7 +354,7 @@ func TestOneActiveDeploymentPerJob(t *testing.T) {
 	// Once the first ends, the next one may be created.
 	h.mustTransition("d1", structs.StateCompleted, nil)
 	h.create(testDeployment("d2", "default", "web", 0, 0))
-	active, err := h.state().ActiveDeployment("default", "web")
+	active, err := h.state().ActiveDeployment("", "default", "web")
 	if err != nil || active == nil || active.ID != "d2" {
 		t.Fatalf("active deployment = %v, %v; want d2", active, err)
 	}
@@ -444,11 +444,11 @@ func TestRejectWhilePaused(t *testing.T) {
 		t.Fatalf("rejected deployment = %+v", d)
 	}
 	wantEvents(t, h.eventsSince(n), eventWant{Kind: structs.EventKindDeployment, Object: "d1", From: "pending_approval", To: "rejected", Actor: "bob", Message: "rejected: not now"})
-	b, err := h.state().Block("default", "web")
+	b, err := h.state().Block("", "default", "web")
 	if err != nil || b == nil {
 		t.Fatalf("block = %v, %v", b, err)
 	}
-	want := structs.Block{Namespace: "default", JobID: "web", DeploymentID: "d1", SpecHash: "spec-web", JobModifyIndex: 42, CreateIndex: h.index}
+	want := structs.Block{Cluster: structs.DefaultCluster, Namespace: "default", JobID: "web", DeploymentID: "d1", SpecHash: "spec-web", JobModifyIndex: 42, CreateIndex: h.index}
 	if *b != want {
 		t.Fatalf("block = %+v, want %+v", *b, want)
 	}
@@ -510,7 +510,7 @@ func TestBlocks_FailureBlocksUntilRetryOrNewDeployment(t *testing.T) {
 		t.Fatalf("failed deployment = %+v", d)
 	}
 	wantEvents(t, h.eventsSince(n), eventWant{Kind: structs.EventKindDeployment, Object: "d1", From: "applying", To: "failed", Message: "1 unhealthy allocation"})
-	b, _ := h.state().Block("default", "web")
+	b, _ := h.state().Block("", "default", "web")
 	if b == nil || !b.AfterRegister || b.DeploymentID != "d1" || b.SpecHash != "spec-web" || b.Retried {
 		t.Fatalf("block after a failure after the register = %+v", b)
 	}
@@ -523,7 +523,7 @@ func TestBlocks_FailureBlocksUntilRetryOrNewDeployment(t *testing.T) {
 	if err := retry("web")(); err != nil {
 		t.Fatalf("retry: %v", err)
 	}
-	b, _ = h.state().Block("default", "web")
+	b, _ = h.state().Block("", "default", "web")
 	if b == nil || !b.Retried || b.RetriedBy != "alice" || b.Blocks("spec-web", 42) {
 		t.Fatalf("block after retry = %+v", b)
 	}
@@ -532,13 +532,13 @@ func TestBlocks_FailureBlocksUntilRetryOrNewDeployment(t *testing.T) {
 
 	// The next deployment removes the block.
 	h.create(testDeployment("d2", "default", "web", 0, 0))
-	if b, _ := h.state().Block("default", "web"); b != nil {
+	if b, _ := h.state().Block("", "default", "web"); b != nil {
 		t.Fatalf("block after a new deployment = %+v", b)
 	}
 
 	// A failure before the register.
 	h.mustTransition("d2", structs.StateFailed, &structs.DeploymentPatch{})
-	b, _ = h.state().Block("default", "web")
+	b, _ = h.state().Block("", "default", "web")
 	if b == nil || b.AfterRegister || b.DeploymentID != "d2" {
 		t.Fatalf("block after a failure before the register = %+v", b)
 	}
@@ -698,7 +698,7 @@ func TestDeployNowLift(t *testing.T) {
 	if d := h.deployment("d1"); d.LiftedWindow || d.LiftedBy != "" {
 		t.Fatalf("deployment created without ConsumeLift = %+v", d)
 	}
-	if l, _ := h.state().Lift("default", "web"); l == nil {
+	if l, _ := h.state().Lift("", "default", "web"); l == nil {
 		t.Fatalf("lift consumed by a create without ConsumeLift")
 	}
 	h.mustTransition("d1", structs.StateSuperseded, nil)
@@ -712,7 +712,7 @@ func TestDeployNowLift(t *testing.T) {
 	if !d.LiftedWindow || d.LiftedBy != "alice" {
 		t.Fatalf("deployment created with ConsumeLift = %+v", d)
 	}
-	if l, _ := h.state().Lift("default", "web"); l != nil {
+	if l, _ := h.state().Lift("", "default", "web"); l != nil {
 		t.Fatalf("lift left after it was consumed: %+v", l)
 	}
 	if ls, _ := h.state().Lifts(); len(ls) != 1 || ls[0].JobID != "api" {
@@ -748,27 +748,27 @@ func TestPauseResume_OneJobAndEveryJob(t *testing.T) {
 
 	h.refused(structs.ErrNotFound, []string{"job default/web is not paused"}, func() error { return resume(job, "alice") })
 	h.refused(structs.ErrNotFound, []string{"not paused globally"}, func() error { return resume(global, "alice") })
-	h.refused(structs.ErrInvalid, []string{"job pause needs a namespace and a job ID"}, func() error {
+	h.refused(structs.ErrInvalid, []string{"a pause needs a job (a namespace and a job ID), a cluster, or global"}, func() error {
 		return pause(structs.PauseRequest{Namespace: "default"}, "alice")
 	})
 
 	if err := pause(job, "alice"); err != nil {
 		t.Fatal(err)
 	}
-	if p, _ := h.state().Paused("default", "web"); p == nil || p.Global || p.Actor != "alice" {
+	if p, _ := h.state().Paused("", "default", "web"); p == nil || p.Global || p.Actor != "alice" {
 		t.Fatalf("paused = %+v", p)
 	}
-	if p, _ := h.state().Paused("default", "api"); p != nil {
+	if p, _ := h.state().Paused("", "default", "api"); p != nil {
 		t.Fatalf("another job is paused: %+v", p)
 	}
 	if err := pause(global, "bob"); err != nil {
 		t.Fatal(err)
 	}
 	// The global pause is reported first.
-	if p, _ := h.state().Paused("default", "web"); p == nil || !p.Global || p.Key != "*" || p.Actor != "bob" {
+	if p, _ := h.state().Paused("", "default", "web"); p == nil || !p.Global || p.Key != "*" || p.Actor != "bob" {
 		t.Fatalf("paused with both pauses = %+v", p)
 	}
-	if p, _ := h.state().Paused("other", "api"); p == nil || !p.Global {
+	if p, _ := h.state().Paused("", "other", "api"); p == nil || !p.Global {
 		t.Fatalf("global pause does not hold every job: %+v", p)
 	}
 	if ps, _ := h.state().Pauses(); len(ps) != 2 {
@@ -777,7 +777,7 @@ func TestPauseResume_OneJobAndEveryJob(t *testing.T) {
 	if err := resume(global, "carol"); err != nil {
 		t.Fatal(err)
 	}
-	if p, _ := h.state().Paused("default", "web"); p == nil || p.Global {
+	if p, _ := h.state().Paused("", "default", "web"); p == nil || p.Global {
 		t.Fatalf("after the global resume = %+v", p)
 	}
 	if err := resume(job, "carol"); err != nil {
@@ -881,7 +881,7 @@ func TestObservedStatus_UpsertsWithoutEvents(t *testing.T) {
 	st := testJobStatus("web")
 	st.Sync, st.Blocked, st.Errors = structs.SyncInSync, false, nil
 	h.mustApply(structs.JobStatusUpsertRequestType, &structs.JobStatusUpsertRequest{WriteMeta: h.meta("d"), Statuses: []*structs.JobStatus{st}})
-	got, _ := h.state().JobStatus("default", "web")
+	got, _ := h.state().JobStatus("", "default", "web")
 	if got == nil || got.Sync != structs.SyncInSync || got.CreateIndex != first || got.ModifyIndex != h.index {
 		t.Fatalf("job status after update = %+v", got)
 	}
@@ -891,7 +891,7 @@ func TestObservedStatus_UpsertsWithoutEvents(t *testing.T) {
 	}
 	// A reader's copy does not share the stored errors.
 	all[0].Errors[0] = "changed"
-	if again, _ := h.state().JobStatus("default", "api"); again.Errors[0] != "hook backup: not found" {
+	if again, _ := h.state().JobStatus("", "default", "api"); again.Errors[0] != "hook backup: not found" {
 		t.Fatalf("a reader changed a stored status: %+v", again)
 	}
 	h.refused(structs.ErrInvalid, []string{"job status needs a namespace and a job ID"}, func() error {
@@ -1032,7 +1032,7 @@ func TestDeployments_FiltersAndPagination(t *testing.T) {
 	for i := 0; i < 200; i++ {
 		ns := []string{"default", "prod"}[i%2]
 		job := fmt.Sprintf("j%d", (i/2)%5)
-		if a, _ := h.state().ActiveDeployment(ns, job); a != nil {
+		if a, _ := h.state().ActiveDeployment("", ns, job); a != nil {
 			h.mustTransition(a.ID, []structs.DeploymentState{structs.StateCompleted, structs.StateSuperseded, structs.StateFailed}[i%3], nil)
 		}
 		id := fmt.Sprintf("d%03d", i)
@@ -1112,12 +1112,12 @@ func TestDeployments_FiltersAndPagination(t *testing.T) {
 		if d.State != structs.StateDetected {
 			t.Fatalf("active deployment %s is %s", d.ID, d.State)
 		}
-		last, _ := h.state().LastDeployment(d.Namespace, d.JobID)
+		last, _ := h.state().LastDeployment("", d.Namespace, d.JobID)
 		if last == nil || last.ID != d.ID {
 			t.Fatalf("last deployment of %s = %v, want %s", d.Key(), last, d.ID)
 		}
 	}
-	if last, err := h.state().LastDeployment("default", "nope"); last != nil || err != nil {
+	if last, err := h.state().LastDeployment("", "default", "nope"); last != nil || err != nil {
 		t.Fatalf("last deployment of an unknown job = %v, %v", last, err)
 	}
 	// The last completed deployment of each job is the newest of its
@@ -1132,13 +1132,13 @@ func TestDeployments_FiltersAndPagination(t *testing.T) {
 					break
 				}
 			}
-			got, err := h.state().LastCompletedDeployment(ns, job)
+			got, err := h.state().LastCompletedDeployment("", ns, job)
 			if err != nil || want == "" || got == nil || got.ID != want {
 				t.Fatalf("last completed deployment of %s/%s = %v, %v; want %s", ns, job, got, err, want)
 			}
 		}
 	}
-	if last, err := h.state().LastCompletedDeployment("default", "nope"); last != nil || err != nil {
+	if last, err := h.state().LastCompletedDeployment("", "default", "nope"); last != nil || err != nil {
 		t.Fatalf("last completed deployment of an unknown job = %v, %v", last, err)
 	}
 	if d, err := h.state().Deployment("nope"); d != nil || err != nil {
@@ -1236,7 +1236,7 @@ func TestMalformedEntries(t *testing.T) {
 		if resp := h.fsm.Apply(&raft.Log{Index: 204, Type: raft.LogCommand, Data: data}); resp != nil {
 			t.Fatalf("response %v", resp)
 		}
-		if p, _ := h.state().Paused("x", "y"); p == nil {
+		if p, _ := h.state().Paused("", "x", "y"); p == nil {
 			t.Fatalf("a known type with the ignore flag was not applied")
 		}
 	})

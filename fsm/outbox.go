@@ -110,7 +110,7 @@ func (w *writer) notifyEvent(e *structs.Event, extra ...string) error {
 	}
 	for _, k := range kinds {
 		n := &structs.Notification{
-			Kind: k, Time: e.Time, Object: e.Object, Namespace: e.Namespace, JobID: e.JobID,
+			Kind: k, Time: e.Time, Object: e.Object, Cluster: e.Cluster, Namespace: e.Namespace, JobID: e.JobID,
 			From: e.From, To: e.To, Actor: e.Actor, Message: e.Message, EventSeq: e.Seq,
 		}
 		if dep != nil {
@@ -202,7 +202,7 @@ func (w *writer) notifyRepo(old *structs.RepoStatus, now *structs.RepoStatus, m 
 // deployment cleared.
 func (w *writer) notifyUnblocked(m structs.WriteMeta, d *structs.Deployment) error {
 	return w.notify(&structs.Notification{
-		Kind: structs.NotifyUnblocked, Time: m.Time, Object: d.Key(), Namespace: d.Namespace, JobID: d.JobID,
+		Kind: structs.NotifyUnblocked, Time: m.Time, Object: d.Key(), Cluster: d.Cluster, Namespace: d.Namespace, JobID: d.JobID,
 		Actor: m.Actor, Message: fmt.Sprintf("new deployment %s at commit %s", d.ID, structs.ShortID(d.Commit)),
 	})
 }

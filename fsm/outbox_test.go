@@ -102,7 +102,7 @@ func TestOutboxNewDeploymentUnblocks(t *testing.T) {
 	if err := h.transition("d1", structs.StateFailed, nil); err != nil {
 		t.Fatal(err)
 	}
-	if b, _ := h.state().Block("default", "web"); b == nil {
+	if b, _ := h.state().Block("", "default", "web"); b == nil {
 		t.Fatal("the failed deployment did not block its job")
 	}
 	h.create(testDeployment("d2", "default", "web", 0, 0))
@@ -115,7 +115,7 @@ func TestOutboxNewDeploymentUnblocks(t *testing.T) {
 	if unblocked.ID != structs.NotificationID(created, 0) || unblocked.Namespace != "default" || unblocked.JobID != "web" {
 		t.Fatalf("unblocked = %+v, want the first notification of index %d", unblocked, created)
 	}
-	if b, _ := h.state().Block("default", "web"); b != nil {
+	if b, _ := h.state().Block("", "default", "web"); b != nil {
 		t.Fatalf("the new deployment left the block: %+v", b)
 	}
 }

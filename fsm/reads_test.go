@@ -15,7 +15,8 @@ import (
 
 // TestIDReads_AnswerAsTheTransaction makes random changes in one write
 // transaction, through the writer's insert, delete and deleteAll, to a
-// table keyed by one field (windows) and one keyed by two (lifts). After
+// table keyed by one field (windows) and one keyed by three (lifts:
+// cluster, namespace, job). After
 // each change, idReads answers every key of both tables exactly as the
 // write transaction itself does.
 func TestIDReads_AnswerAsTheTransaction(t *testing.T) {
@@ -25,7 +26,7 @@ func TestIDReads_AnswerAsTheTransaction(t *testing.T) {
 			f := newFSM(t)
 			db := f.State().db
 			names := []string{"a", "b", "c", "d"}
-			jobs := [][2]string{{"default", "a"}, {"default", "b"}, {"prod", "a"}}
+			jobs := [][3]string{{"default", "default", "a"}, {"default", "default", "b"}, {"eu", "default", "a"}, {"default", "prod", "a"}}
 			// A committed state to start from, so that some keys come
 			// from the state before the transaction.
 			seedTxn := db.Txn(true)
@@ -34,7 +35,7 @@ func TestIDReads_AnswerAsTheTransaction(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			if err := seedTxn.Insert(TableLifts, &structs.WindowLift{Namespace: "default", JobID: "a", CreateIndex: 1}); err != nil {
+			if err := seedTxn.Insert(TableLifts, &structs.WindowLift{Cluster: "default", Namespace: "default", JobID: "a", CreateIndex: 1}); err != nil {
 				t.Fatal(err)
 			}
 			seedTxn.Commit()
@@ -58,16 +59,16 @@ func TestIDReads_AnswerAsTheTransaction(t *testing.T) {
 					}
 				}
 				for _, j := range jobs {
-					got, err := w.first(TableLifts, j[0], j[1])
+					got, err := w.first(TableLifts, j[0], j[1], j[2])
 					if err != nil {
 						t.Fatal(err)
 					}
-					want, err := txn.First(TableLifts, "id", j[0], j[1])
+					want, err := txn.First(TableLifts, "id", j[0], j[1], j[2])
 					if err != nil {
 						t.Fatal(err)
 					}
 					if got != want {
-						t.Fatalf("step %d (%s): lift %s/%s: idReads has %v, the transaction %v", step, op, j[0], j[1], got, want)
+						t.Fatalf("step %d (%s): lift %s: idReads has %v, the transaction %v", step, op, j, got, want)
 					}
 				}
 			}
@@ -91,14 +92,14 @@ func TestIDReads_AnswerAsTheTransaction(t *testing.T) {
 					}
 				case 3:
 					j := jobs[rng.IntN(len(jobs))]
-					op = "insert lift " + j[0] + "/" + j[1]
-					if err := w.insert(TableLifts, &structs.WindowLift{Namespace: j[0], JobID: j[1], CreateIndex: uint64(step)}); err != nil {
+					op = "insert lift " + structs.JobKey(j[0], j[1], j[2])
+					if err := w.insert(TableLifts, &structs.WindowLift{Cluster: j[0], Namespace: j[1], JobID: j[2], CreateIndex: uint64(step)}); err != nil {
 						t.Fatal(err)
 					}
 				case 4:
 					j := jobs[rng.IntN(len(jobs))]
-					op = "delete lift " + j[0] + "/" + j[1]
-					if raw, _ := txn.First(TableLifts, "id", j[0], j[1]); raw != nil {
+					op = "delete lift " + structs.JobKey(j[0], j[1], j[2])
+					if raw, _ := txn.First(TableLifts, "id", j[0], j[1], j[2]); raw != nil {
 						if err := w.delete(TableLifts, raw); err != nil {
 							t.Fatal(err)
 						}

@@ -83,11 +83,11 @@ func (w gcWriter) gcJobs(req *structs.GCRequest, res *structs.GCResult) ([][]*st
 	if req.FromJob == "" {
 		it, err = w.txn.Get(TableDeployments, "job")
 	} else {
-		ns, job, ok := splitKey(req.FromJob)
+		cluster, ns, job, ok := structs.SplitJobKey(req.FromJob)
 		if !ok {
-			return nil, invalid("retention: job key %q is not namespace/job", req.FromJob)
+			return nil, invalid("retention: job key %q is not namespace/job or cluster:namespace/job", req.FromJob)
 		}
-		it, err = w.txn.LowerBound(TableDeployments, "job", ns, job)
+		it, err = w.txn.LowerBound(TableDeployments, "job", cluster, ns, job)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("list deployments: %w", err)
@@ -123,7 +123,7 @@ func (w gcWriter) gcJob(req *structs.GCRequest, res *structs.GCResult, deps []*s
 		}
 		return 0
 	})
-	block, err := first[structs.Block](w.reads, TableBlocks, deps[0].Namespace, deps[0].JobID)
+	block, err := first[structs.Block](w.reads, TableBlocks, deps[0].Cluster, deps[0].Namespace, deps[0].JobID)
 	if err != nil {
 		return false, err
 	}

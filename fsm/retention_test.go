@@ -200,7 +200,7 @@ func TestGCNeverDeletes(t *testing.T) {
 			if after, _ := h.state().Blocks(); len(after) != len(blocks) {
 				t.Errorf("blocks went from %d to %d", len(blocks), len(after))
 			}
-			if l, _ := h.state().Lift("default", "web"); l == nil {
+			if l, _ := h.state().Lift("", "default", "web"); l == nil {
 				t.Errorf("the deploy-now request is gone")
 			}
 		})

@@ -61,7 +61,7 @@ func schema() *memdb.DBSchema {
 			Name: TableDeployments,
 			Indexes: map[string]*memdb.IndexSchema{
 				"id":  {Name: "id", Unique: true, Indexer: stringIndex{1, deploymentID}},
-				"job": {Name: "job", Indexer: stringIndex{2, deploymentJob}},
+				"job": {Name: "job", Indexer: stringIndex{3, deploymentJob}},
 				// active indexes the non-terminal deployments by job key; the
 				// FSM keeps it to at most one per job.
 				"active": {Name: "active", Unique: true, AllowMissing: true, Indexer: activeIndex{}},
@@ -121,6 +121,7 @@ func keyed(name, field string) *memdb.TableSchema {
 func jobKeyed(name string) *memdb.TableSchema {
 	return &memdb.TableSchema{Name: name, Indexes: map[string]*memdb.IndexSchema{
 		"id": {Name: "id", Unique: true, Indexer: &memdb.CompoundIndex{Indexes: []memdb.Indexer{
+			&memdb.StringFieldIndex{Field: "Cluster"},
 			&memdb.StringFieldIndex{Field: "Namespace"},
 			&memdb.StringFieldIndex{Field: "JobID"},
 		}}},
@@ -192,7 +193,7 @@ type stringIndex struct {
 }
 
 func (s stringIndex) FromObject(obj any) (bool, []byte, error) {
-	var parts [2]string
+	var parts [3]string
 	if !s.get(obj, parts[:s.n]) {
 		return false, nil, fmt.Errorf("cannot index %T", obj)
 	}
@@ -258,7 +259,7 @@ func deploymentID(obj any, into []string) bool {
 func deploymentJob(obj any, into []string) bool {
 	d, ok := obj.(*structs.Deployment)
 	if ok {
-		into[0], into[1] = d.Namespace, d.JobID
+		into[0], into[1], into[2] = d.Cluster, d.Namespace, d.JobID
 	}
 	return ok
 }

@@ -65,9 +65,15 @@ const restoreRecordCost = 64
 
 // snapshotVersion is the format this server writes; it reads
 // oldestSnapshotVersion to snapshotVersion.
+//
+// Format 4 records the Nomad cluster of every job-keyed object (SPEC
+// section 16); a snapshot of an older format holds none, and its objects
+// restore as of the default cluster (withCluster). Format 3 compressed the
+// records; format 2 did not.
 const (
-	snapshotVersion       = 3
+	snapshotVersion       = 4
 	oldestSnapshotVersion = 2
+	firstCompressedFormat = 3
 )
 
 // snapshotMagic opens every snapshot, with its format version.
@@ -381,7 +387,7 @@ func openSnapshot(br *bufio.Reader) (io.Reader, *zstd.Decoder, error) {
 		return nil, nil, fmt.Errorf("not a Nops state snapshot (header %q)", magic[:])
 	}
 	switch v := magic[7]; {
-	case v == snapshotVersion:
+	case v >= firstCompressedFormat && v <= snapshotVersion:
 		dec, err := getDecoder(br)
 		if err != nil {
 			return nil, nil, err
@@ -635,7 +641,31 @@ func (d *recordDecoder) decodeRecord(count uint64, kind SnapshotType, rec []byte
 		}
 		return restoredObject{}, fmt.Errorf("decode snapshot %s record: %w", t.table, err)
 	}
+	withCluster(obj)
 	return restoredObject{t.table, obj}, nil
+}
+
+// withCluster gives a job-keyed object restored without a cluster (one of
+// a snapshot written before clusters) the default cluster, as the FSM
+// gives one of an entry written before them: the store's indexes key such
+// objects by cluster, namespace and job. Events and notifications, which
+// no index keys by job, keep what they recorded: no cluster reads as the
+// default cluster (structs.ClusterName).
+func withCluster(obj any) {
+	switch o := obj.(type) {
+	case *structs.Deployment:
+		o.Cluster = structs.ClusterName(o.Cluster)
+	case *structs.Block:
+		o.Cluster = structs.ClusterName(o.Cluster)
+	case *structs.WindowLift:
+		o.Cluster = structs.ClusterName(o.Cluster)
+	case *structs.JobStatus:
+		o.Cluster = structs.ClusterName(o.Cluster)
+	case *structs.Pause:
+		if !o.Global {
+			o.Cluster = structs.ClusterName(o.Cluster)
+		}
+	}
 }
 
 // decodeCodecRecord decodes a record the codec wrote into obj, and checks

@@ -5,6 +5,8 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"reflect"
 	"runtime"
 	"strings"
@@ -78,6 +80,12 @@ func populate(t testing.TB, h *harness) {
 
 	h.mustApply(structs.PauseRequestType, &structs.PauseRequest{WriteMeta: h.meta("alice"), Namespace: "prod", JobID: "api", Reason: "incident"})
 	h.mustApply(structs.PauseRequestType, &structs.PauseRequest{WriteMeta: h.meta("alice"), Global: true, Reason: "freeze"})
+	// A job of another Nomad cluster, with the same namespace and ID as
+	// one of the default cluster, and the pause of that whole cluster.
+	eu := testDeployment("eu-web", "default", "web", 2, 1)
+	eu.Cluster = "eu"
+	h.create(eu)
+	h.mustApply(structs.PauseRequestType, &structs.PauseRequest{WriteMeta: h.meta("alice"), Cluster: "eu", Reason: "eu maintenance"})
 	h.mustApply(structs.WindowUpsertRequestType, &structs.WindowUpsertRequest{WriteMeta: h.meta("alice"), Window: testWindow("nights")})
 	h.mustApply(structs.WindowUpsertRequestType, &structs.WindowUpsertRequest{WriteMeta: h.meta("alice"), Window: testWindow("nights")})
 	h.mustApply(structs.WindowLiftRequestType, &structs.WindowLiftRequest{WriteMeta: h.meta("bob"), Namespace: "prod", JobID: "api"})
@@ -295,15 +303,28 @@ func TestSnapshotRoundTrip(t *testing.T) {
 	if !reflect.DeepEqual(wantCounts, gotCounts) {
 		t.Errorf("counts %v, want %v", gotCounts, wantCounts)
 	}
-	if wantCounts[TableDeployments] != 8 || wantCounts[TableEvents] < 30 {
+	if wantCounts[TableDeployments] != 9 || wantCounts[TableEvents] < 30 {
 		t.Errorf("counts %v", wantCounts)
 	}
 	d := restored.State().Deployments
-	if all, _, _ := d(DeploymentFilter{}); len(all) != 8 || all[0].ID != "old-4" {
+	if all, _, _ := d(DeploymentFilter{}); len(all) != 9 || all[0].ID != "eu-web" {
 		t.Errorf("restored deployments, newest first: %v", all)
 	}
-	if active, _ := restored.State().ActiveDeployments(); len(active) != 1 || active[0].ID != "skip" {
+	if active, _ := restored.State().ActiveDeployments(); len(active) != 2 {
 		t.Errorf("restored active deployments: %v", active)
+	}
+	// The same namespace and job ID in two clusters are two jobs.
+	if a, _ := restored.State().ActiveDeployment("eu", "default", "web"); a == nil || a.ID != "eu-web" {
+		t.Errorf("active deployment of eu:default/web = %+v", a)
+	}
+	if a, _ := restored.State().ActiveDeployment(structs.DefaultCluster, "default", "web"); a != nil {
+		t.Errorf("active deployment of default/web = %+v, want none (its deployment failed)", a)
+	}
+	if eu, _, _ := d(DeploymentFilter{Cluster: "eu"}); len(eu) != 1 || eu[0].ID != "eu-web" {
+		t.Errorf("deployments of cluster eu: %v", eu)
+	}
+	if p, _ := restored.State().Paused("eu", "prod", "other"); p == nil || !p.Global {
+		t.Errorf("pause of a job of eu = %+v, want the global pause first", p)
 	}
 	full, _ := restored.State().Deployment("full")
 	if full == nil || len(full.HookRuns) != 3 || len(full.Decisions) != 2 || !full.LiftedWindow || !full.Registered ||
@@ -443,7 +464,7 @@ func TestRestoreCorrupt(t *testing.T) {
 		{"empty", nil, "read snapshot header"},
 		{"short header", magic[:5], "read snapshot header"},
 		{"wrong magic", cat([]byte("NOPSSNQ\x03"), end(0)), "not a Nops state snapshot"},
-		{"format 9", cat([]byte("NOPSSNP\x09"), end(0)), "format version 9, and it reads versions 2 to 3"},
+		{"format 9", cat([]byte("NOPSSNP\x09"), end(0)), "format version 9, and it reads versions 2 to 4"},
 		{"format 1", cat([]byte("NOPSSNP\x01"), end(0)), "not a Nops state snapshot this server can read: format version 1"},
 		{"raft bytes", []byte("{\"Deployments\":[]}"), "not a Nops state snapshot"},
 		{"header only", magic, "truncated after 0 records"},
@@ -748,4 +769,72 @@ func TestRestoreLimitBoundsTheWholeState(t *testing.T) {
 // isMsgpackMap reports whether b opens a msgpack map.
 func isMsgpackMap(b byte) bool {
 	return b&0xf0 == 0x80 || b == 0xde || b == 0xdf
+}
+
+// TestSnapshotReadsFormat3 restores a snapshot written by the format
+// before clusters (format 3, testdata/state-format3.snap, written from
+// populate by that version): every job-keyed object comes back as of the
+// default cluster, reachable by the cluster-keyed lookups, and the state
+// written again is of this format and reads back the same.
+func TestSnapshotReadsFormat3(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join("testdata", "state-format3.snap"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.HasPrefix(raw, []byte("NOPSSNP\x03")) {
+		t.Fatalf("testdata is not a format 3 snapshot: %q", raw[:8])
+	}
+	st, err := ReadOnly(bytes.NewReader(raw))
+	if err != nil {
+		t.Fatalf("a snapshot of format 3 was refused: %v", err)
+	}
+	deps, _, err := st.Deployments(DeploymentFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(deps) < 5 {
+		t.Fatalf("restored %d deployments, want the populated ones", len(deps))
+	}
+	for _, d := range deps {
+		if d.Cluster != structs.DefaultCluster {
+			t.Errorf("deployment %s restored in cluster %q, want %q", d.ID, d.Cluster, structs.DefaultCluster)
+		}
+	}
+	if d, err := st.LastDeployment(structs.DefaultCluster, "default", "web"); err != nil || d == nil || d.ID != "full" {
+		t.Fatalf("last deployment of default/web in the default cluster = %v, %v; want full", d, err)
+	}
+	if b, err := st.Block(structs.DefaultCluster, "prod", "cron"); err != nil || b == nil {
+		t.Fatalf("block of prod/cron in the default cluster = %v, %v", b, err)
+	}
+	if l, err := st.Lift(structs.DefaultCluster, "prod", "api"); err != nil || l == nil || l.Cluster != structs.DefaultCluster {
+		t.Fatalf("deploy now of prod/api in the default cluster = %+v, %v", l, err)
+	}
+	if s, err := st.JobStatus(structs.DefaultCluster, "default", "web"); err != nil || s == nil || s.Cluster != structs.DefaultCluster {
+		t.Fatalf("status of default/web in the default cluster = %+v, %v", s, err)
+	}
+	if p, err := st.Paused(structs.DefaultCluster, "prod", "api"); err != nil || p == nil || !p.Global {
+		t.Fatalf("pause of prod/api = %+v, %v; want the global pause first", p, err)
+	}
+	pauses, err := st.Pauses()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pauses {
+		if !p.Global && p.Cluster != structs.DefaultCluster {
+			t.Errorf("job pause %s restored in cluster %q", p.Key, p.Cluster)
+		}
+	}
+	// Written again, it is of this format and reads back the same.
+	var buf bytes.Buffer
+	if err := writeSnapshot(st.db.Txn(false), &buf); err != nil {
+		t.Fatal(err)
+	}
+	if buf.Bytes()[7] != snapshotVersion {
+		t.Fatalf("written as format %d, want %d", buf.Bytes()[7], snapshotVersion)
+	}
+	again, err := ReadOnly(bytes.NewReader(buf.Bytes()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	assertSameState(t, st, again)
 }

@@ -104,8 +104,8 @@ func (s *StateStore) Deployment(id string) (*structs.Deployment, error) {
 }
 
 // ActiveDeployment returns the job's active deployment, or nil.
-func (s *StateStore) ActiveDeployment(namespace, jobID string) (*structs.Deployment, error) {
-	raw, err := s.db.Txn(false).First(TableDeployments, "active", structs.JobKey(namespace, jobID))
+func (s *StateStore) ActiveDeployment(cluster, namespace, jobID string) (*structs.Deployment, error) {
+	raw, err := s.db.Txn(false).First(TableDeployments, "active", structs.JobKey(cluster, namespace, jobID))
 	if err != nil {
 		return nil, fmt.Errorf("active deployment lookup: %w", err)
 	}
@@ -130,6 +130,7 @@ func (s *StateStore) ActiveDeployments() ([]*structs.Deployment, error) {
 
 // DeploymentFilter selects deployments; empty fields match all.
 type DeploymentFilter struct {
+	Cluster   string
 	Namespace string
 	JobID     string
 	State     structs.DeploymentState
@@ -158,7 +159,8 @@ func (s *StateStore) Deployments(f DeploymentFilter) ([]*structs.Deployment, uin
 	var out []*structs.Deployment
 	for raw := it.Next(); raw != nil; raw = it.Next() {
 		d := raw.(*structs.Deployment)
-		if (f.Namespace != "" && d.Namespace != f.Namespace) ||
+		if (f.Cluster != "" && d.Cluster != f.Cluster) ||
+			(f.Namespace != "" && d.Namespace != f.Namespace) ||
 			(f.JobID != "" && d.JobID != f.JobID) ||
 			(f.State != "" && d.State != f.State) {
 			continue
@@ -172,22 +174,22 @@ func (s *StateStore) Deployments(f DeploymentFilter) ([]*structs.Deployment, uin
 }
 
 // LastDeployment returns the job's most recent deployment, or nil.
-func (s *StateStore) LastDeployment(namespace, jobID string) (*structs.Deployment, error) {
-	return s.lastDeployment(namespace, jobID, func(*structs.Deployment) bool { return true })
+func (s *StateStore) LastDeployment(cluster, namespace, jobID string) (*structs.Deployment, error) {
+	return s.lastDeployment(cluster, namespace, jobID, func(*structs.Deployment) bool { return true })
 }
 
 // LastCompletedDeployment returns the job's most recent completed
 // deployment, or nil: what a new deployment's file diff starts from.
-func (s *StateStore) LastCompletedDeployment(namespace, jobID string) (*structs.Deployment, error) {
-	return s.lastDeployment(namespace, jobID, func(d *structs.Deployment) bool {
+func (s *StateStore) LastCompletedDeployment(cluster, namespace, jobID string) (*structs.Deployment, error) {
+	return s.lastDeployment(cluster, namespace, jobID, func(d *structs.Deployment) bool {
 		return d.State == structs.StateCompleted
 	})
 }
 
 // lastDeployment returns a copy of the job's most recent deployment that
 // keep accepts, or nil.
-func (s *StateStore) lastDeployment(namespace, jobID string, keep func(*structs.Deployment) bool) (*structs.Deployment, error) {
-	it, err := s.db.Txn(false).Get(TableDeployments, "job", namespace, jobID)
+func (s *StateStore) lastDeployment(cluster, namespace, jobID string, keep func(*structs.Deployment) bool) (*structs.Deployment, error) {
+	it, err := s.db.Txn(false).Get(TableDeployments, "job", structs.ClusterName(cluster), namespace, jobID)
 	if err != nil {
 		return nil, fmt.Errorf("job deployments: %w", err)
 	}
@@ -312,25 +314,26 @@ func (s *StateStore) Pauses() ([]*structs.Pause, error) {
 
 // Paused returns the pause that holds the job, or nil; holds.Paused owns
 // the rule (the pause of every job first).
-func (s *StateStore) Paused(namespace, jobID string) (*structs.Pause, error) {
-	return pausedTxn(s.db.Txn(false), namespace, jobID)
+func (s *StateStore) Paused(cluster, namespace, jobID string) (*structs.Pause, error) {
+	return pausedTxn(s.db.Txn(false), cluster, namespace, jobID)
 }
 
 // pausedTxn looks up the only pauses that can hold the job (the pause of
 // every job and the job's own) and lets holds.Paused choose among them.
-func pausedTxn(txn lookup, namespace, jobID string) (*structs.Pause, error) {
-	candidates, err := jobPausesTxn(txn, namespace, jobID)
+func pausedTxn(txn lookup, cluster, namespace, jobID string) (*structs.Pause, error) {
+	candidates, err := jobPausesTxn(txn, cluster, namespace, jobID)
 	if err != nil {
 		return nil, err
 	}
-	return holds.Paused(candidates, namespace, jobID), nil
+	return holds.Paused(candidates, cluster, namespace, jobID), nil
 }
 
 // jobPausesTxn returns the pauses that can hold the job: the pause of
-// every job and the job's own, those that exist.
-func jobPausesTxn(txn lookup, namespace, jobID string) ([]*structs.Pause, error) {
+// every job, that of its cluster and the job's own, those that exist.
+func jobPausesTxn(txn lookup, cluster, namespace, jobID string) ([]*structs.Pause, error) {
 	var candidates []*structs.Pause
-	for _, key := range []string{structs.GlobalPauseKey, structs.JobKey(namespace, jobID)} {
+	cluster = structs.ClusterName(cluster)
+	for _, key := range []string{structs.GlobalPauseKey, structs.ClusterPauseKey(cluster), structs.JobKey(cluster, namespace, jobID)} {
 		raw, err := txn.First(TablePauses, "id", key)
 		if err != nil {
 			return nil, fmt.Errorf("pause lookup: %w", err)
@@ -348,13 +351,13 @@ func jobPausesTxn(txn lookup, namespace, jobID string) ([]*structs.Pause, error)
 // hold it (the pause of every job and its own) and its stored deploy now,
 // or nil. Read together, a deploy now never shows without a pause that was
 // committed before it: deploy now lifts a window, never a pause.
-func (s *StateStore) JobHolds(namespace, jobID string) ([]*structs.Pause, *structs.WindowLift, error) {
+func (s *StateStore) JobHolds(cluster, namespace, jobID string) ([]*structs.Pause, *structs.WindowLift, error) {
 	txn := s.db.Txn(false)
-	pauses, err := jobPausesTxn(txn, namespace, jobID)
+	pauses, err := jobPausesTxn(txn, cluster, namespace, jobID)
 	if err != nil {
 		return nil, nil, err
 	}
-	lift, err := first[structs.WindowLift](txn, TableLifts, namespace, jobID)
+	lift, err := first[structs.WindowLift](txn, TableLifts, structs.ClusterName(cluster), namespace, jobID)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -408,11 +411,12 @@ func (s *StateStore) Window(name string) (*structs.SyncWindow, error) {
 func copyWindowSlices(w *structs.SyncWindow) {
 	w.Namespaces = append([]string(nil), w.Namespaces...)
 	w.Jobs = append([]string(nil), w.Jobs...)
+	w.Clusters = append([]string(nil), w.Clusters...)
 }
 
 // Lift returns the job's pending deploy-now request, or nil.
-func (s *StateStore) Lift(namespace, jobID string) (*structs.WindowLift, error) {
-	return first[structs.WindowLift](s.db.Txn(false), TableLifts, namespace, jobID)
+func (s *StateStore) Lift(cluster, namespace, jobID string) (*structs.WindowLift, error) {
+	return first[structs.WindowLift](s.db.Txn(false), TableLifts, structs.ClusterName(cluster), namespace, jobID)
 }
 
 // Lifts returns every pending deploy-now request.
@@ -421,8 +425,8 @@ func (s *StateStore) Lifts() ([]*structs.WindowLift, error) {
 }
 
 // Block returns the job's block, or nil.
-func (s *StateStore) Block(namespace, jobID string) (*structs.Block, error) {
-	return first[structs.Block](s.db.Txn(false), TableBlocks, namespace, jobID)
+func (s *StateStore) Block(cluster, namespace, jobID string) (*structs.Block, error) {
+	return first[structs.Block](s.db.Txn(false), TableBlocks, structs.ClusterName(cluster), namespace, jobID)
 }
 
 // Blocks returns every block.
@@ -431,8 +435,8 @@ func (s *StateStore) Blocks() ([]*structs.Block, error) {
 }
 
 // JobStatus returns the observed status of one job, or nil.
-func (s *StateStore) JobStatus(namespace, jobID string) (*structs.JobStatus, error) {
-	st, err := first[structs.JobStatus](s.db.Txn(false), TableJobStatus, namespace, jobID)
+func (s *StateStore) JobStatus(cluster, namespace, jobID string) (*structs.JobStatus, error) {
+	st, err := first[structs.JobStatus](s.db.Txn(false), TableJobStatus, structs.ClusterName(cluster), namespace, jobID)
 	if st != nil {
 		st.Errors = append([]string(nil), st.Errors...)
 	}

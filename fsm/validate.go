@@ -214,8 +214,12 @@ func validWindow(win *structs.SyncWindow) error {
 
 // validPause checks a stored pause is keyed as pause writes it.
 func validPause(p *structs.Pause) error {
-	req := structs.PauseRequest{Global: p.Global, Namespace: p.Namespace, JobID: p.JobID}
-	if !p.Global {
+	req := structs.PauseRequest{Global: p.Global, Cluster: p.Cluster, Namespace: p.Namespace, JobID: p.JobID}
+	switch {
+	case p.Global:
+	case p.JobID == "" && p.Cluster != "":
+		// The pause of every job of a cluster.
+	default:
 		if err := needJob("job pause", p.Namespace, p.JobID); err != nil {
 			return err
 		}

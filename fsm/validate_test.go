@@ -186,7 +186,7 @@ func TestRestoreRefusesInvalidState(t *testing.T) {
 	if err != nil {
 		t.Fatalf("a valid state was refused: %v", err)
 	}
-	if d, _ := st.ActiveDeployment("default", "web"); d == nil || d.ID != "d2" {
+	if d, _ := st.ActiveDeployment("", "default", "web"); d == nil || d.ID != "d2" {
 		t.Fatalf("active deployment of web = %v, want d2", d)
 	}
 	if !errors.Is(validWindow(&structs.SyncWindow{Name: "w"}), structs.ErrInvalid) {

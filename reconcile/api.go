@@ -23,14 +23,14 @@ import (
 // detection cycle; it returns the block as stored after the lift. It runs
 // on the leader.
 func (m *Manager) Retry(_ context.Context, namespace, jobID, actor string) (*structs.Block, error) {
-	req := &structs.RetryRequest{WriteMeta: m.actorMeta(actor), Namespace: namespace, JobID: jobID}
+	req := &structs.RetryRequest{WriteMeta: m.actorMeta(actor), Cluster: m.cluster, Namespace: namespace, JobID: jobID}
 	if _, err := m.srv.Apply(structs.RetryRequestType, req); err != nil {
-		return nil, fmt.Errorf("retry %s: %w", structs.JobKey(namespace, jobID), err)
+		return nil, fmt.Errorf("retry %s: %w", m.key(namespace, jobID), err)
 	}
 	m.TriggerDetection()
-	b, err := m.srv.State().Block(namespace, jobID)
+	b, err := m.srv.State().Block(m.cluster, namespace, jobID)
 	if err != nil {
-		return nil, fmt.Errorf("block of %s: %w", structs.JobKey(namespace, jobID), err)
+		return nil, fmt.Errorf("block of %s: %w", m.key(namespace, jobID), err)
 	}
 	return b, nil
 }
@@ -52,7 +52,7 @@ func (m *Manager) PromoteDeployment(ctx context.Context, id, actor string) (*str
 		return nil, err
 	}
 	if _, err := m.srv.Apply(structs.EventAppendRequestType, &structs.EventAppendRequest{WriteMeta: m.actorMeta(actor), Events: []*structs.Event{{
-		Kind: structs.EventKindDeployment, Object: d.ID, Namespace: d.Namespace, JobID: d.JobID,
+		Kind: structs.EventKindDeployment, Object: d.ID, Cluster: d.Cluster, Namespace: d.Namespace, JobID: d.JobID,
 		From: string(d.State), To: string(d.State), Message: "canaries promoted",
 	}}}); err != nil {
 		return nil, fmt.Errorf("record the promotion of %s: %w", d.ID, err)

@@ -42,15 +42,16 @@ func hookRevisionSpec(hook *api.Job, revisionID string) ([]byte, error) {
 	return encodeJob(j)
 }
 
-func fsmFilter(namespace, jobID string) fsm.DeploymentFilter {
-	return fsm.DeploymentFilter{Namespace: namespace, JobID: jobID}
+// fsmFilter selects the deployments of a job of the core's cluster, or
+// every deployment of the cluster when namespace and jobID are empty.
+func (m *core) fsmFilter(namespace, jobID string) fsm.DeploymentFilter {
+	return fsm.DeploymentFilter{Cluster: m.cluster, Namespace: namespace, JobID: jobID}
 }
 
 // ApplyOnce advances every active deployment by what it can do now (SPEC
 // section 5). It reports whether a deployment ended.
 func (m *Applier) ApplyOnce(ctx context.Context) (bool, error) {
-	st := m.srv.State()
-	active, err := st.ActiveDeployments()
+	active, err := m.activeDeployments()
 	if err != nil {
 		return false, fmt.Errorf("read active deployments: %w", err)
 	}
@@ -215,7 +216,7 @@ func (m *Applier) held(d *structs.Deployment) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	return holds.Evaluate(pauses, holds.At(windows, m.now()), d.LiftedWindow, d.Namespace, d.JobID).Held(), nil
+	return holds.Evaluate(pauses, holds.At(windows, m.now()), d.LiftedWindow, d.Cluster, d.Namespace, d.JobID).Held(), nil
 }
 
 // applying registers the job (once) and waits for it to be healthy.

@@ -104,7 +104,7 @@ func (w *benchWorld) handChange(b *testing.B, job string, rev int) time.Duration
 		if st == nil || st.Sync != structs.SyncInSync {
 			return false, fmt.Errorf("status of %s: %+v, want in sync", job, st)
 		}
-		if a, err := w.s.State().ActiveDeployment("default", job); err != nil || a != nil {
+		if a, err := w.s.State().ActiveDeployment("", "default", job); err != nil || a != nil {
 			return false, fmt.Errorf("active deployment of %s: %+v %v", job, a, err)
 		}
 		return true, nil

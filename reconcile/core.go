@@ -24,6 +24,10 @@ import (
 // Manager embed the same core; its mutex guards the fields below it and
 // those of the Detector.
 type core struct {
+	// cluster is the name of the Nomad cluster this core detects and
+	// applies (SPEC section 16): every job key, state read and write of
+	// its loops is of this cluster.
+	cluster string
 	cfg     Config
 	srv     Server
 	nomad   *nomadx.Client
@@ -69,11 +73,48 @@ type core struct {
 	healthDirty map[string]struct{}
 	healthRead  map[string]struct{}
 
-	// defaults, when set, replaces cfg.Defaults (a configuration reload).
-	defaults atomic.Pointer[meta.Defaults]
+	// defaults, when set, replaces cfg.Defaults (a configuration reload);
+	// repoClusters, cfg.RepoClusters.
+	defaults     atomic.Pointer[meta.Defaults]
+	repoClusters atomic.Pointer[map[string]string]
 }
 
 func (m *core) now() time.Time { return m.cfg.Clock().UTC() }
+
+// key returns the job key of a job of the core's cluster.
+func (m *core) key(namespace, jobID string) string {
+	return structs.JobKey(m.cluster, namespace, jobID)
+}
+
+// ofCluster keeps the objects of the core's cluster.
+func ofCluster[T any](m *core, list []*T, cluster func(*T) string) []*T {
+	out := list[:0:0]
+	for _, o := range list {
+		if structs.ClusterName(cluster(o)) == m.cluster {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+// activeDeployments returns the active deployments of the core's cluster.
+func (m *core) activeDeployments() ([]*structs.Deployment, error) {
+	list, err := m.srv.State().ActiveDeployments()
+	if err != nil {
+		return nil, err
+	}
+	return ofCluster(m, list, func(d *structs.Deployment) string { return d.Cluster }), nil
+}
+
+// jobStatuses returns the observed statuses of the jobs of the core's
+// cluster.
+func (m *core) jobStatuses() ([]*structs.JobStatus, error) {
+	list, err := m.srv.State().JobStatuses()
+	if err != nil {
+		return nil, err
+	}
+	return ofCluster(m, list, func(s *structs.JobStatus) string { return s.Cluster }), nil
+}
 
 // TriggerDetection asks for a detection cycle as soon as possible.
 func (m *core) TriggerDetection() {
@@ -191,4 +232,12 @@ func (m *core) liveJob(ctx context.Context, namespace, jobID string) (*api.Job, 
 		return nil, nil
 	}
 	return live, err
+}
+
+// clusterNames returns the names of the server's clusters.
+func (m *core) clusterNames() []string {
+	if len(m.cfg.Clusters) == 0 {
+		return []string{structs.DefaultCluster}
+	}
+	return m.cfg.Clusters
 }

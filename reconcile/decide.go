@@ -32,10 +32,10 @@ import (
 
 // jobView is what detection observed of one managed job in one cycle.
 type jobView struct {
-	// Declared in git.
-	namespace, jobID   string
-	repo, commit, file string
-	policy             structs.Policy
+	// Declared in git; cluster is the Nomad cluster the job deploys to.
+	cluster, namespace, jobID string
+	repo, commit, file        string
+	policy                    structs.Policy
 	// specHash is the job's spec hash with its frozen hooks (and their
 	// problems), so that a change of a hook is a change of spec.
 	specHash     string
@@ -164,7 +164,7 @@ type decision struct {
 func decide(v *jobView) decision {
 	h := v.hold()
 	dec := decision{status: v.observedStatus(h),
-		lookAgainAt: v.windowSchedule().NextBoundaryFor(v.namespace, v.jobID)}
+		lookAgainAt: v.windowSchedule().NextBoundaryFor(v.cluster, v.namespace, v.jobID)}
 	active := v.active
 	if active != nil && active.State.Waiting() {
 		dec.rebase, dec.settle, dec.reason = revalidate(v, h)
@@ -233,7 +233,7 @@ func (dec *decision) settleConflict(v *jobView, after *structs.Deployment) {
 // hold is the job's hold for its next deployment: a stored deploy now
 // lifts a closed window for it.
 func (v *jobView) hold() holds.Hold {
-	return holds.Evaluate(v.pauses, v.windowSchedule(), v.lift != nil, v.namespace, v.jobID)
+	return holds.Evaluate(v.pauses, v.windowSchedule(), v.lift != nil, v.cluster, v.namespace, v.jobID)
 }
 
 // windowSchedule is the view's windows evaluated at its instant.
@@ -247,7 +247,7 @@ func (v *jobView) windowSchedule() *holds.Schedule {
 // observedStatus is the job's status as this cycle saw it; createRule adds
 // whether it is blocked.
 func (v *jobView) observedStatus(h holds.Hold) *structs.JobStatus {
-	s := &structs.JobStatus{Namespace: v.namespace, JobID: v.jobID, Repository: v.repo, File: v.file,
+	s := &structs.JobStatus{Cluster: structs.ClusterName(v.cluster), Namespace: v.namespace, JobID: v.jobID, Repository: v.repo, File: v.file,
 		Commit: v.commit, Policy: v.policy, SpecHash: v.specHash, LiveModifyIndex: v.liveMod, Hold: h.Reason()}
 	if v.inSync {
 		s.Sync = structs.SyncInSync

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -41,6 +42,9 @@ type observed struct {
 // declared is one managed job or hook as git declares it. spec is shared
 // with the parse cache.
 type declared struct {
+	// cluster is the Nomad cluster the job deploys to: its nops_cluster,
+	// else its repository's cluster.
+	cluster            string
 	repo, commit, file string
 	spec               *jobSpec
 	meta               *meta.Job
@@ -52,7 +56,7 @@ type declared struct {
 	info gitwatch.CommitInfo
 }
 
-func (d *declared) key() string { return structs.JobKey(d.spec.namespace, d.spec.id) }
+func (d *declared) key() string { return structs.JobKey(d.cluster, d.spec.namespace, d.spec.id) }
 
 // hookJob returns the whole job of a hook, decoded once for the cycle and
 // shared by the jobs that use the hook: callers must not change it.
@@ -70,7 +74,7 @@ func (d *declared) hookJob() (*api.Job, error) {
 // errorStatus is the observed status of a job that cannot be detected: the
 // declaration's identity in file (or files), sync error, and errs.
 func (d *declared) errorStatus(file string, errs ...string) *structs.JobStatus {
-	return &structs.JobStatus{Namespace: d.spec.namespace, JobID: d.spec.id, Repository: d.repo, File: file,
+	return &structs.JobStatus{Cluster: structs.ClusterName(d.cluster), Namespace: d.spec.namespace, JobID: d.spec.id, Repository: d.repo, File: file,
 		Commit: d.commit, Policy: d.meta.Policy, Sync: structs.SyncError, Errors: errs}
 }
 
@@ -199,7 +203,13 @@ func (m *Detector) parseSnapshots(ctx context.Context, snaps []*gitwatch.Snapsho
 	var files []declaredFile
 	used := map[string]bool{}
 	for _, snap := range snaps {
+		own := m.repoCluster(snap.Repo) == m.cluster
 		for _, f := range snap.Files {
+			if !own && !mayConcern(f) {
+				// Of another cluster's repository, and no job of it
+				// can name this cluster: that cluster parses it.
+				continue
+			}
 			r, err := m.parse(ctx, f)
 			if err != nil && nomadx.IsPermissionDenied(err) {
 				// The token, not the file: shown on the repository,
@@ -212,10 +222,16 @@ func (m *Detector) parseSnapshots(ctx context.Context, snaps []*gitwatch.Snapsho
 			}
 			used[f.ContentHash()] = true
 			if r.err != nil {
-				parseErrs[snap.Repo] = append(parseErrs[snap.Repo], fmt.Sprintf("%s: %v", f.Path, r.err))
+				if own {
+					parseErrs[snap.Repo] = append(parseErrs[snap.Repo], fmt.Sprintf("%s: %v", f.Path, r.err))
+				}
 				continue
 			}
-			files = append(files, declaredFile{repo: snap.Repo, commit: snap.Commit, file: f.Path, spec: r.spec,
+			cluster, ok := m.fileCluster(snap.Repo, r.spec)
+			if !ok {
+				continue
+			}
+			files = append(files, declaredFile{cluster: cluster, repo: snap.Repo, commit: snap.Commit, file: f.Path, spec: r.spec,
 				src: f, info: snap.Info})
 		}
 	}
@@ -246,7 +262,7 @@ func (m *Detector) readLive(ctx context.Context, c *cycle) error {
 func (c *cycle) dependencies() {
 	g := meta.DependencyGraph{Managed: map[string]meta.DependencyNode{}, Declared: map[string]bool{}}
 	for _, f := range c.files {
-		g.Declared[structs.JobKey(f.spec.namespace, f.spec.id)] = true
+		g.Declared[structs.JobKey(f.cluster, f.spec.namespace, f.spec.id)] = true
 	}
 	c.depStates = map[string]depState{}
 	for _, bad := range []map[string]*structs.JobStatus{c.problems, c.conflicts} {
@@ -257,7 +273,7 @@ func (c *cycle) dependencies() {
 	}
 	c.dependedOn = map[string]bool{}
 	for key, d := range c.managed {
-		deps := d.meta.Dependencies(d.spec.namespace)
+		deps := d.meta.Dependencies(d.cluster, d.spec.namespace)
 		g.Managed[key] = meta.DependencyNode{File: d.file, Value: d.spec.meta[meta.KeyDependsOn], DependsOn: deps}
 		for _, dep := range deps {
 			c.dependedOn[dep] = true
@@ -277,7 +293,7 @@ func (c *cycle) dependencies() {
 // in a cycle, itself a problem) is not ready.
 func (c *cycle) dependencyStates(d *declared) []depState {
 	var out []depState
-	for _, key := range d.meta.Dependencies(d.spec.namespace) {
+	for _, key := range d.meta.Dependencies(d.cluster, d.spec.namespace) {
 		s, ok := c.depStates[key]
 		switch {
 		case ok:
@@ -301,7 +317,7 @@ func (m *Detector) decided(c *cycle, key string, status *structs.JobStatus) erro
 		s.invalid = strings.Join(status.Errors, "; ")
 	}
 	st := m.srv.State()
-	active, err := st.ActiveDeployment(status.Namespace, status.JobID)
+	active, err := st.ActiveDeployment(status.Cluster, status.Namespace, status.JobID)
 	if err != nil {
 		return fmt.Errorf("read active deployment of %s: %w", key, err)
 	}
@@ -310,7 +326,7 @@ func (m *Detector) decided(c *cycle, key string, status *structs.JobStatus) erro
 	}
 	if status.Blocked {
 		s.blocked = "blocked"
-		b, err := st.Block(status.Namespace, status.JobID)
+		b, err := st.Block(status.Cluster, status.Namespace, status.JobID)
 		if err != nil {
 			return fmt.Errorf("read block of %s: %w", key, err)
 		}
@@ -358,7 +374,7 @@ func (m *Detector) detectJobs(ctx context.Context, c *cycle) error {
 			m.logger.Error("detection failed for job", "job", key, "error", err)
 			c.res.failed++
 			// Its windows' boundaries still matter to it.
-			c.res.lookAgain(c.schedule.NextBoundaryFor(d.spec.namespace, d.spec.id))
+			c.res.lookAgain(c.schedule.NextBoundaryFor(d.cluster, d.spec.namespace, d.spec.id))
 			status = d.errorStatus(d.file, err.Error())
 		}
 		status.Errors = append(status.Errors, m.refusalsOf(key)...)
@@ -378,6 +394,10 @@ func (m *Detector) detectJobs(ctx context.Context, c *cycle) error {
 }
 
 type declaredFile struct {
+	// cluster is the job's cluster: that of the core, or, for a job whose
+	// nops_cluster names no cluster, its repository's (where its status
+	// shows the problem).
+	cluster            string
 	repo, commit, file string
 	spec               *jobSpec
 	src                gitwatch.JobFile
@@ -403,6 +423,47 @@ func (m *Detector) freshSnapshots() []*gitwatch.Snapshot {
 		}
 	}
 	return out
+}
+
+// repoCluster returns the cluster of a repository.
+func (m *core) repoCluster(repo string) string {
+	rc := m.cfg.RepoClusters
+	if p := m.repoClusters.Load(); p != nil {
+		rc = *p
+	}
+	if c := rc[repo]; c != "" {
+		return c
+	}
+	return structs.DefaultCluster
+}
+
+// mayConcern reports whether a job file of another cluster's repository
+// may hold a job of this cluster, or a hook its jobs may use: one that
+// names a cluster (nops_cluster) or a role. Meta keys are written out in
+// a job file (even when their value comes from a variable), so a file
+// without them holds neither.
+func mayConcern(f gitwatch.JobFile) bool {
+	return strings.Contains(f.Content, meta.KeyCluster) || strings.Contains(f.Content, meta.KeyRole)
+}
+
+// fileCluster returns the cluster of a parsed job of a repository, and
+// whether it is this core's to detect: a job is of its nops_cluster, else
+// of its repository's cluster; a hook (nops_role) of every cluster that
+// reads it. A nops_cluster that names no cluster leaves the job to its
+// repository's cluster, where classify shows the problem.
+func (m *core) fileCluster(repo string, spec *jobSpec) (string, bool) {
+	own := m.repoCluster(repo)
+	if spec.meta[meta.KeyRole] != "" && spec.meta[meta.KeyManaged] != "true" {
+		return m.cluster, true
+	}
+	c, named := spec.meta[meta.KeyCluster]
+	switch {
+	case !named:
+		return own, own == m.cluster
+	case slices.Contains(m.cfg.Clusters, c) || (len(m.cfg.Clusters) == 0 && c == structs.DefaultCluster):
+		return c, c == m.cluster
+	}
+	return own, own == m.cluster
 }
 
 // parse returns the parse of a file: the job, or Nomad's verdict on the file
@@ -481,10 +542,14 @@ func (m *Detector) classify(files []declaredFile) (map[string]*declared, map[str
 		if !jm.Considered() {
 			continue
 		}
+		if c, named := f.spec.meta[meta.KeyCluster]; named && jm.Kind == meta.Managed && c != f.cluster {
+			jm.Problems = append(jm.Problems, fmt.Sprintf("%s: meta %s = %q: no Nomad cluster of that name (the clusters are %s)",
+				f.file, meta.KeyCluster, c, strings.Join(m.clusterNames(), ", ")))
+		}
 		if !m.managesNamespace(f.spec.namespace) {
 			continue
 		}
-		d := &declared{repo: f.repo, commit: f.commit, file: f.file, spec: f.spec, meta: jm,
+		d := &declared{cluster: f.cluster, repo: f.repo, commit: f.commit, file: f.file, spec: f.spec, meta: jm,
 			src: f.src, info: f.info}
 		byKey[d.key()] = append(byKey[d.key()], d)
 	}
@@ -542,7 +607,7 @@ func (m *Detector) liveJobs(ctx context.Context) (map[string]*api.JobListStub, e
 			if jn == "" {
 				jn = "default"
 			}
-			out[structs.JobKey(jn, s.ID)] = s
+			out[m.key(jn, s.ID)] = s
 		}
 	}
 	return out, nil

@@ -36,7 +36,7 @@ func (m commitReader) record(ctx context.Context, d *declared, dep *structs.Depl
 	if len(d.info.URL) <= structs.MaxTextLen {
 		dep.CommitURL = d.info.URL
 	}
-	last, err := m.srv.State().LastCompletedDeployment(dep.Namespace, dep.JobID)
+	last, err := m.srv.State().LastCompletedDeployment(dep.Cluster, dep.Namespace, dep.JobID)
 	if err != nil {
 		return fmt.Errorf("read last completed deployment: %w", err)
 	}

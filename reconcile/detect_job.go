@@ -22,7 +22,7 @@ func (m *Detector) frozenHooks(d *declared, hooks map[string]*declared) ([]struc
 	var problems []string
 	add := func(phase structs.HookPhase, names []string) error {
 		for i, name := range names {
-			h, ok := hooks[structs.JobKey(d.spec.namespace, name)]
+			h, ok := hooks[structs.JobKey(d.cluster, d.spec.namespace, name)]
 			var found *meta.Declared
 			var hj *api.Job
 			if ok {
@@ -75,7 +75,7 @@ func (m *Detector) detectJob(ctx context.Context, d *declared, c *cycle) (*decis
 // plan (or the last one, while it still answers), and what the replicated
 // state holds about it.
 func (m *Detector) observe(ctx context.Context, d *declared, c *cycle) (*jobView, error) {
-	v := &jobView{namespace: d.spec.namespace, jobID: d.spec.id, repo: d.repo, commit: d.commit, file: d.file,
+	v := &jobView{cluster: d.cluster, namespace: d.spec.namespace, jobID: d.spec.id, repo: d.repo, commit: d.commit, file: d.file,
 		policy: d.meta.Policy, windows: c.windows, schedule: c.schedule, now: c.now, decl: d,
 		deps: c.dependencyStates(d), depProblems: c.depProblems[d.key()]}
 	var err error
@@ -182,10 +182,10 @@ func (m *Detector) observeState(ctx context.Context, v *jobView) error {
 	}
 	st := m.srv.State()
 	var err error
-	if v.active, err = st.ActiveDeployment(v.namespace, v.jobID); err != nil {
+	if v.active, err = st.ActiveDeployment(v.cluster, v.namespace, v.jobID); err != nil {
 		return fmt.Errorf("read active deployment: %w", err)
 	}
-	if v.block, err = st.Block(v.namespace, v.jobID); err != nil {
+	if v.block, err = st.Block(v.cluster, v.namespace, v.jobID); err != nil {
 		return fmt.Errorf("read block: %w", err)
 	}
 	if v.needsAutoscaleCheck() {
@@ -200,7 +200,7 @@ func (m *Detector) observeState(ctx context.Context, v *jobView) error {
 // index (StateStore.JobHolds).
 func (m *Detector) observeHolds(v *jobView) error {
 	var err error
-	if v.pauses, v.lift, err = m.srv.State().JobHolds(v.namespace, v.jobID); err != nil {
+	if v.pauses, v.lift, err = m.srv.State().JobHolds(v.cluster, v.namespace, v.jobID); err != nil {
 		return fmt.Errorf("read pauses and deploy now: %w", err)
 	}
 	return nil
@@ -226,7 +226,7 @@ func (m *Detector) act(ctx context.Context, v *jobView, dec decision) (*decision
 			return nil, false, err
 		}
 		if moved {
-			if v.block, err = m.srv.State().Block(v.namespace, v.jobID); err != nil {
+			if v.block, err = m.srv.State().Block(v.cluster, v.namespace, v.jobID); err != nil {
 				return nil, false, fmt.Errorf("read block: %w", err)
 			}
 			dec.settleConflict(v, after)
@@ -301,7 +301,7 @@ func (m *Detector) newDeployment(ctx context.Context, d *declared, frozen []stru
 		plan = &nomadx.PlanResult{Type: nomadx.DiffTypeNone}
 	}
 	dep := &structs.Deployment{
-		ID: uuid.NewString(), Namespace: ns(job), JobID: id(job), Repository: d.repo, Commit: d.commit, File: d.file,
+		ID: uuid.NewString(), Cluster: structs.ClusterName(d.cluster), Namespace: ns(job), JobID: id(job), Repository: d.repo, Commit: d.commit, File: d.file,
 		Policy: d.meta.Policy, State: structs.StateDetected, SpecHash: specHash, Spec: spec,
 		Diff: plan.Text, DiffHash: nomadx.DiffHash(plan.Diff), JobModifyIndex: liveMod,
 		SkipRegister: skipRegister, Hooks: frozen, ApplyTimeout: d.meta.ApplyTimeout, PlanDiff: plan.Tree,

@@ -56,7 +56,7 @@ func (m *Detector) settle(d *structs.Deployment, to structs.DeploymentState, rea
 		return false, nil, err
 	}
 	m.logger.Debug("waiting deployment moved on before detection could settle it", "deployment", d.ID, "error", err)
-	active, err := m.srv.State().ActiveDeployment(d.Namespace, d.JobID)
+	active, err := m.srv.State().ActiveDeployment(d.Cluster, d.Namespace, d.JobID)
 	return true, active, err
 }
 
@@ -65,7 +65,7 @@ func (m *Detector) settle(d *structs.Deployment, to structs.DeploymentState, rea
 // declared twice, or invalid. Nothing can revalidate them any more, and an
 // approval must not deploy what git no longer asks for.
 func (m *Detector) supersedeUnmanaged(managed map[string]*declared, conflicts, problems map[string]*structs.JobStatus, incomplete bool) error {
-	active, err := m.srv.State().ActiveDeployments()
+	active, err := m.activeDeployments()
 	if err != nil {
 		return fmt.Errorf("read active deployments: %w", err)
 	}
@@ -137,8 +137,7 @@ func (m *Detector) recordRepos(parseErrs map[string][]string) error {
 func (m *Detector) recordStatuses(ctx context.Context, statuses map[string]*structs.JobStatus,
 	live map[string]*api.JobListStub, anyParseError bool, now time.Time,
 ) error {
-	st := m.srv.State()
-	stored, err := st.JobStatuses()
+	stored, err := m.jobStatuses()
 	if err != nil {
 		return fmt.Errorf("read job statuses: %w", err)
 	}
@@ -203,9 +202,9 @@ func (m *Detector) recordStatuses(ctx context.Context, statuses map[string]*stru
 }
 
 func (m *Detector) everRegistered(namespace, jobID string) (bool, error) {
-	list, _, err := m.srv.State().Deployments(fsmFilter(namespace, jobID))
+	list, _, err := m.srv.State().Deployments(m.fsmFilter(namespace, jobID))
 	if err != nil {
-		return false, fmt.Errorf("read deployments of %s: %w", structs.JobKey(namespace, jobID), err)
+		return false, fmt.Errorf("read deployments of %s: %w", m.key(namespace, jobID), err)
 	}
 	for _, d := range list {
 		if d.Registered || d.State == structs.StateCompleted {

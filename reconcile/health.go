@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"strings"
 	"time"
 
 	"github.com/nops-dev/nops/reconcile/nomadx"
@@ -92,8 +91,11 @@ func (b *allocBook) fill(ns string, list []nomadx.AllocState, index uint64, mana
 // managedJob reports whether the job with this key has a status, that is
 // whether Nops manages (or deployed) it.
 func (m *core) managedJob(key string) bool {
-	ns, id, _ := strings.Cut(key, "/")
-	s, err := m.srv.State().JobStatus(ns, id)
+	cluster, ns, id, ok := structs.SplitJobKey(key)
+	if !ok {
+		return false
+	}
+	s, err := m.srv.State().JobStatus(cluster, ns, id)
 	return err == nil && s != nil
 }
 
@@ -255,7 +257,7 @@ func (m *Detector) countHealth(ctx context.Context, all, list bool, keys, reads 
 		}
 	}
 	for i, key := range reads {
-		ns, id, _ := strings.Cut(key, "/")
+		_, ns, id, _ := structs.SplitJobKey(key)
 		allocs, err := m.nomad.JobAllocations(ctx, ns, id)
 		if err != nil && !errors.Is(err, nomadx.ErrJobNotFound) {
 			m.readHealth(reads[i:]...)
@@ -263,11 +265,11 @@ func (m *Detector) countHealth(ctx context.Context, all, list bool, keys, reads 
 		}
 		m.mu.Lock()
 		for _, a := range allocs {
-			m.book.put(nomadx.AllocStateOf(a))
+			m.book.put(nomadx.AllocStateOf(m.cluster, a))
 		}
 		m.mu.Unlock()
 	}
-	stored, err := m.srv.State().JobStatuses()
+	stored, err := m.jobStatuses()
 	if err != nil {
 		return fmt.Errorf("read job statuses: %w", err)
 	}

@@ -299,7 +299,7 @@ func TestHolds_DeployNow(t *testing.T) {
 	}
 	e.wantEvents(web3.ID, "deploy now by tester lifts the sync window")
 	e.waitDeployment(web3.ID, structs.StateCompleted)
-	if lift, err := e.s.State().Lift("default", "web"); err != nil || lift != nil {
+	if lift, err := e.s.State().Lift("", "default", "web"); err != nil || lift != nil {
 		t.Fatalf("lift left: %+v %v", lift, err)
 	}
 

@@ -8,7 +8,6 @@ import (
 	"regexp"
 	"slices"
 	"sort"
-	"strings"
 
 	"github.com/hashicorp/nomad/api"
 
@@ -182,7 +181,7 @@ var revisionSuffix = regexp.MustCompile(`-[0-9a-f]{8}$`)
 // history is read only when a running job looks like an unneeded revision.
 func (m *Detector) stopUnusedRevisions(ctx context.Context, live map[string]*api.JobListStub) {
 	st := m.srv.State()
-	active, err := st.ActiveDeployments()
+	active, err := m.activeDeployments()
 	if err != nil {
 		m.logger.Warn("read active deployments for hook revision clean-up", "error", err)
 		return
@@ -190,7 +189,7 @@ func (m *Detector) stopUnusedRevisions(ctx context.Context, live map[string]*api
 	needed := map[string]bool{}
 	for _, d := range active {
 		for _, h := range d.Hooks {
-			needed[structs.JobKey(d.Namespace, h.RevisionJobID)] = true
+			needed[structs.JobKey(d.Cluster, d.Namespace, h.RevisionJobID)] = true
 		}
 	}
 	var candidates []string
@@ -202,7 +201,7 @@ func (m *Detector) stopUnusedRevisions(ctx context.Context, live map[string]*api
 	if len(candidates) == 0 {
 		return
 	}
-	list, _, err := st.Deployments(fsmFilter("", ""))
+	list, _, err := st.Deployments(m.fsmFilter("", ""))
 	if err != nil {
 		m.logger.Warn("read deployments for hook revision clean-up", "error", err)
 		return
@@ -210,7 +209,7 @@ func (m *Detector) stopUnusedRevisions(ctx context.Context, live map[string]*api
 	known := map[string][]string{}
 	for _, d := range list {
 		for _, h := range d.Hooks {
-			k := structs.JobKey(d.Namespace, h.RevisionJobID)
+			k := structs.JobKey(d.Cluster, d.Namespace, h.RevisionJobID)
 			if !slices.Contains(known[k], d.Key()) {
 				known[k] = append(known[k], d.Key())
 			}
@@ -224,7 +223,7 @@ func (m *Detector) stopUnusedRevisions(ctx context.Context, live map[string]*api
 		if ctx.Err() != nil {
 			return
 		}
-		namespace, jobID, _ := strings.Cut(k, "/")
+		_, namespace, jobID, _ := structs.SplitJobKey(k)
 		_, err := m.nomad.Deregister(ctx, namespace, jobID, false)
 		for _, user := range known[k] {
 			// Named on the jobs whose hooks it ran.

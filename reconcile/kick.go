@@ -69,6 +69,11 @@ func (m *Manager) kicked(kicks []structs.Kick) {
 			return
 		case k.Deployment != "":
 			m.wakeDeployments(k.Deployment)
+		case k.Cluster != "" && structs.ClusterName(k.Cluster) != m.cluster:
+			// A job or a pause of another cluster.
+		case k.JobID == "" && k.Cluster != "":
+			// The pause of this whole cluster.
+			m.Trigger()
 		case k.JobID != "":
 			m.TriggerDetection()
 			m.wakeJob(k.Namespace, k.JobID)
@@ -79,9 +84,9 @@ func (m *Manager) kicked(kicks []structs.Kick) {
 // wakeJob wakes the active deployment of a job, if it has one; when the
 // state cannot be read, the whole apply loop.
 func (m *Manager) wakeJob(namespace, jobID string) {
-	d, err := m.srv.State().ActiveDeployment(namespace, jobID)
+	d, err := m.srv.State().ActiveDeployment(m.cluster, namespace, jobID)
 	if err != nil {
-		m.logger.Warn("read the active deployment of a kicked job", "job", structs.JobKey(namespace, jobID), "error", err)
+		m.logger.Warn("read the active deployment of a kicked job", "job", m.key(namespace, jobID), "error", err)
 		m.TriggerApply()
 		return
 	}

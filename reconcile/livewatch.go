@@ -83,7 +83,7 @@ func (m *core) streamNamespaces() []string {
 // a failover are replayed (Nomad starts at its oldest event if that is
 // older; the first cycle of the term covers anything before).
 func (m *Manager) resumeIndex() uint64 {
-	list, err := m.srv.State().JobStatuses()
+	list, err := m.jobStatuses()
 	if err != nil {
 		return 0
 	}
@@ -213,7 +213,7 @@ func (m *Manager) liveChangeOfManaged(index uint64, changes []nomadx.JobChange) 
 		if ns == "" {
 			ns = "default"
 		}
-		key := structs.JobKey(ns, c.JobID)
+		key := m.key(ns, c.JobID)
 		if m.detector.registering.hold(key, index, c) {
 			continue
 		}

@@ -25,6 +25,18 @@ type Server interface {
 
 // Config tunes the reconcilers.
 type Config struct {
+	// Clusters names every Nomad cluster of the server (SPEC section 16);
+	// RepoClusters gives each repository's cluster (a repository it does
+	// not name is of structs.DefaultCluster). A job's nops_cluster names
+	// one of Clusters.
+	Clusters     []string
+	RepoClusters map[string]string
+	// Region, Requires, Bake and UIURL describe the manager's cluster
+	// (GET /v1/clusters); Requires and Bake are its promotion order.
+	Region         string
+	Requires       []string
+	Bake           time.Duration
+	UIURL          string
 	Namespaces     []string
 	DriftInterval  time.Duration
 	EngineInterval time.Duration
@@ -43,6 +55,10 @@ type Config struct {
 	Clock func() time.Time
 	// Registerer receives the reconcilers' metrics; nil registers none.
 	Registerer prometheus.Registerer
+	// SharedGit says the git watcher is shared by the managers of several
+	// clusters (a Fleet): the fleet runs it, seeds its verified heads and
+	// exports its metrics, and this manager's Run only reads it.
+	SharedGit bool
 }
 
 // Manager wires the reconcilers together and owns their lifecycle: a
@@ -62,7 +78,8 @@ type Manager struct {
 func New(cfg Config, srv Server, nomad *nomadx.Client, git *gitwatch.Watcher, logger hclog.Logger) *Manager {
 	cfg = withDefaults(cfg)
 	c := &core{
-		cfg: cfg, srv: srv, nomad: nomad, git: git, logger: logger.Named("reconcile"),
+		cluster: nomad.Cluster(),
+		cfg:     cfg, srv: srv, nomad: nomad, git: git, logger: logger.Named("reconcile"),
 		detectCh: make(chan struct{}, 1), applyCh: make(chan struct{}, 1), healthCh: make(chan struct{}, 1),
 		versionCh: make(chan struct{}, 1),
 	}
@@ -113,7 +130,9 @@ func (m *Manager) Nomad() *nomadx.Client { return m.nomad }
 // its first cycle and pass cover them. A nil kicks delivers none.
 func (m *Manager) Run(ctx context.Context, kicks *KickQueue) {
 	m.detector.beginTerm()
-	m.seedVerifiedHeads()
+	if !m.cfg.SharedGit {
+		m.seedVerifiedHeads()
+	}
 	// The watcher fetches every repository as soon as it runs; detection
 	// waits for those fetches (waitFirstFetch), since what the watcher kept
 	// from an earlier term may be older than what that term deployed.
@@ -125,7 +144,7 @@ func (m *Manager) Run(ctx context.Context, kicks *KickQueue) {
 			fn(ctx)
 		}()
 	}
-	if m.git != nil {
+	if m.git != nil && !m.cfg.SharedGit {
 		run(m.git.Run)
 		run(func(ctx context.Context) {
 			for {

@@ -74,14 +74,22 @@ func newMetrics(reg prometheus.Registerer, m *core) *metrics {
 	if reg == nil {
 		return mt
 	}
-	reg.MustRegister(mt.detectDuration, mt.detectCycles, mt.applyDuration, mt.created, mt.failed, mt.streamUp, mt.liveChanges, mt.replanned, mt.replanPending, mt.versionChanges, &gitCollector{m: m,
+	reg.MustRegister(mt.detectDuration, mt.detectCycles, mt.applyDuration, mt.created, mt.failed, mt.streamUp, mt.liveChanges, mt.replanned, mt.replanPending, mt.versionChanges)
+	if !m.cfg.SharedGit {
+		reg.MustRegister(newGitCollector(m))
+	}
+	return mt
+}
+
+// newGitCollector returns the collector of the git watcher's metrics.
+func newGitCollector(m *core) *gitCollector {
+	return &gitCollector{m: m,
 		fetchError: prometheus.NewDesc("nops_git_fetch_error", "1 when the last fetch of the repository failed.", []string{"repo"}, nil),
 		fetchFailures: prometheus.NewDesc("nops_git_fetch_failures_total",
 			"Fetches of the repository that failed since the watcher started on this server (it runs on the leader).", []string{"repo"}, nil),
 		lastSuccess: prometheus.NewDesc("nops_git_last_success_timestamp_seconds",
 			"When a fetch of the repository last succeeded (Unix time; 0 never).", []string{"repo"}, nil),
-	})
-	return mt
+	}
 }
 
 func (mt *metrics) setStreaming(up bool) {

@@ -189,7 +189,7 @@ func (m *Detector) preview(ctx context.Context, name, ref string, maxJobs int) (
 			if s.Repository != name && !strings.Contains(s.File, name+":") {
 				continue
 			}
-			pj := &structs.PreviewJob{Namespace: s.Namespace, JobID: s.JobID, File: s.File, Change: structs.PreviewChanged,
+			pj := &structs.PreviewJob{Cluster: m.cluster, Namespace: s.Namespace, JobID: s.JobID, File: s.File, Change: structs.PreviewChanged,
 				Policy: s.Policy, Errors: s.Errors}
 			if before.managed[key] == nil {
 				pj.Change = structs.PreviewAdded
@@ -198,13 +198,13 @@ func (m *Detector) preview(ctx context.Context, name, ref string, maxJobs int) (
 		}
 	}
 	for _, pj := range jobs {
-		key := structs.JobKey(pj.Namespace, pj.JobID)
+		key := m.key(pj.Namespace, pj.JobID)
 		if err := m.previewStops(pj, now.managed[key], changing, schedule); err != nil {
 			return nil, err
 		}
 	}
 	sort.Slice(jobs, func(i, j int) bool {
-		return structs.JobKey(jobs[i].Namespace, jobs[i].JobID) < structs.JobKey(jobs[j].Namespace, jobs[j].JobID)
+		return m.key(jobs[i].Namespace, jobs[i].JobID) < m.key(jobs[j].Namespace, jobs[j].JobID)
 	})
 	out.Jobs = append(out.Jobs, jobs...)
 	for _, key := range sortedKeys(before.managed) {
@@ -212,7 +212,7 @@ func (m *Detector) preview(ctx context.Context, name, ref string, maxJobs int) (
 		if d.repo != name || now.managed[key] != nil || now.problems[key] != nil || now.conflicts[key] != nil {
 			continue
 		}
-		out.Removed = append(out.Removed, &structs.PreviewJob{Namespace: d.spec.namespace, JobID: d.spec.id, File: d.file,
+		out.Removed = append(out.Removed, &structs.PreviewJob{Cluster: m.cluster, Namespace: d.spec.namespace, JobID: d.spec.id, File: d.file,
 			Change: structs.PreviewRemoved, Policy: d.meta.Policy,
 			FileDiff: structs.CapFileDiff(previewFileDiff(d, nil, redact))})
 	}
@@ -259,7 +259,7 @@ func (m *Detector) previewParse(ctx context.Context, f gitwatch.JobFile) (parseR
 func (m *Detector) previewJob(ctx context.Context, d *declared, hooks map[string]*declared, before *declared,
 	redact func(string) string,
 ) (*structs.PreviewJob, error) {
-	pj := &structs.PreviewJob{Namespace: d.spec.namespace, JobID: d.spec.id, File: d.file, Change: structs.PreviewChanged,
+	pj := &structs.PreviewJob{Cluster: m.cluster, Namespace: d.spec.namespace, JobID: d.spec.id, File: d.file, Change: structs.PreviewChanged,
 		Policy: d.meta.Policy}
 	if before == nil {
 		pj.Change = structs.PreviewAdded
@@ -303,14 +303,14 @@ func (m *Detector) previewJob(ctx context.Context, d *declared, hooks map[string
 // preview would deploy: a dependency among them deploys first.
 func (m *Detector) previewStops(pj *structs.PreviewJob, d *declared, changing map[string]bool, schedule *holds.Schedule) error {
 	st := m.srv.State()
-	pauses, lift, err := st.JobHolds(pj.Namespace, pj.JobID)
+	pauses, lift, err := st.JobHolds(m.cluster, pj.Namespace, pj.JobID)
 	if err != nil {
-		return fmt.Errorf("read pauses of %s: %w", structs.JobKey(pj.Namespace, pj.JobID), err)
+		return fmt.Errorf("read pauses of %s: %w", m.key(pj.Namespace, pj.JobID), err)
 	}
-	pj.Hold = holds.Evaluate(pauses, schedule, lift != nil, pj.Namespace, pj.JobID).Reason()
-	b, err := st.Block(pj.Namespace, pj.JobID)
+	pj.Hold = holds.Evaluate(pauses, schedule, lift != nil, m.cluster, pj.Namespace, pj.JobID).Reason()
+	b, err := st.Block(m.cluster, pj.Namespace, pj.JobID)
 	if err != nil {
-		return fmt.Errorf("read block of %s: %w", structs.JobKey(pj.Namespace, pj.JobID), err)
+		return fmt.Errorf("read block of %s: %w", m.key(pj.Namespace, pj.JobID), err)
 	}
 	if b != nil {
 		pj.Blocked = "blocked by deployment " + structs.ShortID(b.DeploymentID)
@@ -325,17 +325,17 @@ func (m *Detector) previewStops(pj *structs.PreviewJob, d *declared, changing ma
 	if d == nil {
 		return nil
 	}
-	for _, dep := range d.meta.Dependencies(d.spec.namespace) {
+	for _, dep := range d.meta.Dependencies(d.cluster, d.spec.namespace) {
 		if changing[dep] {
 			pj.WaitingFor = "waiting for " + dep + ": it changes at this ref too and deploys first"
 			break
 		}
-		depNS, depID, _ := strings.Cut(dep, "/")
-		s, err := st.JobStatus(depNS, depID)
+		depCluster, depNS, depID, _ := structs.SplitJobKey(dep)
+		s, err := st.JobStatus(depCluster, depNS, depID)
 		if err != nil {
 			return fmt.Errorf("read status of %s: %w", dep, err)
 		}
-		active, err := st.ActiveDeployment(depNS, depID)
+		active, err := st.ActiveDeployment(depCluster, depNS, depID)
 		if err != nil {
 			return fmt.Errorf("read active deployment of %s: %w", dep, err)
 		}

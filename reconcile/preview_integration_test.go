@@ -36,7 +36,7 @@ func (e *lcEnv) mustPreview(ref string) *structs.Preview {
 func previewKeys(jobs []*structs.PreviewJob) string {
 	var out []string
 	for _, j := range jobs {
-		out = append(out, structs.JobKey(j.Namespace, j.JobID)+":"+j.Change)
+		out = append(out, structs.JobKey("", j.Namespace, j.JobID)+":"+j.Change)
 	}
 	return strings.Join(out, ",")
 }

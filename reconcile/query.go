@@ -2,6 +2,8 @@ package reconcile
 
 import (
 	"fmt"
+	"sort"
+	"strings"
 	"time"
 
 	"github.com/nops-dev/nops/fsm"
@@ -19,9 +21,9 @@ type Query struct {
 }
 
 // Jobs lists the managed jobs that are not orphans, with their active and
-// last deployments, optionally of one namespace and one sync state (empty
-// matches all).
-func (q *Query) Jobs(namespace string, sync structs.SyncState) ([]*structs.JobSummary, error) {
+// last deployments, optionally of one cluster, one namespace and one sync
+// state (empty matches all).
+func (q *Query) Jobs(cluster, namespace string, sync structs.SyncState) ([]*structs.JobSummary, error) {
 	st := q.server.State()
 	list, err := st.JobStatuses()
 	if err != nil {
@@ -33,14 +35,14 @@ func (q *Query) Jobs(namespace string, sync structs.SyncState) ([]*structs.JobSu
 	}
 	out := []*structs.JobSummary{}
 	for _, s := range list {
-		if s.Orphan || (namespace != "" && s.Namespace != namespace) || (sync != "" && s.Sync != sync) {
+		if s.Orphan || (cluster != "" && s.Cluster != cluster) || (namespace != "" && s.Namespace != namespace) || (sync != "" && s.Sync != sync) {
 			continue
 		}
 		// The list leaves the drift's diff out: the job's page has it.
 		c := *s
 		c.Drift = nil
 		sum := &structs.JobSummary{JobStatus: &c, LastReconciled: reconciled}
-		active, last, err := deploymentsOf(st, s.Namespace, s.JobID)
+		active, last, err := deploymentsOf(st, s.Cluster, s.Namespace, s.JobID)
 		if err != nil {
 			return nil, err
 		}
@@ -65,12 +67,12 @@ func lastReconciled(st *fsm.StateStore) (*time.Time, error) {
 }
 
 // deploymentsOf reads a job's active and last deployments (nil for none).
-func deploymentsOf(st *fsm.StateStore, namespace, jobID string) (active, last *structs.Deployment, err error) {
-	if active, err = st.ActiveDeployment(namespace, jobID); err != nil {
-		return nil, nil, fmt.Errorf("read active deployment of %s: %w", structs.JobKey(namespace, jobID), err)
+func deploymentsOf(st *fsm.StateStore, cluster, namespace, jobID string) (active, last *structs.Deployment, err error) {
+	if active, err = st.ActiveDeployment(cluster, namespace, jobID); err != nil {
+		return nil, nil, fmt.Errorf("read active deployment of %s: %w", structs.JobKey(cluster, namespace, jobID), err)
 	}
-	if last, err = st.LastDeployment(namespace, jobID); err != nil {
-		return nil, nil, fmt.Errorf("read last deployment of %s: %w", structs.JobKey(namespace, jobID), err)
+	if last, err = st.LastDeployment(cluster, namespace, jobID); err != nil {
+		return nil, nil, fmt.Errorf("read last deployment of %s: %w", structs.JobKey(cluster, namespace, jobID), err)
 	}
 	return active, last, nil
 }
@@ -84,17 +86,21 @@ func ref(d *structs.Deployment) *structs.DeploymentRef {
 
 // Job returns one managed job with what holds it and its deployments
 // (without their specs); ErrNotFound when Nops does not manage it.
-func (q *Query) Job(namespace, jobID string) (*structs.JobDetail, error) {
+func (q *Query) Job(cluster, namespace, jobID string) (*structs.JobDetail, error) {
 	st := q.server.State()
-	s, err := st.JobStatus(namespace, jobID)
+	cluster, err := q.JobCluster(cluster, namespace, jobID)
+	if err != nil {
+		return nil, err
+	}
+	s, err := st.JobStatus(cluster, namespace, jobID)
 	if err != nil {
 		return nil, fmt.Errorf("job status: %w", err)
 	}
 	if s == nil {
-		return nil, fmt.Errorf("%w: job %s is not managed by Nops", structs.ErrNotFound, structs.JobKey(namespace, jobID))
+		return nil, fmt.Errorf("%w: job %s is not managed by Nops", structs.ErrNotFound, structs.JobKey(cluster, namespace, jobID))
 	}
 	out := &structs.JobDetail{Status: s}
-	active, last, err := deploymentsOf(st, namespace, jobID)
+	active, last, err := deploymentsOf(st, cluster, namespace, jobID)
 	if err != nil {
 		return nil, err
 	}
@@ -104,15 +110,15 @@ func (q *Query) Job(namespace, jobID string) (*structs.JobDetail, error) {
 	if last != nil {
 		out.LastDeployment = last.Public()
 	}
-	b, err := st.Block(namespace, jobID)
+	b, err := st.Block(cluster, namespace, jobID)
 	if err != nil {
-		return nil, fmt.Errorf("read block of %s: %w", structs.JobKey(namespace, jobID), err)
+		return nil, fmt.Errorf("read block of %s: %w", structs.JobKey(cluster, namespace, jobID), err)
 	}
 	if b != nil && b.Blocks(s.SpecHash, s.LiveModifyIndex) {
 		out.Block = b
 	}
-	if out.Pause, err = st.Paused(namespace, jobID); err != nil {
-		return nil, fmt.Errorf("read pause of %s: %w", structs.JobKey(namespace, jobID), err)
+	if out.Pause, err = st.Paused(cluster, namespace, jobID); err != nil {
+		return nil, fmt.Errorf("read pause of %s: %w", structs.JobKey(cluster, namespace, jobID), err)
 	}
 	if out.LastReconciled, err = lastReconciled(st); err != nil {
 		return nil, err
@@ -132,15 +138,16 @@ func (q *Query) Repos() ([]*structs.RepoStatus, error) {
 	return list, nil
 }
 
-// Orphans lists the jobs Nops deployed that git no longer declares.
-func (q *Query) Orphans() ([]*structs.JobStatus, error) {
+// Orphans lists the jobs Nops deployed that git no longer declares, of one
+// cluster when cluster is not empty.
+func (q *Query) Orphans(cluster string) ([]*structs.JobStatus, error) {
 	list, err := q.server.State().JobStatuses()
 	if err != nil {
 		return nil, fmt.Errorf("job statuses: %w", err)
 	}
 	out := []*structs.JobStatus{}
 	for _, s := range list {
-		if s.Orphan {
+		if s.Orphan && (cluster == "" || s.Cluster == cluster) {
 			out = append(out, s)
 		}
 	}
@@ -158,4 +165,34 @@ func (q *Query) Cycle() (*structs.DetectionCycle, error) {
 		return nil, fmt.Errorf("%w: no detection cycle has completed yet", structs.ErrNotFound)
 	}
 	return c, nil
+}
+
+// JobCluster returns the cluster of a job a request names by namespace and
+// ID (SPEC section 16): the cluster it names, else the one cluster whose
+// jobs hold that namespace and ID. A job of that namespace and ID in more
+// than one cluster is ambiguous (ErrInvalid, naming the clusters); in none,
+// it is of the default cluster (a job Nops does not manage is not found
+// there).
+func (q *Query) JobCluster(cluster, namespace, jobID string) (string, error) {
+	if cluster != "" {
+		return cluster, nil
+	}
+	list, err := q.server.State().JobStatuses()
+	if err != nil {
+		return "", fmt.Errorf("job statuses: %w", err)
+	}
+	var in []string
+	for _, s := range list {
+		if s.Namespace == namespace && s.JobID == jobID {
+			in = append(in, structs.ClusterName(s.Cluster))
+		}
+	}
+	switch len(in) {
+	case 0:
+		return structs.DefaultCluster, nil
+	case 1:
+		return in[0], nil
+	}
+	sort.Strings(in)
+	return "", fmt.Errorf("%w: job %s/%s is in clusters %s: name one with ?cluster=", structs.ErrInvalid, namespace, jobID, strings.Join(in, ", "))
 }

@@ -255,7 +255,7 @@ func TestReview_RefusedRegisterFailsNothingRegistered(t *testing.T) {
 	if n := refusedN.Load(); n != 1 {
 		t.Fatalf("register attempted %d times, want 1", n)
 	}
-	b, _ := s.State().Block("default", "web")
+	b, _ := s.State().Block("", "default", "web")
 	if b == nil || b.AfterRegister {
 		t.Fatalf("block: %+v, want one from before the register", b)
 	}
@@ -336,7 +336,7 @@ func TestReview_PauseDuringPlanHoldsDeployNow(t *testing.T) {
 	if got := s.Deployments("default", "web"); len(got) != 1 {
 		t.Fatalf("web has %d deployments after a pause and a deploy now during its plan, want 1 (v1): the deploy now lifted the pause", len(got))
 	}
-	if lift, err := s.State().Lift("default", "web"); err != nil || lift == nil || lift.Actor != "tester" {
+	if lift, err := s.State().Lift("", "default", "web"); err != nil || lift == nil || lift.Actor != "tester" {
 		t.Fatalf("the deploy now is not kept for the next deployment: %+v %v", lift, err)
 	}
 }

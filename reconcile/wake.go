@@ -70,7 +70,8 @@ func (m *Applier) ApplyDeployments(ctx context.Context, ids []string) (bool, err
 			return false, fmt.Errorf("read deployment %s: %w", id, err)
 		}
 		switch {
-		case d == nil:
+		case d == nil, structs.ClusterName(d.Cluster) != m.cluster:
+			// Another cluster's deployment is its own applier's.
 		case d.State.Terminal():
 			endedBefore = true
 		default:
@@ -87,7 +88,7 @@ func (m *Applier) routeActivity(acts []nomadx.Activity) []string {
 	if len(acts) == 0 {
 		return nil
 	}
-	active, err := m.srv.State().ActiveDeployments()
+	active, err := m.activeDeployments()
 	if err != nil {
 		m.logger.Warn("read active deployments for Nomad events", "error", err)
 		return nil
@@ -171,7 +172,7 @@ func (m *Applier) nextApplyPass(failed bool) time.Duration {
 // nearestDeadline is the earliest apply or hook timeout of the active
 // deployments (zero for none).
 func (m *Applier) nearestDeadline() time.Time {
-	active, err := m.srv.State().ActiveDeployments()
+	active, err := m.activeDeployments()
 	if err != nil {
 		return m.now()
 	}

@@ -114,6 +114,8 @@ type WindowSpec struct {
 	Timezone   string   `json:"timezone"`
 	Namespaces []string `json:"namespaces"`
 	Jobs       []string `json:"jobs"`
+	// Clusters selects the Nomad clusters (globs); empty selects all.
+	Clusters []string `json:"clusters,omitempty"`
 }
 
 // Deleted is the answer of a delete: the name or ID of what was deleted.
@@ -468,6 +470,7 @@ const (
 
 // PreviewJob is one job of a Preview.
 type PreviewJob struct {
+	Cluster   string `json:"cluster"`
 	Namespace string `json:"namespace"`
 	JobID     string `json:"job_id"`
 	File      string `json:"file"`
@@ -489,4 +492,36 @@ type PreviewJob struct {
 	Blocked    string   `json:"blocked,omitempty"`
 	WaitingFor string   `json:"waiting_for,omitempty"`
 	Errors     []string `json:"errors,omitempty"`
+}
+
+// ClusterStatus is what the leader sees of one Nomad cluster (GET
+// /v1/clusters, SPEC section 16). Reachable says the cluster's last
+// request got an answer Nops could use; Error says why not.
+type ClusterStatus struct {
+	Name    string `json:"name"`
+	Address string `json:"address"`
+	Region  string `json:"region,omitempty"`
+	// Reachable, LastContact and Error describe the last request to the
+	// cluster: answered and allowed, when Nomad last answered, and the
+	// error of the last request that got no answer or a refusal.
+	Reachable   bool      `json:"reachable"`
+	LastContact time.Time `json:"last_contact,omitzero"`
+	Error       string    `json:"error,omitempty"`
+	// NomadVersion is the version of the cluster's Nomad servers, as the
+	// leader last read it; EventStream says its job event stream is up.
+	NomadVersion string `json:"nomad_version,omitempty"`
+	EventStream  bool   `json:"event_stream"`
+	// Jobs counts the cluster's managed jobs (orphans aside), Drifted
+	// those that drift, Active the active deployments.
+	Jobs    int `json:"jobs"`
+	Drifted int `json:"drifted"`
+	Active  int `json:"active"`
+	// Requires and Bake are the cluster's promotion order: a job deploys
+	// here only after it completed in each required cluster Bake ago.
+	Requires []string      `json:"requires,omitempty"`
+	Bake     time.Duration `json:"bake,omitempty"`
+	UIURL    string        `json:"ui_url,omitempty"`
+	// Leader is the server whose loops watch the cluster; empty on a
+	// server that does not lead (its answer is then the replicated part).
+	Leader string `json:"leader,omitempty"`
 }

@@ -216,7 +216,9 @@ const DefaultApplyTimeout = 15 * time.Minute
 
 // Deployment is one attempt to bring one job to its spec in git.
 type Deployment struct {
-	ID         string          `json:"id"`
+	ID string `json:"id"`
+	// Cluster is the Nomad cluster of the job (SPEC section 16).
+	Cluster    string          `json:"cluster"`
 	Namespace  string          `json:"namespace"`
 	JobID      string          `json:"job_id"`
 	Repository string          `json:"repository"`
@@ -313,11 +315,53 @@ type Deployment struct {
 // CommitSubject returns the first line of the commit message.
 func (d *Deployment) CommitSubject() string { return CommitSubject(d.CommitMessage) }
 
-// JobKey is the namespace/job-ID identity of a job.
-func JobKey(namespace, jobID string) string { return namespace + "/" + jobID }
+// DefaultCluster is the name of the Nomad cluster of a configuration with
+// no nomad blocks, and the cluster of every object recorded before Nops
+// knew of clusters (SPEC section 16).
+const DefaultCluster = "default"
+
+// ClusterName returns the cluster an object names: "" (an object recorded
+// before clusters, or a request that names none) is DefaultCluster.
+func ClusterName(cluster string) string {
+	if cluster == "" {
+		return DefaultCluster
+	}
+	return cluster
+}
+
+// JobKey is the identity of a job: its cluster, namespace and job ID. A job
+// of the default cluster keys as "namespace/job", as every job did before
+// clusters, so that the keys a data dir already holds (events' objects,
+// pauses, notification marks) keep naming the same jobs; a job of another
+// cluster as "cluster:namespace/job". Neither a cluster name nor a Nomad
+// namespace may hold ':' or '/', so the key reads back unambiguously
+// (SplitJobKey).
+func JobKey(cluster, namespace, jobID string) string {
+	if cluster == "" || cluster == DefaultCluster {
+		return namespace + "/" + jobID
+	}
+	return cluster + ":" + namespace + "/" + jobID
+}
+
+// SplitJobKey reads a job key back into its cluster, namespace and job ID;
+// ok is false for a string that is no job key.
+func SplitJobKey(key string) (cluster, namespace, jobID string, ok bool) {
+	ns, id, found := strings.Cut(key, "/")
+	if !found || id == "" {
+		return "", "", "", false
+	}
+	cluster = DefaultCluster
+	if c, n, has := strings.Cut(ns, ":"); has {
+		cluster, ns = c, n
+	}
+	if cluster == "" || ns == "" {
+		return "", "", "", false
+	}
+	return cluster, ns, id, true
+}
 
 // Key returns the deployment's job key.
-func (d *Deployment) Key() string { return JobKey(d.Namespace, d.JobID) }
+func (d *Deployment) Key() string { return JobKey(d.Cluster, d.Namespace, d.JobID) }
 
 // Copy returns a deep copy, so a reader never shares slices with the store;
 // but for the plan diff tree, which is never changed once recorded (no

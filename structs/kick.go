@@ -10,6 +10,7 @@ type Kick struct {
 	// Namespace and JobID name a job whose holds changed (pause, resume,
 	// deploy now): detection runs, and the apply loop wakes the job's
 	// active deployment alone.
+	Cluster   string `json:"cluster,omitempty"`
 	Namespace string `json:"namespace,omitempty"`
 	JobID     string `json:"job_id,omitempty"`
 	// All says something that can move any job changed (a global pause, a

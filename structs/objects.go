@@ -22,7 +22,10 @@ type Event struct {
 	Kind string    `json:"kind"`
 	// Object names what the event is about: a deployment ID, a job key
 	// (namespace/job), a window name, or "*" for every job.
-	Object    string `json:"object"`
+	Object string `json:"object"`
+	// Cluster is the Nomad cluster of the job or deployment the event is
+	// about, or the cluster a pause names; empty for none.
+	Cluster   string `json:"cluster,omitempty"`
 	Namespace string `json:"namespace,omitempty"`
 	JobID     string `json:"job_id,omitempty"`
 	From      string `json:"from,omitempty"`
@@ -37,8 +40,11 @@ const GlobalPauseKey = "*"
 
 // Pause holds one job, or every job when Global is set.
 type Pause struct {
-	Key         string    `json:"key"`
-	Global      bool      `json:"global"`
+	Key    string `json:"key"`
+	Global bool   `json:"global"`
+	// Cluster is the job's cluster, or the cluster every job of which the
+	// pause holds when it names no job.
+	Cluster     string    `json:"cluster,omitempty"`
 	Namespace   string    `json:"namespace,omitempty"`
 	JobID       string    `json:"job_id,omitempty"`
 	Actor       string    `json:"actor"`
@@ -66,9 +72,12 @@ type SyncWindow struct {
 	// Go duration.
 	Duration string `json:"duration"`
 	// Timezone is an IANA name; empty means UTC.
-	Timezone    string   `json:"timezone"`
-	Namespaces  []string `json:"namespaces"`
-	Jobs        []string `json:"jobs"`
+	Timezone   string   `json:"timezone"`
+	Namespaces []string `json:"namespaces"`
+	Jobs       []string `json:"jobs"`
+	// Clusters selects the Nomad clusters whose jobs the window holds
+	// (SPEC section 16); empty selects every cluster.
+	Clusters    []string `json:"clusters,omitempty"`
 	CreateIndex uint64   `json:"create_index"`
 	ModifyIndex uint64   `json:"modify_index"`
 }
@@ -76,6 +85,7 @@ type SyncWindow struct {
 // WindowLift is a stored deploy-now request, consumed by the next deployment
 // detection creates for the job.
 type WindowLift struct {
+	Cluster     string    `json:"cluster"`
 	Namespace   string    `json:"namespace"`
 	JobID       string    `json:"job_id"`
 	Actor       string    `json:"actor"`
@@ -84,13 +94,14 @@ type WindowLift struct {
 }
 
 // Key returns the lift's job key.
-func (l *WindowLift) Key() string { return JobKey(l.Namespace, l.JobID) }
+func (l *WindowLift) Key() string { return JobKey(l.Cluster, l.Namespace, l.JobID) }
 
 // Block keeps detection from creating the same deployment again after one
 // failed, was rejected or expired (SPEC sections 4 and 20). The FSM writes
 // it when a deployment ends failed, rejected or expired; a retry or a newer
 // deployment removes it.
 type Block struct {
+	Cluster      string `json:"cluster"`
 	Namespace    string `json:"namespace"`
 	JobID        string `json:"job_id"`
 	DeploymentID string `json:"deployment_id"`
@@ -114,7 +125,7 @@ type Block struct {
 }
 
 // Key returns the block's job key.
-func (b *Block) Key() string { return JobKey(b.Namespace, b.JobID) }
+func (b *Block) Key() string { return JobKey(b.Cluster, b.Namespace, b.JobID) }
 
 // Blocks reports whether the block still holds for a job whose git spec hash
 // and live modify index are the ones given: no deployment of them is
@@ -145,6 +156,7 @@ const (
 // JobStatus is the observed status of one managed job, replicated when it
 // changes.
 type JobStatus struct {
+	Cluster    string    `json:"cluster"`
 	Namespace  string    `json:"namespace"`
 	JobID      string    `json:"job_id"`
 	Repository string    `json:"repository"`
@@ -181,7 +193,7 @@ type JobStatus struct {
 }
 
 // Key returns the status's job key.
-func (s *JobStatus) Key() string { return JobKey(s.Namespace, s.JobID) }
+func (s *JobStatus) Key() string { return JobKey(s.Cluster, s.Namespace, s.JobID) }
 
 // JobHealth counts the allocations of a job that Nomad wants running, as
 // the leader last read them from Nomad (nomadx.CountAllocations): running

@@ -84,6 +84,7 @@ type Notification struct {
 	// Object is a deployment ID, a job key, a window name, a repository
 	// name, or a server for a leader change.
 	Object    string `json:"object"`
+	Cluster   string `json:"cluster,omitempty"`
 	Namespace string `json:"namespace,omitempty"`
 	JobID     string `json:"job_id,omitempty"`
 	From      string `json:"from,omitempty"`
@@ -172,7 +173,7 @@ func (n *Notification) JobKey() string {
 	if n.Namespace == "" || n.JobID == "" {
 		return ""
 	}
-	return JobKey(n.Namespace, n.JobID)
+	return JobKey(n.Cluster, n.Namespace, n.JobID)
 }
 
 // Copy returns a copy that shares nothing a reader may change.

@@ -80,7 +80,10 @@ type DeploymentDecisionRequest struct {
 // PauseRequest pauses one job, or every job when Global is set.
 type PauseRequest struct {
 	WriteMeta
-	Global    bool   `json:"global"`
+	Global bool `json:"global"`
+	// Cluster is the job's cluster; without a job, it pauses every job
+	// of that cluster.
+	Cluster   string `json:"cluster,omitempty"`
 	Namespace string `json:"namespace,omitempty"`
 	JobID     string `json:"job_id,omitempty"`
 	Reason    string `json:"reason"`
@@ -91,8 +94,14 @@ func (r *PauseRequest) Key() string {
 	if r.Global {
 		return GlobalPauseKey
 	}
-	return JobKey(r.Namespace, r.JobID)
+	if r.JobID == "" && r.Cluster != "" {
+		return ClusterPauseKey(r.Cluster)
+	}
+	return JobKey(r.Cluster, r.Namespace, r.JobID)
 }
+
+// ClusterPauseKey is the pause key of the pause of every job of a cluster.
+func ClusterPauseKey(cluster string) string { return "cluster:" + cluster }
 
 // ResumeRequest ends a pause.
 type ResumeRequest = PauseRequest
@@ -112,6 +121,7 @@ type WindowDeleteRequest struct {
 // WindowLiftRequest stores a deploy-now request.
 type WindowLiftRequest struct {
 	WriteMeta
+	Cluster   string `json:"cluster,omitempty"`
 	Namespace string `json:"namespace"`
 	JobID     string `json:"job_id"`
 }
@@ -144,6 +154,7 @@ type DetectionCycleRequest struct {
 // RetryRequest lifts the block of a job.
 type RetryRequest struct {
 	WriteMeta
+	Cluster   string `json:"cluster,omitempty"`
 	Namespace string `json:"namespace"`
 	JobID     string `json:"job_id"`
 }

@@ -253,7 +253,7 @@ func TestDeployment_HooksRunsAndStartState(t *testing.T) {
 		HookRuns:  []HookRun{{Hook: "backup", Phase: PhasePre, Position: 0, State: HookRunRunning}},
 		Decisions: []Decision{{Kind: DecisionApprove, Actor: "alice"}},
 	}
-	if d.Key() != "default/web" || JobKey("a", "b") != "a/b" {
+	if d.Key() != "default/web" || JobKey("", "a", "b") != "a/b" {
 		t.Fatalf("keys")
 	}
 	if pre := d.HooksOf(PhasePre); len(pre) != 2 || pre[0].Name != "backup" || pre[1].Name != "migrate" {

@@ -304,7 +304,7 @@ func (a *apiBase) authorize(r *http.Request, rule routeRule) (*http.Request, err
 	case scopeJob:
 		ns, job := r.PathValue("ns"), r.PathValue("id")
 		if !id.acl.AllowJob(ns, job, rule.cap) {
-			return nil, deny(fmt.Sprintf("%s on job %s", rule.cap, structs.JobKey(ns, job)))
+			return nil, deny(fmt.Sprintf("%s on job %s", rule.cap, structs.JobKey(r.URL.Query().Get("cluster"), ns, job)))
 		}
 	case scopeDeployment:
 		d, err := a.lookupDeployment(r)

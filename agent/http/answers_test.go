@@ -29,7 +29,7 @@ func TestRoute_AnswerTableNamesOnlyRealRoutes(t *testing.T) {
 	cfg := loopbackConfig(t)
 	cfg.Dev = true
 	// A nil manager: its routes are in the table, and none is called.
-	s, err := agent.New(cfg, hclog.NewNullLogger(), agent.Options{Reconciler: (*reconcile.Manager)(nil)})
+	s, err := agent.New(cfg, hclog.NewNullLogger(), agent.Options{Reconciler: (*reconcile.Fleet)(nil)})
 	if err != nil {
 		t.Fatalf("start server: %v", err)
 	}

@@ -17,13 +17,19 @@ import (
 // sees a request. Writes (Retry, PromoteDeployment, Refresh, Push) are
 // called on the leader only.
 type Reconciler interface {
-	// Jobs lists the managed jobs, of one namespace and one sync state
-	// when they are not empty.
-	Jobs(namespace string, sync structs.SyncState) ([]*structs.JobSummary, error)
-	// Job returns one managed job; structs.ErrNotFound when it is not.
-	Job(namespace, jobID string) (*structs.JobDetail, error)
+	// Jobs lists the managed jobs, of one cluster, one namespace and one
+	// sync state when they are not empty.
+	Jobs(cluster, namespace string, sync structs.SyncState) ([]*structs.JobSummary, error)
+	// Job returns one managed job of a cluster ("" for the one cluster
+	// whose jobs hold that namespace and ID: structs.ErrInvalid naming the
+	// clusters when several do); structs.ErrNotFound when it is not
+	// managed.
+	Job(cluster, namespace, jobID string) (*structs.JobDetail, error)
+	// JobCluster resolves the cluster of a job a request names, as Job
+	// does.
+	JobCluster(cluster, namespace, jobID string) (string, error)
 	// Retry lifts the block of a job on behalf of actor.
-	Retry(ctx context.Context, namespace, jobID, actor string) (*structs.Block, error)
+	Retry(ctx context.Context, cluster, namespace, jobID, actor string) (*structs.Block, error)
 	// PromoteDeployment promotes the canaries of a deployment.
 	PromoteDeployment(ctx context.Context, id, actor string) (*structs.PromoteResult, error)
 	// NomadHealth reads the health of a deployment from Nomad.
@@ -32,8 +38,12 @@ type Reconciler interface {
 	Repos() ([]*structs.RepoStatus, error)
 	// Refresh fetches a watched repository now.
 	Refresh(ctx context.Context, name string) (*structs.RepoStatus, error)
-	// Orphans lists the jobs git no longer declares.
-	Orphans() ([]*structs.JobStatus, error)
+	// Orphans lists the jobs git no longer declares, of one cluster when
+	// it is not empty.
+	Orphans(cluster string) ([]*structs.JobStatus, error)
+	// Clusters returns what the leader sees of each Nomad cluster (SPEC
+	// section 16); called on the leader only.
+	Clusters() []*structs.ClusterStatus
 	// Cycle returns the last detection cycle; structs.ErrNotFound before
 	// the first.
 	Cycle() (*structs.DetectionCycle, error)
@@ -54,13 +64,13 @@ func (a *httpAPI) reconcileRoutes(route func(pattern, kind string, rule routeRul
 	}
 	route("GET /v1/jobs", kindRead, filtered(acl.Read), func(_ http.ResponseWriter, r *http.Request) (any, error) {
 		q := r.URL.Query()
-		return rec.Jobs(q.Get("namespace"), structs.SyncState(q.Get("sync")))
+		return rec.Jobs(q.Get("cluster"), q.Get("namespace"), structs.SyncState(q.Get("sync")))
 	})
 	route("GET /v1/job/{ns}/{id}", kindRead, onJob(acl.Read), func(_ http.ResponseWriter, r *http.Request) (any, error) {
-		return rec.Job(r.PathValue("ns"), r.PathValue("id"))
+		return rec.Job(r.URL.Query().Get("cluster"), r.PathValue("ns"), r.PathValue("id"))
 	})
 	route("POST /v1/job/{ns}/{id}/retry", kindWrite, onJob(acl.Deploy), func(_ http.ResponseWriter, r *http.Request) (any, error) {
-		return rec.Retry(r.Context(), r.PathValue("ns"), r.PathValue("id"), writeMeta(r).Actor)
+		return rec.Retry(r.Context(), r.URL.Query().Get("cluster"), r.PathValue("ns"), r.PathValue("id"), writeMeta(r).Actor)
 	})
 	route("POST /v1/deployment/{id}/promote", kindWrite, onDeployment(acl.Deploy), func(_ http.ResponseWriter, r *http.Request) (any, error) {
 		return rec.PromoteDeployment(r.Context(), r.PathValue("id"), writeMeta(r).Actor)
@@ -74,8 +84,13 @@ func (a *httpAPI) reconcileRoutes(route func(pattern, kind string, rule routeRul
 	route("POST /v1/repo/{name}/refresh", kindWrite, onCluster(acl.Deploy), func(_ http.ResponseWriter, r *http.Request) (any, error) {
 		return rec.Refresh(r.Context(), r.PathValue("name"))
 	})
-	route("GET /v1/orphans", kindRead, filtered(acl.Read), func(_ http.ResponseWriter, _ *http.Request) (any, error) {
-		return rec.Orphans()
+	route("GET /v1/orphans", kindRead, filtered(acl.Read), func(_ http.ResponseWriter, r *http.Request) (any, error) {
+		return rec.Orphans(r.URL.Query().Get("cluster"))
+	})
+	// What the leader's loops see of each Nomad cluster: a follower
+	// forwards it.
+	route("GET /v1/clusters", kindLeaderRead, onCluster(acl.Read), func(_ http.ResponseWriter, _ *http.Request) (any, error) {
+		return rec.Clusters(), nil
 	})
 	// A preview reads the leader's git clones and plans through Nomad:
 	// a follower forwards it. Its jobs are those the token may read.

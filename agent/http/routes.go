@@ -142,7 +142,7 @@ func (a *clusterAPI) health(w http.ResponseWriter, _ *http.Request) (any, error)
 func (a *clusterAPI) deploymentList(w http.ResponseWriter, r *http.Request) (any, error) {
 	q := r.URL.Query()
 	var problems []string
-	f := fsm.DeploymentFilter{Namespace: q.Get("namespace"), JobID: q.Get("job"), State: structs.DeploymentState(q.Get("state"))}
+	f := fsm.DeploymentFilter{Cluster: q.Get("cluster"), Namespace: q.Get("namespace"), JobID: q.Get("job"), State: structs.DeploymentState(q.Get("state"))}
 	if f.State != "" && !f.State.Valid() {
 		problems = append(problems, fmt.Sprintf("state: %q is not a deployment state", f.State))
 	}
@@ -281,7 +281,7 @@ func (a *clusterAPI) pauseOrResume(r *http.Request, t structs.MessageType, globa
 	}
 	req := &structs.PauseRequest{WriteMeta: writeMeta(r), Global: global, Reason: body.Reason}
 	if !global {
-		req.Namespace, req.JobID = r.PathValue("ns"), r.PathValue("id")
+		req.Cluster, req.Namespace, req.JobID = r.URL.Query().Get("cluster"), r.PathValue("ns"), r.PathValue("id")
 	}
 	if err := structs.CheckText("reason", body.Reason); err != nil {
 		return nil, err
@@ -289,7 +289,7 @@ func (a *clusterAPI) pauseOrResume(r *http.Request, t structs.MessageType, globa
 	if _, err := a.s.Apply(t, req); err != nil {
 		return nil, err
 	}
-	a.s.Kick(structs.Kick{Namespace: req.Namespace, JobID: req.JobID, All: global})
+	a.s.Kick(structs.Kick{Cluster: req.Cluster, Namespace: req.Namespace, JobID: req.JobID, All: global})
 	return a.s.State().Pauses()
 }
 
@@ -313,12 +313,13 @@ func (a *clusterAPI) jobDeployNow(_ http.ResponseWriter, r *http.Request) (any, 
 	if err := decode(r, &struct{}{}); err != nil {
 		return nil, err
 	}
-	req := &structs.WindowLiftRequest{WriteMeta: writeMeta(r), Namespace: r.PathValue("ns"), JobID: r.PathValue("id")}
+	req := &structs.WindowLiftRequest{WriteMeta: writeMeta(r), Cluster: r.URL.Query().Get("cluster"),
+		Namespace: r.PathValue("ns"), JobID: r.PathValue("id")}
 	if _, err := a.s.Apply(structs.WindowLiftRequestType, req); err != nil {
 		return nil, err
 	}
-	a.s.Kick(structs.Kick{Namespace: req.Namespace, JobID: req.JobID})
-	return a.s.State().Lift(req.Namespace, req.JobID)
+	a.s.Kick(structs.Kick{Cluster: req.Cluster, Namespace: req.Namespace, JobID: req.JobID})
+	return a.s.State().Lift(req.Cluster, req.Namespace, req.JobID)
 }
 
 func (a *clusterAPI) windowList(_ http.ResponseWriter, _ *http.Request) (any, error) {
@@ -346,7 +347,7 @@ func (a *clusterAPI) windowPut(_ http.ResponseWriter, r *http.Request) (any, err
 	}
 	win := &structs.SyncWindow{
 		Name: name, Kind: structs.WindowKind(spec.Kind), Schedule: spec.Schedule, Duration: spec.Duration,
-		Timezone: tz, Namespaces: spec.Namespaces, Jobs: spec.Jobs,
+		Timezone: tz, Namespaces: spec.Namespaces, Jobs: spec.Jobs, Clusters: spec.Clusters,
 	}
 	problems = append(problems, holds.Validate(win)...)
 	if len(problems) > 0 {

@@ -447,7 +447,7 @@ cluster { capabilities = ["read"] }`}, nil)
 	b.typeInto("#pause-reason", "maintenance")
 	b.click("#pause")
 	b.waitJS("paused", `location.search.includes("done=pause") && document.querySelector("#job-pause").textContent.includes("paused by ada")`, 30*time.Second)
-	if p, _ := leader.State().Paused("default", "cache"); p == nil || p.Actor != "ada" || p.Reason != "maintenance" {
+	if p, _ := leader.State().Paused("", "default", "cache"); p == nil || p.Actor != "ada" || p.Reason != "maintenance" {
 		t.Fatalf("pause on the leader: %+v", p)
 	}
 	b.screenshot("job-paused")

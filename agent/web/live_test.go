@@ -29,7 +29,7 @@ func startManaged(t *testing.T, opts ...nopstest.Option) *nopstest.Server {
 	t.Helper()
 	rec := &managed{}
 	opts = append(opts, nopstest.WithoutReconcilers(), nopstest.WithReconciler(rec), nopstest.WithBuild(func(s *agent.Server) {
-		m, err := agent.NewManager(s, s.Config(), hclog.NewNullLogger(), nil)
+		m, err := agent.NewFleet(s, s.Config(), hclog.NewNullLogger(), nil)
 		if err != nil {
 			t.Errorf("manager: %v", err)
 			return

@@ -303,14 +303,21 @@ func deployNowHint(d *structs.JobDetail) string {
 }
 
 func (u views) job(w http.ResponseWriter, r *http.Request) {
-	ns, id := r.PathValue("ns"), r.PathValue("id")
+	ns, id, cluster := r.PathValue("ns"), r.PathValue("id"), r.URL.Query().Get("cluster")
 	d := &jobData{Detail: &structs.JobDetail{}}
-	if err := u.get(r, "/v1/job/"+url.PathEscape(ns)+"/"+url.PathEscape(id), d.Detail); err != nil {
+	path := "/v1/job/" + url.PathEscape(ns) + "/" + url.PathEscape(id)
+	if cluster != "" {
+		path += "?cluster=" + url.QueryEscape(cluster)
+	}
+	if err := u.get(r, path, d.Detail); err != nil {
 		u.fail(w, r, err)
 		return
 	}
+	if s := d.Detail.Status; s != nil {
+		cluster = s.Cluster
+	}
 	var err error
-	if d.History, err = u.deployments(r, url.Values{"namespace": {ns}, "job": {id}, "limit": {strconv.Itoa(historyShown)}}); err != nil {
+	if d.History, err = u.deployments(r, url.Values{"cluster": {cluster}, "namespace": {ns}, "job": {id}, "limit": {strconv.Itoa(historyShown)}}); err != nil {
 		u.fail(w, r, err)
 		return
 	}
@@ -324,7 +331,7 @@ func (u views) job(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	d.NomadURL = u.nomadJob(ns, id)
-	u.render(w, r, http.StatusOK, "job", structs.JobKey(ns, id), d)
+	u.render(w, r, http.StatusOK, "job", structs.JobKey(cluster, ns, id), d)
 }
 
 type deploymentData struct {

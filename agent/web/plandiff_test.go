@@ -27,7 +27,7 @@ func routesServer(tb testing.TB, acl bool, nomadUI string) (*agent.Server, strin
 	cfg.NomadUIURL = nomadUI
 	logger := hclog.NewNullLogger()
 	s, err := agent.New(cfg, logger, agent.Options{Build: func(s *agent.Server) (agent.LeaderFunc, agent.Reconciler, error) {
-		m, err := agent.NewManager(s, cfg, logger, nil)
+		m, err := agent.NewFleet(s, cfg, logger, nil)
 		if err != nil {
 			return nil, nil, err
 		}

@@ -39,11 +39,11 @@ import (
 // TestSnapshotCodecCoversEveryField fails when a field is added to a
 // struct and not here.
 const (
-	deploymentFields = 42
+	deploymentFields = 43
 	frozenHookFields = 8
 	hookRunFields    = 9
 	decisionFields   = 4
-	eventFields      = 11
+	eventFields      = 12
 	planDiffFields   = 5
 	groupDiffFields  = 6
 	taskDiffFields   = 5
@@ -108,7 +108,8 @@ func AppendDeployment(b []byte, d *structs.Deployment) ([]byte, error) {
 	b = mpInt(b, int64(d.ApprovalTTL))
 	b = appendPlanDiff(b, d.PlanDiff)
 	b = mpString(b, d.CommitCommitter)
-	return mpString(b, d.CommitSigner), nil
+	b = mpString(b, d.CommitSigner)
+	return mpString(b, d.Cluster), nil
 }
 
 // appendPlanDiff appends a deployment's plan diff tree.
@@ -362,6 +363,8 @@ func decodeDeploymentField(r *Reader, d *structs.Deployment, i int) (err error) 
 		err = r.symTo(&d.CommitCommitter)
 	case 41:
 		err = r.symTo(&d.CommitSigner)
+	case 42:
+		err = r.symTo(&d.Cluster)
 	default:
 		err = r.skip(0)
 	}
@@ -618,7 +621,8 @@ func AppendEvent(b []byte, e *structs.Event) ([]byte, error) {
 	for _, s := range []string{e.Kind, e.Object, e.Namespace, e.JobID, e.From, e.To, e.Actor, e.Message} {
 		b = mpString(b, s)
 	}
-	return mpUint(b, e.Index), nil
+	b = mpUint(b, e.Index)
+	return mpString(b, e.Cluster), nil
 }
 
 // DecodeEvent reads an event written by AppendEvent, or by the codec
@@ -654,6 +658,8 @@ func decodeEventField(r *Reader, e *structs.Event, i int) (err error) {
 		err = r.symTo(&e.Message)
 	case 10:
 		e.Index, err = r.uint()
+	case 11:
+		err = r.symTo(&e.Cluster)
 	default:
 		err = r.skip(0)
 	}

@@ -12,6 +12,8 @@ import (
 // AllocState is what the health counts (CountAllocations) read of an
 // allocation, from a list or from an event of the stream.
 type AllocState struct {
+	// Cluster is the Nomad cluster the allocation was read from.
+	Cluster              string
 	ID, Namespace, JobID string
 	JobVersion           uint64
 	DesiredStatus        string
@@ -24,8 +26,10 @@ type AllocState struct {
 	ModifyIndex                   uint64
 }
 
-// Key is the job key (namespace/job) of the allocation.
-func (a AllocState) Key() string { return structs.JobKey(namespaceOrDefault(a.Namespace), a.JobID) }
+// Key is the job key (cluster, namespace, job) of the allocation.
+func (a AllocState) Key() string {
+	return structs.JobKey(a.Cluster, namespaceOrDefault(a.Namespace), a.JobID)
+}
 
 // Wanted reports whether Nomad still wants the allocation and has not
 // replaced it: one that does not is history to the counts.
@@ -33,9 +37,9 @@ func (a AllocState) Wanted() bool {
 	return a.DesiredStatus == api.AllocDesiredStatusRun && a.NextAllocation == ""
 }
 
-// AllocStateOf reads the state of a listed allocation.
-func AllocStateOf(a *api.AllocationListStub) AllocState {
-	s := AllocState{ID: a.ID, Namespace: a.Namespace, JobID: a.JobID, JobVersion: a.JobVersion, DesiredStatus: a.DesiredStatus,
+// AllocStateOf reads the state of an allocation listed by a cluster.
+func AllocStateOf(cluster string, a *api.AllocationListStub) AllocState {
+	s := AllocState{Cluster: cluster, ID: a.ID, Namespace: a.Namespace, JobID: a.JobID, JobVersion: a.JobVersion, DesiredStatus: a.DesiredStatus,
 		ClientStatus: a.ClientStatus, NextAllocation: a.NextAllocation, ModifyIndex: a.ModifyIndex}
 	if d := a.DeploymentStatus; d != nil {
 		s.InDeployment = true
@@ -59,7 +63,7 @@ func (c *Client) Allocations(ctx context.Context, ns string) ([]AllocState, uint
 	out := make([]AllocState, 0, len(allocs))
 	for _, a := range allocs {
 		if a != nil {
-			out = append(out, AllocStateOf(a))
+			out = append(out, AllocStateOf(c.cluster, a))
 		}
 	}
 	var index uint64

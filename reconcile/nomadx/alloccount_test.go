@@ -20,7 +20,7 @@ func TestCountAllocations(t *testing.T) {
 		if inDeployment {
 			a.DeploymentStatus = &api.AllocDeploymentStatus{Healthy: healthy}
 		}
-		return AllocStateOf(a)
+		return AllocStateOf("", a)
 	}
 	run, stop := api.AllocDesiredStatusRun, api.AllocDesiredStatusStop
 	got := CountAllocations([]AllocState{

@@ -40,6 +40,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/nops-dev/nops/reconcile/redact"
+	"github.com/nops-dev/nops/structs"
 )
 
 // Config selects the Nomad cluster. Empty fields fall back to the standard
@@ -58,6 +59,13 @@ type Config struct {
 	TokenFile string
 	// Region sent with every request; empty means the agent's region.
 	Region string
+	// Cluster is the name Nops gives the Nomad cluster (SPEC section 16);
+	// empty means structs.DefaultCluster.
+	Cluster string
+	// NoEnv leaves the NOMAD_* environment variables out (the token,
+	// region, namespace and TLS files): a cluster of a nomad block is
+	// configured by its block alone.
+	NoEnv bool
 
 	// CACert, ClientCert and ClientKey are PEM file paths for TLS.
 	CACert     string
@@ -88,6 +96,7 @@ type Client struct {
 	redactor *redact.Redactor
 	wait     time.Duration
 	address  string
+	cluster  string
 }
 
 // New builds a Client. It does not contact Nomad.
@@ -134,6 +143,7 @@ func New(cfg Config, logger hclog.Logger) (*Client, error) {
 		redactor: redact.New(cfg.RedactKeys...),
 		wait:     wait,
 		address:  apiCfg.Address,
+		cluster:  structs.ClusterName(cfg.Cluster),
 	}, nil
 }
 
@@ -141,6 +151,10 @@ func New(cfg Config, logger hclog.Logger) (*Client, error) {
 // to send, when cfg names one, in place of a token.
 func apiConfig(cfg Config, logger hclog.Logger) (*api.Config, *tokenFile, error) {
 	apiCfg := api.DefaultConfig()
+	if cfg.NoEnv {
+		apiCfg.SecretID, apiCfg.Region, apiCfg.Namespace = "", "", ""
+		apiCfg.TLSConfig = &api.TLSConfig{}
+	}
 	if cfg.Address != "" {
 		apiCfg.Address = cfg.Address
 	}
@@ -290,3 +304,6 @@ func deref[T any](p *T) T {
 	}
 	return *p
 }
+
+// Cluster returns the name of the client's Nomad cluster.
+func (c *Client) Cluster() string { return c.cluster }

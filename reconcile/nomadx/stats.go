@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -75,6 +76,9 @@ type opCounter struct {
 type counters struct {
 	requests atomic.Uint64
 	errors   atomic.Uint64
+	// lastContact (Unix nanoseconds) and lastError: see contact.
+	lastContact atomic.Int64
+	lastError   atomic.Value
 
 	mu  sync.RWMutex
 	ops map[string]*opCounter
@@ -205,7 +209,43 @@ func (t *countingTransport) RoundTrip(req *http.Request) (*http.Response, error)
 		failed = true
 	}
 	t.counters.record(op, failed)
+	t.counters.contact(resp, err, req.Context().Err() != nil)
 	return resp, err
+}
+
+// contact records how the last request that reached an end went: the time
+// of the last answer from Nomad, and the error of the last request that
+// got none or was refused (403), cleared by the next answer.
+func (c *counters) contact(resp *http.Response, err error, cancelled bool) {
+	switch {
+	case cancelled:
+	case err != nil:
+		c.lastError.Store(err.Error())
+	case resp.StatusCode == http.StatusForbidden || resp.StatusCode == http.StatusUnauthorized:
+		c.lastContact.Store(time.Now().UnixNano())
+		c.lastError.Store(fmt.Sprintf("Nomad refused the token (HTTP %d)", resp.StatusCode))
+	default:
+		c.lastContact.Store(time.Now().UnixNano())
+		c.lastError.Store("")
+	}
+}
+
+// Contact is how the client last reached Nomad: when Nomad last answered
+// (zero never) and the error of the last request when it got no answer or
+// a refusal ("" when the last request was answered).
+type Contact struct {
+	LastContact time.Time
+	Error       string
+}
+
+// Contact returns how the client last reached Nomad.
+func (c *Client) Contact() Contact {
+	var out Contact
+	if n := c.counters.lastContact.Load(); n != 0 {
+		out.LastContact = time.Unix(0, n).UTC()
+	}
+	out.Error, _ = c.counters.lastError.Load().(string)
+	return out
 }
 
 // operationFromPath names requests made outside this package's methods, for

@@ -33,7 +33,7 @@ func FuzzWindowSpec(f *testing.F) {
 			t.Fatalf("a window that validates does not compile: %v", err)
 		}
 		_ = active
-		_ = Matches(w, "default", "web-1")
+		_ = Matches(w, "", "default", "web-1")
 		closed, reason := Closed([]*structs.SyncWindow{w}, "default", "web-1", now)
 		if closed && reason == "" {
 			t.Fatalf("closed without a reason")

@@ -8,7 +8,7 @@ import (
 )
 
 func jobPause(ns, job, actor, reason string) *structs.Pause {
-	return &structs.Pause{Key: structs.JobKey(ns, job), Namespace: ns, JobID: job, Actor: actor, Reason: reason}
+	return &structs.Pause{Key: structs.JobKey("", ns, job), Namespace: ns, JobID: job, Actor: actor, Reason: reason}
 }
 
 func globalPause(actor, reason string) *structs.Pause {
@@ -35,7 +35,7 @@ func TestPaused(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := Paused(tc.pauses, tc.ns, tc.job); got != tc.want {
+			if got := Paused(tc.pauses, "", tc.ns, tc.job); got != tc.want {
 				t.Fatalf("Paused = %+v, want %+v", got, tc.want)
 			}
 		})
@@ -76,7 +76,7 @@ func TestEvaluate(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			h := Evaluate(tc.pauses, At(tc.windows, now), tc.lifted, "default", "web")
+			h := Evaluate(tc.pauses, At(tc.windows, now), tc.lifted, "", "default", "web")
 			if h.Held() != tc.wantHeld || h.Paused() != tc.wantPaused || h.Reason() != tc.wantReason {
 				t.Fatalf("held %v paused %v reason %q, want held %v paused %v reason %q",
 					h.Held(), h.Paused(), h.Reason(), tc.wantHeld, tc.wantPaused, tc.wantReason)
@@ -87,7 +87,7 @@ func TestEvaluate(t *testing.T) {
 
 func TestHoldWithLift(t *testing.T) {
 	now := utc("2024-06-03T12:00:00Z")
-	h := Evaluate(nil, At([]*structs.SyncWindow{window("lunch", structs.WindowDeny, "0 12 * * *", "1h", "")}, now), true, "default", "web")
+	h := Evaluate(nil, At([]*structs.SyncWindow{window("lunch", structs.WindowDeny, "0 12 * * *", "1h", "")}, now), true, "", "default", "web")
 	if h.Held() {
 		t.Fatalf("a lifted closed window holds the job: %+v", h)
 	}
@@ -117,7 +117,7 @@ func benchWindows() []*structs.SyncWindow {
 func BenchmarkHold_EvaluatePerWindowsEachTime(b *testing.B) {
 	ws, now := benchWindows(), time.Date(2024, time.June, 3, 12, 30, 0, 0, time.UTC)
 	for b.Loop() {
-		Evaluate(nil, At(ws, now), false, "default", "web")
+		Evaluate(nil, At(ws, now), false, "", "default", "web")
 	}
 }
 
@@ -127,7 +127,7 @@ func BenchmarkHold_EvaluateWithSharedSchedule(b *testing.B) {
 	ws, now := benchWindows(), time.Date(2024, time.June, 3, 12, 30, 0, 0, time.UTC)
 	s := At(ws, now)
 	for b.Loop() {
-		Evaluate(nil, s, false, "default", "web")
-		s.NextBoundaryFor("default", "web")
+		Evaluate(nil, s, false, "", "default", "web")
+		s.NextBoundaryFor("", "default", "web")
 	}
 }

@@ -97,6 +97,11 @@ func check(w *structs.SyncWindow) ([]string, *compiled) {
 			problems = append(problems, fmt.Sprintf("jobs: %v", err))
 		}
 	}
+	for _, g := range w.Clusters {
+		if err := structs.CheckGlob(g); err != nil {
+			problems = append(problems, fmt.Sprintf("clusters: %v", err))
+		}
+	}
 	if len(problems) > 0 {
 		return problems, nil
 	}
@@ -247,9 +252,11 @@ func (c *compiled) nextBoundary(now time.Time) time.Time {
 	return time.Time{}
 }
 
-// Matches reports whether a window's selectors match a job.
-func Matches(w *structs.SyncWindow, namespace, jobID string) bool {
-	return structs.GlobAny(w.Namespaces, namespace) && structs.GlobAny(w.Jobs, jobID)
+// Matches reports whether a window's selectors match a job of a cluster.
+// A selector with no globs matches every job.
+func Matches(w *structs.SyncWindow, cluster, namespace, jobID string) bool {
+	return structs.GlobAny(w.Clusters, structs.ClusterName(cluster)) &&
+		structs.GlobAny(w.Namespaces, namespace) && structs.GlobAny(w.Jobs, jobID)
 }
 
 // Active reports whether a window is active at now.
@@ -301,11 +308,11 @@ func At(windows []*structs.SyncWindow, now time.Time) *Schedule {
 
 // Closed reports whether a job is in a closed window, as Closed does, at
 // the schedule's instant.
-func (s *Schedule) Closed(namespace, jobID string) (bool, string) {
+func (s *Schedule) Closed(cluster, namespace, jobID string) (bool, string) {
 	var denies, allows []string
 	allowActive := false
 	for _, e := range s.windows {
-		if !Matches(e.w, namespace, jobID) {
+		if !Matches(e.w, cluster, namespace, jobID) {
 			continue
 		}
 		switch e.w.Kind {
@@ -333,11 +340,11 @@ func (s *Schedule) Closed(namespace, jobID string) (bool, string) {
 
 // NextBoundaryFor returns the earliest next opening or closing of the
 // windows that match a job, or the zero time when none does.
-func (s *Schedule) NextBoundaryFor(namespace, jobID string) time.Time {
+func (s *Schedule) NextBoundaryFor(cluster, namespace, jobID string) time.Time {
 	var next time.Time
 	for i := range s.windows {
 		e := &s.windows[i]
-		if !Matches(e.w, namespace, jobID) {
+		if !Matches(e.w, cluster, namespace, jobID) {
 			continue
 		}
 		if !e.nextKnown {
@@ -390,23 +397,32 @@ type Hold struct {
 // Evaluate returns the hold of a job at the schedule's instant: its pause
 // among pauses, the closed windows of the schedule, and whether deploy now
 // lifts them.
-func Evaluate(pauses []*structs.Pause, windows *Schedule, lifted bool, namespace, jobID string) Hold {
-	closed, why := windows.Closed(namespace, jobID)
-	return Hold{Pause: Paused(pauses, namespace, jobID), WindowClosed: closed, Window: why, Lifted: lifted}
+func Evaluate(pauses []*structs.Pause, windows *Schedule, lifted bool, cluster, namespace, jobID string) Hold {
+	closed, why := windows.Closed(cluster, namespace, jobID)
+	return Hold{Pause: Paused(pauses, cluster, namespace, jobID), WindowClosed: closed, Window: why, Lifted: lifted}
 }
 
 // Paused returns the pause that holds a job: the pause of every job if
-// there is one, else the job's own pause, else nil. Deploy now never
-// lifts it, and it blocks approvals.
-func Paused(pauses []*structs.Pause, namespace, jobID string) *structs.Pause {
-	var own *structs.Pause
+// there is one, else the pause of the job's cluster (SPEC section 16), else
+// the job's own pause, else nil. Deploy now never lifts it, and it blocks
+// approvals.
+func Paused(pauses []*structs.Pause, cluster, namespace, jobID string) *structs.Pause {
+	cluster = structs.ClusterName(cluster)
+	var ofCluster, own *structs.Pause
 	for _, p := range pauses {
 		switch {
 		case p.Global:
 			return p
-		case own == nil && p.Namespace == namespace && p.JobID == jobID:
+		case p.JobID == "" && p.Cluster != "":
+			if ofCluster == nil && p.Cluster == cluster {
+				ofCluster = p
+			}
+		case own == nil && structs.ClusterName(p.Cluster) == cluster && p.Namespace == namespace && p.JobID == jobID:
 			own = p
 		}
+	}
+	if ofCluster != nil {
+		return ofCluster
 	}
 	return own
 }

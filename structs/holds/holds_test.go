@@ -91,11 +91,11 @@ func TestMatches_GlobDialect(t *testing.T) {
 	}
 	for _, c := range cases {
 		w := &structs.SyncWindow{Name: "w", Kind: structs.WindowDeny, Namespaces: []string{"prod-*"}, Jobs: c.jobs}
-		if got := Matches(w, "prod-eu", c.jobID); got != c.want {
+		if got := Matches(w, "", "prod-eu", c.jobID); got != c.want {
 			t.Errorf("jobs %q match %q: %t, want %t", c.jobs, c.jobID, got, c.want)
 		}
 	}
-	if Matches(&structs.SyncWindow{Namespaces: []string{"prod-*"}}, "dev", "web") {
+	if Matches(&structs.SyncWindow{Namespaces: []string{"prod-*"}}, "", "dev", "web") {
 		t.Error("a namespace selector matches another namespace")
 	}
 }
@@ -357,5 +357,5 @@ func BenchmarkClosed(b *testing.B) {
 // A deny window wins over an active allow window. The reason names the
 // windows. A window that does not validate is skipped.
 func Closed(windows []*structs.SyncWindow, namespace, jobID string, now time.Time) (bool, string) {
-	return At(windows, now).Closed(namespace, jobID)
+	return At(windows, now).Closed("", namespace, jobID)
 }

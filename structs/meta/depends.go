@@ -16,23 +16,24 @@ type Dependency struct {
 	JobID     string
 }
 
-// Key returns the dependency's job key for a dependent of namespace.
-func (d Dependency) Key(namespace string) string {
+// Key returns the dependency's job key for a dependent of cluster and
+// namespace: a dependency is always of its dependent's cluster.
+func (d Dependency) Key(cluster, namespace string) string {
 	if d.Namespace != "" {
 		namespace = d.Namespace
 	}
-	return structs.JobKey(namespace, d.JobID)
+	return structs.JobKey(cluster, namespace, d.JobID)
 }
 
 // Dependencies returns the job keys the job depends on, in the declared
-// order, for the job's own namespace.
-func (j *Job) Dependencies(namespace string) []string {
+// order, for the job's own cluster and namespace.
+func (j *Job) Dependencies(cluster, namespace string) []string {
 	if len(j.DependsOn) == 0 {
 		return nil
 	}
 	out := make([]string, 0, len(j.DependsOn))
 	for _, d := range j.DependsOn {
-		out = append(out, d.Key(namespace))
+		out = append(out, d.Key(cluster, namespace))
 	}
 	return out
 }

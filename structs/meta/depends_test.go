@@ -26,7 +26,7 @@ func TestRead_DependsOn(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			m := Read("jobs/web.nomad.hcl", job("service", map[string]string{KeyManaged: "true", KeyDependsOn: tc.value}), defaults)
-			if got := m.Dependencies("prod"); !reflect.DeepEqual(got, tc.keys) {
+			if got := m.Dependencies("", "prod"); !reflect.DeepEqual(got, tc.keys) {
 				t.Fatalf("dependencies: got %q, want %q", got, tc.keys)
 			}
 			if len(m.Problems) != len(tc.problems) {

@@ -34,6 +34,9 @@ const (
 	KeyApprovals    = "nops_approvals"
 	KeyApprovalTTL  = "nops_approval_ttl"
 	KeyDependsOn    = "nops_depends_on"
+	// KeyCluster names the Nomad cluster a managed job deploys to, over
+	// its repository's cluster (SPEC section 16).
+	KeyCluster = "nops_cluster"
 )
 
 // MaxApprovals bounds nops_approvals: past it, a deployment waits for more

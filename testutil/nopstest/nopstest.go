@@ -83,7 +83,10 @@ func WithNomad(addr string) Option {
 
 // repoPollInterval is how often a test server fetches its repositories, so
 // a commit a test makes is seen at once.
-const repoPollInterval = 200 * time.Millisecond
+const repoPollInterval = RepoPollInterval
+
+// RepoPollInterval is how often a test server fetches its repositories.
+const RepoPollInterval = 200 * time.Millisecond
 
 // WithRepo adds a watched repository.
 func WithRepo(name, url, branch, path string) Option {
@@ -336,10 +339,17 @@ func (s *Server) WaitForDeployment(namespace, jobID string, state structs.Deploy
 	return found
 }
 
-// JobStatus returns the observed status of a job, or nil.
+// JobStatus returns the observed status of a job of the default cluster,
+// or nil.
 func (s *Server) JobStatus(namespace, jobID string) *structs.JobStatus {
+	return s.ClusterJobStatus(structs.DefaultCluster, namespace, jobID)
+}
+
+// ClusterJobStatus returns the observed status of a job of a cluster, or
+// nil.
+func (s *Server) ClusterJobStatus(cluster, namespace, jobID string) *structs.JobStatus {
 	s.t.Helper()
-	st, err := s.State().JobStatus(namespace, jobID)
+	st, err := s.State().JobStatus(cluster, namespace, jobID)
 	if err != nil {
 		s.t.Fatal(err)
 	}
@@ -401,7 +411,7 @@ func (s *Server) CreatePendingWith(namespace, jobID string, change func(*structs
 	}
 	meta := structs.WriteMeta{Time: time.Now().UTC(), Actor: "nops"}
 	if _, err := s.Apply(structs.DeploymentCreateRequestType, &structs.DeploymentCreateRequest{WriteMeta: meta, Deployment: d}); err != nil {
-		s.t.Fatalf("nopstest: create deployment of %s: %v", structs.JobKey(namespace, jobID), err)
+		s.t.Fatalf("nopstest: create deployment of %s: %v", structs.JobKey("", namespace, jobID), err)
 	}
 	if _, err := s.Apply(structs.DeploymentTransitionRequestType, &structs.DeploymentTransitionRequest{
 		WriteMeta: meta, ID: d.ID, From: structs.StateDetected, To: structs.StatePendingApproval, Message: "waits for approval",

@@ -667,7 +667,7 @@ func (p *Process) WaitForDeployment(namespace, jobID string, timeout time.Durati
 			return false, err
 		}
 		if len(list) == 0 {
-			return false, fmt.Errorf("%s: job %s has no deployment", p.Name, structs.JobKey(namespace, jobID))
+			return false, fmt.Errorf("%s: job %s has no deployment", p.Name, structs.JobKey("", namespace, jobID))
 		}
 		found = list[0]
 		if err := ok(found); err != nil {

@@ -25,6 +25,8 @@ type FakeReconciler struct {
 	Blocks map[string]*structs.Block
 	// RepoList answers Repos, and Refresh of one of its names.
 	RepoList []*structs.RepoStatus
+	// ClusterList answers Clusters.
+	ClusterList []*structs.ClusterStatus
 	// OrphanList answers Orphans.
 	OrphanList []*structs.JobStatus
 	// LastCycle answers Cycle; nil is structs.ErrNotFound.
@@ -53,30 +55,41 @@ func (f *FakeReconciler) Calls() []string {
 }
 
 // Jobs answers JobList, of namespace and sync when they are set.
-func (f *FakeReconciler) Jobs(namespace string, sync structs.SyncState) ([]*structs.JobSummary, error) {
+func (f *FakeReconciler) Jobs(cluster, namespace string, sync structs.SyncState) ([]*structs.JobSummary, error) {
 	f.record("Jobs %q %q", namespace, sync)
 	out := []*structs.JobSummary{}
 	for _, j := range f.JobList {
-		if (namespace == "" || j.Namespace == namespace) && (sync == "" || j.Sync == sync) {
+		if (cluster == "" || j.Cluster == cluster) && (namespace == "" || j.Namespace == namespace) && (sync == "" || j.Sync == sync) {
 			out = append(out, j)
 		}
 	}
 	return out, nil
 }
 
-// Job answers Details[namespace/jobID].
-func (f *FakeReconciler) Job(namespace, jobID string) (*structs.JobDetail, error) {
-	f.record("Job %s", structs.JobKey(namespace, jobID))
-	if d, ok := f.Details[structs.JobKey(namespace, jobID)]; ok {
+// Job answers Details[job key].
+func (f *FakeReconciler) Job(cluster, namespace, jobID string) (*structs.JobDetail, error) {
+	f.record("Job %s", structs.JobKey(cluster, namespace, jobID))
+	if d, ok := f.Details[structs.JobKey(cluster, namespace, jobID)]; ok {
 		return d, nil
 	}
-	return nil, fmt.Errorf("%w: job %s is not managed by Nops", structs.ErrNotFound, structs.JobKey(namespace, jobID))
+	return nil, fmt.Errorf("%w: job %s is not managed by Nops", structs.ErrNotFound, structs.JobKey(cluster, namespace, jobID))
 }
 
-// Retry answers Blocks[namespace/jobID].
-func (f *FakeReconciler) Retry(_ context.Context, namespace, jobID, actor string) (*structs.Block, error) {
-	f.record("Retry %s by %s", structs.JobKey(namespace, jobID), actor)
-	return f.Blocks[structs.JobKey(namespace, jobID)], nil
+// JobCluster answers the cluster named, else the default cluster.
+func (f *FakeReconciler) JobCluster(cluster, _, _ string) (string, error) {
+	return structs.ClusterName(cluster), nil
+}
+
+// Clusters answers ClusterList.
+func (f *FakeReconciler) Clusters() []*structs.ClusterStatus {
+	f.record("Clusters")
+	return append([]*structs.ClusterStatus{}, f.ClusterList...)
+}
+
+// Retry answers Blocks[job key].
+func (f *FakeReconciler) Retry(_ context.Context, cluster, namespace, jobID, actor string) (*structs.Block, error) {
+	f.record("Retry %s by %s", structs.JobKey(cluster, namespace, jobID), actor)
+	return f.Blocks[structs.JobKey(cluster, namespace, jobID)], nil
 }
 
 // PromoteDeployment answers that id was promoted.
@@ -112,7 +125,7 @@ func (f *FakeReconciler) Refresh(_ context.Context, name string) (*structs.RepoS
 }
 
 // Orphans answers OrphanList.
-func (f *FakeReconciler) Orphans() ([]*structs.JobStatus, error) {
+func (f *FakeReconciler) Orphans(_ string) ([]*structs.JobStatus, error) {
 	f.record("Orphans")
 	return append([]*structs.JobStatus{}, f.OrphanList...), nil
 }

@@ -156,7 +156,7 @@ func (m *runner) deploymentPairs(d *structs.Deployment, verbose bool) []string {
 	state := fmt.Sprintf("%s since %s", d.State, m.timeAgo(d.StateEnteredAt))
 	pairs := []string{
 		"ID", d.ID,
-		"Job", structs.JobKey(d.Namespace, d.JobID),
+		"Job", structs.JobKey(d.Cluster, d.Namespace, d.JobID),
 		"Repository", orDash(d.Repository),
 		"File", orDash(d.File),
 		"Commit", orDash(d.Commit),
@@ -397,7 +397,7 @@ func (c *deploymentDecideCommand) Run(ctx context.Context, args []string) int {
 		if err != nil {
 			return nil, "", fmt.Errorf("%s deployment %s: %w", c.verb(), pos[0], err)
 		}
-		msg := fmt.Sprintf("Deployment %s of %s %s: now %s", shortID(d.ID, false), structs.JobKey(d.Namespace, d.JobID), done, d.State)
+		msg := fmt.Sprintf("Deployment %s of %s %s: now %s", shortID(d.ID, false), structs.JobKey(d.Cluster, d.Namespace, d.JobID), done, d.State)
 		if c.approve && d.State == structs.StatePendingApproval {
 			msg += fmt.Sprintf(", with %d of %d approvals", len(d.ApprovalsGiven()), d.RequiredApprovals())
 		}
@@ -430,6 +430,6 @@ func (c *deploymentPromoteCommand) Run(ctx context.Context, args []string) int {
 		if err != nil {
 			return nil, "", fmt.Errorf("promoted; read deployment %s: %w", pos[0], err)
 		}
-		return d, fmt.Sprintf("Deployment %s of %s: canaries promoted, now %s", shortID(d.ID, false), structs.JobKey(d.Namespace, d.JobID), d.State), nil
+		return d, fmt.Sprintf("Deployment %s of %s: canaries promoted, now %s", shortID(d.ID, false), structs.JobKey(d.Cluster, d.Namespace, d.JobID), d.State), nil
 	})
 }

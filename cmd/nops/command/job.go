@@ -36,7 +36,7 @@ func (c *jobStatusCommand) Run(ctx context.Context, args []string) int {
 	var ns string
 	spec := apiArgs{name: "job status", min: 1, max: 1, desc: "a job ID", flags: namespaceFlag(&ns)}
 	return m.runAPI(c, args, spec, func(api *client.Client, pos []string, asJSON bool) int {
-		key := structs.JobKey(ns, pos[0])
+		key := structs.JobKey("", ns, pos[0])
 		job, _, err := api.Jobs().Info(ctx, ns, pos[0], nil)
 		if err != nil {
 			return m.fail(fmt.Errorf("job %s: %w", key, err))
@@ -208,7 +208,7 @@ func (c *jobActionCommand) Run(ctx context.Context, args []string) int {
 		},
 	}
 	return c.m.runWrite(c, args, spec, func(api *client.Client, pos []string) (out any, msg string, err error) {
-		key := structs.JobKey(ns, pos[0])
+		key := structs.JobKey("", ns, pos[0])
 		switch c.action {
 		case jobRetry:
 			_, err = api.Jobs().Retry(ctx, ns, pos[0])

@@ -100,7 +100,7 @@ func (c *previewCommand) print(p *structs.Preview) {
 	}
 	fmt.Fprintf(w, "Preview of %s at %s (commit %s), against %s\n", p.Repository, p.Ref, shortCommit(p.Commit), against)
 	for _, j := range p.Jobs {
-		fmt.Fprintf(w, "\n%s job %s (%s, policy %s)\n", changeMark(j.Change), structs.JobKey(j.Namespace, j.JobID), j.Change, orDash(string(j.Policy)))
+		fmt.Fprintf(w, "\n%s job %s (%s, policy %s)\n", changeMark(j.Change), structs.JobKey(j.Cluster, j.Namespace, j.JobID), j.Change, orDash(string(j.Policy)))
 		fmt.Fprintf(w, "  File:     %s\n", j.File)
 		stops := false
 		for _, s := range [][2]string{{"Hold", j.Hold}, {"Blocked", j.Blocked}, {"Waiting", j.WaitingFor}} {
@@ -126,7 +126,7 @@ func (c *previewCommand) print(p *structs.Preview) {
 	if len(p.Removed) > 0 {
 		fmt.Fprintln(w, "\nRemoved at this ref (Nops never stops a job: these would become orphans):")
 		for _, j := range p.Removed {
-			fmt.Fprintf(w, "  - job %s  %s\n", structs.JobKey(j.Namespace, j.JobID), j.File)
+			fmt.Fprintf(w, "  - job %s  %s\n", structs.JobKey(j.Cluster, j.Namespace, j.JobID), j.File)
 		}
 	}
 	if len(p.Errors) > 0 {

@@ -134,7 +134,7 @@ func validateVerdicts(t *testing.T, nomadAddr, dir string) verdicts {
 		if j.Role == "hook" && len(j.Files) == 1 {
 			continue
 		}
-		v.jobs[structs.JobKey(j.Namespace, j.JobID)] = sorted(j.Problems)
+		v.jobs[structs.JobKey("", j.Namespace, j.JobID)] = sorted(j.Problems)
 	}
 	if want := exitOK; failed {
 		want = exitError

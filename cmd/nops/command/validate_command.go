@@ -175,7 +175,7 @@ func (c *validateCommand) printText(results []*validate.FileResult, jobs []*vali
 		if role == "" {
 			role = "job"
 		}
-		fmt.Fprintf(m.stdout, "%s  %s (%s: %s)\n", verdict, structs.JobKey(v.Namespace, v.JobID), role, strings.Join(v.Files, ", "))
+		fmt.Fprintf(m.stdout, "%s  %s (%s: %s)\n", verdict, structs.JobKey("", v.Namespace, v.JobID), role, strings.Join(v.Files, ", "))
 	}
 }
 
@@ -185,7 +185,7 @@ func describe(r *validate.FileResult) string {
 	if r.JobID == "" {
 		return ""
 	}
-	s := " (" + structs.JobKey(r.Namespace, r.JobID)
+	s := " (" + structs.JobKey("", r.Namespace, r.JobID)
 	if r.Role != "" {
 		s += ", " + r.Role
 	}

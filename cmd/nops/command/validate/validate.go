@@ -172,7 +172,9 @@ func judge(files []*parsedFile) []*JobVerdict {
 		m := meta.Read(f.res.File, f.job, meta.Defaults{Policy: structs.PolicyAuto})
 		f.res.Role = roleOf(m.Kind)
 		f.res.Namespace, f.res.JobID = meta.Identity(f.job)
-		key := structs.JobKey(f.res.Namespace, f.res.JobID)
+		// A job of another cluster (nops_cluster) is another job, even
+		// with the same namespace and ID.
+		key := structs.JobKey(f.job.Meta[meta.KeyCluster], f.res.Namespace, f.res.JobID)
 		graph.Declared[key] = true
 		if !m.Considered() {
 			continue
@@ -189,7 +191,7 @@ func judge(files []*parsedFile) []*JobVerdict {
 			graph.Managed[key] = meta.DependencyNode{File: e.f.res.File}
 		case e.m.Kind == meta.Managed:
 			graph.Managed[key] = meta.DependencyNode{File: e.f.res.File, Value: e.f.job.Meta[meta.KeyDependsOn],
-				DependsOn: e.m.Dependencies(e.f.res.Namespace)}
+				DependsOn: e.m.Dependencies(e.f.job.Meta[meta.KeyCluster], e.f.res.Namespace)}
 		}
 	}
 	depProblems := meta.DependencyProblems(graph)
@@ -239,7 +241,7 @@ func judge(files []*parsedFile) []*JobVerdict {
 				hooks []string
 			}{{structs.PhasePre, first.m.PreHooks}, {structs.PhasePost, first.m.PostHooks}} {
 				for _, name := range phase.hooks {
-					if p := meta.HookProblem(phase.name, name, v.Namespace, hooks[structs.JobKey(v.Namespace, name)]); p != "" {
+					if p := meta.HookProblem(phase.name, name, v.Namespace, hooks[structs.JobKey("", v.Namespace, name)]); p != "" {
 						v.Problems = append(v.Problems, p)
 					}
 				}

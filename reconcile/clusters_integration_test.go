@@ -1,0 +1,229 @@
+package reconcile_test
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/nops-dev/nops/agent/config"
+	"github.com/nops-dev/nops/structs"
+	"github.com/nops-dev/nops/testutil"
+	"github.com/nops-dev/nops/testutil/nopstest"
+)
+
+// twoClusters is a Nops server deploying to two real Nomad dev agents of
+// different regions, not federated (SPEC section 16): cluster eu from the
+// repository folder eu, cluster us from the folder us of the same git
+// repository.
+type twoClusters struct {
+	t        *testing.T
+	s        *nopstest.Server
+	eu, us   *testutil.NomadAgent
+	repo     *testutil.GitRepo
+	euDir    string
+	usDir    string
+	clusters map[string]*testutil.NomadAgent
+}
+
+func startTwoClusters(t *testing.T, files map[string]string, opts ...nopstest.Option) *twoClusters {
+	t.Helper()
+	e := &twoClusters{t: t, euDir: "eu", usDir: "us"}
+	e.eu = testutil.StartNomad(t, testutil.WithNomadConfig(`region = "eu"`))
+	e.us = testutil.StartNomad(t, testutil.WithNomadConfig(`region = "us"`))
+	e.clusters = map[string]*testutil.NomadAgent{"eu": e.eu, "us": e.us}
+	e.repo = testutil.NewGitRepo(t)
+	commitFiles(e.repo, "initial jobs", files)
+	url := e.repo.URL()
+	e.s = nopstest.Start(t, "", append([]nopstest.Option{nopstest.WithConfig(func(c *config.Config) {
+		c.Nomads = []config.NomadCluster{
+			{Name: "eu", Address: e.eu.Addr, Region: "eu"},
+			{Name: "us", Address: e.us.Addr, Region: "us"},
+		}
+		c.Repositories = append(c.Repositories,
+			config.Repository{Name: "eu-jobs", URL: url, Branch: "main", Path: e.euDir, Cluster: "eu", PollInterval: repoPollInterval},
+			config.Repository{Name: "us-jobs", URL: url, Branch: "main", Path: e.usDir, Cluster: "us", PollInterval: repoPollInterval})
+	})}, opts...)...)
+	return e
+}
+
+// repoPollInterval is the poll interval of the test repositories: a commit
+// is seen at once.
+const repoPollInterval = nopstest.RepoPollInterval
+
+// deployments lists the deployments of a job of a cluster, newest first.
+func (e *twoClusters) deployments(cluster, jobID string) []*structs.Deployment {
+	e.t.Helper()
+	var out []*structs.Deployment
+	if code, body := e.s.Do("GET", fmt.Sprintf("/v1/deployments?cluster=%s&namespace=default&job=%s", cluster, jobID), nil, &out); code != http.StatusOK {
+		e.t.Fatalf("list deployments of %s: %d %s", cluster, code, body)
+	}
+	return out
+}
+
+// waitDeployment waits until the newest deployment of a job of a cluster
+// is in state.
+func (e *twoClusters) waitDeployment(cluster, jobID string, state structs.DeploymentState) *structs.Deployment {
+	e.t.Helper()
+	var found *structs.Deployment
+	testutil.WaitForResult(e.t, lcWait, func() (bool, error) {
+		list := e.deployments(cluster, jobID)
+		if len(list) == 0 {
+			return false, fmt.Errorf("job %s of cluster %s has no deployment", jobID, cluster)
+		}
+		found = list[0]
+		if found.State != state {
+			return false, fmt.Errorf("newest deployment of %s in %s is %s (%s), want %s", jobID, cluster, found.State, found.Error, state)
+		}
+		return true, nil
+	})
+	return found
+}
+
+// clusterStatuses reads GET /v1/clusters.
+func (e *twoClusters) clusterStatuses() map[string]*structs.ClusterStatus {
+	e.t.Helper()
+	var list []*structs.ClusterStatus
+	if code, body := e.s.Do("GET", "/v1/clusters", nil, &list); code != http.StatusOK {
+		e.t.Fatalf("GET /v1/clusters: %d %s", code, body)
+	}
+	out := map[string]*structs.ClusterStatus{}
+	for _, c := range list {
+		out[c.Name] = c
+	}
+	return out
+}
+
+// TestClusters_SameJobTwoClusters: the same job ID in two clusters is two
+// jobs, each deployed to its own Nomad with its own policy and history; an
+// approval in one touches nothing in the other; a job route without
+// ?cluster= is ambiguous and names the clusters; GET /v1/clusters shows
+// both clusters reachable with their version and event stream.
+func TestClusters_SameJobTwoClusters(t *testing.T) {
+	t.Parallel()
+	e := startTwoClusters(t, map[string]string{
+		"eu/web.nomad.hcl": testutil.ServiceJobHCL("web", managed(structs.PolicyAuto)...),
+		"us/web.nomad.hcl": testutil.ServiceJobHCL("web", managed(structs.PolicyApproval, testutil.WithCount(2))...),
+	})
+	eu := e.waitDeployment("eu", "web", structs.StateCompleted)
+	if eu.Cluster != "eu" || eu.Repository != "eu-jobs" || !eu.Registered {
+		t.Fatalf("eu deployment: %+v", eu)
+	}
+	pending := e.waitDeployment("us", "web", structs.StatePendingApproval)
+	if pending.Cluster != "us" || pending.Repository != "us-jobs" {
+		t.Fatalf("us deployment: %+v", pending)
+	}
+	if j := lookupNomadJob(t, e.eu, "web"); j == nil || groupCount(j) != 1 {
+		t.Fatalf("eu's Nomad runs %+v, want web with count 1", j)
+	}
+	if j := lookupNomadJob(t, e.us, "web"); j != nil {
+		t.Fatalf("us's Nomad runs web before its approval: version %d", *j.Version)
+	}
+
+	// Without ?cluster= the job is ambiguous; with it, each is itself.
+	code, body := e.s.Do("GET", "/v1/job/default/web", nil, nil)
+	if code != http.StatusBadRequest || !strings.Contains(body, "eu, us") {
+		t.Fatalf("GET /v1/job/default/web: %d %s, want 400 naming eu, us", code, body)
+	}
+	for cluster, policy := range map[string]structs.Policy{"eu": structs.PolicyAuto, "us": structs.PolicyApproval} {
+		var d structs.JobDetail
+		if code, body := e.s.Do("GET", "/v1/job/default/web?cluster="+cluster, nil, &d); code != http.StatusOK {
+			t.Fatalf("GET job of %s: %d %s", cluster, code, body)
+		}
+		if d.Status == nil || d.Status.Cluster != cluster || d.Status.Policy != policy {
+			t.Fatalf("job of %s: %+v", cluster, d.Status)
+		}
+	}
+
+	// An approval in us deploys us's job alone.
+	euBefore := len(e.deployments("eu", "web"))
+	if code, body := e.s.Do("POST", "/v1/deployment/"+pending.ID+"/approve", map[string]string{"comment": "us only"}, nil); code != http.StatusOK {
+		t.Fatalf("approve: %d %s", code, body)
+	}
+	e.waitDeployment("us", "web", structs.StateCompleted)
+	if j := lookupNomadJob(t, e.us, "web"); j == nil || groupCount(j) != 2 {
+		t.Fatalf("us's Nomad runs %+v, want web with count 2", j)
+	}
+	if j := lookupNomadJob(t, e.eu, "web"); j == nil || *j.Version != 0 || groupCount(j) != 1 {
+		t.Fatalf("the approval in us changed eu's job: %+v", j)
+	}
+	if n := len(e.deployments("eu", "web")); n != euBefore {
+		t.Fatalf("eu has %d deployments after the approval in us, had %d", n, euBefore)
+	}
+
+	cs := e.clusterStatuses()
+	for _, name := range []string{"eu", "us"} {
+		c := cs[name]
+		if c == nil || !c.Reachable || c.Address != e.clusters[name].Addr || c.NomadVersion == "" || !c.EventStream || c.Jobs != 1 {
+			t.Fatalf("cluster %s: %+v", name, c)
+		}
+	}
+}
+
+// TestClusters_OneDownOtherDeploys: with one cluster's Nomad killed, a
+// commit that changes a job in both clusters registers in the live one
+// within the usual time, and the dead one's job and its entry in GET
+// /v1/clusters say why.
+func TestClusters_OneDownOtherDeploys(t *testing.T) {
+	t.Parallel()
+	e := startTwoClusters(t, map[string]string{
+		"eu/web.nomad.hcl": testutil.ServiceJobHCL("web", managed(structs.PolicyAuto)...),
+		"us/web.nomad.hcl": testutil.ServiceJobHCL("web", managed(structs.PolicyAuto)...),
+	})
+	e.waitDeployment("eu", "web", structs.StateCompleted)
+	e.waitDeployment("us", "web", structs.StateCompleted)
+
+	e.eu.Stop()
+	commitFiles(e.repo, "scale web in both clusters", map[string]string{
+		"eu/web.nomad.hcl": testutil.ServiceJobHCL("web", managed(structs.PolicyAuto, testutil.WithCount(3))...),
+		"us/web.nomad.hcl": testutil.ServiceJobHCL("web", managed(structs.PolicyAuto, testutil.WithCount(3))...),
+	})
+	testutil.WaitForResult(t, lcWait, func() (bool, error) {
+		j := lookupNomadJob(t, e.us, "web")
+		if j == nil || groupCount(j) != 3 {
+			return false, fmt.Errorf("us's Nomad runs %+v, want count 3", j)
+		}
+		return true, nil
+	})
+	e.waitDeployment("us", "web", structs.StateCompleted)
+	testutil.WaitForResult(t, lcWait, func() (bool, error) {
+		c := e.clusterStatuses()["eu"]
+		if c == nil || c.Reachable || c.Error == "" {
+			return false, fmt.Errorf("eu's entry: %+v, want unreachable with its error", c)
+		}
+		return true, nil
+	})
+	if c := e.clusterStatuses()["us"]; c == nil || !c.Reachable {
+		t.Fatalf("us's entry: %+v", c)
+	}
+}
+
+// TestClusters_WindowSelectsOneCluster: a deny window that selects cluster
+// eu holds eu's job while us's job deploys.
+func TestClusters_WindowSelectsOneCluster(t *testing.T) {
+	t.Parallel()
+	e := startTwoClusters(t, map[string]string{})
+	w := &structs.WindowSpec{Kind: string(structs.WindowDeny), Schedule: "* * * * *", Duration: "24h",
+		Clusters: []string{"eu"}}
+	if code, body := e.s.Do("PUT", "/v1/window/eu-freeze", w, nil); code != http.StatusOK {
+		t.Fatalf("put window: %d %s", code, body)
+	}
+	commitFiles(e.repo, "web in both clusters", map[string]string{
+		"eu/web.nomad.hcl": testutil.ServiceJobHCL("web", managed(structs.PolicyAuto)...),
+		"us/web.nomad.hcl": testutil.ServiceJobHCL("web", managed(structs.PolicyAuto)...),
+	})
+	e.waitDeployment("us", "web", structs.StateCompleted)
+	testutil.WaitForResult(t, lcWait, func() (bool, error) {
+		s := e.s.ClusterJobStatus("eu", "default", "web")
+		if s == nil || !strings.Contains(s.Hold, "eu-freeze") {
+			return false, fmt.Errorf("eu's web status %+v, want held by eu-freeze", s)
+		}
+		return true, nil
+	})
+	if j := lookupNomadJob(t, e.eu, "web"); j != nil {
+		t.Fatalf("eu's Nomad runs web during its deny window")
+	}
+	if s := e.s.ClusterJobStatus("us", "default", "web"); s == nil || s.Hold != "" {
+		t.Fatalf("us's web status %+v, want no hold", s)
+	}
+}
