@@ -20,23 +20,35 @@ const notifyClientTimeout = 10 * time.Second
 // newNotifier builds the notification delivery loop from the notify
 // blocks. It runs only while the server leads.
 func newNotifier(s *Server) (*notify.Deliverer, error) {
-	var nomad *nomadapi.Client
+	clients := map[string]*nomadapi.Client{}
 	for _, n := range s.config.Notify {
-		if n.Kind != config.NotifyKindNomad || nomad != nil {
+		if n.Kind != config.NotifyKindNomad {
 			continue
 		}
-		// The same Nomad identity as the reconcilers': the token, or the
-		// token file (re-read on rotation; also the Task API's).
-		c, err := nomadx.New(nomadx.Config{
-			Address: s.config.NomadAddr, Token: s.config.NomadToken, TokenFile: s.config.NomadTokenFile,
-			Region: s.config.NomadRegion, RedactKeys: s.config.SecretKeyFragments(), Registerer: s.metrics,
-		}, s.logger.Named("notify.nomad"))
-		if err != nil {
-			return nil, fmt.Errorf("nomad client for notifications: %w", err)
+		name := notifyCluster(s.config, n)
+		if clients[name] != nil {
+			continue
 		}
-		nomad = c.API()
+		c, ok := s.config.Cluster(name)
+		if !ok {
+			return nil, fmt.Errorf("notify %q: no Nomad cluster %q", n.Name, name)
+		}
+		// The same Nomad identity as the cluster's reconcilers: the token,
+		// or the token file (re-read on rotation; also the Task API's).
+		client, err := nomadx.New(nomadx.Config{
+			Cluster: c.Name, NoEnv: len(s.config.Nomads) > 0,
+			Address: c.Address, Token: c.Token, TokenFile: c.TokenFile, Region: c.Region,
+			CACert: c.CAFile, ClientCert: c.CertFile, ClientKey: c.KeyFile, TLSServerName: c.TLSServerName,
+			RedactKeys: s.config.SecretKeyFragments(),
+		}, s.logger.Named("notify.nomad").With("cluster", c.Name))
+		if err != nil {
+			return nil, fmt.Errorf("nomad client of cluster %s for notifications: %w", c.Name, err)
+		}
+		clients[name] = client.API()
 	}
-	targets, err := notifyTargets(s.config, os.LookupEnv, nil, nomad)
+	targets, err := notifyTargets(s.config, os.LookupEnv, nil, func(n config.NotifyConfig) *nomadapi.Client {
+		return clients[notifyCluster(s.config, n)]
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -46,10 +58,19 @@ func newNotifier(s *Server) (*notify.Deliverer, error) {
 	}, s.logger), nil
 }
 
+// notifyCluster is the Nomad cluster a nomad target dispatches to: the one
+// it names, else the first cluster.
+func notifyCluster(cfg *config.Config, n config.NotifyConfig) string {
+	if n.NomadCluster != "" {
+		return n.NomadCluster
+	}
+	return cfg.Clusters()[0].Name
+}
+
 // notifyTargets builds the notify targets of a configuration. client sends the HTTP
-// requests (nil: a client with a notifyClientTimeout timeout); nomad is the client nomad
-// targets dispatch through.
-func notifyTargets(cfg *config.Config, lookupEnv func(string) (string, bool), client *http.Client, nomad *nomadapi.Client) ([]*notify.Target, error) {
+// requests (nil: a client with a notifyClientTimeout timeout); nomad returns the client
+// a nomad target dispatches through (that of its cluster).
+func notifyTargets(cfg *config.Config, lookupEnv func(string) (string, bool), client *http.Client, nomad func(config.NotifyConfig) *nomadapi.Client) ([]*notify.Target, error) {
 	if client == nil {
 		client = &http.Client{Timeout: notifyClientTimeout}
 	}
@@ -82,14 +103,18 @@ func notifyTargets(cfg *config.Config, lookupEnv func(string) (string, bool), cl
 			t.Sender = &notify.Email{Addr: nc.SMTPAddr, From: nc.From, To: nc.To, Username: nc.Username, Password: secret,
 				RequireTLS: nc.RequireTLS}
 		case config.NotifyKindNomad:
-			if nomad == nil {
+			var c *nomadapi.Client
+			if nomad != nil {
+				c = nomad(nc)
+			}
+			if c == nil {
 				return nil, fmt.Errorf("notify %q: a nomad target needs the server's Nomad client", nc.Name)
 			}
 			ns := nc.NomadNamespace
 			if ns == "" {
 				ns = "default"
 			}
-			t.Sender = &notify.NomadDispatch{Client: nomad, Namespace: ns, JobID: nc.NomadJob}
+			t.Sender = &notify.NomadDispatch{Client: c, Namespace: ns, JobID: nc.NomadJob}
 		default:
 			return nil, fmt.Errorf("notify %q: kind %q is not supported", nc.Name, nc.Kind)
 		}

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nops-dev/nops/agent/config"
 	"github.com/nops-dev/nops/structs"
@@ -227,3 +228,61 @@ func TestClusters_WindowSelectsOneCluster(t *testing.T) {
 		t.Fatalf("us's web status %+v, want no hold", s)
 	}
 }
+
+// TestClusters_FailoverResumesEveryCluster: three servers deploy to two
+// Nomad clusters; the leader is killed; the new leader resumes both
+// clusters' loops, so a commit changing a job in each registers in both.
+func TestClusters_FailoverResumesEveryCluster(t *testing.T) {
+	t.Parallel()
+	eu := testutil.StartNomad(t, testutil.WithNomadConfig(`region = "eu"`))
+	us := testutil.StartNomad(t, testutil.WithNomadConfig(`region = "us"`))
+	repo := testutil.NewGitRepo(t)
+	commitFiles(repo, "initial jobs", map[string]string{
+		"eu/web.nomad.hcl": testutil.ServiceJobHCL("web", managed(structs.PolicyAuto)...),
+		"us/web.nomad.hcl": testutil.ServiceJobHCL("web", managed(structs.PolicyAuto)...),
+	})
+	url := repo.URL()
+	c := nopstest.StartCluster(t, 3, nopstest.WithConfig(func(c *config.Config) {
+		c.Nomads = []config.NomadCluster{{Name: "eu", Address: eu.Addr, Region: "eu"}, {Name: "us", Address: us.Addr, Region: "us"}}
+		c.Repositories = []config.Repository{
+			{Name: "eu-jobs", URL: url, Branch: "main", Path: "eu", Cluster: "eu", PollInterval: repoPollInterval},
+			{Name: "us-jobs", URL: url, Branch: "main", Path: "us", Cluster: "us", PollInterval: repoPollInterval},
+		}
+	}))
+	count := func(agent *testutil.NomadAgent, n int) func() (bool, error) {
+		return func() (bool, error) {
+			j := lookupNomadJob(t, agent, "web")
+			if j == nil || groupCount(j) != n {
+				return false, fmt.Errorf("%s runs %+v, want web with count %d", agent.Addr, j, n)
+			}
+			return true, nil
+		}
+	}
+	testutil.WaitForResult(t, lcWait, count(eu, 1))
+	testutil.WaitForResult(t, lcWait, count(us, 1))
+
+	old := c.Leader()
+	c.Kill(c.Index(old))
+	next := c.WaitForLeader(clusterFailoverWait)
+	if next == old {
+		t.Fatal("the killed server still leads")
+	}
+	commitFiles(repo, "scale web in both clusters", map[string]string{
+		"eu/web.nomad.hcl": testutil.ServiceJobHCL("web", managed(structs.PolicyAuto, testutil.WithCount(2))...),
+		"us/web.nomad.hcl": testutil.ServiceJobHCL("web", managed(structs.PolicyAuto, testutil.WithCount(3))...),
+	})
+	testutil.WaitForResult(t, lcWait, count(eu, 2))
+	testutil.WaitForResult(t, lcWait, count(us, 3))
+	var list []*structs.ClusterStatus
+	if code, body := next.Do("GET", "/v1/clusters", nil, &list); code != http.StatusOK || len(list) != 2 {
+		t.Fatalf("GET /v1/clusters on the new leader: %d %s", code, body)
+	}
+	for _, cs := range list {
+		if cs.Leader != next.NodeID() || !cs.Reachable {
+			t.Fatalf("cluster %s after the failover: %+v, want watched by the new leader %s", cs.Name, cs, next.NodeID())
+		}
+	}
+}
+
+// clusterFailoverWait bounds the election after the leader is killed.
+const clusterFailoverWait = 60 * time.Second

@@ -162,6 +162,15 @@ func (c *Config) validateClusters() []error {
 	add := func(key, format string, args ...any) {
 		errs = append(errs, keyErrorf(key, format, args...))
 	}
+	for _, n := range c.Notify {
+		if n.NomadCluster == "" {
+			continue
+		}
+		if _, ok := c.Cluster(n.NomadCluster); !ok {
+			add(fmt.Sprintf("notify %q", n.Name), "cluster: no Nomad cluster %q (the clusters are %s)",
+				n.NomadCluster, strings.Join(c.clusterNames(), ", "))
+		}
+	}
 	names := make(map[string]bool)
 	for i, n := range c.Nomads {
 		key := fmt.Sprintf("%s %q", blockNomad, n.Name)
@@ -386,4 +395,13 @@ func checkDurationNotNegative(d time.Duration) error {
 		return fmt.Errorf("invalid duration %s: must not be negative", d)
 	}
 	return nil
+}
+
+// clusterNames returns the names of the clusters, in order.
+func (c *Config) clusterNames() []string {
+	var out []string
+	for _, n := range c.Clusters() {
+		out = append(out, n.Name)
+	}
+	return out
 }

@@ -430,8 +430,10 @@ type NotifyConfig struct {
 	To                       []string
 	RequireTLS               bool
 	// NomadJob is the parameterized job a nomad target dispatches, in
-	// NomadNamespace (default "default").
-	NomadJob, NomadNamespace string
+	// NomadNamespace (default "default"), in the Nomad cluster
+	// NomadCluster (default: the first cluster, the only one without
+	// nomad blocks).
+	NomadJob, NomadNamespace, NomadCluster string
 	// GiveUpAfter is how long after its change a notification is retried
 	// before it is given up as dead. RetryInitial and RetryMax bound the
 	// exponential backoff between attempts.

@@ -213,6 +213,7 @@ func notifyFields(n *NotifyConfig) []attrField {
 		{name: "require_tls", v: boolValue(&n.RequireTLS)},
 		{name: "job", v: stringValue(&n.NomadJob, nil)},
 		{name: "namespace", v: stringValue(&n.NomadNamespace, nil)},
+		{name: "cluster", v: stringValue(&n.NomadCluster, nil)},
 		{name: "give_up_after", v: durationValue(&n.GiveUpAfter)},
 		{name: "retry_initial", v: durationValue(&n.RetryInitial)},
 		{name: "retry_max", v: durationValue(&n.RetryMax)},

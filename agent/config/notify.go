@@ -121,8 +121,8 @@ func (n NotifyConfig) validateOtherKinds(add func(format string, args ...any)) {
 	if n.Kind != NotifyKindEmail && (n.SMTPAddr != "" || n.From != "" || len(n.To) > 0 || n.Username != "" || n.RequireTLS) {
 		add("smtp_addr, from, to, username and require_tls are settings of an email target")
 	}
-	if n.Kind != NotifyKindNomad && (n.NomadJob != "" || n.NomadNamespace != "") {
-		add("job and namespace are settings of a nomad target")
+	if n.Kind != NotifyKindNomad && (n.NomadJob != "" || n.NomadNamespace != "" || n.NomadCluster != "") {
+		add("job, namespace and cluster are settings of a nomad target")
 	}
 }
 
