@@ -286,3 +286,34 @@ func TestClusters_FailoverResumesEveryCluster(t *testing.T) {
 
 // clusterFailoverWait bounds the election after the leader is killed.
 const clusterFailoverWait = 60 * time.Second
+
+// TestClusters_MetaNamesCluster: a job's nops_cluster deploys it to that
+// cluster whatever its repository's, and one that names no cluster is an
+// error on the job, in its repository's cluster, naming the clusters.
+func TestClusters_MetaNamesCluster(t *testing.T) {
+	t.Parallel()
+	e := startTwoClusters(t, map[string]string{
+		"eu/api.nomad.hcl":  testutil.ServiceJobHCL("api", managed(structs.PolicyAuto, testutil.WithMeta("nops_cluster", "us"))...),
+		"eu/mars.nomad.hcl": testutil.ServiceJobHCL("mars", managed(structs.PolicyAuto, testutil.WithMeta("nops_cluster", "mars"))...),
+	})
+	d := e.waitDeployment("us", "api", structs.StateCompleted)
+	if d.Cluster != "us" || d.Repository != "eu-jobs" {
+		t.Fatalf("api's deployment: %+v, want of cluster us from eu-jobs", d)
+	}
+	if j := lookupNomadJob(t, e.us, "api"); j == nil {
+		t.Fatal("us's Nomad does not run api")
+	}
+	if j := lookupNomadJob(t, e.eu, "api"); j != nil {
+		t.Fatal("eu's Nomad runs api, which names cluster us")
+	}
+	testutil.WaitForResult(t, lcWait, func() (bool, error) {
+		s := e.s.ClusterJobStatus("eu", "default", "mars")
+		if s == nil || s.Sync != structs.SyncError || !strings.Contains(strings.Join(s.Errors, "\n"), `no Nomad cluster of that name (the clusters are eu, us)`) {
+			return false, fmt.Errorf("mars's status in eu: %+v", s)
+		}
+		return true, nil
+	})
+	if list := e.deployments("eu", "mars"); len(list) != 0 {
+		t.Fatalf("mars, which names no cluster, has deployments: %+v", list)
+	}
+}
