@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"slices"
 	"strings"
 	"time"
@@ -73,7 +74,11 @@ func link(uiURL string, n *structs.Notification) string {
 	case n.Deployment != nil:
 		return base + "/ui/deployment/" + n.Deployment.ID
 	case n.JobKey() != "":
-		return base + "/ui/job/" + n.Namespace + "/" + n.JobID
+		l := base + "/ui/job/" + url.PathEscape(n.Namespace) + "/" + url.PathEscape(n.JobID)
+		if c := structs.ClusterName(n.Cluster); c != structs.DefaultCluster {
+			l += "?cluster=" + url.QueryEscape(c)
+		}
+		return l
 	case n.Kind == structs.NotifyWindowOpened || n.Kind == structs.NotifyWindowClosed:
 		return base + "/ui/windows"
 	case n.Kind == structs.NotifyLeaderChanged:

@@ -55,3 +55,22 @@ func TestRetryDelay_ExponentialWithJitterUpToMax(t *testing.T) {
 		t.Errorf("only %d distinct delays: no jitter", len(seen))
 	}
 }
+
+// TestLink_JobOfACluster: a notification about a job of the default cluster
+// links its page as before; one of another cluster names the cluster, so
+// the dashboard opens that cluster's job and not the default cluster's of
+// the same namespace and ID (SPEC section 16).
+func TestLink_JobOfACluster(t *testing.T) {
+	for _, tc := range []struct {
+		cluster, want string
+	}{
+		{"", "https://nops.example/ui/job/default/web"},
+		{structs.DefaultCluster, "https://nops.example/ui/job/default/web"},
+		{"eu", "https://nops.example/ui/job/default/web?cluster=eu"},
+	} {
+		n := &structs.Notification{Kind: structs.NotifyFailed, Object: "x", Cluster: tc.cluster, Namespace: "default", JobID: "web"}
+		if got := link("https://nops.example/", n); got != tc.want {
+			t.Errorf("cluster %q: link %q, want %q", tc.cluster, got, tc.want)
+		}
+	}
+}
