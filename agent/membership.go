@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log"
 	"net"
 	"net/http"
 	"os"
@@ -173,10 +174,13 @@ func (m *membership) serfConfig() (*serf.Config, error) {
 	merge := &mergeDelegate{m: m, addr: net.ParseIP(cfg.Advertise)}
 	sc.Merge = merge
 	sc.EventCh = m.eventCh
-	sc.Logger = nil
-	sc.MemberlistConfig.Logger = nil
-	sc.LogOutput = m.logger.StandardWriter(&hclog.StandardLoggerOptions{InferLevels: true})
-	sc.MemberlistConfig.LogOutput = sc.LogOutput
+	// Serf's and memberlist's loggers write "[LEVEL] ..." lines with no
+	// date of their own, so that the writer infers each line's level (a
+	// "[DEBUG]" line is not shown at level info).
+	w := m.logger.StandardWriter(&hclog.StandardLoggerOptions{InferLevels: true})
+	sc.Logger = log.New(w, "", 0)
+	sc.MemberlistConfig.Logger = sc.Logger
+	sc.LogOutput, sc.MemberlistConfig.LogOutput = nil, nil
 	sc.MemberlistConfig.BindAddr = cfg.Bind
 	// With -serf-port 0 (tests), memberlist binds a port free for both TCP
 	// and UDP itself, trying again when another process takes it between
