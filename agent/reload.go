@@ -9,6 +9,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/nops-dev/nops/agent/config"
+	"github.com/nops-dev/nops/reconcile"
 	"github.com/nops-dev/nops/structs"
 	"github.com/nops-dev/nops/structs/meta"
 )
@@ -43,6 +44,9 @@ func reloadables() []reloadable {
 		{name: "default-policy", apply: reloadDefaults, keep: func(r, n *config.Config) { r.DefaultPolicy = n.DefaultPolicy }},
 		{name: "apply-timeout", apply: reloadDefaults, keep: func(r, n *config.Config) { r.ApplyTimeout = n.ApplyTimeout }},
 		{name: "hook-timeout", apply: reloadDefaults, keep: func(r, n *config.Config) { r.HookTimeout = n.HookTimeout }},
+		// A nomad block's promotion order and Nomad UI; any other change
+		// of the clusters is refused whole (config.ClustersReloadable).
+		{name: "nomad", apply: reloadClusters, keep: func(r, n *config.Config) { r.Nomads = n.Nomads }},
 		{name: "nomad-replan-rate", apply: reloadReplanRate,
 			keep: func(r, n *config.Config) { r.NomadReplanRate = n.NomadReplanRate }},
 		{name: "full-replan-interval", apply: reloadFullReplanInterval,
@@ -141,6 +145,21 @@ func reloadRepositories(s *Server, next *config.Config) error {
 		return err
 	}
 	s.logger.Info("repositories reloaded", "added", added, "changed", changed, "removed", removed)
+	return nil
+}
+
+func reloadClusters(s *Server, next *config.Config) error {
+	if s.fleet == nil {
+		return errors.New("this server runs no reconcilers")
+	}
+	if err := config.ClustersReloadable(s.liveConfig(), next); err != nil {
+		return err
+	}
+	for _, c := range next.Clusters() {
+		if m := s.fleet.Manager(c.Name); m != nil {
+			m.SetClusterSettings(reconcile.ClusterSettings{Requires: c.Requires, Bake: c.Bake, UIURL: c.UIURL})
+		}
+	}
 	return nil
 }
 

@@ -68,3 +68,42 @@ func TestReload_AppliesWhatItCanAndNamesTheRest(t *testing.T) {
 		t.Error("the log level did not go back to info")
 	}
 }
+
+// A reload of the nomad blocks applies a cluster's promotion order and
+// Nomad UI, which GET /v1/clusters then shows, and refuses a change of a
+// cluster's address whole, naming it: the cluster keeps its settings.
+func TestReload_NomadBlocks(t *testing.T) {
+	blocks := func(c *config.Config) {
+		c.Nomads = []config.NomadCluster{
+			{Name: "staging", Address: "http://127.0.0.1:1"},
+			{Name: "prod", Address: "http://127.0.0.1:2"},
+		}
+	}
+	s := nopstest.Start(t, "", nopstest.WithConfig(blocks))
+	next := *s.Config()
+	next.Nomads = []config.NomadCluster{
+		{Name: "staging", Address: "http://127.0.0.1:1"},
+		{Name: "prod", Address: "http://127.0.0.1:2", Requires: []string{"staging"}, Bake: 30 * time.Minute, UIURL: "https://prod.example"},
+	}
+	res, err := s.Reload(&next)
+	if err != nil || !reflect.DeepEqual(res.Applied, []string{"nomad"}) {
+		t.Fatalf("reload = %+v, %v; want nomad applied", res, err)
+	}
+	prod := s.Fleet().Manager("prod").ClusterStatus()
+	if !reflect.DeepEqual(prod.Requires, []string{"staging"}) || prod.Bake != 30*time.Minute || prod.UIURL != "https://prod.example" {
+		t.Fatalf("prod after the reload: %+v", prod)
+	}
+
+	moved := next
+	moved.Nomads = []config.NomadCluster{
+		{Name: "staging", Address: "http://127.0.0.1:3"},
+		{Name: "prod", Address: "http://127.0.0.1:2"},
+	}
+	_, err = s.Reload(&moved)
+	if err == nil || !strings.Contains(err.Error(), `nomad "staging": address changed: only a restart applies that`) {
+		t.Fatalf("reload of a moved cluster: %v, want the address named", err)
+	}
+	if prod := s.Fleet().Manager("prod").ClusterStatus(); prod.Bake != 30*time.Minute {
+		t.Fatalf("a refused reload changed prod: %+v", prod)
+	}
+}

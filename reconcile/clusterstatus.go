@@ -2,6 +2,8 @@ package reconcile
 
 import (
 	"maps"
+	"slices"
+	"time"
 
 	"github.com/nops-dev/nops/structs"
 )
@@ -15,8 +17,9 @@ func (m *Manager) ClusterStatus() *structs.ClusterStatus {
 		Name: m.cluster, Address: m.nomad.Address(), Region: m.cfg.Region,
 		LastContact: c.LastContact, Error: c.Error, Reachable: !c.LastContact.IsZero() && c.Error == "",
 		NomadVersion: m.NomadVersion(), EventStream: m.streaming(),
-		Requires: m.cfg.Requires, Bake: m.cfg.Bake, UIURL: m.cfg.UIURL,
 	}
+	p := m.promotion()
+	out.Requires, out.Bake, out.UIURL = p.Requires, p.Bake, p.UIURL
 	if m.srv.IsLeader() {
 		out.Leader = m.srv.NodeID()
 	}
@@ -35,6 +38,31 @@ func (m *Manager) ClusterStatus() *structs.ClusterStatus {
 		out.Active = len(active)
 	}
 	return out
+}
+
+// ClusterSettings are the settings of a cluster a reload may change:
+// its promotion order (the clusters a job must have completed in first,
+// and how long ago) and its Nomad UI.
+type ClusterSettings struct {
+	Requires []string
+	Bake     time.Duration
+	UIURL    string
+}
+
+// promotion returns the cluster's settings in force.
+func (m *core) promotion() ClusterSettings {
+	if p := m.settings.Load(); p != nil {
+		return *p
+	}
+	return ClusterSettings{Requires: m.cfg.Requires, Bake: m.cfg.Bake, UIURL: m.cfg.UIURL}
+}
+
+// SetClusterSettings replaces the cluster's promotion order and Nomad UI,
+// as a configuration reload does; the next cycle decides by them.
+func (m *Manager) SetClusterSettings(s ClusterSettings) {
+	s.Requires = slices.Clone(s.Requires)
+	m.settings.Store(&s)
+	m.TriggerDetection()
 }
 
 // setRepoClusters replaces the repositories' clusters, as a configuration

@@ -77,6 +77,9 @@ type core struct {
 	// repoClusters, cfg.RepoClusters.
 	defaults     atomic.Pointer[meta.Defaults]
 	repoClusters atomic.Pointer[map[string]string]
+	// settings, when set, replaces the cluster settings of cfg (Requires,
+	// Bake, UIURL): a configuration reload.
+	settings atomic.Pointer[ClusterSettings]
 }
 
 func (m *core) now() time.Time { return m.cfg.Clock().UTC() }

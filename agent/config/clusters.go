@@ -333,6 +333,9 @@ func ClustersReloadable(old, next *Config) error {
 			{"region", prev.Region == n.Region},
 			{"namespaces", slices.Equal(prev.Namespaces, n.Namespaces)},
 			{"token", prev.Token == n.Token},
+			// The file's content is read again when it changes; another
+			// file takes a new client.
+			{"token_file", prev.TokenFile == n.TokenFile},
 			{"ca_file", prev.CAFile == n.CAFile},
 			{"cert_file", prev.CertFile == n.CertFile},
 			{"key_file", prev.KeyFile == n.KeyFile},

@@ -297,10 +297,14 @@ func TestClustersReloadable(t *testing.T) {
 		want   []string // nil: reloadable
 	}{
 		{"nothing", func(*Config) {}, nil},
-		{"token file, ui url, requires, bake", func(c *Config) {
+		{"ui url, requires, bake", func(c *Config) {
 			n := &c.Nomads[1]
-			n.TokenFile, n.UIURL, n.Requires, n.Bake = "/t2", "https://ui2", nil, 0
+			n.UIURL, n.Requires, n.Bake = "https://ui2", nil, 0
 		}, nil},
+		// The token file's content is read again when it changes; another
+		// file needs a new client.
+		{"token file", func(c *Config) { c.Nomads[1].TokenFile = "/t2" },
+			[]string{`nomad "eu": token_file changed: only a restart applies that`}},
 		{"order of the blocks", func(c *Config) { c.Nomads[0], c.Nomads[1] = c.Nomads[1], c.Nomads[0] }, nil},
 		{"a repository's cluster", func(c *Config) {
 			c.Repositories = []Repository{{Name: "r", Cluster: "eu"}}
@@ -337,14 +341,14 @@ func TestClustersReloadable(t *testing.T) {
 		}
 	}
 
-	// The default cluster: its task API, static token and address need a
-	// restart, its token file does not; blocks in place of it are a new
-	// set of clusters.
+	// The default cluster: its task API, static token, token file and
+	// address need a restart, its UI does not; blocks in place of it are a
+	// new set of clusters.
 	single := Default()
 	next := Default()
-	next.NomadTokenFile, next.NomadUIURL = "/t", "https://ui"
+	next.NomadUIURL = "https://ui"
 	if err := ClustersReloadable(single, next); err != nil {
-		t.Errorf("token file of the default cluster: %v", err)
+		t.Errorf("ui url of the default cluster: %v", err)
 	}
 	next = Default()
 	next.NomadTaskAPI, next.NomadToken, next.NomadAddr = true, "secret", "unix:///s"
