@@ -236,6 +236,7 @@ func TestACL_EveryRouteOnACluster(t *testing.T) {
 	bodies := map[string]any{
 		"POST /v1/deployment/{id}/approve":           map[string]string{"comment": "ship it"},
 		"POST /v1/deployment/{id}/reject":            map[string]string{"reason": "no"},
+		"POST /v1/deployment/{id}/skip-requirements": map[string]string{"reason": "staging is down"},
 		"POST /v1/pause":                             map[string]string{"reason": "freeze"},
 		"POST /v1/resume":                            map[string]string{"reason": "thaw"},
 		"POST /v1/job/{ns}/{id}/pause":               map[string]string{"reason": "hold"},

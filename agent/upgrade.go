@@ -29,6 +29,8 @@ var minVersions = func() map[structs.MessageType]*version.Version {
 	for t := structs.ACLPolicyUpsertRequestType; t <= structs.WebhookDeliveryRequestType; t++ {
 		m[t] = v020
 	}
+	// 0.2.0 also added many Nomad clusters and their promotion order.
+	m[structs.DeploymentSkipRequirementsRequestType] = v020
 	return m
 }()
 

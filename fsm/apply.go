@@ -3,6 +3,7 @@ package fsm
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	memdb "github.com/hashicorp/go-memdb"
@@ -530,6 +531,41 @@ func (w *writer) deploymentDecision(req *structs.DeploymentDecisionRequest) erro
 		msg += ": " + req.Comment
 	}
 	return w.move(req.WriteMeta, d, to, by, msg)
+}
+
+// deploymentSkipRequirements lets a deployment that waits in detected for
+// its cluster's promotion order start without it (SPEC section 16): it
+// records who skipped it, with the reason in an event. Only a detected
+// deployment waits for the order; a reason is required, since the skip
+// is an operator's audited decision.
+func (w *writer) deploymentSkipRequirements(req *structs.DeploymentSkipRequirementsRequest) error {
+	if strings.TrimSpace(req.Reason) == "" {
+		return invalid("skipping the promotion order needs a reason")
+	}
+	if err := structs.CheckText("reason", req.Reason); err != nil {
+		return err
+	}
+	d, err := w.deployment(req.ID)
+	if err != nil {
+		return err
+	}
+	if d.State != structs.StateDetected {
+		return conflict("deployment %s is %s, not detected: only a deployment waiting in detected waits for the promotion order", d.ID, d.State)
+	}
+	if d.SkipRequirements {
+		return conflict("deployment %s already skips the promotion order (by %s)", d.ID, d.SkipRequirementsBy)
+	}
+	d.SkipRequirements, d.SkipRequirementsBy = true, req.Actor
+	d.UpdatedAt = req.Time
+	d.ModifyIndex = w.index
+	if err := w.put(TableDeployments, d); err != nil {
+		return err
+	}
+	return w.event(req.WriteMeta, structs.Event{
+		Kind: structs.EventKindDeployment, Object: d.ID, Cluster: d.Cluster, Namespace: d.Namespace, JobID: d.JobID,
+		From: string(d.State), To: string(d.State),
+		Message: fmt.Sprintf("promotion order skipped by %s: %s", req.Actor, req.Reason),
+	})
 }
 
 // mayApprove checks that the request's identity may approve d now: the

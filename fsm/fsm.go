@@ -280,6 +280,8 @@ func (f *FSM) dispatch(w *writer, l *raft.Log) error {
 		return applyMsg(buf, w.deploymentUpdate)
 	case structs.DeploymentDecisionRequestType:
 		return applyMsg(buf, w.deploymentDecision)
+	case structs.DeploymentSkipRequirementsRequestType:
+		return applyMsg(buf, w.deploymentSkipRequirements)
 	case structs.PauseRequestType:
 		return applyMsg(buf, w.pause)
 	case structs.ResumeRequestType:

@@ -207,6 +207,7 @@ func TestApplyEveryMessageType(t *testing.T) {
 			t.Fatalf("deployments after gc = %v, want d2", ids)
 		}
 	}
+	cases[structs.DeploymentSkipRequirementsRequestType] = testSkipRequirementsApply
 	cases[structs.WebhookDeliveryRequestType] = func(t *testing.T, h *harness) {
 		if h.delivery("gitea", "d-1") {
 			t.Fatal("a first delivery is a duplicate")

@@ -36,6 +36,7 @@ func populate(t testing.TB, h *harness) {
 	full.FileDiff = "--- a/jobs/web.nomad.hcl\n+++ b/jobs/web.nomad.hcl\n@@ -1 +1 @@\n-image = \"web:1\"\n+image = \"web:2\"\n"
 	full.ApprovalsRequired, full.ApprovalTTL = 2, 72*time.Hour
 	h.mustApply(structs.DeploymentCreateRequestType, &structs.DeploymentCreateRequest{WriteMeta: h.meta("detector"), Deployment: full, ConsumeLift: true})
+	h.mustApply(structs.DeploymentSkipRequirementsRequestType, &structs.DeploymentSkipRequirementsRequest{WriteMeta: h.meta("carol"), ID: "full", Reason: "staging is down for maintenance"})
 	h.mustTransition("full", structs.StatePendingApproval, nil)
 	h.mustApply(structs.DeploymentDecisionRequestType, &structs.DeploymentDecisionRequest{WriteMeta: h.meta("bob"), ID: "full", Decision: "approve", Comment: "after the backup"})
 	h.mustApply(structs.DeploymentDecisionRequestType, &structs.DeploymentDecisionRequest{WriteMeta: h.meta("erin"), ID: "full", Decision: "approve"})

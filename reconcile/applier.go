@@ -43,8 +43,12 @@ func (m *Applier) applyLoop(ctx context.Context) {
 			m.logger.Error("apply pass failed", "error", err)
 		}
 		if ended {
-			// A deployment ending can unblock detection.
+			// A deployment ending can unblock detection, here and in
+			// the clusters that require this one.
 			m.TriggerDetection()
+			for _, wake := range m.requiredBy {
+				wake()
+			}
 		}
 		if all || err != nil {
 			// Since Go 1.23 a reset timer never delivers a stale tick.

@@ -153,6 +153,9 @@ func (m *Applier) start(ctx context.Context, d *structs.Deployment, p *pass) err
 	if err != nil || held {
 		return err
 	}
+	if wait, err := m.awaitsPromotion(d); err != nil || wait {
+		return err
+	}
 	switch {
 	case d.Policy == structs.PolicyApproval:
 		return m.transition(d, structs.StatePendingApproval, "waiting for approval", "")
@@ -217,6 +220,26 @@ func (m *Applier) held(d *structs.Deployment) (bool, error) {
 		return false, err
 	}
 	return holds.Evaluate(pauses, holds.At(windows, m.now()), d.LiftedWindow, d.Cluster, d.Namespace, d.JobID).Held(), nil
+}
+
+// awaitsPromotion reports whether a detected deployment must still wait
+// for its cluster's promotion order (SPEC section 16): the rule
+// (promotionWait) over the required clusters' states read now, unless an
+// operator let it skip the order. It is the gate: detection only shows
+// the wait and wakes the deployment when it ends.
+func (m *Applier) awaitsPromotion(d *structs.Deployment) (bool, error) {
+	if len(m.cfg.Requires) == 0 || d.SkipRequirements {
+		return false, nil
+	}
+	reqs, err := m.requirementStates(d.Namespace, d.JobID, d.Repository, d.Commit)
+	if err != nil {
+		return false, err
+	}
+	why, _ := promotionWait(reqs, d.Commit, m.cfg.Bake, m.now())
+	if why != "" {
+		m.logger.Debug("deployment waits for the promotion order", "deployment", d.ID, "job", d.Key(), "why", why)
+	}
+	return why != "", nil
 }
 
 // applying registers the job (once) and waits for it to be healthy.

@@ -34,6 +34,10 @@ type core struct {
 	git     *gitwatch.Watcher
 	logger  hclog.Logger
 	metrics *metrics
+	// requiredBy wakes the detection of each cluster that requires this
+	// one (the promotion order, SPEC section 16) when one of its
+	// deployments ends; set by NewFleet before the loops run.
+	requiredBy []func()
 
 	detectCh chan struct{}
 	applyCh  chan struct{}

@@ -29,6 +29,17 @@ import (
 // a waiting deployment made earlier is superseded, a deploy now stays
 // stored, and the cycle that a dependency's deployment ending starts
 // creates the deployment once every dependency is in sync again.
+//
+// The promotion order between clusters (section 16: a cluster requires
+// others, with a bake time) is decided here too, but a deployment that
+// waits for it is created and waits in detected, as the section words it:
+// an operator lets that deployment, by its ID, skip the order
+// (skip-requirements), which needs it to exist. The rule is promotionWait,
+// over the states of the job in the required clusters (reqState); the
+// apply loop asks it again before it starts a detected deployment (the
+// gate, as it asks holds.Evaluate), and decide gives the job's status its
+// wait, looks again when the bake ends, and wakes the waiting deployment
+// once nothing holds it.
 
 // jobView is what detection observed of one managed job in one cycle.
 type jobView struct {
@@ -78,9 +89,104 @@ type jobView struct {
 	// job (meta.DependencyProblems: missing, unmanaged, cycle).
 	depProblems []string
 
+	// Promotion order (SPEC section 16).
+	//
+	// requires are the states of the job in the clusters its cluster
+	// requires, in configured order, relative to promotionCommit; nil
+	// when the cluster requires none or the job wants no deployment.
+	// bake is how long a completed deployment there must have run.
+	requires []reqState
+	bake     time.Duration
+
 	// decl is the declaration the view was observed from; only act reads
 	// it, to build the deployment.
 	decl *declared
+}
+
+// reqState is what one cluster that the job's cluster requires holds of
+// the same job (same namespace and ID), relative to the commit that waits.
+type reqState struct {
+	cluster string
+	// exists says the job has a status there; a job that does not exist
+	// in a required cluster is not held by it.
+	exists bool
+	// completedCommit and completedAt are those of the job's last
+	// completed deployment there ("" for none); completedLater says that
+	// commit is the commit that waits or a later one (observe decides it
+	// with git's ancestry).
+	completedCommit string
+	completedAt     time.Time
+	completedLater  bool
+	// heldID, heldState and heldError are the job's last deployment there
+	// when it failed or was rejected, of the commit that waits or a later
+	// one: it holds the job with its reason. heldState is "" for none.
+	heldID    string
+	heldState structs.DeploymentState
+	heldError string
+}
+
+// promotionWait is the rule of the promotion order (SPEC section 16): why
+// a deployment of commit must wait, "" when it need not, and the earliest
+// time at which a required cluster's completed deployment will have baked
+// (zero for none). It names the first required cluster, in configured
+// order, that holds it: one whose last deployment of the commit or a later
+// one failed or was rejected (held, with the reason), one with no
+// completed deployment of the commit or a later one, or one whose
+// completed deployment ran less than bake. A cluster where the job does
+// not exist holds nothing. Times show in UTC, as HH:MM.
+func promotionWait(reqs []reqState, commit string, bake time.Duration, now time.Time) (string, time.Time) {
+	var why string
+	var until time.Time
+	for _, r := range reqs {
+		var w string
+		switch baked := r.completedAt.Add(bake); {
+		case !r.exists:
+		case r.heldState != "":
+			w = fmt.Sprintf("held by %s: deployment %s %s", r.cluster, structs.ShortID(r.heldID), r.heldState)
+			if r.heldError != "" {
+				w += ": " + r.heldError
+			}
+		case r.completedCommit == "" || !r.completedLater:
+			w = fmt.Sprintf("waiting for %s: no completed deployment of commit %s or later", r.cluster, structs.ShortID(commit))
+		case now.Before(baked):
+			w = fmt.Sprintf("waiting for %s (bakes until %s)", r.cluster, baked.UTC().Format("15:04"))
+			until = earliest(until, baked)
+		}
+		if why == "" {
+			why = w
+		}
+	}
+	return why, until
+}
+
+// promotionPending reports whether the promotion order can still hold the
+// job's next start: its cluster requires others, and its deployment has
+// not started (there is none yet, or it waits in detected and no operator
+// let it skip the order).
+func (v *jobView) promotionPending() bool {
+	if len(v.requires) == 0 {
+		return false
+	}
+	a := v.active
+	return a == nil || (a.State == structs.StateDetected && !a.SkipRequirements)
+}
+
+// promotionCommit is the commit whose promotion the view weighs: that of
+// the deployment waiting in detected, else git's.
+func (v *jobView) promotionCommit() string {
+	if a := v.active; a != nil && a.State == structs.StateDetected {
+		return a.Commit
+	}
+	return v.commit
+}
+
+// promotionWait is the rule applied to the view: "" when the order does
+// not hold the job.
+func (v *jobView) promotionWait() (string, time.Time) {
+	if !v.promotionPending() {
+		return "", time.Time{}
+	}
+	return promotionWait(v.requires, v.promotionCommit(), v.bake, v.now)
 }
 
 // depState is what one detection cycle saw of a job that another depends
@@ -149,11 +255,15 @@ type decision struct {
 	// failWith fails the new deployment at once: its hooks are missing or
 	// invalid.
 	failWith string
+	// release wakes the deployment waiting in detected for the promotion
+	// order: nothing holds it any more, and the apply loop may start it.
+	release bool
 	// lookAgainAt is when detection must look at the job again even if
 	// nothing else triggers it (the controller's requeue-after): the next
 	// boundary of a sync window that matches it, where its hold, and so
 	// its status and its waiting deployment, may change; when the
-	// waiting deployment's approval TTL runs out; v.now when the waiting
+	// waiting deployment's approval TTL runs out; when a required
+	// cluster's deployment has baked (promotion order); v.now when the waiting
 	// deployment moved on but still waits. Zero: only the usual triggers
 	// (commits, Nomad's events, state changes, the drift interval).
 	lookAgainAt time.Time
@@ -181,6 +291,12 @@ func decide(v *jobView) decision {
 		}
 	}
 	dec.createRule(v, h, active)
+	if why, until := v.promotionWait(); why != "" {
+		dec.lookAgainAt = earliest(dec.lookAgainAt, until)
+	} else if active != nil && v.promotionPending() {
+		// The waiting deployment, in detected, is held no more.
+		dec.release = true
+	}
 	if dec.create && v.decl != nil && v.decl.meta.Policy == structs.PolicyApproval && v.decl.meta.ApprovalTTL > 0 {
 		// The deployment created now waits for approval no sooner than
 		// now: look again when its TTL would run out, since no periodic
@@ -269,6 +385,9 @@ func (v *jobView) observedStatus(h holds.Hold) *structs.JobStatus {
 		// Only a job that wants a new deployment waits: one in sync
 		// has nothing to wait with, and a running deployment runs on.
 		s.WaitingFor = v.waitFor()
+		if s.WaitingFor == "" {
+			s.WaitingFor, _ = v.promotionWait()
+		}
 	}
 	return s
 }

@@ -87,6 +87,7 @@ type outcome struct {
 	skipRegister bool
 	consumeLift  bool
 	failWith     string
+	release      bool
 
 	sync    structs.SyncState
 	drift   string
@@ -98,7 +99,7 @@ type outcome struct {
 
 func outcomeOf(d decision) outcome {
 	return outcome{rebase: d.rebase, settle: d.settle, reason: d.reason, create: d.create, skipRegister: d.skipRegister,
-		consumeLift: d.consumeLift, failWith: d.failWith,
+		consumeLift: d.consumeLift, failWith: d.failWith, release: d.release,
 		sync: d.status.Sync, drift: d.status.DriftSummary, hold: d.status.Hold, waiting: d.status.WaitingFor, blocked: d.status.Blocked, errors: d.status.Errors}
 }
 
@@ -157,6 +158,33 @@ func webDependencyProblems(managed map[string][]string, declared ...string) []st
 func invalidDeps(problem string) outcome {
 	return quiet.and(func(o *outcome) { o.sync, o.errors = structs.SyncError, []string{problem} })
 }
+
+// The promotion order (SPEC section 16): web in cluster prod, which
+// requires staging with a bake of 30 minutes; decideNow is 12:00 UTC.
+const promoBake = 30 * time.Minute
+
+// inProd returns the view as a job of cluster prod whose required clusters
+// hold reqs.
+func inProd(v *jobView, reqs ...reqState) *jobView {
+	v.cluster, v.requires, v.bake = "prod", reqs, promoBake
+	return v
+}
+
+// stagingDone is web completed in staging at at, of the view's commit (or
+// a later one) when later.
+func stagingDone(at time.Time, later bool) reqState {
+	return reqState{cluster: "staging", exists: true, completedCommit: "c0ffee", completedAt: at, completedLater: later}
+}
+
+var (
+	stagingBaked  = stagingDone(decideNow.Add(-time.Hour), true)
+	stagingBaking = stagingDone(decideNow.Add(-10*time.Minute), true)
+	stagingFailed = reqState{cluster: "staging", exists: true, completedCommit: "0ld", completedAt: decideNow.Add(-24 * time.Hour),
+		heldID: "1a2b3c4d-0000", heldState: structs.StateFailed, heldError: `Nomad deployment "0b1c" failed`}
+	stagingAbsent = reqState{cluster: "staging"}
+)
+
+const bakingWait = "waiting for staging (bakes until 12:20)"
 
 func TestDecide(t *testing.T) {
 	hookProblem := `pre hook "backup" is not declared by any file in namespace default`
@@ -462,6 +490,66 @@ func TestDecide(t *testing.T) {
 					o.settle = structs.StateSuperseded
 					o.reason = `the job's dependencies are invalid: jobs/web.nomad.hcl: meta nops_depends_on = "db": dependency cycle default/web -> default/db -> default/cache -> default/web`
 				})},
+
+		// Section 16: the promotion order (prod requires staging, bake 30m).
+		// A deployment that waits for it is created and waits in detected;
+		// the apply loop's gate (awaitsPromotion) keeps it there.
+		{"required cluster completed and baked: created, nothing to wait for",
+			inProd(drifted(), stagingBaked), created},
+		{"required cluster completed but baking: created, waiting with the time",
+			inProd(drifted(), stagingBaking),
+			created.and(func(o *outcome) { o.waiting = bakingWait })},
+		{"only an older commit completed in the required cluster: waiting",
+			inProd(drifted(), stagingDone(decideNow.Add(-time.Hour), false)),
+			created.and(func(o *outcome) {
+				o.waiting = "waiting for staging: no completed deployment of commit c0ffee or later"
+			})},
+		{"a failed deployment in the required cluster holds with its reason",
+			inProd(drifted(), stagingFailed),
+			created.and(func(o *outcome) {
+				o.waiting = `held by staging: deployment 1a2b3c4d failed: Nomad deployment "0b1c" failed`
+			})},
+		{"a job absent from the required cluster is not held by it",
+			inProd(drifted(), stagingAbsent), created},
+		{"a deployment waiting in detected for the order is kept, not superseded",
+			inProd(with(drifted(), func(v *jobView) { v.active = waiting(structs.StateDetected, gitSpec, liveIdx) }), stagingBaking),
+			quiet.and(func(o *outcome) { o.waiting = bakingWait })},
+		{"once baked, the deployment waiting in detected is released",
+			inProd(with(drifted(), func(v *jobView) { v.active = waiting(structs.StateDetected, gitSpec, liveIdx) }), stagingBaked),
+			quiet.and(func(o *outcome) { o.release = true })},
+		{"deploy now does not skip the order: the lift is consumed, the deployment waits",
+			inProd(with(drifted(), func(v *jobView) {
+				v.windows = []*structs.SyncWindow{lunch}
+				v.lift = deployNow
+			}), stagingBaking),
+			created.and(func(o *outcome) {
+				o.consumeLift = true
+				o.hold = "sync window: deny window lunch is active (deploy now requested)"
+				o.waiting = bakingWait
+			})},
+		{"a deployment that lifted a window still waits for the order",
+			inProd(with(drifted(), func(v *jobView) {
+				v.active = waiting(structs.StateDetected, gitSpec, liveIdx)
+				v.active.LiftedWindow = true
+			}), stagingFailed),
+			quiet.and(func(o *outcome) {
+				o.waiting = `held by staging: deployment 1a2b3c4d failed: Nomad deployment "0b1c" failed`
+			})},
+		{"skip-requirements recorded on the deployment: not held",
+			inProd(with(drifted(), func(v *jobView) {
+				v.active = waiting(structs.StateDetected, gitSpec, liveIdx)
+				v.active.SkipRequirements, v.active.SkipRequirementsBy = true, "carol"
+			}), stagingFailed),
+			quiet},
+		{"a deployment past detected (waiting for approval) is not held by the order",
+			inProd(with(drifted(), func(v *jobView) { v.active = waiting(structs.StatePendingApproval, gitSpec, liveIdx) }), stagingFailed),
+			quiet},
+		{"two required clusters, one missing the commit: waiting for that one",
+			inProd(drifted(), stagingBaked, reqState{cluster: "qa", exists: true}),
+			created.and(func(o *outcome) { o.waiting = "waiting for qa: no completed deployment of commit c0ffee or later" })},
+		{"a dependency not ready comes first, and nothing is created",
+			inProd(dependsOn(drifted(), dbDeploying), stagingBaking),
+			quiet.and(func(o *outcome) { o.waiting = "waiting for default/db: deploying" })},
 	}
 	for _, tc := range cases {
 		t.Run(tc.rule, func(t *testing.T) {
@@ -473,11 +561,38 @@ func TestDecide(t *testing.T) {
 	}
 }
 
+// TestDecide_PromotionLookAgain checks that a job waiting for a required
+// cluster's bake is looked at again when it has baked, and only then.
+func TestDecide_PromotionLookAgain(t *testing.T) {
+	cases := []struct {
+		rule string
+		view *jobView
+		want time.Time
+	}{
+		{"baking: when it has baked", inProd(drifted(), stagingBaking), decideNow.Add(20 * time.Minute)},
+		{"a deployment waiting in detected: when it has baked",
+			inProd(with(drifted(), func(v *jobView) { v.active = waiting(structs.StateDetected, gitSpec, liveIdx) }), stagingBaking),
+			decideNow.Add(20 * time.Minute)},
+		{"two baking: the earlier", inProd(drifted(), stagingBaking,
+			reqState{cluster: "qa", exists: true, completedCommit: "c0ffee", completedAt: decideNow.Add(-20 * time.Minute), completedLater: true}),
+			decideNow.Add(10 * time.Minute)},
+		{"baked: only the usual triggers", inProd(drifted(), stagingBaked), time.Time{}},
+		{"held by a failure: only the usual triggers", inProd(drifted(), stagingFailed), time.Time{}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.rule, func(t *testing.T) {
+			if got := decide(tc.view).lookAgainAt; !got.Equal(tc.want) {
+				t.Fatalf("lookAgainAt = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
 // TestDecide_StatusRecordsTheView checks the status decide returns for
 // step 9: where the job comes from, its spec hash and its live index.
 func TestDecide_StatusRecordsTheView(t *testing.T) {
 	s := decide(drifted()).status
-	want := &structs.JobStatus{Namespace: "default", JobID: "web", Repository: "main", File: "jobs/web.nomad.hcl",
+	want := &structs.JobStatus{Cluster: structs.DefaultCluster, Namespace: "default", JobID: "web", Repository: "main", File: "jobs/web.nomad.hcl",
 		Commit: "c0ffee", Policy: structs.PolicyApproval, Sync: structs.SyncDrift, DriftSummary: driftLine,
 		SpecHash: gitSpec, LiveModifyIndex: liveIdx}
 	if !reflect.DeepEqual(s, want) {

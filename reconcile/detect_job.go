@@ -193,7 +193,88 @@ func (m *Detector) observeState(ctx context.Context, v *jobView) error {
 			return err
 		}
 	}
-	return nil
+	return m.observeRequirements(v)
+}
+
+// observeRequirements reads the states of the job in the clusters its
+// cluster requires (the promotion order, SPEC section 16), when the order
+// can matter: the job wants a deployment, or one waits in detected.
+func (m *core) observeRequirements(v *jobView) error {
+	wants := !v.inSync || (v.block != nil && v.block.Retried)
+	detected := v.active != nil && v.active.State == structs.StateDetected
+	if len(m.cfg.Requires) == 0 || !wants && !detected {
+		return nil
+	}
+	repo := v.repo
+	if detected {
+		repo = v.active.Repository
+	}
+	var err error
+	v.bake = m.cfg.Bake
+	v.requires, err = m.requirementStates(v.namespace, v.jobID, repo, v.promotionCommit())
+	return err
+}
+
+// requirementStates reads, from the replicated state, what each cluster
+// the core's cluster requires holds of a job, relative to commit of
+// repository repo: promotionWait's input, for detection and for the
+// apply loop's gate alike.
+func (m *core) requirementStates(namespace, jobID, repo, commit string) ([]reqState, error) {
+	st := m.srv.State()
+	out := make([]reqState, 0, len(m.cfg.Requires))
+	for _, c := range m.cfg.Requires {
+		r := reqState{cluster: c}
+		status, err := st.JobStatus(c, namespace, jobID)
+		if err != nil {
+			return nil, fmt.Errorf("read the status of %s in required cluster %s: %w", jobID, c, err)
+		}
+		if status != nil {
+			r.exists = true
+			done, err := st.LastCompletedDeployment(c, namespace, jobID)
+			if err != nil {
+				return nil, fmt.Errorf("read the last completed deployment of %s in required cluster %s: %w", jobID, c, err)
+			}
+			if done != nil {
+				r.completedCommit, r.completedAt = done.Commit, done.StateEnteredAt
+				r.completedLater = m.sameOrLater(repo, commit, done.Repository, done.Commit)
+			}
+			last, err := st.LastDeployment(c, namespace, jobID)
+			if err != nil {
+				return nil, fmt.Errorf("read the last deployment of %s in required cluster %s: %w", jobID, c, err)
+			}
+			if last != nil && (last.State == structs.StateFailed || last.State == structs.StateRejected) &&
+				m.sameOrLater(repo, commit, last.Repository, last.Commit) {
+				r.heldID, r.heldState, r.heldError = last.ID, last.State, last.Error
+			}
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// sameOrLater reports whether commit other (of repository otherRepo) is
+// commit (of repo) or a later one: a descendant of it in git's history.
+// Ancestry is asked only when the commits differ, of the clones of repo,
+// and only when both repositories are clones of one remote URL (their
+// commits are then of one history). When the repositories' URLs differ,
+// or the clones cannot tell (a commit or the history between them not
+// fetched: the clones are shallow), only an equal commit counts: the
+// order then waits, which an operator can skip, rather than promote a
+// commit nothing showed to be later.
+func (m *core) sameOrLater(repo, commit, otherRepo, other string) bool {
+	if commit == other {
+		return commit != ""
+	}
+	if m.git == nil || commit == "" || other == "" || (otherRepo != repo && !m.git.SameRemote(repo, otherRepo)) {
+		return false
+	}
+	ok, err := m.git.IsAncestor(repo, commit, other)
+	if err != nil {
+		m.logger.Debug("promotion order: ancestry not decided; only the same commit counts", "repository", repo,
+			"commit", structs.ShortID(commit), "other", structs.ShortID(other), "error", err)
+		return false
+	}
+	return ok
 }
 
 // observeHolds reads the job's pauses and deploy now into the view, at one
@@ -231,6 +312,9 @@ func (m *Detector) act(ctx context.Context, v *jobView, dec decision) (*decision
 			}
 			dec.settleConflict(v, after)
 		}
+	}
+	if dec.release && dec.settle == "" {
+		m.wakeDeployments(v.active.ID)
 	}
 	if !dec.create {
 		return &dec, false, nil

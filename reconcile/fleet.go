@@ -49,6 +49,13 @@ func NewFleet(managers []*Manager, git *gitwatch.Watcher, reg prometheus.Registe
 		}
 		f.byName[m.cluster] = m
 	}
+	for _, m := range managers {
+		for _, req := range m.cfg.Requires {
+			if r := f.byName[structs.ClusterName(req)]; r != nil && r != m {
+				r.requiredBy = append(r.requiredBy, m.TriggerDetection)
+			}
+		}
+	}
 	f.Query = &Query{server: managers[0].srv, client: managers[0].nomad}
 	if reg != nil && git != nil {
 		reg.MustRegister(newGitCollector(managers[0].core))

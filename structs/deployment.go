@@ -310,6 +310,12 @@ type Deployment struct {
 	// the dashboard (Diff is its text, for the CLI); nil for a deployment
 	// recorded before it was kept. It never changes once recorded.
 	PlanDiff *PlanDiff `json:"plan_diff,omitempty"`
+	// SkipRequirements is set when an operator let the deployment start
+	// without its cluster's promotion order (SPEC section 16:
+	// skip-requirements), SkipRequirementsBy to who did; the reason is
+	// in the deployment's events.
+	SkipRequirements   bool   `json:"skip_requirements,omitempty"`
+	SkipRequirementsBy string `json:"skip_requirements_by,omitempty"`
 }
 
 // CommitSubject returns the first line of the commit message.

@@ -63,6 +63,10 @@ const (
 	// passed its signature check, by its provider's delivery ID, so that a
 	// replay of it changes nothing (on any server, after a failover too).
 	WebhookDeliveryRequestType MessageType = 32
+	// DeploymentSkipRequirementsRequestType lets a deployment waiting in
+	// detected for its cluster's promotion order (SPEC section 16) start
+	// without it: an operator's audited decision.
+	DeploymentSkipRequirementsRequestType MessageType = 33
 	// New types go here, at the end.
 )
 
@@ -104,6 +108,8 @@ var messageTypeNames = map[MessageType]string{
 	GCRequestType:                   "GC",
 	BatchRequestType:                "Batch",
 	WebhookDeliveryRequestType:      "WebhookDelivery",
+
+	DeploymentSkipRequirementsRequestType: "DeploymentSkipRequirements",
 }
 
 func (t MessageType) String() string {

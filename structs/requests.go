@@ -77,6 +77,16 @@ type DeploymentDecisionRequest struct {
 	ForbidSelf bool `json:"forbid_self,omitempty"`
 }
 
+// DeploymentSkipRequirementsRequest lets a deployment that waits in
+// detected for its cluster's promotion order (SPEC section 16) start
+// without it. Reason is required: the skip is audited, with the actor,
+// on the deployment's events.
+type DeploymentSkipRequirementsRequest struct {
+	WriteMeta
+	ID     string `json:"id"`
+	Reason string `json:"reason"`
+}
+
 // PauseRequest pauses one job, or every job when Global is set.
 type PauseRequest struct {
 	WriteMeta

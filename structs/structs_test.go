@@ -167,7 +167,7 @@ func TestMessageTypesAppendOnly(t *testing.T) {
 		"ACLTokenDelete", "ACLTokenBootstrap", "ACLAuthMethodUpsert", "ACLAuthMethodDelete",
 		"ACLBindingRuleUpsert", "ACLBindingRuleDelete",
 		"NotificationResult", "NotificationPrune", "NotifyMark", "AutopilotSetConfig", "GC", "Batch",
-		"WebhookDelivery",
+		"WebhookDelivery", "DeploymentSkipRequirements",
 	}
 	got := MessageTypes()
 	if len(got) != len(want) {

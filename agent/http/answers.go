@@ -35,6 +35,8 @@ func routeAnswers() map[string]routeAnswer {
 	policy, role := answer[*structs.ACLPolicy](), answer[*structs.ACLRole]()
 	method, rule := answer[*structs.ACLAuthMethod](), answer[*structs.ACLBindingRule]()
 	return map[string]routeAnswer{
+		"POST /v1/deployment/{id}/skip-requirements": deployment,
+
 		"GET /v1/status/leader": answer[string](),
 		"GET /v1/status/peers":  answer[[]string](),
 		"GET /v1/status/node":   answer[*structs.NodeStatus](),

@@ -22,6 +22,7 @@ import (
 // routes registers the routes of every group.
 func (a *httpAPI) routes(route func(pattern, kind string, rule routeRule, fn handlerFunc)) {
 	a.cluster.routes(route)
+	a.cluster.promotionRoutes(route)
 	a.operator.routes(route)
 	a.reconcileRoutes(route)
 	a.acl.aclRoutes(route)

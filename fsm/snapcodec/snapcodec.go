@@ -39,7 +39,7 @@ import (
 // TestSnapshotCodecCoversEveryField fails when a field is added to a
 // struct and not here.
 const (
-	deploymentFields = 43
+	deploymentFields = 45
 	frozenHookFields = 8
 	hookRunFields    = 9
 	decisionFields   = 4
@@ -109,7 +109,9 @@ func AppendDeployment(b []byte, d *structs.Deployment) ([]byte, error) {
 	b = appendPlanDiff(b, d.PlanDiff)
 	b = mpString(b, d.CommitCommitter)
 	b = mpString(b, d.CommitSigner)
-	return mpString(b, d.Cluster), nil
+	b = mpString(b, d.Cluster)
+	b = mpBool(b, d.SkipRequirements)
+	return mpString(b, d.SkipRequirementsBy), nil
 }
 
 // appendPlanDiff appends a deployment's plan diff tree.
@@ -365,6 +367,10 @@ func decodeDeploymentField(r *Reader, d *structs.Deployment, i int) (err error) 
 		err = r.symTo(&d.CommitSigner)
 	case 42:
 		err = r.symTo(&d.Cluster)
+	case 43:
+		d.SkipRequirements, err = r.bool()
+	case 44:
+		err = r.symTo(&d.SkipRequirementsBy)
 	default:
 		err = r.skip(0)
 	}

@@ -75,6 +75,17 @@ func (d *Deployments) Reject(ctx context.Context, id, reason string) (*structs.D
 	return &out, nil
 }
 
+// SkipRequirements lets a deployment waiting in detected for its
+// cluster's promotion order start without it (SPEC section 16), with a
+// reason the server records; it returns the deployment as it is then.
+func (d *Deployments) SkipRequirements(ctx context.Context, id, reason string) (*structs.Deployment, error) {
+	var out structs.Deployment
+	if err := d.c.write(ctx, http.MethodPost, "/v1/deployment/"+seg(id)+"/skip-requirements", nil, &structs.ReasonRequest{Reason: reason}, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
 // Promote promotes the canaries of a deployment that wait for it.
 func (d *Deployments) Promote(ctx context.Context, id string) (*structs.PromoteResult, error) {
 	var out structs.PromoteResult

@@ -30,6 +30,7 @@ func TestClient_MethodsDecodeTheDeclaredAnswer(t *testing.T) {
 		"GET /v1/deployment/{id}/events":             c.Deployments().Events,
 		"POST /v1/deployment/{id}/approve":           c.Deployments().Approve,
 		"POST /v1/deployment/{id}/reject":            c.Deployments().Reject,
+		"POST /v1/deployment/{id}/skip-requirements": c.Deployments().SkipRequirements,
 		"GET /v1/pauses":                             c.Jobs().Pauses,
 		"POST /v1/pause":                             c.Jobs().PauseAll,
 		"POST /v1/resume":                            c.Jobs().ResumeAll,
