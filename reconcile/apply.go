@@ -228,14 +228,14 @@ func (m *Applier) held(d *structs.Deployment) (bool, error) {
 // operator let it skip the order. It is the gate: detection only shows
 // the wait and wakes the deployment when it ends.
 func (m *Applier) awaitsPromotion(d *structs.Deployment) (bool, error) {
-	if len(m.cfg.Requires) == 0 || d.SkipRequirements {
+	if len(m.promotion().Requires) == 0 || d.SkipRequirements {
 		return false, nil
 	}
 	reqs, err := m.requirementStates(d.Namespace, d.JobID, d.Repository, d.Commit)
 	if err != nil {
 		return false, err
 	}
-	why, _ := promotionWait(reqs, d.Commit, m.cfg.Bake, m.now())
+	why, _ := promotionWait(reqs, d.Commit, m.promotion().Bake, m.now())
 	if why != "" {
 		m.logger.Debug("deployment waits for the promotion order", "deployment", d.ID, "job", d.Key(), "why", why)
 	}

@@ -202,7 +202,8 @@ func (m *Detector) observeState(ctx context.Context, v *jobView) error {
 func (m *core) observeRequirements(v *jobView) error {
 	wants := !v.inSync || (v.block != nil && v.block.Retried)
 	detected := v.active != nil && v.active.State == structs.StateDetected
-	if len(m.cfg.Requires) == 0 || !wants && !detected {
+	p := m.promotion()
+	if len(p.Requires) == 0 || !wants && !detected {
 		return nil
 	}
 	repo := v.repo
@@ -210,7 +211,7 @@ func (m *core) observeRequirements(v *jobView) error {
 		repo = v.active.Repository
 	}
 	var err error
-	v.bake = m.cfg.Bake
+	v.bake = p.Bake
 	v.requires, err = m.requirementStates(v.namespace, v.jobID, repo, v.promotionCommit())
 	return err
 }
@@ -221,8 +222,9 @@ func (m *core) observeRequirements(v *jobView) error {
 // apply loop's gate alike.
 func (m *core) requirementStates(namespace, jobID, repo, commit string) ([]reqState, error) {
 	st := m.srv.State()
-	out := make([]reqState, 0, len(m.cfg.Requires))
-	for _, c := range m.cfg.Requires {
+	requires := m.promotion().Requires
+	out := make([]reqState, 0, len(requires))
+	for _, c := range requires {
 		r := reqState{cluster: c}
 		status, err := st.JobStatus(c, namespace, jobID)
 		if err != nil {

@@ -3,6 +3,7 @@ package reconcile
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -49,11 +50,19 @@ func NewFleet(managers []*Manager, git *gitwatch.Watcher, reg prometheus.Registe
 		}
 		f.byName[m.cluster] = m
 	}
-	for _, m := range managers {
-		for _, req := range m.cfg.Requires {
-			if r := f.byName[structs.ClusterName(req)]; r != nil && r != m {
-				r.requiredBy = append(r.requiredBy, m.TriggerDetection)
+	// A deployment that ends in a cluster wakes the detection of the
+	// clusters that require it, by their promotion order at that moment
+	// (a reload may change it).
+	for _, r := range managers {
+		for _, m := range managers {
+			if r == m {
+				continue
 			}
+			r.requiredBy = append(r.requiredBy, func() {
+				if slices.Contains(m.promotion().Requires, r.cluster) {
+					m.TriggerDetection()
+				}
+			})
 		}
 	}
 	f.Query = &Query{server: managers[0].srv, client: managers[0].nomad}
