@@ -88,9 +88,24 @@ func deploymentPath(r *http.Request) (api, page string) {
 	return "/v1/deployment/" + id, "/ui/deployment/" + id
 }
 
-func jobPath(r *http.Request) (api, page string) {
-	p := url.PathEscape(r.PathValue("ns")) + "/" + url.PathEscape(r.PathValue("id"))
-	return "/v1/job/" + p, "/ui/job/" + p
+// jobPath returns the API path of a job action and the job's page, both
+// in the job's cluster: the form's ?cluster= (SPEC section 16), without
+// which the API resolves the only cluster that holds the job.
+func jobPath(r *http.Request, action string) (api, page string) {
+	p, q := url.PathEscape(r.PathValue("ns"))+"/"+url.PathEscape(r.PathValue("id")), jobQuery(r)
+	api = "/v1/job/" + p
+	if action != "" {
+		api += "/" + action
+	}
+	return api + q, "/ui/job/" + p + q
+}
+
+// jobQuery is the ?cluster= of a request to a job's page or action, or "".
+func jobQuery(r *http.Request) string {
+	if c := r.URL.Query().Get("cluster"); c != "" {
+		return "?" + url.Values{"cluster": {c}}.Encode()
+	}
+	return ""
 }
 
 // actCommented is act for a write that carries the person's text: the
@@ -135,28 +150,29 @@ func (u actions) promote(w http.ResponseWriter, r *http.Request) {
 }
 
 func (u actions) jobPause(w http.ResponseWriter, r *http.Request) {
-	api, page := jobPath(r)
-	u.actCommented(w, r, "reason", api+"/pause", page, "pause")
+	api, page := jobPath(r, "pause")
+	u.actCommented(w, r, "reason", api, page, "pause")
 }
 
 func (u actions) jobResume(w http.ResponseWriter, r *http.Request) {
-	api, page := jobPath(r)
-	u.actCommented(w, r, "reason", api+"/resume", page, "resume")
+	api, page := jobPath(r, "resume")
+	u.actCommented(w, r, "reason", api, page, "resume")
 }
 
 func (u actions) jobRetry(w http.ResponseWriter, r *http.Request) {
-	api, page := jobPath(r)
-	u.act(w, r, http.MethodPost, api+"/retry", nil, page, "retry")
+	api, page := jobPath(r, "retry")
+	u.act(w, r, http.MethodPost, api, nil, page, "retry")
 }
 
 // jobDeployNow requests a deployment now; the message after it says what
 // that does for the job as it stood: lift its closed window, nothing
 // while it is paused, or a check at once.
 func (u actions) jobDeployNow(w http.ResponseWriter, r *http.Request) {
-	api, page := jobPath(r)
+	api, page := jobPath(r, "deploy-now")
+	detail, _ := jobPath(r, "")
 	done := "deploy-now"
 	var d structs.JobDetail
-	if err := u.get(r, api, &d); err == nil {
+	if err := u.get(r, detail, &d); err == nil {
 		switch deployNowCase(&d) {
 		case "paused":
 			done = "deploy-now-paused"
@@ -164,7 +180,7 @@ func (u actions) jobDeployNow(w http.ResponseWriter, r *http.Request) {
 			done = "deploy-now-window"
 		}
 	}
-	u.act(w, r, http.MethodPost, api+"/deploy-now", nil, page, done)
+	u.act(w, r, http.MethodPost, api, nil, page, done)
 }
 
 func (u actions) pauseAll(w http.ResponseWriter, r *http.Request) {

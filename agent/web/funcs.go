@@ -51,14 +51,8 @@ func (u *UI) funcs() template.FuncMap {
 		},
 		"canJob":     func(v *Viewer, ns, job, c string) bool { return v.job(ns, job, c) },
 		"canCluster": func(v *Viewer, c string) bool { return v.cluster(c) },
-		"nomadJob":   u.nomadJob,
-		"nomadDeployment": func(ns, job string) string {
-			if l := u.nomadJob(ns, job); l != "" {
-				return l + "/deployments"
-			}
-			return ""
-		},
 		"pathEscape": url.PathEscape,
+		"jobKey":     structs.JobKey,
 		"add":        func(a, b int) int { return a + b },
 		"sub":        func(a, b int) int { return a - b },
 		"pageQuery": func(q url.Values, page int) template.URL {
@@ -71,6 +65,8 @@ func (u *UI) funcs() template.FuncMap {
 		},
 		"queryEscape":     url.QueryEscape,
 		"dur":             func(d time.Duration) string { return d.String() },
+		"bake":            shortDuration,
+		"addr":            breakableAddress,
 		"approvalRefusal": u.approvalRefusal,
 		"commitBody":      structs.CommitBody,
 		// fileDiffLines splits a file diff into lines with their kind,
@@ -82,7 +78,6 @@ func (u *UI) funcs() template.FuncMap {
 		},
 	}
 	maps.Copy(m, diffFuncs())
-	maps.Copy(m, u.nomadFuncs())
 	return m
 }
 
@@ -103,6 +98,36 @@ func (u *UI) approvalRefusal(d *structs.Deployment, v *Viewer) string {
 }
 
 func toString(v any) string { return fmt.Sprint(v) }
+
+// breakableAddress writes an address (a URL) that may wrap on a phone
+// only between its parts: after "//" and before each "." and ":", never
+// inside a host label or a port.
+func breakableAddress(a string) template.HTML {
+	var b strings.Builder
+	for i, r := range a {
+		if (r == '.' || r == ':') && i > 0 && !strings.HasPrefix(a[i:], "://") {
+			b.WriteString("<wbr>")
+		}
+		b.WriteString(template.HTMLEscapeString(string(r)))
+		if r == '/' && strings.HasSuffix(a[:i+1], "//") {
+			b.WriteString("<wbr>")
+		}
+	}
+	return template.HTML(b.String())
+}
+
+// shortDuration writes a duration as an operator writes it in the
+// configuration: 30m, 1h, 1h30m (not 30m0s).
+func shortDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
 
 // exactFormat writes an exact time in UTC.
 const exactFormat = "2006-01-02 15:04:05 MST"

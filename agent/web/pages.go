@@ -95,6 +95,7 @@ func inZone(t time.Time, zone string) string {
 }
 
 type overviewData struct {
+	withClusters
 	Cluster  *ClusterInfo
 	Cycle    *structs.DetectionCycle
 	Repos    []*structs.RepoStatus
@@ -153,8 +154,10 @@ func (u views) overview(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	d.Jobs = len(jobs)
+	var seen []string
 	for _, j := range jobs {
 		d.Counts[string(j.Sync)]++
+		seen = append(seen, j.Cluster)
 	}
 	var err error
 	if d.Pending, err = u.deployments(r, url.Values{"state": {string(structs.StatePendingApproval)}}); err != nil {
@@ -175,6 +178,12 @@ func (u views) overview(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	_ = u.get(r, "/v1/pauses", &d.Pauses)
+	for _, list := range [][]*structs.Deployment{d.Pending, d.Running, d.Failures} {
+		for _, x := range list {
+			seen = append(seen, x.Cluster)
+		}
+	}
+	d.C = u.clusterView(r, seen...)
 	u.render(w, r, http.StatusOK, "overview", "Overview", d)
 }
 
@@ -194,6 +203,7 @@ const maxSearch = 256
 const jobsPerPage = 100
 
 type jobsData struct {
+	withClusters
 	// Q is the search: a part of namespace/job, any case.
 	Q          string
 	Jobs       []*structs.JobSummary
@@ -208,13 +218,19 @@ type jobsData struct {
 	Held       string
 	Blocked    string
 	Namespaces []string
+	// Cluster filters by Nomad cluster (SPEC section 16).
+	Cluster string
 }
 
 func (u views) jobs(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	d := &jobsData{Q: strings.TrimSpace(q.Get("q")), Namespace: q.Get("namespace"), Sync: q.Get("sync"), Policy: q.Get("policy"), Held: q.Get("held"), Blocked: q.Get("blocked")}
+	d := &jobsData{Q: strings.TrimSpace(q.Get("q")), Namespace: q.Get("namespace"), Sync: q.Get("sync"), Policy: q.Get("policy"), Held: q.Get("held"), Blocked: q.Get("blocked"),
+		Cluster: q.Get("cluster")}
 	if len(d.Q) > maxSearch {
 		d.Q = d.Q[:maxSearch]
+	}
+	if len(d.Cluster) > maxSearch {
+		d.Cluster = d.Cluster[:maxSearch]
 	}
 	search := strings.ToLower(d.Q)
 	var all []*structs.JobSummary
@@ -224,12 +240,14 @@ func (u views) jobs(w http.ResponseWriter, r *http.Request) {
 	}
 	d.Total = len(all)
 	seen := map[string]bool{}
+	var clusters []string
 	for _, j := range all {
 		if !seen[j.Namespace] {
 			seen[j.Namespace] = true
 			d.Namespaces = append(d.Namespaces, j.Namespace)
 		}
-		if (d.Namespace != "" && j.Namespace != d.Namespace) || (d.Sync != "" && string(j.Sync) != d.Sync) ||
+		clusters = append(clusters, j.Cluster)
+		if (d.Cluster != "" && structs.ClusterName(j.Cluster) != d.Cluster) || (d.Namespace != "" && j.Namespace != d.Namespace) || (d.Sync != "" && string(j.Sync) != d.Sync) ||
 			(d.Policy != "" && string(j.Policy) != d.Policy) || (d.Held == "yes" && j.Hold == "") ||
 			(d.Held == "no" && j.Hold != "") || (d.Blocked == "yes" && !j.Blocked) || (d.Blocked == "no" && j.Blocked) ||
 			(search != "" && !strings.Contains(strings.ToLower(j.Key()), search)) {
@@ -238,22 +256,35 @@ func (u views) jobs(w http.ResponseWriter, r *http.Request) {
 		d.Jobs = append(d.Jobs, j)
 	}
 	sort.Strings(d.Namespaces)
-	sort.Slice(d.Jobs, func(i, j int) bool { return d.Jobs[i].Key() < d.Jobs[j].Key() })
+	// By cluster, then namespace and ID.
+	sort.Slice(d.Jobs, func(i, j int) bool {
+		a, b := d.Jobs[i], d.Jobs[j]
+		if ca, cb := structs.ClusterName(a.Cluster), structs.ClusterName(b.Cluster); ca != cb {
+			return ca < cb
+		}
+		return a.Namespace+"/"+a.JobID < b.Namespace+"/"+b.JobID
+	})
 	d.Matched = len(d.Jobs)
 	d.Pages = max(1, (d.Matched+jobsPerPage-1)/jobsPerPage)
 	d.Page, _ = strconv.Atoi(q.Get("page"))
 	d.Page = min(max(d.Page, 1), d.Pages)
 	d.Jobs = d.Jobs[(d.Page-1)*jobsPerPage : min(d.Page*jobsPerPage, d.Matched)]
 	d.Query = url.Values{}
-	for _, k := range []string{"q", "namespace", "sync", "policy", "held", "blocked"} {
+	for _, k := range []string{"q", "cluster", "namespace", "sync", "policy", "held", "blocked"} {
 		if v := q.Get(k); v != "" {
 			d.Query.Set(k, v)
 		}
+	}
+	d.C = u.clusterView(r, clusters...)
+	d.C.forced = d.Cluster != ""
+	if d.Cluster != "" {
+		d.C.see(d.Cluster)
 	}
 	u.render(w, r, http.StatusOK, "jobs", "Jobs", d)
 }
 
 type jobData struct {
+	withClusters
 	Detail  *structs.JobDetail
 	History []*structs.Deployment
 	// Drift is the diff the job's drift shows now (the status's), else
@@ -262,6 +293,9 @@ type jobData struct {
 	Drift    *structs.PlanDiff
 	DiffText string
 	NomadURL string
+	// Cluster is the status of the job's Nomad cluster, when the viewer
+	// may read it.
+	Cluster *structs.ClusterStatus
 }
 
 // deployNowCase says what deploy now does for a job as it stands:
@@ -330,11 +364,14 @@ func (u views) job(w http.ResponseWriter, r *http.Request) {
 			d.DiffText = a.Diff
 		}
 	}
-	d.NomadURL = u.nomadJob(ns, id)
+	d.C = u.clusterView(r, cluster)
+	d.Cluster = d.C.Status(cluster)
+	d.NomadURL = d.C.NomadJob(cluster, ns, id)
 	u.render(w, r, http.StatusOK, "job", structs.JobKey(cluster, ns, id), d)
 }
 
 type deploymentData struct {
+	withClusters
 	D        *structs.Deployment
 	Events   []*structs.Event
 	NomadURL string
@@ -371,7 +408,8 @@ func (u views) deployment(w http.ResponseWriter, r *http.Request) {
 	if d.D.State == structs.StateSuperseded {
 		d.SupersededBy = u.successor(r, d.D)
 	}
-	d.NomadURL = u.nomadJob(d.D.Namespace, d.D.JobID)
+	d.C = u.clusterView(r, d.D.Cluster)
+	d.NomadURL = d.C.NomadJob(d.D.Cluster, d.D.Namespace, d.D.JobID)
 	d.CanaryWait = d.D.State == structs.StateApplying && d.D.Registered && d.D.HealthDeadline.IsZero()
 	if d.D.NomadDeploymentID != "" {
 		var h structs.NomadHealth
@@ -387,7 +425,8 @@ func (u views) deployment(w http.ResponseWriter, r *http.Request) {
 // successor returns the oldest deployment of the same job created after
 // d: the one that superseded it, or nil.
 func (u views) successor(r *http.Request, d *structs.Deployment) *structs.Deployment {
-	list, err := u.deployments(r, url.Values{"namespace": {d.Namespace}, "job": {d.JobID}, "limit": {strconv.Itoa(historyShown)}})
+	list, err := u.deployments(r, url.Values{"cluster": {structs.ClusterName(d.Cluster)}, "namespace": {d.Namespace}, "job": {d.JobID},
+		"limit": {strconv.Itoa(historyShown)}})
 	if err != nil {
 		return nil
 	}
@@ -401,6 +440,7 @@ func (u views) successor(r *http.Request, d *structs.Deployment) *structs.Deploy
 }
 
 type confirmData struct {
+	withClusters
 	D      *structs.Deployment
 	Reason string
 	// Error is the reason field's problem.
@@ -422,6 +462,7 @@ func (u views) confirmReject(w http.ResponseWriter, r *http.Request, reason stri
 		d = &structs.Deployment{ID: r.PathValue("id")}
 	}
 	c := &confirmData{D: d, Reason: reason}
+	c.C = u.clusterView(r, d.Cluster)
 	code := http.StatusOK
 	if reason == "" {
 		c.Error = "Give a reason: it is recorded with the rejection and sent with its notifications."
@@ -438,7 +479,86 @@ func (u views) approvals(w http.ResponseWriter, r *http.Request) {
 	}
 	// Oldest first: the queue.
 	sort.Slice(list, func(i, j int) bool { return list[i].CreateIndex < list[j].CreateIndex })
-	u.render(w, r, http.StatusOK, "approvals", "Approvals", list)
+	d := &deploymentList{List: list}
+	d.C = u.clusterView(r, deploymentClusters(list)...)
+	u.render(w, r, http.StatusOK, "approvals", "Approvals", d)
+}
+
+// deploymentsShown bounds the deployments page: the newest ones; a filter
+// reaches older ones.
+const deploymentsShown = 100
+
+// deploymentsData is the deployments page: the newest deployments that
+// match the filter, which the API applies.
+type deploymentsData struct {
+	withClusters
+	List []*structs.Deployment
+	// The filter: a cluster, a namespace and a job ID (exact), a state.
+	Cluster, Namespace, Job, State string
+	States                         []structs.DeploymentState
+	// More is set when older deployments match too.
+	More bool
+}
+
+func (u views) deploymentsPage(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	get := func(k string) string {
+		v := strings.TrimSpace(q.Get(k))
+		if len(v) > filterLen {
+			v = v[:filterLen]
+		}
+		return v
+	}
+	d := &deploymentsData{Cluster: get("cluster"), Namespace: get("namespace"), Job: get("job"), State: get("state"),
+		States: structs.AllStates}
+	api := url.Values{"limit": {strconv.Itoa(deploymentsShown + 1)}}
+	for k, v := range map[string]string{"cluster": d.Cluster, "namespace": d.Namespace, "job": d.Job, "state": d.State} {
+		if v != "" {
+			api.Set(k, v)
+		}
+	}
+	list, err := u.deployments(r, api)
+	if err != nil {
+		u.fail(w, r, err)
+		return
+	}
+	if len(list) > deploymentsShown {
+		list, d.More = list[:deploymentsShown], true
+	}
+	d.List = list
+	d.C = u.clusterView(r, deploymentClusters(list)...)
+	if d.Cluster != "" {
+		d.C.forced = true
+		d.C.see(d.Cluster)
+	}
+	u.render(w, r, http.StatusOK, "deployments", "Deployments", d)
+}
+
+// deploymentList is a page of deployments (the approval queue).
+type deploymentList struct {
+	withClusters
+	List []*structs.Deployment
+}
+
+// deploymentClusters lists the clusters of deployments.
+func deploymentClusters(list []*structs.Deployment) []string {
+	out := make([]string, 0, len(list))
+	for _, d := range list {
+		out = append(out, d.Cluster)
+	}
+	return out
+}
+
+type pausesData struct {
+	withClusters
+	Pauses []*structs.Pause
+	// Global is set while every job is paused.
+	Global bool
+}
+
+type orphansData struct {
+	withClusters
+	List []*structs.JobStatus
 }
 
 func (u views) pauses(w http.ResponseWriter, r *http.Request) {
@@ -447,11 +567,16 @@ func (u views) pauses(w http.ResponseWriter, r *http.Request) {
 		u.fail(w, r, err)
 		return
 	}
-	global := false
+	d := &pausesData{Pauses: list}
+	var seen []string
 	for _, p := range list {
-		global = global || p.Global
+		d.Global = d.Global || p.Global
+		if !p.Global {
+			seen = append(seen, p.Cluster)
+		}
 	}
-	u.render(w, r, http.StatusOK, "pauses", "Pauses", map[string]any{"Pauses": list, "Global": global})
+	d.C = u.clusterView(r, seen...)
+	u.render(w, r, http.StatusOK, "pauses", "Pauses", d)
 }
 
 // windowForm is the form of a new window, with the problem of each field.
@@ -485,12 +610,17 @@ func (u views) renderWindows(w http.ResponseWriter, r *http.Request, code int, f
 }
 
 func (u views) orphans(w http.ResponseWriter, r *http.Request) {
-	var list []*structs.JobStatus
-	if err := u.get(r, "/v1/orphans", &list); err != nil {
+	d := &orphansData{}
+	if err := u.get(r, "/v1/orphans", &d.List); err != nil {
 		u.fail(w, r, err)
 		return
 	}
-	u.render(w, r, http.StatusOK, "orphans", "Orphans", list)
+	var seen []string
+	for _, s := range d.List {
+		seen = append(seen, s.Cluster)
+	}
+	d.C = u.clusterView(r, seen...)
+	u.render(w, r, http.StatusOK, "orphans", "Orphans", d)
 }
 
 // maxEventsShown bounds the events page.
@@ -501,6 +631,7 @@ var eventKinds = []string{fsm.EventKindACL, structs.EventKindDeployment, structs
 	structs.EventKindOperator, structs.EventKindPause, structs.EventKindRepository, structs.EventKindWindow}
 
 type eventsData struct {
+	withClusters
 	Events []*structs.Event
 	Kinds  []string
 	// The filter: Kind is one of Kinds; Namespace a prefix of the
@@ -575,6 +706,13 @@ func (u views) events(w http.ResponseWriter, r *http.Request) {
 		}
 		d.Events = append(d.Events, e)
 	}
+	var seen []string
+	for _, e := range d.Events {
+		if e.Cluster != "" {
+			seen = append(seen, e.Cluster)
+		}
+	}
+	d.C = u.clusterView(r, seen...)
 	u.render(w, r, http.StatusOK, "events", "Events", d)
 }
 
@@ -620,14 +758,6 @@ func (u views) cluster(w http.ResponseWriter, r *http.Request) {
 func (u views) missing(w http.ResponseWriter, r *http.Request) {
 	u.render(w, r, http.StatusNotFound, "error", "Page not found", map[string]any{"Code": http.StatusNotFound,
 		"Message": "There is no page at " + r.URL.Path + "."})
-}
-
-// nomadJob links a job to the Nomad UI, or "".
-func (u *UI) nomadJob(ns, id string) string {
-	if u.cfg.NomadUIURL == "" || id == "" {
-		return ""
-	}
-	return u.cfg.NomadUIURL + "/ui/jobs/" + url.PathEscape(id+"@"+ns)
 }
 
 // notFound reports an API 404: a server that runs without the reconcilers'

@@ -41,6 +41,7 @@ func (u *UI) Routes(add func(pattern string, rule Rule, h http.HandlerFunc)) {
 	add("GET /ui/{$}", read(), v.overview)
 	add("GET /ui/jobs", read(), v.jobs)
 	add("GET /ui/job/{ns}/{id}", onJob("read"), v.job)
+	add("GET /ui/deployments", read(), v.deploymentsPage)
 	add("GET /ui/deployment/{id}", onDeployment("read"), v.deployment)
 	add("GET /ui/approvals", read(), v.approvals)
 	add("GET /ui/pauses", read(), v.pauses)

@@ -405,7 +405,11 @@ type page struct {
 	// Others are the other servers' dashboards, which the page offers
 	// when this server stops answering.
 	Others []link
-	Data   any
+	// C is the page's view of the Nomad clusters: whether it shows a
+	// cluster column, how it addresses a job, where a cluster's Nomad UI
+	// is.
+	C    *clusterView
+	Data any
 }
 
 // link is a link a page shows.
@@ -427,7 +431,10 @@ func (u *UI) render(w http.ResponseWriter, r *http.Request, code int, name, titl
 	}
 	v := viewerOf(r)
 	p := &page{Title: title, Nav: name, Viewer: v, ACLs: u.cfg.ACLs, Node: u.cfg.Node,
-		CSRF: u.csrfToken(w, r), Index: u.cfg.Backend.Index(), Now: u.cfg.Now().UTC(), Flash: flash(r.URL.Query().Get("done")), Data: data}
+		CSRF: u.csrfToken(w, r), Index: u.cfg.Backend.Index(), Now: u.cfg.Now().UTC(), Flash: flash(r.URL.Query().Get("done")), C: u.noClusters(), Data: data}
+	if c, ok := data.(clusters); ok && c.clusterInfo() != nil {
+		p.C = c.clusterInfo()
+	}
 	// A live update's fetch leaves the refusal to the page that shows it.
 	if r.Header.Get(headerLive) == "" {
 		p.Error = u.takeFlash(w, r)

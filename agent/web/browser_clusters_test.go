@@ -1,0 +1,241 @@
+package web_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/nops-dev/nops/agent/config"
+	"github.com/nops-dev/nops/structs"
+	"github.com/nops-dev/nops/testutil"
+	"github.com/nops-dev/nops/testutil/nopstest"
+)
+
+// clusterStatus stores a job's observed status in a cluster.
+func clusterStatus(t *testing.T, s *nopstest.Server, cluster, job string, sync structs.SyncState) {
+	t.Helper()
+	apply(t, s, structs.JobStatusUpsertRequestType, &structs.JobStatusUpsertRequest{WriteMeta: systemMeta(),
+		Statuses: []*structs.JobStatus{{Cluster: cluster, Namespace: "default", JobID: job, Repository: cluster + "-jobs",
+			File: cluster + "/" + job + ".nomad.hcl", Commit: strings.Repeat("cd", 20), Policy: structs.PolicyApproval,
+			Sync: sync, ObservedAt: time.Now().UTC()}}})
+}
+
+// rowTexts lists, for each row of a table body, its cells' text joined by
+// "|".
+func rowTexts(b *browser, sel string) string {
+	v, _ := eval[string](b, `Array.from(document.querySelectorAll(`+jsString(sel)+`)).filter(r => !r.hidden).map(r =>
+		Array.from(r.cells).map(c => c.textContent.trim().replace(/\s+/g, " ")).join("|")).join("\n")`)
+	return v
+}
+
+// brokenAddresses lists the parts of the addresses of Nomad clusters
+// (code.addr) that wrap inside: a host label or a port split over two
+// lines.
+const brokenAddresses = `(() => {
+	const bad = [];
+	for (const code of document.querySelectorAll("code.addr")) {
+		const walk = document.createTreeWalker(code, NodeFilter.SHOW_TEXT);
+		for (let n = walk.nextNode(); n; n = walk.nextNode()) {
+			const re = /[A-Za-z0-9-]+/g;
+			for (let m = re.exec(n.data); m; m = re.exec(n.data)) {
+				const r = document.createRange();
+				r.setStart(n, m.index); r.setEnd(n, m.index + m[0].length);
+				const tops = Array.from(r.getClientRects()).filter(x => x.width > 0).map(x => x.top);
+				if (tops.length > 1 && Math.max(...tops) - Math.min(...tops) > 4) bad.push(m[0]);
+			}
+		}
+	}
+	return bad.join(" ");
+})()`
+
+// TestDashboard_Clusters: a server that deploys to two Nomad clusters, eu
+// and us, both unreachable (nothing listens at their addresses), with
+// the job web in each. The jobs list shows a cluster column and a filter
+// by cluster that narrows it; web in eu and web in us link to two pages
+// (?cluster=), each showing its own cluster, status and Nomad UI (eu's
+// ui_url; us has none), and each page's actions act on its own cluster's
+// job only; the overview lists both clusters unreachable, with us's
+// promotion order, each linked to its jobs; the overview's, approvals'
+// and deployments' tables show the cluster, and the deployments page
+// filters by it. Every page is checked and shot at 1280 and 390 pixels.
+// A server with its one default cluster shows none of it.
+func TestDashboard_Clusters(t *testing.T) {
+	t.Parallel()
+	b := newBrowser(t)
+	const euUI = "http://nomad-eu.example:4646"
+	s := startManaged(t, nopstest.WithConfig(func(c *config.Config) {
+		c.Nomads = []config.NomadCluster{
+			{Name: "eu", Address: testutil.ClosedAddress(t), UIURL: euUI},
+			{Name: "us", Address: testutil.ClosedAddress(t), Requires: []string{"eu"}, Bake: 30 * time.Minute},
+		}
+	}))
+	clusterStatus(t, s, "eu", "web", structs.SyncInSync)
+	clusterStatus(t, s, "us", "web", structs.SyncDrift)
+	clusterStatus(t, s, "us", "api", structs.SyncInSync)
+	euDep := s.CreatePendingWith("default", "web", func(d *structs.Deployment) { d.Cluster = "eu" })
+	usDep := s.CreatePendingWith("default", "web", func(d *structs.Deployment) { d.Cluster = "us" })
+
+	// The jobs list: a cluster column, sorted by cluster, each job linked
+	// with its cluster.
+	b.open(s.URL + "/ui/jobs")
+	if got := rowTexts(b, "#jobs-table thead tr"); !strings.HasPrefix(got, "Cluster|Job|Sync") {
+		t.Errorf("the jobs table's head reads %q; want a Cluster column first", got)
+	}
+	if got, _ := eval[string](b, `Array.from(document.querySelectorAll("#jobs-table tbody tr")).map(r =>
+		r.cells[0].textContent + " " + r.cells[1].querySelector("a").getAttribute("href")).join(",")`); got !=
+		"eu /ui/job/default/web?cluster=eu,us /ui/job/default/api?cluster=us,us /ui/job/default/web?cluster=us" {
+		t.Errorf("the jobs list shows %q; want web in eu, then api and web in us, each linked with its cluster", got)
+	}
+	if got, _ := eval[string](b, `Array.from(document.querySelectorAll("#f-cluster option")).map(o => o.value).join(",")`); got != ",eu,us" {
+		t.Errorf("the cluster filter offers %q; want any, eu, us", got)
+	}
+	// The filter narrows the list, and keeps its choice.
+	if _, err := eval[bool](b, `(() => { document.querySelector("#f-cluster").value = "us"; document.querySelector("form.filters button[type=submit]").click(); return true; })()`); err != nil {
+		t.Fatal(err)
+	}
+	b.waitJS("filtered by us", `location.search.includes("cluster=us") && document.readyState === "complete"`, 20*time.Second)
+	if got := rowTexts(b, "#jobs-table tbody tr"); strings.Contains(got, "eu|") || strings.Count(got, "\n") != 1 || !strings.Contains(got, "us|default/api") {
+		t.Errorf("the jobs list filtered by us shows:\n%s", got)
+	}
+	if v, _ := eval[string](b, `document.querySelector("#f-cluster").value + " " + document.querySelector("#jobs-table p").textContent`); v != "us 2 of 3 jobs match." {
+		t.Errorf("after the filter: %q; want us selected and 2 of 3 jobs", v)
+	}
+
+	// The same job ID in two clusters: two pages, each its own.
+	for _, c := range []struct{ cluster, sync, nomad string }{{"eu", "in_sync", euUI + "/ui/jobs/web@default"}, {"us", "drift", ""}} {
+		b.open(s.URL + "/ui/jobs")
+		b.click(`#jobs-table a[href="/ui/job/default/web?cluster=` + c.cluster + `"]`)
+		b.waitJS("the job page of web in "+c.cluster, `location.pathname === "/ui/job/default/web" && !!document.querySelector("#job-cluster")`, 20*time.Second)
+		got, _ := eval[string](b, `document.querySelector("#job-cluster strong").textContent + "|" + document.querySelector("#job-sync").textContent + "|" +
+			(document.querySelector("#nomad-job") ? document.querySelector("#nomad-job").getAttribute("href") : "") + "|" + document.querySelector("h1").textContent`)
+		if want := c.cluster + "|" + c.sync + "|" + c.nomad + "|" + c.cluster + ":default/web"; got != want {
+			t.Errorf("the page of web in %s shows %q; want %q", c.cluster, got, want)
+		}
+		if v, _ := eval[string](b, `document.querySelector("#job-cluster .badge") ? document.querySelector("#job-cluster .badge").textContent : ""`); v != "unreachable" {
+			t.Errorf("the page of web in %s says its cluster is %q; want unreachable", c.cluster, v)
+		}
+		if v, _ := eval[string](b, `Array.from(document.querySelectorAll("#job-actions form")).map(f => f.getAttribute("action")).join(",")`); v !=
+			"/ui/job/default/web/pause?cluster="+c.cluster+",/ui/job/default/web/deploy-now?cluster="+c.cluster {
+			t.Errorf("the actions of web in %s post to %q; want the job's cluster in each", c.cluster, v)
+		}
+		b.screenshots("clusters-job-" + c.cluster)
+	}
+	// Pausing web in us pauses it there only, and comes back to its page.
+	b.typeInto("#pause-reason", "us maintenance")
+	b.click("#pause")
+	b.waitJS("paused, back on web in us", `location.search.includes("cluster=us") && location.search.includes("done=pause") && document.querySelector("#job-pause").textContent.includes("paused")`, 20*time.Second)
+	if p, err := s.State().Paused("us", "default", "web"); err != nil || p == nil {
+		t.Errorf("web in us is not paused: %v %v", p, err)
+	}
+	if p, err := s.State().Paused("eu", "default", "web"); err != nil || p != nil {
+		t.Errorf("pausing web in us paused web in eu: %+v %v", p, err)
+	}
+	// The audit log links the pause to web in us, not to a deployment.
+	b.open(s.URL + "/ui/events?kind=pause")
+	if v, _ := eval[string](b, `Array.from(document.querySelectorAll("#events tbody td.nowrap a")).map(a => a.getAttribute("href")).join(",")`); v != "/ui/job/default/web?cluster=us" {
+		t.Errorf("the pause's event links %q; want /ui/job/default/web?cluster=us", v)
+	}
+	// The pauses page says which web is paused.
+	b.open(s.URL + "/ui/pauses")
+	if got := rowTexts(b, "#pauses tbody tr"); !strings.HasPrefix(got, "us|default/web|") {
+		t.Errorf("the pauses page shows %q; want web in us", got)
+	}
+
+	// The overview: both clusters, unreachable, linked to their jobs; the
+	// promotion order of us; the cluster of each waiting deployment.
+	b.open(s.URL + "/ui/")
+	rows := rowTexts(b, "#ov-clusters tbody tr")
+	for _, c := range []string{"eu", "us"} {
+		var row string
+		for _, r := range strings.Split(rows, "\n") {
+			if strings.HasPrefix(r, c+"|") {
+				row = r
+			}
+		}
+		if !strings.Contains(row, "|unreachable never contacted|") || !strings.Contains(row, "|never|") {
+			t.Errorf("the overview's row of %s reads %q; want it unreachable, never contacted", c, row)
+		}
+		if href, _ := eval[string](b, `document.querySelector("#cluster-`+c+` a").getAttribute("href")`); href != "/ui/jobs?cluster="+c {
+			t.Errorf("the overview links %s to %q; want its jobs", c, href)
+		}
+	}
+	if v, _ := eval[string](b, `document.querySelector("#cluster-us .promotion").textContent + "|" + document.querySelector("#cluster-eu .promotion").textContent`); v != "requires eu, bake 30m|—" {
+		t.Errorf("the promotion orders read %q; want us requiring eu with a bake of 30m, and none for eu", v)
+	}
+	if v, _ := eval[string](b, `document.querySelector("#cluster-us").cells[5].textContent + "/" + document.querySelector("#cluster-us").cells[6].textContent`); v != "2/1" {
+		t.Errorf("the overview counts %q jobs/drifted in us; want 2/1", v)
+	}
+	pending := rowTexts(b, "#ov-pending tbody tr")
+	if !strings.Contains(pending, "eu|default/web|"+structs.ShortID(euDep.ID)) || !strings.Contains(pending, "us|default/web|"+structs.ShortID(usDep.ID)) {
+		t.Errorf("the overview's approvals read:\n%s\nwant web in eu and in us with their clusters", pending)
+	}
+	b.click(`#cluster-eu a`)
+	b.waitJS("the jobs of eu", `location.search === "?cluster=eu" && document.querySelectorAll("#jobs-table tbody tr").length === 1`, 20*time.Second)
+
+	// The approvals queue and the deployments page: the cluster of each.
+	b.open(s.URL + "/ui/approvals")
+	if got := rowTexts(b, "#approvals tbody tr:not(.fd-row)"); !strings.HasPrefix(got, "eu|default/web|") || !strings.Contains(got, "\nus|default/web|") {
+		t.Errorf("the approvals queue reads:\n%s", got)
+	}
+	b.open(s.URL + "/ui/deployments?cluster=eu")
+	if got := rowTexts(b, "#deployments tbody tr"); strings.Contains(got, "\n") ||
+		!strings.HasPrefix(got, "eu|default/web|"+structs.ShortID(euDep.ID)+"|pending_approval|"+structs.ShortID(euDep.Commit)) {
+		t.Errorf("the deployments filtered by eu read:\n%s", got)
+	}
+	// A deployment's page names its cluster and links its job in it.
+	b.open(s.URL + "/ui/deployment/" + usDep.ID)
+	if v, _ := eval[string](b, `document.querySelector("#dep-cluster").textContent + " " + document.querySelector("#dep-job").getAttribute("href") + " " + !!document.querySelector("#nomad-job")`); v != "us /ui/job/default/web?cluster=us false" {
+		t.Errorf("the deployment of web in us shows %q", v)
+	}
+
+	// Every page, at a desktop's and a phone's width.
+	pages := map[string]string{"overview": "/ui/", "jobs": "/ui/jobs", "job": "/ui/job/default/web?cluster=us",
+		"approvals": "/ui/approvals", "deployments": "/ui/deployments", "deployment": "/ui/deployment/" + euDep.ID,
+		"pauses": "/ui/pauses", "events": "/ui/events"}
+	for _, w := range []int64{1280, 390} {
+		b.do(fmt.Sprintf("%d pixels wide", w), chromedp.EmulateViewport(w, 900))
+		for _, name := range []string{"overview", "jobs", "job", "approvals", "deployments", "deployment", "pauses", "events"} {
+			b.open(s.URL + pages[name])
+			shot := fmt.Sprintf("clusters-%s-%d", name, w)
+			b.checkLayout(shot)
+			if words, _ := eval[string](b, brokenAddresses); words != "" {
+				t.Errorf("%s: a cluster's address breaks inside %q", shot, words)
+			}
+			if name == "overview" {
+				// Whether each cluster is reachable shows without
+				// scrolling sideways, on a phone too.
+				if v, _ := eval[string](b, `["eu", "us"].map(c => { const r = document.querySelector("#cluster-" + c + " .reach .badge").getBoundingClientRect();
+					return r.width > 0 && r.right <= document.querySelector("#ov-nomad").getBoundingClientRect().right ? "" : c; }).join("")`); v != "" {
+					t.Errorf("%s: the reachability of %s is out of sight (scrolled sideways)", shot, v)
+				}
+			}
+			b.screenshot(shot)
+		}
+	}
+	b.do("window size", chromedp.EmulateViewport(1280, 900))
+
+	// One default cluster: no cluster column, filter or ?cluster=, and
+	// no clusters' panel: Nomad is one line of the overview's Cluster
+	// panel.
+	one := startManaged(t, nopstest.WithConfig(func(c *config.Config) { c.NomadAddr = testutil.ClosedAddress(t) }))
+	setStatus(t, one, "web", structs.SyncInSync)
+	b.open(one.URL + "/ui/jobs")
+	if v, _ := eval[string](b, `document.querySelector("#jobs-table thead tr").cells[0].textContent + "|" + !!document.querySelector("#f-cluster") + "|" +
+		document.querySelector("#jobs-table tbody a").getAttribute("href")`); v != "Job|false|/ui/job/default/web" {
+		t.Errorf("the jobs list of one default cluster: %q; want no cluster column, no filter, no ?cluster=", v)
+	}
+	b.do("phone", chromedp.EmulateViewport(390, 900))
+	b.open(one.URL + "/ui/")
+	if words, _ := eval[string](b, brokenAddresses); words != "" {
+		t.Errorf("the overview of one default cluster at 390 pixels breaks its address inside %q", words)
+	}
+	b.do("window size", chromedp.EmulateViewport(1280, 900))
+	b.open(one.URL + "/ui/")
+	if v, _ := eval[string](b, `(document.querySelector("#ov-nomad-one") || {}).textContent + "|" + !!document.querySelector("#ov-nomad")`); !strings.Contains(v, "unreachable") || !strings.HasSuffix(v, "|false") {
+		t.Errorf("the overview of one default cluster: %q; want one line saying it is unreachable, no panel", v)
+	}
+	b.screenshots("clusters-one-overview")
+}
