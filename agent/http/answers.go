@@ -91,6 +91,7 @@ func routeAnswers() map[string]routeAnswer {
 		"GET /v1/repos":                    answer[[]*structs.RepoStatus](),
 		"POST /v1/repo/{name}/refresh":     answer[*structs.RepoStatus](),
 		"GET /v1/orphans":                  answer[[]*structs.JobStatus](),
+		"GET /v1/clusters":                 answer[[]*structs.ClusterStatus](),
 		"POST /v1/preview":                 answer[*structs.Preview](),
 		"GET /v1/status/cycle":             answer[*structs.DetectionCycle](),
 		"POST /v1/webhook/git":             answer[*structs.WebhookResult](),
