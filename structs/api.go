@@ -104,6 +104,13 @@ type ReasonRequest struct {
 	Reason string `json:"reason"`
 }
 
+// PauseAllRequest is the body of POST /v1/pause and POST /v1/resume: the
+// pause of every job, or with Cluster of every job of that Nomad cluster.
+type PauseAllRequest struct {
+	Reason  string `json:"reason"`
+	Cluster string `json:"cluster,omitempty"`
+}
+
 // WindowSpec is the body of PUT /v1/window/{name}: a sync window as an
 // operator writes it.
 type WindowSpec struct {

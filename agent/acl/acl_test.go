@@ -50,7 +50,7 @@ cluster { capabilities = ["read"] }`
 		{"web-eu", "api-1", Deploy, false},
 	}
 	for _, c := range checks {
-		if got := a.AllowJob(c.ns, c.job, c.c); got != c.want {
+		if got := a.AllowJob("", c.ns, c.job, c.c); got != c.want {
 			t.Errorf("AllowJob(%s, %s, %s) = %v, want %v", c.ns, c.job, c.c, got, c.want)
 		}
 	}
@@ -61,14 +61,14 @@ cluster { capabilities = ["read"] }`
 		t.Error("AllowAnyJob: want approve somewhere and deploy nowhere")
 	}
 	var none *ACL
-	if none.AllowJob("default", "x", Read) || none.AllowCluster(Read) || none.IsManagement() {
+	if none.AllowJob("", "default", "x", Read) || none.AllowCluster(Read) || none.IsManagement() {
 		t.Error("a nil ACL allows something")
 	}
 	m := ManagementACL()
-	if !m.AllowJob("prod", "x", all) || !m.AllowCluster(ACLWrite) {
+	if !m.AllowJob("eu", "prod", "x", all) || !m.AllowCluster(ACLWrite) {
 		t.Error("management ACL refuses something")
 	}
-	if empty := Compile(nil); empty.AllowJob("a", "b", Read) || empty.AllowCluster(Read) {
+	if empty := Compile(nil); empty.AllowJob("", "a", "b", Read) || empty.AllowCluster(Read) {
 		t.Error("an ACL of no policies allows something")
 	}
 }
@@ -86,6 +86,14 @@ func TestParse_Refusals(t *testing.T) {
 		{`namespace "a" {`, "Unclosed"},
 		{`{"namespace": 3}`, ""},
 		{strings.Repeat(" ", maxRules+1), "over the limit"},
+		{"cluster \"\" {\n namespace \"*\" { capabilities = [\"read\"] }\n}", `cluster "": bad glob: must not be empty`},
+		{`cluster "eu" { capabilities = ["read"] }`, "Unsupported argument"},
+		{`cluster "eu" "us" { }`, "Extraneous label"},
+		{"cluster \"eu\" {\n namespace \"*\" { capabilities = [\"operator\"] }\n}", `cluster "eu" namespace "*": capability "operator" cannot be granted here`},
+		{"cluster \"eu\" {\n namespace \"*\" {\n job \"\" { capabilities = [\"read\"] }\n }\n}", `cluster "eu" namespace "*" job "": bad glob`},
+		{"cluster \"eu\" {\n cluster \"us\" {}\n}", "Unsupported block type"},
+		{`{"cluster": {"eu": {"namespace": {"*": {"capabilities": ["fly"]}}}}}`, `cluster "eu" namespace "*": unknown capability "fly"`},
+		{`{"cluster": [{"capabilities": ["read"]}, {"capabilities": ["read"]}]}`, "more than one cluster block"},
 	}
 	for _, c := range cases {
 		_, err := Parse(c.rules)
@@ -95,15 +103,81 @@ func TestParse_Refusals(t *testing.T) {
 	}
 }
 
+// TestACL_NomadClusterScopes: a labeled cluster block scopes its namespace
+// blocks to the Nomad clusters its glob matches, beside the unlabeled
+// block (the Nops cluster itself) and top-level namespace blocks (every
+// Nomad cluster), in HCL and in JSON alike.
+func TestACL_NomadClusterScopes(t *testing.T) {
+	hclRules := `
+cluster { capabilities = ["read", "windows"] }
+cluster "eu-*" {
+  namespace "*" {
+    capabilities = ["read", "pause"]
+    job "db" { deny = ["pause"] }
+  }
+}
+cluster "us" {
+  namespace "web" { capabilities = ["deploy"] }
+}
+namespace "shared" { capabilities = ["read"] }`
+	jsonRules := `{
+  "cluster": [
+    {"capabilities": ["read", "windows"]},
+    {"eu-*": {"namespace": {"*": {"capabilities": ["read", "pause"], "job": {"db": {"deny": ["pause"]}}}}}},
+    {"us": {"namespace": {"web": {"capabilities": ["deploy"]}}}}
+  ],
+  "namespace": {"shared": {"capabilities": ["read"]}}
+}`
+	checks := []struct {
+		cluster, ns, job string
+		c                Capability
+		want             bool
+	}{
+		{"eu-west", "web", "api", Pause, true},
+		{"eu-west", "web", "db", Pause, false}, // the job's deny in the scope
+		{"eu-west", "web", "db", Read, true},
+		{"us", "web", "api", Pause, false}, // eu's grant does not reach us
+		{"us", "web", "api", Deploy, true},
+		{"us", "other", "api", Deploy, false},
+		{"eu-west", "web", "api", Deploy, false},
+		{"", "web", "api", Read, false}, // "" is the default cluster: no scope matches it
+		{"", "shared", "x", Read, true}, // top-level namespace blocks apply to every cluster
+		{"us", "shared", "x", Read, true},
+		{"eu-west", "shared", "x", Pause, true},
+	}
+	for name, rules := range map[string]string{"hcl": hclRules, "json": jsonRules} {
+		p, err := Parse(rules)
+		if err != nil {
+			t.Fatalf("%s: parse: %v", name, err)
+		}
+		if p.Cluster == nil || len(p.Clusters) != 2 || len(p.Namespaces) != 1 {
+			t.Fatalf("%s: parsed cluster %v, %d cluster scopes, %d namespaces; want the unlabeled block, 2 scopes, 1 namespace",
+				name, p.Cluster, len(p.Clusters), len(p.Namespaces))
+		}
+		a := Compile([]*Policy{p})
+		for _, c := range checks {
+			if got := a.AllowJob(c.cluster, c.ns, c.job, c.c); got != c.want {
+				t.Errorf("%s: AllowJob(%q, %s, %s, %s) = %v, want %v", name, c.cluster, c.ns, c.job, c.c, got, c.want)
+			}
+		}
+		if !a.AllowCluster(Windows) || a.AllowCluster(Pause) {
+			t.Errorf("%s: the unlabeled cluster block: windows %v pause %v; want true false", name, a.AllowCluster(Windows), a.AllowCluster(Pause))
+		}
+		if !a.AllowAnyJob(Pause) || a.AllowAnyJob(Approve) {
+			t.Errorf("%s: AllowAnyJob: want pause somewhere and approve nowhere", name)
+		}
+	}
+}
+
 func TestParse_JSONMatchesHCL(t *testing.T) {
 	h := mustCompile(t, "namespace \"web\" {\n job \"a*\" { capabilities = [\"read\",\"deploy\"] }\n}")
 	j := mustCompile(t, `{"namespace": {"web": {"job": {"a*": {"capabilities": ["read","deploy"]}}}}}`)
 	for _, job := range []string{"api", "b"} {
-		if h.AllowJob("web", job, Deploy) != j.AllowJob("web", job, Deploy) {
+		if h.AllowJob("", "web", job, Deploy) != j.AllowJob("", "web", job, Deploy) {
 			t.Errorf("HCL and JSON disagree on %s", job)
 		}
 	}
-	if !j.AllowJob("web", "api", Deploy) {
+	if !j.AllowJob("", "web", "api", Deploy) {
 		t.Error("JSON policy does not grant deploy")
 	}
 }
@@ -123,7 +197,7 @@ func BenchmarkAllowJob(b *testing.B) {
 	b.ResetTimer()
 	ok := false
 	for i := 0; i < b.N; i++ {
-		ok = a.AllowJob("team-99-eu", "svc-99-api", Approve)
+		ok = a.AllowJob("eu", "team-99-eu", "svc-99-api", Approve)
 	}
 	if !ok {
 		b.Fatal("check refused")

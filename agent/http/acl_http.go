@@ -29,7 +29,9 @@ const (
 	scopeToken
 	// scopeCluster: the capability on the cluster (cluster block).
 	scopeCluster
-	// scopeJob: the capability on the job named by {ns} and {id}.
+	// scopeJob: the capability on the job named by {ns} and {id} in the
+	// Nomad cluster ?cluster= names or, without it, the job's one cluster
+	// (jobCluster).
 	scopeJob
 	// scopeDeployment: the capability on the job of the deployment {id}.
 	scopeDeployment
@@ -303,9 +305,19 @@ func (a *apiBase) authorize(r *http.Request, rule routeRule) (*http.Request, err
 		}
 	case scopeJob:
 		ns, job := r.PathValue("ns"), r.PathValue("id")
-		if !id.acl.AllowJob(ns, job, rule.cap) {
+		cluster, err := a.jobCluster(r)
+		if err != nil {
+			// Which clusters hold the job (or exist) is told only to a
+			// token that may act on it in one of them.
+			if a.allowJobSomewhere(id.acl, ns, job, rule.cap) {
+				return nil, err
+			}
 			return nil, deny(fmt.Sprintf("%s on job %s", rule.cap, structs.JobKey(r.URL.Query().Get("cluster"), ns, job)))
 		}
+		if !id.acl.AllowJob(cluster, ns, job, rule.cap) {
+			return nil, deny(fmt.Sprintf("%s on job %s", rule.cap, structs.JobKey(cluster, ns, job)))
+		}
+		r = setQuery(r, "cluster", cluster)
 	case scopeDeployment:
 		d, err := a.lookupDeployment(r)
 		if err != nil {
@@ -316,7 +328,7 @@ func (a *apiBase) authorize(r *http.Request, rule routeRule) (*http.Request, err
 			}
 			return nil, deny(fmt.Sprintf("%s on deployments", rule.cap))
 		}
-		if !id.acl.AllowJob(d.Namespace, d.JobID, rule.cap) {
+		if !id.acl.AllowJob(d.Cluster, d.Namespace, d.JobID, rule.cap) {
 			return nil, deny(fmt.Sprintf("%s on job %s", rule.cap, d.Key()))
 		}
 	case scopeList:
@@ -335,9 +347,9 @@ func (a *apiBase) authorize(r *http.Request, rule routeRule) (*http.Request, err
 }
 
 // filterList keeps the items of a list answer that the identity may see
-// with capability c: items of a job need c on that job, items of no
-// namespace need c on the cluster. Items are recognised by their
-// Namespace and JobID fields.
+// with capability c: items of a job need c on that job (in its Nomad
+// cluster), items of no namespace need c on the cluster. Items are
+// recognised by their Cluster, Namespace and JobID fields.
 func filterList(out any, id *identity, c acl.Capability) any {
 	if id == nil || id.acl.IsManagement() {
 		return out
@@ -356,13 +368,13 @@ func filterList(out any, id *identity, c acl.Capability) any {
 			}
 			e = e.Elem()
 		}
-		var ns, job string
+		var cluster, ns, job string
 		if e.Kind() == reflect.Struct {
-			ns, job = stringField(e, "Namespace"), stringField(e, "JobID")
+			cluster, ns, job = stringField(e, "Cluster"), stringField(e, "Namespace"), stringField(e, "JobID")
 		}
 		allowed := id.acl.AllowCluster(c)
 		if ns != "" {
-			allowed = id.acl.AllowJob(ns, job, c)
+			allowed = id.acl.AllowJob(cluster, ns, job, c)
 		}
 		if allowed {
 			kept = reflect.Append(kept, item)
@@ -386,14 +398,15 @@ func (a *apiBase) reauthorize(r *http.Request, rule routeRule) (*identity, bool)
 	return requestIdentity(r2), true
 }
 
-// canRead reports whether id may read an item of job ns/job (of the
-// cluster when ns is empty), as filterList decides for one item of a list.
-func canRead(id *identity, ns, job string) bool {
+// canRead reports whether id may read an item of job ns/job of a Nomad
+// cluster (of the Nops cluster when ns is empty), as filterList decides
+// for one item of a list.
+func canRead(id *identity, cluster, ns, job string) bool {
 	if id == nil || id.acl.IsManagement() {
 		return true
 	}
 	if ns != "" {
-		return id.acl.AllowJob(ns, job, acl.Read)
+		return id.acl.AllowJob(cluster, ns, job, acl.Read)
 	}
 	return id.acl.AllowCluster(acl.Read)
 }

@@ -221,6 +221,16 @@ func (a *httpAPI) wrap(kind string, rule routeRule, internal bool, fn handlerFun
 			return
 		}
 		r = authorized
+		if rule.scope == scopeJob {
+			// With ACLs off no check resolved the job's cluster: the
+			// handler acts on the one the request names or the job's
+			// only one, or answers why not.
+			if r, err = a.withJobCluster(r); err != nil {
+				a.setMeta(w)
+				writeError(w, err)
+				return
+			}
+		}
 		// The headers are set before the handler, for the handlers that
 		// stream their answer, and again after it, so that an answer
 		// carries the index of the state it read (after its own write).

@@ -129,7 +129,7 @@ func writeEvents(w io.Writer, events []*structs.Event, after uint64, kind string
 		if kind != "" && e.Kind != kind {
 			continue
 		}
-		if !canRead(id, e.Namespace, e.JobID) {
+		if !canRead(id, e.Cluster, e.Namespace, e.JobID) {
 			continue
 		}
 		body, err := json.Marshal(e)

@@ -64,7 +64,11 @@ func (a *httpAPI) reconcileRoutes(route func(pattern, kind string, rule routeRul
 	}
 	route("GET /v1/jobs", kindRead, filtered(acl.Read), func(_ http.ResponseWriter, r *http.Request) (any, error) {
 		q := r.URL.Query()
-		return rec.Jobs(q.Get("cluster"), q.Get("namespace"), structs.SyncState(q.Get("sync")))
+		cluster, err := a.clusterFilter(r)
+		if err != nil {
+			return nil, err
+		}
+		return rec.Jobs(cluster, q.Get("namespace"), structs.SyncState(q.Get("sync")))
 	})
 	route("GET /v1/job/{ns}/{id}", kindRead, onJob(acl.Read), func(_ http.ResponseWriter, r *http.Request) (any, error) {
 		return rec.Job(r.URL.Query().Get("cluster"), r.PathValue("ns"), r.PathValue("id"))
@@ -85,7 +89,11 @@ func (a *httpAPI) reconcileRoutes(route func(pattern, kind string, rule routeRul
 		return rec.Refresh(r.Context(), r.PathValue("name"))
 	})
 	route("GET /v1/orphans", kindRead, filtered(acl.Read), func(_ http.ResponseWriter, r *http.Request) (any, error) {
-		return rec.Orphans(r.URL.Query().Get("cluster"))
+		cluster, err := a.clusterFilter(r)
+		if err != nil {
+			return nil, err
+		}
+		return rec.Orphans(cluster)
 	})
 	// What the leader's loops see of each Nomad cluster: a follower
 	// forwards it.
@@ -134,13 +142,13 @@ func (a *httpAPI) reconcileRoutes(route func(pattern, kind string, rule routeRul
 // the repositories' parse errors need), and says whether what is left
 // changes anything.
 func readablePreview(p *structs.Preview, id *identity) *structs.Preview {
-	if !canRead(id, "", "") {
+	if !canRead(id, "", "", "") {
 		p.Errors = nil
 	}
 	keep := func(jobs []*structs.PreviewJob) []*structs.PreviewJob {
 		out := make([]*structs.PreviewJob, 0, len(jobs))
 		for _, j := range jobs {
-			if canRead(id, j.Namespace, j.JobID) {
+			if canRead(id, j.Cluster, j.Namespace, j.JobID) {
 				out = append(out, j)
 			}
 		}

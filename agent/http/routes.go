@@ -144,6 +144,9 @@ func (a *clusterAPI) deploymentList(w http.ResponseWriter, r *http.Request) (any
 	q := r.URL.Query()
 	var problems []string
 	f := fsm.DeploymentFilter{Cluster: q.Get("cluster"), Namespace: q.Get("namespace"), JobID: q.Get("job"), State: structs.DeploymentState(q.Get("state"))}
+	if err := a.checkCluster(f.Cluster); err != nil {
+		problems = append(problems, err.Error())
+	}
 	if f.State != "" && !f.State.Valid() {
 		problems = append(problems, fmt.Sprintf("state: %q is not a deployment state", f.State))
 	}
@@ -275,39 +278,61 @@ func (a *clusterAPI) pauseList(_ http.ResponseWriter, _ *http.Request) (any, err
 	return nonNil(p), err
 }
 
-func (a *clusterAPI) pauseOrResume(r *http.Request, t structs.MessageType, global bool) (any, error) {
-	var body structs.ReasonRequest
-	if err := decode(r, &body); err != nil {
-		return nil, err
-	}
-	req := &structs.PauseRequest{WriteMeta: writeMeta(r), Global: global, Reason: body.Reason}
-	if !global {
-		req.Cluster, req.Namespace, req.JobID = r.URL.Query().Get("cluster"), r.PathValue("ns"), r.PathValue("id")
-	}
-	if err := structs.CheckText("reason", body.Reason); err != nil {
+// pauseOrResume applies a pause or a resume and wakes the jobs it
+// concerns: the job the request names, every job of req.Cluster when it
+// names no job, or every job when it is global.
+func (a *clusterAPI) pauseOrResume(t structs.MessageType, req *structs.PauseRequest) (any, error) {
+	if err := structs.CheckText("reason", req.Reason); err != nil {
 		return nil, err
 	}
 	if _, err := a.s.Apply(t, req); err != nil {
 		return nil, err
 	}
-	a.s.Kick(structs.Kick{Cluster: req.Cluster, Namespace: req.Namespace, JobID: req.JobID, All: global})
+	a.s.Kick(structs.Kick{Cluster: req.Cluster, Namespace: req.Namespace, JobID: req.JobID, All: req.Global})
 	return a.s.State().Pauses()
 }
 
+// pauseOrResumeAll serves POST /v1/pause and /v1/resume: every job, or
+// with a cluster in the body every job of that Nomad cluster, which must
+// be configured.
+func (a *clusterAPI) pauseOrResumeAll(r *http.Request, t structs.MessageType) (any, error) {
+	var body structs.PauseAllRequest
+	if err := decode(r, &body); err != nil {
+		return nil, err
+	}
+	if err := a.checkCluster(body.Cluster); err != nil {
+		return nil, err
+	}
+	req := &structs.PauseRequest{WriteMeta: writeMeta(r), Global: body.Cluster == "", Cluster: body.Cluster, Reason: body.Reason}
+	return a.pauseOrResume(t, req)
+}
+
+// pauseOrResumeJob serves POST /v1/job/{ns}/{id}/pause and /resume, for
+// the job in the cluster its request resolved (jobCluster).
+func (a *clusterAPI) pauseOrResumeJob(r *http.Request, t structs.MessageType) (any, error) {
+	var body structs.ReasonRequest
+	if err := decode(r, &body); err != nil {
+		return nil, err
+	}
+	req := &structs.PauseRequest{WriteMeta: writeMeta(r), Cluster: r.URL.Query().Get("cluster"),
+		Namespace: r.PathValue("ns"), JobID: r.PathValue("id"), Reason: body.Reason}
+	return a.pauseOrResume(t, req)
+}
+
 func (a *clusterAPI) pauseAll(_ http.ResponseWriter, r *http.Request) (any, error) {
-	return a.pauseOrResume(r, structs.PauseRequestType, true)
+	return a.pauseOrResumeAll(r, structs.PauseRequestType)
 }
 
 func (a *clusterAPI) resumeAll(_ http.ResponseWriter, r *http.Request) (any, error) {
-	return a.pauseOrResume(r, structs.ResumeRequestType, true)
+	return a.pauseOrResumeAll(r, structs.ResumeRequestType)
 }
 
 func (a *clusterAPI) jobPause(_ http.ResponseWriter, r *http.Request) (any, error) {
-	return a.pauseOrResume(r, structs.PauseRequestType, false)
+	return a.pauseOrResumeJob(r, structs.PauseRequestType)
 }
 
 func (a *clusterAPI) jobResume(_ http.ResponseWriter, r *http.Request) (any, error) {
-	return a.pauseOrResume(r, structs.ResumeRequestType, false)
+	return a.pauseOrResumeJob(r, structs.ResumeRequestType)
 }
 
 func (a *clusterAPI) jobDeployNow(_ http.ResponseWriter, r *http.Request) (any, error) {
@@ -372,11 +397,17 @@ func (a *clusterAPI) windowDelete(_ http.ResponseWriter, r *http.Request) (any, 
 
 // eventList serves the audit log. since takes an RFC 3339 time or an event
 // sequence number; with wait, the request blocks until an event newer than
-// since arrives or the wait runs out (for `nops events -follow`).
+// since arrives or the wait runs out (for `nops events -follow`). cluster
+// keeps the events of one Nomad cluster (and those of no cluster, such as
+// a global pause or a window, which concern every cluster).
 func (a *clusterAPI) eventList(_ http.ResponseWriter, r *http.Request) (any, error) {
 	q := r.URL.Query()
 	var problems []string
 	f := fsm.EventFilter{Kind: q.Get("kind"), Object: q.Get("object")}
+	cluster := q.Get("cluster")
+	if err := a.checkCluster(cluster); err != nil {
+		problems = append(problems, err.Error())
+	}
 	if since := q.Get("since"); since != "" {
 		if n, err := strconv.ParseUint(since, 10, 64); err == nil {
 			f.AfterSeq = n
@@ -404,12 +435,23 @@ func (a *clusterAPI) eventList(_ http.ResponseWriter, r *http.Request) (any, err
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), wait)
 	defer cancel()
+	if cluster != "" {
+		// The state has no index by cluster: the filter reads every
+		// event after since and keeps limit of those of the cluster.
+		f.Limit = 0
+	}
 	for {
 		st := a.s.State()
 		changed := st.Changed()
 		events, err := st.Events(f)
 		if err != nil {
 			return nil, err
+		}
+		if cluster != "" {
+			if n := len(events); n > 0 {
+				f.AfterSeq, f.Since = events[n-1].Seq, time.Time{}
+			}
+			events = eventsOfCluster(events, cluster, limit)
 		}
 		if len(events) > 0 || wait == 0 {
 			return nonNil(events), nil
@@ -420,6 +462,21 @@ func (a *clusterAPI) eventList(_ http.ResponseWriter, r *http.Request) (any, err
 			return []*structs.Event{}, nil
 		}
 	}
+}
+
+// eventsOfCluster keeps the first limit (0: all) events of a Nomad cluster
+// and of no cluster.
+func eventsOfCluster(events []*structs.Event, cluster string, limit int) []*structs.Event {
+	out := events[:0]
+	for _, e := range events {
+		if e.Cluster == "" || e.Cluster == cluster {
+			out = append(out, e)
+			if limit > 0 && len(out) == limit {
+				break
+			}
+		}
+	}
+	return out
 }
 
 func (a *operatorAPI) raftConfiguration(_ http.ResponseWriter, _ *http.Request) (any, error) {

@@ -283,6 +283,11 @@ type QueryOptions struct {
 	Limit int
 	// Next is the page token of QueryMeta.NextToken of the previous page.
 	Next string
+	// Cluster names a Nomad cluster (SPEC section 16): on a job's route
+	// the cluster of the job (needed only when its namespace and ID exist
+	// in more than one), on a list (jobs, deployments, orphans, events)
+	// the filter.
+	Cluster string
 }
 
 func (q *QueryOptions) apply(v url.Values) {
@@ -297,6 +302,9 @@ func (q *QueryOptions) apply(v url.Values) {
 	}
 	if q.Next != "" {
 		v.Set("next", q.Next)
+	}
+	if q.Cluster != "" {
+		v.Set("cluster", q.Cluster)
 	}
 }
 

@@ -22,6 +22,9 @@ func (c *Client) Deployments() *Deployments { return &Deployments{c: c} }
 // is one page and QueryMeta.NextToken names the next one.
 func (d *Deployments) List(ctx context.Context, f DeploymentFilter, q *QueryOptions) ([]*structs.Deployment, *QueryMeta, error) {
 	v := url.Values{}
+	if f.Cluster != "" {
+		v.Set("cluster", f.Cluster)
+	}
 	if f.Namespace != "" {
 		v.Set("namespace", f.Namespace)
 	}

@@ -65,6 +65,7 @@ func TestClient_MethodsDecodeTheDeclaredAnswer(t *testing.T) {
 		"GET /v1/repos":                    c.Repos().List,
 		"POST /v1/repo/{name}/refresh":     c.Repos().Refresh,
 		"GET /v1/orphans":                  c.Jobs().Orphans,
+		"GET /v1/clusters":                 c.Clusters().List,
 		"POST /v1/preview":                 c.Preview,
 		"GET /v1/status/cycle":             c.Status().DetectionCycle,
 

@@ -97,6 +97,11 @@ type table[T any] struct {
 	// empty is printed instead of a table without rows; when it is "" the
 	// header is printed alone.
 	empty string
+	// cluster, when set, returns the Nomad cluster of an item ("" for
+	// none, shown as "-"): a Cluster column leads the table when any item
+	// is of a cluster other than the default one (a server of one Nomad
+	// cluster shows none).
+	cluster func(T) string
 }
 
 // print prints items as the table on stdout.
@@ -105,11 +110,26 @@ func (t table[T]) print(m *runner, items []T) {
 		fmt.Fprintln(m.stdout, t.empty)
 		return
 	}
+	withCluster := false
+	if t.cluster != nil {
+		for _, item := range items {
+			if isOtherCluster(t.cluster(item)) {
+				withCluster = true
+				break
+			}
+		}
+	}
 	tw := m.tabWriter()
 	if t.header != "" {
+		if withCluster {
+			fmt.Fprint(tw, "Cluster\t")
+		}
 		fmt.Fprintln(tw, t.header)
 	}
 	for _, item := range items {
+		if withCluster {
+			fmt.Fprint(tw, orDash(t.cluster(item))+"\t")
+		}
 		fmt.Fprintln(tw, t.row(item))
 	}
 	tw.Flush()

@@ -112,6 +112,9 @@ func (m *runner) commandTable() map[string]command {
 		"job resume":     &jobActionCommand{m: m, action: jobResume},
 		"job deploy-now": &jobActionCommand{m: m, action: jobDeployNow},
 
+		"cluster":      nil,
+		"cluster list": &clusterListCommand{m: m},
+
 		"pause":  &pauseAllCommand{m: m, pause: true},
 		"resume": &pauseAllCommand{m: m},
 
@@ -204,6 +207,7 @@ func (m *runner) commandTable() map[string]command {
 func groupSynopses() map[string]string {
 	return map[string]string{
 		"deployment":        "List, inspect, approve, reject and promote deployments",
+		"cluster":           "List the Nomad clusters Nops deploys to",
 		"job":               "Show a managed job; retry, pause, resume or deploy it now",
 		"window":            "Manage sync windows",
 		"repo":              "Show and refresh git repositories",

@@ -26,7 +26,7 @@ Options:
 
   -namespace=<ns>
     Only deployments of jobs in this namespace.
-
+` + listClusterHelp + `
   -job=<id>
     Only deployments of this job.
 
@@ -58,6 +58,7 @@ func (c *deploymentListCommand) Run(ctx context.Context, args []string) int {
 		name: "deployment list",
 		flags: func(fs *flag.FlagSet) {
 			fs.StringVar(&filter.Namespace, "namespace", "", "")
+			clusterFlag(&filter.Cluster)(fs)
 			fs.StringVar(&filter.JobID, "job", "", "")
 			fs.StringVar(&filter.State, "state", "", "")
 			fs.IntVar(&limit, "limit", 0, "")
@@ -79,7 +80,8 @@ func (c *deploymentListCommand) Run(ctx context.Context, args []string) int {
 			return fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s\t%s", shortID(d.ID, verbose), d.Namespace, d.JobID, d.State,
 				orDash(string(d.Policy)), orDash(shortCommit(d.Commit)), m.ago(d.CreatedAt))
 		},
-		empty: "No deployments",
+		empty:   "No deployments",
+		cluster: func(d *structs.Deployment) string { return d.Cluster },
 	})
 }
 
@@ -301,6 +303,7 @@ func (m *runner) eventTable(withObject bool) table[*structs.Event] {
 	t := table[*structs.Event]{header: "Seq\tTime\tChange\tActor\tMessage", empty: "No events"}
 	if withObject {
 		t.header = "Seq\tTime\tKind\tObject\tChange\tActor\tMessage"
+		t.cluster = func(e *structs.Event) string { return e.Cluster }
 	}
 	t.row = func(e *structs.Event) string {
 		change := "-"

@@ -38,6 +38,10 @@ Options:
   -kind=<kind>
     Only events of this kind: deployment, job, pause or window.
 
+  -cluster=<name>
+    Only the events of this Nomad cluster, and those of no cluster (a
+    pause of every job, a window) which concern every cluster.
+
   -limit=<n>
     Print at most n events (before following).
 
@@ -49,7 +53,7 @@ Options:
 
 func (c *eventsCommand) Run(ctx context.Context, args []string) int {
 	m := c.m
-	var since, cursor, kind string
+	var since, cursor, kind, cluster string
 	var limit int
 	var follow bool
 	spec := apiArgs{
@@ -57,6 +61,7 @@ func (c *eventsCommand) Run(ctx context.Context, args []string) int {
 		flags: func(fs *flag.FlagSet) {
 			fs.StringVar(&since, "since", "", "")
 			fs.StringVar(&kind, "kind", "", "")
+			clusterFlag(&cluster)(fs)
 			fs.IntVar(&limit, "limit", 0, "")
 			fs.BoolVar(&follow, "follow", false, "")
 		},
@@ -68,14 +73,14 @@ func (c *eventsCommand) Run(ctx context.Context, args []string) int {
 		},
 	}
 	return m.runAPI(c, args, spec, func(api *client.Client, _ []string, asJSON bool) int {
-		events, _, err := api.Events().List(ctx, cursor, kind, 0, &client.QueryOptions{Limit: limit})
+		events, _, err := api.Events().List(ctx, cursor, kind, 0, &client.QueryOptions{Limit: limit, Cluster: cluster})
 		if err != nil {
 			return m.fail(err)
 		}
 		if !follow {
 			return m.eventTable(true).list(m, events, asJSON)
 		}
-		return c.follow(ctx, api, cursor, kind, events, asJSON)
+		return c.follow(ctx, api, cursor, kind, cluster, events, asJSON)
 	})
 }
 
@@ -100,7 +105,7 @@ func (m *runner) resolveSince(s string) (string, error) {
 // follow prints events and then streams newer ones (server-sent events)
 // until ctx is done. A broken stream is reported and resumed after the last
 // event printed, with a growing pause.
-func (c *eventsCommand) follow(ctx context.Context, api *client.Client, cursor, kind string, first []*structs.Event, asJSON bool) int {
+func (c *eventsCommand) follow(ctx context.Context, api *client.Client, cursor, kind, cluster string, first []*structs.Event, asJSON bool) int {
 	m := c.m
 	t := m.eventTable(true)
 	emit := func(events []*structs.Event) {
@@ -108,6 +113,19 @@ func (c *eventsCommand) follow(ctx context.Context, api *client.Client, cursor, 
 			return
 		}
 		cursor = strconv.FormatUint(events[len(events)-1].Seq, 10)
+		if cluster != "" {
+			// The stream has no cluster filter: the events of other
+			// clusters are left out here.
+			kept := events[:0:0]
+			for _, e := range events {
+				if e.Cluster == "" || e.Cluster == cluster {
+					kept = append(kept, e)
+				}
+			}
+			if events = kept; len(events) == 0 {
+				return
+			}
+		}
 		if asJSON {
 			enc := json.NewEncoder(m.stdout)
 			for _, e := range events {
@@ -144,7 +162,7 @@ func (c *eventsCommand) follow(ctx context.Context, api *client.Client, cursor, 
 		}
 		// A -since time with no event yet: long-poll until the first one
 		// gives a sequence number to stream from.
-		events, _, err := api.Events().List(ctx, cursor, kind, followWait, nil)
+		events, _, err := api.Events().List(ctx, cursor, kind, followWait, &client.QueryOptions{Cluster: cluster})
 		if ctx.Err() != nil {
 			return exitOK
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"strings"
 
 	"github.com/nops-dev/nops/rpc/client"
 	"github.com/nops-dev/nops/structs"
@@ -28,18 +29,25 @@ Options:
 
   -namespace=<ns>
     The job's Nomad namespace. Default: default.
-` + apiFlagsHelp
+` + jobClusterHelp + apiFlagsHelp
 }
 
 func (c *jobStatusCommand) Run(ctx context.Context, args []string) int {
 	m := c.m
-	var ns string
-	spec := apiArgs{name: "job status", min: 1, max: 1, desc: "a job ID", flags: namespaceFlag(&ns)}
+	var ns, cluster string
+	spec := apiArgs{name: "job status", min: 1, max: 1, desc: "a job ID", flags: func(fs *flag.FlagSet) {
+		namespaceFlag(&ns)(fs)
+		clusterFlag(&cluster)(fs)
+	}}
 	return m.runAPI(c, args, spec, func(api *client.Client, pos []string, asJSON bool) int {
-		key := structs.JobKey("", ns, pos[0])
-		job, _, err := api.Jobs().Info(ctx, ns, pos[0], nil)
+		key := structs.JobKey(cluster, ns, pos[0])
+		job, _, err := api.Jobs().InCluster(cluster).Info(ctx, ns, pos[0], nil)
 		if err != nil {
 			return m.fail(fmt.Errorf("job %s: %w", key, err))
+		}
+		if job.Status != nil {
+			// The job's own cluster, which the server resolved.
+			key = structs.JobKey(job.Status.Cluster, ns, pos[0])
 		}
 		if asJSON {
 			return m.printJSON(job)
@@ -77,8 +85,11 @@ func (c *jobStatusCommand) print(key string, job *structs.JobDetail) {
 	}
 	if p := job.Pause; p != nil {
 		who := "this job"
-		if p.Global {
+		switch {
+		case p.Global:
 			who = "every job"
+		case p.JobID == "" && p.Cluster != "":
+			who = "every job of cluster " + p.Cluster
 		}
 		pairs = append(pairs, "Paused", fmt.Sprintf("%s, by %s %s: %s", who, orDash(p.Actor), m.ago(p.CreatedAt), orDash(p.Reason)))
 	}
@@ -186,16 +197,17 @@ Options:
 
   -namespace=<ns>
     The job's Nomad namespace. Default: default.
-%s%s`, c.action, desc, opts, apiFlagsHelp)
+%s%s%s`, c.action, desc, jobClusterHelp, opts, apiFlagsHelp)
 }
 
 func (c *jobActionCommand) Run(ctx context.Context, args []string) int {
-	var ns, reason string
+	var ns, cluster, reason string
 	withReason := c.action == jobPause || c.action == jobResume
 	spec := apiArgs{
 		name: "job " + string(c.action), min: 1, max: 1, desc: "a job ID",
 		flags: func(fs *flag.FlagSet) {
 			namespaceFlag(&ns)(fs)
+			clusterFlag(&cluster)(fs)
 			if withReason {
 				fs.StringVar(&reason, "reason", "", "")
 			}
@@ -208,20 +220,35 @@ func (c *jobActionCommand) Run(ctx context.Context, args []string) int {
 		},
 	}
 	return c.m.runWrite(c, args, spec, func(api *client.Client, pos []string) (out any, msg string, err error) {
-		key := structs.JobKey("", ns, pos[0])
+		key := structs.JobKey(cluster, ns, pos[0])
+		jobs := api.Jobs().InCluster(cluster)
 		switch c.action {
 		case jobRetry:
-			_, err = api.Jobs().Retry(ctx, ns, pos[0])
-			out, msg = map[string]any{"namespace": ns, "job_id": pos[0], "retried": true}, "Job "+key+": block lifted; the next detection cycle may deploy it again"
+			var b *structs.Block
+			b, err = jobs.Retry(ctx, ns, pos[0])
+			res := map[string]any{"namespace": ns, "job_id": pos[0], "retried": true}
+			if b != nil {
+				// The job's own cluster, which the server resolved.
+				cluster = structs.ClusterName(b.Cluster)
+				key = structs.JobKey(cluster, ns, pos[0])
+			}
+			if cluster != "" {
+				res["cluster"] = cluster
+			}
+			out, msg = res, "Job "+key+": block lifted; the next detection cycle may deploy it again"
 		case jobPause:
-			out, err = api.Jobs().Pause(ctx, ns, pos[0], reason)
+			out, err = jobs.Pause(ctx, ns, pos[0], reason)
 			msg = "Job " + key + " paused"
 		case jobResume:
-			out, err = api.Jobs().Resume(ctx, ns, pos[0], reason)
+			out, err = jobs.Resume(ctx, ns, pos[0], reason)
 			msg = "Job " + key + " resumed"
 		case jobDeployNow:
-			out, err = api.Jobs().DeployNow(ctx, ns, pos[0])
-			msg = "Job " + key + ": its next deployment lifts a closed sync window"
+			var lift *structs.WindowLift
+			lift, err = jobs.DeployNow(ctx, ns, pos[0])
+			if lift != nil {
+				key = lift.Key()
+			}
+			out, msg = lift, "Job "+key+": its next deployment lifts a closed sync window"
 		}
 		if err != nil {
 			return nil, "", fmt.Errorf("%s job %s: %w", c.action, key, err)
@@ -245,7 +272,7 @@ func (c *pauseAllCommand) name() string {
 
 func (c *pauseAllCommand) Synopsis() string {
 	if c.pause {
-		return "Pause every job"
+		return "Pause every job, or every job of one Nomad cluster"
 	}
 	return "Resume every job after nops pause"
 }
@@ -262,6 +289,10 @@ Options:
 
   -reason=<text>
     Why every job is paused. Required.
+
+  -cluster=<name>
+    Pause every job of this Nomad cluster alone; "nops resume -cluster"
+    ends that pause. Jobs of other clusters go on deploying.
 ` + apiFlagsHelp
 	}
 	return `Usage: nops resume -reason=<text> [options]
@@ -273,35 +304,47 @@ Options:
 
   -reason=<text>
     Why every job is resumed. Required.
+
+  -cluster=<name>
+    End the pause of every job of this Nomad cluster set by
+    "nops pause -cluster" instead.
 ` + apiFlagsHelp
 }
 
 func (c *pauseAllCommand) Run(ctx context.Context, args []string) int {
 	m := c.m
-	var reason string
+	var reason, cluster string
 	spec := apiArgs{
-		name:  c.name(),
-		flags: func(fs *flag.FlagSet) { fs.StringVar(&reason, "reason", "", "") },
+		name: c.name(),
+		flags: func(fs *flag.FlagSet) {
+			fs.StringVar(&reason, "reason", "", "")
+			clusterFlag(&cluster)(fs)
+		},
 		check: func([]string) error { return requireReason(reason) },
 	}
 	return m.runAPI(c, args, spec, func(api *client.Client, _ []string, asJSON bool) int {
 		var pauses []*structs.Pause
 		var err error
+		jobs := api.Jobs().InCluster(cluster)
 		if c.pause {
-			pauses, err = api.Jobs().PauseAll(ctx, reason)
+			pauses, err = jobs.PauseAll(ctx, reason)
 		} else {
-			pauses, err = api.Jobs().ResumeAll(ctx, reason)
+			pauses, err = jobs.ResumeAll(ctx, reason)
+		}
+		which := "every job"
+		if cluster != "" {
+			which = "every job of cluster " + cluster
 		}
 		if err != nil {
-			return m.fail(fmt.Errorf("%s every job: %w", c.name(), err))
+			return m.fail(fmt.Errorf("%s %s: %w", c.name(), which, err))
 		}
 		if asJSON {
 			return printJSONList(m, pauses)
 		}
 		if c.pause {
-			fmt.Fprintln(m.stdout, "Every job is paused")
+			fmt.Fprintf(m.stdout, "%s is paused\n", upperFirst(which))
 		} else {
-			fmt.Fprintln(m.stdout, "Every job is resumed")
+			fmt.Fprintf(m.stdout, "%s is resumed\n", upperFirst(which))
 		}
 		m.printPauses(pauses)
 		return exitOK
@@ -324,10 +367,21 @@ func pauseTable(m *runner) table[*structs.Pause] {
 		header: "Job\tActor\tSince\tReason",
 		row: func(p *structs.Pause) string {
 			job := p.Key
-			if p.Global {
+			switch {
+			case p.Global:
 				job = "* (every job)"
+			case p.JobID == "" && p.Cluster != "":
+				job = p.Cluster + ":* (every job of the cluster)"
 			}
 			return fmt.Sprintf("%s\t%s\t%s\t%s", job, orDash(p.Actor), m.timeAgo(p.CreatedAt), orDash(oneLine(p.Reason)))
 		},
 	}
+}
+
+// upperFirst returns s with its first letter in upper case.
+func upperFirst(s string) string {
+	if s == "" {
+		return s
+	}
+	return strings.ToUpper(s[:1]) + s[1:]
 }

@@ -109,20 +109,24 @@ func (c *orphansCommand) Help() string {
   Lists the orphan jobs: jobs Nops once deployed that are no longer declared
   in git but still exist in Nomad. Nops never stops them; stop them with
   "nomad job stop" when they are no longer wanted.
-` + apiFlagsHelp
+
+Options:
+` + listClusterHelp + apiFlagsHelp
 }
 
 func (c *orphansCommand) Run(ctx context.Context, args []string) int {
 	m := c.m
+	var cluster string
 	fetch := func(api *client.Client) ([]*structs.JobStatus, *client.QueryMeta, error) {
-		return api.Jobs().Orphans(ctx, nil)
+		return api.Jobs().InCluster(cluster).Orphans(ctx, nil)
 	}
-	return runList(m, c, args, apiArgs{name: "orphans"}, fetch, table[*structs.JobStatus]{
+	return runList(m, c, args, apiArgs{name: "orphans", flags: clusterFlag(&cluster)}, fetch, table[*structs.JobStatus]{
 		header: "Namespace\tJob\tRepository\tFile\tLast commit\tObserved",
 		row: func(j *structs.JobStatus) string {
 			return fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s", j.Namespace, j.JobID, orDash(j.Repository), orDash(j.File),
 				orDash(shortCommit(j.Commit)), m.ago(j.ObservedAt))
 		},
-		empty: "No orphan jobs",
+		empty:   "No orphan jobs",
+		cluster: func(j *structs.JobStatus) string { return j.Cluster },
 	})
 }
