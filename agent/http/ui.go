@@ -129,19 +129,19 @@ func (a *httpAPI) wrapUI(rule routeRule, fn handlerFunc) http.Handler {
 			v.Name, v.Anonymous = id.name, id.token == nil
 			pol := id.acl
 			v.CanCluster = func(c string) bool { return pol.AllowCluster(capabilityByName(c)) }
-			v.CanJob = func(ns, job, c string) bool { return a.allowJobSomewhere(pol, ns, job, capabilityByName(c)) }
+			v.CanJob = func(cluster, ns, job, c string) bool { return pol.AllowJob(cluster, ns, job, capabilityByName(c)) }
 		} else if a.s.Config().ACL.Enabled && secret != "" {
 			// A public page of a logged-in user: show the name.
 			if id, err := a.resolve(r); err == nil {
 				v.Name, v.Anonymous = id.name, id.token == nil
 				pol := id.acl
 				v.CanCluster = func(c string) bool { return pol.AllowCluster(capabilityByName(c)) }
-				v.CanJob = func(ns, job, c string) bool { return a.allowJobSomewhere(pol, ns, job, capabilityByName(c)) }
+				v.CanJob = func(cluster, ns, job, c string) bool { return pol.AllowJob(cluster, ns, job, capabilityByName(c)) }
 			}
 		}
 		if a.s.Config().ACL.Enabled && v.CanCluster == nil {
 			v.CanCluster = func(string) bool { return false }
-			v.CanJob = func(string, string, string) bool { return false }
+			v.CanJob = func(string, string, string, string) bool { return false }
 		}
 		r = r.WithContext(web.WithViewer(r.Context(), v))
 		web.SetHeaders(w.Header())

@@ -49,7 +49,7 @@ func (u *UI) funcs() template.FuncMap {
 			}
 			return m
 		},
-		"canJob":     func(v *Viewer, ns, job, c string) bool { return v.job(ns, job, c) },
+		"canJob":     func(v *Viewer, cluster, ns, job, c string) bool { return v.job(cluster, ns, job, c) },
 		"canCluster": func(v *Viewer, c string) bool { return v.cluster(c) },
 		"pathEscape": url.PathEscape,
 		"jobKey":     structs.JobKey,

@@ -161,7 +161,7 @@ type Viewer struct {
 	// CanCluster and CanJob answer the viewer's capabilities; nil means
 	// every capability (ACLs off).
 	CanCluster func(capability string) bool
-	CanJob     func(namespace, job, capability string) bool
+	CanJob     func(cluster, namespace, job, capability string) bool
 }
 
 type viewerKey struct{}
@@ -182,8 +182,8 @@ func (v *Viewer) cluster(c string) bool {
 	return v.CanCluster == nil || v.CanCluster(c)
 }
 
-func (v *Viewer) job(ns, job, c string) bool {
-	return v.CanJob == nil || v.CanJob(ns, job, c)
+func (v *Viewer) job(cluster, ns, job, c string) bool {
+	return v.CanJob == nil || v.CanJob(cluster, ns, job, c)
 }
 
 // Config configures the dashboard.
