@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nops-dev/nops/reconcile/gitwatch"
@@ -125,11 +126,20 @@ func (m *Manager) Push(ctx context.Context, p *structs.Push) (*structs.WebhookRe
 	}
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
+	// The repositories a push matches are fetched at once: each cluster's
+	// detection waits only for its own repositories' fetch, not for those
+	// of the repositories named before them.
+	var wg sync.WaitGroup
 	for _, name := range matched {
-		if err := m.fetchNow(ctx, name); err != nil {
-			m.logger.Warn("webhook fetch failed", "repo", name, "delivery", p.Delivery, "error", err)
-		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := m.fetchNow(ctx, name); err != nil {
+				m.logger.Warn("webhook fetch failed", "repo", name, "delivery", p.Delivery, "error", err)
+			}
+		}()
 	}
+	wg.Wait()
 	return &structs.WebhookResult{Matched: matched, Branches: p.Branches}, nil
 }
 
