@@ -317,3 +317,33 @@ func TestClusters_MetaNamesCluster(t *testing.T) {
 		t.Fatalf("mars, which names no cluster, has deployments: %+v", list)
 	}
 }
+
+// TestClusters_HooksRunInTheJobsCluster: a hook declared once, in the
+// folder of cluster eu, runs for a job of eu in eu's Nomad and for a job
+// of us in us's Nomad: each run is dispatched in the managed job's cluster.
+func TestClusters_HooksRunInTheJobsCluster(t *testing.T) {
+	t.Parallel()
+	e := startTwoClusters(t, map[string]string{
+		"eu/backup.nomad.hcl": testutil.HookJobHCL("backup"),
+		"eu/web.nomad.hcl":    testutil.ServiceJobHCL("web", managed(structs.PolicyAuto, testutil.WithMeta("nops_pre_hooks", "backup"))...),
+		"us/web.nomad.hcl": testutil.ServiceJobHCL("web", managed(structs.PolicyAuto, testutil.WithMeta("nops_pre_hooks", "backup"),
+			testutil.WithCount(2))...),
+	})
+	for cluster, agent := range e.clusters {
+		d := e.waitDeployment(cluster, "web", structs.StateCompleted)
+		r, ok := d.HookRun(structs.PhasePre, 0)
+		if !ok || r.State != structs.HookRunSucceeded || r.DispatchedJobID == "" {
+			t.Fatalf("%s: pre-hook run %+v", cluster, d.HookRuns)
+		}
+		if j := lookupNomadJob(t, agent, r.DispatchedJobID); j == nil {
+			t.Fatalf("%s's Nomad has no hook run %s", cluster, r.DispatchedJobID)
+		}
+		other := e.eu
+		if agent == e.eu {
+			other = e.us
+		}
+		if j := lookupNomadJob(t, other, r.DispatchedJobID); j != nil {
+			t.Fatalf("the hook run %s of %s's job ran in the other cluster's Nomad", r.DispatchedJobID, cluster)
+		}
+	}
+}
