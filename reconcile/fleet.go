@@ -110,35 +110,11 @@ func (f *Fleet) Run(ctx context.Context, kicks *KickQueue) {
 			fn(ctx)
 		}()
 	}
-	if f.git != nil {
-		run(f.git.Run)
-		run(func(ctx context.Context) {
-			for {
-				select {
-				case <-ctx.Done():
-					return
-				case <-f.git.Notify():
-					f.TriggerDetection()
-				}
-			}
-		})
-	}
-	if kicks != nil {
-		kicks.Take()
-		run(func(ctx context.Context) {
-			for {
-				select {
-				case <-ctx.Done():
-					return
-				case <-kicks.Ready():
-					taken := kicks.Take()
-					for _, m := range f.managers {
-						m.kicked(taken)
-					}
-				}
-			}
-		})
-	}
+	runWakers(run, f.git, f.TriggerDetection, kicks, func(taken []structs.Kick) {
+		for _, m := range f.managers {
+			m.kicked(taken)
+		}
+	})
 	for _, m := range f.managers {
 		run(func(ctx context.Context) { m.Run(ctx, nil) })
 	}
@@ -201,7 +177,13 @@ func (f *Fleet) NomadHealth(ctx context.Context, id string) (*structs.NomadHealt
 func (f *Fleet) Refresh(ctx context.Context, name string) (*structs.RepoStatus, error) {
 	st, err := f.managers[0].Refresh(ctx, name)
 	if err == nil {
-		f.TriggerDetection()
+		// The first cluster's detection is asked for by the fetch (a new
+		// head wakes every cluster through the watcher); the others'
+		// are asked here, so a refresh that finds the same head still
+		// shows its outcome in every cluster.
+		for _, m := range f.managers[1:] {
+			m.TriggerDetection()
+		}
 	}
 	return st, err
 }

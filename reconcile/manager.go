@@ -144,32 +144,11 @@ func (m *Manager) Run(ctx context.Context, kicks *KickQueue) {
 			fn(ctx)
 		}()
 	}
-	if m.git != nil && !m.cfg.SharedGit {
-		run(m.git.Run)
-		run(func(ctx context.Context) {
-			for {
-				select {
-				case <-ctx.Done():
-					return
-				case <-m.git.Notify():
-					m.TriggerDetection()
-				}
-			}
-		})
+	git := m.git
+	if m.cfg.SharedGit {
+		git = nil // the fleet runs it
 	}
-	if kicks != nil {
-		kicks.Take()
-		run(func(ctx context.Context) {
-			for {
-				select {
-				case <-ctx.Done():
-					return
-				case <-kicks.Ready():
-					m.kicked(kicks.Take())
-				}
-			}
-		})
-	}
+	runWakers(run, git, m.TriggerDetection, kicks, m.kicked)
 	run(m.detector.detectLoop)
 	run(m.applier.applyLoop)
 	run(m.watchVersion)
@@ -191,6 +170,39 @@ func (m *Manager) Run(ctx context.Context, kicks *KickQueue) {
 	// its last cycle would read as a re-plan stuck on a follower.
 	m.metrics.replanPending.Set(0)
 	m.logger.Info("leader loops stopped")
+}
+
+// runWakers runs, with run, what wakes the leader's loops: the git
+// watcher, whose new heads call detect, and the server's kicks, given to
+// kicked. A nil git or kicks runs none of its part. The kicks pushed before
+// it ran are dropped: the loops' first cycle and pass cover them.
+func runWakers(run func(func(context.Context)), git *gitwatch.Watcher, detect func(), kicks *KickQueue, kicked func([]structs.Kick)) {
+	if git != nil {
+		run(git.Run)
+		run(func(ctx context.Context) {
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-git.Notify():
+					detect()
+				}
+			}
+		})
+	}
+	if kicks != nil {
+		kicks.Take()
+		run(func(ctx context.Context) {
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-kicks.Ready():
+					kicked(kicks.Take())
+				}
+			}
+		})
+	}
 }
 
 // seedVerifiedHeads tells the watcher the last verified head of every
