@@ -233,9 +233,14 @@ func processMetric(url, name string) (float64, error) {
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
-			return strconv.ParseFloat(v, 64)
+		// A metric of the reconcilers carries its cluster label:
+		// name{cluster="default"} 1.
+		line := sc.Text()
+		if !strings.HasPrefix(line, name+" ") && !strings.HasPrefix(line, name+"{") {
+			continue
 		}
+		fields := strings.Fields(line)
+		return strconv.ParseFloat(fields[len(fields)-1], 64)
 	}
 	return 0, fmt.Errorf("no %s in the metrics of %s", name, url)
 }

@@ -61,10 +61,12 @@ func TestSmoke_AutoAndApproval(t *testing.T) {
 		t.Fatalf("metrics: %d", code)
 	}
 	for _, want := range []string{
-		`nops_detection_cycles_total{result="ok"}`, "nops_detection_duration_seconds_count",
-		"nops_apply_duration_seconds_count", "nops_deployments_created_total 2",
+		// The metrics of a cluster's loops and Nomad client carry its
+		// cluster label (SPEC section 16).
+		`nops_detection_cycles_total{cluster="default",result="ok"}`, `nops_detection_duration_seconds_count{cluster="default"}`,
+		`nops_apply_duration_seconds_count{cluster="default"}`, `nops_deployments_created_total{cluster="default"} 2`,
 		`nops_git_fetch_error{repo="main"} 0`, `nops_deployments{state="completed"} 2`,
-		`nops_nomad_requests_total{operation="job.register"}`, `nops_jobs{sync="in_sync"}`,
+		`nops_nomad_requests_total{cluster="default",operation="job.register"}`, `nops_jobs{sync="in_sync"}`,
 	} {
 		if !strings.Contains(metrics, want) {
 			t.Errorf("metrics lack %s", want)
