@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/hcl/v2"
+
+	"github.com/nops-dev/nops/structs"
 )
 
 // Many Nomad clusters (SPEC section 16). A configuration without nomad
@@ -23,8 +25,10 @@ import (
 // blockNomad is the nomad block: one Nomad cluster Nops deploys to.
 const blockNomad = "nomad"
 
-// DefaultCluster is the name of the one Nomad cluster of a configuration without nomad blocks.
-const DefaultCluster = "default"
+// DefaultCluster is the name of the one Nomad cluster of a configuration
+// without nomad blocks: the cluster every job-keyed object of the state
+// store falls back to (structs.DefaultCluster).
+const DefaultCluster = structs.DefaultCluster
 
 // NomadCluster is one Nomad cluster Nops deploys to (SPEC section 16).
 type NomadCluster struct {
