@@ -14,13 +14,43 @@ import (
 	"github.com/nops-dev/nops/testutil/nopstest"
 )
 
-// clusterStatus stores a job's observed status in a cluster.
-func clusterStatus(t *testing.T, s *nopstest.Server, cluster, job string, sync structs.SyncState) {
+// clusterStatus stores a job's observed status in a cluster, changed by
+// each change given.
+func clusterStatus(t *testing.T, s *nopstest.Server, cluster, job string, sync structs.SyncState, change ...func(*structs.JobStatus)) {
 	t.Helper()
-	apply(t, s, structs.JobStatusUpsertRequestType, &structs.JobStatusUpsertRequest{WriteMeta: systemMeta(),
-		Statuses: []*structs.JobStatus{{Cluster: cluster, Namespace: "default", JobID: job, Repository: cluster + "-jobs",
-			File: cluster + "/" + job + ".nomad.hcl", Commit: strings.Repeat("cd", 20), Policy: structs.PolicyApproval,
-			Sync: sync, ObservedAt: time.Now().UTC()}}})
+	st := &structs.JobStatus{Cluster: cluster, Namespace: "default", JobID: job, Repository: cluster + "-jobs",
+		File: cluster + "/" + job + ".nomad.hcl", Commit: strings.Repeat("cd", 20), Policy: structs.PolicyApproval,
+		Sync: sync, ObservedAt: time.Now().UTC()}
+	for _, c := range change {
+		c(st)
+	}
+	apply(t, s, structs.JobStatusUpsertRequestType, &structs.JobStatusUpsertRequest{WriteMeta: systemMeta(), Statuses: []*structs.JobStatus{st}})
+}
+
+// markPage marks the page in the browser, and liveMarked is true while
+// the page is the one marked: a live update changed what the page shows,
+// not a reload or a navigation.
+func markPage(b *browser) {
+	b.t.Helper()
+	if _, err := eval[bool](b, `(() => { window.nopsMarked = true; return true; })()`); err != nil {
+		b.t.Fatal(err)
+	}
+}
+
+const liveMarked = `window.nopsMarked === true`
+
+// hangingValues lists the cells of the clusters' cards (a phone's layout)
+// whose value wraps to under its label rather than under itself: a
+// wrapped ":4646" under "Address" reads as a label of its own.
+const hangingValues = `Array.from(document.querySelectorAll("table.cards td:not(.name)")).filter(td => {
+	const r = document.createRange(); r.selectNodeContents(td);
+	const lefts = Array.from(r.getClientRects()).filter(x => x.width > 0).map(x => x.left);
+	return lefts.length > 1 && Math.min(...lefts) < lefts[0] - 1;
+}).map(td => td.closest("tr").id + " " + td.dataset.label).join(", ")`
+
+// fileDiffIn is a file diff of web in a cluster.
+func fileDiffIn(cluster string) string {
+	return "--- a/" + cluster + "/web.nomad.hcl\n+++ b/" + cluster + "/web.nomad.hcl\n@@ -1 +1 @@\n-count = 1\n+count = 2\n"
 }
 
 // rowTexts lists, for each row of a table body, its cells' text joined by
@@ -60,8 +90,14 @@ const brokenAddresses = `(() => {
 // job only; the overview lists both clusters unreachable, with us's
 // promotion order, each linked to its jobs; the overview's, approvals'
 // and deployments' tables show the cluster, and the deployments page
-// filters by it. Every page is checked and shot at 1280 and 390 pixels.
-// A server with its one default cluster shows none of it.
+// filters by it. The overview's Nomad panels poll (reachability changes
+// without a write), and on a phone a cluster card's values wrap under
+// themselves, not under their labels. The approvals' file diffs and the
+// confirmation of a rejection name the job's cluster. Live updates of the
+// audit log, the jobs list and a job's page (web in us held by the
+// promotion order: "waiting for staging …") keep the cluster column, the
+// cluster and every ?cluster=. Every page is checked and shot at 1280 and
+// 390 pixels. A server with its one default cluster shows none of it.
 func TestDashboard_Clusters(t *testing.T) {
 	t.Parallel()
 	b := newBrowser(t)
@@ -75,8 +111,8 @@ func TestDashboard_Clusters(t *testing.T) {
 	clusterStatus(t, s, "eu", "web", structs.SyncInSync)
 	clusterStatus(t, s, "us", "web", structs.SyncDrift)
 	clusterStatus(t, s, "us", "api", structs.SyncInSync)
-	euDep := s.CreatePendingWith("default", "web", func(d *structs.Deployment) { d.Cluster = "eu" })
-	usDep := s.CreatePendingWith("default", "web", func(d *structs.Deployment) { d.Cluster = "us" })
+	euDep := s.CreatePendingWith("default", "web", func(d *structs.Deployment) { d.Cluster, d.FileDiff = "eu", fileDiffIn("eu") })
+	usDep := s.CreatePendingWith("default", "web", func(d *structs.Deployment) { d.Cluster, d.FileDiff = "us", fileDiffIn("us") })
 
 	// The jobs list: a cluster column, sorted by cluster, each job linked
 	// with its cluster.
@@ -138,6 +174,19 @@ func TestDashboard_Clusters(t *testing.T) {
 	if v, _ := eval[string](b, `Array.from(document.querySelectorAll("#events tbody td.nowrap a")).map(a => a.getAttribute("href")).join(",")`); v != "/ui/job/default/web?cluster=us" {
 		t.Errorf("the pause's event links %q; want /ui/job/default/web?cluster=us", v)
 	}
+	// A live update of the audit log keeps the cluster column and each
+	// job's cluster on its link.
+	markPage(b)
+	apply(t, s, structs.PauseRequestType, &structs.PauseRequest{WriteMeta: systemMeta(), Cluster: "eu", Namespace: "default", JobID: "web", Reason: "eu maintenance"})
+	b.waitJS("the pause of web in eu, live", liveMarked+` && document.querySelectorAll("#events tbody td.nowrap a").length === 2`, 20*time.Second)
+	if v, _ := eval[string](b, `Array.from(document.querySelectorAll("#events tbody tr")).map(r => r.querySelector("td.cluster").textContent + " " +
+		r.querySelector("td.nowrap a").getAttribute("href")).join(",")`); v != "eu /ui/job/default/web?cluster=eu,us /ui/job/default/web?cluster=us" {
+		t.Errorf("after a live update the pauses' events read %q; want web in eu then in us, each linked with its cluster", v)
+	}
+	if v, _ := eval[string](b, `document.querySelector("label[for=e-object]").textContent`); !strings.Contains(v, "[cluster:]namespace/job") {
+		t.Errorf("the events' object filter is labelled %q; want it to say a job's object names its cluster", v)
+	}
+	apply(t, s, structs.ResumeRequestType, &structs.ResumeRequest{WriteMeta: systemMeta(), Cluster: "eu", Namespace: "default", JobID: "web", Reason: "done"})
 	// The pauses page says which web is paused.
 	b.open(s.URL + "/ui/pauses")
 	if got := rowTexts(b, "#pauses tbody tr"); !strings.HasPrefix(got, "us|default/web|") {
@@ -172,6 +221,9 @@ func TestDashboard_Clusters(t *testing.T) {
 	if !strings.Contains(pending, "eu|default/web|"+structs.ShortID(euDep.ID)) || !strings.Contains(pending, "us|default/web|"+structs.ShortID(usDep.ID)) {
 		t.Errorf("the overview's approvals read:\n%s\nwant web in eu and in us with their clusters", pending)
 	}
+	if v, _ := eval[string](b, `document.querySelector("#ov-nomad").dataset.poll || ""`); v == "" {
+		t.Errorf("the Nomad clusters' panel is not polled: whether a cluster is reachable changes without a write, and no live update would show it")
+	}
 	b.click(`#cluster-eu a`)
 	b.waitJS("the jobs of eu", `location.search === "?cluster=eu" && document.querySelectorAll("#jobs-table tbody tr").length === 1`, 20*time.Second)
 
@@ -179,6 +231,10 @@ func TestDashboard_Clusters(t *testing.T) {
 	b.open(s.URL + "/ui/approvals")
 	if got := rowTexts(b, "#approvals tbody tr:not(.fd-row)"); !strings.HasPrefix(got, "eu|default/web|") || !strings.Contains(got, "\nus|default/web|") {
 		t.Errorf("the approvals queue reads:\n%s", got)
+	}
+	if v, _ := eval[string](b, `Array.from(document.querySelectorAll("#approvals .fd-row summary")).map(s => s.textContent.split(" (")[0]).join(",")`); v !=
+		"File diff of eu: default/web,File diff of us: default/web" {
+		t.Errorf("the approvals' file diffs are of %q; want each named with its cluster", v)
 	}
 	b.open(s.URL + "/ui/deployments?cluster=eu")
 	if got := rowTexts(b, "#deployments tbody tr"); strings.Contains(got, "\n") ||
@@ -190,6 +246,48 @@ func TestDashboard_Clusters(t *testing.T) {
 	if v, _ := eval[string](b, `document.querySelector("#dep-cluster").textContent + " " + document.querySelector("#dep-job").getAttribute("href") + " " + !!document.querySelector("#nomad-job")`); v != "us /ui/job/default/web?cluster=us false" {
 		t.Errorf("the deployment of web in us shows %q", v)
 	}
+	// Rejecting web in eu asks to confirm which web it is.
+	b.open(s.URL + "/ui/deployment/" + euDep.ID)
+	b.typeInto("#reject-reason", "wrong region")
+	b.click("#reject")
+	b.waitJS("the rejection's confirmation", `!!document.querySelector("#confirm-reject")`, 20*time.Second)
+	if v, _ := eval[string](b, `(document.querySelector("#confirm-cluster") || {}).textContent + " " + document.querySelector("main dl a").getAttribute("href")`); v != "eu /ui/job/default/web?cluster=eu" {
+		t.Errorf("the confirmation of a rejection of web in eu shows %q; want its cluster and its job linked in it", v)
+	}
+	b.screenshots("clusters-reject-confirm")
+
+	// The promotion order holds web in us: the jobs list and its page say
+	// what it waits for, brought by live updates that keep the cluster
+	// column, the cluster and the ?cluster= of every link and form.
+	const waiting = "waiting for staging (bakes until 14:32)"
+	b.open(s.URL + "/ui/jobs")
+	markPage(b)
+	clusterStatus(t, s, "us", "web", structs.SyncDrift, func(st *structs.JobStatus) { st.WaitingFor = waiting })
+	b.waitJS("web in us waiting, live", liveMarked+` && document.querySelector("#jobs-table tbody").textContent.includes("bakes until")`, 20*time.Second)
+	if got := rowTexts(b, "#jobs-table thead tr"); !strings.HasPrefix(got, "Cluster|Job|Sync") {
+		t.Errorf("after a live update the jobs table's head reads %q; want a Cluster column first", got)
+	}
+	if got, _ := eval[string](b, `Array.from(document.querySelectorAll("#jobs-table tbody tr")).map(r =>
+		r.cells[0].textContent + " " + r.cells[1].querySelector("a").getAttribute("href")).join(",")`); got !=
+		"eu /ui/job/default/web?cluster=eu,us /ui/job/default/api?cluster=us,us /ui/job/default/web?cluster=us" {
+		t.Errorf("after a live update the jobs list shows %q; want each job linked with its cluster", got)
+	}
+	if got := rowTexts(b, "#jobs-table tbody tr"); !strings.Contains(got, "us|default/web|drift") || !strings.Contains(got, waiting) {
+		t.Errorf("the jobs list does not say what web in us waits for:\n%s", got)
+	}
+	b.open(s.URL + "/ui/job/default/web?cluster=us")
+	if v, _ := eval[string](b, `(document.querySelector("#job-waiting") || {}).textContent`); v != waiting {
+		t.Errorf("the page of web in us says it waits for %q; want %q", v, waiting)
+	}
+	markPage(b)
+	clusterStatus(t, s, "us", "web", structs.SyncDrift, func(st *structs.JobStatus) { st.WaitingFor, st.DriftSummary = waiting, "1 group changed" })
+	b.waitJS("web in us changed, live", liveMarked+` && document.querySelector("#job-status").textContent.includes("1 group changed")`, 20*time.Second)
+	if v, _ := eval[string](b, `document.querySelector("#job-cluster strong").textContent + "|" + document.querySelector("#job-waiting").textContent + "|" +
+		Array.from(document.querySelectorAll("#job-actions form")).map(f => f.getAttribute("action")).join(",")`); v !=
+		"us|"+waiting+"|/ui/job/default/web/resume?cluster=us,/ui/job/default/web/deploy-now?cluster=us" {
+		t.Errorf("after a live update the page of web in us shows %q; want its cluster, what it waits for, and its actions in us", v)
+	}
+	b.screenshots("clusters-job-waiting")
 
 	// Every page, at a desktop's and a phone's width.
 	pages := map[string]string{"overview": "/ui/", "jobs": "/ui/jobs", "job": "/ui/job/default/web?cluster=us",
@@ -210,6 +308,9 @@ func TestDashboard_Clusters(t *testing.T) {
 				if v, _ := eval[string](b, `["eu", "us"].map(c => { const r = document.querySelector("#cluster-" + c + " .reach .badge").getBoundingClientRect();
 					return r.width > 0 && r.right <= document.querySelector("#ov-nomad").getBoundingClientRect().right ? "" : c; }).join("")`); v != "" {
 					t.Errorf("%s: the reachability of %s is out of sight (scrolled sideways)", shot, v)
+				}
+				if v, _ := eval[string](b, hangingValues); v != "" {
+					t.Errorf("%s: a value wraps to under its label in %s", shot, v)
 				}
 			}
 			b.screenshot(shot)
@@ -236,6 +337,9 @@ func TestDashboard_Clusters(t *testing.T) {
 	b.open(one.URL + "/ui/")
 	if v, _ := eval[string](b, `(document.querySelector("#ov-nomad-one") || {}).textContent + "|" + !!document.querySelector("#ov-nomad")`); !strings.Contains(v, "unreachable") || !strings.HasSuffix(v, "|false") {
 		t.Errorf("the overview of one default cluster: %q; want one line saying it is unreachable, no panel", v)
+	}
+	if v, _ := eval[string](b, `document.querySelector("#ov-cluster").dataset.poll || ""`); v == "" {
+		t.Errorf("the Cluster panel, with its Nomad line, is not polled: whether Nomad is reachable changes without a write")
 	}
 	b.screenshots("clusters-one-overview")
 }

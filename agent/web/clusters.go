@@ -84,8 +84,12 @@ func (c *clusterView) Name(cluster string) string { return structs.ClusterName(c
 
 // query is the ?cluster= of a job's addresses: set when the cluster is not
 // the default or when several clusters may hold the same namespace and ID.
+// A row without a cluster (one written before clusters, such as an old
+// event) is of the default cluster: among several it needs ?cluster= as
+// much as one that says so, or the API cannot tell which job it is.
 func (c *clusterView) query(cluster string) string {
-	if cluster == "" || (cluster == structs.DefaultCluster && !c.Many()) {
+	cluster = structs.ClusterName(cluster)
+	if cluster == structs.DefaultCluster && !c.Many() {
 		return ""
 	}
 	return "?cluster=" + url.QueryEscape(cluster)

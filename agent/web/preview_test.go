@@ -14,7 +14,8 @@ import (
 // TestDashboard_Preview: the preview page offers a form; a post without
 // the session's CSRF token is refused and asks for no preview; a post with
 // it shows the API's preview (each job with its stops, plan diff and file
-// diff, the removed jobs), and an unknown ref shows the API's refusal
+// diff, the removed jobs), a job in two Nomad clusters shows twice, each
+// named with its cluster, and an unknown ref shows the API's refusal
 // beside the form.
 func TestDashboard_Preview(t *testing.T) {
 	t.Parallel()
@@ -27,6 +28,13 @@ func TestDashboard_Preview(t *testing.T) {
 				Policy: structs.PolicyAuto, PlanType: "Edited", Diff: `+/- Count: "1" => "2"`, Hold: "paused: freeze",
 				FileDiff: "--- a/jobs/web.nomad.hcl\n+++ b/jobs/web.nomad.hcl\n@@ -1 +1 @@\n-count = 1\n+count = 2\n"}},
 			Removed: []*structs.PreviewJob{{Namespace: "default", JobID: "old", File: "jobs/old.nomad.hcl", Change: structs.PreviewRemoved}},
+		}, "main@clusters": {
+			// The same job in two Nomad clusters (SPEC section 16).
+			Repository: "main", Ref: "clusters", Commit: strings.Repeat("c", 40), Branch: "main", Changes: true,
+			Jobs: []*structs.PreviewJob{
+				{Cluster: "default", Namespace: "default", JobID: "web", File: "jobs/web.nomad.hcl", Change: structs.PreviewChanged, Policy: structs.PolicyAuto},
+				{Cluster: "us", Namespace: "default", JobID: "web", File: "jobs/web.nomad.hcl", Change: structs.PreviewChanged, Policy: structs.PolicyAuto}},
+			Removed: []*structs.PreviewJob{{Cluster: "us", Namespace: "default", JobID: "old", File: "jobs/old.nomad.hcl", Change: structs.PreviewRemoved}},
 		}},
 	}
 	s := nopstest.Start(t, "", nopstest.WithoutReconcilers(), nopstest.WithReconciler(fake))
@@ -55,6 +63,16 @@ func TestDashboard_Preview(t *testing.T) {
 		"+count = 2", "-count = 1", "default/old", "1 job(s) would change, 1 removed"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("the preview page lacks %q", want)
+		}
+	}
+
+	// The same job in two clusters: each named with its cluster, each
+	// with its own id.
+	code, _, page = c.do("POST", "/ui/preview", url.Values{"csrf": {csrf}, "repository": {"main"}, "ref": {"clusters"}}, nil)
+	text = html.UnescapeString(page)
+	for _, want := range []string{`id="preview-default-web"`, `id="preview-us-default-web"`, "changed: default/web", "changed: us:default/web", "us:default/old"} {
+		if code != http.StatusOK || !strings.Contains(text, want) {
+			t.Errorf("the preview of a job in two clusters (%d) lacks %q", code, want)
 		}
 	}
 
