@@ -3,6 +3,7 @@ package reconcile_test
 import (
 	"fmt"
 	"net/http"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -345,5 +346,50 @@ func TestClusters_HooksRunInTheJobsCluster(t *testing.T) {
 		if j := lookupNomadJob(t, other, r.DispatchedJobID); j != nil {
 			t.Fatalf("the hook run %s of %s's job ran in the other cluster's Nomad", r.DispatchedJobID, cluster)
 		}
+	}
+}
+
+// TestClusters_PreviewEachJobInItsCluster: a preview of one cluster's
+// repository at a branch shows each job it changes once, in its own
+// cluster (a job naming the other cluster with nops_cluster in that one),
+// planned against that cluster's Nomad; the other cluster's repository,
+// which the branch does not touch, adds nothing, and a file of the
+// repository that is no valid job shows once.
+func TestClusters_PreviewEachJobInItsCluster(t *testing.T) {
+	t.Parallel()
+	e := startTwoClusters(t, map[string]string{
+		"eu/web.nomad.hcl": testutil.ServiceJobHCL("web", managed(structs.PolicyAuto)...),
+		"eu/api.nomad.hcl": testutil.ServiceJobHCL("api", managed(structs.PolicyAuto, testutil.WithMeta("nops_cluster", "us"))...),
+		"us/web.nomad.hcl": testutil.ServiceJobHCL("web", managed(structs.PolicyAuto)...),
+	})
+	e.waitDeployment("eu", "web", structs.StateCompleted)
+	e.waitDeployment("us", "web", structs.StateCompleted)
+	e.waitDeployment("us", "api", structs.StateCompleted)
+
+	e.repo.Git("checkout", "-b", "feature")
+	commitFiles(e.repo, "scale eu's web and api, break a file", map[string]string{
+		"eu/web.nomad.hcl":    testutil.ServiceJobHCL("web", managed(structs.PolicyAuto, testutil.WithCount(2))...),
+		"eu/api.nomad.hcl":    testutil.ServiceJobHCL("api", managed(structs.PolicyAuto, testutil.WithMeta("nops_cluster", "us"), testutil.WithCount(2))...),
+		"eu/broken.nomad.hcl": "job \"broken\" {",
+	})
+	e.repo.Git("checkout", "main")
+
+	var p structs.Preview
+	if code, body := e.s.Do("POST", "/v1/preview", &structs.PreviewRequest{Repository: "eu-jobs", Ref: "feature"}, &p); code != http.StatusOK {
+		t.Fatalf("POST /v1/preview eu-jobs@feature: %d %s", code, body)
+	}
+	var got []string
+	for _, j := range p.Jobs {
+		if j.PlanType == "" {
+			t.Fatalf("preview job %+v has no plan", j)
+		}
+		got = append(got, structs.JobKey(j.Cluster, j.Namespace, j.JobID)+":"+j.Change)
+	}
+	sort.Strings(got)
+	if want := "eu:default/web:changed,us:default/api:changed"; strings.Join(got, ",") != want {
+		t.Fatalf("preview jobs %v, want %s: eu's web and us's api once each", got, want)
+	}
+	if len(p.Removed) != 0 || len(p.Errors) != 1 || !strings.Contains(p.Errors[0], "broken.nomad.hcl") || !p.Changes {
+		t.Fatalf("preview: removed %+v, errors %q, changes %v: want one error on broken.nomad.hcl", p.Removed, p.Errors, p.Changes)
 	}
 }
