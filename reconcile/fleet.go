@@ -64,7 +64,7 @@ func NewFleet(managers []*Manager, git *gitwatch.Watcher, reg prometheus.Registe
 			})
 		}
 	}
-	f.Query = &Query{server: managers[0].srv, client: managers[0].nomad}
+	f.Query = &Query{server: managers[0].srv, client: managers[0].nomad, clusters: managers[0].clusterNames()}
 	if reg != nil && git != nil {
 		reg.MustRegister(newGitCollector(managers[0].core))
 	}
