@@ -393,3 +393,51 @@ func TestClusters_PreviewEachJobInItsCluster(t *testing.T) {
 		t.Fatalf("preview: removed %+v, errors %q, changes %v: want one error on broken.nomad.hcl", p.Removed, p.Errors, p.Changes)
 	}
 }
+
+// TestClusters_RepoStatusWrittenByItsCluster: a file of cluster eu's
+// repository that is no valid job shows on that repository, and the
+// detection cycles of cluster us, which does not parse that file, leave
+// the repository's status as it is: it is not rewritten without its
+// error at each of their cycles.
+func TestClusters_RepoStatusWrittenByItsCluster(t *testing.T) {
+	t.Parallel()
+	e := startTwoClusters(t, map[string]string{
+		"eu/web.nomad.hcl":    testutil.ServiceJobHCL("web", managed(structs.PolicyAuto)...),
+		"eu/broken.nomad.hcl": "job \"broken\" {",
+		"us/web.nomad.hcl":    testutil.ServiceJobHCL("web", managed(structs.PolicyAuto)...),
+	})
+	e.waitDeployment("us", "web", structs.StateCompleted)
+	repo := func(name string) *structs.RepoStatus {
+		var list []*structs.RepoStatus
+		if code, body := e.s.Do("GET", "/v1/repos", nil, &list); code != http.StatusOK {
+			t.Fatalf("GET /v1/repos: %d %s", code, body)
+		}
+		for _, r := range list {
+			if r.Name == name {
+				return r
+			}
+		}
+		return nil
+	}
+	var before *structs.RepoStatus
+	testutil.WaitForResult(t, lcWait, func() (bool, error) {
+		before = repo("eu-jobs")
+		if before == nil || len(before.ParseErrors) != 1 || !strings.Contains(before.ParseErrors[0], "broken.nomad.hcl") {
+			return false, fmt.Errorf("eu-jobs: %+v, want the error of broken.nomad.hcl", before)
+		}
+		return true, nil
+	})
+	// Each refresh asks every cluster for a detection cycle.
+	for range 3 {
+		if code, body := e.s.Do("POST", "/v1/repo/us-jobs/refresh", nil, nil); code != http.StatusOK {
+			t.Fatalf("refresh us-jobs: %d %s", code, body)
+		}
+		time.Sleep(time.Second)
+	}
+	if r := repo("us-jobs"); r == nil || len(r.ParseErrors) != 0 {
+		t.Fatalf("us-jobs: %+v, want no parse error", r)
+	}
+	if after := repo("eu-jobs"); after == nil || after.ModifyIndex != before.ModifyIndex || len(after.ParseErrors) != 1 {
+		t.Fatalf("eu-jobs after us's cycles: %+v, want it unchanged from %+v", after, before)
+	}
+}
