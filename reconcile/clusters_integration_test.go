@@ -1,6 +1,7 @@
 package reconcile_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"sort"
@@ -26,6 +27,9 @@ type twoClusters struct {
 	euDir    string
 	usDir    string
 	clusters map[string]*testutil.NomadAgent
+	// token, when set, is the secret the helpers' requests carry (a
+	// server with ACLs on).
+	token string
 }
 
 func startTwoClusters(t *testing.T, files map[string]string, opts ...nopstest.Option) *twoClusters {
@@ -57,8 +61,19 @@ const repoPollInterval = nopstest.RepoPollInterval
 func (e *twoClusters) deployments(cluster, jobID string) []*structs.Deployment {
 	e.t.Helper()
 	var out []*structs.Deployment
-	if code, body := e.s.Do("GET", fmt.Sprintf("/v1/deployments?cluster=%s&namespace=default&job=%s", cluster, jobID), nil, &out); code != http.StatusOK {
+	path := fmt.Sprintf("/v1/deployments?cluster=%s&namespace=default&job=%s", cluster, jobID)
+	if e.token == "" {
+		if code, body := e.s.Do("GET", path, nil, &out); code != http.StatusOK {
+			e.t.Fatalf("list deployments of %s: %d %s", cluster, code, body)
+		}
+		return out
+	}
+	code, body := tokenCall(e.t, e.s, e.token, "GET", path, nil)
+	if code != http.StatusOK {
 		e.t.Fatalf("list deployments of %s: %d %s", cluster, code, body)
+	}
+	if err := json.Unmarshal([]byte(body), &out); err != nil {
+		e.t.Fatalf("list deployments of %s: %v: %s", cluster, err, body)
 	}
 	return out
 }
