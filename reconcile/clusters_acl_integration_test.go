@@ -73,21 +73,9 @@ func TestClusters_PauseOneClusterAndScopedToken(t *testing.T) {
 	} {
 		apply(structs.ACLTokenUpsertRequestType, &structs.ACLTokenUpsertRequest{WriteMeta: meta, Token: tok, Create: true})
 	}
-	completed := func(cluster string) func() (bool, error) {
-		return func() (bool, error) {
-			code, body := tokenCall(t, e.s, clusterRootSecret, "GET", "/v1/deployments?namespace=default&job=web&cluster="+cluster, nil)
-			var list []*structs.Deployment
-			if code != http.StatusOK || json.Unmarshal([]byte(body), &list) != nil || len(list) == 0 {
-				return false, fmt.Errorf("deployments of %s: %d %s", cluster, code, body)
-			}
-			if list[0].State != structs.StateCompleted {
-				return false, fmt.Errorf("newest deployment of %s is %s", cluster, list[0].State)
-			}
-			return true, nil
-		}
-	}
-	testutil.WaitForResult(t, lcWait, completed("eu"))
-	testutil.WaitForResult(t, lcWait, completed("us"))
+	e.token = clusterRootSecret
+	e.waitDeployment("eu", "web", structs.StateCompleted)
+	e.waitDeployment("us", "web", structs.StateCompleted)
 
 	// The us token: 403 on eu's job, its own job fine.
 	if code, body := tokenCall(t, e.s, clusterUSSecret, "POST", "/v1/job/default/web/pause?cluster=eu", map[string]string{"reason": "x"}); code != http.StatusForbidden {

@@ -1,8 +1,10 @@
 package reconcile_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -25,6 +27,9 @@ type twoClusters struct {
 	euDir    string
 	usDir    string
 	clusters map[string]*testutil.NomadAgent
+	// token, when set, is the secret the helpers' requests carry (a
+	// server with ACLs on).
+	token string
 }
 
 func startTwoClusters(t *testing.T, files map[string]string, opts ...nopstest.Option) *twoClusters {
@@ -56,8 +61,19 @@ const repoPollInterval = nopstest.RepoPollInterval
 func (e *twoClusters) deployments(cluster, jobID string) []*structs.Deployment {
 	e.t.Helper()
 	var out []*structs.Deployment
-	if code, body := e.s.Do("GET", fmt.Sprintf("/v1/deployments?cluster=%s&namespace=default&job=%s", cluster, jobID), nil, &out); code != http.StatusOK {
+	path := fmt.Sprintf("/v1/deployments?cluster=%s&namespace=default&job=%s", cluster, jobID)
+	if e.token == "" {
+		if code, body := e.s.Do("GET", path, nil, &out); code != http.StatusOK {
+			e.t.Fatalf("list deployments of %s: %d %s", cluster, code, body)
+		}
+		return out
+	}
+	code, body := tokenCall(e.t, e.s, e.token, "GET", path, nil)
+	if code != http.StatusOK {
 		e.t.Fatalf("list deployments of %s: %d %s", cluster, code, body)
+	}
+	if err := json.Unmarshal([]byte(body), &out); err != nil {
+		e.t.Fatalf("list deployments of %s: %v: %s", cluster, err, body)
 	}
 	return out
 }
@@ -345,5 +361,98 @@ func TestClusters_HooksRunInTheJobsCluster(t *testing.T) {
 		if j := lookupNomadJob(t, other, r.DispatchedJobID); j != nil {
 			t.Fatalf("the hook run %s of %s's job ran in the other cluster's Nomad", r.DispatchedJobID, cluster)
 		}
+	}
+}
+
+// TestClusters_PreviewEachJobInItsCluster: a preview of one cluster's
+// repository at a branch shows each job it changes once, in its own
+// cluster (a job naming the other cluster with nops_cluster in that one),
+// planned against that cluster's Nomad; the other cluster's repository,
+// which the branch does not touch, adds nothing, and a file of the
+// repository that is no valid job shows once.
+func TestClusters_PreviewEachJobInItsCluster(t *testing.T) {
+	t.Parallel()
+	e := startTwoClusters(t, map[string]string{
+		"eu/web.nomad.hcl": testutil.ServiceJobHCL("web", managed(structs.PolicyAuto)...),
+		"eu/api.nomad.hcl": testutil.ServiceJobHCL("api", managed(structs.PolicyAuto, testutil.WithMeta("nops_cluster", "us"))...),
+		"us/web.nomad.hcl": testutil.ServiceJobHCL("web", managed(structs.PolicyAuto)...),
+	})
+	e.waitDeployment("eu", "web", structs.StateCompleted)
+	e.waitDeployment("us", "web", structs.StateCompleted)
+	e.waitDeployment("us", "api", structs.StateCompleted)
+
+	e.repo.Git("checkout", "-b", "feature")
+	commitFiles(e.repo, "scale eu's web and api, break a file", map[string]string{
+		"eu/web.nomad.hcl":    testutil.ServiceJobHCL("web", managed(structs.PolicyAuto, testutil.WithCount(2))...),
+		"eu/api.nomad.hcl":    testutil.ServiceJobHCL("api", managed(structs.PolicyAuto, testutil.WithMeta("nops_cluster", "us"), testutil.WithCount(2))...),
+		"eu/broken.nomad.hcl": "job \"broken\" {",
+	})
+	e.repo.Git("checkout", "main")
+
+	var p structs.Preview
+	if code, body := e.s.Do("POST", "/v1/preview", &structs.PreviewRequest{Repository: "eu-jobs", Ref: "feature"}, &p); code != http.StatusOK {
+		t.Fatalf("POST /v1/preview eu-jobs@feature: %d %s", code, body)
+	}
+	var got []string
+	for _, j := range p.Jobs {
+		if j.PlanType == "" {
+			t.Fatalf("preview job %+v has no plan", j)
+		}
+		got = append(got, structs.JobKey(j.Cluster, j.Namespace, j.JobID)+":"+j.Change)
+	}
+	sort.Strings(got)
+	if want := "eu:default/web:changed,us:default/api:changed"; strings.Join(got, ",") != want {
+		t.Fatalf("preview jobs %v, want %s: eu's web and us's api once each", got, want)
+	}
+	if len(p.Removed) != 0 || len(p.Errors) != 1 || !strings.Contains(p.Errors[0], "broken.nomad.hcl") || !p.Changes {
+		t.Fatalf("preview: removed %+v, errors %q, changes %v: want one error on broken.nomad.hcl", p.Removed, p.Errors, p.Changes)
+	}
+}
+
+// TestClusters_RepoStatusWrittenByItsCluster: a file of cluster eu's
+// repository that is no valid job shows on that repository, and the
+// detection cycles of cluster us, which does not parse that file, leave
+// the repository's status as it is: it is not rewritten without its
+// error at each of their cycles.
+func TestClusters_RepoStatusWrittenByItsCluster(t *testing.T) {
+	t.Parallel()
+	e := startTwoClusters(t, map[string]string{
+		"eu/web.nomad.hcl":    testutil.ServiceJobHCL("web", managed(structs.PolicyAuto)...),
+		"eu/broken.nomad.hcl": "job \"broken\" {",
+		"us/web.nomad.hcl":    testutil.ServiceJobHCL("web", managed(structs.PolicyAuto)...),
+	})
+	e.waitDeployment("us", "web", structs.StateCompleted)
+	repo := func(name string) *structs.RepoStatus {
+		var list []*structs.RepoStatus
+		if code, body := e.s.Do("GET", "/v1/repos", nil, &list); code != http.StatusOK {
+			t.Fatalf("GET /v1/repos: %d %s", code, body)
+		}
+		for _, r := range list {
+			if r.Name == name {
+				return r
+			}
+		}
+		return nil
+	}
+	var before *structs.RepoStatus
+	testutil.WaitForResult(t, lcWait, func() (bool, error) {
+		before = repo("eu-jobs")
+		if before == nil || len(before.ParseErrors) != 1 || !strings.Contains(before.ParseErrors[0], "broken.nomad.hcl") {
+			return false, fmt.Errorf("eu-jobs: %+v, want the error of broken.nomad.hcl", before)
+		}
+		return true, nil
+	})
+	// Each refresh asks every cluster for a detection cycle.
+	for range 3 {
+		if code, body := e.s.Do("POST", "/v1/repo/us-jobs/refresh", nil, nil); code != http.StatusOK {
+			t.Fatalf("refresh us-jobs: %d %s", code, body)
+		}
+		time.Sleep(time.Second)
+	}
+	if r := repo("us-jobs"); r == nil || len(r.ParseErrors) != 0 {
+		t.Fatalf("us-jobs: %+v, want no parse error", r)
+	}
+	if after := repo("eu-jobs"); after == nil || after.ModifyIndex != before.ModifyIndex || len(after.ParseErrors) != 1 {
+		t.Fatalf("eu-jobs after us's cycles: %+v, want it unchanged from %+v", after, before)
 	}
 }

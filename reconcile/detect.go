@@ -222,9 +222,10 @@ func (m *Detector) parseSnapshots(ctx context.Context, snaps []*gitwatch.Snapsho
 			}
 			used[f.ContentHash()] = true
 			if r.err != nil {
-				if own {
-					parseErrs[snap.Repo] = append(parseErrs[snap.Repo], fmt.Sprintf("%s: %v", f.Path, r.err))
-				}
+				// Of another cluster's repository too: a job of this
+				// cluster may be in it, so the view of git is
+				// incomplete (the repository's own cluster shows it).
+				parseErrs[snap.Repo] = append(parseErrs[snap.Repo], fmt.Sprintf("%s: %v", f.Path, r.err))
 				continue
 			}
 			cluster, ok := m.fileCluster(snap.Repo, r.spec)

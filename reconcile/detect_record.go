@@ -94,7 +94,10 @@ func (m *Detector) supersedeUnmanaged(managed map[string]*declared, conflicts, p
 	return nil
 }
 
-// recordRepos writes each repository's status when it changed.
+// recordRepos writes the status of each repository of the core's cluster
+// when it changed: a repository's status, its parse errors included, is
+// its own cluster's to write, as each cluster parses only the files of
+// other clusters' repositories that may concern it.
 func (m *Detector) recordRepos(parseErrs map[string][]string) error {
 	if m.git == nil {
 		return nil
@@ -109,6 +112,9 @@ func (m *Detector) recordRepos(parseErrs map[string][]string) error {
 	}
 	var changed []*structs.RepoStatus
 	for _, s := range m.git.Status() {
+		if m.repoCluster(s.Name) != m.cluster {
+			continue
+		}
 		r := &structs.RepoStatus{Name: s.Name, URL: s.URL, Branch: s.Branch, Path: s.Path, Head: s.Head,
 			LastFetch: s.LastFetch.UTC(), FetchError: s.LastError, Refused: s.Refused, ParseErrors: parseErrs[s.Name], Files: s.Files}
 		if old := current[s.Name]; old != nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"sort"
 	"sync"
 	"time"
 
@@ -65,7 +64,7 @@ func NewFleet(managers []*Manager, git *gitwatch.Watcher, reg prometheus.Registe
 			})
 		}
 	}
-	f.Query = &Query{server: managers[0].srv, client: managers[0].nomad}
+	f.Query = &Query{server: managers[0].srv, client: managers[0].nomad, clusters: managers[0].clusterNames()}
 	if reg != nil && git != nil {
 		reg.MustRegister(newGitCollector(managers[0].core))
 	}
@@ -201,35 +200,11 @@ func (f *Fleet) Push(ctx context.Context, p *structs.Push) (*structs.WebhookResu
 }
 
 // Preview answers what Nops would do with a repository at a ref, in every
-// cluster whose jobs the repository may hold, writing nothing. The
-// previews run one after the other, each bounded by its manager's limits.
+// cluster, writing nothing: the ref is read from git once and each cluster
+// previews its own jobs of it, all at once, under the first cluster's
+// limits (which SetPreviewLimits gives every cluster).
 func (f *Fleet) Preview(ctx context.Context, req *structs.PreviewRequest) (*structs.Preview, error) {
-	var out *structs.Preview
-	for _, m := range f.managers {
-		p, err := m.Preview(ctx, req)
-		if err != nil {
-			return nil, err
-		}
-		if out == nil {
-			out = p
-			continue
-		}
-		if len(out.Errors) == 0 {
-			out.Errors = p.Errors
-		}
-		out.Jobs = append(out.Jobs, p.Jobs...)
-		out.Removed = append(out.Removed, p.Removed...)
-	}
-	sortPreview(out.Jobs)
-	sortPreview(out.Removed)
-	return out, nil
-}
-
-func sortPreview(jobs []*structs.PreviewJob) {
-	sort.SliceStable(jobs, func(i, j int) bool {
-		return structs.JobKey(jobs[i].Cluster, jobs[i].Namespace, jobs[i].JobID) <
-			structs.JobKey(jobs[j].Cluster, jobs[j].Namespace, jobs[j].JobID)
-	})
+	return f.managers[0].previewIn(ctx, req, f.managers)
 }
 
 // Clusters returns what the leader sees of each Nomad cluster (GET

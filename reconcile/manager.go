@@ -87,7 +87,7 @@ func New(cfg Config, srv Server, nomad *nomadx.Client, git *gitwatch.Watcher, lo
 	d := &Detector{core: c, replan: nomadx.NewBudget(cfg.ReplanRate)}
 	d.rules.every.Store(int64(cfg.FullPlanInterval))
 	return &Manager{
-		core: c, Query: &Query{server: srv, client: nomad},
+		core: c, Query: &Query{server: srv, client: nomad, clusters: c.clusterNames()},
 		detector: d,
 		applier:  &Applier{core: c, detector: d},
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -73,6 +74,14 @@ func (m *Manager) previewLimitsNow() (int, time.Duration) {
 // plans nothing; an unknown repository or ref is ErrNotFound; a preview
 // that outlasts its timeout is stopped and is ErrUpstream.
 func (m *Manager) Preview(ctx context.Context, req *structs.PreviewRequest) (*structs.Preview, error) {
+	return m.previewIn(ctx, req, []*Manager{m})
+}
+
+// previewIn is Preview in the clusters of managers, under m's limits and
+// its one-at-a-time: the ref is read from git once, and each cluster
+// previews its own jobs of it (with its parse cache, its classification
+// and its Nomad's plans), all at once, into one answer.
+func (m *Manager) previewIn(ctx context.Context, req *structs.PreviewRequest, managers []*Manager) (*structs.Preview, error) {
 	if req == nil || strings.TrimSpace(req.Repository) == "" || strings.TrimSpace(req.Ref) == "" {
 		return nil, fmt.Errorf("%w: a preview names a repository and a ref (a branch, a tag or a commit hash)", structs.ErrInvalid)
 	}
@@ -86,7 +95,7 @@ func (m *Manager) Preview(ctx context.Context, req *structs.PreviewRequest) (*st
 	maxJobs, timeout := m.previewLimitsNow()
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	p, err := m.detector.preview(ctx, req.Repository, strings.TrimSpace(req.Ref), maxJobs)
+	p, err := previewAll(ctx, req.Repository, strings.TrimSpace(req.Ref), maxJobs, m.detector, managers)
 	if err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		return nil, fmt.Errorf("%w: the preview of %s at %s took longer than %s and was stopped", structs.ErrUpstream, req.Repository, req.Ref, timeout)
 	}
@@ -100,6 +109,53 @@ func (m *Manager) Preview(ctx context.Context, req *structs.PreviewRequest) (*st
 	return p, nil
 }
 
+// previewAll reads repository name at ref once, through git's d, and
+// merges the previews of it of every manager's cluster: the jobs and
+// removed jobs of all, the files that are not valid jobs as the
+// repository's own cluster saw them.
+func previewAll(ctx context.Context, name, ref string, maxJobs int, d *Detector, managers []*Manager) (*structs.Preview, error) {
+	snap, err := d.snapshotAt(ctx, name, ref, maxJobs)
+	if err != nil {
+		return nil, err
+	}
+	previews := make([]*structs.Preview, len(managers))
+	errs := make([]error, len(managers))
+	var wg sync.WaitGroup
+	for i, m := range managers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			previews[i], errs[i] = m.detector.previewAt(ctx, snap, ref)
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	out := previews[0]
+	for _, p := range previews[1:] {
+		if len(out.Errors) == 0 {
+			out.Errors = p.Errors
+		}
+		out.Jobs = append(out.Jobs, p.Jobs...)
+		out.Removed = append(out.Removed, p.Removed...)
+	}
+	if len(previews) > 1 {
+		sortPreview(out.Jobs)
+		sortPreview(out.Removed)
+	}
+	out.Changes = len(out.Jobs) > 0 || len(out.Removed) > 0 || len(out.Errors) > 0
+	return out, nil
+}
+
+// sortPreview sorts previewed jobs by job key.
+func sortPreview(jobs []*structs.PreviewJob) {
+	sort.SliceStable(jobs, func(i, j int) bool {
+		return structs.JobKey(jobs[i].Cluster, jobs[i].Namespace, jobs[i].JobID) <
+			structs.JobKey(jobs[j].Cluster, jobs[j].Namespace, jobs[j].JobID)
+	})
+}
+
 // previewed is one view of git a preview classifies: the repositories'
 // files as detection would parse them.
 type previewed struct {
@@ -109,9 +165,9 @@ type previewed struct {
 	files               []declaredFile
 }
 
-// preview computes a preview of repository name at ref, with at most
-// maxJobs job files at the ref.
-func (m *Detector) preview(ctx context.Context, name, ref string, maxJobs int) (*structs.Preview, error) {
+// snapshotAt reads repository name at ref for a preview, refusing a ref
+// with more than maxJobs job files.
+func (m *Detector) snapshotAt(ctx context.Context, name, ref string, maxJobs int) (*gitwatch.Snapshot, error) {
 	snap, err := m.git.SnapshotAt(ctx, name, ref)
 	switch {
 	case errors.Is(err, gitwatch.ErrUnknownRef), errors.Is(err, gitwatch.ErrUnknownRepo):
@@ -123,6 +179,13 @@ func (m *Detector) preview(ctx context.Context, name, ref string, maxJobs int) (
 		return nil, fmt.Errorf("%w: repository %q at %q holds %d job files, more than a preview plans (%d): nothing was planned",
 			structs.ErrInvalid, name, ref, len(snap.Files), maxJobs)
 	}
+	return snap, nil
+}
+
+// previewAt computes the preview, in the detector's cluster, of snap: its
+// repository at ref.
+func (m *Detector) previewAt(ctx context.Context, snap *gitwatch.Snapshot, ref string) (*structs.Preview, error) {
+	name := snap.Repo
 	out := &structs.Preview{Repository: name, Ref: ref, Commit: snap.Commit, Jobs: []*structs.PreviewJob{}, Removed: []*structs.PreviewJob{}}
 	// Two views of git: every repository as watched, and the same with
 	// this repository at the ref, so that hooks, duplicates and
@@ -226,7 +289,12 @@ func (m *Detector) preview(ctx context.Context, name, ref string, maxJobs int) (
 func (m *Detector) classifyPreview(ctx context.Context, snaps []*gitwatch.Snapshot) (*previewed, error) {
 	v := &previewed{parseErrs: map[string][]string{}}
 	for _, snap := range snaps {
+		// The files of the cluster, as parseSnapshots selects them.
+		own := m.repoCluster(snap.Repo) == m.cluster
 		for _, f := range snap.Files {
+			if !own && !mayConcern(f) {
+				continue
+			}
 			r, err := m.previewParse(ctx, f)
 			if err != nil && !nomadx.IsPermissionDenied(err) {
 				return nil, fmt.Errorf("%w: parse %s of %s: %w", structs.ErrUpstream, f.Path, snap.Repo, err)
@@ -235,10 +303,17 @@ func (m *Detector) classifyPreview(ctx context.Context, snaps []*gitwatch.Snapsh
 				err = r.err
 			}
 			if err != nil {
-				v.parseErrs[snap.Repo] = append(v.parseErrs[snap.Repo], fmt.Sprintf("%s: %v", f.Path, err))
+				if own {
+					v.parseErrs[snap.Repo] = append(v.parseErrs[snap.Repo], fmt.Sprintf("%s: %v", f.Path, err))
+				}
 				continue
 			}
-			v.files = append(v.files, declaredFile{repo: snap.Repo, commit: snap.Commit, file: f.Path, spec: r.spec, src: f, info: snap.Info})
+			cluster, ok := m.fileCluster(snap.Repo, r.spec)
+			if !ok {
+				continue
+			}
+			v.files = append(v.files, declaredFile{cluster: cluster, repo: snap.Repo, commit: snap.Commit, file: f.Path, spec: r.spec,
+				src: f, info: snap.Info})
 		}
 	}
 	v.managed, v.hooks, v.problems, v.conflicts = m.classify(v.files)

@@ -2,6 +2,7 @@ package reconcile
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -18,6 +19,8 @@ import (
 type Query struct {
 	server Server
 	client *nomadx.Client
+	// clusters are the names of the configured Nomad clusters.
+	clusters []string
 }
 
 // Jobs lists the managed jobs that are not orphans, with their active and
@@ -170,9 +173,11 @@ func (q *Query) Cycle() (*structs.DetectionCycle, error) {
 // JobCluster returns the cluster of a job a request names by namespace and
 // ID (SPEC section 16): the cluster it names, else the one cluster whose
 // jobs hold that namespace and ID. A job of that namespace and ID in more
-// than one cluster is ambiguous (ErrInvalid, naming the clusters); in none,
-// it is of the default cluster (a job Nops does not manage is not found
-// there).
+// than one cluster is ambiguous (ErrInvalid, naming the clusters). One in
+// none is of the only configured cluster, else of the default cluster when
+// one is configured (a job Nops does not manage is then not found there);
+// else it is ErrInvalid too: no configured cluster is the job's, and the
+// request must name one.
 func (q *Query) JobCluster(cluster, namespace, jobID string) (string, error) {
 	if cluster != "" {
 		return cluster, nil
@@ -187,12 +192,17 @@ func (q *Query) JobCluster(cluster, namespace, jobID string) (string, error) {
 			in = append(in, structs.ClusterName(s.Cluster))
 		}
 	}
-	switch len(in) {
-	case 0:
-		return structs.DefaultCluster, nil
-	case 1:
+	switch {
+	case len(in) == 1:
 		return in[0], nil
+	case len(in) > 1:
+		sort.Strings(in)
+		return "", fmt.Errorf("%w: job %s/%s is in clusters %s: name one with ?cluster=", structs.ErrInvalid, namespace, jobID, strings.Join(in, ", "))
+	case len(q.clusters) == 0 || slices.Contains(q.clusters, structs.DefaultCluster):
+		return structs.DefaultCluster, nil
+	case len(q.clusters) == 1:
+		return q.clusters[0], nil
 	}
-	sort.Strings(in)
-	return "", fmt.Errorf("%w: job %s/%s is in clusters %s: name one with ?cluster=", structs.ErrInvalid, namespace, jobID, strings.Join(in, ", "))
+	return "", fmt.Errorf("%w: job %s/%s is in none of the Nomad clusters (%s): name one with ?cluster=",
+		structs.ErrInvalid, namespace, jobID, strings.Join(q.clusters, ", "))
 }
