@@ -775,7 +775,7 @@ func (w *writer) detectionCycle(req *structs.DetectionCycleRequest) error {
 	}
 	c := *req.Cycle
 	c.Index = w.index
-	return w.put(TableCycle, &cycleRow{Key: cycleKey, Cycle: &c})
+	return w.put(TableCycle, &cycleRow{Key: cycleRowKey(c.Cluster), Cycle: &c})
 }
 
 func (w *writer) retry(req *structs.RetryRequest) error {

@@ -1406,3 +1406,30 @@ func knownMessageTypes() []structs.MessageType {
 	}
 	return out
 }
+
+// Each Nomad cluster keeps its own last detection cycle (SPEC section 16):
+// one cluster's cycle does not replace another's, and the last of all is
+// the one that finished last.
+func TestDetectionCycle_OnePerCluster(t *testing.T) {
+	h := newHarness(t)
+	cycle := func(cluster string, finished time.Time, jobs int) {
+		h.mustApply(structs.DetectionCycleRequestType, &structs.DetectionCycleRequest{WriteMeta: h.meta("detector"),
+			Cycle: &structs.DetectionCycle{Cluster: cluster, Leader: "n1", StartedAt: finished.Add(-time.Second), FinishedAt: finished, Jobs: jobs}})
+	}
+	cycle("default", h.now, 3)
+	cycle("eu", h.now.Add(time.Minute), 7)
+	cycle("default", h.now.Add(30*time.Second), 4)
+	st := h.state()
+	if c, _ := st.ClusterDetectionCycle(""); c == nil || c.Jobs != 4 {
+		t.Fatalf("default cluster's cycle %+v, want its last (4 jobs)", c)
+	}
+	if c, _ := st.ClusterDetectionCycle("eu"); c == nil || c.Jobs != 7 {
+		t.Fatalf("eu's cycle %+v, want 7 jobs", c)
+	}
+	if c, _ := st.ClusterDetectionCycle("us"); c != nil {
+		t.Fatalf("us's cycle %+v, want none", c)
+	}
+	if c, _ := st.DetectionCycle(); c == nil || c.Cluster != "eu" {
+		t.Fatalf("last cycle of all %+v, want eu's, which finished last", c)
+	}
+}

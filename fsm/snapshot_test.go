@@ -105,6 +105,10 @@ func populate(t testing.TB, h *harness) {
 	h.mustApply(structs.DetectionCycleRequestType, &structs.DetectionCycleRequest{WriteMeta: h.meta("detector"), Cycle: &structs.DetectionCycle{
 		Leader: "nops-1", StartedAt: h.now.Add(-2 * time.Second), FinishedAt: h.now, Jobs: 3, Drifted: 2, Created: 1,
 	}})
+	// Each cluster keeps its own last cycle.
+	h.mustApply(structs.DetectionCycleRequestType, &structs.DetectionCycleRequest{WriteMeta: h.meta("detector"), Cycle: &structs.DetectionCycle{
+		Cluster: "eu", Leader: "nops-1", StartedAt: h.now.Add(-3 * time.Second), FinishedAt: h.now.Add(-time.Second), Jobs: 1,
+	}})
 	h.mustApply(structs.EventAppendRequestType, &structs.EventAppendRequest{WriteMeta: h.meta("engine"), Events: []*structs.Event{{
 		Time: h.now.Add(-time.Minute), Kind: structs.EventKindDeployment, Object: "full", Namespace: "default", JobID: "web",
 		From: "post_hook", To: "post_hook", Actor: "dave", Message: "canaries promoted",

@@ -15,7 +15,16 @@ import (
 
 const cycleKey = "cycle"
 
-// cycleRow stores the last detection cycle in the meta table's companion.
+// cycleRowKey is the key of the last detection cycle of a cluster: the
+// default cluster's keeps the key it had before clusters.
+func cycleRowKey(cluster string) string {
+	if c := structs.ClusterName(cluster); c != structs.DefaultCluster {
+		return cycleKey + "/" + c
+	}
+	return cycleKey
+}
+
+// cycleRow stores the last detection cycle of one cluster.
 type cycleRow struct {
 	Key   string
 	Cycle *structs.DetectionCycle
@@ -461,13 +470,34 @@ func (s *StateStore) RepoStatuses() ([]*structs.RepoStatus, error) {
 	return out, err
 }
 
-// DetectionCycle returns the last completed detection cycle, or nil.
+// DetectionCycle returns the last completed detection cycle of any
+// cluster (the one that finished last), or nil.
 func (s *StateStore) DetectionCycle() (*structs.DetectionCycle, error) {
-	raw, err := s.db.Txn(false).First(TableCycle, "id", cycleKey)
+	rows, err := list[cycleRow](s.db.Txn(false), TableCycle)
 	if err != nil {
 		return nil, fmt.Errorf("detection cycle lookup: %w", err)
 	}
-	if raw == nil {
+	var last *structs.DetectionCycle
+	for _, r := range rows {
+		if r.Cycle != nil && (last == nil || r.Cycle.FinishedAt.After(last.FinishedAt)) {
+			last = r.Cycle
+		}
+	}
+	if last == nil {
+		return nil, nil
+	}
+	c := *last
+	return &c, nil
+}
+
+// ClusterDetectionCycle returns the last completed detection cycle of one
+// cluster, or nil.
+func (s *StateStore) ClusterDetectionCycle(cluster string) (*structs.DetectionCycle, error) {
+	raw, err := s.db.Txn(false).First(TableCycle, "id", cycleRowKey(cluster))
+	if err != nil {
+		return nil, fmt.Errorf("detection cycle lookup: %w", err)
+	}
+	if raw == nil || raw.(*cycleRow).Cycle == nil {
 		return nil, nil
 	}
 	c := *raw.(*cycleRow).Cycle

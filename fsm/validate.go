@@ -47,9 +47,14 @@ func validateState(txn *memdb.Txn, counts map[string]int, lastSeq uint64) error 
 			invalid("event sequence %d is outside 1..%d, the last one the counters record", lastSeq, meta.EventSeq))
 	}
 	if counts[TableCycle] > 0 {
-		raw, err := txn.First(TableCycle, "id", cycleKey)
-		if err != nil || raw == nil || raw.(*cycleRow).Cycle == nil {
-			return fmt.Errorf("%w: the detection cycle record has the wrong key or no cycle", ErrBadSnapshot)
+		rows, err := list[cycleRow](txn, TableCycle)
+		if err != nil {
+			return fmt.Errorf("%w: detection cycle records: %w", ErrBadSnapshot, err)
+		}
+		for _, r := range rows {
+			if r.Cycle == nil || r.Key != cycleRowKey(r.Cycle.Cluster) {
+				return fmt.Errorf("%w: the detection cycle record has the wrong key or no cycle", ErrBadSnapshot)
+			}
 		}
 	}
 	checks := []struct {

@@ -191,6 +191,7 @@ func TestClusters_OneDownOtherDeploys(t *testing.T) {
 	e.waitDeployment("us", "web", structs.StateCompleted)
 
 	e.eu.Stop()
+	downAt := time.Now()
 	commitFiles(e.repo, "scale web in both clusters", map[string]string{
 		"eu/web.nomad.hcl": testutil.ServiceJobHCL("web", managed(structs.PolicyAuto, testutil.WithCount(3))...),
 		"us/web.nomad.hcl": testutil.ServiceJobHCL("web", managed(structs.PolicyAuto, testutil.WithCount(3))...),
@@ -210,8 +211,8 @@ func TestClusters_OneDownOtherDeploys(t *testing.T) {
 		}
 		return true, nil
 	})
-	if c := e.clusterStatuses()["us"]; c == nil || !c.Reachable {
-		t.Fatalf("us's entry: %+v", c)
+	if c := e.clusterStatuses()["us"]; c == nil || !c.Reachable || !c.LastReconciled.After(downAt) {
+		t.Fatalf("us's entry: %+v, want reachable and reconciled after eu went down", c)
 	}
 }
 

@@ -37,6 +37,9 @@ func (m *Manager) ClusterStatus() *structs.ClusterStatus {
 	if active, err := m.activeDeployments(); err == nil {
 		out.Active = len(active)
 	}
+	if c, err := m.srv.State().ClusterDetectionCycle(m.cluster); err == nil && c != nil {
+		out.LastReconciled = c.FinishedAt
+	}
 	return out
 }
 

@@ -35,7 +35,7 @@ func (m *Detector) record(ctx context.Context, c *cycle) error {
 	}
 	if _, err := m.srv.Apply(structs.DetectionCycleRequestType, &structs.DetectionCycleRequest{
 		WriteMeta: m.meta(),
-		Cycle: &structs.DetectionCycle{Leader: m.srv.NodeID(), StartedAt: c.started, FinishedAt: m.now(),
+		Cycle: &structs.DetectionCycle{Cluster: m.cluster, Leader: m.srv.NodeID(), StartedAt: c.started, FinishedAt: m.now(),
 			Jobs: c.res.jobs, Drifted: c.res.drifted, Created: c.res.created},
 	}); err != nil {
 		return fmt.Errorf("record detection cycle: %w", err)

@@ -32,10 +32,8 @@ func (q *Query) Jobs(cluster, namespace string, sync structs.SyncState) ([]*stru
 	if err != nil {
 		return nil, fmt.Errorf("job statuses: %w", err)
 	}
-	reconciled, err := lastReconciled(st)
-	if err != nil {
-		return nil, err
-	}
+	// Each cluster's jobs were last reconciled by its own last cycle.
+	reconciled := map[string]*time.Time{}
 	out := []*structs.JobSummary{}
 	for _, s := range list {
 		if s.Orphan || (cluster != "" && s.Cluster != cluster) || (namespace != "" && s.Namespace != namespace) || (sync != "" && s.Sync != sync) {
@@ -44,7 +42,14 @@ func (q *Query) Jobs(cluster, namespace string, sync structs.SyncState) ([]*stru
 		// The list leaves the drift's diff out: the job's page has it.
 		c := *s
 		c.Drift = nil
-		sum := &structs.JobSummary{JobStatus: &c, LastReconciled: reconciled}
+		at, seen := reconciled[c.Cluster]
+		if !seen {
+			if at, err = lastReconciled(st, c.Cluster); err != nil {
+				return nil, err
+			}
+			reconciled[c.Cluster] = at
+		}
+		sum := &structs.JobSummary{JobStatus: &c, LastReconciled: at}
 		active, last, err := deploymentsOf(st, s.Cluster, s.Namespace, s.JobID)
 		if err != nil {
 			return nil, err
@@ -55,10 +60,10 @@ func (q *Query) Jobs(cluster, namespace string, sync structs.SyncState) ([]*stru
 	return out, nil
 }
 
-// lastReconciled is when the last detection cycle finished; nil before the
-// first.
-func lastReconciled(st *fsm.StateStore) (*time.Time, error) {
-	c, err := st.DetectionCycle()
+// lastReconciled is when the last detection cycle of a cluster finished;
+// nil before the first.
+func lastReconciled(st *fsm.StateStore, cluster string) (*time.Time, error) {
+	c, err := st.ClusterDetectionCycle(cluster)
 	if err != nil {
 		return nil, fmt.Errorf("read detection cycle: %w", err)
 	}
@@ -123,7 +128,7 @@ func (q *Query) Job(cluster, namespace, jobID string) (*structs.JobDetail, error
 	if out.Pause, err = st.Paused(cluster, namespace, jobID); err != nil {
 		return nil, fmt.Errorf("read pause of %s: %w", structs.JobKey(cluster, namespace, jobID), err)
 	}
-	if out.LastReconciled, err = lastReconciled(st); err != nil {
+	if out.LastReconciled, err = lastReconciled(st, cluster); err != nil {
 		return nil, err
 	}
 	return out, nil

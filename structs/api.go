@@ -523,6 +523,10 @@ type ClusterStatus struct {
 	Jobs    int `json:"jobs"`
 	Drifted int `json:"drifted"`
 	Active  int `json:"active"`
+	// LastReconciled is when the cluster's last detection cycle finished
+	// (replicated: a cluster that is down stops moving it); zero before
+	// the first.
+	LastReconciled time.Time `json:"last_reconciled,omitzero"`
 	// Requires and Bake are the cluster's promotion order: a job deploys
 	// here only after it completed in each required cluster Bake ago.
 	Requires []string      `json:"requires,omitempty"`

@@ -250,6 +250,10 @@ type RepoStatus struct {
 // DetectionCycle records the leader's last completed detection cycle, so
 // every server shows how fresh its view is.
 type DetectionCycle struct {
+	// Cluster is the Nomad cluster whose jobs the cycle detected (SPEC
+	// section 16); each cluster keeps its own last cycle. Empty, as in a
+	// record written before clusters, is the default cluster.
+	Cluster    string    `json:"cluster,omitempty"`
 	Leader     string    `json:"leader"`
 	StartedAt  time.Time `json:"started_at"`
 	FinishedAt time.Time `json:"finished_at"`
