@@ -128,6 +128,15 @@ func TestDashboard_Clusters(t *testing.T) {
 	if got, _ := eval[string](b, `Array.from(document.querySelectorAll("#f-cluster option")).map(o => o.value).join(",")`); got != ",eu,us" {
 		t.Errorf("the cluster filter offers %q; want any, eu, us", got)
 	}
+	// Search as one types matches the job key the server's search does:
+	// "us:" keeps us's jobs (their links read default/… alone).
+	b.typeInto("#f-q", "us:")
+	if got, _ := eval[string](b, `Array.from(document.querySelectorAll("#jobs-table tbody tr")).filter(r => !r.hidden).map(r => r.dataset.key).join(",")`); got != "us:default/api,us:default/web" {
+		t.Errorf("typing us: in the search box shows %q; want us's two jobs", got)
+	}
+	if _, err := eval[bool](b, `(() => { const q = document.querySelector("#f-q"); q.value = ""; q.dispatchEvent(new Event("input", {bubbles: true})); return true; })()`); err != nil {
+		t.Fatal(err)
+	}
 	// The filter narrows the list, and keeps its choice.
 	if _, err := eval[bool](b, `(() => { document.querySelector("#f-cluster").value = "us"; document.querySelector("form.filters button[type=submit]").click(); return true; })()`); err != nil {
 		t.Fatal(err)

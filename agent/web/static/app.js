@@ -86,9 +86,12 @@
       var q = boxes[i].value.trim().toLowerCase();
       var rows = document.querySelectorAll(boxes[i].getAttribute("data-filter"));
       for (var j = 0; j < rows.length; j++) {
+        // A row's data-key is the job key the server's search matches
+        // ("us:default/web" for a job of cluster us), else its link's text.
+        var key = rows[j].getAttribute("data-key");
         var a = rows[j].querySelector("a");
-        if (!a) continue;
-        rows[j].hidden = q !== "" && a.textContent.toLowerCase().indexOf(q) < 0;
+        if (!key && !a) continue;
+        rows[j].hidden = q !== "" && (key || a.textContent).toLowerCase().indexOf(q) < 0;
       }
     }
   }
