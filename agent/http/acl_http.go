@@ -312,7 +312,7 @@ func (a *apiBase) authorize(r *http.Request, rule routeRule) (*http.Request, err
 			if a.allowJobSomewhere(id.acl, ns, job, rule.cap) {
 				return nil, err
 			}
-			return nil, deny(fmt.Sprintf("%s on job %s", rule.cap, structs.JobKey(r.URL.Query().Get("cluster"), ns, job)))
+			return nil, deny(fmt.Sprintf("%s on job %s", rule.cap, structs.JobKey(shownCluster(r.URL.Query().Get("cluster")), ns, job)))
 		}
 		if !id.acl.AllowJob(cluster, ns, job, rule.cap) {
 			return nil, deny(fmt.Sprintf("%s on job %s", rule.cap, structs.JobKey(cluster, ns, job)))

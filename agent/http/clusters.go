@@ -34,8 +34,22 @@ func (a *apiBase) checkCluster(name string) error {
 			return nil
 		}
 	}
-	return badRequest(fmt.Sprintf("cluster: no Nomad cluster %q (the clusters are %s)", name, strings.Join(names, ", ")))
+	return badRequest(fmt.Sprintf("cluster: no Nomad cluster %q (the clusters are %s)", shownCluster(name), strings.Join(names, ", ")))
 }
+
+// shownCluster returns a cluster name read from a request as an answer
+// quotes it: no longer than a cluster's name can be, so that a huge
+// ?cluster= is not sent back whole.
+func shownCluster(name string) string {
+	if shown := structs.TruncateText(name, maxClusterNameLen); shown != name {
+		return shown + "..."
+	}
+	return name
+}
+
+// maxClusterNameLen is the longest name a nomad block may have
+// (config.checkClusterName).
+const maxClusterNameLen = 63
 
 // clusterFilter returns the ?cluster= filter of a list, checked.
 func (a *apiBase) clusterFilter(r *http.Request) (string, error) {

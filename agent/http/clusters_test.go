@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"sort"
 	"strings"
 	"testing"
@@ -69,11 +70,14 @@ func (f *clusterFixture) apply(t structs.MessageType, req any) {
 	}
 }
 
-// call sends a request with a token and answers the status and the body.
+// call sends a request with a token and answers the status and the body:
+// body as JSON, or a rawBody as it is.
 func (f *clusterFixture) call(secret, method, path string, body any) (int, string) {
 	f.t.Helper()
 	var rd io.Reader
-	if body != nil {
+	if raw, ok := body.(rawBody); ok {
+		rd = strings.NewReader(string(raw))
+	} else if body != nil {
 		raw, err := json.Marshal(body)
 		if err != nil {
 			f.t.Fatal(err)
@@ -94,6 +98,9 @@ func (f *clusterFixture) call(secret, method, path string, body any) (int, strin
 	raw, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(raw)
 }
+
+// rawBody is a request body call sends as it is, not as JSON.
+type rawBody string
 
 // expect sends a request and fails unless it answers code.
 func (f *clusterFixture) expect(secret, method, path string, body any, code int) string {
@@ -269,5 +276,91 @@ func TestClusters_PauseWholeCluster(t *testing.T) {
 	f.expect(mgmtSecret, "POST", "/v1/resume", map[string]string{"reason": "done", "cluster": "eu"}, http.StatusOK)
 	if keys := f.pauseKeys(); len(keys) != 0 {
 		t.Errorf("pauses after resume of eu: %v", keys)
+	}
+}
+
+// TestClusters_StrangeClusterNames: what a caller may put in ?cluster= or
+// in the cluster of POST /v1/pause: empty (no cluster: the job's one),
+// paths, globs, other cases, spaces, NUL, unicode, a 20 kB name. Every
+// one that is no configured cluster is a 400 naming the clusters to a
+// token that may act on the job somewhere (and a 403 that names none to a
+// token that may not), quotes no more of the name than a cluster's name
+// can be long, and changes nothing; a ?cluster= on POST /v1/pause and
+// /v1/resume, which take the cluster in their body, is a 400 rather than
+// a pause or resume of every job.
+func TestClusters_StrangeClusterNames(t *testing.T) {
+	f := startClusterFixture(t)
+	meta := structs.WriteMeta{Time: time.Now().UTC(), Actor: "test"}
+	const nobodySecret = "nobody-secret"
+	f.apply(structs.ACLPolicyUpsertRequestType, &structs.ACLPolicyUpsertRequest{WriteMeta: meta, Policy: &structs.ACLPolicy{
+		Name: "elsewhere", Rules: "namespace \"other\" {\n  capabilities = [\"read\", \"pause\", \"deploy\"]\n}"}})
+	f.apply(structs.ACLTokenUpsertRequestType, &structs.ACLTokenUpsertRequest{WriteMeta: meta, Create: true, Token: &structs.ACLToken{
+		AccessorID: "nobody", SecretHash: structs.HashSecret(nobodySecret), Name: "nobody", Type: structs.ACLClientToken,
+		Policies: []string{"elsewhere"}}})
+	state := func() string {
+		counts, err := f.s.State().Counts()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fmt.Sprintf("%v pauses=%v", counts, f.pauseKeys())
+	}
+	before := state()
+	reason := map[string]string{"reason": "x"}
+
+	// The empty ?cluster= is no cluster: api is eu's alone.
+	f.expect(euSecret, "GET", "/v1/job/default/api?cluster=", nil, http.StatusOK)
+	f.expect(mgmtSecret, "GET", "/v1/jobs?cluster=", nil, http.StatusOK)
+
+	long := strings.Repeat("e", 20000)
+	for _, name := range []string{"../x", "eu/../us", "%2e%2e", "EU", "eu ", " eu", "eu\x00", "ëu", "*", "eu*", "eu,us", long} {
+		q := "?cluster=" + url.QueryEscape(name)
+		for _, c := range []struct {
+			method, path string
+			body         any
+		}{
+			{"GET", "/v1/job/default/api" + q, nil},
+			{"POST", "/v1/job/default/api/pause" + q, reason},
+			{"POST", "/v1/job/default/api/resume" + q, reason},
+			{"POST", "/v1/job/default/api/retry" + q, nil},
+			{"POST", "/v1/job/default/api/deploy-now" + q, nil},
+			{"GET", "/v1/jobs" + q, nil},
+			{"GET", "/v1/deployments" + q, nil},
+			{"GET", "/v1/orphans" + q, nil},
+			{"GET", "/v1/events" + q, nil},
+			{"POST", "/v1/pause", map[string]string{"reason": "x", "cluster": name}},
+			{"POST", "/v1/resume", map[string]string{"reason": "x", "cluster": name}},
+		} {
+			for _, secret := range []string{mgmtSecret, euSecret} {
+				if secret == euSecret && (c.path == "/v1/pause" || c.path == "/v1/resume") {
+					continue // pause on the Nops cluster: a 403 whatever the body
+				}
+				raw := f.expect(secret, c.method, c.path, c.body, http.StatusBadRequest)
+				if !strings.Contains(raw, "the clusters are eu, us") || len(raw) > 400 {
+					t.Errorf("%s %.60s: %.200s (%d bytes); want the clusters named in a short answer", c.method, c.path, raw, len(raw))
+				}
+			}
+			if strings.HasPrefix(c.path, "/v1/job/") {
+				raw := f.expect(nobodySecret, c.method, c.path, c.body, http.StatusForbidden)
+				if strings.Contains(raw, "eu, us") || len(raw) > 400 {
+					t.Errorf("%s %.60s without the capability: %.200s (%d bytes); want a short 403 naming no cluster", c.method, c.path, raw, len(raw))
+				}
+			}
+		}
+	}
+
+	// ?cluster= on the routes that take the cluster in their body.
+	for _, path := range []string{"/v1/pause?cluster=eu", "/v1/resume?cluster=eu", "/v1/pause?cluster="} {
+		raw := f.expect(mgmtSecret, "POST", path, reason, http.StatusBadRequest)
+		if !strings.Contains(raw, "in the body") {
+			t.Errorf("POST %s: %s; want the body asked for", path, raw)
+		}
+	}
+	// Bodies of POST /v1/pause that are not a pause request.
+	for _, body := range []string{`{"reason":"x","cluster":5}`, `{"reason":"x","cluster":["eu"]}`, `{"reason":"x","cluster":null,"clusters":"eu"}`,
+		`{"reason":"x","cluster":"eu"} {"cluster":"us"}`, `{"reason":"x","cluster":"eu"`, "\x00\xffnot json"} {
+		f.expect(mgmtSecret, "POST", "/v1/pause", rawBody(body), http.StatusBadRequest)
+	}
+	if after := state(); after != before {
+		t.Fatalf("refused requests changed the state: %s -> %s", before, after)
 	}
 }

@@ -37,6 +37,11 @@ func TestSkipRequirements_Endpoint(t *testing.T) {
 		{"an empty reason", map[string]string{"reason": " "}, http.StatusBadRequest, "reason: required"},
 		{"a reason too long", map[string]string{"reason": strings.Repeat("x", structs.MaxTextLen+1)}, http.StatusBadRequest, "at most"},
 		{"an unknown field", map[string]string{"reason": "ok", "force": "yes"}, http.StatusBadRequest, ""},
+		{"garbage", "\x00\xffnot json", http.StatusBadRequest, "malformed JSON"},
+		{"a truncated body", `{"reason":"ok"`, http.StatusBadRequest, "malformed JSON"},
+		{"a reason of the wrong type", `{"reason":["ok"]}`, http.StatusBadRequest, "must be string"},
+		{"data after the body", `{"reason":"ok"} {"reason":"again"}`, http.StatusBadRequest, "after the JSON value"},
+		{"a huge body", `{"reason":"` + strings.Repeat("x", 2<<20) + `"}`, http.StatusRequestEntityTooLarge, "too large"},
 	} {
 		code, body := s.Do("POST", path, bad.body, nil)
 		if code != bad.code || !strings.Contains(body, bad.want) {

@@ -296,6 +296,11 @@ func (a *clusterAPI) pauseOrResume(t structs.MessageType, req *structs.PauseRequ
 // with a cluster in the body every job of that Nomad cluster, which must
 // be configured.
 func (a *clusterAPI) pauseOrResumeAll(r *http.Request, t structs.MessageType) (any, error) {
+	if r.URL.Query().Has("cluster") {
+		// The job routes take ?cluster=; here it would be ignored and the
+		// request pause or resume every job of every cluster.
+		return nil, badRequest(`cluster: name the cluster in the body ({"reason": "...", "cluster": "eu"}), not in the query`)
+	}
 	var body structs.PauseAllRequest
 	if err := decode(r, &body); err != nil {
 		return nil, err
