@@ -33,6 +33,13 @@ func (a *httpAPI) dashboard() *web.UI {
 		u, err := web.New(web.Config{
 			Logger: a.logger.Named("ui"), Backend: &uiBackend{a: a}, ACLs: cfg.ACL.Enabled, TLS: cfg.TLS.HTTP,
 			UIURL: cfg.UIURL, NomadUIURL: cfg.NomadUIURL, Node: a.s.NodeName(),
+			Clusters: func() []web.ClusterLink {
+				var out []web.ClusterLink
+				for _, c := range a.s.LiveConfig().Clusters() {
+					out = append(out, web.ClusterLink{Name: c.Name, UIURL: c.UIURL})
+				}
+				return out
+			},
 			ForbidSelf: func() bool { return a.s.LiveConfig().Approval.ForbidSelf },
 		})
 		if err != nil {

@@ -9,18 +9,27 @@ import (
 	"github.com/nops-dev/nops/structs"
 )
 
+// ClusterLink is a configured Nomad cluster as the dashboard links it:
+// its name and its Nomad UI (ui_url, "" for none).
+type ClusterLink struct {
+	Name, UIURL string
+}
+
 // clusterView is what a page knows of the Nomad clusters Nops deploys to
-// (SPEC section 16): those GET /v1/clusters lists, when the viewer may
-// read it, and those the page's rows name. It decides whether the page
+// (SPEC section 16): those the configuration names (Config.Clusters), those
+// the page's rows name and, on the pages that show a cluster's state
+// (withStatus), GET /v1/clusters as the viewer may read it. It decides whether the page
 // shows a cluster column and filter (Many), how a job's page and actions
 // are addressed (with ?cluster= when the cluster matters) and where each
 // cluster's Nomad UI is. With one cluster named default, the dashboard
 // looks as it did before clusters: no column, no filter, job links
 // without ?cluster=.
 type clusterView struct {
-	// List is GET /v1/clusters, nil when the viewer may not read it or no
-	// server leads.
+	// List is GET /v1/clusters, nil on a page that does not show the
+	// clusters' state, when the viewer may not read it or no server leads.
 	List []*structs.ClusterStatus
+	// ui is each configured cluster's Nomad UI.
+	ui map[string]string
 	// Names are the clusters known, sorted.
 	Names []string
 	// fallbackUI is the single-cluster Nomad UI address (Config.NomadUIURL),
@@ -40,20 +49,33 @@ type withClusters struct{ C *clusterView }
 
 func (w withClusters) clusterInfo() *clusterView { return w.C }
 
-// clusterView reads GET /v1/clusters as the viewer (an error, such as a
-// token without read on the cluster, leaves the list empty) and notes the
-// clusters the page's rows name.
-func (u *UI) clusterView(r *http.Request, seen ...string) *clusterView {
+// clusterView is the configured clusters and those the page's rows name.
+func (u *UI) clusterView(_ *http.Request, seen ...string) *clusterView {
 	c := u.noClusters()
+	if u.cfg.Clusters != nil {
+		c.ui = map[string]string{}
+		for _, l := range u.cfg.Clusters() {
+			c.see(l.Name)
+			c.ui[l.Name] = strings.TrimRight(l.UIURL, "/")
+		}
+	}
+	for _, s := range seen {
+		c.see(s)
+	}
+	return c
+}
+
+// withStatus adds GET /v1/clusters, read as the viewer (an error, such as
+// a token without read on the cluster, leaves the list empty), for a page
+// that shows the clusters' state: the leader answers it from every
+// cluster's loops, so only those pages pay for it.
+func (u *UI) withStatus(r *http.Request, c *clusterView) *clusterView {
 	var list []*structs.ClusterStatus
 	if err := u.get(r, "/v1/clusters", &list); err == nil {
 		c.List = list
 		for _, s := range list {
 			c.see(s.Name)
 		}
-	}
-	for _, s := range seen {
-		c.see(s)
 	}
 	return c
 }
@@ -125,6 +147,9 @@ func (c *clusterView) Status(cluster string) *structs.ClusterStatus {
 // NomadUI is the base address of a cluster's Nomad UI (its ui_url), or ""
 // when none is configured: the dashboard then shows no link to it.
 func (c *clusterView) NomadUI(cluster string) string {
+	if u, ok := c.ui[structs.ClusterName(cluster)]; ok {
+		return u
+	}
 	if s := c.Status(cluster); s != nil {
 		return strings.TrimRight(s.UIURL, "/")
 	}

@@ -27,3 +27,28 @@ func TestClusterView_JobAddress(t *testing.T) {
 		}
 	}
 }
+
+// TestClusterView_FromConfiguration: a page knows the clusters and their
+// Nomad UIs from the configuration in force, with no request to the API
+// (this UI has no backend: a request would fail the test), so a viewer
+// that may not read GET /v1/clusters still gets ?cluster= on a job of a
+// cluster named default when another cluster exists.
+func TestClusterView_FromConfiguration(t *testing.T) {
+	u := &UI{cfg: Config{NomadUIURL: "https://single.example", Clusters: func() []ClusterLink {
+		return []ClusterLink{{Name: "default", UIURL: "https://nomad.example/"}, {Name: "eu"}}
+	}}}
+	c := u.clusterView(nil)
+	if !c.Many() || c.Job("", "default", "web") != "/ui/job/default/web?cluster=default" {
+		t.Fatalf("two configured clusters: many %v, job address %q", c.Many(), c.Job("", "default", "web"))
+	}
+	if got := c.NomadJob("default", "default", "web"); got != "https://nomad.example/ui/jobs/web@default" {
+		t.Errorf("default's Nomad link %q, want its configured ui_url", got)
+	}
+	if got := c.NomadJob("eu", "default", "web"); got != "" {
+		t.Errorf("eu, with no ui_url, links %q; want no link", got)
+	}
+	one := (&UI{cfg: Config{NomadUIURL: "https://single.example"}}).clusterView(nil)
+	if one.Many() || one.NomadJob("", "default", "web") != "https://single.example/ui/jobs/web@default" {
+		t.Errorf("one default cluster: many %v, Nomad link %q", one.Many(), one.NomadJob("", "default", "web"))
+	}
+}

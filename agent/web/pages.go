@@ -183,7 +183,7 @@ func (u views) overview(w http.ResponseWriter, r *http.Request) {
 			seen = append(seen, x.Cluster)
 		}
 	}
-	d.C = u.clusterView(r, seen...)
+	d.C = u.withStatus(r, u.clusterView(r, seen...))
 	u.render(w, r, http.StatusOK, "overview", "Overview", d)
 }
 
@@ -364,7 +364,7 @@ func (u views) job(w http.ResponseWriter, r *http.Request) {
 			d.DiffText = a.Diff
 		}
 	}
-	d.C = u.clusterView(r, cluster)
+	d.C = u.withStatus(r, u.clusterView(r, cluster))
 	d.Cluster = d.C.Status(cluster)
 	d.NomadURL = d.C.NomadJob(cluster, ns, id)
 	u.render(w, r, http.StatusOK, "job", structs.JobKey(cluster, ns, id), d)

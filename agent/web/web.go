@@ -200,6 +200,12 @@ type Config struct {
 	UIURL string
 	// NomadUIURL, when set, links jobs and allocations to the Nomad UI.
 	NomadUIURL string
+	// Clusters returns the Nomad clusters the server deploys to, as its
+	// configuration in force names them (SPEC section 16); nil means one
+	// cluster named default with NomadUIURL. Every page knows the clusters
+	// from it, without asking GET /v1/clusters, which only the pages that
+	// show a cluster's state read.
+	Clusters func() []ClusterLink
 	// Node names this server.
 	Node string
 	// MaxStreams bounds the open live-update streams (default 64).
