@@ -152,7 +152,7 @@ func New(cfg Config, logger hclog.Logger) (*Client, error) {
 func apiConfig(cfg Config, logger hclog.Logger) (*api.Config, *tokenFile, error) {
 	apiCfg := api.DefaultConfig()
 	if cfg.NoEnv {
-		apiCfg.SecretID, apiCfg.Region, apiCfg.Namespace = "", "", ""
+		apiCfg.SecretID, apiCfg.Region, apiCfg.Namespace, apiCfg.HttpAuth = "", "", "", nil
 		apiCfg.TLSConfig = &api.TLSConfig{}
 	}
 	if cfg.Address != "" {
