@@ -69,7 +69,7 @@ func newBenchBody() *benchBody {
 func (bb *benchBody) deployment(i int) *structs.Deployment {
 	job := fmt.Sprintf("job-%d", i)
 	d := &structs.Deployment{
-		ID: benchID(i), Namespace: "default", JobID: job, Repository: "infra",
+		ID: benchID(i), Cluster: structs.DefaultCluster, Namespace: "default", JobID: job, Repository: "infra",
 		Commit: "0123456789abcdef0123456789abcdef01234567", File: "jobs/" + job + ".nomad.hcl",
 		Policy: structs.PolicyApproval, State: structs.StateDetected,
 		SpecHash: "5d41402abc4b2a76b9719d911017c5925d41402abc4b2a76b9719d911017c592",
