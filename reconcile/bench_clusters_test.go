@@ -2,6 +2,7 @@ package reconcile_test
 
 import (
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -43,7 +44,15 @@ import (
 //   - <cluster>-commit-to-register-sa-slow-p50-ms for eu, us and ap: the
 //     same latency while every request to sa's Nomad is answered 5 s late
 //     (10 commits, each still changing a job in sa too), and
-//     commit-to-register-sa-slow-worst-p50-ms the highest of the three.
+//     commit-to-register-sa-slow-worst-p50-ms the highest of the three;
+//   - webhook-answer-p50-ms: the webhook's answer, which comes once the
+//     four repository blocks are fetched, and git-server-p50-ms the test
+//     git server's time answering those fetches (summed), over every
+//     commit.
+//
+// The git server is `git http-backend` over the repository packed after
+// the first commit of every job (testutil.GitRepo.Pack), as a git host
+// holds a pushed repository.
 //
 // The goals (issue "many Nomad clusters"): a p50 of at most 1 s in every
 // healthy cluster with one cluster slow, and an RSS of at most 400 MB at
@@ -51,6 +60,11 @@ import (
 // NOPS_BENCH_SMOKE). Run it alone, with a long timeout:
 //
 //	go test -run '^$' -bench BenchmarkClusters4 -benchtime 1x -timeout 60m ./reconcile/
+//
+// NOPS_BENCH_CLUSTERS_CPUPROFILE=FILE writes the leader's CPU profile over
+// the first 20 s of the healthy commits to FILE (the server runs with
+// -enable-debug). NOPS_BENCH_CLUSTERS_LOG=FILE runs the server at log
+// level debug and copies its log to FILE at the end.
 func BenchmarkClusters4(b *testing.B) {
 	p := clustersParams{
 		jobs:    benchEnvInt("NOPS_BENCH_CLUSTERS_JOBS", testutil.BenchSize(2500, 5)),
@@ -86,6 +100,8 @@ func BenchmarkClusters4(b *testing.B) {
 			b.ReportMetric(p50, c+"-commit-to-register-"+w.slow()+"-slow-p50-ms")
 		}
 		b.ReportMetric(worstSlow, "commit-to-register-"+w.slow()+"-slow-worst-p50-ms")
+		b.ReportMetric(ms(testutil.Median(w.fetched)), "webhook-answer-p50-ms")
+		b.ReportMetric(ms(testutil.Median(w.gitServer)), "git-server-p50-ms")
 		b.ReportMetric(r.rssMB, "rss-mb")
 		b.ReportMetric(r.peakMB, "peak-rss-mb")
 	}
@@ -114,6 +130,11 @@ type clustersWorld struct {
 	jobs    int
 	rev     map[string]int
 	next    int
+	// fetched is, for each commit, the time from the post of its webhook
+	// to its answer (which comes once the matched repositories are
+	// fetched); gitServer the test git server's time answering the
+	// commit's fetches (every repository's, summed).
+	fetched, gitServer []time.Duration
 }
 
 func (w *clustersWorld) slow() string { return w.names[len(w.names)-1] }
@@ -149,6 +170,7 @@ func startClustersWorld(tb testing.TB, p clustersParams) *clustersWorld {
 		registerInNomad(tb, w.nomads[c], hcl, 8)
 	}
 	w.repo.Commit("jobs")
+	w.repo.Pack()
 	progress(tb, "registered %d jobs in each of %d Nomad agents in %s", p.jobs, len(w.names), time.Since(start).Round(time.Millisecond))
 
 	tb.Setenv(clustersSecretEnv, w.secret)
@@ -177,9 +199,18 @@ func startClustersWorld(tb testing.TB, p clustersParams) *clustersWorld {
 		}
 		return append(out, "-config", cfgFile), nil
 	}
+	logLevel := "info"
+	if file := os.Getenv("NOPS_BENCH_CLUSTERS_LOG"); file != "" {
+		logLevel = "debug"
+		tb.Cleanup(func() {
+			if raw, err := os.ReadFile(w.server.LogPath); err != nil || os.WriteFile(file, raw, 0o600) != nil {
+				tb.Errorf("copy the server's log to %s: %v", file, err)
+			}
+		})
+	}
 	start = time.Now()
-	pc := nopstest.StartProcessClusterWith(tb, 1, w.proxies[w.names[0]].URL, w.url, setup, "-insecure-rpc",
-		"-drift-interval", "1m", "-engine-interval", config.DefaultEngineInterval.String(), "-log-level", "info")
+	pc := nopstest.StartProcessClusterWith(tb, 1, w.proxies[w.names[0]].URL, w.url, setup, "-insecure-rpc", "-enable-debug",
+		"-drift-interval", "1m", "-engine-interval", config.DefaultEngineInterval.String(), "-log-level", logLevel)
 	w.server = pc.Server(pc.Leader())
 	shown := time.Now()
 	testutil.WaitForResult(tb, 60*time.Minute, func() (bool, error) {
@@ -264,11 +295,13 @@ func (w *clustersWorld) measure(tb testing.TB, p clustersParams) clustersResult 
 	}
 	progress(tb, "idle %s: Nomad requests by cluster %v, leader CPU %.2f s/min", p.idle, r.idleByCluster, r.cpuPerMin)
 
+	profiled := w.cpuProfile(tb, os.Getenv("NOPS_BENCH_CLUSTERS_CPUPROFILE"))
 	for range p.commits {
 		for c, d := range w.commitEach(tb, w.names, w.names) {
 			r.latency[c] = append(r.latency[c], d)
 		}
 	}
+	profiled()
 	progress(tb, "commit to register, every cluster healthy: %v", r.latency)
 	r.rssMB = procStatusMiB(tb, pid, "VmRSS")
 	r.peakMB = max(procStatusMiB(tb, pid, "VmHWM"), r.rssMB)
@@ -285,6 +318,37 @@ func (w *clustersWorld) measure(tb testing.TB, p clustersParams) clustersResult 
 	w.proxies[slow].SetDelay(0)
 	progress(tb, "commit to register with %s answering %s late: %v", slow, p.delay, r.slowLatency)
 	return r
+}
+
+// cpuProfile starts a 20-second CPU profile of the leader into file, when
+// file is set, and returns the function that waits for it.
+func (w *clustersWorld) cpuProfile(tb testing.TB, file string) func() {
+	tb.Helper()
+	if file == "" {
+		return func() {}
+	}
+	done := make(chan error, 1)
+	go func() {
+		resp, err := http.Get(w.server.URL + "/debug/pprof/profile?seconds=20")
+		if err != nil {
+			done <- err
+			return
+		}
+		defer resp.Body.Close()
+		raw, err := io.ReadAll(resp.Body)
+		if err == nil && resp.StatusCode != http.StatusOK {
+			err = fmt.Errorf("GET /debug/pprof/profile: %d %s", resp.StatusCode, raw)
+		}
+		if err == nil {
+			err = os.WriteFile(file, raw, 0o600)
+		}
+		done <- err
+	}()
+	return func() {
+		if err := <-done; err != nil {
+			tb.Errorf("CPU profile: %v", err)
+		}
+	}
 }
 
 // commitEach commits a change of one job in each cluster of change, posts
@@ -328,10 +392,13 @@ func (w *clustersWorld) commitEach(tb testing.TB, change, watch []string) map[st
 			results <- seen{c, d, err}
 		}()
 	}
+	served := w.repo.ServedTime()
 	if code, raw := postWebhook(tb, w.server.URL, body, map[string]string{"X-Hub-Signature-256": githubSignature(w.secret, body)}); code != http.StatusOK {
 		tb.Fatalf("webhook: %d %s", code, raw)
 	}
+	w.fetched = append(w.fetched, time.Since(start))
 	wg.Wait()
+	w.gitServer = append(w.gitServer, w.repo.ServedTime()-served)
 	close(results)
 	out := map[string]time.Duration{}
 	for s := range results {

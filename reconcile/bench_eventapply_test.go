@@ -127,6 +127,7 @@ func startEventWorld(b *testing.B) *benchWorld {
 	w.repo.WriteFile(jobFile("svc"), svcHCL(0))
 	w.repo.WriteFile(jobFile("prep"), testutil.HookJobHCL("prep", testutil.WithRunFor(200*time.Millisecond)))
 	w.repo.Commit("jobs")
+	w.repo.Pack()
 	b.Setenv(benchSecretEnv, w.secret)
 	w.url = w.repo.ServeHTTP(b)
 	w.s = nopstest.Start(b, "", nopstest.WithNomad(w.nomad.Addr), nopstest.WithRepo("main", w.url, "main", lcRepoPath),
@@ -299,6 +300,7 @@ func (w *benchWorld) startWaiting(b *testing.B, n int) {
 		w.repo.WriteFile(jobFile(id), hcl)
 	}
 	commit := w.repo.Commit("waiting jobs")
+	w.repo.Pack()
 	if code, body := w.s.Do("POST", "/v1/repo/main/refresh", nil, nil); code != 200 {
 		b.Fatalf("refresh: %d %s", code, body)
 	}

@@ -51,6 +51,7 @@ func BenchmarkIdle1k(b *testing.B) {
 		repo.WriteFile(jobFile(id), hcl[id])
 	}
 	repo.Commit("jobs")
+	repo.Pack()
 	registerInNomad(b, nomad, hcl, 8)
 	hcl = nil
 	// Nomad alone, its jobs registered, nothing watching it.

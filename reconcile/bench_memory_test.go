@@ -121,6 +121,7 @@ func startMemoryWorld(tb testing.TB, p memoryParams) *memoryWorld {
 		repo.WriteFile(jobFile(id), hcl[id])
 	}
 	repo.Commit("jobs")
+	repo.Pack()
 	start := time.Now()
 	registerInNomad(tb, w.nomad, hcl, 8)
 	progress(tb, "registered %d jobs in Nomad in %s", p.jobs, time.Since(start).Round(time.Millisecond))

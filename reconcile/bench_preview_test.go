@@ -34,6 +34,7 @@ func BenchmarkPreview1k(b *testing.B) {
 		repo.WriteFile(jobFile(id), hcl[id])
 	}
 	repo.Commit("jobs")
+	repo.Pack()
 	registerInNomad(b, nomad, hcl, 8)
 	s := nopstest.Start(b, "", nopstest.WithNomad(nomad.Addr), nopstest.WithRepo("main", repo.URL(), "main", lcRepoPath))
 	testutil.WaitForResult(b, 20*time.Minute, func() (bool, error) {

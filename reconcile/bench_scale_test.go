@@ -177,6 +177,7 @@ func startScaleWorld(tb testing.TB, p scaleParams) *scaleWorld {
 		w.repo.WriteFile(jobFile(id), hcl[id])
 	}
 	w.repo.Commit("jobs")
+	w.repo.Pack()
 
 	start := time.Now()
 	registerInNomad(tb, w.nomad, hcl, 8)

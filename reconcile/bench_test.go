@@ -73,6 +73,7 @@ func startBenchWorld(b *testing.B, n int) *benchWorld {
 		w.repo.WriteFile(jobFile(id), c)
 	}
 	w.repo.Commit("jobs")
+	w.repo.Pack()
 
 	// Register every job in Nomad as git has it, four at a time.
 	start := time.Now()
