@@ -49,7 +49,7 @@ func TestEventStreamOnFollower(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	got := &streamed{}
 	done := make(chan error, 1)
-	go func() { done <- api.Events().Stream(ctx, 0, "", got.add) }()
+	go func() { done <- api.Events().Stream(ctx, 0, client.StreamFilter{}, got.add) }()
 
 	for _, job := range []string{"a", "b"} {
 		if code, body := leader.Do("POST", "/v1/job/default/"+job+"/pause", map[string]string{"reason": "r-" + job}, nil); code != http.StatusOK {

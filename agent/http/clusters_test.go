@@ -1,7 +1,9 @@
 package agenthttp_test
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -12,6 +14,7 @@ import (
 	"time"
 
 	"github.com/nops-dev/nops/agent/config"
+	"github.com/nops-dev/nops/rpc/client"
 	"github.com/nops-dev/nops/structs"
 	"github.com/nops-dev/nops/testutil"
 	"github.com/nops-dev/nops/testutil/nopstest"
@@ -364,3 +367,44 @@ func TestClusters_StrangeClusterNames(t *testing.T) {
 		t.Fatalf("refused requests changed the state: %s -> %s", before, after)
 	}
 }
+
+// TestClusters_EventStreamFiltersByCluster: GET /v1/events/stream?cluster=
+// keeps the events of that Nomad cluster and those of no cluster, as the
+// event list does; an unknown cluster is a 400 before any event is sent.
+func TestClusters_EventStreamFiltersByCluster(t *testing.T) {
+	f := startClusterFixture(t)
+	f.expect(mgmtSecret, "POST", "/v1/job/default/web/pause?cluster=eu", map[string]string{"reason": "eu only"}, http.StatusOK)
+	f.expect(mgmtSecret, "POST", "/v1/job/default/web/pause?cluster=us", map[string]string{"reason": "us only"}, http.StatusOK)
+	f.expect(mgmtSecret, "POST", "/v1/pause", map[string]string{"reason": "everything"}, http.StatusOK)
+	code, body := f.call(mgmtSecret, "GET", "/v1/events/stream?cluster=mars", nil)
+	if code != http.StatusBadRequest || !strings.Contains(body, "mars") {
+		t.Fatalf("stream of an unknown cluster: %d %s", code, body)
+	}
+
+	api, err := client.New(client.Config{Address: f.s.URL, Token: mgmtSecret})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var got []*structs.Event
+	err = api.Events().Stream(ctx, 0, client.StreamFilter{Kind: structs.EventKindPause, Cluster: "us"}, func(e *structs.Event) error {
+		got = append(got, e)
+		if e.Cluster == "" {
+			// The global pause, the last event written.
+			return errStreamDone
+		}
+		return nil
+	})
+	if !errors.Is(err, errStreamDone) {
+		t.Fatalf("stream: %v (events %d)", err, len(got))
+	}
+	if len(got) != 2 || got[0].Cluster != "us" || !strings.Contains(got[0].Message, "us only") || got[1].Cluster != "" {
+		for _, e := range got {
+			t.Logf("streamed: %+v", e)
+		}
+		t.Fatalf("stream of us: %d events; want us's pause of web, then the global pause", len(got))
+	}
+}
+
+var errStreamDone = errors.New("seen enough")

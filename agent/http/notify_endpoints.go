@@ -98,11 +98,6 @@ func (a *clusterAPI) notifyTest(_ http.ResponseWriter, r *http.Request) (any, er
 	return out, nil
 }
 
-// eventStream serves the audit log as server-sent events from the local
-// replicated state: every event after ?index= (an event sequence number)
-// or the Last-Event-ID header, then each new one as it is applied, until
-// the client goes away. Each event's id is its sequence number, so a
-// client resumes where it stopped.
 // streamStart is the sequence number a stream starts after: the larger
 // of ?index= and the Last-Event-ID of a client that reconnects.
 func streamStart(r *http.Request) (uint64, error) {
@@ -120,13 +115,17 @@ func streamStart(r *http.Request) (uint64, error) {
 	return after, nil
 }
 
-// writeEvents writes the events of kind (any when empty) that the token
+// writeEvents writes the events of kind (any when empty) and of cluster
+// (any when empty; an event of no cluster always) that the token
 // id may read as server-sent events, and returns the sequence number of
 // the last event looked at. An error is the connection's.
-func writeEvents(w io.Writer, events []*structs.Event, after uint64, kind string, id *identity) (uint64, error) {
+func writeEvents(w io.Writer, events []*structs.Event, after uint64, kind, cluster string, id *identity) (uint64, error) {
 	for _, e := range events {
 		after = e.Seq
 		if kind != "" && e.Kind != kind {
+			continue
+		}
+		if cluster != "" && e.Cluster != "" && e.Cluster != cluster {
 			continue
 		}
 		if !canRead(id, e.Cluster, e.Namespace, e.JobID) {
@@ -143,12 +142,24 @@ func writeEvents(w io.Writer, events []*structs.Event, after uint64, kind string
 	return after, nil
 }
 
+// eventStream serves the audit log as server-sent events from the local
+// replicated state: every event after ?index= (an event sequence number)
+// or the Last-Event-ID header, then each new one as it is applied, until
+// the client goes away. Each event's id is its sequence number, so a
+// client resumes where it stopped. ?kind= keeps one kind of event,
+// ?cluster= one Nomad cluster's (and the events of no cluster).
 func (a *clusterAPI) eventStream(w http.ResponseWriter, r *http.Request) (any, error) {
 	after, err := streamStart(r)
 	if err != nil {
 		return nil, err
 	}
 	kind := r.URL.Query().Get("kind")
+	// ?cluster= keeps the events of one Nomad cluster and those of no
+	// cluster (the Nops cluster's own), as GET /v1/events does.
+	cluster, err := a.clusterFilter(r)
+	if err != nil {
+		return nil, err
+	}
 	flusher, ok := w.(http.Flusher)
 	if !ok {
 		return nil, errors.New("streaming is not supported by this connection")
@@ -181,7 +192,7 @@ func (a *clusterAPI) eventStream(w http.ResponseWriter, r *http.Request) (any, e
 		if err != nil {
 			return nil, nil
 		}
-		if after, err = writeEvents(w, events, after, kind, id); err != nil {
+		if after, err = writeEvents(w, events, after, kind, cluster, id); err != nil {
 			return nil, nil
 		}
 		if len(events) > 0 {

@@ -24,14 +24,24 @@ type Events struct {
 // read page by page or streamed.
 func (c *Client) Events() *Events { return &Events{c: c} }
 
+// StreamFilter narrows a stream of events: Kind keeps one kind of event,
+// Cluster the events of one Nomad cluster and those of no cluster. Empty
+// fields keep everything.
+type StreamFilter struct {
+	Kind, Cluster string
+}
+
 // Stream follows the audit log as server-sent events, from the event
-// after sequence number after, and calls fn for each event until ctx is
-// done, fn fails, or the stream breaks (then it returns the error; the
-// caller resumes from the last sequence number it saw).
-func (e *Events) Stream(ctx context.Context, after uint64, kind string, fn func(*structs.Event) error) error {
+// after sequence number after, and calls fn for each event f keeps until
+// ctx is done, fn fails, or the stream breaks (then it returns the error;
+// the caller resumes from the last sequence number it saw).
+func (e *Events) Stream(ctx context.Context, after uint64, f StreamFilter, fn func(*structs.Event) error) error {
 	v := url.Values{"index": {strconv.FormatUint(after, 10)}}
-	if kind != "" {
-		v.Set("kind", kind)
+	if f.Kind != "" {
+		v.Set("kind", f.Kind)
+	}
+	if f.Cluster != "" {
+		v.Set("cluster", f.Cluster)
 	}
 	resp, _, err := e.c.do(ctx, request{method: http.MethodGet, path: "/v1/events/stream", query: v})
 	if err != nil {

@@ -97,3 +97,36 @@ func TestCLI_Clusters(t *testing.T) {
 		t.Errorf("a server of one cluster shows a Cluster column:\n%s", out)
 	}
 }
+
+// TestCLI_DeploymentSkipRequirements: nops deployment skip-requirements
+// lets a deployment waiting in detected skip its cluster's promotion
+// order, recording the reason and the actor; without -reason it fails
+// before asking the server, and a second skip is the server's 409.
+func TestCLI_DeploymentSkipRequirements(t *testing.T) {
+	s := nopstest.StartDev(t)
+	detected := &structs.Deployment{ID: "6a1c30d2-9f0e-4c57-8d1b-2f6f0a7e5b11", Cluster: "prod", Namespace: "default", JobID: "web",
+		Repository: "ops", Commit: strings.Repeat("ab", 20), File: "jobs/web.nomad.hcl", Policy: structs.PolicyAuto,
+		State: structs.StateDetected, SpecHash: "spec-web"}
+	if _, err := s.Apply(structs.DeploymentCreateRequestType, &structs.DeploymentCreateRequest{
+		WriteMeta: structs.WriteMeta{Time: observedAt, Actor: "nops"}, Deployment: detected}); err != nil {
+		t.Fatal(err)
+	}
+	c := newCLI(t, s)
+
+	mustContain(t, "without -reason", c.fails(1, "deployment", "skip-requirements", detected.ID), "-reason is required")
+	if d, _ := s.State().Deployment(detected.ID); d.SkipRequirements {
+		t.Fatal("a refused skip changed the deployment")
+	}
+	mustContain(t, "skip-requirements", c.ok("deployment", "skip-requirements", "-reason", "staging is down", detected.ID),
+		"Deployment 6a1c30d2 of prod:default/web skips the promotion order of cluster prod: now detected")
+	d, _ := s.State().Deployment(detected.ID)
+	if !d.SkipRequirements || d.SkipRequirementsBy == "" {
+		t.Fatalf("deployment after the skip: %+v", d)
+	}
+	evs := s.Events(detected.ID)
+	if last := evs[len(evs)-1]; !strings.HasSuffix(last.Message, ": staging is down") || last.Actor != d.SkipRequirementsBy {
+		t.Fatalf("audit event: %+v", last)
+	}
+	mustContain(t, "second skip", c.fails(1, "deployment", "skip-requirements", "-reason", "again", detected.ID), "409", "already skips")
+	mustContain(t, "help", c.ok("deployment", "skip-requirements", "-h"), "promotion order", "-reason")
+}

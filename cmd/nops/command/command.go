@@ -105,6 +105,8 @@ func (m *runner) commandTable() map[string]command {
 		"deployment reject":  &deploymentDecideCommand{m: m},
 		"deployment promote": &deploymentPromoteCommand{m: m},
 
+		"deployment skip-requirements": &deploymentSkipRequirementsCommand{m: m},
+
 		"job":            nil,
 		"job status":     &jobStatusCommand{m: m},
 		"job retry":      &jobActionCommand{m: m, action: jobRetry},

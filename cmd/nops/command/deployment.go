@@ -436,3 +436,50 @@ func (c *deploymentPromoteCommand) Run(ctx context.Context, args []string) int {
 		return d, fmt.Sprintf("Deployment %s of %s: canaries promoted, now %s", shortID(d.ID, false), structs.JobKey(d.Cluster, d.Namespace, d.JobID), d.State), nil
 	})
 }
+
+// deploymentSkipRequirementsCommand lets a deployment that waits for its
+// cluster's promotion order (SPEC section 16) start without it.
+type deploymentSkipRequirementsCommand struct {
+	m *runner
+}
+
+func (c *deploymentSkipRequirementsCommand) Synopsis() string {
+	return "Let a deployment start without its cluster's promotion order"
+}
+
+func (c *deploymentSkipRequirementsCommand) Help() string {
+	return `Usage: nops deployment skip-requirements -reason=<text> [options] <id>
+
+  Lets a deployment that waits in detected for the clusters its cluster
+  requires (nomad "prod" { requires = ["staging"], bake = "30m" }) start
+  without them: a failure there, or a bake not over yet, no longer holds
+  it. It then goes on as its policy says (an approval policy still asks
+  for approval). Needs the deploy capability on the job; the reason and
+  your user and host are recorded in the deployment's events. The server
+  refuses (409) a deployment that is no longer detected.
+
+Options:
+
+  -reason=<text>
+    Why the deployment may skip the promotion order. Required.
+` + apiFlagsHelp
+}
+
+func (c *deploymentSkipRequirementsCommand) Run(ctx context.Context, args []string) int {
+	var reason string
+	spec := apiArgs{
+		name: "deployment skip-requirements", min: 1, max: 1, desc: "a deployment ID",
+		flags: func(fs *flag.FlagSet) { fs.StringVar(&reason, "reason", "", "") },
+	}
+	return c.m.runWrite(c, args, spec, func(api *client.Client, pos []string) (any, string, error) {
+		if strings.TrimSpace(reason) == "" {
+			return nil, "", fmt.Errorf("skip requirements of deployment %s: -reason is required: say why it may skip its cluster's promotion order", pos[0])
+		}
+		d, err := api.Deployments().SkipRequirements(ctx, pos[0], reason)
+		if err != nil {
+			return nil, "", fmt.Errorf("skip requirements of deployment %s: %w", pos[0], err)
+		}
+		return d, fmt.Sprintf("Deployment %s of %s skips the promotion order of cluster %s: now %s",
+			shortID(d.ID, false), structs.JobKey(d.Cluster, d.Namespace, d.JobID), structs.ClusterName(d.Cluster), d.State), nil
+	})
+}

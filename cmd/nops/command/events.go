@@ -114,8 +114,9 @@ func (c *eventsCommand) follow(ctx context.Context, api *client.Client, cursor, 
 		}
 		cursor = strconv.FormatUint(events[len(events)-1].Seq, 10)
 		if cluster != "" {
-			// The stream has no cluster filter: the events of other
-			// clusters are left out here.
+			// The server filters the stream and the lists; the stream of
+			// a server older than clusters does not, so the events of
+			// other clusters are left out here too.
 			kept := events[:0:0]
 			for _, e := range events {
 				if e.Cluster == "" || e.Cluster == cluster {
@@ -143,7 +144,7 @@ func (c *eventsCommand) follow(ctx context.Context, api *client.Client, cursor, 
 		if after, err := strconv.ParseUint(cursor, 10, 64); stream && (err == nil || cursor == "") {
 			// The server streams new events as they are applied; a broken
 			// stream resumes after the last event printed.
-			err := api.Events().Stream(ctx, after, kind, func(e *structs.Event) error {
+			err := api.Events().Stream(ctx, after, client.StreamFilter{Kind: kind, Cluster: cluster}, func(e *structs.Event) error {
 				emit([]*structs.Event{e})
 				backoff.Reset()
 				return nil
