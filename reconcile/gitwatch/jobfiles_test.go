@@ -6,6 +6,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/plumbing"
+
 	"github.com/nops-dev/nops/testutil"
 )
 
@@ -143,5 +146,65 @@ func TestReadDir_RefusesWhatIsNoDirectory(t *testing.T) {
 		if _, err := ReadDir(p); err == nil || !strings.Contains(err.Error(), "read job files") {
 			t.Errorf("ReadDir(%s) = %v, want an error", p, err)
 		}
+	}
+}
+
+// TestReadJobFiles_SubtreeAndKnownBlobs: readJobFiles walks only the
+// configured directory (a directory that is absent, or a file of that
+// name, has no job files), and takes a file whose blob it already knows
+// from the last snapshot rather than reading it again.
+func TestReadJobFiles_SubtreeAndKnownBlobs(t *testing.T) {
+	repo := testutil.NewGitRepo(t)
+	repo.WriteFile("eu/web.nomad.hcl", `job "web" {}`)
+	repo.WriteFile("eu/web.vars.hcl", `count = 2`)
+	repo.WriteFile("eu/deep/api.nomad.hcl", `job "api" {}`)
+	repo.WriteFile("us/web.nomad.hcl", `job "web" { us = true }`)
+	repo.WriteFile("plain", "not a directory")
+	head := repo.Commit("two clusters")
+	r, err := git.PlainOpen(repo.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	commit, err := r.CommitObject(plumbing.NewHash(head))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tree, err := commit.Tree()
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	files, blobs, err := readJobFiles(tree, "eu", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := fileMap(&Snapshot{Files: files})
+	if len(got) != 2 || got["eu/web.nomad.hcl"].Vars != "count = 2" || got["eu/deep/api.nomad.hcl"].Content != `job "api" {}` {
+		t.Fatalf("files of eu: %+v", got)
+	}
+	if len(blobs) != 3 {
+		t.Fatalf("%d blobs read, want eu's 3 files", len(blobs))
+	}
+	for _, dir := range []string{"mars", "plain", "eu/web.nomad.hcl"} {
+		if files, _, err := readJobFiles(tree, dir, nil); err != nil || len(files) != 0 {
+			t.Errorf("files of %q: %+v, %v; want none", dir, files, err)
+		}
+	}
+
+	// A known blob is taken as known: the content given, not the one in
+	// git (which readJobFiles would only show if it read the blob again).
+	known := map[plumbing.Hash]string{}
+	for h, c := range blobs {
+		if c == `job "api" {}` {
+			known[h] = `job "api" { known = true }`
+		}
+	}
+	files, _, err = readJobFiles(tree, "eu", known)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := fileMap(&Snapshot{Files: files}); got["eu/deep/api.nomad.hcl"].Content != `job "api" { known = true }` ||
+		got["eu/web.nomad.hcl"].Content != `job "web" {}` {
+		t.Fatalf("files with a known blob: %+v", got)
 	}
 }

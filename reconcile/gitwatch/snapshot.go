@@ -4,10 +4,12 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
 
+	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/filemode"
 	"github.com/go-git/go-git/v5/plumbing/object"
 )
@@ -92,33 +94,47 @@ func (f JobFile) contentHash() string {
 }
 
 // readJobFiles collects the job files under dir ("" for the root) of a
-// commit's tree, each with its variables file. Symbolic links and
-// submodules are not followed.
-func readJobFiles(tree *object.Tree, dir string) ([]JobFile, error) {
+// commit's tree, each with its variables file, and returns them with the
+// contents read, by blob hash. Only dir's subtree is walked; a file whose
+// blob is in known (the contents of the last snapshot's files) is not read
+// again: a commit that changes one of 10,000 files reads one. Symbolic
+// links and submodules are not followed.
+func readJobFiles(tree *object.Tree, dir string, known map[plumbing.Hash]string) ([]JobFile, map[plumbing.Hash]string, error) {
 	prefix := ""
 	if dir != "" {
 		prefix = dir + "/"
+		sub, err := tree.Tree(dir)
+		if errors.Is(err, object.ErrDirectoryNotFound) {
+			return []JobFile{}, map[plumbing.Hash]string{}, nil
+		}
+		if err != nil {
+			return nil, nil, fmt.Errorf("read directory %s: %w", dir, err)
+		}
+		tree = sub
 	}
 	contents := map[string]string{}
+	blobs := make(map[plumbing.Hash]string, len(known))
 	err := tree.Files().ForEach(func(f *object.File) error {
-		if prefix != "" && !strings.HasPrefix(f.Name, prefix) {
-			return nil
-		}
 		if f.Mode != filemode.Regular && f.Mode != filemode.Executable {
 			return nil
 		}
-		if !IsJobFile(f.Name) && !isVarsFile(f.Name) {
+		name := prefix + f.Name
+		if !IsJobFile(name) && !isVarsFile(name) {
 			return nil
 		}
-		c, err := f.Contents()
-		if err != nil {
-			return fmt.Errorf("read %s: %w", f.Name, err)
+		c, ok := known[f.Hash]
+		if !ok {
+			var err error
+			if c, err = f.Contents(); err != nil {
+				return fmt.Errorf("read %s: %w", name, err)
+			}
 		}
-		contents[f.Name] = c
+		contents[name] = c
+		blobs[f.Hash] = c
 		return nil
 	})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return withContents(SelectJobFiles(mapKeys(contents), dir), contents), nil
+	return withContents(SelectJobFiles(mapKeys(contents), dir), contents), blobs, nil
 }

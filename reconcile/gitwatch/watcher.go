@@ -108,6 +108,10 @@ type repo struct {
 	mu       sync.RWMutex
 	snapshot *Snapshot
 	status   RepoStatus
+	// blobs are the contents of the files of the last snapshot read, by
+	// blob hash, which the next one takes rather than reading them
+	// again. Replaced whole, never changed. Guarded by mu.
+	blobs map[plumbing.Hash]string
 
 	// local is the in-memory clone of the last fetch, of branch
 	// localBranch, that the next fetches add to (fetchInto); fetches
@@ -697,10 +701,16 @@ func (r *repo) snapshotOf(repo *git.Repository, hash plumbing.Hash, branch strin
 	if err != nil {
 		return nil, fmt.Errorf("read tree of commit %s: %w", hash, err)
 	}
-	files, err := readJobFiles(tree, r.dir)
+	r.mu.RLock()
+	known := r.blobs
+	r.mu.RUnlock()
+	files, blobs, err := readJobFiles(tree, r.dir, known)
 	if err != nil {
 		return nil, fmt.Errorf("read job files of commit %s: %w", hash, err)
 	}
+	r.mu.Lock()
+	r.blobs = blobs
+	r.mu.Unlock()
 	info := commitInfo(commit)
 	info.URL = CommitURL(r.cfg.URL, r.cfg.WebURL, hash.String())
 	info.Signer = signer
