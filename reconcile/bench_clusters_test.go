@@ -203,7 +203,11 @@ func startClustersWorld(tb testing.TB, p clustersParams) *clustersWorld {
 	if file := os.Getenv("NOPS_BENCH_CLUSTERS_LOG"); file != "" {
 		logLevel = "debug"
 		tb.Cleanup(func() {
-			if raw, err := os.ReadFile(w.server.LogPath); err != nil || os.WriteFile(file, raw, 0o600) != nil {
+			raw, err := os.ReadFile(w.server.LogPath)
+			if err == nil {
+				err = os.WriteFile(file, raw, 0o600)
+			}
+			if err != nil {
 				tb.Errorf("copy the server's log to %s: %v", file, err)
 			}
 		})
