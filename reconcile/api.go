@@ -70,7 +70,7 @@ func (m *Manager) Refresh(ctx context.Context, name string) (*structs.RepoStatus
 	}
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
-	if err := m.fetchNow(ctx, name); err != nil {
+	if err := m.fetchNow(ctx, name, time.Now()); err != nil {
 		return nil, fmt.Errorf("fetch %s: %w", name, err)
 	}
 	for _, s := range m.git.Status() {
@@ -128,13 +128,16 @@ func (m *Manager) Push(ctx context.Context, p *structs.Push) (*structs.WebhookRe
 	defer cancel()
 	// The repositories a push matches are fetched at once: each cluster's
 	// detection waits only for its own repositories' fetch, not for those
-	// of the repositories named before them.
+	// of the repositories named before them. Blocks on one branch of one
+	// URL share a clone, and one fetch answers for all of them: each is
+	// asked as of the push's receipt.
+	asked := time.Now()
 	var wg sync.WaitGroup
 	for _, name := range matched {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := m.fetchNow(ctx, name); err != nil {
+			if err := m.fetchNow(ctx, name, asked); err != nil {
 				m.logger.Warn("webhook fetch failed", "repo", name, "delivery", p.Delivery, "error", err)
 			}
 		}()
@@ -173,11 +176,12 @@ func (m *Manager) recordDelivery(provider, id string) (duplicate bool, err error
 	return false, nil
 }
 
-// fetchNow fetches a repository at once. A new head already asks for a
+// fetchNow fetches a repository at once, asked for at asked
+// (gitwatch.Watcher.FetchNowAsked). A new head already asks for a
 // detection cycle (the watcher's notification), so it asks for one only
 // when the fetch failed or found the same head, so that the repository's
 // status shows the outcome: a push costs one cycle, not two.
-func (m *Manager) fetchNow(ctx context.Context, name string) error {
+func (m *Manager) fetchNow(ctx context.Context, name string, asked time.Time) error {
 	head := func() string {
 		if s := m.git.Snapshot(name); s != nil {
 			return s.Commit
@@ -185,7 +189,7 @@ func (m *Manager) fetchNow(ctx context.Context, name string) error {
 		return ""
 	}
 	before := head()
-	err := m.git.FetchNow(ctx, name)
+	err := m.git.FetchNowAsked(ctx, name, asked)
 	if err != nil || head() == before {
 		m.TriggerDetection()
 	}

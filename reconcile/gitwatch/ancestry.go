@@ -34,14 +34,14 @@ func (w *Watcher) IsAncestor(name, ancestor, descendant string) (bool, error) {
 	a, d := plumbing.NewHash(ancestor), plumbing.NewHash(descendant)
 	// A fetch running now holds the clone: it is then not read, as in
 	// FilesAt.
-	if r.fetchMu.TryLock() {
-		local := r.local
+	if r.src.mu.TryLock() {
+		local := r.src.local
 		var found bool
 		err := ErrAncestryUnknown
 		if local != nil {
 			found, err = isAncestorIn(local, a, d)
 		}
-		r.fetchMu.Unlock()
+		r.src.mu.Unlock()
 		if err == nil {
 			return found, nil
 		}

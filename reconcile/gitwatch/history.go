@@ -46,14 +46,14 @@ func (w *Watcher) FilesAt(ctx context.Context, name, commit string, paths ...str
 	hash := plumbing.NewHash(commit)
 	// The clone the fetches go into holds the commits fetched since it was
 	// made; a fetch running now holds it, and then it is not read.
-	if r.fetchMu.TryLock() {
-		local := r.local
+	if r.src.mu.TryLock() {
+		local := r.src.local
 		var out map[string]string
 		var err error = errNoCommit
 		if local != nil {
 			out, err = readFilesAt(local, hash, paths)
 		}
-		r.fetchMu.Unlock()
+		r.src.mu.Unlock()
 		if err == nil {
 			return out, nil
 		}

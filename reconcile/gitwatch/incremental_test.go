@@ -5,8 +5,11 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/nops-dev/nops/testutil"
 )
@@ -30,8 +33,8 @@ func TestWatcher_FetchesIntoTheLastClone(t *testing.T) {
 		if err := w.FetchNow(ctx, "r"); err != nil {
 			t.Fatal(err)
 		}
-		if r.fetches != wantFetches {
-			t.Fatalf("%d fetches into the last clone, want %d", r.fetches, wantFetches)
+		if r.src.fetches != wantFetches {
+			t.Fatalf("%d fetches into the last clone, want %d", r.src.fetches, wantFetches)
 		}
 		s := w.Snapshot("r")
 		if s.Commit != repo.Head() {
@@ -65,7 +68,7 @@ func TestWatcher_FetchesIntoTheLastClone(t *testing.T) {
 	}
 
 	// The clone at its limit: the next fetch clones again.
-	r.fetches = maxIncrementalFetches
+	r.src.fetches = maxIncrementalFetches
 	repo.WriteFile("a.nomad.hcl", `job "a" { again = true }`)
 	repo.Commit("again")
 	if files = fetch(0); files["a.nomad.hcl"].Content != `job "a" { again = true }` {
@@ -118,4 +121,101 @@ func TestWatcher_NewCommitCostsOneListAndOneFetch(t *testing.T) {
 		t.Fatalf("fetched file: %q", f.Content)
 	}
 	fetch("no new commit", 1)
+}
+
+// TestWatcher_BlocksOfOneBranchShareAFetch: repository blocks that follow
+// the same branch of one URL with the same credentials (a folder per
+// Nomad cluster) share one clone: fetched together, at start and after a
+// push, they cost the remote what one block costs, and each reads its own
+// folder. A block asked to fetch after the shared fetch began asks the
+// remote itself; a block with other credentials has its own clone.
+func TestWatcher_BlocksOfOneBranchShareAFetch(t *testing.T) {
+	repo := testutil.NewGitRepo(t)
+	for _, c := range []string{"eu", "us"} {
+		repo.WriteFile(c+"/web.nomad.hcl", `job "web" { cluster = "`+c+`" }`)
+	}
+	repo.Commit("a folder per cluster")
+	backend, err := url.Parse(repo.ServeHTTP(t, testutil.WithBasicAuth("git", "secret")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var requests atomic.Int64
+	proxy := httputil.NewSingleHostReverseProxy(&url.URL{Scheme: backend.Scheme, Host: backend.Host})
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		requests.Add(1)
+		proxy.ServeHTTP(w, r)
+	}))
+	t.Cleanup(front.Close)
+	u := front.URL + backend.Path
+	auth := Auth{Username: "git", Password: "secret"}
+	other := Auth{Token: "secret", Username: "git"}
+	w := newWatcher(t,
+		RepoConfig{Name: "eu", URL: u, Branch: "main", Path: "eu", Auth: auth},
+		RepoConfig{Name: "us", URL: u, Branch: "main", Path: "us", Auth: auth},
+		RepoConfig{Name: "ops", URL: u, Branch: "main", Path: "eu", Auth: other})
+	ctx := ctxFor(t)
+	if eu, us, ops := w.byName["eu"].src, w.byName["us"].src, w.byName["ops"].src; eu != us || eu == ops {
+		t.Fatal("eu and us do not share a source, or ops (other credentials) shares theirs")
+	}
+	// As a push matching several blocks asks: at once, asked when the
+	// push came.
+	fetchAll := func(names ...string) {
+		t.Helper()
+		var wg sync.WaitGroup
+		asked := time.Now()
+		for _, n := range names {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if err := w.FetchNowAsked(ctx, n, asked); err != nil {
+					t.Error(err)
+				}
+			}()
+		}
+		wg.Wait()
+	}
+	check := func(what string, wantRequests int64) {
+		t.Helper()
+		for _, c := range []string{"eu", "us"} {
+			s := w.Snapshot(c)
+			if s == nil || s.Commit != repo.Head() {
+				t.Fatalf("%s: snapshot of %s %+v, want the head", what, c, s)
+			}
+			if f := fileMap(s)[c+"/web.nomad.hcl"]; len(s.Files) != 1 || !strings.Contains(f.Content, `"`+c+`"`) {
+				t.Fatalf("%s: files of %s: %+v", what, c, s.Files)
+			}
+		}
+		if got := requests.Load(); got != wantRequests {
+			t.Fatalf("%s: %d requests to the remote, want %d (one block's)", what, got, wantRequests)
+		}
+	}
+
+	// The first fetch: one list of the refs and one clone (its refs, then
+	// the objects).
+	fetchAll("eu", "us")
+	check("first fetch", 3)
+
+	// A push: one fetch into the shared clone.
+	repo.WriteFile("eu/web.nomad.hcl", `job "web" { cluster = "eu" changed = true }`)
+	repo.WriteFile("us/web.nomad.hcl", `job "web" { cluster = "us" changed = true }`)
+	repo.Commit("change both")
+	requests.Store(0)
+	fetchAll("eu", "us")
+	check("a push", 2)
+	if n := w.byName["eu"].src.fetches; n != 1 {
+		t.Fatalf("%d fetches into the shared clone, want 1", n)
+	}
+
+	// Asked after that fetch: us asks the remote itself (the head has
+	// not moved: one request).
+	requests.Store(0)
+	fetchAll("us")
+	check("a later fetch of one block", 1)
+
+	// ops, with other credentials, clones for itself.
+	requests.Store(0)
+	fetchAll("ops")
+	if s := w.Snapshot("ops"); s == nil || s.Commit != repo.Head() || requests.Load() < 2 {
+		t.Fatalf("ops: snapshot %+v after %d requests; want its own clone of the head", s, requests.Load())
+	}
 }

@@ -113,12 +113,9 @@ type repo struct {
 	// again. Replaced whole, never changed. Guarded by mu.
 	blobs map[plumbing.Hash]string
 
-	// local is the in-memory clone of the last fetch, of branch
-	// localBranch, that the next fetches add to (fetchInto); fetches
-	// counts them. Guarded by fetchMu.
-	local       *git.Repository
-	localBranch string
-	fetches     int
+	// src holds the in-memory clone the fetches go into, shared with
+	// the other repository blocks of the same remote branch (source).
+	src *source
 	// verifier checks the head's signature during one fetch, nil without
 	// Verify; refused is the head last refused, re-verified rather than
 	// fetched again while the remote still points to it. Guarded by
@@ -142,6 +139,43 @@ type repo struct {
 // new commit's objects to memory, so after this many the next fetch is a
 // new clone.
 const maxIncrementalFetches = 100
+
+// source is the in-memory clone of one remote branch, with what was last
+// fetched into it. Repository blocks that follow the same branch of the
+// same URL with the same credentials and signature rules (a repository
+// with a folder per Nomad cluster, say) share one: a push they all match
+// costs the remote one fetch and the server one clone, and each block
+// reads its own directory of it. A block without a configured branch has
+// its own.
+type source struct {
+	// mu is held through a fetch and any read of local.
+	mu sync.Mutex
+	// local is the clone of the last fetch, of branch localBranch, that
+	// the next fetches add to (fetchInto); fetches counts them.
+	local       *git.Repository
+	localBranch string
+	fetches     int
+	// fetchedAt is when the last fetch that reached the remote and took
+	// its head into local began, head that head: a block asked to fetch
+	// before then reads head from local rather than asking the remote
+	// again (fetchedSince).
+	fetchedAt time.Time
+	head      plumbing.Hash
+}
+
+// sourceKey is what repository blocks must share to share a source: the
+// URL, the configured branch, the credentials and the signature rules.
+// Empty for a block without a configured branch, which shares nothing.
+func sourceKey(cfg RepoConfig) string {
+	if cfg.Branch == "" {
+		return ""
+	}
+	verify := Verify{}
+	if cfg.Verify != nil {
+		verify = *cfg.Verify
+	}
+	return fmt.Sprintf("%q %q %#v %t %#v", cfg.URL, cfg.Branch, cfg.Auth, cfg.Verify != nil, verify)
+}
 
 // New validates the configuration of every repository and returns a Watcher
 // for them. It does not contact any remote; Run and FetchNow do.
@@ -170,6 +204,16 @@ func (w *Watcher) build(repos []RepoConfig, keep map[string]*repo) ([]*repo, map
 	var list []*repo
 	byName := make(map[string]*repo, len(repos))
 	var errs []error
+	// The sources of the blocks kept are shared with new blocks of the
+	// same key.
+	sources := map[string]*source{}
+	for _, cfg := range repos {
+		if old, ok := keep[cfg.Name]; ok {
+			if k := sourceKey(old.cfg); k != "" && sources[k] == nil {
+				sources[k] = old.src
+			}
+		}
+	}
 	for _, cfg := range repos {
 		if err := cfg.Validate(); err != nil {
 			errs = append(errs, err)
@@ -194,9 +238,17 @@ func (w *Watcher) build(repos []RepoConfig, keep map[string]*repo) ([]*repo, map
 			byName[cfg.Name] = old
 			continue
 		}
+		src := &source{}
+		if k := sourceKey(cfg); k != "" {
+			if shared := sources[k]; shared != nil {
+				src = shared
+			}
+			sources[k] = src
+		}
 		r := &repo{
 			cfg:     cfg,
 			dir:     dir,
+			src:     src,
 			logger:  w.logger.With("repo", cfg.Name),
 			refresh: make(chan struct{}, 1),
 			status: RepoStatus{
@@ -323,7 +375,7 @@ func (w *Watcher) poll(ctx context.Context, r *repo) {
 		case <-timer.C:
 		case <-r.refresh:
 		}
-		_ = w.fetch(ctx, r)
+		_ = w.fetch(ctx, r, time.Now())
 		timer.Reset(r.cfg.PollInterval)
 	}
 }
@@ -345,11 +397,20 @@ func (w *Watcher) Refresh(name string) error {
 // FetchNow fetches a repository and returns when its snapshot and status are
 // up to date, with the fetch error if any.
 func (w *Watcher) FetchNow(ctx context.Context, name string) error {
+	return w.FetchNowAsked(ctx, name, time.Now())
+}
+
+// FetchNowAsked is FetchNow for a fetch asked for at asked, such as the
+// receipt of a push that several repositories match: a fetch of another
+// repository block of the same source (the same branch of the same URL)
+// that began after asked answers for this block too, without asking the
+// remote again.
+func (w *Watcher) FetchNowAsked(ctx context.Context, name string, asked time.Time) error {
 	r, ok := w.get(name)
 	if !ok {
 		return fmt.Errorf("fetch %q: %w", name, ErrUnknownRepo)
 	}
-	return w.fetch(ctx, r)
+	return w.fetch(ctx, r, asked)
 }
 
 // Notify returns a channel that receives a value after the head of any
@@ -415,7 +476,7 @@ func (w *Watcher) Status() []RepoStatus {
 }
 
 // fetch brings one repository up to date and records the outcome.
-func (w *Watcher) fetch(ctx context.Context, r *repo) error {
+func (w *Watcher) fetch(ctx context.Context, r *repo, asked time.Time) error {
 	r.fetchMu.Lock()
 	defer r.fetchMu.Unlock()
 
@@ -424,7 +485,7 @@ func (w *Watcher) fetch(ctx context.Context, r *repo) error {
 	defer cancel()
 	start := time.Now()
 
-	snap, err := r.fetchSnapshot(ctx)
+	snap, err := r.fetchSnapshot(ctx, asked)
 	if refusedErr := (*RefusedError)(nil); errors.As(err, &refusedErr) && parent.Err() == nil {
 		if last := r.lastVerified(ctx, refusedErr.Commit); last != nil {
 			r.mu.Lock()
@@ -509,7 +570,7 @@ func (w *Watcher) fetch(ctx context.Context, r *repo) error {
 // commit costs the remote one list and one fetch, not a list first. Any
 // other case, or a fetch into the clone that fails, lists the remote's
 // refs and clones the head if it moved.
-func (r *repo) fetchSnapshot(ctx context.Context) (*Snapshot, error) {
+func (r *repo) fetchSnapshot(ctx context.Context, asked time.Time) (*Snapshot, error) {
 	auth, err := r.cfg.authMethod()
 	if err != nil {
 		return nil, err
@@ -521,6 +582,11 @@ func (r *repo) fetchSnapshot(ctx context.Context) (*Snapshot, error) {
 		if r.verifier, err = LoadVerifier(*r.cfg.Verify); err != nil {
 			return nil, err
 		}
+	}
+	r.src.mu.Lock()
+	defer r.src.mu.Unlock()
+	if snap, ok, err := r.fetchedSince(asked); ok {
+		return snap, err
 	}
 	if snap, ok, err := r.fetchInto(ctx, auth); ok {
 		return snap, err
@@ -555,16 +621,17 @@ func (r *repo) fetchSnapshot(ctx context.Context) (*Snapshot, error) {
 // A head refused for its signature keeps the clone (the next fetch checks
 // it again without transferring it) and returns the refusal with ok true.
 func (r *repo) fetchInto(ctx context.Context, auth transport.AuthMethod) (snap *Snapshot, ok bool, err error) {
-	branch := r.cfg.Branch
+	branch, src := r.cfg.Branch, r.src
 	r.mu.RLock()
 	cur := r.snapshot
 	r.mu.RUnlock()
-	if r.local == nil || cur == nil || branch == "" || branch != r.localBranch || r.fetches >= maxIncrementalFetches {
+	if src.local == nil || cur == nil || branch == "" || branch != src.localBranch || src.fetches >= maxIncrementalFetches {
 		return nil, false, nil
 	}
-	local := r.local
+	local := src.local
 	// Whatever happens, the next fetch clones again unless this one works.
-	r.local = nil
+	src.local = nil
+	began := time.Now()
 	tracking := plumbing.NewRemoteReferenceName("origin", branch)
 	err = local.FetchContext(ctx, &git.FetchOptions{
 		RemoteName: "origin",
@@ -583,20 +650,51 @@ func (r *repo) fetchInto(ctx context.Context, auth transport.AuthMethod) (snap *
 		r.logger.Debug("fetched head not found; listing the remote and cloning again", "error", r.scrub(err))
 		return nil, false, nil
 	}
+	src.fetchedAt, src.head = began, ref.Hash()
 	if ref.Hash().String() == cur.Commit {
-		r.local, r.refused = local, nil
+		src.local, r.refused = local, nil
 		return nil, true, nil
 	}
 	if snap, err = r.snapshotOf(local, ref.Hash(), branch); err != nil {
 		var refused *RefusedError
 		if errors.As(err, &refused) {
-			r.local = local
+			src.local = local
 			return nil, true, err
 		}
 		r.logger.Debug("fetched head not read; listing the remote and cloning again", "error", r.scrub(err))
 		return nil, false, nil
 	}
-	r.local, r.fetches = local, r.fetches+1
+	src.local, src.fetches = local, src.fetches+1
+	return snap, true, nil
+}
+
+// fetchedSince reads the head a fetch of another repository block of the
+// same source took into the shared clone, when that fetch began after
+// this block was asked to fetch (asked): what the remote answered then is
+// as new as what it would answer now. ok is false when no such fetch
+// happened, or its head cannot be read here; snap is nil when the head is
+// this block's snapshot already. A refused head is refused here too (the
+// blocks of a source share their signature rules).
+func (r *repo) fetchedSince(asked time.Time) (snap *Snapshot, ok bool, err error) {
+	src, branch := r.src, r.cfg.Branch
+	if src.local == nil || branch == "" || branch != src.localBranch || !src.fetchedAt.After(asked) {
+		return nil, false, nil
+	}
+	r.mu.RLock()
+	cur := r.snapshot
+	r.mu.RUnlock()
+	if cur != nil && cur.Commit == src.head.String() {
+		r.refused = nil
+		return nil, true, nil
+	}
+	if snap, err = r.snapshotOf(src.local, src.head, branch); err != nil {
+		var refused *RefusedError
+		if errors.As(err, &refused) {
+			return nil, true, err
+		}
+		r.logger.Debug("head fetched for another repository block not read; fetching", "error", r.scrub(err))
+		return nil, false, nil
+	}
 	return snap, true, nil
 }
 
@@ -646,6 +744,7 @@ func (r *repo) remoteHead(ctx context.Context, auth transport.AuthMethod) (plumb
 // clone makes a shallow, single-branch, in-memory clone of the branch (HEAD
 // when empty) and reads its job files.
 func (r *repo) clone(ctx context.Context, auth transport.AuthMethod, branch string) (*Snapshot, error) {
+	began := time.Now()
 	opts := &git.CloneOptions{
 		URL:          r.cfg.URL,
 		Auth:         auth,
@@ -677,7 +776,8 @@ func (r *repo) clone(ctx context.Context, auth transport.AuthMethod, branch stri
 	if cloned != "" {
 		// Only a configured branch is fetched into: HEAD may move to
 		// another branch.
-		r.local, r.localBranch, r.fetches = repo, cloned, 0
+		r.src.local, r.src.localBranch, r.src.fetches = repo, cloned, 0
+		r.src.fetchedAt, r.src.head = began, head.Hash()
 	}
 	return snap, err
 }
