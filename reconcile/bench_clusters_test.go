@@ -2,7 +2,6 @@ package reconcile_test
 
 import (
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -332,22 +331,7 @@ func (w *clustersWorld) cpuProfile(tb testing.TB, file string) func() {
 		return func() {}
 	}
 	done := make(chan error, 1)
-	go func() {
-		resp, err := http.Get(w.server.URL + "/debug/pprof/profile?seconds=20")
-		if err != nil {
-			done <- err
-			return
-		}
-		defer resp.Body.Close()
-		raw, err := io.ReadAll(resp.Body)
-		if err == nil && resp.StatusCode != http.StatusOK {
-			err = fmt.Errorf("GET /debug/pprof/profile: %d %s", resp.StatusCode, raw)
-		}
-		if err == nil {
-			err = os.WriteFile(file, raw, 0o600)
-		}
-		done <- err
-	}()
+	go func() { done <- saveProfile(w.server.URL+"/debug/pprof/profile?seconds=20", file) }()
 	return func() {
 		if err := <-done; err != nil {
 			tb.Errorf("CPU profile: %v", err)

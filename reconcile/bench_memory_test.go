@@ -325,9 +325,17 @@ func heapStats(tb testing.TB, url string) map[string]float64 {
 // path.
 func saveHeapProfile(tb testing.TB, url, path string) {
 	tb.Helper()
-	resp, err := http.Get(url + "/debug/pprof/heap?gc=1")
+	if err := saveProfile(url+"/debug/pprof/heap?gc=1", path); err != nil {
+		tb.Fatalf("heap profile of %s: %v", url, err)
+	}
+	progress(tb, "heap profile written to %s", path)
+}
+
+// saveProfile writes the profile a server answers at url to path.
+func saveProfile(url, path string) error {
+	resp, err := http.Get(url)
 	if err != nil {
-		tb.Fatal(err)
+		return err
 	}
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(resp.Body)
@@ -337,8 +345,5 @@ func saveHeapProfile(tb testing.TB, url, path string) {
 	if err == nil {
 		err = os.WriteFile(path, raw, 0o644)
 	}
-	if err != nil {
-		tb.Fatalf("heap profile of %s: %v", url, err)
-	}
-	progress(tb, "heap profile written to %s", path)
+	return err
 }

@@ -84,18 +84,8 @@ func TestWatcher_NewCommitCostsOneListAndOneFetch(t *testing.T) {
 	repo := testutil.NewGitRepo(t)
 	repo.WriteFile("a.nomad.hcl", `job "a" {}`)
 	repo.Commit("one job")
-	backend, err := url.Parse(repo.ServeHTTP(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var requests atomic.Int64
-	proxy := httputil.NewSingleHostReverseProxy(&url.URL{Scheme: backend.Scheme, Host: backend.Host})
-	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		requests.Add(1)
-		proxy.ServeHTTP(w, r)
-	}))
-	t.Cleanup(front.Close)
-	w := newWatcher(t, RepoConfig{Name: "r", URL: front.URL + backend.Path, Branch: "main"})
+	u, requests := countedRemote(t, repo.ServeHTTP(t))
+	w := newWatcher(t, RepoConfig{Name: "r", URL: u, Branch: "main"})
 	ctx := ctxFor(t)
 	fetch := func(what string, want int64) {
 		t.Helper()
@@ -135,18 +125,7 @@ func TestWatcher_BlocksOfOneBranchShareAFetch(t *testing.T) {
 		repo.WriteFile(c+"/web.nomad.hcl", `job "web" { cluster = "`+c+`" }`)
 	}
 	repo.Commit("a folder per cluster")
-	backend, err := url.Parse(repo.ServeHTTP(t, testutil.WithBasicAuth("git", "secret")))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var requests atomic.Int64
-	proxy := httputil.NewSingleHostReverseProxy(&url.URL{Scheme: backend.Scheme, Host: backend.Host})
-	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		requests.Add(1)
-		proxy.ServeHTTP(w, r)
-	}))
-	t.Cleanup(front.Close)
-	u := front.URL + backend.Path
+	u, requests := countedRemote(t, repo.ServeHTTP(t, testutil.WithBasicAuth("git", "secret")))
 	auth := Auth{Username: "git", Password: "secret"}
 	other := Auth{Token: "secret", Username: "git"}
 	w := newWatcher(t,
@@ -218,4 +197,22 @@ func TestWatcher_BlocksOfOneBranchShareAFetch(t *testing.T) {
 	if s := w.Snapshot("ops"); s == nil || s.Commit != repo.Head() || requests.Load() < 2 {
 		t.Fatalf("ops: snapshot %+v after %d requests; want its own clone of the head", s, requests.Load())
 	}
+}
+
+// countedRemote puts a proxy that counts the requests in front of the git
+// HTTP server at served, and returns the repository's URL through it.
+func countedRemote(t *testing.T, served string) (string, *atomic.Int64) {
+	t.Helper()
+	backend, err := url.Parse(served)
+	if err != nil {
+		t.Fatal(err)
+	}
+	requests := &atomic.Int64{}
+	proxy := httputil.NewSingleHostReverseProxy(&url.URL{Scheme: backend.Scheme, Host: backend.Host})
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		requests.Add(1)
+		proxy.ServeHTTP(w, r)
+	}))
+	t.Cleanup(front.Close)
+	return front.URL + backend.Path, requests
 }
