@@ -120,8 +120,7 @@ func TestDashboard_Clusters(t *testing.T) {
 	if got := rowTexts(b, "#jobs-table thead tr"); !strings.HasPrefix(got, "Cluster|Job|Sync") {
 		t.Errorf("the jobs table's head reads %q; want a Cluster column first", got)
 	}
-	if got, _ := eval[string](b, `Array.from(document.querySelectorAll("#jobs-table tbody tr")).map(r =>
-		r.cells[0].textContent + " " + r.cells[1].querySelector("a").getAttribute("href")).join(",")`); got !=
+	if got := jobLinks(b); got !=
 		"eu /ui/job/default/web?cluster=eu,us /ui/job/default/api?cluster=us,us /ui/job/default/web?cluster=us" {
 		t.Errorf("the jobs list shows %q; want web in eu, then api and web in us, each linked with its cluster", got)
 	}
@@ -276,8 +275,7 @@ func TestDashboard_Clusters(t *testing.T) {
 	if got := rowTexts(b, "#jobs-table thead tr"); !strings.HasPrefix(got, "Cluster|Job|Sync") {
 		t.Errorf("after a live update the jobs table's head reads %q; want a Cluster column first", got)
 	}
-	if got, _ := eval[string](b, `Array.from(document.querySelectorAll("#jobs-table tbody tr")).map(r =>
-		r.cells[0].textContent + " " + r.cells[1].querySelector("a").getAttribute("href")).join(",")`); got !=
+	if got := jobLinks(b); got !=
 		"eu /ui/job/default/web?cluster=eu,us /ui/job/default/api?cluster=us,us /ui/job/default/web?cluster=us" {
 		t.Errorf("after a live update the jobs list shows %q; want each job linked with its cluster", got)
 	}
@@ -351,4 +349,11 @@ func TestDashboard_Clusters(t *testing.T) {
 		t.Errorf("the Cluster panel, with its Nomad line, is not polled: whether Nomad is reachable changes without a write")
 	}
 	b.screenshots("clusters-one-overview")
+}
+
+// jobLinks reads the jobs table's rows as "cluster link", comma-separated.
+func jobLinks(b *browser) string {
+	got, _ := eval[string](b, `Array.from(document.querySelectorAll("#jobs-table tbody tr")).map(r =>
+		r.cells[0].textContent + " " + r.cells[1].querySelector("a").getAttribute("href")).join(",")`)
+	return got
 }
