@@ -141,10 +141,24 @@ func (f *forwarder) outbound(w http.ResponseWriter, r *http.Request) (*forward.R
 	req.Body = head[:n]
 	if !end {
 		req.More, req.Rest = true, r.Body
-		rc := http.NewResponseController(w)
-		req.Interrupt = func() { _ = rc.SetReadDeadline(time.Now()) }
+		req.Interrupt = interruptRead(w)
 	}
 	return req, nil
+}
+
+// interruptRead returns what ends a blocked read of w's request body: a
+// read deadline in the past. The deadline stays on the client's
+// connection: had the body been read to its end already, the HTTP server's
+// background read would fail on it and cancel the context of every later
+// request the connection carries. So the connection closes after this
+// answer rather than carry another. Call it on the handler's goroutine,
+// before the answer's header is written.
+func interruptRead(w http.ResponseWriter) func() {
+	rc := http.NewResponseController(w)
+	return func() {
+		_ = rc.SetReadDeadline(time.Now())
+		w.Header().Set("Connection", "close")
+	}
 }
 
 // forwardTo sends the request to the leader once. done reports that w has
