@@ -45,6 +45,14 @@ func (c *serveCommand) Run(ctx context.Context, args []string) int {
 	if cfg.ValidateOnly {
 		return configcheck.Run(cfg, m.stdout, m.stderr)
 	}
+	// SIGHUP is caught before the server starts serving: one that
+	// arrives while it starts (a supervisor that sends it as soon as the
+	// port answers) waits here and is applied once the server is up,
+	// where the default action would end the process, or drop the signal
+	// in a process that inherited it ignored.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 	// An InterceptLogger: nops monitor streams the logs through sinks
 	// registered on it, and SIGHUP changes its level.
 	logger := hclog.NewInterceptLogger(&hclog.LoggerOptions{
@@ -78,9 +86,6 @@ func (c *serveCommand) Run(ctx context.Context, args []string) int {
 	fmt.Fprintln(m.stdout, "\n==> Log data will now stream in as it occurs:")
 
 	code := exitOK
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
 wait:
 	for {
 		select {

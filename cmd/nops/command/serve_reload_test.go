@@ -4,7 +4,9 @@ package command
 
 import (
 	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
+	"encoding/pem"
 	"fmt"
 	"io"
 	"net/http"
@@ -145,5 +147,63 @@ func TestServe_SIGHUPReloadsTLS(t *testing.T) {
 	raw, _ := os.ReadFile(filepath.Join(dir, "nops.log"))
 	if !strings.Contains(string(raw), "reloaded TLS certificates") {
 		t.Errorf("the log does not say the certificates were reloaded:\n%s", raw)
+	}
+}
+
+// A SIGHUP that arrives while nops serve is still starting (its
+// certificates read, its port not yet serving) neither ends the process
+// nor is lost: it is applied once the server is up. A CI run that sent
+// SIGHUP as soon as the port answered saw it dropped (the process had
+// inherited SIGHUP ignored, and caught it only later).
+func TestServe_SIGHUPWhileStarting(t *testing.T) {
+	files := nopstest.NewTLS(t, "")
+	dir := t.TempDir()
+	cfgFile := filepath.Join(dir, "tls.hcl")
+	logPath := filepath.Join(dir, "nops.log")
+	writeFile(t, cfgFile, fmt.Sprintf("tls {\n  http = true\n  cert_file = %q\n  key_file = %q\n}\n", files.ServerCertFile, files.ServerKeyFile))
+	p, port := startServe(t, dir, "hup-start", "-config", cfgFile)
+	// Raft logs its initial configuration after the certificates are
+	// read and some milliseconds before the HTTP port serves: the log is
+	// watched closely to send the signal in between.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(time.Millisecond) {
+		raw, _ := os.ReadFile(logPath)
+		if strings.Contains(string(raw), "initial configuration") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the server has not started raft:\n%s", raw)
+		}
+	}
+	cert, err := files.CA.NewCert(tlsutil.CertOptions{Kind: tlsutil.KindServer})
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, files.ServerCertFile, string(cert.CertPEM))
+	writeFile(t, files.ServerKeyFile, string(cert.KeyPEM))
+	if err := syscall.Kill(p.Pid(), syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	block, _ := pem.Decode(cert.CertPEM)
+	leaf, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := leaf.SerialNumber.String()
+	testutil.WaitForResult(t, 30*time.Second, func() (bool, error) {
+		if exited, _ := p.Exited(); exited {
+			raw, _ := os.ReadFile(logPath)
+			t.Fatalf("a SIGHUP during start stopped the server:\n%s", raw)
+		}
+		conn, err := tls.Dial("tcp", "127.0.0.1:"+strconv.Itoa(port), files.ClientConfig(t))
+		if err != nil {
+			return false, err
+		}
+		defer conn.Close()
+		got := conn.ConnectionState().PeerCertificates[0].SerialNumber.String()
+		return got == want, fmt.Errorf("the server presents certificate %s, want the reloaded %s", got, want)
+	})
+	raw, _ := os.ReadFile(logPath)
+	if !strings.Contains(string(raw), "caught SIGHUP") {
+		t.Errorf("the log does not say the SIGHUP was caught:\n%s", raw)
 	}
 }
