@@ -330,6 +330,7 @@ func TestClusters_StrangeClusterNames(t *testing.T) {
 			{"GET", "/v1/deployments" + q, nil},
 			{"GET", "/v1/orphans" + q, nil},
 			{"GET", "/v1/events" + q, nil},
+			{"GET", "/v1/events/stream" + q, nil},
 			{"POST", "/v1/pause", map[string]string{"reason": "x", "cluster": name}},
 			{"POST", "/v1/resume", map[string]string{"reason": "x", "cluster": name}},
 		} {

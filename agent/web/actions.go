@@ -184,11 +184,25 @@ func (u actions) jobDeployNow(w http.ResponseWriter, r *http.Request) {
 }
 
 func (u actions) pauseAll(w http.ResponseWriter, r *http.Request) {
-	u.actCommented(w, r, "reason", "/v1/pause", "/ui/pauses", "pause")
+	u.wide(w, r, "/v1/pause", "pause")
 }
 
 func (u actions) resumeAll(w http.ResponseWriter, r *http.Request) {
-	u.actCommented(w, r, "reason", "/v1/resume", "/ui/pauses", "resume")
+	u.wide(w, r, "/v1/resume", "resume")
+}
+
+// wide pauses or resumes every job, or every job of the Nomad cluster the
+// form names (its cluster field, SPEC section 16), with the form's reason.
+func (u actions) wide(w http.ResponseWriter, r *http.Request, path, done string) {
+	reason, ok := u.comment(w, r, "reason")
+	if !ok {
+		return
+	}
+	body := map[string]string{"reason": reason}
+	if c := r.PostFormValue("cluster"); c != "" {
+		body["cluster"] = c
+	}
+	u.act(w, r, http.MethodPost, path, body, "/ui/pauses", done)
 }
 
 func (u actions) repoRefresh(w http.ResponseWriter, r *http.Request) {

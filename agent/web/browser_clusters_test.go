@@ -191,6 +191,21 @@ func TestDashboard_Clusters(t *testing.T) {
 		r.querySelector("td.nowrap a").getAttribute("href")).join(",")`); v != "eu /ui/job/default/web?cluster=eu,us /ui/job/default/web?cluster=us" {
 		t.Errorf("after a live update the pauses' events read %q; want web in eu then in us, each linked with its cluster", v)
 	}
+	// The cluster filter keeps eu's events (and those of no cluster), and
+	// its choice.
+	if _, err := eval[bool](b, `(() => { document.querySelector("#e-cluster").value = "eu"; document.querySelector("#events-submit").click(); return true; })()`); err != nil {
+		t.Fatal(err)
+	}
+	b.waitJS("events filtered by eu", `location.search.includes("cluster=eu") && document.readyState === "complete"`, 20*time.Second)
+	if v, _ := eval[string](b, `document.querySelector("#e-cluster").value + " " + Array.from(document.querySelectorAll("#events tbody tr")).map(r => r.querySelector("td.cluster").textContent).join(",")`); v != "eu eu" {
+		t.Errorf("the events filtered by eu read %q; want eu selected and the one pause of web in eu", v)
+	}
+	// A cluster Nops does not deploy to is the filter's error, named.
+	b.open(s.URL + "/ui/events?kind=pause&cluster=mars")
+	if v, _ := eval[string](b, `document.querySelector("#e-cluster").value + "|" + (document.querySelector("#e-cluster-error") || {}).textContent`); !strings.HasPrefix(v, "mars|") || !strings.Contains(v, `no Nomad cluster "mars"`) {
+		t.Errorf("the events filtered by an unknown cluster read %q; want mars kept and the error naming it", v)
+	}
+	b.screenshots("clusters-events-unknown")
 	if v, _ := eval[string](b, `document.querySelector("label[for=e-object]").textContent`); !strings.Contains(v, "[cluster:]namespace/job") {
 		t.Errorf("the events' object filter is labelled %q; want it to say a job's object names its cluster", v)
 	}
@@ -199,6 +214,30 @@ func TestDashboard_Clusters(t *testing.T) {
 	b.open(s.URL + "/ui/pauses")
 	if got := rowTexts(b, "#pauses tbody tr"); !strings.HasPrefix(got, "us|default/web|") {
 		t.Errorf("the pauses page shows %q; want web in us", got)
+	}
+	// Every job of one cluster is paused, and resumed, from the same page:
+	// eu's jobs only.
+	b.typeInto("#cluster-reason-eu", "eu freeze")
+	b.click("#pause-cluster-eu")
+	b.waitJS("eu paused", `location.search.includes("done=pause") && !!document.querySelector("#resume-cluster-eu")`, 20*time.Second)
+	if p, err := s.State().Paused("eu", "default", "api"); err != nil || p == nil || p.JobID != "" || p.Reason != "eu freeze" {
+		t.Errorf("after pausing eu, a job of eu is held by %+v (%v); want the pause of every job of eu", p, err)
+	}
+	if p, err := s.State().Paused("us", "default", "api"); err != nil || p != nil {
+		t.Errorf("pausing eu paused api in us: %+v %v", p, err)
+	}
+	if got := rowTexts(b, "#pauses tbody tr"); !strings.Contains(got, "eu|every job of cluster eu|") {
+		t.Errorf("the pauses page shows:\n%s\nwant a row for every job of eu", got)
+	}
+	if v, _ := eval[string](b, `document.querySelector("#pause-cluster-us").textContent`); v != "Pause every job of us" {
+		t.Errorf("us's button reads %q while eu is paused", v)
+	}
+	b.screenshots("clusters-pauses")
+	b.typeInto("#cluster-reason-eu", "thaw")
+	b.click("#resume-cluster-eu")
+	b.waitJS("eu resumed", `location.search.includes("done=resume") && !!document.querySelector("#pause-cluster-eu")`, 20*time.Second)
+	if p, err := s.State().Paused("eu", "default", "api"); err != nil || p != nil {
+		t.Errorf("after resuming eu, api in eu is held by %+v (%v)", p, err)
 	}
 
 	// The overview: both clusters, unreachable, linked to their jobs; the

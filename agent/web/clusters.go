@@ -194,3 +194,9 @@ func (c *clusterView) NomadEval(cluster, ns, id string) string {
 	}
 	return base + "/ui/evaluations?" + url.Values{"currentEval": {id}, "namespace": {ns}}.Encode()
 }
+
+// Has reports whether name is a cluster the page knows.
+func (c *clusterView) Has(name string) bool {
+	_, found := slices.BinarySearch(c.Names, name)
+	return found
+}

@@ -552,8 +552,10 @@ func deploymentClusters(list []*structs.Deployment) []string {
 type pausesData struct {
 	withClusters
 	Pauses []*structs.Pause
-	// Global is set while every job is paused.
-	Global bool
+	// Global is set while every job is paused; ClusterPaused names each
+	// Nomad cluster every job of which is paused.
+	Global        bool
+	ClusterPaused map[string]bool
 }
 
 type orphansData struct {
@@ -567,12 +569,15 @@ func (u views) pauses(w http.ResponseWriter, r *http.Request) {
 		u.fail(w, r, err)
 		return
 	}
-	d := &pausesData{Pauses: list}
+	d := &pausesData{Pauses: list, ClusterPaused: map[string]bool{}}
 	var seen []string
 	for _, p := range list {
 		d.Global = d.Global || p.Global
 		if !p.Global {
 			seen = append(seen, p.Cluster)
+			if p.JobID == "" {
+				d.ClusterPaused[structs.ClusterName(p.Cluster)] = true
+			}
 		}
 	}
 	d.C = u.clusterView(r, seen...)
@@ -637,8 +642,10 @@ type eventsData struct {
 	// The filter: Kind is one of Kinds; Namespace a prefix of the
 	// namespace; Job a part of the job ID; Object a prefix of the object
 	// (a deployment ID, namespace/job, a window); Since a time, an
-	// event sequence number or how long ago (1h, 30m, 7d).
-	Kind, Namespace, Job, Object, Since string
+	// event sequence number or how long ago (1h, 30m, 7d); Cluster a
+	// Nomad cluster (its events and those of no cluster, such as a
+	// global pause).
+	Kind, Namespace, Job, Object, Since, Cluster string
 	// Errors is each field's problem.
 	Errors map[string]string
 	More   bool
@@ -657,8 +664,13 @@ func (u views) events(w http.ResponseWriter, r *http.Request) {
 		return v
 	}
 	d := &eventsData{Kinds: eventKinds, Kind: get("kind"), Namespace: get("namespace"), Job: get("job"),
-		Object: get("object"), Since: get("since"), Errors: map[string]string{}}
+		Object: get("object"), Since: get("since"), Cluster: get("cluster"), Errors: map[string]string{}}
+	d.C = u.clusterView(r)
+	d.C.forced = d.Cluster != ""
 	api := url.Values{}
+	if d.Cluster != "" {
+		api.Set("cluster", d.Cluster)
+	}
 	if d.Kind != "" {
 		if !slices.Contains(eventKinds, d.Kind) {
 			d.Errors["kind"] = fmt.Sprintf("%q is not a kind of event: pick one of the list", d.Kind)
@@ -683,7 +695,7 @@ func (u views) events(w http.ResponseWriter, r *http.Request) {
 		}
 		for _, p := range ae.Problems {
 			name, msg, ok := strings.Cut(p, ": ")
-			if ok && (name == "kind" || name == "since") {
+			if ok && (name == "kind" || name == "since" || name == "cluster") {
 				d.Errors[name] = msg
 			} else {
 				d.Errors["since"] = p
@@ -713,6 +725,7 @@ func (u views) events(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	d.C = u.clusterView(r, seen...)
+	d.C.forced = d.Cluster != ""
 	u.render(w, r, http.StatusOK, "events", "Events", d)
 }
 
