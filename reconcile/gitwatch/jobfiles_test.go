@@ -174,7 +174,7 @@ func TestReadJobFiles_SubtreeAndKnownBlobs(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	files, blobs, err := readJobFiles(tree, "eu", nil)
+	files, read, err := readJobFiles(tree, "eu", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -182,8 +182,13 @@ func TestReadJobFiles_SubtreeAndKnownBlobs(t *testing.T) {
 	if len(got) != 2 || got["eu/web.nomad.hcl"].Vars != "count = 2" || got["eu/deep/api.nomad.hcl"].Content != `job "api" {}` {
 		t.Fatalf("files of eu: %+v", got)
 	}
-	if len(blobs) != 3 {
-		t.Fatalf("%d blobs read, want eu's 3 files", len(blobs))
+	if len(read.blobs) != 3 || len(read.hashes) != 2 {
+		t.Fatalf("%d blobs and %d content hashes read, want eu's 3 files and 2 job files", len(read.blobs), len(read.hashes))
+	}
+	for _, f := range files {
+		if f.ContentHash() != f.contentHash() {
+			t.Fatalf("%s: content hash %s, want its content's", f.Path, f.ContentHash())
+		}
 	}
 	for _, dir := range []string{"mars", "plain", "eu/web.nomad.hcl"} {
 		if files, _, err := readJobFiles(tree, dir, nil); err != nil || len(files) != 0 {
@@ -193,18 +198,31 @@ func TestReadJobFiles_SubtreeAndKnownBlobs(t *testing.T) {
 
 	// A known blob is taken as known: the content given, not the one in
 	// git (which readJobFiles would only show if it read the blob again).
-	known := map[plumbing.Hash]string{}
-	for h, c := range blobs {
+	// So is a known content hash: web's, by the blobs of its file and
+	// its variables file.
+	known := &readCache{blobs: map[plumbing.Hash]string{}, hashes: map[[2]plumbing.Hash]string{}}
+	for h, c := range read.blobs {
 		if c == `job "api" {}` {
-			known[h] = `job "api" { known = true }`
+			known.blobs[h] = `job "api" { known = true }`
+		}
+	}
+	for key, h := range read.hashes {
+		if h == got["eu/web.nomad.hcl"].ContentHash() {
+			known.hashes[key] = "known-hash"
 		}
 	}
 	files, _, err = readJobFiles(tree, "eu", known)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := fileMap(&Snapshot{Files: files}); got["eu/deep/api.nomad.hcl"].Content != `job "api" { known = true }` ||
-		got["eu/web.nomad.hcl"].Content != `job "web" {}` {
+	got = fileMap(&Snapshot{Files: files})
+	if got["eu/deep/api.nomad.hcl"].Content != `job "api" { known = true }` || got["eu/web.nomad.hcl"].Content != `job "web" {}` {
 		t.Fatalf("files with a known blob: %+v", got)
+	}
+	if h := got["eu/web.nomad.hcl"].ContentHash(); h != "known-hash" {
+		t.Fatalf("web's content hash is %s; want the known one", h)
+	}
+	if h := got["eu/deep/api.nomad.hcl"]; h.ContentHash() != h.contentHash() {
+		t.Fatalf("api's content hash %s is not its content's", h.ContentHash())
 	}
 }

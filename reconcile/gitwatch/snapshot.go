@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"time"
 
@@ -93,19 +94,33 @@ func (f JobFile) contentHash() string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
+// readCache is what the last snapshot read, which the next one takes
+// rather than reading again: each blob's contents, and each job file's
+// content hash by the blobs of the file and of its variables file. Replaced
+// whole, never changed.
+type readCache struct {
+	blobs  map[plumbing.Hash]string
+	hashes map[[2]plumbing.Hash]string
+}
+
 // readJobFiles collects the job files under dir ("" for the root) of a
 // commit's tree, each with its variables file, and returns them with the
-// contents read, by blob hash. Only dir's subtree is walked; a file whose
-// blob is in known (the contents of the last snapshot's files) is not read
-// again: a commit that changes one of 10,000 files reads one. Symbolic
-// links and submodules are not followed.
-func readJobFiles(tree *object.Tree, dir string, known map[plumbing.Hash]string) ([]JobFile, map[plumbing.Hash]string, error) {
+// contents read, by blob hash. Only dir's subtree is walked, entry by
+// entry: a file whose blob is in known (the last snapshot's) is neither
+// looked up nor read again, and a job file whose blobs (its own and its
+// variables file's) are those of a known one takes that one's content hash,
+// so a commit that changes one of 10,000 files reads and hashes one.
+// Symbolic links and submodules are not followed.
+func readJobFiles(tree *object.Tree, dir string, known *readCache) ([]JobFile, *readCache, error) {
+	if known == nil {
+		known = &readCache{}
+	}
 	prefix := ""
 	if dir != "" {
 		prefix = dir + "/"
 		sub, err := tree.Tree(dir)
 		if errors.Is(err, object.ErrDirectoryNotFound) {
-			return []JobFile{}, map[plumbing.Hash]string{}, nil
+			return []JobFile{}, &readCache{}, nil
 		}
 		if err != nil {
 			return nil, nil, fmt.Errorf("read directory %s: %w", dir, err)
@@ -113,28 +128,52 @@ func readJobFiles(tree *object.Tree, dir string, known map[plumbing.Hash]string)
 		tree = sub
 	}
 	contents := map[string]string{}
-	blobs := make(map[plumbing.Hash]string, len(known))
-	err := tree.Files().ForEach(func(f *object.File) error {
-		if f.Mode != filemode.Regular && f.Mode != filemode.Executable {
-			return nil
+	blobOf := map[string]plumbing.Hash{}
+	next := &readCache{blobs: make(map[plumbing.Hash]string, len(known.blobs)), hashes: make(map[[2]plumbing.Hash]string, len(known.hashes))}
+	walker := object.NewTreeWalker(tree, true, nil)
+	defer walker.Close()
+	for {
+		rel, e, err := walker.Next()
+		if errors.Is(err, io.EOF) {
+			break
 		}
-		name := prefix + f.Name
+		if err != nil {
+			return nil, nil, fmt.Errorf("read directory %s: %w", dir, err)
+		}
+		if e.Mode != filemode.Regular && e.Mode != filemode.Executable {
+			continue
+		}
+		name := prefix + rel
 		if !IsJobFile(name) && !isVarsFile(name) {
-			return nil
+			continue
 		}
-		c, ok := known[f.Hash]
+		c, ok := known.blobs[e.Hash]
 		if !ok {
-			var err error
-			if c, err = f.Contents(); err != nil {
-				return fmt.Errorf("read %s: %w", name, err)
+			f, err := tree.TreeEntryFile(&e)
+			if err == nil {
+				c, err = f.Contents()
+			}
+			if err != nil {
+				return nil, nil, fmt.Errorf("read %s: %w", name, err)
 			}
 		}
-		contents[name] = c
-		blobs[f.Hash] = c
-		return nil
-	})
-	if err != nil {
-		return nil, nil, err
+		contents[name], blobOf[name] = c, e.Hash
+		next.blobs[e.Hash] = c
 	}
-	return withContents(SelectJobFiles(mapKeys(contents), dir), contents), blobs, nil
+	files := SelectJobFiles(mapKeys(contents), dir)
+	for i := range files {
+		f := &files[i]
+		f.Content = contents[f.Path]
+		key := [2]plumbing.Hash{blobOf[f.Path]}
+		if f.VarsPath != "" {
+			f.Vars, key[1] = contents[f.VarsPath], blobOf[f.VarsPath]
+		}
+		if h, ok := known.hashes[key]; ok {
+			f.hash = h
+		} else {
+			f.hash = f.contentHash()
+		}
+		next.hashes[key] = f.hash
+	}
+	return files, next, nil
 }

@@ -108,10 +108,9 @@ type repo struct {
 	mu       sync.RWMutex
 	snapshot *Snapshot
 	status   RepoStatus
-	// blobs are the contents of the files of the last snapshot read, by
-	// blob hash, which the next one takes rather than reading them
-	// again. Replaced whole, never changed. Guarded by mu.
-	blobs map[plumbing.Hash]string
+	// read is what the last snapshot read, which the next one takes
+	// rather than reading again. Guarded by mu.
+	read *readCache
 
 	// src holds the in-memory clone the fetches go into, shared with
 	// the other repository blocks of the same remote branch (source).
@@ -802,14 +801,14 @@ func (r *repo) snapshotOf(repo *git.Repository, hash plumbing.Hash, branch strin
 		return nil, fmt.Errorf("read tree of commit %s: %w", hash, err)
 	}
 	r.mu.RLock()
-	known := r.blobs
+	known := r.read
 	r.mu.RUnlock()
-	files, blobs, err := readJobFiles(tree, r.dir, known)
+	files, read, err := readJobFiles(tree, r.dir, known)
 	if err != nil {
 		return nil, fmt.Errorf("read job files of commit %s: %w", hash, err)
 	}
 	r.mu.Lock()
-	r.blobs = blobs
+	r.read = read
 	r.mu.Unlock()
 	info := commitInfo(commit)
 	info.URL = CommitURL(r.cfg.URL, r.cfg.WebURL, hash.String())
