@@ -103,50 +103,18 @@ func TestServe_SIGHUPReloadsLogLevelAndRepositories(t *testing.T) {
 // SIGHUP no longer kills nops serve: it reloads the TLS certificate, and
 // new connections get the new one.
 func TestServe_SIGHUPReloadsTLS(t *testing.T) {
-	files := nopstest.NewTLS(t, "")
-	dir := t.TempDir()
-	cfgFile := filepath.Join(dir, "tls.hcl")
-	writeFile(t, cfgFile, fmt.Sprintf("tls {\n  http = true\n  cert_file = %q\n  key_file = %q\n}\n", files.ServerCertFile, files.ServerKeyFile))
-	p, port := startServe(t, dir, "hup", "-config", cfgFile)
-	addr := "127.0.0.1:" + strconv.Itoa(port)
-	serial := func() (string, error) {
-		conn, err := tls.Dial("tcp", addr, files.ClientConfig(t))
-		if err != nil {
-			return "", err
-		}
-		defer conn.Close()
-		return conn.ConnectionState().PeerCertificates[0].SerialNumber.String(), nil
-	}
+	s := startTLSServe(t, "hup")
 	var first string
 	testutil.WaitForResult(t, 30*time.Second, func() (bool, error) {
 		var err error
-		first, err = serial()
+		first, err = s.serial()
 		return err == nil, err
 	})
-
-	cert, err := files.CA.NewCert(tlsutil.CertOptions{Kind: tlsutil.KindServer})
-	if err != nil {
-		t.Fatal(err)
-	}
-	writeFile(t, files.ServerCertFile, string(cert.CertPEM))
-	writeFile(t, files.ServerKeyFile, string(cert.KeyPEM))
-	if err := syscall.Kill(p.Pid(), syscall.SIGHUP); err != nil {
-		t.Fatal(err)
-	}
-	testutil.WaitForResult(t, 20*time.Second, func() (bool, error) {
-		if exited, _ := p.Exited(); exited {
-			raw, _ := os.ReadFile(filepath.Join(dir, "nops.log"))
-			t.Fatalf("SIGHUP stopped the server:\n%s", raw)
-		}
-		got, err := serial()
-		if err != nil {
-			return false, err
-		}
-		return got != first, fmt.Errorf("the server still presents certificate %s", got)
-	})
-	raw, _ := os.ReadFile(filepath.Join(dir, "nops.log"))
-	if !strings.Contains(string(raw), "reloaded TLS certificates") {
-		t.Errorf("the log does not say the certificates were reloaded:\n%s", raw)
+	s.rotate(t)
+	s.hup(t)
+	s.waitFor(t, 20*time.Second, func(got string) bool { return got != first })
+	if log := s.log(); !strings.Contains(log, "reloaded TLS certificates") {
+		t.Errorf("the log does not say the certificates were reloaded:\n%s", log)
 	}
 }
 
@@ -156,54 +124,92 @@ func TestServe_SIGHUPReloadsTLS(t *testing.T) {
 // SIGHUP as soon as the port answered saw it dropped (the process had
 // inherited SIGHUP ignored, and caught it only later).
 func TestServe_SIGHUPWhileStarting(t *testing.T) {
-	files := nopstest.NewTLS(t, "")
-	dir := t.TempDir()
-	cfgFile := filepath.Join(dir, "tls.hcl")
-	logPath := filepath.Join(dir, "nops.log")
-	writeFile(t, cfgFile, fmt.Sprintf("tls {\n  http = true\n  cert_file = %q\n  key_file = %q\n}\n", files.ServerCertFile, files.ServerKeyFile))
-	p, port := startServe(t, dir, "hup-start", "-config", cfgFile)
+	s := startTLSServe(t, "hup-start")
 	// Raft logs its initial configuration after the certificates are
 	// read and some milliseconds before the HTTP port serves: the log is
 	// watched closely to send the signal in between.
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(time.Millisecond) {
-		raw, _ := os.ReadFile(logPath)
-		if strings.Contains(string(raw), "initial configuration") {
-			break
-		}
+	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(s.log(), "initial configuration"); time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatalf("the server has not started raft:\n%s", raw)
+			t.Fatalf("the server has not started raft:\n%s", s.log())
 		}
 	}
-	cert, err := files.CA.NewCert(tlsutil.CertOptions{Kind: tlsutil.KindServer})
+	want := s.rotate(t)
+	s.hup(t)
+	s.waitFor(t, 30*time.Second, func(got string) bool { return got == want })
+	if log := s.log(); !strings.Contains(log, "caught SIGHUP") {
+		t.Errorf("the log does not say the SIGHUP was caught:\n%s", log)
+	}
+}
+
+// tlsServe is a nops serve process whose HTTP port serves TLS with the
+// certificate files of a test CA.
+type tlsServe struct {
+	files  *nopstest.TLSFiles
+	client *tls.Config
+	dir    string
+	p      *testutil.Process
+	addr   string
+}
+
+func startTLSServe(t *testing.T, node string) *tlsServe {
+	s := &tlsServe{files: nopstest.NewTLS(t, ""), dir: t.TempDir()}
+	cfgFile := filepath.Join(s.dir, "tls.hcl")
+	writeFile(t, cfgFile, fmt.Sprintf("tls {\n  http = true\n  cert_file = %q\n  key_file = %q\n}\n", s.files.ServerCertFile, s.files.ServerKeyFile))
+	var port int
+	s.p, port = startServe(t, s.dir, node, "-config", cfgFile)
+	s.addr, s.client = "127.0.0.1:"+strconv.Itoa(port), s.files.ClientConfig(t)
+	return s
+}
+
+func (s *tlsServe) log() string {
+	raw, _ := os.ReadFile(filepath.Join(s.dir, "nops.log"))
+	return string(raw)
+}
+
+// serial is the serial number of the certificate a new connection gets.
+func (s *tlsServe) serial() (string, error) {
+	conn, err := tls.Dial("tcp", s.addr, s.client)
+	if err != nil {
+		return "", err
+	}
+	defer conn.Close()
+	return conn.ConnectionState().PeerCertificates[0].SerialNumber.String(), nil
+}
+
+// rotate writes a new server certificate and key in place of the old and
+// returns the new certificate's serial number.
+func (s *tlsServe) rotate(t *testing.T) string {
+	cert, err := s.files.CA.NewCert(tlsutil.CertOptions{Kind: tlsutil.KindServer})
 	if err != nil {
 		t.Fatal(err)
 	}
-	writeFile(t, files.ServerCertFile, string(cert.CertPEM))
-	writeFile(t, files.ServerKeyFile, string(cert.KeyPEM))
-	if err := syscall.Kill(p.Pid(), syscall.SIGHUP); err != nil {
-		t.Fatal(err)
-	}
+	writeFile(t, s.files.ServerCertFile, string(cert.CertPEM))
+	writeFile(t, s.files.ServerKeyFile, string(cert.KeyPEM))
 	block, _ := pem.Decode(cert.CertPEM)
 	leaf, err := x509.ParseCertificate(block.Bytes)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := leaf.SerialNumber.String()
-	testutil.WaitForResult(t, 30*time.Second, func() (bool, error) {
-		if exited, _ := p.Exited(); exited {
-			raw, _ := os.ReadFile(logPath)
-			t.Fatalf("a SIGHUP during start stopped the server:\n%s", raw)
+	return leaf.SerialNumber.String()
+}
+
+func (s *tlsServe) hup(t *testing.T) {
+	if err := syscall.Kill(s.p.Pid(), syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitFor waits until a new connection gets a certificate whose serial ok
+// accepts; the process ending fails the test at once.
+func (s *tlsServe) waitFor(t *testing.T, timeout time.Duration, ok func(serial string) bool) {
+	testutil.WaitForResult(t, timeout, func() (bool, error) {
+		if exited, _ := s.p.Exited(); exited {
+			t.Fatalf("SIGHUP stopped the server:\n%s", s.log())
 		}
-		conn, err := tls.Dial("tcp", "127.0.0.1:"+strconv.Itoa(port), files.ClientConfig(t))
+		got, err := s.serial()
 		if err != nil {
 			return false, err
 		}
-		defer conn.Close()
-		got := conn.ConnectionState().PeerCertificates[0].SerialNumber.String()
-		return got == want, fmt.Errorf("the server presents certificate %s, want the reloaded %s", got, want)
+		return ok(got), fmt.Errorf("the server presents certificate %s", got)
 	})
-	raw, _ := os.ReadFile(logPath)
-	if !strings.Contains(string(raw), "caught SIGHUP") {
-		t.Errorf("the log does not say the SIGHUP was caught:\n%s", raw)
-	}
 }
