@@ -38,6 +38,9 @@ import (
 //     holding the new version, median of 10 commits (each waits for the
 //     deployments of the one before); commit-to-register-worst-p50-ms is
 //     the highest of the four;
+//   - idle-rss-mb: the leader's VmRSS at the end of the idle window, its
+//     memory settled (idle-rss-anon-mb of it anonymous: the heap and the
+//     runtime's; the rest the binary's file pages);
 //   - rss-mb: the leader's VmRSS after those commits, peak-rss-mb its
 //     VmHWM (its whole life, the first detection over every job included);
 //   - <cluster>-commit-to-register-sa-slow-p50-ms for eu, us and ap: the
@@ -101,6 +104,8 @@ func BenchmarkClusters4(b *testing.B) {
 		b.ReportMetric(worstSlow, "commit-to-register-"+w.slow()+"-slow-worst-p50-ms")
 		b.ReportMetric(ms(testutil.Median(w.fetched)), "webhook-answer-p50-ms")
 		b.ReportMetric(ms(testutil.Median(w.gitServer)), "git-server-p50-ms")
+		b.ReportMetric(r.idleRSSMB, "idle-rss-mb")
+		b.ReportMetric(r.idleAnonMB, "idle-rss-anon-mb")
 		b.ReportMetric(r.rssMB, "rss-mb")
 		b.ReportMetric(r.peakMB, "peak-rss-mb")
 	}
@@ -278,7 +283,10 @@ type clustersResult struct {
 	latency       map[string][]time.Duration
 	slowLatency   map[string][]time.Duration
 	rssMB, peakMB float64
-	idleByCluster map[string]uint64
+	// idleRSSMB and idleAnonMB: VmRSS and RssAnon at the end of the idle
+	// window.
+	idleRSSMB, idleAnonMB float64
+	idleByCluster         map[string]uint64
 }
 
 func (w *clustersWorld) measure(tb testing.TB, p clustersParams) clustersResult {
@@ -296,7 +304,9 @@ func (w *clustersWorld) measure(tb testing.TB, p clustersParams) clustersResult 
 		r.idleByCluster[c] = w.proxies[c].Requests() - before[c]
 		r.idlePerMin[c] = float64(r.idleByCluster[c]) / p.idle.Minutes()
 	}
-	progress(tb, "idle %s: Nomad requests by cluster %v, leader CPU %.2f s/min", p.idle, r.idleByCluster, r.cpuPerMin)
+	r.idleRSSMB, r.idleAnonMB = procStatusMiB(tb, pid, "VmRSS"), procStatusMiB(tb, pid, "RssAnon")
+	progress(tb, "idle %s: Nomad requests by cluster %v, leader CPU %.2f s/min, RSS %.1f MiB (%.1f anonymous)", p.idle, r.idleByCluster,
+		r.cpuPerMin, r.idleRSSMB, r.idleAnonMB)
 
 	profiled := w.cpuProfile(tb, os.Getenv("NOPS_BENCH_CLUSTERS_CPUPROFILE"))
 	for range p.commits {
