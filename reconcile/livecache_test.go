@@ -52,12 +52,40 @@ func TestLiveJobsCached_KeptUntilTheStreamReportsAChange(t *testing.T) {
 		t.Fatalf("%d lists for three cycles with no reported change, want 1", n)
 	}
 
-	m.jobsChanged(42)
+	// A list older than the drift interval is still what Nomad holds
+	// while the stream reports no change: it is reused up to the full
+	// re-plan interval, and no further.
+	m.rules.every.Store(int64(24 * time.Hour))
+	m.liveList.at = time.Now().Add(-10 * time.Minute)
+	if _, _, err := m.liveJobsCached(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := lists.Load(); n != 1 {
+		t.Fatalf("%d lists after an idle 10 minutes with no reported change, want 1", n)
+	}
+	m.liveList.at = time.Now().Add(-25 * time.Hour)
 	if _, _, err := m.liveJobsCached(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if n := lists.Load(); n != 2 {
-		t.Fatalf("%d lists after a reported change, want 2", n)
+		t.Fatalf("%d lists once the kept list is older than the full re-plan interval, want 2", n)
+	}
+	// With the re-plan off, the drift interval bounds it.
+	m.rules.every.Store(0)
+	m.liveList.at = time.Now().Add(-2 * time.Minute)
+	if _, _, err := m.liveJobsCached(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := lists.Load(); n != 3 {
+		t.Fatalf("%d lists with the re-plan off and a list older than the drift interval, want 3", n)
+	}
+
+	m.jobsChanged(42)
+	if _, _, err := m.liveJobsCached(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := lists.Load(); n != 4 {
+		t.Fatalf("%d lists after a reported change, want 4", n)
 	}
 	// A blocking query waits for an index above the one it names.
 	if got := lastIndex.Load().(string); got != "41" {
@@ -70,7 +98,7 @@ func TestLiveJobsCached_KeptUntilTheStreamReportsAChange(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if n := lists.Load(); n != 4 {
-		t.Fatalf("%d lists, want 4: with the stream down every cycle lists", n)
+	if n := lists.Load(); n != 6 {
+		t.Fatalf("%d lists, want 6: with the stream down every cycle lists", n)
 	}
 }
