@@ -201,6 +201,7 @@ func TestDashboard_Attacks(t *testing.T) {
 	// Garbage and oversize filters answer a page with the problem named,
 	// never a server error.
 	for _, p := range []string{"/ui/events?since=%00&kind=" + strings.Repeat("k", 10000) + "&job=" + strings.Repeat("%ff", 2000),
+		"/ui/events?cluster=" + strings.Repeat("%00", 3000), "/ui/events?cluster=..%2F..%2Fx&cluster=eu",
 		"/ui/jobs?q=" + strings.Repeat("%ff", 3000) + "&sync=bogus&page=-1"} {
 		if code, _, _ := c.do("GET", p, nil, nil); code >= 500 {
 			t.Errorf("GET %.60s...: %d", p, code)
@@ -214,6 +215,18 @@ func TestDashboard_Attacks(t *testing.T) {
 	}
 	if after := s.State().LatestIndex(); after != before {
 		t.Fatalf("refused requests changed the state: index %d → %d", before, after)
+	}
+
+	// A pause of every job of a cluster that does not exist, or whose name
+	// is huge, is refused by the API and shown on the pauses page.
+	for _, cluster := range []string{"mars", strings.Repeat("c", 5000), "\x00"} {
+		code, h, _ := c.do("POST", "/ui/pause", url.Values{"csrf": {csrf}, "reason": {"x"}, "cluster": {cluster}}, nil)
+		if code != http.StatusSeeOther || h.Get("Location") != "/ui/pauses" {
+			t.Errorf("pause of cluster %.20q: %d %q; want the refusal shown on the pauses page", cluster, code, h.Get("Location"))
+		}
+	}
+	if p, _ := s.State().Pauses(); len(p) != 0 {
+		t.Fatalf("a pause of a cluster that does not exist paused: %+v", p)
 	}
 
 	// The same browser, with its CSRF token, may act.
