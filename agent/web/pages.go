@@ -718,14 +718,12 @@ func (u views) events(w http.ResponseWriter, r *http.Request) {
 		}
 		d.Events = append(d.Events, e)
 	}
-	var seen []string
+	// The view made above, with the clusters the rows name.
 	for _, e := range d.Events {
 		if e.Cluster != "" {
-			seen = append(seen, e.Cluster)
+			d.C.see(e.Cluster)
 		}
 	}
-	d.C = u.clusterView(r, seen...)
-	d.C.forced = d.Cluster != ""
 	u.render(w, r, http.StatusOK, "events", "Events", d)
 }
 
