@@ -26,7 +26,8 @@ import (
 // parameterized batch jobs registered in Nomad as git has them before the
 // server starts, the production drift interval (1 min) and Nomad's event
 // stream. Once every job is in sync and the stream is up, the server is
-// left alone for a settle window (90 s), and the benchmark reports:
+// left alone for a settle window (10 idle minutes, ten drift intervals),
+// and the benchmark reports:
 //
 //   - settled-RSS-MiB: the server's VmRSS at the end of the settle window;
 //   - settled-RSS-anon-MiB: the anonymous part of it (RssAnon: the heap,
@@ -49,10 +50,19 @@ import (
 //
 //	go test -run '^$' -bench BenchmarkMemory1k -benchtime 1x -timeout 30m ./reconcile/
 func BenchmarkMemory1k(b *testing.B) {
-	p := memoryParams{
-		jobs:   benchEnvInt("NOPS_BENCH_MEMORY_JOBS", testutil.BenchSize(1000, 40)),
-		settle: testutil.BenchSize(90*time.Second, 3*time.Second),
-	}
+	benchMemory(b, testutil.BenchSize(1000, 40), testutil.BenchSize(10*time.Minute, 3*time.Second))
+}
+
+// BenchmarkMemory10k is BenchmarkMemory1k over 10,000 jobs with a settle
+// window of 3 minutes: the memory of a leader at scale, in a process of
+// its own (BenchmarkScale10k's server shares its process with the
+// benchmark's own data).
+func BenchmarkMemory10k(b *testing.B) {
+	benchMemory(b, testutil.BenchSize(10000, 40), testutil.BenchSize(3*time.Minute, 3*time.Second))
+}
+
+func benchMemory(b *testing.B, jobs int, settle time.Duration) {
+	p := memoryParams{jobs: benchEnvInt("NOPS_BENCH_MEMORY_JOBS", jobs), settle: settle}
 	if v := os.Getenv("NOPS_BENCH_MEMORY_SETTLE"); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil {
@@ -161,14 +171,16 @@ func (w *memoryWorld) measure(tb testing.TB, p memoryParams) memoryResult {
 	var r memoryResult
 	pid := w.server.PID()
 	cpu0 := procCPU(tb, pid)
-	// The resident set every few seconds, to show how it settles.
+	// The resident set every few seconds (about 40 samples in the
+	// window), to show how it settles.
+	step := max(time.Second, p.settle/40)
 	var mu sync.Mutex
 	var samples []float64
 	stop := make(chan struct{})
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		tick := time.NewTicker(5 * time.Second)
+		tick := time.NewTicker(step)
 		defer tick.Stop()
 		for {
 			select {
@@ -192,8 +204,8 @@ func (w *memoryWorld) measure(tb testing.TB, p memoryParams) memoryResult {
 	stats := heapStats(tb, w.server.URL)
 	r.heapInuse, r.heapAlloc, r.sys = stats["HeapInuse"]/(1<<20), stats["HeapAlloc"]/(1<<20), stats["Sys"]/(1<<20)
 	mu.Lock()
-	progress(tb, "settle %s: RSS every 5s %s MiB; settled %.1f MiB (anonymous %.1f MiB), peak %.1f MiB, heap in use %.1f MiB, heap alloc %.1f MiB, Go sys %.1f MiB, %.2f CPU s/min",
-		p.settle, fmtMiB(samples), r.settled, r.anon, r.peak, r.heapInuse, r.heapAlloc, r.sys, r.cpuPerMin)
+	progress(tb, "settle %s: RSS every %s %s MiB; settled %.1f MiB (anonymous %.1f MiB), peak %.1f MiB, heap in use %.1f MiB, heap alloc %.1f MiB, Go sys %.1f MiB, %.2f CPU s/min",
+		p.settle, step, fmtMiB(samples), r.settled, r.anon, r.peak, r.heapInuse, r.heapAlloc, r.sys, r.cpuPerMin)
 	mu.Unlock()
 	if path := os.Getenv("NOPS_BENCH_HEAP_PROFILE"); path != "" {
 		saveHeapProfile(tb, w.server.URL, path)
