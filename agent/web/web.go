@@ -18,6 +18,7 @@ import (
 	"net/url"
 	"reflect"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -221,8 +222,15 @@ type Config struct {
 type UI struct {
 	cfg    Config
 	logger hclog.Logger
-	pages  map[string]*template.Template
-	static http.Handler
+	// pageFiles maps each page to its template file. A page's
+	// templates are parsed on its first render and kept in pages: New
+	// parses every page once to refuse a broken one, and lets the trees
+	// go, so that a server whose dashboard nobody opens (most followers,
+	// an idle leader) does not hold them (about 2 MiB).
+	pageFiles map[string]string
+	pagesMu   sync.Mutex
+	pages     map[string]*template.Template
+	static    http.Handler
 	// assets maps each static file to the hash of its content, the
 	// version in its URL.
 	assets  map[string]string
@@ -257,7 +265,8 @@ func New(cfg Config) (*UI, error) {
 	}
 	cfg.UIURL = strings.TrimRight(cfg.UIURL, "/")
 	cfg.NomadUIURL = strings.TrimRight(cfg.NomadUIURL, "/")
-	u := &UI{cfg: cfg, logger: cfg.Logger, pages: map[string]*template.Template{}, assets: map[string]string{}}
+	u := &UI{cfg: cfg, logger: cfg.Logger, pageFiles: map[string]string{}, pages: map[string]*template.Template{},
+		assets: map[string]string{}}
 	if err := fs.WalkDir(staticFS, "static", func(p string, e fs.DirEntry, err error) error {
 		if err != nil || e.IsDir() {
 			return err
@@ -272,11 +281,6 @@ func New(cfg Config) (*UI, error) {
 	}); err != nil {
 		return nil, fmt.Errorf("web: hash assets: %w", err)
 	}
-	// The partials (templates/partials) are shared by every page.
-	base, err := template.New("layout.html").Funcs(u.funcs()).ParseFS(templateFS, "templates/layout.html", "templates/partials/*.html")
-	if err != nil {
-		return nil, fmt.Errorf("web: parse layout: %w", err)
-	}
 	names, err := fs.Glob(templateFS, "templates/*.html")
 	if err != nil {
 		return nil, err
@@ -286,11 +290,10 @@ func New(cfg Config) (*UI, error) {
 		if name == "layout" {
 			continue
 		}
-		t, err := template.Must(base.Clone()).ParseFS(templateFS, n)
-		if err != nil {
-			return nil, fmt.Errorf("web: parse %s: %w", n, err)
+		if _, err := u.parsePage(n); err != nil {
+			return nil, err
 		}
-		u.pages[name] = t
+		u.pageFiles[name] = n
 	}
 	sub, err := fs.Sub(staticFS, "static")
 	if err != nil {
@@ -298,6 +301,35 @@ func New(cfg Config) (*UI, error) {
 	}
 	u.static = http.StripPrefix("/ui/static/", http.FileServerFS(sub))
 	return u, nil
+}
+
+// parsePage parses a page's template file over the layout and the
+// partials (templates/partials), which every page shares.
+func (u *UI) parsePage(file string) (*template.Template, error) {
+	t, err := template.New("layout.html").Funcs(u.funcs()).ParseFS(templateFS, "templates/layout.html", "templates/partials/*.html", file)
+	if err != nil {
+		return nil, fmt.Errorf("web: parse %s: %w", file, err)
+	}
+	return t, nil
+}
+
+// page returns a page's templates, parsed on its first use.
+func (u *UI) page(name string) (*template.Template, error) {
+	u.pagesMu.Lock()
+	defer u.pagesMu.Unlock()
+	if t := u.pages[name]; t != nil {
+		return t, nil
+	}
+	file, ok := u.pageFiles[name]
+	if !ok {
+		return nil, fmt.Errorf("no page %q", name)
+	}
+	t, err := u.parsePage(file)
+	if err != nil {
+		return nil, err
+	}
+	u.pages[name] = t
+	return t, nil
 }
 
 // SetHeaders sets the security headers of every dashboard answer.
@@ -430,8 +462,9 @@ type errorLinker interface {
 }
 
 func (u *UI) render(w http.ResponseWriter, r *http.Request, code int, name, title string, data any) {
-	t, ok := u.pages[name]
-	if !ok {
+	t, err := u.page(name)
+	if err != nil {
+		u.logger.Error("render page", "page", name, "error", err)
 		http.Error(w, "no such page", http.StatusInternalServerError)
 		return
 	}
