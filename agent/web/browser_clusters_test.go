@@ -217,7 +217,7 @@ func TestDashboard_Clusters(t *testing.T) {
 	}
 	// Every job of one cluster is paused, and resumed, from the same page:
 	// eu's jobs only.
-	b.typeInto("#cluster-reason-eu", "eu freeze")
+	b.typeInto("#pause-reason-eu", "eu freeze")
 	b.click("#pause-cluster-eu")
 	b.waitJS("eu paused", `location.search.includes("done=pause") && !!document.querySelector("#resume-cluster-eu")`, 20*time.Second)
 	if p, err := s.State().Paused("eu", "default", "api"); err != nil || p == nil || p.JobID != "" || p.Reason != "eu freeze" {
@@ -233,12 +233,39 @@ func TestDashboard_Clusters(t *testing.T) {
 		t.Errorf("us's button reads %q while eu is paused", v)
 	}
 	b.screenshots("clusters-pauses")
-	b.typeInto("#cluster-reason-eu", "thaw")
+	b.typeInto("#resume-reason-eu", "thaw")
 	b.click("#resume-cluster-eu")
 	b.waitJS("eu resumed", `location.search.includes("done=resume") && !!document.querySelector("#pause-cluster-eu")`, 20*time.Second)
 	if p, err := s.State().Paused("eu", "default", "api"); err != nil || p != nil {
 		t.Errorf("after resuming eu, api in eu is held by %+v (%v)", p, err)
 	}
+	// Another operator's pauses reach the forms live: eu's Pause becomes a
+	// Resume without a reload, while the reason typed for us stays; once
+	// us is paused too, the Pause being typed in stays, disabled and said
+	// to be stale, with its text, beside us's new Resume; every job's
+	// form follows a global pause.
+	markPage(b)
+	b.typeInto("#pause-reason-us", "us half-typed")
+	apply(t, s, structs.PauseRequestType, &structs.PauseRequest{WriteMeta: systemMeta(), Cluster: "eu", Reason: "other operator"})
+	b.waitJS("eu's resume, live", liveMarked+` && !!document.querySelector("#resume-cluster-eu") && !document.querySelector("#pause-cluster-eu")`, 20*time.Second)
+	if v, _ := eval[string](b, `document.querySelector("#resume-cluster-eu").textContent + "|" + document.querySelector("#pause-reason-us").value + "|" + document.querySelector("#pause-cluster-us").disabled`); v != "Resume every job of eu|us half-typed|false" {
+		t.Errorf("after eu was paused elsewhere the forms read %q; want eu's Resume and us's typed reason kept", v)
+	}
+	// A pause just made reads as past, not "in 0s" (the page's clock
+	// was whole seconds).
+	if v, _ := eval[string](b, `Array.from(document.querySelectorAll("#pauses time[data-rel]")).map(e => e.textContent).filter(s => !s.endsWith(" ago")).join(",")`); v != "" {
+		t.Errorf("the pauses' times read %q; want each some time ago", v)
+	}
+	apply(t, s, structs.PauseRequestType, &structs.PauseRequest{WriteMeta: systemMeta(), Cluster: "us", Reason: "other operator"})
+	apply(t, s, structs.PauseRequestType, &structs.PauseRequest{WriteMeta: systemMeta(), Global: true, Reason: "other operator"})
+	b.waitJS("us's resume and every job's, live", liveMarked+` && !!document.querySelector("#resume-cluster-us") && !!document.querySelector("#resume-all")`, 20*time.Second)
+	if v, _ := eval[string](b, `(() => { const f = document.querySelector("#cluster-pause-us"); return f ? [f.querySelector("#pause-reason-us").value, f.querySelector("button").disabled, !!f.querySelector(".stale-note"), !!document.querySelector("#pause-all")].join("|") : "gone"; })()`); v != "us half-typed|true|true|false" {
+		t.Errorf("after us was paused elsewhere its half-typed Pause reads %q; want its text kept, disabled, said to be stale (and no Pause every job)", v)
+	}
+	b.screenshots("clusters-pauses-live")
+	apply(t, s, structs.ResumeRequestType, &structs.ResumeRequest{WriteMeta: systemMeta(), Global: true, Reason: "done"})
+	apply(t, s, structs.ResumeRequestType, &structs.ResumeRequest{WriteMeta: systemMeta(), Cluster: "eu", Reason: "done"})
+	apply(t, s, structs.ResumeRequestType, &structs.ResumeRequest{WriteMeta: systemMeta(), Cluster: "us", Reason: "done"})
 
 	// The overview: both clusters, unreachable, linked to their jobs; the
 	// promotion order of us; the cluster of each waiting deployment.

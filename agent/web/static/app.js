@@ -22,6 +22,10 @@
   var serverNow = Date.parse(body.getAttribute("data-now") || "");
   if (!isNaN(serverNow)) skew = serverNow - Date.now();
   function ago(ms) {
+    // A time of the server's just past can read a little ahead of the
+    // page's estimate of the server's clock (data-now, less the time the
+    // page took to arrive): under a second ahead is now.
+    if (ms < 0 && ms > -1000) ms = 0;
     var future = ms < 0, d = Math.abs(ms) / 1000, s;
     if (d < 60) s = Math.floor(d) + "s";
     else if (d < 3600) s = Math.floor(d / 60) + "m";
