@@ -105,7 +105,12 @@ archive() {
 # take Nops's version from git tags instead, and cannot read a git
 # worktree.) Its serial number derives from the artifact's name and it has
 # no timestamp, so that it is reproducible too. The licences are read from
-# the module cache only (GOPROXY=off): no module is fetched for them.
+# the module cache only (GOPROXY=off): no module is fetched for them. The
+# tool asks `go mod download` for each module outside any module, where Go
+# would check it against the checksum database, which GOPROXY=off also
+# turns off: on a machine that never looked a module up there, every
+# licence came out empty. GOSUMDB=off: the build just verified each of
+# these modules against go.sum when it downloaded them.
 sbom() {
 	local os=${1%/*} arch=${1#*/} exe=nops
 	[[ $os == windows ]] && exe=nops.exe
@@ -114,7 +119,7 @@ sbom() {
 	h=$(printf '%s' "$name" | sha256sum | cut -c1-32)
 	local serial="${h:0:8}-${h:8:4}-5${h:13:3}-8${h:17:3}-${h:20:12}"
 	echo "==> SBOM $os/$arch"
-	GOOS=$os GOARCH=$arch GOPROXY=off "$build/tools/cyclonedx-gomod" bin -json -licenses -std -notimestamp -serial "$serial" \
+	GOOS=$os GOARCH=$arch GOPROXY=off GOSUMDB=off "$build/tools/cyclonedx-gomod" bin -json -licenses -std -notimestamp -serial "$serial" \
 		-version "v$VERSION" -output "$dist/$name.sbom.cdx.json" "$build/${os}_${arch}/$exe" 2>"$build/$name.sbom.log" ||
 		{ cat "$build/$name.sbom.log" >&2; die "cyclonedx-gomod failed for $os/$arch"; }
 }
