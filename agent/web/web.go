@@ -222,15 +222,13 @@ type Config struct {
 type UI struct {
 	cfg    Config
 	logger hclog.Logger
-	// pageFiles maps each page to its template file. A page's
-	// templates are parsed on its first render and kept in pages: New
-	// parses every page once to refuse a broken one, and lets the trees
-	// go, so that a server whose dashboard nobody opens (most followers,
-	// an idle leader) does not hold them (about 2 MiB).
-	pageFiles map[string]string
-	pagesMu   sync.Mutex
-	pages     map[string]*template.Template
-	static    http.Handler
+	// pages are the dashboard's pages, by name, set by New and read
+	// only after. A page's templates are parsed on its first render and
+	// kept: New parses every page once to refuse a broken one, and lets
+	// the trees go, so that a server whose dashboard nobody opens (most
+	// followers, an idle leader) does not hold them (about 2 MiB).
+	pages  map[string]*lazyPage
+	static http.Handler
 	// assets maps each static file to the hash of its content, the
 	// version in its URL.
 	assets  map[string]string
@@ -265,8 +263,7 @@ func New(cfg Config) (*UI, error) {
 	}
 	cfg.UIURL = strings.TrimRight(cfg.UIURL, "/")
 	cfg.NomadUIURL = strings.TrimRight(cfg.NomadUIURL, "/")
-	u := &UI{cfg: cfg, logger: cfg.Logger, pageFiles: map[string]string{}, pages: map[string]*template.Template{},
-		assets: map[string]string{}}
+	u := &UI{cfg: cfg, logger: cfg.Logger, pages: map[string]*lazyPage{}, assets: map[string]string{}}
 	if err := fs.WalkDir(staticFS, "static", func(p string, e fs.DirEntry, err error) error {
 		if err != nil || e.IsDir() {
 			return err
@@ -293,7 +290,7 @@ func New(cfg Config) (*UI, error) {
 		if _, err := u.parsePage(n); err != nil {
 			return nil, err
 		}
-		u.pageFiles[name] = n
+		u.pages[name] = &lazyPage{file: n}
 	}
 	sub, err := fs.Sub(staticFS, "static")
 	if err != nil {
@@ -313,23 +310,23 @@ func (u *UI) parsePage(file string) (*template.Template, error) {
 	return t, nil
 }
 
-// page returns a page's templates, parsed on its first use.
+// lazyPage is one page's template file, parsed once on first use.
+type lazyPage struct {
+	file string
+	once sync.Once
+	t    *template.Template
+	err  error
+}
+
+// page returns a page's templates, parsed on its first use: the first
+// renders of one page wait for one parse, those of others do not.
 func (u *UI) page(name string) (*template.Template, error) {
-	u.pagesMu.Lock()
-	defer u.pagesMu.Unlock()
-	if t := u.pages[name]; t != nil {
-		return t, nil
-	}
-	file, ok := u.pageFiles[name]
-	if !ok {
+	p := u.pages[name]
+	if p == nil {
 		return nil, fmt.Errorf("no page %q", name)
 	}
-	t, err := u.parsePage(file)
-	if err != nil {
-		return nil, err
-	}
-	u.pages[name] = t
-	return t, nil
+	p.once.Do(func() { p.t, p.err = u.parsePage(p.file) })
+	return p.t, p.err
 }
 
 // SetHeaders sets the security headers of every dashboard answer.
