@@ -25,6 +25,17 @@
 // heap with GOGC 100), which an idle server may take minutes to grow to
 // again, so its resident set stays near what its live heap needs.
 //
+// Once the process has been quiet for quietWindow (since it started, or
+// since its last heavy phase), and every releaseEvery while it stays
+// quiet, the Tuner also unmaps the pages of the process's executable that
+// the kernel mapped read-only (code and read-only data): start-up and a
+// heavy phase touch much code an idle server does not run again, and the
+// kernel maps 64 KiB around each page first touched, so that tens of MB
+// of the resident set are the binary's. They stay in the page cache, and
+// what the server still runs is mapped again at its next use (a minor
+// fault). Only mappings with no page of the process's own are released,
+// so the bytes mapped again are the file's.
+//
 // Guarantees: the Tuner never sets GOGC below the process's own (it only
 // raises the target), and never raises it past maxPercent (a tiny heap is
 // not allowed to grow more than sixfold). GOGC=off turns it off, and a
@@ -77,6 +88,9 @@ const (
 	// floor is dropped.
 	checkEvery  = time.Second
 	quietWindow = 30 * time.Second
+	// releaseEvery is how often a quiet Tuner unmaps the executable's
+	// pages again, after the first time a quiet phase begins.
+	releaseEvery = 10 * time.Minute
 )
 
 // Tuner sets GOGC soon after each collection from the live heap it left. GOGC
@@ -89,9 +103,8 @@ type Tuner struct {
 	// sets, and what Stop restores.
 	base int
 
-	// every and quiet are checkEvery and quietWindow (shorter in tests).
-	every, quiet time.Duration
-	done         chan struct{}
+	timings
+	done chan struct{}
 
 	mu      sync.Mutex
 	stopped bool
@@ -103,10 +116,18 @@ type Tuner struct {
 // Start starts a Tuner whose heap target is at least about minHeap bytes.
 // It returns nil, and changes nothing, when minHeap is 0 or GOGC is off.
 func Start(minHeap uint64, logger hclog.Logger) *Tuner {
-	return start(minHeap, logger, checkEvery, quietWindow)
+	return start(minHeap, logger, timings{every: checkEvery, quiet: quietWindow, release: releaseEvery, releaser: releaseExecutablePages})
 }
 
-func start(minHeap uint64, logger hclog.Logger, every, quiet time.Duration) *Tuner {
+// timings are a Tuner's periods and how it releases the executable's
+// pages: the package's constants and releaseExecutablePages, shorter
+// periods and a counter in tests.
+type timings struct {
+	every, quiet, release time.Duration
+	releaser              func() (uint64, error)
+}
+
+func start(minHeap uint64, logger hclog.Logger, tm timings) *Tuner {
 	if minHeap == 0 {
 		return nil
 	}
@@ -115,7 +136,7 @@ func start(minHeap uint64, logger hclog.Logger, every, quiet time.Duration) *Tun
 		logger.Info("GOGC is off: the heap target floor is not used", "min_heap_bytes", minHeap)
 		return nil
 	}
-	t := &Tuner{logger: logger, minHeap: minHeap, base: base, every: every, quiet: quiet, done: make(chan struct{})}
+	t := &Tuner{logger: logger, minHeap: minHeap, base: base, timings: tm, done: make(chan struct{})}
 	t.arm()
 	go t.watch()
 	logger.Debug("heap target floor set for heavy allocation", "min_heap_bytes", minHeap, "gogc", base)
@@ -142,7 +163,9 @@ func (t *Tuner) Stop() {
 // when it is heavy, off once it has stayed light for t.quiet. While it is
 // light, at most once every t.quiet, it gives the free heap back to the
 // system when there is at least minReturn of it (the heap a heavy phase or
-// the last cycle of GOGC let grow).
+// the last cycle of GOGC let grow); and it unmaps the executable's pages
+// once the process has been quiet for t.quiet (since it started or since
+// its last heavy phase), then every t.release while it stays quiet.
 func (t *Tuner) watch() {
 	tick := time.NewTicker(t.every)
 	defer tick.Stop()
@@ -150,6 +173,11 @@ func (t *Tuner) watch() {
 	metrics.Read(s)
 	last, lastAt := readUint(s[0]), time.Now()
 	var heavyAt, returnedAt time.Time
+	// busyAt is when the process last allocated heavily (its start at
+	// first), releasedAt when the executable's pages were last unmapped
+	// in this quiet phase (zero: not yet).
+	busyAt, releasedAt := lastAt, time.Time{}
+	releasing := true
 	for {
 		select {
 		case <-t.done:
@@ -160,11 +188,14 @@ func (t *Tuner) watch() {
 			rate := collectionRate(allocs-last, now.Sub(lastAt), readUint(s[1]), t.base)
 			last, lastAt = allocs, now
 			if rate >= heavyRate {
-				heavyAt = now
+				heavyAt, busyAt, releasedAt = now, now, time.Time{}
 			}
 			heavy := !heavyAt.IsZero() && now.Sub(heavyAt) < t.quiet
 			t.setHeavy(heavy)
-			if !heavy && now.Sub(returnedAt) >= t.quiet && readUint(s[2]) >= minReturn {
+			if heavy {
+				continue
+			}
+			if now.Sub(returnedAt) >= t.quiet && readUint(s[2]) >= minReturn {
 				// Rather than wait for the scavenger, which keeps
 				// about the heap target: an idle server allocates
 				// little, and may not grow to the target again
@@ -172,8 +203,29 @@ func (t *Tuner) watch() {
 				debug.FreeOSMemory()
 				returnedAt = time.Now()
 			}
+			due := now.Sub(busyAt) >= t.quiet && (releasedAt.IsZero() || now.Sub(releasedAt) >= t.release)
+			if releasing && due {
+				releasing = t.releasePages()
+				releasedAt = time.Now()
+			}
 		}
 	}
+}
+
+// releasePages unmaps the executable's pages the process has mapped, and
+// reports whether to go on doing it (not after a failure). Start-up and a
+// heavy phase touch code and tables an idle server does not run again, and
+// the kernel maps the pages around each one touched first (64 KiB at a
+// time): tens of MB of a resident set that an idle server does not use.
+// What it still runs is mapped again from the page cache at its next use.
+func (t *Tuner) releasePages() bool {
+	n, err := t.releaser()
+	if err != nil {
+		t.logger.Debug("cannot release the executable's pages", "error", err)
+		return false
+	}
+	t.logger.Trace("released the executable's pages", "bytes", n)
+	return true
 }
 
 // setHeavy records whether the allocation is heavy and tunes GOGC when

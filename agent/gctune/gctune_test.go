@@ -1,9 +1,11 @@
 package gctune
 
 import (
+	"errors"
 	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
+	"sync"
 	"testing"
 	"time"
 
@@ -89,9 +91,13 @@ func allocate(stop <-chan struct{}) {
 
 func TestStart_FloorOnlyWhileAllocationIsHeavy(t *testing.T) {
 	defer debug.SetGCPercent(debug.SetGCPercent(100))
+	// The heap allocations of the tests before this one, some of which
+	// the runtime counts only when a collection flushes its per-thread
+	// caches: counted now, not within the first check's 20ms.
+	runtime.GC()
 	// A floor far above this test binary's live heap (a few MB), a check
 	// every 20ms and a quiet window of 300ms.
-	tu := start(1<<30, hclog.NewNullLogger(), 20*time.Millisecond, 300*time.Millisecond)
+	tu := start(1<<30, hclog.NewNullLogger(), timings{every: 20 * time.Millisecond, quiet: 300 * time.Millisecond, release: time.Minute, releaser: noRelease})
 	if tu == nil {
 		t.Fatal("start returned no tuner")
 	}
@@ -149,7 +155,7 @@ func TestStart_LargeLiveHeapKeepsGOGC(t *testing.T) {
 		live[i] = make([]byte, 1<<20)
 	}
 	runtime.GC()
-	tu := start(4<<20, hclog.NewNullLogger(), 20*time.Millisecond, time.Minute)
+	tu := start(4<<20, hclog.NewNullLogger(), timings{every: 20 * time.Millisecond, quiet: time.Minute, release: time.Minute, releaser: noRelease})
 	defer tu.Stop()
 	// Heavy allocation, which turns the floor on: still GOGC, since the
 	// live heap alone brings the target above the floor.
@@ -193,7 +199,7 @@ func TestStart_ReturnsFreeHeapWhenQuiet(t *testing.T) {
 		return readUint(s[0])
 	}
 	before := forced()
-	tu := start(1<<30, hclog.NewNullLogger(), 20*time.Millisecond, 200*time.Millisecond)
+	tu := start(1<<30, hclog.NewNullLogger(), timings{every: 20 * time.Millisecond, quiet: 200 * time.Millisecond, release: time.Minute, releaser: noRelease})
 	defer tu.Stop()
 	// The first quiet check returns it (debug.FreeOSMemory, a forced
 	// collection); the next return waits for the quiet window.
@@ -250,6 +256,88 @@ func waitPercent(t *testing.T, want int) {
 			t.Fatalf("GOGC = %d after collections, want %d", currentPercent(), want)
 		}
 		runtime.GC()
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// noRelease stands for the release of the executable's pages in the tests
+// that do not count it.
+func noRelease() (uint64, error) { return 0, nil }
+
+// releaseCounter counts the releases of the executable's pages, and fails
+// them from the fail-th on (0: never).
+type releaseCounter struct {
+	mu      sync.Mutex
+	n, fail int
+}
+
+func (c *releaseCounter) release() (uint64, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.n++
+	if c.fail > 0 && c.n >= c.fail {
+		return 0, errors.New("madvise: operation not permitted")
+	}
+	return 1 << 20, nil
+}
+
+func (c *releaseCounter) count() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n
+}
+
+// TestStart_ReleasesPagesOncePerQuietPhase: a quiet process has its pages
+// released once it has been quiet for the window, not again before the
+// release period, and again once a heavy phase is over; a failed release is
+// not tried again.
+func TestStart_ReleasesPagesOncePerQuietPhase(t *testing.T) {
+	defer debug.SetGCPercent(debug.SetGCPercent(100))
+	runtime.GC()
+	c := &releaseCounter{}
+	tu := start(1<<30, hclog.NewNullLogger(), timings{every: 20 * time.Millisecond, quiet: 200 * time.Millisecond, release: time.Minute, releaser: c.release})
+	defer tu.Stop()
+	time.Sleep(100 * time.Millisecond)
+	if n := c.count(); n != 0 {
+		t.Fatalf("%d releases before the process was quiet for the window", n)
+	}
+	waitFor(t, func() bool { return c.count() == 1 })
+	time.Sleep(300 * time.Millisecond)
+	if n := c.count(); n != 1 {
+		t.Fatalf("%d releases within one quiet phase shorter than the release period, want 1", n)
+	}
+	// A heavy phase, then quiet again: one more release.
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		allocate(stop)
+	}()
+	waitPercent(t, maxPercent)
+	close(stop)
+	<-done
+	waitFor(t, func() bool { return c.count() == 2 })
+	tu.Stop()
+
+	// Releases every period while quiet; none after one fails.
+	c = &releaseCounter{fail: 2}
+	tu = start(1<<30, hclog.NewNullLogger(), timings{every: 20 * time.Millisecond, quiet: 100 * time.Millisecond, release: 100 * time.Millisecond, releaser: c.release})
+	defer tu.Stop()
+	waitFor(t, func() bool { return c.count() == 2 })
+	time.Sleep(400 * time.Millisecond)
+	if n := c.count(); n != 2 {
+		t.Fatalf("%d releases after the second failed, want 2", n)
+	}
+}
+
+// waitFor waits up to 5 seconds for cond.
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met in 5s")
+		}
 		time.Sleep(5 * time.Millisecond)
 	}
 }

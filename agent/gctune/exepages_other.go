@@ -1,0 +1,6 @@
+//go:build !linux
+
+package gctune
+
+// releaseExecutablePages releases nothing outside Linux.
+func releaseExecutablePages() (uint64, error) { return 0, nil }
