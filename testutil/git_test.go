@@ -1,6 +1,10 @@
 package testutil
 
 import (
+	"bytes"
+	"compress/gzip"
+	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -97,6 +101,40 @@ func TestGitRepo_ServeHTTP(t *testing.T) {
 		}
 		if got := goGitHead(t, url, nil); got != head {
 			t.Fatalf("go-git clone HEAD %s, want %s", got, head)
+		}
+	})
+
+	// The fetch path the server answers itself: the advertisement, and a
+	// request gzipped as the git CLI sends a long one.
+	t.Run("upload-pack", func(t *testing.T) {
+		url := repo.ServeHTTP(t)
+		resp, err := http.Get(url + "/info/refs?service=git-upload-pack")
+		if err != nil {
+			t.Fatal(err)
+		}
+		adv, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if ct := resp.Header.Get("Content-Type"); ct != "application/x-git-upload-pack-advertisement" {
+			t.Fatalf("advertisement content type %q", ct)
+		}
+		if !bytes.HasPrefix(adv, []byte("001e# service=git-upload-pack\n0000")) || !bytes.Contains(adv, []byte(head)) {
+			t.Fatalf("advertisement %q does not name the service and HEAD %s", adv, head)
+		}
+		var req bytes.Buffer
+		zw := gzip.NewWriter(&req)
+		fmt.Fprintf(zw, "0032want %s\n00000009done\n", head)
+		zw.Close()
+		post, _ := http.NewRequest(http.MethodPost, url+"/git-upload-pack", &req)
+		post.Header.Set("Content-Type", "application/x-git-upload-pack-request")
+		post.Header.Set("Content-Encoding", "gzip")
+		resp, err = http.DefaultClient.Do(post)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pack, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if !bytes.HasPrefix(pack, []byte("0008NAK\n")) || !bytes.Contains(pack, []byte("PACK")) {
+			t.Fatalf("upload-pack answer %.60q is not a NAK and a pack", pack)
 		}
 	})
 
