@@ -60,6 +60,9 @@ type core struct {
 	// while it is up (livecache.go).
 	streamEpoch uint64
 	liveList    *liveList
+	// liveDirty are the jobs the stream reported changed since liveList
+	// was made, by job key, to read again before it is used.
+	liveDirty map[string]jobRef
 	// refusals are the calls Nomad refused, by job key and step
 	// (callerrors.go).
 	refusals map[string]map[string]string

@@ -41,7 +41,7 @@ func (m *Detector) beginTerm() {
 	m.seen = map[string]observed{}
 	m.refusals = map[string]map[string]string{}
 	m.liveIndex = 0
-	m.liveList = nil
+	m.liveList, m.liveDirty = nil, nil
 	m.rules.reset()
 	m.book = allocBook{}
 	m.healthAll, m.healthList, m.healthDirty, m.healthRead = false, false, nil, nil

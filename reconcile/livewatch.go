@@ -185,7 +185,7 @@ func (m *Manager) subscribed(ctx context.Context, ns string, first bool, logger 
 // of a managed job starts a detection cycle.
 func (m *Manager) eventBatch(ns string, batch nomadx.JobChanges, logger hclog.Logger) {
 	if len(batch.Changes) > 0 {
-		m.jobsChanged(batch.Index)
+		m.jobsChanged(batch.Index, batch.Changes)
 	}
 	m.allocationEvents(ns, batch.Activity)
 	if ids := m.applier.routeActivity(batch.Activity); len(ids) > 0 {

@@ -71,6 +71,30 @@ func (c *Client) ListJobsSince(ctx context.Context, ns string, index uint64, wai
 	return stubs, err
 }
 
+// JobStub returns the stub (as ListJobs has it) of one job in ns, from a
+// state of Nomad at least as new as index (waiting at most wait, as
+// ListJobsSince), or nil when Nomad has no such job. It lists the jobs
+// whose ID starts with id, which Nomad finds from its ID index.
+func (c *Client) JobStub(ctx context.Context, ns, id string, index uint64, wait time.Duration) (*api.JobListStub, error) {
+	ns = namespaceOrDefault(ns)
+	q := c.queryOpts(ctx, "jobs.list", ns)
+	q.Prefix = id
+	if index > 1 {
+		q.WaitIndex = index - 1
+		q.WaitTime = wait
+	}
+	stubs, _, err := c.api.Jobs().ListOptions(&api.JobListOptions{Fields: &api.JobListFields{Meta: true}}, q)
+	if err != nil {
+		return nil, fmt.Errorf("read the stub of job %q in namespace %q: %w", id, ns, err)
+	}
+	for _, s := range stubs {
+		if s.ID == id && namespaceOrDefault(s.Namespace) == ns {
+			return s, nil
+		}
+	}
+	return nil, nil
+}
+
 func (c *Client) listJobs(ctx context.Context, ns string, index uint64) ([]*api.JobListStub, uint64, error) {
 	return c.listJobsWait(ctx, ns, index, c.wait)
 }
