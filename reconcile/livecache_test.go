@@ -36,12 +36,7 @@ func TestLiveJobsCached_KeptUntilTheStreamReportsAChange(t *testing.T) {
 		_, _ = w.Write([]byte(`[{"ID":"web","Namespace":"default","JobModifyIndex":7}]`))
 	}))
 	t.Cleanup(stub.Close)
-	nomad, err := nomadx.New(nomadx.Config{Address: stub.URL}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := New(Config{DriftInterval: time.Minute}, nil, nomad, nil, hclog.NewNullLogger()).Detector()
-	m.streamUp = map[string]bool{"default": true}
+	m := streamingDetector(t, stub.URL)
 	ctx := context.Background()
 
 	for range 3 {
@@ -150,12 +145,7 @@ func TestLiveJobsCached_PatchedWithTheJobsReported(t *testing.T) {
 		_, _ = w.Write([]byte("[" + strings.Join(out, ",") + "]"))
 	}))
 	t.Cleanup(stub.Close)
-	nomad, err := nomadx.New(nomadx.Config{Address: stub.URL}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := New(Config{DriftInterval: time.Minute}, nil, nomad, nil, hclog.NewNullLogger()).Detector()
-	m.streamUp = map[string]bool{"default": true}
+	m := streamingDetector(t, stub.URL)
 	ctx := context.Background()
 	first, _, err := m.liveJobsCached(ctx)
 	if err != nil {
@@ -247,4 +237,17 @@ func TestLiveJobsCached_PatchedWithTheJobsReported(t *testing.T) {
 	if kept != nil {
 		t.Fatal("a list was kept after a failed read of a changed job")
 	}
+}
+
+// streamingDetector is a detector of a Nomad at addr whose event stream is
+// up in the default namespace.
+func streamingDetector(t *testing.T, addr string) *Detector {
+	t.Helper()
+	nomad, err := nomadx.New(nomadx.Config{Address: addr}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := New(Config{DriftInterval: time.Minute}, nil, nomad, nil, hclog.NewNullLogger()).Detector()
+	m.streamUp = map[string]bool{"default": true}
+	return m
 }

@@ -112,17 +112,11 @@ func TestStart_FloorOnlyWhileAllocationIsHeavy(t *testing.T) {
 	}
 	// Heavy allocation: the floor, re-applied after each collection when
 	// another party sets GOGC back.
-	stop := make(chan struct{})
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		allocate(stop)
-	}()
+	stopAllocating := allocateInBackground()
 	waitPercent(t, maxPercent)
 	debug.SetGCPercent(100)
 	waitPercent(t, maxPercent)
-	close(stop)
-	<-done
+	stopAllocating()
 	// Once the quiet window has passed without heavy allocation, the
 	// process's own GOGC again.
 	waitPercent(t, 100)
@@ -131,7 +125,7 @@ func TestStart_FloorOnlyWhileAllocationIsHeavy(t *testing.T) {
 		t.Fatalf("GOGC after Stop = %d, want the 100 it started from", got)
 	}
 	// A stopped tuner no longer tunes, heavy allocation or not.
-	stop = make(chan struct{})
+	stop := make(chan struct{})
 	go func() {
 		time.Sleep(200 * time.Millisecond)
 		close(stop)
@@ -260,6 +254,21 @@ func waitPercent(t *testing.T, want int) {
 	}
 }
 
+// allocateInBackground allocates fast until the function it returns is
+// called; that function returns once the allocation has stopped.
+func allocateInBackground() func() {
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		allocate(stop)
+	}()
+	return func() {
+		close(stop)
+		<-done
+	}
+}
+
 // noRelease stands for the release of the executable's pages in the tests
 // that do not count it.
 func noRelease() (uint64, error) { return 0, nil }
@@ -307,15 +316,9 @@ func TestStart_ReleasesPagesOncePerQuietPhase(t *testing.T) {
 		t.Fatalf("%d releases within one quiet phase shorter than the release period, want 1", n)
 	}
 	// A heavy phase, then quiet again: one more release.
-	stop := make(chan struct{})
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		allocate(stop)
-	}()
+	stopAllocating := allocateInBackground()
 	waitPercent(t, maxPercent)
-	close(stop)
-	<-done
+	stopAllocating()
 	waitFor(t, func() bool { return c.count() == 2 })
 	tu.Stop()
 
