@@ -29,8 +29,9 @@ type GitRepo struct {
 
 	t testing.TB
 	// served is the time the HTTP server of ServeHTTP spent answering
-	// requests, in nanoseconds (its git processes included).
-	served atomic.Int64
+	// requests, in nanoseconds (its git processes included), and
+	// servedBytes the bytes of the bodies it answered with.
+	served, servedBytes atomic.Int64
 }
 
 // ServedTime is the time ServeHTTP's server has spent answering requests
@@ -38,6 +39,11 @@ type GitRepo struct {
 // was created: what a fetch waits for on the server's side, so that a
 // benchmark can tell it from the client's own time.
 func (r *GitRepo) ServedTime() time.Duration { return time.Duration(r.served.Load()) }
+
+// ServedBytes is the bytes ServeHTTP's server has answered with (the
+// bodies: reference lists and packs) since the repository was created:
+// what a fetch transferred.
+func (r *GitRepo) ServedBytes() int64 { return r.servedBytes.Load() }
 
 // NewGitRepo creates an empty repository on branch main, with a local
 // user.name and user.email, and with no global or system git configuration
@@ -297,13 +303,37 @@ func (r *GitRepo) uploadPack(gitBin string, backend http.Handler) http.Handler {
 	})
 }
 
-// timed adds the time next takes to answer each request to r.served.
+// timed adds the time next takes to answer each request to r.served, and
+// the bytes of its answer to r.servedBytes.
 func (r *GitRepo) timed(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		start := time.Now()
-		defer func() { r.served.Add(int64(time.Since(start))) }()
-		next.ServeHTTP(w, req)
+		cw := &countingWriter{ResponseWriter: w}
+		defer func() {
+			r.served.Add(int64(time.Since(start)))
+			r.servedBytes.Add(cw.n)
+		}()
+		next.ServeHTTP(cw, req)
 	})
+}
+
+// countingWriter counts the bytes of a response body.
+type countingWriter struct {
+	http.ResponseWriter
+	n int64
+}
+
+func (c *countingWriter) Write(b []byte) (int, error) {
+	n, err := c.ResponseWriter.Write(b)
+	c.n += int64(n)
+	return n, err
+}
+
+// Flush passes a flush on, for the CGI handler's streamed answers.
+func (c *countingWriter) Flush() {
+	if f, ok := c.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
 }
 
 func basicAuth(user, password string, next http.Handler) http.Handler {

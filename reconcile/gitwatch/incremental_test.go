@@ -1,6 +1,8 @@
 package gitwatch
 
 import (
+	"fmt"
+	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -111,6 +113,50 @@ func TestWatcher_NewCommitCostsOneListAndOneFetch(t *testing.T) {
 		t.Fatalf("fetched file: %q", f.Content)
 	}
 	fetch("no new commit", 1)
+}
+
+// TestWatcher_FetchOfOneChangeBringsOnlyNewObjects: a commit that changes
+// one of many files, fetched into the last clone, transfers the new
+// objects only (the commit, its trees, the changed file), as a thin pack
+// whose bases the clone holds; without thin-pack the server sends every
+// object of the new tree again. The files are random, so that the pack of
+// the first clone cannot be compressed to nothing either.
+func TestWatcher_FetchOfOneChangeBringsOnlyNewObjects(t *testing.T) {
+	const n = 300
+	repo := testutil.NewGitRepo(t)
+	rnd := rand.New(rand.NewPCG(1, 2))
+	for i := range n {
+		repo.WriteFile(fmt.Sprintf("jobs/job-%03d.nomad.hcl", i), fmt.Sprintf("job \"job-%03d\" { meta { r = \"%x\" } }", i, rnd.Uint64()))
+	}
+	repo.Commit("jobs")
+	repo.Pack()
+	w := newWatcher(t, RepoConfig{Name: "r", URL: repo.ServeHTTP(t), Branch: "main", Path: "jobs"})
+	ctx := ctxFor(t)
+	if err := w.FetchNow(ctx, "r"); err != nil {
+		t.Fatal(err)
+	}
+	cloned := repo.ServedBytes()
+	for i := range 3 {
+		repo.WriteFile("jobs/job-007.nomad.hcl", fmt.Sprintf(`job "job-007" { meta { rev = "%d" } }`, i))
+		repo.Commit("change job-007")
+		before := repo.ServedBytes()
+		if err := w.FetchNow(ctx, "r"); err != nil {
+			t.Fatal(err)
+		}
+		r, _ := w.get("r")
+		if r.src.fetches != i+1 {
+			t.Fatalf("fetch %d: %d fetches into the last clone, want %d", i, r.src.fetches, i+1)
+		}
+		s := w.Snapshot("r")
+		if s.Commit != repo.Head() || len(s.Files) != n || !strings.Contains(fileMap(s)["jobs/job-007.nomad.hcl"].Content, fmt.Sprintf(`rev = "%d"`, i)) {
+			t.Fatalf("fetch %d: snapshot of %s with %d files, want the head %s with %d and the change", i, s.Commit, len(s.Files), repo.Head(), n)
+		}
+		// The clone's answer is ~10 KB of random file content; a thin
+		// pack of one change, with the reference list, a fraction.
+		if got := repo.ServedBytes() - before; got*4 > cloned {
+			t.Fatalf("fetch %d of one changed file transferred %d bytes, the clone of %d files %d: the whole tree came again", i, got, n, cloned)
+		}
+	}
 }
 
 // TestWatcher_BlocksOfOneBranchShareAFetch: repository blocks that follow
