@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/hashicorp/nomad/api"
+	"github.com/klauspost/compress/s2"
 
 	"github.com/nops-dev/nops/reconcile/nomadx"
 )
@@ -79,6 +80,28 @@ func TestJobSpec(t *testing.T) {
 	}
 	if len(s.packed) >= len(want) || cap(s.packed) >= len(want) {
 		t.Errorf("packed job of %d bytes (capacity %d) for %d of JSON", len(s.packed), cap(s.packed), len(want))
+	}
+
+	// Against the dictionary of canonical jobs, a canonicalized job packs
+	// to well under what it packs to alone.
+	job.Canonicalize()
+	canon, err := newJobSpec(job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := encodeJob(job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if alone := len(s2.Encode(nil, raw)); len(canon.packed)*2 > alone {
+		t.Errorf("a canonicalized job of %d bytes of JSON packed to %d bytes, %d without the dictionary", len(raw), len(canon.packed), alone)
+	} else {
+		t.Logf("a canonicalized job of %d bytes of JSON packed to %d bytes, %d without the dictionary", len(raw), len(canon.packed), alone)
+	}
+	if back, err := canon.job(); err != nil {
+		t.Fatal(err)
+	} else if again, _ := encodeJob(back); string(again) != string(raw) {
+		t.Fatal("the canonicalized job unpacked differs from the one packed")
 	}
 
 	scaled, err := newJobSpec(&api.Job{ID: &name, TaskGroups: []*api.TaskGroup{{Scaling: &api.ScalingPolicy{}}}})
