@@ -108,6 +108,25 @@ func BenchmarkEventApply(b *testing.B) {
 	})
 }
 
+// benchRepoURL is where a benchmark's `nops serve` process fetches repo
+// from: the repository served over git's smart HTTP protocol, as a
+// production server fetches its repositories (over HTTPS or SSH). With
+// NOPS_BENCH_GIT=file it is the repository's file:// URL, with which go-git
+// runs git's own server side (reading the repository's references and
+// packs from disk) inside the Nops process at every poll.
+func benchRepoURL(tb testing.TB, repo *testutil.GitRepo) string {
+	tb.Helper()
+	switch v := os.Getenv("NOPS_BENCH_GIT"); v {
+	case "", "http":
+		return repo.ServeHTTP(tb)
+	case "file":
+		return repo.URL()
+	default:
+		tb.Fatalf("NOPS_BENCH_GIT=%q: want http or file", v)
+		return ""
+	}
+}
+
 func benchEnvInt(name string, def int) int {
 	var n int
 	if _, err := fmt.Sscan(strings.TrimSpace(os.Getenv(name)), &n); err == nil && n > 0 {

@@ -5,10 +5,8 @@ import (
 	"bytes"
 	"fmt"
 	"io"
-	"maps"
 	"net/http"
 	"os"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -25,7 +23,8 @@ import (
 // `nops serve` sets from gc_min_heap), that manages 1,000 jobs in sync:
 // parameterized batch jobs registered in Nomad as git has them before the
 // server starts, the production drift interval (1 min) and Nomad's event
-// stream. Once every job is in sync and the stream is up, the server is
+// stream, the repository fetched over HTTP (benchRepoURL; NOPS_BENCH_GIT=file
+// for its file:// URL). Once every job is in sync and the stream is up, the server is
 // left alone for a settle window (10 idle minutes, ten drift intervals),
 // and the benchmark reports:
 //
@@ -37,8 +36,7 @@ import (
 //     detection included);
 //   - first-detection-RSS-MiB: its VmRSS when every job was first in sync;
 //   - heap-inuse-MiB, heap-alloc-MiB and go-sys-MiB: the Go runtime's
-//     HeapInuse, HeapAlloc and Sys at the end (from the server's heap
-//     profile, /debug/pprof/heap?debug=1);
+//     HeapInuse, HeapAlloc and Sys at the end (from the server's /metrics);
 //   - cpu-s/idle-min: the server's CPU seconds (user and system) per
 //     minute of the settle window.
 //
@@ -46,7 +44,8 @@ import (
 // the settle window (a duration), NOPS_BENCH_MEMORY_ARGS adds flags to the
 // server's command line (e.g. "-gc-min-heap 0"), and NOPS_BENCH_HEAP_PROFILE
 // names a file to write the server's heap profile to at the end (for `go
-// tool pprof`). Run it alone:
+// tool pprof`; the server then runs with enable_debug, and samples its
+// allocations for the profile). Run it alone:
 //
 //	go test -run '^$' -bench BenchmarkMemory1k -benchtime 1x -timeout 30m ./reconcile/
 func BenchmarkMemory1k(b *testing.B) {
@@ -136,10 +135,15 @@ func startMemoryWorld(tb testing.TB, p memoryParams) *memoryWorld {
 	registerInNomad(tb, w.nomad, hcl, 8)
 	progress(tb, "registered %d jobs in Nomad in %s", p.jobs, time.Since(start).Round(time.Millisecond))
 
-	args := append([]string{"-insecure-rpc", "-drift-interval", "1m", "-nomad-event-stream=true",
-		"-enable-debug", "-log-level", "info"}, p.args...)
+	// As production runs it: the Go profiler (and the runtime's sampling
+	// of allocations for it) only when a heap profile is asked for.
+	args := []string{"-insecure-rpc", "-drift-interval", "1m", "-nomad-event-stream=true", "-log-level", "info"}
+	if os.Getenv("NOPS_BENCH_HEAP_PROFILE") != "" {
+		args = append(args, "-enable-debug")
+	}
+	args = append(args, p.args...)
 	start = time.Now()
-	c := nopstest.StartProcessCluster(tb, 1, w.nomad.Addr, repo.URL()+"#main:"+lcRepoPath, args...)
+	c := nopstest.StartProcessCluster(tb, 1, w.nomad.Addr, benchRepoURL(tb, repo)+"#main:"+lcRepoPath, args...)
 	w.server = c.Server(c.Leader())
 	shown := time.Now()
 	testutil.WaitForResult(tb, 30*time.Minute, func() (bool, error) {
@@ -300,35 +304,18 @@ func procCPU(tb testing.TB, pid int) time.Duration {
 	return total
 }
 
-// heapStats reads the runtime.MemStats lines ("# Name = value") at the end
-// of a server's text heap profile.
+// heapStats reads the Go runtime's memory figures a server exports on
+// /metrics (HeapInuse, HeapAlloc and Sys, as runtime.MemStats names them).
 func heapStats(tb testing.TB, url string) map[string]float64 {
 	tb.Helper()
-	resp, err := http.Get(url + "/debug/pprof/heap?debug=1")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer resp.Body.Close()
 	out := map[string]float64{}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 64<<10), 4<<20)
-	for sc.Scan() {
-		rest, ok := strings.CutPrefix(sc.Text(), "# ")
-		if !ok {
-			continue
+	for k, metric := range map[string]string{"HeapInuse": "go_memstats_heap_inuse_bytes",
+		"HeapAlloc": "go_memstats_heap_alloc_bytes", "Sys": "go_memstats_sys_bytes"} {
+		v, err := processMetric(url, metric)
+		if err != nil {
+			tb.Fatalf("%s of %s: %v", k, url, err)
 		}
-		name, v, ok := strings.Cut(rest, " = ")
-		if !ok {
-			continue
-		}
-		if n, err := strconv.ParseFloat(v, 64); err == nil {
-			out[name] = n
-		}
-	}
-	for _, k := range []string{"HeapInuse", "HeapAlloc", "Sys"} {
-		if _, ok := out[k]; !ok {
-			tb.Fatalf("no %s in the heap profile of %s (keys %v)", k, url, slices.Sorted(maps.Keys(out)))
-		}
+		out[k] = v
 	}
 	return out
 }
