@@ -282,13 +282,31 @@ func (c *ProcessCluster) Restart(i int) {
 	if p.Running() {
 		c.t.Fatalf("nopstest: restart %s: still running", p.Name)
 	}
-	if err := p.exec(); err != nil {
-		c.t.Fatalf("nopstest: restart %s: %v", p.Name, err)
-	}
-	if err := p.waitHTTP(); err != nil {
-		c.t.Fatalf("nopstest: restart %s: %v", p.Name, err)
+	// A restart keeps its ports (the other servers know them), so a port
+	// taken meanwhile cannot be traded for a new one as at the start. It
+	// is waited for instead, a while: what takes one so soon after a kill
+	// is mostly brief (another test process trying the port as a free
+	// one, a socket of the killed process the kernel has not closed).
+	deadline := time.Now().Add(restartPortWait)
+	for {
+		err := p.exec()
+		if err == nil {
+			err = p.waitHTTP()
+		}
+		if err == nil {
+			return
+		}
+		if !errors.Is(err, testutil.ErrPortInUse) || time.Now().After(deadline) {
+			c.t.Fatalf("nopstest: restart %s: %v", p.Name, err)
+		}
+		c.t.Logf("nopstest: restart %s: %v; trying again", p.Name, err)
+		time.Sleep(200 * time.Millisecond)
 	}
 }
+
+// restartPortWait bounds how long Restart waits for a port of the server
+// that another process holds.
+const restartPortWait = 10 * time.Second
 
 // RestartWith is Restart with another build of nops, as a rolling upgrade
 // replaces one server's binary at a time. Later restarts of the server use
