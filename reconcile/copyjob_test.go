@@ -1,7 +1,9 @@
 package reconcile
 
 import (
+	"fmt"
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/hashicorp/nomad/api"
@@ -107,5 +109,37 @@ func TestJobSpec(t *testing.T) {
 	scaled, err := newJobSpec(&api.Job{ID: &name, TaskGroups: []*api.TaskGroup{{Scaling: &api.ScalingPolicy{}}}})
 	if err != nil || !scaled.scaling {
 		t.Fatal("a job with a scaling block is not said to scale")
+	}
+}
+
+// TestJobSpec_LargeJob: a job whose JSON is many times the dictionary's
+// 64 KB window packs and unpacks whole.
+func TestJobSpec_LargeJob(t *testing.T) {
+	name := "big"
+	job := &api.Job{ID: &name, Meta: map[string]string{}}
+	for i := range 300 {
+		g := fmt.Sprintf("group-%03d", i)
+		job.TaskGroups = append(job.TaskGroups, &api.TaskGroup{Name: &g,
+			Tasks: []*api.Task{{Name: g, Driver: "docker", Config: map[string]any{"image": "nginx:" + g}}}})
+		job.Meta[g] = strings.Repeat(g, 20)
+	}
+	job.Canonicalize()
+	want, err := encodeJob(job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := newJobSpec(job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.job()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if raw, _ := encodeJob(got); string(raw) != string(want) {
+		t.Fatalf("a job of %d bytes of JSON unpacked to %d different bytes", len(want), len(raw))
+	}
+	if len(want) < 4*65536 || len(s.packed) >= len(want) {
+		t.Fatalf("a job of %d bytes of JSON packed to %d: want a job well past the dictionary's window, packed smaller", len(want), len(s.packed))
 	}
 }
