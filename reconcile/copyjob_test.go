@@ -47,10 +47,7 @@ func TestJobSpec(t *testing.T) {
 	job := &api.Job{ID: &name, Namespace: &ns, Type: &typ, Meta: map[string]string{"nops_managed": "true"},
 		TaskGroups: []*api.TaskGroup{{Name: &name, Count: &count, Tasks: []*api.Task{{Name: "web", Driver: "docker",
 			Config: map[string]any{"image": image}}}}}}
-	s, err := newJobSpec(job)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, want, got := packed(t, job)
 	if s.id != name || s.namespace != ns || s.meta["nops_managed"] != "true" {
 		t.Fatalf("kept identity %q/%q and meta %v, want %s/%s and the job's", s.namespace, s.id, s.meta, ns, name)
 	}
@@ -59,17 +56,6 @@ func TestJobSpec(t *testing.T) {
 	}
 	if s.specHash != nomadx.SpecHash(job, nil) {
 		t.Fatal("the kept spec hash is not the job's")
-	}
-	want, err := encodeJob(job)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := s.job()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if raw, _ := encodeJob(got); string(raw) != string(want) {
-		t.Fatalf("the unpacked job differs from the parsed one:\n%s\nwant\n%s", raw, want)
 	}
 	got.TaskGroups[0].Tasks[0].Config["image"] = "changed"
 	*got.ID = "changed"
@@ -87,23 +73,11 @@ func TestJobSpec(t *testing.T) {
 	// Against the dictionary of canonical jobs, a canonicalized job packs
 	// to well under what it packs to alone.
 	job.Canonicalize()
-	canon, err := newJobSpec(job)
-	if err != nil {
-		t.Fatal(err)
-	}
-	raw, err := encodeJob(job)
-	if err != nil {
-		t.Fatal(err)
-	}
+	canon, raw, _ := packed(t, job)
 	if alone := len(s2.Encode(nil, raw)); len(canon.packed)*2 > alone {
 		t.Errorf("a canonicalized job of %d bytes of JSON packed to %d bytes, %d without the dictionary", len(raw), len(canon.packed), alone)
 	} else {
 		t.Logf("a canonicalized job of %d bytes of JSON packed to %d bytes, %d without the dictionary", len(raw), len(canon.packed), alone)
-	}
-	if back, err := canon.job(); err != nil {
-		t.Fatal(err)
-	} else if again, _ := encodeJob(back); string(again) != string(raw) {
-		t.Fatal("the canonicalized job unpacked differs from the one packed")
 	}
 
 	scaled, err := newJobSpec(&api.Job{ID: &name, TaskGroups: []*api.TaskGroup{{Scaling: &api.ScalingPolicy{}}}})
@@ -124,6 +98,17 @@ func TestJobSpec_LargeJob(t *testing.T) {
 		job.Meta[g] = strings.Repeat(g, 20)
 	}
 	job.Canonicalize()
+	s, want, _ := packed(t, job)
+	if len(want) < 4*65536 || len(s.packed) >= len(want) {
+		t.Fatalf("a job of %d bytes of JSON packed to %d: want a job well past the dictionary's window, packed smaller", len(want), len(s.packed))
+	}
+}
+
+// packed keeps job as a jobSpec and unpacks it, failing the test unless
+// the unpacked job's JSON is the job's; it returns the spec, the job's JSON
+// and the unpacked job.
+func packed(t *testing.T, job *api.Job) (*jobSpec, []byte, *api.Job) {
+	t.Helper()
 	want, err := encodeJob(job)
 	if err != nil {
 		t.Fatal(err)
@@ -137,9 +122,7 @@ func TestJobSpec_LargeJob(t *testing.T) {
 		t.Fatal(err)
 	}
 	if raw, _ := encodeJob(got); string(raw) != string(want) {
-		t.Fatalf("a job of %d bytes of JSON unpacked to %d different bytes", len(want), len(raw))
+		t.Fatalf("the unpacked job (%d bytes of JSON) differs from the packed one:\n%s\nwant\n%s", len(raw), raw, want)
 	}
-	if len(want) < 4*65536 || len(s.packed) >= len(want) {
-		t.Fatalf("a job of %d bytes of JSON packed to %d: want a job well past the dictionary's window, packed smaller", len(want), len(s.packed))
-	}
+	return s, want, got
 }

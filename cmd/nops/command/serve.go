@@ -67,7 +67,7 @@ func (c *serveCommand) Run(ctx context.Context, args []string) int {
 	}
 	// The garbage collector's heap floor is the process's, so the command
 	// sets it, not the server; so is the sampling of allocations.
-	runtime.MemProfileRate = memProfileRate(cfg.EnableDebug)
+	runtime.MemProfileRate = memProfileRate(cfg.EnableDebug, runtime.MemProfileRate)
 	gc := gctune.Start(cfg.GCMinHeap, logger.Named("gctune"))
 	defer gc.Stop()
 	srv, cleanup, err := startServer(cfg, logger)
@@ -204,16 +204,15 @@ func (c *serveCommand) configError(err error) int {
 }
 
 // memProfileRate is the runtime's sampling rate of allocations for a
-// server: Go's default (one sample every 512 KiB) with enable_debug, which
-// serves the heap profile; none without it (enable_debug is not reloaded),
-// where the samples and the table of their call stacks the runtime keeps
-// (1.4 MB, resident where the samples fall) would serve nothing.
-func memProfileRate(enableDebug bool) int {
+// server whose rate is now current: current with enable_debug, which serves
+// the heap profile (Go's default, one sample every 512 KiB, or what
+// GODEBUG=memprofilerate set); none without it (enable_debug is not
+// reloaded), where the samples and the table of their call stacks the
+// runtime keeps (1.4 MB, resident where the samples fall) would serve
+// nothing.
+func memProfileRate(enableDebug bool, current int) int {
 	if enableDebug {
-		return defaultMemProfileRate
+		return current
 	}
 	return 0
 }
-
-// defaultMemProfileRate is runtime.MemProfileRate's default.
-const defaultMemProfileRate = 512 * 1024
