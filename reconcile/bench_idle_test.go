@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nops-dev/nops/agent/config"
 	"github.com/nops-dev/nops/structs"
 	"github.com/nops-dev/nops/testutil"
 	"github.com/nops-dev/nops/testutil/nopstest"
@@ -17,10 +18,10 @@ import (
 // BenchmarkIdle1k runs one Nops server, the built binary in its own
 // process, that manages 1,000 jobs in sync (parameterized batch jobs,
 // policy auto, registered in Nomad as git has them before it starts), with
-// the production settings (drift interval 1 min, full_replan_interval 24h,
-// Nomad's event stream), the repository fetched over HTTP (benchRepoURL)
-// and a counting proxy in front of Nomad, and measures an idle window of
-// 10 minutes (a few seconds under NOPS_BENCH_SMOKE; NOPS_BENCH_IDLE_WINDOW
+// the production settings (drift interval 1 min, engine interval 5 s,
+// full_replan_interval 24h, Nomad's event stream), the repository fetched
+// over HTTP (benchRepoURL) and a counting proxy in front of Nomad, and
+// measures an idle window of 10 minutes (a few seconds under NOPS_BENCH_SMOKE; NOPS_BENCH_IDLE_WINDOW
 // sets another, e.g. 2m):
 //
 //   - settled-rss-mb: the server's VmRSS once every job is in sync and the
@@ -68,7 +69,7 @@ func BenchmarkIdle1k(b *testing.B) {
 	alone := cpuOver(b, nomad.Pid(), baseline)
 	proxy := newNomadProxy(b, nomad.Addr)
 	c := nopstest.StartProcessCluster(b, 1, proxy.URL, benchRepoURL(b, repo)+"#main:"+jobsDir, "-insecure-rpc",
-		"-drift-interval", "1m", "-log-level", "info")
+		"-drift-interval", "1m", "-engine-interval", config.DefaultEngineInterval.String(), "-log-level", "info")
 	srv := c.Server(0)
 	start := time.Now()
 	testutil.WaitForResult(b, 20*time.Minute, func() (bool, error) {

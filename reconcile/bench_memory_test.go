@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nops-dev/nops/agent/config"
 	"github.com/nops-dev/nops/structs"
 	"github.com/nops-dev/nops/testutil"
 	"github.com/nops-dev/nops/testutil/nopstest"
@@ -22,7 +23,7 @@ import (
 // built binary, as an operator runs it (its own heap, and the GC policy
 // `nops serve` sets from gc_min_heap), that manages 1,000 jobs in sync:
 // parameterized batch jobs registered in Nomad as git has them before the
-// server starts, the production drift interval (1 min) and Nomad's event
+// server starts, the production drift and engine intervals (1 min, 5 s) and Nomad's event
 // stream, the repository fetched over HTTP (benchRepoURL; NOPS_BENCH_GIT=file
 // for its file:// URL). Once every job is in sync and the stream is up, the server is
 // left alone for a settle window (10 idle minutes, ten drift intervals),
@@ -137,7 +138,8 @@ func startMemoryWorld(tb testing.TB, p memoryParams) *memoryWorld {
 
 	// As production runs it: the Go profiler (and the runtime's sampling
 	// of allocations for it) only when a heap profile is asked for.
-	args := []string{"-insecure-rpc", "-drift-interval", "1m", "-nomad-event-stream=true", "-log-level", "info"}
+	args := []string{"-insecure-rpc", "-drift-interval", "1m", "-engine-interval", config.DefaultEngineInterval.String(),
+		"-nomad-event-stream=true", "-log-level", "info"}
 	if os.Getenv("NOPS_BENCH_HEAP_PROFILE") != "" {
 		args = append(args, "-enable-debug")
 	}

@@ -20,10 +20,11 @@
 // allocation has stayed under that rate for quietWindow, the Tuner gives
 // the process its own GOGC back. While it stays under, the Tuner returns
 // the free heap to the system (debug.FreeOSMemory, which collects first)
-// when there is at least minReturn of it, at most once every quietWindow:
-// the runtime's scavenger keeps about the heap target (twice the live
-// heap with GOGC 100), which an idle server may take minutes to grow to
-// again, so its resident set stays near what its live heap needs.
+// when there is at least minReturn more of it than the last return left,
+// at most once every quietWindow: the runtime's scavenger keeps about the
+// heap target (twice the live heap with GOGC 100), which an idle server
+// may take minutes to grow to again, so its resident set stays near what
+// its live heap needs.
 //
 // Once the process has been quiet for quietWindow (since it started, or
 // since its last heavy phase), and every releaseEvery while it stays
@@ -116,14 +117,16 @@ type Tuner struct {
 // Start starts a Tuner whose heap target is at least about minHeap bytes.
 // It returns nil, and changes nothing, when minHeap is 0 or GOGC is off.
 func Start(minHeap uint64, logger hclog.Logger) *Tuner {
-	return start(minHeap, logger, timings{every: checkEvery, quiet: quietWindow, release: releaseEvery, releaser: releaseExecutablePages})
+	return start(minHeap, logger, timings{every: checkEvery, quiet: quietWindow, release: releaseEvery, minReturn: minReturn, releaser: releaseExecutablePages})
 }
 
-// timings are a Tuner's periods and how it releases the executable's
-// pages: the package's constants and releaseExecutablePages, shorter
-// periods and a counter in tests.
+// timings are a Tuner's periods, the least free heap it returns, and how
+// it releases the executable's pages: the package's constants and
+// releaseExecutablePages, shorter periods, less heap and a counter in
+// tests.
 type timings struct {
 	every, quiet, release time.Duration
+	minReturn             uint64
 	releaser              func() (uint64, error)
 }
 
@@ -162,10 +165,11 @@ func (t *Tuner) Stop() {
 // watch measures the allocation rate every t.every and turns the floor on
 // when it is heavy, off once it has stayed light for t.quiet. While it is
 // light, at most once every t.quiet, it gives the free heap back to the
-// system when there is at least minReturn of it (the heap a heavy phase or
-// the last cycle of GOGC let grow); and it unmaps the executable's pages
-// once the process has been quiet for t.quiet (since it started or since
-// its last heavy phase), then every t.release while it stays quiet.
+// system when there is at least t.minReturn more of it than the last
+// return left (the heap a heavy phase or the last cycle of GOGC let
+// grow); and it unmaps the executable's pages once the process has been
+// quiet for t.quiet (since it started or since its last heavy phase),
+// then every t.release while it stays quiet.
 func (t *Tuner) watch() {
 	tick := time.NewTicker(t.every)
 	defer tick.Stop()
@@ -177,6 +181,10 @@ func (t *Tuner) watch() {
 	// first), releasedAt when the executable's pages were last unmapped
 	// in this quiet phase (zero: not yet).
 	busyAt, releasedAt := lastAt, time.Time{}
+	// kept is the free heap the last return left: pages the runtime
+	// counts as free but does not give back (a few MB of them after a
+	// heavy phase), not to be returned again at every quiet window.
+	var kept uint64
 	releasing := true
 	for {
 		select {
@@ -195,13 +203,14 @@ func (t *Tuner) watch() {
 			if heavy {
 				continue
 			}
-			if now.Sub(returnedAt) >= t.quiet && readUint(s[2]) >= minReturn {
+			if now.Sub(returnedAt) >= t.quiet && readUint(s[2]) >= kept+t.minReturn {
 				// Rather than wait for the scavenger, which keeps
 				// about the heap target: an idle server allocates
 				// little, and may not grow to the target again
 				// before its next collection.
 				debug.FreeOSMemory()
 				returnedAt = time.Now()
+				kept = freeHeap()
 			}
 			due := now.Sub(busyAt) >= t.quiet && (releasedAt.IsZero() || now.Sub(releasedAt) >= t.release)
 			if releasing && due {
@@ -250,6 +259,13 @@ func collectionRate(allocs uint64, d time.Duration, live uint64, base int) float
 	}
 	growth := max(live*uint64(base)/100, minGoal)
 	return float64(allocs) / float64(growth) / d.Seconds()
+}
+
+// freeHeap returns the free heap the process holds resident.
+func freeHeap() uint64 {
+	s := []metrics.Sample{{Name: freeMetric}}
+	metrics.Read(s)
+	return readUint(s[0])
 }
 
 func readUint(s metrics.Sample) uint64 {
