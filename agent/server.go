@@ -32,8 +32,10 @@ import (
 
 const (
 	// raftLogCacheSize is how many of the newest log entries stay in
-	// memory.
+	// memory, for as long as entries are written: raftLogCacheIdle after
+	// the last one, the cache is emptied.
 	raftLogCacheSize = 512
+	raftLogCacheIdle = time.Minute
 )
 
 // LeaderFunc runs the leader's loops until ctx is cancelled, and returns once
@@ -375,13 +377,11 @@ func (s *Server) setupRaft() error {
 	if err != nil {
 		return fmt.Errorf("read raft state: %w", err)
 	}
-	// The newest entries stay in memory, so that the leader replicates
-	// and applies them without reading them back from disk.
+	// The newest entries stay in memory while the log is written, so
+	// that the leader replicates and applies them without reading them
+	// back from disk.
 	s.raftLogStore = newCountingLogStore(store)
-	logs, err := raft.NewLogCache(raftLogCacheSize, s.raftLogStore)
-	if err != nil {
-		return fmt.Errorf("raft log cache: %w", err)
-	}
+	logs := newLogCache(raftLogCacheSize, raftLogCacheIdle, s.raftLogStore)
 	r, err := raft.NewRaft(rc, &hookedFSM{FSM: s.fsm, hook: &s.applyHook}, logs, store, snaps, s.transport)
 	if err != nil {
 		return fmt.Errorf("start raft: %w", err)

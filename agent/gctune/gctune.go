@@ -75,7 +75,7 @@ const (
 	// given back to the system.
 	freeMetric = "/memory/classes/heap/free:bytes"
 	// minReturn is the least free heap a quiet Tuner gives back.
-	minReturn = 8 << 20
+	minReturn = 2 << 20
 
 	// heavyRate is the collections a second, with the process's GOGC
 	// alone, from which the floor applies: below it the collector takes
