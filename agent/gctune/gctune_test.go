@@ -199,24 +199,19 @@ func TestStart_ReturnsFreeHeapWhenQuiet(t *testing.T) {
 	defer tu.Stop()
 	// The first quiet check returns it (debug.FreeOSMemory, a forced
 	// collection); the next return waits for the quiet window.
-	free := func() uint64 {
-		s := []metrics.Sample{{Name: freeMetric}}
-		metrics.Read(s)
-		return readUint(s[0])
-	}
 	deadline := time.Now().Add(5 * time.Second)
-	for forced() == before || free() >= 16<<20 {
+	for forced() == before || freeHeap() >= 16<<20 {
 		if time.Now().After(deadline) {
-			t.Fatalf("free resident heap %d bytes, %d forced collections: the free heap was not returned", free(), forced()-before)
+			t.Fatalf("free resident heap %d bytes, %d forced collections: the free heap was not returned", freeHeap(), forced()-before)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
 	// Nothing more freed: no return at every quiet window, even when
 	// the runtime holds pages it counts as free.
-	returned, left := forced(), free()
+	returned, left := forced(), freeHeap()
 	time.Sleep(700 * time.Millisecond)
 	if n := forced() - returned; n > 1 {
-		t.Fatalf("%d forced collections in three quiet windows with nothing more freed (%d bytes free after the return, %d now)", n, left, free())
+		t.Fatalf("%d forced collections in three quiet windows with nothing more freed (%d bytes free after the return, %d now)", n, left, freeHeap())
 	}
 	tu.Stop()
 	// A stopped tuner returns nothing.
